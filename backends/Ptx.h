@@ -1,0 +1,20 @@
+// The PTX emitter: one linear walk over a verified module, per-op format entries.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ir/Diagnostics.h"
+#include "ir/IR.h"
+
+namespace tn::ptx {
+
+struct EmitOptions {
+  std::string kernel;  // emit only this kernel ("" = all)
+};
+
+// Emits PTX for m's target (m.sm, m.archSpecific, m.ptx). An op or type that cannot be emitted
+// for that target is an error naming op, type and target; then nullopt is returned.
+std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir::Diagnostics& diags);
+
+}  // namespace tn::ptx

@@ -1,0 +1,130 @@
+#include "ir/IR.h"
+
+namespace tn::ir {
+
+ValueId Kernel::addValue(Type t, std::string name, DefKind kind, uint32_t owner) {
+  values.push_back({t, std::move(name), kind, owner});
+  return ValueId(static_cast<uint32_t>(values.size() - 1));
+}
+
+ValueId Kernel::addParam(Type t, std::string name, unsigned align) {
+  ValueId v = addValue(t, std::move(name), DefKind::KernelParam, static_cast<uint32_t>(params.size()));
+  params.push_back({v, align});
+  return v;
+}
+
+BlockId Kernel::addBlock(std::string name, SourceLoc l) {
+  blocks.push_back({std::move(name), {}, {}, l});
+  return BlockId(static_cast<uint32_t>(blocks.size() - 1));
+}
+
+ValueId Kernel::addBlockParam(BlockId b, Type t, std::string name) {
+  ValueId v = addValue(t, std::move(name), DefKind::BlockParam, b.index);
+  blocks[b.index].params.push_back(v);
+  return v;
+}
+
+InstId Kernel::append(BlockId b, Inst in, std::optional<Type> resultType, std::string name) {
+  InstId id(static_cast<uint32_t>(insts.size()));
+  if (resultType) in.result = addValue(*resultType, std::move(name), DefKind::Inst, id.index);
+  insts.push_back(std::move(in));
+  blocks[b.index].insts.push_back(id);
+  return id;
+}
+
+const Inst* Kernel::terminator(BlockId b) const {
+  const Block& blk = blocks[b.index];
+  if (blk.insts.empty()) return nullptr;
+  const Inst& last = insts[blk.insts.back().index];
+  return hasFlag(last.op, OF_TERMINATOR) ? &last : nullptr;
+}
+
+int Kernel::findShared(std::string_view n) const {
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (shared[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+void Kernel::compactBlocks(const std::vector<bool>& keep) {
+  std::vector<uint32_t> remap(blocks.size(), BlockId::kNone);
+  std::vector<Block> kept;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!keep[i]) continue;
+    remap[i] = static_cast<uint32_t>(kept.size());
+    kept.push_back(std::move(blocks[i]));
+  }
+  blocks = std::move(kept);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    for (ValueId p : blocks[b].params) values[p.index].owner = static_cast<uint32_t>(b);
+    for (InstId i : blocks[b].insts)
+      for (BlockCall& s : insts[i.index].succs) s.block = BlockId(remap[s.block.index]);
+  }
+}
+
+uint32_t Module::fileId(const std::string& name) {
+  for (size_t i = 0; i < files.size(); ++i)
+    if (files[i] == name) return static_cast<uint32_t>(i);
+  files.push_back(name);
+  return static_cast<uint32_t>(files.size() - 1);
+}
+
+Kernel* Module::findKernel(std::string_view name) {
+  for (Kernel& k : kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string targetName(unsigned sm, bool archSpecific) {
+  return "sm_" + std::to_string(sm) + (archSpecific ? "a" : "");
+}
+
+std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view t) {
+  if (!t.starts_with("sm_")) return std::nullopt;
+  t.remove_prefix(3);
+  bool arch = false;
+  if (!t.empty() && t.back() == 'a') {
+    arch = true;
+    t.remove_suffix(1);
+  }
+  if (t.size() < 2 || t.size() > 3) return std::nullopt;
+  unsigned v = 0;
+  for (char c : t) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (v < 10) return std::nullopt;
+  return std::pair{v, arch};
+}
+
+unsigned minPtxForTarget(unsigned sm) {
+  struct Row {
+    unsigned sm, ptx;
+  };
+  // First PTX ISA version supporting each architecture (PTX ISA release notes).
+  static constexpr Row kRows[] = {{75, 63}, {80, 70}, {86, 71}, {87, 74}, {89, 78}, {90, 78},
+                                  {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
+  unsigned best = 60;
+  for (const Row& r : kRows)
+    if (r.sm <= sm) best = r.ptx > best ? r.ptx : best;
+  return best;
+}
+
+std::optional<Type> resultTypeFor(const Inst& in) {
+  const OpInfo& oi = info(in.op);
+  if (oi.result == '-') return std::nullopt;
+  if (oi.result == 'p') return Type::pred();
+  if (oi.result == 'U') return Type::u32();
+  if (!in.type) return std::nullopt;
+  Type t = *in.type;
+  switch (oi.result) {
+    case 'T': return t;
+    case 'E': return t.element();
+    case 'W': {
+      auto w = intType(t.bits() * 2, t.isSigned() ? 's' : 'u');
+      return w;
+    }
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace tn::ir

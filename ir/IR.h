@@ -1,0 +1,145 @@
+// The kernel IR: modules own kernels; kernels own blocks, instructions and values, all addressed by
+// small typed indices (ValueId, BlockId, InstId). SSA with block parameters instead of phis.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/Diagnostics.h"
+#include "ir/Ops.h"
+#include "ir/Type.h"
+
+namespace tn::ir {
+
+template <class Tag>
+struct Id {
+  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  uint32_t index = kNone;
+  constexpr Id() = default;
+  constexpr explicit Id(uint32_t i) : index(i) {}
+  constexpr bool valid() const { return index != kNone; }
+  constexpr explicit operator bool() const { return valid(); }
+  constexpr bool operator==(const Id&) const = default;
+  constexpr auto operator<=>(const Id&) const = default;
+};
+using ValueId = Id<struct ValueTag>;
+using BlockId = Id<struct BlockTag>;
+using InstId = Id<struct InstTag>;
+
+enum class DefKind : uint8_t { KernelParam, BlockParam, Inst };
+
+struct ValueInfo {
+  Type type;
+  std::string name;  // without '%'; may be empty (the printer then numbers it)
+  DefKind kind = DefKind::Inst;
+  uint32_t owner = 0;  // kernel param index, BlockId or InstId, by kind
+};
+
+struct BlockCall {
+  BlockId block;
+  std::vector<ValueId> args;
+};
+
+struct Inst {
+  Op op = Op::Ret;
+  std::optional<Type> type;     // the annotated type T (absent for br/cbr/ret/bar.sync/...)
+  std::optional<Type> srcType;  // S of `: S -> T` (cvt, bitcast)
+  std::array<Mod, kModGroups> mods{};
+  ValueId result;
+  std::vector<ValueId> operands;
+  uint64_t imm = 0;       // const: the value's bits; extract: the lane
+  int32_t symbol = -1;    // shared.addr: index into Kernel::shared
+  std::vector<BlockCall> succs;  // br: 1, cbr: 2 (taken, not taken)
+  SourceLoc loc;
+
+  Mod mod(ModGroup g) const { return mods[static_cast<size_t>(g)]; }
+  bool has(Mod m) const { return mods[static_cast<size_t>(modGroup(m))] == m; }
+  void setMod(Mod m) { mods[static_cast<size_t>(modGroup(m))] = m; }
+  void clearMod(ModGroup g) { mods[static_cast<size_t>(g)] = Mod::None; }
+};
+
+struct Block {
+  std::string name;  // without '^'
+  std::vector<ValueId> params;
+  std::vector<InstId> insts;  // the last one is the terminator in a well-formed block
+  SourceLoc loc;
+};
+
+struct KernelParam {
+  ValueId value;
+  unsigned align = 0;  // pointer params: guaranteed alignment in bytes (0 = unknown)
+};
+
+struct SharedDecl {
+  std::string name;  // without '@'
+  Type elem;
+  uint64_t count = 0;  // elements; 0 with dynamic = true: extern, sized at launch
+  bool dynamic = false;
+  unsigned align = 4;
+  SourceLoc loc;
+  uint64_t bytes() const { return count * elem.bytes(); }
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  unsigned total() const { return x * y * z; }
+  bool operator==(const Dim3&) const = default;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<KernelParam> params;
+  std::vector<SharedDecl> shared;
+  std::optional<Dim3> reqntid;
+  std::optional<Dim3> maxntid;
+  std::vector<Block> blocks;  // layout order; blocks[0] is the entry block
+  std::vector<Inst> insts;    // pool, addressed by InstId (removed insts just leave blocks)
+  std::vector<ValueInfo> values;
+  SourceLoc loc;
+
+  Inst& inst(InstId id) { return insts[id.index]; }
+  const Inst& inst(InstId id) const { return insts[id.index]; }
+  Block& block(BlockId id) { return blocks[id.index]; }
+  const Block& block(BlockId id) const { return blocks[id.index]; }
+  ValueInfo& value(ValueId id) { return values[id.index]; }
+  const ValueInfo& value(ValueId id) const { return values[id.index]; }
+  Type typeOf(ValueId id) const { return values[id.index].type; }
+
+  ValueId addValue(Type t, std::string name, DefKind kind, uint32_t owner);
+  ValueId addParam(Type t, std::string name, unsigned align = 0);
+  BlockId addBlock(std::string name, SourceLoc loc = {});
+  ValueId addBlockParam(BlockId b, Type t, std::string name);
+  // Appends `in` to block b; gives it a result value of `resultType` when set.
+  InstId append(BlockId b, Inst in, std::optional<Type> resultType = std::nullopt, std::string name = {});
+  const Inst* terminator(BlockId b) const;
+  int findShared(std::string_view name) const;
+  // Drops blocks for which keep[b] is false and renumbers branch targets.
+  void compactBlocks(const std::vector<bool>& keep);
+};
+
+struct Module {
+  unsigned sm = 80;        // target architecture: 80 = sm_80
+  bool archSpecific = false;  // sm_90a-style target
+  unsigned ptx = 70;       // PTX ISA version x10
+  std::vector<Kernel> kernels;
+  std::vector<std::string> files{""};  // SourceLoc::file indexes this; [0] = unknown
+
+  uint32_t fileId(const std::string& name);
+  const std::string& fileName(SourceLoc loc) const { return files[loc.file < files.size() ? loc.file : 0]; }
+  Kernel* findKernel(std::string_view name);
+};
+
+std::string targetName(unsigned sm, bool archSpecific);  // "sm_90a"
+// Parses "sm_XY" / "sm_XYa"; nullopt when malformed.
+std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view text);
+// The lowest PTX ISA version (x10) that ptxas accepts for a target.
+unsigned minPtxForTarget(unsigned sm);
+
+// Result type of an instruction under the table's result rule, or nullopt when none/invalid.
+std::optional<Type> resultTypeFor(const Inst& in);
+
+}  // namespace tn::ir

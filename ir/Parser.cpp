@@ -1,0 +1,689 @@
+#include "ir/Parser.h"
+
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "ir/Float16.h"
+
+namespace tn::ir {
+
+namespace {
+
+enum class Tok : uint8_t {
+  End, Newline, Ident, Value, BlockRef, Symbol, Number,
+  LParen, RParen, LBrace, RBrace, LBracket, RBracket, Comma, Colon, Equal, Arrow, Error
+};
+
+const char* tokName(Tok t) {
+  switch (t) {
+    case Tok::End: return "end of file";
+    case Tok::Newline: return "end of line";
+    case Tok::Ident: return "identifier";
+    case Tok::Value: return "value (%name)";
+    case Tok::BlockRef: return "block (^name)";
+    case Tok::Symbol: return "symbol (@name)";
+    case Tok::Number: return "number";
+    case Tok::LParen: return "'('";
+    case Tok::RParen: return "')'";
+    case Tok::LBrace: return "'{'";
+    case Tok::RBrace: return "'}'";
+    case Tok::LBracket: return "'['";
+    case Tok::RBracket: return "']'";
+    case Tok::Comma: return "','";
+    case Tok::Colon: return "':'";
+    case Tok::Equal: return "'='";
+    case Tok::Arrow: return "'->'";
+    case Tok::Error: return "invalid character";
+  }
+  return "?";
+}
+
+struct Token {
+  Tok kind = Tok::End;
+  std::string_view text;  // for Value/BlockRef/Symbol: the name without its sigil
+  uint32_t line = 0, col = 0;
+};
+
+bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool isIdentChar(char c) { return isIdentStart(c) || (c >= '0' && c <= '9') || c == '.'; }
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+class Lexer {
+ public:
+  explicit Lexer(std::string_view s) : src_(s) {}
+
+  Token next() {
+    skipSpaceAndComments();
+    Token t;
+    t.line = line_;
+    t.col = col_;
+    if (pos_ >= src_.size()) return t;
+    char c = src_[pos_];
+    size_t start = pos_;
+    auto single = [&](Tok k) {
+      advance();
+      t.kind = k;
+      t.text = src_.substr(start, 1);
+      return t;
+    };
+    switch (c) {
+      case '\n': return single(Tok::Newline);
+      case '(': return single(Tok::LParen);
+      case ')': return single(Tok::RParen);
+      case '{': return single(Tok::LBrace);
+      case '}': return single(Tok::RBrace);
+      case '[': return single(Tok::LBracket);
+      case ']': return single(Tok::RBracket);
+      case ',': return single(Tok::Comma);
+      case ':': return single(Tok::Colon);
+      case '=': return single(Tok::Equal);
+      default: break;
+    }
+    if (c == '-' && pos_ + 1 < src_.size() && src_[pos_ + 1] == '>') {
+      advance();
+      advance();
+      t.kind = Tok::Arrow;
+      t.text = src_.substr(start, 2);
+      return t;
+    }
+    if (c == '%' || c == '^' || c == '@') {
+      advance();
+      size_t nameStart = pos_;
+      while (pos_ < src_.size() && isIdentChar(src_[pos_])) advance();
+      t.kind = c == '%' ? Tok::Value : c == '^' ? Tok::BlockRef : Tok::Symbol;
+      t.text = src_.substr(nameStart, pos_ - nameStart);
+      if (t.text.empty()) {
+        t.kind = Tok::Error;
+        t.text = src_.substr(start, 1);
+      }
+      return t;
+    }
+    if (isIdentStart(c)) {
+      while (pos_ < src_.size() && isIdentChar(src_[pos_])) advance();
+      t.kind = Tok::Ident;
+      t.text = src_.substr(start, pos_ - start);
+      return t;
+    }
+    if (isDigit(c) || ((c == '-' || c == '+') && pos_ + 1 < src_.size() && isDigit(src_[pos_ + 1]))) {
+      advance();
+      bool hex = false;
+      while (pos_ < src_.size()) {
+        char d = src_[pos_];
+        if (d == 'x' || d == 'X') hex = true;
+        bool signAfterExp = !hex && (d == '+' || d == '-') && (src_[pos_ - 1] == 'e' || src_[pos_ - 1] == 'E');
+        if (!(isIdentChar(d) || signAfterExp)) break;
+        advance();
+      }
+      t.kind = Tok::Number;
+      t.text = src_.substr(start, pos_ - start);
+      return t;
+    }
+    advance();
+    t.kind = Tok::Error;
+    t.text = src_.substr(start, 1);
+    return t;
+  }
+
+ private:
+  void advance() {
+    if (src_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+  void skipSpaceAndComments() {
+    while (pos_ < src_.size()) {
+      char c = src_[pos_];
+      if (c == ' ' || c == '\t' || c == '\r') {
+        advance();
+      } else if (c == '/' && pos_ + 1 < src_.size() && src_[pos_ + 1] == '/') {
+        while (pos_ < src_.size() && src_[pos_] != '\n') advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string_view src_;
+  size_t pos_ = 0;
+  uint32_t line_ = 1, col_ = 1;
+};
+
+struct ParseError {};
+
+struct PendingSucc {
+  InstId inst;
+  size_t index;
+  std::string name;
+  SourceLoc loc;
+};
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::string& file, Diagnostics& diags)
+      : lex_(text), fileName_(file), diags_(diags) {
+    mod_.files.push_back(file);
+    fileId_ = 1;
+    tok_ = lex_.next();
+  }
+
+  std::optional<Module> run() {
+    try {
+      parseModule();
+    } catch (const ParseError&) {
+      return std::nullopt;
+    }
+    return std::move(mod_);
+  }
+
+ private:
+  SourceLoc loc(const Token& t) const { return {fileId_, t.line, t.col}; }
+
+  [[noreturn]] void fail(const Token& at, const std::string& msg) {
+    diags_.report(Severity::Error, fileName_, loc(at), msg);
+    throw ParseError{};
+  }
+  [[noreturn]] void failAt(SourceLoc l, const std::string& msg) {
+    diags_.report(Severity::Error, fileName_, l, msg);
+    throw ParseError{};
+  }
+
+  Token take() {
+    Token t = tok_;
+    if (t.kind == Tok::Error) fail(t, "unexpected character '" + std::string(t.text) + "'");
+    tok_ = lex_.next();
+    return t;
+  }
+  bool at(Tok k) const { return tok_.kind == k; }
+  bool atIdent(std::string_view s) const { return tok_.kind == Tok::Ident && tok_.text == s; }
+  Token expect(Tok k, const char* what) {
+    if (tok_.kind != k)
+      fail(tok_, std::string("expected ") + what + ", found " + describe(tok_));
+    return take();
+  }
+  static std::string describe(const Token& t) {
+    switch (t.kind) {
+      case Tok::End:
+      case Tok::Newline: return tokName(t.kind);
+      case Tok::Value: return "'%" + std::string(t.text) + "'";
+      case Tok::BlockRef: return "'^" + std::string(t.text) + "'";
+      case Tok::Symbol: return "'@" + std::string(t.text) + "'";
+      default: return "'" + std::string(t.text) + "'";
+    }
+  }
+  void skipNewlines() {
+    while (at(Tok::Newline)) take();
+  }
+  void endOfLine() {
+    if (at(Tok::End)) return;
+    if (!at(Tok::Newline)) fail(tok_, "expected end of line, found " + describe(tok_));
+    take();
+  }
+
+  uint64_t parseUInt(const Token& t, uint64_t max, const char* what) {
+    if (t.kind != Tok::Number) fail(t, std::string("expected ") + what + ", found " + describe(t));
+    std::string s(t.text);
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s.c_str(), &end, 0);
+    if (s[0] == '-' || s[0] == '+' || errno || *end || v > max)
+      fail(t, std::string("invalid ") + what + " '" + s + "'");
+    return v;
+  }
+
+  Type parseTypeTok() {
+    Token t = tok_;
+    if (t.kind != Tok::Ident) fail(t, "expected a type, found " + describe(t));
+    take();
+    auto ty = parseType(t.text);
+    if (!ty) fail(t, "unknown type '" + std::string(t.text) + "'");
+    return *ty;
+  }
+
+  void parseModule() {
+    skipNewlines();
+    bool sawTarget = false, sawPtx = false;
+    while (atIdent("target") || atIdent("ptx")) {
+      Token kw = take();
+      Token v = take();
+      if (kw.text == "target") {
+        if (sawTarget) fail(kw, "duplicate 'target' line");
+        sawTarget = true;
+        auto tgt = v.kind == Tok::Ident ? parseTarget(v.text) : std::nullopt;
+        if (!tgt) fail(v, "invalid target '" + std::string(v.text) + "' (expected sm_XY, e.g. sm_80)");
+        mod_.sm = tgt->first;
+        mod_.archSpecific = tgt->second;
+      } else {
+        if (sawPtx) fail(kw, "duplicate 'ptx' line");
+        sawPtx = true;
+        std::string s(v.text);
+        if (v.kind != Tok::Number || s.size() < 3 || s.find('.') == std::string::npos)
+          fail(v, "invalid PTX ISA version '" + s + "' (expected MAJOR.MINOR, e.g. 7.8)");
+        size_t dot = s.find('.');
+        char* e1 = nullptr;
+        char* e2 = nullptr;
+        unsigned long major = std::strtoul(s.substr(0, dot).c_str(), &e1, 10);
+        std::string minorText = s.substr(dot + 1);
+        unsigned long minor = std::strtoul(minorText.c_str(), &e2, 10);
+        if (*e1 || *e2 || minorText.size() != 1 || dot == 0 || major > 20)
+          fail(v, "invalid PTX ISA version '" + s + "' (expected MAJOR.MINOR, e.g. 7.8)");
+        mod_.ptx = static_cast<unsigned>(major * 10 + minor);
+      }
+      endOfLine();
+      skipNewlines();
+    }
+    if (!sawPtx) mod_.ptx = std::max(70u, minPtxForTarget(mod_.sm));
+    while (!at(Tok::End)) {
+      if (!atIdent("kernel")) fail(tok_, "expected 'kernel', found " + describe(tok_));
+      parseKernel();
+      skipNewlines();
+    }
+  }
+
+  Dim3 parseDim() {
+    expect(Tok::LParen, "'('");
+    unsigned v[3] = {1, 1, 1};
+    for (int i = 0; i < 3; ++i) {
+      v[i] = static_cast<unsigned>(parseUInt(take(), 1u << 20, "thread count"));
+      if (v[i] == 0) fail(tok_, "thread counts must be positive");
+      if (!at(Tok::Comma)) break;
+      if (i == 2) fail(tok_, "at most three dimensions");
+      take();
+    }
+    expect(Tok::RParen, "')'");
+    return {v[0], v[1], v[2]};
+  }
+
+  void parseKernel() {
+    Token kw = take();
+    Token name = expect(Tok::Symbol, "kernel name (@name)");
+    for (const Kernel& other : mod_.kernels)
+      if (other.name == name.text) fail(name, "duplicate kernel '@" + std::string(name.text) + "'");
+    mod_.kernels.emplace_back();
+    k_ = &mod_.kernels.back();
+    k_->name = std::string(name.text);
+    k_->loc = loc(kw);
+    valueByName_.clear();
+    pendingValues_.clear();
+    pendingSuccs_.clear();
+    blockByName_.clear();
+
+    expect(Tok::LParen, "'('");
+    if (!at(Tok::RParen)) {
+      while (true) {
+        Token p = expect(Tok::Value, "parameter (%name)");
+        expect(Tok::Colon, "':'");
+        Type t = parseTypeTok();
+        unsigned align = 0;
+        if (atIdent("align")) {
+          take();
+          Token a = take();
+          align = static_cast<unsigned>(parseUInt(a, 4096, "alignment"));
+          if (!std::has_single_bit(align)) fail(a, "alignment must be a power of two");
+          if (!t.isPtr()) fail(a, "only pointer parameters take an alignment");
+        }
+        defineValue(p, k_->addParam(t, std::string(p.text), align));
+        if (!at(Tok::Comma)) break;
+        take();
+      }
+    }
+    expect(Tok::RParen, "')'");
+    while (at(Tok::Ident)) {
+      Token a = take();
+      if (a.text == "reqntid") {
+        if (k_->reqntid) fail(a, "duplicate reqntid");
+        k_->reqntid = parseDim();
+      } else if (a.text == "maxntid") {
+        if (k_->maxntid) fail(a, "duplicate maxntid");
+        k_->maxntid = parseDim();
+      } else {
+        fail(a, "unknown kernel attribute '" + std::string(a.text) + "' (expected reqntid or maxntid)");
+      }
+    }
+    expect(Tok::LBrace, "'{'");
+    endOfLine();
+    skipNewlines();
+    while (atIdent("shared")) {
+      parseShared();
+      skipNewlines();
+    }
+    if (!at(Tok::BlockRef)) fail(tok_, "expected a block label (^name:), found " + describe(tok_));
+    while (at(Tok::BlockRef)) parseBlock();
+    Token close = expect(Tok::RBrace, "'}' or an instruction");
+    finishKernel(close);
+    if (!at(Tok::End)) endOfLine();
+  }
+
+  void parseShared() {
+    take();
+    Token name = expect(Tok::Symbol, "shared array name (@name)");
+    if (k_->findShared(name.text) >= 0) fail(name, "duplicate shared array '@" + std::string(name.text) + "'");
+    expect(Tok::Colon, "':'");
+    Token tt = tok_;
+    Type t = parseTypeTok();
+    if (t.isPtr() || t.isPred()) fail(tt, "shared arrays hold data types, not '" + typeName(t) + "'");
+    SharedDecl d;
+    d.name = std::string(name.text);
+    d.elem = t;
+    d.loc = loc(name);
+    d.align = t.bytes();
+    expect(Tok::LBracket, "'['");
+    if (at(Tok::RBracket)) {
+      d.dynamic = true;
+    } else {
+      Token c = take();
+      d.count = parseUInt(c, uint64_t{1} << 32, "element count");
+      if (d.count == 0) fail(c, "a static shared array needs a positive element count (write [] for dynamic)");
+    }
+    expect(Tok::RBracket, "']'");
+    if (atIdent("align")) {
+      take();
+      Token a = take();
+      d.align = static_cast<unsigned>(parseUInt(a, 4096, "alignment"));
+      if (!std::has_single_bit(d.align)) fail(a, "alignment must be a power of two");
+    }
+    k_->shared.push_back(d);
+    endOfLine();
+  }
+
+  void parseBlock() {
+    Token label = take();
+    std::string name(label.text);
+    if (blockByName_.contains(name)) fail(label, "duplicate block '^" + name + "'");
+    BlockId b = k_->addBlock(name, loc(label));
+    blockByName_[name] = b;
+    if (at(Tok::LParen)) {
+      take();
+      while (true) {
+        Token p = expect(Tok::Value, "block parameter (%name)");
+        expect(Tok::Colon, "':'");
+        Type t = parseTypeTok();
+        defineValue(p, k_->addBlockParam(b, t, std::string(p.text)));
+        if (!at(Tok::Comma)) break;
+        take();
+      }
+      expect(Tok::RParen, "')'");
+    }
+    expect(Tok::Colon, "':' after block label");
+    endOfLine();
+    skipNewlines();
+    while (!at(Tok::BlockRef) && !at(Tok::RBrace) && !at(Tok::End)) {
+      parseInst(b);
+      skipNewlines();
+    }
+  }
+
+  // Resolves `name` to a value, allocating a forward-reference placeholder when undefined.
+  ValueId useValue(const Token& t) {
+    std::string name(t.text);
+    if (auto it = valueByName_.find(name); it != valueByName_.end()) return it->second;
+    ValueId v = k_->addValue(Type::pred(), name, DefKind::Inst, InstId::kNone);
+    valueByName_[name] = v;
+    pendingValues_[name] = loc(t);
+    return v;
+  }
+
+  void defineValue(const Token& t, ValueId fresh) {
+    std::string name(t.text);
+    auto it = valueByName_.find(name);
+    if (it == valueByName_.end()) {
+      valueByName_[name] = fresh;
+      return;
+    }
+    if (!pendingValues_.contains(name)) fail(t, "redefinition of value '%" + name + "'");
+    // A forward reference: move the new definition into the placeholder's slot.
+    ValueId placeholder = it->second;
+    ValueInfo& info = k_->values[fresh.index];
+    k_->values[placeholder.index] = info;
+    info.name.clear();
+    info.kind = DefKind::Inst;
+    info.owner = InstId::kNone;
+    redirect(fresh, placeholder);
+    pendingValues_.erase(name);
+  }
+
+  // Points the definition site of `from` at `to` (used when a forward reference is resolved).
+  void redirect(ValueId from, ValueId to) {
+    ValueInfo& vi = k_->values[to.index];
+    switch (vi.kind) {
+      case DefKind::KernelParam: k_->params[vi.owner].value = to; break;
+      case DefKind::BlockParam:
+        for (ValueId& p : k_->blocks[vi.owner].params)
+          if (p == from) p = to;
+        break;
+      case DefKind::Inst: k_->insts[vi.owner].result = to; break;
+    }
+  }
+
+  struct Item {
+    Token tok;
+    std::vector<Token> args;  // block call arguments
+  };
+
+  void parseInst(BlockId b) {
+    std::optional<Token> resultTok;
+    if (at(Tok::Value)) {
+      resultTok = take();
+      expect(Tok::Equal, "'=' after result name");
+    }
+    if (!at(Tok::Ident)) fail(tok_, "expected an op name, found " + describe(tok_));
+    Token opTok = take();
+    Inst in;
+    in.loc = loc(opTok);
+    parseOpName(opTok, in);
+    const OpInfo& oi = info(in.op);
+
+    std::vector<Item> items;
+    if (!at(Tok::Newline) && !at(Tok::Colon) && !at(Tok::End) && !at(Tok::RBrace)) {
+      while (true) {
+        Item it{take(), {}};
+        if (it.tok.kind == Tok::BlockRef && at(Tok::LParen)) {
+          take();
+          while (true) {
+            it.args.push_back(expect(Tok::Value, "block argument (%name)"));
+            if (!at(Tok::Comma)) break;
+            take();
+          }
+          expect(Tok::RParen, "')'");
+        }
+        items.push_back(std::move(it));
+        if (!at(Tok::Comma)) break;
+        take();
+      }
+    }
+    if (at(Tok::Colon)) {
+      take();
+      Type first = parseTypeTok();
+      if (at(Tok::Arrow)) {
+        Token arrow = take();
+        if (!(oi.flags & OF_SRCTYPE)) fail(arrow, "'" + std::string(oi.name) + "' takes a single type, not 'S -> T'");
+        in.srcType = first;
+        in.type = parseTypeTok();
+      } else {
+        in.type = first;
+      }
+    }
+    endOfLine();
+
+    bool needsType = oi.types != TC_NONE;
+    if (needsType && !in.type) failAt(in.loc, "'" + std::string(oi.name) + "' needs a type annotation (': TYPE')");
+    if (!needsType && in.type) failAt(in.loc, "'" + std::string(oi.name) + "' takes no type annotation");
+    if ((oi.flags & OF_SRCTYPE) && !in.srcType)
+      failAt(in.loc, "'" + std::string(oi.name) + "' needs a source and result type (': S -> T')");
+
+    size_t wantSuccs = in.op == Op::Br ? 1 : in.op == Op::Cbr ? 2 : 0;
+    std::vector<std::pair<size_t, Item*>> succItems;
+    for (Item& it : items) {
+      switch (it.tok.kind) {
+        case Tok::Value:
+          if (!succItems.empty()) fail(it.tok, "operands must come before branch targets");
+          in.operands.push_back(useValue(it.tok));
+          break;
+        case Tok::BlockRef:
+          if (!wantSuccs) fail(it.tok, "'" + std::string(oi.name) + "' takes no branch targets");
+          succItems.push_back({succItems.size(), &it});
+          break;
+        case Tok::Symbol: {
+          if (!(oi.flags & OF_SYMBOL)) fail(it.tok, "'" + std::string(oi.name) + "' takes no symbol");
+          if (in.symbol >= 0) fail(it.tok, "only one symbol allowed");
+          int s = k_->findShared(it.tok.text);
+          if (s < 0) fail(it.tok, "unknown shared array '@" + std::string(it.tok.text) + "'");
+          in.symbol = s;
+          break;
+        }
+        case Tok::Number:
+          if (!(oi.flags & OF_IMM)) fail(it.tok, "'" + std::string(oi.name) + "' takes no literal operand");
+          parseImm(it.tok, in);
+          break;
+        default:
+          fail(it.tok, "expected an operand, found " + describe(it.tok));
+      }
+    }
+    if ((oi.flags & OF_SYMBOL) && in.symbol < 0) failAt(in.loc, "'" + std::string(oi.name) + "' needs a shared array (@name)");
+    if ((oi.flags & OF_IMM) && !sawImm_) failAt(in.loc, "'" + std::string(oi.name) + "' needs a literal operand");
+    sawImm_ = false;
+    if (!(oi.flags & OF_VARIADIC) && in.operands.size() != oi.operands.size())
+      failAt(in.loc, "'" + std::string(oi.name) + "' takes " + std::to_string(oi.operands.size()) + " operand(s), got " +
+                         std::to_string(in.operands.size()));
+    if (succItems.size() != wantSuccs)
+      failAt(in.loc, "'" + std::string(oi.name) + "' takes " + std::to_string(wantSuccs) + " branch target(s), got " +
+                         std::to_string(succItems.size()));
+
+    std::optional<Type> rt = resultTypeFor(in);
+    if (resultTok && !rt) fail(*resultTok, "'" + std::string(oi.name) + "' produces no result");
+    in.succs.resize(succItems.size());
+    for (auto& [idx, item] : succItems)
+      for (const Token& a : item->args) in.succs[idx].args.push_back(useValue(a));
+    InstId id = k_->append(b, std::move(in), rt, {});
+    const Inst& placed = k_->inst(id);
+    if (placed.result && resultTok) {
+      k_->value(placed.result).name = std::string(resultTok->text);
+      defineValue(*resultTok, placed.result);
+    }
+    for (auto& [idx, item] : succItems)
+      pendingSuccs_.push_back({id, idx, std::string(item->tok.text), loc(item->tok)});
+  }
+
+  void parseOpName(const Token& t, Inst& in) {
+    std::string_view text = t.text;
+    std::optional<Op> op;
+    size_t used = 0;
+    for (size_t end = text.size();;) {
+      if ((op = opByName(text.substr(0, end)))) {
+        used = end;
+        break;
+      }
+      size_t dot = end == 0 ? std::string_view::npos : text.rfind('.', end - 1);
+      if (dot == std::string_view::npos) break;
+      end = dot;
+    }
+    if (!op) fail(t, "unknown op '" + std::string(text) + "'");
+    in.op = *op;
+    const OpInfo& oi = info(*op);
+    std::string_view rest = text.substr(used);
+    uint32_t col = t.col + static_cast<uint32_t>(used);
+    while (!rest.empty()) {
+      rest.remove_prefix(1);
+      ++col;
+      size_t dot = rest.find('.');
+      std::string_view m = rest.substr(0, dot);
+      Token at = t;
+      at.col = col;
+      auto mod = modByName(m);
+      if (!mod || !(oi.mods & (1u << static_cast<unsigned>(modGroup(*mod)))))
+        fail(at, "'" + std::string(oi.name) + "' does not take modifier '." + std::string(m) + "'");
+      if (in.mod(modGroup(*mod)) != Mod::None)
+        fail(at, "conflicting modifier '." + std::string(m) + "' (" + std::string(modGroupName(modGroup(*mod))) +
+                     " already given)");
+      in.setMod(*mod);
+      col += static_cast<uint32_t>(m.size());
+      rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot);
+    }
+    for (size_t g = 0; g < kModGroups; ++g)
+      if ((oi.required & (1u << g)) && in.mods[g] == Mod::None)
+        fail(t, "'" + std::string(oi.name) + "' needs a ." + std::string(modGroupName(static_cast<ModGroup>(g))) +
+                    " modifier");
+  }
+
+  // Called after the type annotation is known: a const's value, or an extract's lane.
+  void parseImm(const Token& t, Inst& in) {
+    if (sawImm_) fail(t, "only one literal operand allowed");
+    sawImm_ = true;
+    if (in.op == Op::Const) {
+      auto bits = parseConstLiteral(t.text, *in.type);
+      if (!bits) fail(t, "invalid " + typeName(*in.type) + " literal '" + std::string(t.text) + "'");
+      in.imm = *bits;
+    } else {
+      in.imm = parseUInt(t, 3, "lane index (0..3)");
+    }
+  }
+
+  void finishKernel(const Token& close) {
+    for (auto& [name, l] : pendingValues_) failAt(l, "use of undefined value '%" + name + "'");
+    for (const PendingSucc& p : pendingSuccs_) {
+      auto it = blockByName_.find(p.name);
+      if (it == blockByName_.end()) failAt(p.loc, "use of undefined block '^" + p.name + "'");
+      k_->inst(p.inst).succs[p.index].block = it->second;
+    }
+    (void)close;
+  }
+
+  Lexer lex_;
+  Token tok_;
+  std::string fileName_;
+  uint32_t fileId_ = 0;
+  Diagnostics& diags_;
+  Module mod_;
+  Kernel* k_ = nullptr;
+  std::unordered_map<std::string, ValueId> valueByName_;
+  std::unordered_map<std::string, SourceLoc> pendingValues_;
+  std::unordered_map<std::string, BlockId> blockByName_;
+  std::vector<PendingSucc> pendingSuccs_;
+  bool sawImm_ = false;
+};
+
+}  // namespace
+
+std::optional<uint64_t> parseConstLiteral(std::string_view text, Type t) {
+  std::string s(text);
+  if (s.empty()) return std::nullopt;
+  bool hex = s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+  char* end = nullptr;
+  errno = 0;
+  if (t.isFloat() && !hex) {
+    uint64_t bits = 0;
+    switch (t.scalar) {
+      case Scalar::F32: bits = std::bit_cast<uint32_t>(std::strtof(s.c_str(), &end)); break;
+      case Scalar::F64: bits = std::bit_cast<uint64_t>(std::strtod(s.c_str(), &end)); break;
+      case Scalar::F16: bits = f64ToF16(std::strtod(s.c_str(), &end)); break;
+      default: bits = f64ToBf16(std::strtod(s.c_str(), &end)); break;
+    }
+    if (*end || s == "nan" || s == "inf") return std::nullopt;
+    return bits;
+  }
+  unsigned w = t.isPred() ? 1 : t.bits();
+  uint64_t mask = w == 64 ? ~uint64_t{0} : (uint64_t{1} << w) - 1;
+  if (s[0] == '-') {
+    if (hex) return std::nullopt;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (errno || *end) return std::nullopt;
+    if (w < 64 && v < -(1LL << (w - 1))) return std::nullopt;
+    return static_cast<uint64_t>(v) & mask;
+  }
+  unsigned long long v = std::strtoull(s.c_str(), &end, hex ? 16 : 10);
+  if (errno || *end || s[0] == '+' || v > mask) return std::nullopt;
+  return v;
+}
+
+std::optional<Module> parseModule(std::string_view text, const std::string& fileName, Diagnostics& diags) {
+  Parser p(text, fileName, diags);
+  return p.run();
+}
+
+}  // namespace tn::ir
