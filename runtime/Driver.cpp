@@ -1,0 +1,143 @@
+#include "truenort/Driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace truenort {
+
+std::string Error::describe() const {
+  std::string s = call.empty() ? std::string("truenort") : call;
+  s += " failed";
+  if (!cuda_name.empty()) s += ": " + cuda_name;
+  if (!message.empty()) s += (cuda_name.empty() ? ": " : " (") + message + (cuda_name.empty() ? "" : ")");
+  if (!kernel.empty()) s += " [kernel " + kernel + "]";
+  return s;
+}
+
+Driver::~Driver() {
+  if (handle) dlclose(handle);
+}
+
+Error Driver::fail(CUresult r, const char* call, std::string kernel) const {
+  Error e;
+  e.code = r == cu::ERROR_OUT_OF_MEMORY ? Errc::OutOfMemory : Errc::Cuda;
+  e.cuda_code = r;
+  e.call = call;
+  e.kernel = std::move(kernel);
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (cuGetErrorName && cuGetErrorName(r, &name) == cu::SUCCESS && name) e.cuda_name = name;
+  else e.cuda_name = "CUresult " + std::to_string(r);
+  if (cuGetErrorString && cuGetErrorString(r, &text) == cu::SUCCESS && text) e.message = text;
+  return e;
+}
+
+namespace {
+
+Error simple(Errc code, std::string call, std::string message) {
+  Error e;
+  e.code = code;
+  e.call = std::move(call);
+  e.message = std::move(message);
+  return e;
+}
+
+template <class F>
+bool bind(void* h, F& slot, const char* name, std::string& missing) {
+  slot = reinterpret_cast<F>(dlsym(h, name));
+  if (!slot) missing += missing.empty() ? name : std::string(", ") + name;
+  return slot != nullptr;
+}
+
+Result<std::shared_ptr<Driver>> open(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* why = dlerror();
+    return simple(Errc::NoDriver, "dlopen(" + path + ")",
+                  std::string("the NVIDIA driver library is not installed or not loadable") +
+                      (why ? std::string(": ") + why : std::string()));
+  }
+  auto d = std::make_shared<Driver>();
+  d->handle = h;
+  std::string missing;
+  bind(h, d->cuInit, "cuInit", missing);
+  bind(h, d->cuDriverGetVersion, "cuDriverGetVersion", missing);
+  bind(h, d->cuGetErrorName, "cuGetErrorName", missing);
+  bind(h, d->cuGetErrorString, "cuGetErrorString", missing);
+  bind(h, d->cuDeviceGetCount, "cuDeviceGetCount", missing);
+  bind(h, d->cuDeviceGet, "cuDeviceGet", missing);
+  bind(h, d->cuDeviceGetAttribute, "cuDeviceGetAttribute", missing);
+  bind(h, d->cuDeviceGetName, "cuDeviceGetName", missing);
+  bind(h, d->cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
+  bind(h, d->cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
+  bind(h, d->cuCtxSetCurrent, "cuCtxSetCurrent", missing);
+  bind(h, d->cuCtxGetCurrent, "cuCtxGetCurrent", missing);
+  bind(h, d->cuCtxSynchronize, "cuCtxSynchronize", missing);
+  bind(h, d->cuStreamCreate, "cuStreamCreate", missing);
+  bind(h, d->cuStreamDestroy, "cuStreamDestroy_v2", missing);
+  bind(h, d->cuStreamSynchronize, "cuStreamSynchronize", missing);
+  bind(h, d->cuStreamQuery, "cuStreamQuery", missing);
+  bind(h, d->cuEventCreate, "cuEventCreate", missing);
+  bind(h, d->cuEventDestroy, "cuEventDestroy_v2", missing);
+  bind(h, d->cuEventRecord, "cuEventRecord", missing);
+  bind(h, d->cuEventQuery, "cuEventQuery", missing);
+  bind(h, d->cuEventSynchronize, "cuEventSynchronize", missing);
+  bind(h, d->cuEventElapsedTime, "cuEventElapsedTime", missing);
+  bind(h, d->cuMemAlloc, "cuMemAlloc_v2", missing);
+  bind(h, d->cuMemFree, "cuMemFree_v2", missing);
+  bind(h, d->cuMemAllocHost, "cuMemAllocHost_v2", missing);
+  bind(h, d->cuMemFreeHost, "cuMemFreeHost", missing);
+  bind(h, d->cuMemGetInfo, "cuMemGetInfo_v2", missing);
+  bind(h, d->cuMemcpyHtoD, "cuMemcpyHtoD_v2", missing);
+  bind(h, d->cuMemcpyDtoH, "cuMemcpyDtoH_v2", missing);
+  bind(h, d->cuMemcpyDtoD, "cuMemcpyDtoD_v2", missing);
+  bind(h, d->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
+  bind(h, d->cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
+  bind(h, d->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
+  bind(h, d->cuMemsetD8Async, "cuMemsetD8Async", missing);
+  bind(h, d->cuModuleLoadData, "cuModuleLoadData", missing);
+  bind(h, d->cuModuleUnload, "cuModuleUnload", missing);
+  bind(h, d->cuModuleGetFunction, "cuModuleGetFunction", missing);
+  bind(h, d->cuFuncSetAttribute, "cuFuncSetAttribute", missing);
+  bind(h, d->cuLaunchKernel, "cuLaunchKernel", missing);
+  if (!missing.empty()) {
+    return simple(Errc::DriverTooOld, "dlsym", "the driver at " + path + " lacks: " + missing);
+  }
+  if (CUresult r = d->cuDriverGetVersion(&d->version); r != cu::SUCCESS) return d->fail(r, "cuDriverGetVersion");
+  if (d->version < kMinDriverVersion) {
+    Error e = simple(Errc::DriverTooOld, "cuDriverGetVersion",
+                     "driver supports CUDA " + std::to_string(d->version / 1000) + "." +
+                         std::to_string(d->version % 1000 / 10) + "; truenort needs CUDA 12.0 or newer");
+    return e;
+  }
+  if (CUresult r = d->cuInit(0); r != cu::SUCCESS) {
+    Error e = d->fail(r, "cuInit");
+    if (r == 100 /* CUDA_ERROR_NO_DEVICE */) e.code = Errc::NoDevice;
+    return e;
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Driver>> loadDriverFrom(const std::string& path) {
+  auto d = open(path);
+  if (!d) return d.error();
+  return std::shared_ptr<const Driver>(std::move(d.value()));
+}
+
+Result<const Driver*> driver() {
+  static std::once_flag once;
+  static std::shared_ptr<Driver> loaded;
+  static Error failure;
+  std::call_once(once, [] {
+    auto d = open("libcuda.so.1");
+    if (d) loaded = std::move(d.value());
+    else failure = d.error();
+  });
+  if (!loaded) return failure;
+  return static_cast<const Driver*>(loaded.get());
+}
+
+}  // namespace truenort

@@ -1,0 +1,43 @@
+// Which code of a bundle runs on a device: a pure function, tested without a GPU.
+//   1. a cubin for exactly the device's sm_XY (or sm_XYa when the device is that architecture and
+//      the bundle has an arch-specific cubin for it);
+//   2. else the cubin of the highest sm_XZ with Z <= Y of the same major (never an `a` cubin:
+//      arch-specific code runs only on its exact architecture);
+//   3. else PTX, only if the bundle carries it, the caller allowed JIT, and the PTX target is not
+//      newer than the device; this is counted as a JIT event by the caller;
+//   4. else an error naming the device's SM and the bundle's targets.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "truenort/Result.h"
+
+namespace truenort {
+
+struct Target {
+  unsigned sm = 0;             // 90 for sm_90
+  bool arch_specific = false;  // sm_90a
+  bool operator==(const Target&) const = default;
+};
+
+std::optional<Target> parseTarget(const std::string& text);  // "sm_90", "sm_90a"
+std::string targetName(Target t);
+
+struct CodeEntry {
+  Target target;
+  bool is_ptx = false;
+};
+
+struct Selection {
+  size_t index = 0;  // into the entries given
+  bool jit = false;  // true when PTX was chosen
+};
+
+// device: the device's compute capability as major*10+minor. Arch-specific cubins are chosen
+// only when exactly matching (the device of an sm_90 GPU runs sm_90a code).
+Result<Selection> selectCode(unsigned device_sm, const std::vector<CodeEntry>& entries, bool allow_jit,
+                             const std::string& kernel = {});
+
+}  // namespace truenort

@@ -1,0 +1,102 @@
+// Our own declarations of the CUDA Driver API subset truenort uses, resolved at run time with
+// dlopen("libcuda.so.1") so that the runtime builds and links without any CUDA toolkit.
+// Versioned `_v2` entry points are used where the driver has them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "truenort/Result.h"
+
+namespace truenort {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = struct CUctx_st*;
+using CUmodule = struct CUmod_st*;
+using CUfunction = struct CUfunc_st*;
+using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
+
+namespace cu {
+constexpr CUresult SUCCESS = 0;
+constexpr CUresult ERROR_OUT_OF_MEMORY = 2;
+constexpr CUresult ERROR_NOT_READY = 600;
+constexpr int DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
+constexpr int DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
+constexpr int DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97;
+constexpr int FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
+constexpr unsigned STREAM_NON_BLOCKING = 1;
+constexpr unsigned EVENT_DEFAULT = 0;
+constexpr unsigned EVENT_DISABLE_TIMING = 2;
+}  // namespace cu
+
+// The minimum driver (cuDriverGetVersion) truenort accepts: CUDA 12.0.
+constexpr int kMinDriverVersion = 12000;
+
+struct Driver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);        // _v2
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamDestroy)(CUstream);                  // _v2
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventDestroy)(CUevent);                    // _v2
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventQuery)(CUevent);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);           // _v2
+  CUresult (*cuMemFree)(CUdeviceptr);                     // _v2
+  CUresult (*cuMemAllocHost)(void**, size_t);             // _v2
+  CUresult (*cuMemFreeHost)(void*);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);             // _v2
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);                     // _v2
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);                           // _v2
+  CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);                     // _v2
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);      // _v2
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);            // _v2
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);      // _v2
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
+
+  int version = 0;   // cuDriverGetVersion
+  void* handle = nullptr;  // dlclose'd when the Driver is destroyed
+
+  Driver() = default;
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+  ~Driver();
+
+  // An Error for a failed call, with the CUDA error name and description.
+  Error fail(CUresult r, const char* call, std::string kernel = {}) const;
+};
+
+// The process-wide driver: loaded and cuInit'ed once (thread-safe). Distinct errors for a
+// missing library (NoDriver), missing entry points or an old version (DriverTooOld), and
+// cuInit failures such as CUDA_ERROR_NO_DEVICE (NoDevice / Cuda).
+Result<const Driver*> driver();
+// Loads a driver library from an explicit path, uncached (used by tests of the error paths).
+Result<std::shared_ptr<const Driver>> loadDriverFrom(const std::string& path);
+
+}  // namespace truenort

@@ -1,0 +1,89 @@
+// Cubin selection and driver loading without a GPU.
+#include <doctest/doctest.h>
+
+#include "truenort/ArchSelect.h"
+#include "truenort/Driver.h"
+
+using truenort::CodeEntry;
+using truenort::Target;
+
+namespace {
+std::vector<CodeEntry> entries(std::initializer_list<const char*> names) {
+  std::vector<CodeEntry> out;
+  for (const char* n : names) {
+    std::string s = n;
+    bool ptx = s.ends_with("+ptx");
+    if (ptx) s.resize(s.size() - 4);
+    out.push_back({*truenort::parseTarget(s), ptx});
+  }
+  return out;
+}
+std::string pick(unsigned device, std::initializer_list<const char*> names, bool jit = false) {
+  auto e = entries(names);
+  auto r = truenort::selectCode(device, e, jit);
+  if (!r) return "error";
+  return truenort::targetName(e[r.value().index].target) + (r.value().jit ? " jit" : "");
+}
+}  // namespace
+
+TEST_CASE("cubin selection table") {
+  CHECK(pick(90, {"sm_80", "sm_86", "sm_89", "sm_90"}) == "sm_90");
+  CHECK(pick(86, {"sm_80", "sm_86", "sm_89", "sm_90"}) == "sm_86");
+  CHECK(pick(87, {"sm_80", "sm_86", "sm_89", "sm_90"}) == "sm_86");   // highest Z <= Y, same major
+  CHECK(pick(89, {"sm_80", "sm_90"}) == "sm_80");
+  CHECK(pick(90, {"sm_80", "sm_89"}) == "error");                       // other major: no cubin
+  CHECK(pick(90, {"sm_80", "sm_90a"}) == "sm_90a");                     // exact arch-specific
+  CHECK(pick(90, {"sm_90", "sm_90a"}) == "sm_90a");
+  CHECK(pick(100, {"sm_90a", "sm_90"}) == "error");                     // never a newer major
+  CHECK(pick(91, {"sm_90a"}) == "error");                               // `a` cubins: exact only
+  CHECK(pick(120, {"sm_80", "sm_90+ptx"}) == "error");                  // PTX without opt-in
+  CHECK(pick(120, {"sm_80", "sm_90+ptx"}, true) == "sm_90 jit");        // PTX with opt-in
+  CHECK(pick(80, {"sm_90+ptx"}, true) == "error");                      // PTX newer than device
+  CHECK(pick(86, {"sm_80", "sm_80+ptx"}, true) == "sm_80");             // cubin beats PTX
+  CHECK(pick(75, {}) == "error");
+}
+
+TEST_CASE("selection errors name the device and the bundle's targets") {
+  auto e = entries({"sm_80", "sm_86+ptx"});
+  auto r = truenort::selectCode(90, e, false, "rmsnorm");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == truenort::Errc::NoCompatibleCode);
+  CHECK(r.error().kernel == "rmsnorm");
+  CHECK(r.error().message ==
+        "no code for device sm_90; the bundle has sm_80, sm_86 (ptx); PTX is present but JIT was not "
+        "allowed (LoadOptions::allow_jit)");
+}
+
+TEST_CASE("target names parse and print") {
+  CHECK(truenort::parseTarget("sm_90a") == Target{90, true});
+  CHECK(truenort::parseTarget("sm_120") == Target{120, false});
+  CHECK_FALSE(truenort::parseTarget("sm_9").has_value());
+  CHECK_FALSE(truenort::parseTarget("compute_90").has_value());
+  CHECK(truenort::targetName({86, false}) == "sm_86");
+}
+
+TEST_CASE("a missing driver library is a NoDriver error value, not a crash") {
+  auto d = truenort::loadDriverFrom("/nonexistent/libcuda.so.1");
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == truenort::Errc::NoDriver);
+  CHECK(d.error().describe().starts_with("dlopen(/nonexistent/libcuda.so.1) failed: the NVIDIA driver library"));
+}
+
+TEST_CASE("a library without the driver entry points is DriverTooOld") {
+  auto d = truenort::loadDriverFrom("libz.so.1");
+  REQUIRE_FALSE(d.ok());
+  CHECK(d.error().code == truenort::Errc::DriverTooOld);
+  CHECK(d.error().message.find("cuInit") != std::string::npos);
+}
+
+TEST_CASE("the process-wide driver either loads or explains why") {
+  auto d = truenort::driver();
+  if (d.ok()) {
+    CHECK(d.value()->version >= truenort::kMinDriverVersion);
+  } else {
+    auto code = d.error().code;
+    CHECK((code == truenort::Errc::NoDriver || code == truenort::Errc::NoDevice ||
+           code == truenort::Errc::DriverTooOld || code == truenort::Errc::Cuda));
+    CHECK_FALSE(d.error().describe().empty());
+  }
+}
