@@ -82,6 +82,7 @@ Result<Context> Context::create(int ordinal) {
   return Context(std::move(s));
 }
 
+Context::Context(std::unique_ptr<State> s) : state_(std::move(s)) {}
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&& o) noexcept {
   std::swap(state_, o.state_);  // the old state is released when `o` dies

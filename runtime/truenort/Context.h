@@ -38,7 +38,7 @@ class Context {
 
  private:
   struct State;
-  explicit Context(std::unique_ptr<State> s) : state_(std::move(s)) {}
+  explicit Context(std::unique_ptr<State> s);
   std::unique_ptr<State> state_;
 };
 

@@ -1,0 +1,239 @@
+#include "truenort/Bundle.h"
+
+#include <bit>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <optional>
+
+#include "backends/Bundle.h"
+#include "truenort/ArchSelect.h"
+
+namespace truenort {
+
+namespace {
+
+Error make(Errc code, std::string call, std::string message, std::string kernel = {}) {
+  Error e;
+  e.code = code;
+  e.call = std::move(call);
+  e.message = std::move(message);
+  e.kernel = std::move(kernel);
+  return e;
+}
+
+std::optional<Arg::Kind> kindOfType(std::string_view t) {
+  if (t.starts_with("ptr.")) return Arg::Kind::Pointer;
+  static constexpr std::pair<std::string_view, Arg::Kind> kTable[] = {
+      {"u8", Arg::Kind::U8},   {"u16", Arg::Kind::U16}, {"u32", Arg::Kind::U32}, {"u64", Arg::Kind::U64},
+      {"b8", Arg::Kind::U8},   {"b16", Arg::Kind::U16}, {"b32", Arg::Kind::U32}, {"b64", Arg::Kind::U64},
+      {"s8", Arg::Kind::S8},   {"s16", Arg::Kind::S16}, {"s32", Arg::Kind::S32}, {"s64", Arg::Kind::S64},
+      {"f16", Arg::Kind::F16}, {"bf16", Arg::Kind::BF16}, {"f32", Arg::Kind::F32}, {"f64", Arg::Kind::F64}};
+  for (auto [name, kind] : kTable)
+    if (name == t) return kind;
+  return std::nullopt;
+}
+
+const char* kindName(Arg::Kind k) {
+  static constexpr const char* kNames[] = {"pointer", "u8",  "u16", "u32", "u64", "s8",  "s16",
+                                           "s32",     "s64", "f16", "bf16", "f32", "f64"};
+  return kNames[static_cast<size_t>(k)];
+}
+
+}  // namespace
+
+Arg arg(float v) { return {Arg::Kind::F32, std::bit_cast<uint32_t>(v)}; }
+Arg arg(double v) { return {Arg::Kind::F64, std::bit_cast<uint64_t>(v)}; }
+
+struct Kernel::Loaded {
+  const tn::bundle::KernelInfo* info = nullptr;
+  const tn::bundle::Entry* entry = nullptr;
+  bool jit = false;
+  CUmodule module = nullptr;
+  CUfunction fn = nullptr;
+  int shared_optin = 0;  // the dynamic shared memory this function is opted in to
+};
+
+struct Bundle::State {
+  const Context* ctx = nullptr;
+  LoadOptions opts;
+  std::vector<uint8_t> bytes;
+  std::optional<tn::bundle::Reader> reader;
+  std::vector<Kernel::Loaded> kernels;  // parallel to the manifest's kernels
+  mutable std::mutex mu;
+  LoadStats stats;
+
+  Status loadModule(Kernel::Loaded& k);  // with mu held
+  ~State();
+};
+
+Bundle::State::~State() {
+  if (!ctx || !ctx->make_current()) return;
+  for (Kernel::Loaded& k : kernels)
+    if (k.module) (void)ctx->driver().cuModuleUnload(k.module);
+}
+
+Status Bundle::State::loadModule(Kernel::Loaded& k) {
+  auto payload = reader->payload(*k.entry);
+  if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message, k.info->name);
+  if (k.jit) payload.value().push_back('\0');  // the driver reads PTX as a C string
+  if (Status st = ctx->make_current(); !st) return st;
+  auto t0 = std::chrono::steady_clock::now();
+  CUresult r = ctx->driver().cuModuleLoadData(&k.module, payload.value().data());
+  stats.load_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (r != cu::SUCCESS) {
+    k.module = nullptr;
+    return ctx->driver().fail(r, "cuModuleLoadData", k.info->name);
+  }
+  ++stats.modules_loaded;
+  if (k.jit) ++stats.jit_events;
+  if (CUresult g = ctx->driver().cuModuleGetFunction(&k.fn, k.module, k.info->name.c_str()); g != cu::SUCCESS) {
+    (void)ctx->driver().cuModuleUnload(k.module);
+    k.module = nullptr;
+    return ctx->driver().fail(g, "cuModuleGetFunction", k.info->name);
+  }
+  return {};
+}
+
+Bundle::Bundle(std::unique_ptr<State> s) : state_(std::move(s)) {}
+Bundle::Bundle(Bundle&&) noexcept = default;
+Bundle& Bundle::operator=(Bundle&& o) noexcept {
+  std::swap(state_, o.state_);
+  return *this;
+}
+Bundle::~Bundle() = default;
+
+Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts) {
+  auto s = std::make_unique<State>();
+  s->ctx = &ctx;
+  s->opts = opts;
+  s->bytes.assign(bytes.begin(), bytes.end());
+  auto reader = tn::bundle::Reader::open(s->bytes);
+  if (!reader) return make(Errc::BadBundle, "Bundle::load", reader.error().message);
+  s->reader.emplace(std::move(reader.value()));
+  const tn::bundle::Manifest& m = s->reader->manifest();
+  for (const tn::bundle::KernelInfo& info : m.kernels) {
+    std::vector<CodeEntry> entries;
+    for (const tn::bundle::Entry& e : info.entries) {
+      auto t = parseTarget(m.targets[e.target]);
+      if (!t) return make(Errc::BadBundle, "Bundle::load", "bad target name '" + m.targets[e.target] + "'", info.name);
+      entries.push_back({*t, e.kind == tn::bundle::PayloadKind::Ptx});
+    }
+    auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
+    if (!sel) return sel.error();
+    Kernel::Loaded k;
+    k.info = &info;
+    k.entry = &info.entries[sel.value().index];
+    k.jit = sel.value().jit;
+    s->kernels.push_back(k);
+  }
+  if (opts.eager) {
+    std::lock_guard lock(s->mu);
+    for (Kernel::Loaded& k : s->kernels)
+      if (Status st = s->loadModule(k); !st) return st.error();
+  }
+  return Bundle(std::move(s));
+}
+
+Result<Bundle> Bundle::load_file(const Context& ctx, const std::string& path, LoadOptions opts) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make(Errc::InvalidArgument, "Bundle::load_file", "cannot open '" + path + "'");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return make(Errc::InvalidArgument, "Bundle::load_file", "cannot read '" + path + "'");
+  return load(ctx, bytes, opts);
+}
+
+Result<Kernel> Bundle::kernel(std::string_view name) const {
+  for (Kernel::Loaded& k : state_->kernels) {
+    if (k.info->name != name) continue;
+    std::lock_guard lock(state_->mu);
+    if (!k.fn)
+      if (Status st = state_->loadModule(k); !st) return st.error();
+    return Kernel(this, &k, k.fn);
+  }
+  std::string have;
+  for (const Kernel::Loaded& k : state_->kernels) have += (have.empty() ? "" : ", ") + k.info->name;
+  return make(Errc::KernelNotFound, "Bundle::kernel", "no kernel '" + std::string(name) + "' (the bundle has " + have + ")",
+              std::string(name));
+}
+
+std::vector<std::string> Bundle::kernel_names() const {
+  std::vector<std::string> out;
+  for (const Kernel::Loaded& k : state_->kernels) out.push_back(k.info->name);
+  return out;
+}
+
+unsigned Bundle::jit_events() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stats.jit_events;
+}
+
+LoadStats Bundle::stats() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stats;
+}
+
+const Context& Bundle::context() const { return *state_->ctx; }
+
+const std::string& Kernel::name() const { return k_->info->name; }
+
+Status Kernel::check_args(std::span<const Arg> args) const {
+  const auto& params = k_->info->params;
+  if (args.size() != params.size())
+    return make(Errc::SignatureMismatch, "Kernel::launch",
+                "expected " + std::to_string(params.size()) + " arguments, got " + std::to_string(args.size()),
+                k_->info->name);
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto want = kindOfType(params[i].type);
+    if (!want || *want != args[i].kind)
+      return make(Errc::SignatureMismatch, "Kernel::launch",
+                  "argument " + std::to_string(i) + " ('" + params[i].name + "') must be " + params[i].type + ", got " +
+                      kindName(args[i].kind),
+                  k_->info->name);
+  }
+  return {};
+}
+
+Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid, const Dim3* block,
+                           unsigned dynamic_shared) const {
+  if (Status st = check_args(args); !st) return st;
+  std::vector<const void*> ptrs(args.size());
+  for (size_t i = 0; i < args.size(); ++i) ptrs[i] = args[i].address();
+  Dim3 g, b;
+  unsigned shared = dynamic_shared;
+  if (grid && block) {
+    g = *grid;
+    b = *block;
+  } else {
+    auto dims = tn::bundle::evaluate(k_->info->launch, k_->info->params, ptrs.data());
+    if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
+    g = {dims->grid[0], dims->grid[1], dims->grid[2]};
+    b = {dims->block[0], dims->block[1], dims->block[2]};
+    shared = dims->dynamicShared;
+  }
+  if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch
+  const Context& ctx = bundle_->context();
+  if (Status st = ctx.make_current(); !st) return st;
+  if (shared > 48 * 1024) {
+    if (static_cast<int>(shared) > ctx.max_shared_optin())
+      return make(Errc::InvalidArgument, "Kernel::launch",
+                  std::to_string(shared) + " bytes of dynamic shared memory exceed the device's " +
+                      std::to_string(ctx.max_shared_optin()),
+                  k_->info->name);
+    std::lock_guard lock(bundle_->state_->mu);
+    auto* k = const_cast<Loaded*>(k_);
+    if (k->shared_optin < static_cast<int>(shared)) {
+      CUresult r = ctx.driver().cuFuncSetAttribute(fn_, cu::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                   static_cast<int>(shared));
+      if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuFuncSetAttribute", k_->info->name);
+      k->shared_optin = static_cast<int>(shared);
+    }
+  }
+  CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(),
+                                           const_cast<void**>(ptrs.data()), nullptr);
+  if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuLaunchKernel", k_->info->name);
+  return {};
+}
+
+}  // namespace truenort

@@ -1,0 +1,114 @@
+// Loading .tnb bundles and launching their kernels with zero JIT.
+//
+// A Bundle validates the container (tn::bundle::Reader) when it is loaded, picks per kernel the
+// code for the context's device (truenort/ArchSelect.h), and loads modules lazily on the first
+// kernel() call for that kernel, or all at once with LoadOptions::eager. PTX is used only when
+// the bundle has it and LoadOptions::allow_jit is set; every such load counts in jit_events().
+//
+// Thread safety: Bundle::kernel() and Kernel::launch() may be called from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "truenort/Context.h"
+
+namespace truenort {
+
+struct LoadOptions {
+  bool allow_jit = false;  // permit PTX fallback (driver JIT, slow: ~300 ms per module on an H100)
+  bool eager = false;      // load every kernel's module in Bundle::load
+};
+
+struct LoadStats {
+  unsigned modules_loaded = 0;
+  unsigned jit_events = 0;
+  double load_ms = 0;  // wall time spent in cuModuleLoadData
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// One launch argument as cuLaunchKernel sees it, with the type the signature is checked against.
+struct Arg {
+  enum class Kind : uint8_t { Pointer, U8, U16, U32, U64, S8, S16, S32, S64, F16, BF16, F32, F64 };
+  Kind kind;
+  uint64_t storage = 0;  // the value (pointers, integers, float bits)
+  const void* address() const { return &storage; }
+};
+
+template <class T>
+class DeviceBuffer;
+
+// Conversions from C++ argument types; anything else does not compile.
+inline Arg arg(CUdeviceptr p) { return {Arg::Kind::Pointer, p}; }
+template <class T>
+Arg arg(const DeviceBuffer<T>& b) { return {Arg::Kind::Pointer, b.ptr()}; }
+inline Arg arg(uint32_t v) { return {Arg::Kind::U32, v}; }
+inline Arg arg(int32_t v) { return {Arg::Kind::S32, static_cast<uint32_t>(v)}; }
+inline Arg arg(uint64_t v) { return {Arg::Kind::U64, v}; }
+inline Arg arg(int64_t v) { return {Arg::Kind::S64, static_cast<uint64_t>(v)}; }
+Arg arg(float v);
+Arg arg(double v);
+
+class Bundle;
+
+class Kernel {
+ public:
+  const std::string& name() const;
+  // Grid, block and dynamic shared memory from the bundle's launch rule.
+  template <class... A>
+  Status launch(const Stream& s, const A&... args) const {
+    const Arg list[] = {arg(args)..., Arg{}};
+    return launch_args(s, std::span<const Arg>(list, sizeof...(A)));
+  }
+  // Explicit geometry; the signature is still checked.
+  template <class... A>
+  Status launch_with(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, const A&... args) const {
+    const Arg list[] = {arg(args)..., Arg{}};
+    return launch_args(s, std::span<const Arg>(list, sizeof...(A)), &grid, &block, dynamic_shared);
+  }
+  Status launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid = nullptr,
+                     const Dim3* block = nullptr, unsigned dynamic_shared = 0) const;
+  // Checks count and types against the manifest signature (no driver involved).
+  Status check_args(std::span<const Arg> args) const;
+  CUfunction handle() const { return fn_; }
+
+ private:
+  friend class Bundle;
+  struct Loaded;
+  Kernel(const Bundle* b, const Loaded* k, CUfunction fn) : bundle_(b), k_(k), fn_(fn) {}
+  const Bundle* bundle_;
+  const Loaded* k_;
+  CUfunction fn_;
+};
+
+class Bundle {
+ public:
+  // Copies `bytes`, validates them and selects code for ctx's device.
+  static Result<Bundle> load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts = {});
+  static Result<Bundle> load_file(const Context& ctx, const std::string& path, LoadOptions opts = {});
+  Bundle(Bundle&&) noexcept;
+  Bundle& operator=(Bundle&&) noexcept;
+  ~Bundle();
+
+  Result<Kernel> kernel(std::string_view name) const;
+  std::vector<std::string> kernel_names() const;
+  unsigned jit_events() const;
+  LoadStats stats() const;
+  const Context& context() const;
+
+ private:
+  friend class Kernel;
+  struct State;
+  explicit Bundle(std::unique_ptr<State> s);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace truenort
