@@ -268,7 +268,8 @@ class Parser {
         size_t dot = s.find('.');
         char* e1 = nullptr;
         char* e2 = nullptr;
-        unsigned long major = std::strtoul(s.substr(0, dot).c_str(), &e1, 10);
+        std::string majorText = s.substr(0, dot);
+        unsigned long major = std::strtoul(majorText.c_str(), &e1, 10);
         std::string minorText = s.substr(dot + 1);
         unsigned long minor = std::strtoul(minorText.c_str(), &e2, 10);
         if (*e1 || *e2 || minorText.size() != 1 || dot == 0 || major > 20)
