@@ -1,6 +1,610 @@
-// TEMPORARY placeholder while the verifier is written.
+// The IR verifier. It checks the invariants below on every kernel and reports every violation it
+// finds (never only the first) as "file:line:col: error: message", in source order.
+//
+// Invariants:
+//  1. Structure: a kernel has at least one block; every block ends with exactly one terminator
+//     (br, cbr or ret) and holds none before its end; br has one target and cbr two, each naming
+//     an existing block; the entry block (blocks[0]) has no parameters and is not a branch target.
+//  2. Types and operands: the annotated type T (and the source type S of cvt/bitcast) is present
+//     exactly when the op takes it, and T is in the op's type classes; operand count and types
+//     follow the op's operand letters (pack: lanes-of-T operands of T's element type); the result
+//     value exists exactly when the op has a result, typed by the result rule; extract's lane is
+//     below T's lane count; const's T is a scalar non-pointer; modifiers belong to groups the op
+//     accepts, and required groups are present.
+//  3. Modifiers fit the type (as ptxas accepts them): IEEE rounding (rn rz rm rp) only on float
+//     arithmetic (f16 add/sub/mul/fma and bf16 add/sub/mul: rn only), and on cvt to a float from
+//     an integer or from a wider or different float; integer rounding (rni rzi rmi rpi) only on
+//     cvt from a float to an integer or to the same float type; approx/full only where PTX has
+//     them (ex2 lg2 rsqrt sin cos tanh: approx; rcp sqrt: approx or rn..rp, but sqrt.approx is
+//     f32 only and rcp.approx.f64 needs ftz; div f32: approx, full or rn..rp; other float div:
+//     rn..rp; integer div: none); ftz only with f32 or f16 (cvt: an f32 side; f64: rcp.approx
+//     and rsqrt.approx only); sat only on f32/f16 add/sub/mul/fma, s32 add/sub, and cvt to an
+//     integer, f16, f32 or f64; unordered compares (equ..geu, num, nan) only for floats, and
+//     b-types compare with eq/ne only; exact only on float add/sub/mul; the atom operation fits
+//     the type (add: u32 s32 u64 f32 f64 f16 bf16; min/max: u32 s32 u64 s64; and/or/xor: b32
+//     b64; inc/dec: u32; exch: b32 b64 u32 s32 u64 f32); cache operators fit the access (ld: ca
+//     cg cs lu cv; st: wb cg cs wt); ld.nc reads global pointers only; volatile excludes cache
+//     operators and nc.
+//  4. SSA dominance: every used value is defined, and every use is dominated by its definition
+//     (same block: defined earlier; branch arguments are used at the end of the branching block).
+//     In unreachable blocks only the existence of the definition is checked.
+//  5. Every branch passes exactly as many arguments as its target has parameters, each of the
+//     parameter's type.
+//  6. Address spaces: ld/st/atom/atom.cas take a pointer; st and atoms never write param space;
+//     atoms use global, shared or generic pointers; ptradd's offset is as wide as the pointer;
+//     shared.addr names an existing shared array and yields ptr.shared.
+//  7. Target: an op, or an op on a type listed by TYPE_GATE, needs the module's sm and PTX ISA
+//     to reach its minimums; the module's PTX ISA is at least the first that supports its sm
+//     (checked once per module by verify()).
+//  8. Kernel attributes: reqntid/maxntid have x, y <= 1024, z <= 64 and at most 1024 threads in
+//     total; reqntid fits maxntid in every dimension; at most one dynamic shared array; shared
+//     alignment >= element size; parameter alignments are powers of two and only on pointers.
+//  9. Special ops: vote.sync.ballot yields b32 and all/any/uni yield pred; shfl.sync is 32-bit;
+//     cvt's S is a scalar integer/bits/float type and differs from T, except for a float cvt that
+//     rounds to integral, saturates or flushes subnormals; bitcast keeps the total bit width and never involves pred.
 #include "ir/Verifier.h"
+
+#include <bit>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/Dominance.h"
+#include "ir/Printer.h"
+
 namespace tn::ir {
-bool verifyKernel(const Module&, const Kernel&, Diagnostics& d) { return !d.hasErrors(); }
-bool verify(const Module& m, Diagnostics& d) { for (auto& k : m.kernels) verifyKernel(m, k, d); return !d.hasErrors(); }
+
+namespace {
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string quoted(Type t) { return quoted(typeName(t)); }
+std::string ptxText(unsigned v) { return "PTX ISA " + std::to_string(v / 10) + "." + std::to_string(v % 10); }
+bool isScalar(Type t, Scalar s) { return t.scalar == s && t.lanes == 1; }
+bool isIeeeRound(Mod m) { return m >= Mod::Rn && m <= Mod::Rp; }
+bool isIntRound(Mod m) { return m >= Mod::Rni && m <= Mod::Rpi; }
+bool isUnordered(Mod m) { return m >= Mod::Equ && m <= Mod::Nan; }
+
+// The op as written in the text form: name plus modifiers ("shfl.sync.bfly").
+std::string opText(const Inst& in) {
+  std::string s(info(in.op).name);
+  for (Mod m : in.mods)
+    if (m != Mod::None) s += "." + std::string(modName(m));
+  return s;
 }
+
+// "a", "a or b", "a, b or c".
+std::string joinOr(const std::vector<std::string>& parts) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i == 0 ? "" : i + 1 == parts.size() ? " or " : ", ") + parts[i];
+  return s;
+}
+
+std::string classText(uint32_t mask) {
+  static constexpr std::pair<uint32_t, const char*> kNames[] = {
+      {TC_I, "integer"}, {TC_B, "bits"}, {TC_F, "float"}, {TC_P, "pred"}, {TC_PTR, "pointer"},
+      {TC_VEC, "vector"}, {TC_U32, "u32"}, {TC_SINT, "signed integer"}, {TC_F32, "f32"},
+      {TC_F64, "f64"}, {TC_I16, "16-bit integer"}, {TC_I32, "32-bit integer"},
+      {TC_B32, "32-bit integer or bits"}, {TC_B64, "64-bit integer or bits"}, {TC_32, "32-bit scalar"}};
+  std::vector<std::string> parts;
+  for (auto [bit, name] : kNames)
+    if (mask & bit) parts.push_back(name);
+  return joinOr(parts);
+}
+
+// The element types each atom operation accepts (PTX ISA, atom; exch of u/s/f types is emitted
+// as its b-type).
+std::vector<Scalar> atomTypes(Mod op) {
+  using S = Scalar;
+  switch (op) {
+    case Mod::AAdd: return {S::U32, S::S32, S::U64, S::F32, S::F64, S::F16, S::BF16};
+    case Mod::AMin:
+    case Mod::AMax: return {S::U32, S::S32, S::U64, S::S64};
+    case Mod::AAnd:
+    case Mod::AOr:
+    case Mod::AXor: return {S::B32, S::B64};
+    case Mod::AInc:
+    case Mod::ADec: return {S::U32};
+    default: return {S::B32, S::B64, S::U32, S::S32, S::U64, S::F32};
+  }
+}
+
+class KernelVerifier {
+ public:
+  KernelVerifier(const Module& m, const Kernel& k, Diagnostics& d) : m_(m), k_(k), d_(d), names_(k), dom_(k) {}
+  void run();
+
+ private:
+  void error(SourceLoc loc, std::string msg) { d_.report(Severity::Error, m_.fileName(loc), loc, std::move(msg)); }
+  bool validValue(ValueId v) const { return v.valid() && v.index < k_.values.size(); }
+  bool validBlock(BlockId b) const { return b.valid() && b.index < k_.blocks.size(); }
+  std::string val(ValueId v) const { return quoted("%" + names_.value(v)); }
+  std::string blk(BlockId b) const { return quoted("^" + names_.block(b)); }
+  // The annotated type, as "'f32'" or, for cvt/bitcast, "'s32 -> f32'".
+  std::string typeText(const Inst& in) const {
+    return in.srcType ? quoted(typeName(*in.srcType) + " -> " + typeName(*in.type)) : quoted(*in.type);
+  }
+
+  void recordDefinitions();
+  void checkAttributes();
+  void checkBlock(BlockId b);
+  bool checkTypes(const Inst& in);
+  void checkOperands(const Inst& in);
+  void checkModifierGroups(const Inst& in);
+  void checkModifiers(const Inst& in);
+  std::string roundProblem(const Inst& in, Mod r) const;
+  std::string cvtRoundProblem(const Inst& in, Mod r) const;
+  void checkMemory(const Inst& in);
+  void checkSpecial(const Inst& in);
+  void checkTarget(const Inst& in);
+  void checkBranches(const Inst& in);
+  // `what` names the use ("operand 2 of 'add'"); it is only built when there is an error.
+  template <class Describe>
+  void checkUse(ValueId v, BlockId useBlock, size_t usePos, SourceLoc loc, const Describe& what);
+
+  const Module& m_;
+  const Kernel& k_;
+  Diagnostics& d_;
+  NameTable names_;
+  DominatorTree dom_;
+  // Where each value is defined: its block (none for kernel parameters, which are defined
+  // everywhere) and its position there (kParamPos for parameters).
+  static constexpr int kParamPos = -1;
+  std::vector<bool> defined_;
+  std::vector<BlockId> defBlock_;
+  std::vector<int> defPos_;
+};
+
+void KernelVerifier::run() {
+  checkAttributes();
+  if (k_.blocks.empty()) {
+    error(k_.loc, "kernel '@" + k_.name + "' has no blocks");
+    return;
+  }
+  recordDefinitions();
+  for (uint32_t b = 0; b < k_.blocks.size(); ++b) checkBlock(BlockId(b));
+}
+
+void KernelVerifier::recordDefinitions() {
+  defined_.assign(k_.values.size(), false);
+  defBlock_.assign(k_.values.size(), BlockId());
+  defPos_.assign(k_.values.size(), kParamPos);
+  auto define = [&](ValueId v, BlockId b, int pos) {
+    if (!validValue(v) || defined_[v.index]) return;
+    defined_[v.index] = true;
+    defBlock_[v.index] = b;
+    defPos_[v.index] = pos;
+  };
+  for (const KernelParam& p : k_.params) define(p.value, BlockId(), kParamPos);
+  for (uint32_t b = 0; b < k_.blocks.size(); ++b) {
+    const Block& blk = k_.blocks[b];
+    for (ValueId p : blk.params) define(p, BlockId(b), kParamPos);
+    for (size_t i = 0; i < blk.insts.size(); ++i)
+      if (blk.insts[i].index < k_.insts.size()) define(k_.inst(blk.insts[i]).result, BlockId(b), static_cast<int>(i));
+  }
+}
+
+// ---- 8. kernel attributes -----------------------------------------------------------------------
+
+void KernelVerifier::checkAttributes() {
+  auto checkDim = [&](const std::optional<Dim3>& d, const char* what) {
+    if (!d) return;
+    const unsigned dims[3] = {d->x, d->y, d->z};
+    const unsigned limits[3] = {1024, 1024, 64};
+    for (int i = 0; i < 3; ++i)
+      if (dims[i] > limits[i])
+        error(k_.loc, std::string(what) + " " + "xyz"[i] + " = " + std::to_string(dims[i]) + " exceeds the limit of " +
+                          std::to_string(limits[i]));
+    uint64_t total = uint64_t{d->x} * d->y * d->z;
+    if (total > 1024)
+      error(k_.loc, std::string(what) + " asks for " + std::to_string(total) + " threads; a block holds at most 1024");
+  };
+  checkDim(k_.reqntid, "reqntid");
+  checkDim(k_.maxntid, "maxntid");
+  if (k_.reqntid && k_.maxntid) {
+    const unsigned req[3] = {k_.reqntid->x, k_.reqntid->y, k_.reqntid->z};
+    const unsigned max[3] = {k_.maxntid->x, k_.maxntid->y, k_.maxntid->z};
+    for (int i = 0; i < 3; ++i)
+      if (req[i] > max[i])
+        error(k_.loc, std::string("reqntid ") + "xyz"[i] + " = " + std::to_string(req[i]) + " exceeds maxntid " +
+                          "xyz"[i] + " = " + std::to_string(max[i]));
+  }
+  for (const KernelParam& p : k_.params) {
+    if (!p.align || !validValue(p.value)) continue;
+    if (!std::has_single_bit(p.align))
+      error(k_.loc, "parameter " + val(p.value) + " has alignment " + std::to_string(p.align) +
+                        ", which is not a power of two");
+    if (!k_.typeOf(p.value).isPtr())
+      error(k_.loc, "parameter " + val(p.value) + " of type " + quoted(k_.typeOf(p.value)) +
+                        " cannot take an alignment (only pointers can)");
+  }
+  const SharedDecl* firstDynamic = nullptr;
+  for (const SharedDecl& s : k_.shared) {
+    if (s.dynamic) {
+      if (firstDynamic)
+        error(s.loc, "shared array '@" + s.name + "' is the second dynamic one (after '@" + firstDynamic->name +
+                         "'); a kernel has at most one");
+      else
+        firstDynamic = &s;
+    }
+    if (s.align < s.elem.bytes())
+      error(s.loc, "shared array '@" + s.name + "' has alignment " + std::to_string(s.align) + ", below the " +
+                       std::to_string(s.elem.bytes()) + "-byte size of its element type " + quoted(s.elem));
+  }
+}
+
+// ---- 1. structure, and the per-instruction walk -----------------------------------------------
+
+void KernelVerifier::checkBlock(BlockId b) {
+  const Block& block = k_.block(b);
+  if (b.index == 0 && !block.params.empty()) error(block.loc, "entry block " + blk(b) + " cannot have parameters");
+  if (!k_.terminator(b))
+    error(block.loc, "block " + blk(b) + " does not end with a terminator (br, cbr or ret)");
+  for (size_t pos = 0; pos < block.insts.size(); ++pos) {
+    if (block.insts[pos].index >= k_.insts.size()) {
+      error(block.loc, "block " + blk(b) + " lists an instruction that does not exist");
+      continue;
+    }
+    const Inst& in = k_.inst(block.insts[pos]);
+    if (hasFlag(in.op, OF_TERMINATOR) && pos + 1 < block.insts.size())
+      error(in.loc, "terminator " + quoted(opText(in)) + " is not the last instruction of block " + blk(b));
+    if (checkTypes(in)) {
+      checkOperands(in);
+      checkModifierGroups(in);
+      checkModifiers(in);
+      checkMemory(in);
+      checkSpecial(in);
+      checkTarget(in);
+    }
+    checkBranches(in);
+    for (size_t i = 0; i < in.operands.size(); ++i)
+      checkUse(in.operands[i], b, pos, in.loc,
+               [&] { return "operand " + std::to_string(i + 1) + " of " + quoted(opText(in)); });
+    for (const BlockCall& c : in.succs)
+      for (size_t i = 0; i < c.args.size(); ++i)
+        checkUse(c.args[i], b, pos, in.loc, [&] {
+          return "argument " + std::to_string(i + 1) + " of " + quoted(opText(in)) +
+                 (validBlock(c.block) ? " to " + blk(c.block) : std::string());
+        });
+  }
+}
+
+// ---- 2. types, operands and results -----------------------------------------------------------
+
+bool KernelVerifier::checkTypes(const Inst& in) {
+  const OpInfo& oi = info(in.op);
+  std::string op = quoted(opText(in));
+  if ((oi.types != TC_NONE) != in.type.has_value()) {
+    error(in.loc, op + (in.type ? " takes no type annotation" : " needs a type annotation"));
+    return false;
+  }
+  if (((oi.flags & OF_SRCTYPE) != 0) != in.srcType.has_value()) {
+    error(in.loc, op + (in.srcType ? " takes no source type" : " needs a source type (': S -> T')"));
+    return false;
+  }
+  if (in.type && !typeInClasses(*in.type, oi.types)) {
+    error(in.loc, op + " does not accept type " + quoted(*in.type) + " (expected " + classText(oi.types) + ")");
+    return false;
+  }
+  std::optional<Type> want = resultTypeFor(in);
+  if (want && !in.result) {
+    error(in.loc, op + " has no result value");
+  } else if (!want && in.result) {
+    error(in.loc, op + " produces no result, but defines " + (validValue(in.result) ? val(in.result) : "a value"));
+  } else if (want && validValue(in.result) && k_.typeOf(in.result) != *want) {
+    error(in.loc, "result " + val(in.result) + " of " + op + " has type " + quoted(k_.typeOf(in.result)) +
+                      ", expected " + quoted(*want));
+  }
+  return true;
+}
+
+void KernelVerifier::checkOperands(const Inst& in) {
+  const OpInfo& oi = info(in.op);
+  bool variadic = (oi.flags & OF_VARIADIC) != 0;
+  size_t want = variadic ? in.type->lanes : oi.operands.size();
+  std::string op = quoted(opText(in));
+  if (in.operands.size() != want) {
+    error(in.loc, op + (variadic ? " of " + quoted(*in.type) : std::string()) + " takes " + std::to_string(want) +
+                      " operand(s), got " + std::to_string(in.operands.size()));
+    return;
+  }
+  for (size_t i = 0; i < want; ++i) {
+    ValueId v = in.operands[i];
+    if (!validValue(v)) continue;  // reported as a use of an undefined value
+    Type t = k_.typeOf(v);
+    std::string expected;
+    switch (variadic ? '*' : oi.operands[i]) {
+      case 'T': if (t != *in.type) expected = quoted(*in.type); break;
+      case 'S': if (t != *in.srcType) expected = quoted(*in.srcType); break;
+      case '*': if (t != in.type->element()) expected = quoted(in.type->element()); break;
+      case 'p': if (!t.isPred()) expected = "'pred'"; break;
+      case 'P': if (!t.isPtr()) expected = "a pointer"; break;
+      case 'i':
+        if (!isScalar(t, Scalar::U32) && !isScalar(t, Scalar::S32) && !isScalar(t, Scalar::B32))
+          expected = "'u32', 's32' or 'b32'";
+        break;
+      case 'o': if (t.isVector() || !(t.isInt() || t.isBits())) expected = "an integer offset"; break;
+      default: break;
+    }
+    if (!expected.empty())
+      error(in.loc, "operand " + std::to_string(i + 1) + " of " + op + " (" + val(v) + ") has type " + quoted(t) +
+                        ", expected " + expected);
+  }
+  if (in.op == Op::Extract && in.imm >= in.type->lanes)
+    error(in.loc, op + " lane " + std::to_string(in.imm) + " is out of range for " + quoted(*in.type) + " (" +
+                      std::to_string(in.type->lanes) + " lanes)");
+}
+
+// ---- 3. modifiers -----------------------------------------------------------------------------
+
+void KernelVerifier::checkModifierGroups(const Inst& in) {
+  const OpInfo& oi = info(in.op);
+  for (size_t g = 0; g < kModGroups; ++g) {
+    if (in.mods[g] != Mod::None && !(oi.mods & (1u << g)))
+      error(in.loc, quoted(oi.name) + " does not take modifier '." + std::string(modName(in.mods[g])) + "'");
+    if ((oi.required & (1u << g)) && in.mods[g] == Mod::None)
+      error(in.loc, quoted(oi.name) + " needs a modifier of group " + std::string(modGroupName(static_cast<ModGroup>(g))));
+  }
+}
+
+// Why rounding modifier r is invalid on in (not cvt), or "" when it is valid.
+std::string KernelVerifier::roundProblem(const Inst& in, Mod r) const {
+  Type t = *in.type;
+  bool half = t.scalar == Scalar::F16 || t.scalar == Scalar::BF16;
+  switch (in.op) {
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Fma:
+      if (!isIeeeRound(r)) return "expected .rn, .rz, .rm or .rp";
+      if (!t.isFloat()) return "rounding needs a float type";
+      if (half && r != Mod::Rn && !(in.op == Op::Fma && t.scalar == Scalar::BF16))
+        return typeName(t) + " " + std::string(info(in.op).name) + " rounds with .rn only";
+      return "";
+    case Op::Div:
+      if (!t.isFloat()) return "integer division takes no rounding modifier";
+      if (isScalar(t, Scalar::F32)) {
+        return isIeeeRound(r) || r == Mod::Approx || r == Mod::Full ? ""
+                                                                     : "expected .approx, .full, .rn, .rz, .rm or .rp";
+      }
+      return isIeeeRound(r) ? "" : "expected .rn, .rz, .rm or .rp";
+    case Op::Rcp:
+    case Op::Sqrt:
+      if (!isIeeeRound(r) && r != Mod::Approx) return "expected .approx, .rn, .rz, .rm or .rp";
+      if (r == Mod::Approx && in.op == Op::Sqrt && !isScalar(t, Scalar::F32)) return "sqrt.approx exists for f32 only";
+      if (r == Mod::Approx && isScalar(t, Scalar::F64) && in.mod(ModGroup::Ftz) == Mod::None)
+        return "rcp.approx on f64 exists only as rcp.approx.ftz.f64";
+      return "";
+    default:  // ex2, lg2, rsqrt, sin, cos, tanh
+      return r == Mod::Approx ? "" : "only .approx exists";
+  }
+}
+
+// cvt rounding (PTX ISA, cvt): float rounding where precision may be lost (integer or wider or
+// different float source, float destination); integer rounding from a float to an integer or to
+// the same float type.
+std::string KernelVerifier::cvtRoundProblem(const Inst& in, Mod r) const {
+  Type s = *in.srcType, t = *in.type;
+  if (isIeeeRound(r)) {
+    if (!t.isFloat())
+      return s.isFloat() ? "float-to-integer conversions round with .rni, .rzi, .rmi or .rpi"
+                         : "integer conversions take no rounding modifier";
+    if (s.isFloat() && (t.bits() > s.bits() || s == t)) return "this float conversion is exact and takes no rounding";
+    return "";
+  }
+  if (isIntRound(r)) {
+    if (!s.isFloat()) return "rounding to an integral value needs a float source";
+    if (t.isFloat() && t != s) return "rounding to an integral float needs the same source and destination type";
+    return "";
+  }
+  return "expected .rn, .rz, .rm, .rp, .rni, .rzi, .rmi or .rpi";
+}
+
+void KernelVerifier::checkModifiers(const Inst& in) {
+  if (!in.type) return;  // untyped ops (branches, bar.sync, membar) have no type-dependent modifiers
+  Type t = *in.type;
+  std::string name = quoted(info(in.op).name);
+  // Groups the op does not accept were reported by checkModifierGroups.
+  auto mod = [&](ModGroup g) { return info(in.op).mods & (1u << static_cast<unsigned>(g)) ? in.mod(g) : Mod::None; };
+  auto bad = [&](Mod m, const std::string& why) {
+    error(in.loc, name + " does not allow '." + std::string(modName(m)) + "' on " + typeText(in) + " (" + why + ")");
+  };
+  bool f32 = isScalar(t, Scalar::F32) || (in.srcType && isScalar(*in.srcType, Scalar::F32));
+  bool f16 = isScalar(t, Scalar::F16);
+  bool approx64 = (in.op == Op::Rcp || in.op == Op::Rsqrt) && in.has(Mod::Approx) && isScalar(t, Scalar::F64);
+  if (Mod r = mod(ModGroup::Round); r != Mod::None) {
+    std::string why = in.op == Op::Cvt ? cvtRoundProblem(in, r) : roundProblem(in, r);
+    if (!why.empty()) bad(r, why);
+  }
+  if (Mod m = mod(ModGroup::Ftz); m != Mod::None) {
+    if (in.op == Op::Cvt && !f32) bad(m, ".ftz on cvt needs an f32 source or destination");
+    if (in.op != Op::Cvt && !f32 && !f16 && !approx64)
+      bad(m, ".ftz needs f32 or f16, or f64 rcp.approx/rsqrt.approx");
+  }
+  if (Mod m = mod(ModGroup::Sat); m != Mod::None) {
+    bool ok = in.op == Op::Cvt ? t.isInt() || (t.isFloat() && t.scalar != Scalar::BF16)
+                               : isScalar(t, Scalar::F32) || f16 ||
+                                     (isScalar(t, Scalar::S32) && (in.op == Op::Add || in.op == Op::Sub));
+    if (!ok)
+      bad(m, in.op == Op::Cvt ? "saturation needs an integer, f16, f32 or f64 destination"
+                              : "saturation applies to f32 and f16, and to s32 add and sub");
+  }
+  if (Mod m = mod(ModGroup::Exact); m != Mod::None && !t.isFloat()) bad(m, ".exact marks float arithmetic only");
+  if (Mod c = mod(ModGroup::Cmp); c != Mod::None) {
+    if (isUnordered(c) && !t.isFloat()) bad(c, "unordered comparisons need a float type");
+    if (t.isBits() && c != Mod::Eq && c != Mod::Ne) bad(c, "bit types compare with .eq or .ne only");
+  }
+  if (Mod a = mod(ModGroup::AtomOp); a != Mod::None) {
+    std::vector<std::string> names;
+    bool fits = false;
+    for (Scalar s : atomTypes(a)) {
+      fits = fits || isScalar(t, s);
+      names.emplace_back(scalarName(s));
+    }
+    if (!fits) bad(a, "atom." + std::string(modName(a)) + " takes " + joinOr(names));
+  }
+  if (Mod c = mod(ModGroup::Cache); c != Mod::None) {
+    bool load = c == Mod::Ca || c == Mod::Cg || c == Mod::Cs || c == Mod::Lu || c == Mod::Cv;
+    bool store = c == Mod::Wb || c == Mod::Cg || c == Mod::Cs || c == Mod::Wt;
+    if (in.op == Op::Ld && !load)
+      error(in.loc, "'ld' does not allow '." + std::string(modName(c)) + "' (loads take .ca, .cg, .cs, .lu or .cv)");
+    if (in.op == Op::St && !store)
+      error(in.loc, "'st' does not allow '." + std::string(modName(c)) + "' (stores take .wb, .cg, .cs or .wt)");
+  }
+  if (mod(ModGroup::Volatile) != Mod::None)
+    for (ModGroup g : {ModGroup::Cache, ModGroup::Nc})
+      if (mod(g) != Mod::None)
+        error(in.loc, quoted(opText(in)) + ": '.volatile' cannot be combined with '." +
+                          std::string(modName(mod(g))) + "'");
+}
+
+// ---- 6. memory and address spaces -------------------------------------------------------------
+
+void KernelVerifier::checkMemory(const Inst& in) {
+  std::string op = quoted(opText(in));
+  bool access = in.op == Op::Ld || in.op == Op::St || in.op == Op::Atom || in.op == Op::AtomCas;
+  if (access && !in.operands.empty() && validValue(in.operands[0]) && k_.typeOf(in.operands[0]).isPtr()) {
+    ValueId p = in.operands[0];
+    AddrSpace as = k_.typeOf(p).space;
+    std::string ptr = val(p) + " is " + quoted(k_.typeOf(p));
+    if (in.op == Op::St && as == AddrSpace::Param) error(in.loc, op + " cannot write param space: " + ptr);
+    if ((in.op == Op::Atom || in.op == Op::AtomCas) && as != AddrSpace::Global && as != AddrSpace::Shared &&
+        as != AddrSpace::Generic)
+      error(in.loc, op + " needs a global, shared or generic pointer, but " + ptr);
+    if (in.op == Op::Ld && in.has(Mod::NcMod) && as != AddrSpace::Global)
+      error(in.loc, op + " reads global memory only, but " + ptr);
+  }
+  if (in.op == Op::PtrAdd && in.operands.size() == 2 && validValue(in.operands[1])) {
+    Type off = k_.typeOf(in.operands[1]);
+    if (!off.isVector() && (off.isInt() || off.isBits()) && off.bits() != in.type->bits())
+      error(in.loc, op + " offset " + val(in.operands[1]) + " is " + quoted(off) + ", but " + quoted(*in.type) +
+                        " offsets are " + std::to_string(in.type->bits()) + "-bit");
+  }
+  if (in.op == Op::SharedAddr) {
+    if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= k_.shared.size())
+      error(in.loc, op + " names no shared array of '@" + k_.name + "'");
+    if (*in.type != Type::ptr(AddrSpace::Shared))
+      error(in.loc, op + " yields 'ptr.shared', not " + quoted(*in.type));
+  }
+}
+
+// ---- 9. special ops ---------------------------------------------------------------------------
+
+void KernelVerifier::checkSpecial(const Inst& in) {
+  if (!in.type) return;
+  std::string op = quoted(opText(in));
+  Type t = *in.type;
+  if (in.op == Op::VoteSync) {
+    Type want = in.has(Mod::Ballot) ? Type::of(Scalar::B32) : Type::pred();
+    if (t != want) error(in.loc, op + " yields " + quoted(want) + ", not " + quoted(t));
+  }
+  if (in.op == Op::Cvt) {
+    Type s = *in.srcType;
+    if (s.isVector() || s.isPtr() || s.isPred())
+      error(in.loc, op + " source type " + quoted(s) + " is not a scalar integer, bits or float type");
+    else if (s == t && !(t.isFloat() && (isIntRound(in.mod(ModGroup::Round)) || in.has(Mod::SatMod) ||
+                                         in.has(Mod::FtzMod))))
+      error(in.loc, op + " from " + quoted(s) + " to " + quoted(t) +
+                        " converts nothing (a same-type float cvt needs .rni, .rzi, .rmi, .rpi, .sat or .ftz)");
+  }
+  if (in.op == Op::Bitcast) {
+    Type s = *in.srcType;
+    if (s.scalar == Scalar::Pred)
+      error(in.loc, op + " cannot convert from 'pred'");
+    else if (s.bits() * s.lanes != t.bits() * t.lanes)
+      error(in.loc, op + " from " + quoted(s) + " (" + std::to_string(s.bits() * s.lanes) + " bits) to " + quoted(t) +
+                        " (" + std::to_string(t.bits() * t.lanes) + " bits) changes the width");
+  }
+}
+
+// ---- 7. target gating -------------------------------------------------------------------------
+
+void KernelVerifier::checkTarget(const Inst& in) {
+  auto fits = [&](unsigned sm, unsigned ptx) { return m_.sm >= sm && m_.ptx >= ptx; };
+  const OpInfo& oi = info(in.op);
+  std::string what;
+  unsigned needSM = oi.minSM, needPTX = oi.minPTX;
+  if (fits(oi.minSM, oi.minPTX)) {
+    for (const TypeGate& g : typeGates()) {
+      std::optional<Type> gated = g.which == 'S' ? in.srcType : in.type;
+      if (g.op != in.op || !gated || gated->scalar != g.scalar || fits(g.minSM, g.minPTX)) continue;
+      needSM = g.minSM;
+      needPTX = g.minPTX;
+      what = (in.op == Op::Cvt ? (g.which == 'S' ? " from " : " to ") : " on ") + quoted(*gated);
+      break;
+    }
+    if (what.empty()) return;
+  }
+  error(in.loc, quoted(opText(in)) + what + " requires " + targetName(needSM, false) + " and " + ptxText(needPTX) +
+                    ", but the module targets " + targetName(m_.sm, m_.archSpecific) + " with " + ptxText(m_.ptx));
+}
+
+// ---- 1 and 5. branch targets and arguments ----------------------------------------------------
+
+void KernelVerifier::checkBranches(const Inst& in) {
+  std::string op = quoted(opText(in));
+  size_t want = in.op == Op::Br ? 1 : in.op == Op::Cbr ? 2 : 0;
+  if (in.succs.size() != want) {
+    error(in.loc, op + " takes " + std::to_string(want) + " branch target(s), got " + std::to_string(in.succs.size()));
+    return;
+  }
+  for (const BlockCall& c : in.succs) {
+    if (!validBlock(c.block)) {
+      error(in.loc, op + " branches to a block that does not exist");
+      continue;
+    }
+    const Block& target = k_.block(c.block);
+    if (c.block.index == 0) error(in.loc, op + " branches to the entry block " + blk(c.block) + ", which cannot be a target");
+    if (c.args.size() != target.params.size()) {
+      error(in.loc, op + " passes " + std::to_string(c.args.size()) + " argument(s) to " + blk(c.block) + ", which takes " +
+                        std::to_string(target.params.size()));
+      continue;
+    }
+    for (size_t i = 0; i < c.args.size(); ++i) {
+      if (!validValue(c.args[i]) || !validValue(target.params[i])) continue;
+      Type have = k_.typeOf(c.args[i]), need = k_.typeOf(target.params[i]);
+      if (have != need)
+        error(in.loc, "argument " + std::to_string(i + 1) + " of " + op + " to " + blk(c.block) + " (" + val(c.args[i]) +
+                          ") has type " + quoted(have) + ", but parameter " + val(target.params[i]) + " is " +
+                          quoted(need));
+    }
+  }
+}
+
+// ---- 4. SSA dominance -------------------------------------------------------------------------
+
+template <class Describe>
+void KernelVerifier::checkUse(ValueId v, BlockId useBlock, size_t usePos, SourceLoc loc, const Describe& what) {
+  if (!validValue(v) || !defined_[v.index]) {
+    error(loc, what() + " uses " + (validValue(v) ? val(v) + ", which is not defined" : std::string("an invalid value")));
+    return;
+  }
+  BlockId def = defBlock_[v.index];
+  if (!def.valid() || !dom_.reachable(useBlock)) return;  // kernel parameter, or unreachable use
+  if (def == useBlock) {
+    if (defPos_[v.index] >= static_cast<int>(usePos)) error(loc, what() + " uses " + val(v) + " before its definition");
+  } else if (!dom_.dominates(def, useBlock)) {
+    error(loc, what() + " uses " + val(v) + ", whose definition in " + blk(def) + " does not dominate " + blk(useBlock));
+  }
+}
+
+}  // namespace
+
+bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
+  unsigned before = diags.errors();
+  KernelVerifier(m, k, diags).run();
+  return diags.errors() == before;
+}
+
+bool verify(const Module& m, Diagnostics& diags) {
+  unsigned before = diags.errors();
+  if (unsigned need = minPtxForTarget(m.sm); m.ptx < need) {
+    SourceLoc loc = m.kernels.empty() ? SourceLoc{} : m.kernels.front().loc;
+    diags.report(Severity::Error, m.fileName(loc), loc,
+                 ptxText(m.ptx) + " does not support " + targetName(m.sm, m.archSpecific) + " (it needs " +
+                     ptxText(need) + " or later)");
+  }
+  for (const Kernel& k : m.kernels) verifyKernel(m, k, diags);
+  return diags.errors() == before;
+}
+
+}  // namespace tn::ir
