@@ -1,5 +1,384 @@
-// TEMPORARY placeholder while the emitter is written.
+// PTX emitter, structure half: module header, symbol names, kernel signatures, register
+// assignment, and one linear walk over the blocks in layout order in which branches write their
+// block arguments as parallel copies. The per-op formats are in PtxOps.cpp.
+// Requires: a verified module (types, operand counts, terminators, the target gates of Ops.def).
+// Guarantees: byte-stable output; whatever PTX cannot express is an error naming op, type and
+// target, and then no PTX at all.
 #include "backends/Ptx.h"
+
+#include <algorithm>
+
+#include "backends/PtxEmitter.h"
+#include "ir/Printer.h"
+
 namespace tn::ptx {
-std::optional<std::string> emit(const ir::Module&, const EmitOptions&, ir::Diagnostics&) { return std::nullopt; }
+
+namespace detail {
+
+namespace {
+
+constexpr std::array<std::string_view, kRegClasses> kRegPrefix = {"%p", "%rs", "%r", "%f", "%rd", "%fd"};
+constexpr std::array<std::string_view, kRegClasses> kRegType = {"pred", "b16", "b32", "f32", "b64", "f64"};
+
+size_t idx(RegClass c) { return static_cast<size_t>(c); }
+
+bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool isIdentChar(char c) { return isIdentStart(c) || (c >= '0' && c <= '9') || c == '_' || c == '$'; }
+
+// PTX identifiers: a letter then [A-Za-z0-9_$]*, or '_'/'$' then at least one of those.
+bool isPtxIdentifier(std::string_view s) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), isIdentChar)) return false;
+  return isIdentStart(s[0]) || ((s[0] == '_' || s[0] == '$') && s.size() > 1);
 }
+
+// IR names may contain '.', which PTX identifiers cannot.
+std::string sanitize(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (!isIdentChar(c) || c == '$') c = '_';
+  return out;
+}
+
+std::string unique(const std::string& base, std::set<std::string>& used) {
+  if (used.insert(base).second) return base;
+  for (unsigned i = 1;; ++i) {
+    std::string name = base + "_" + std::to_string(i);
+    if (used.insert(name).second) return name;
+  }
+}
+
+}  // namespace
+
+RegClass regClass(ir::Type t) {
+  switch (t.scalar) {
+    case ir::Scalar::Pred: return RegClass::Pred;
+    case ir::Scalar::F32: return RegClass::F32;
+    case ir::Scalar::F64: return RegClass::F64;
+    default: break;
+  }
+  unsigned bits = t.bits();
+  return bits <= 16 ? RegClass::B16 : bits == 32 ? RegClass::B32 : RegClass::B64;
+}
+
+std::string_view movType(RegClass c) { return kRegType[idx(c)]; }
+
+std::string memType(ir::Type t) {
+  if (t.isPtr()) return t.bits() == 64 ? "u64" : "u32";
+  if (t.scalar == ir::Scalar::F16 || t.scalar == ir::Scalar::BF16) return "b16";
+  return std::string(ir::scalarName(t.scalar));
+}
+
+KernelEmitter::KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
+                             ir::Diagnostics& diags)
+    : m_(m), k_(k), syms_(syms), diags_(diags) {}
+
+std::string KernelEmitter::target() const { return ir::targetName(m_.sm, m_.archSpecific); }
+
+bool KernelEmitter::failAt(ir::SourceLoc loc, const std::string& what, const std::string& reason) {
+  diags_.report(ir::Severity::Error, m_.fileName(loc), loc, "cannot emit " + what + " for " + target() + ": " + reason);
+  ok_ = false;
+  return false;
+}
+
+bool KernelEmitter::fail(const ir::Inst& in, const std::string& reason) {
+  std::string what = "'" + std::string(ir::info(in.op).name);
+  for (ir::Mod m : in.mods)
+    if (m != ir::Mod::None) what += "." + std::string(ir::modName(m));
+  what += "'";
+  if (in.type) {
+    what += " on ";
+    if (in.srcType) what += ir::typeName(*in.srcType) + " -> ";
+    what += ir::typeName(*in.type);
+  }
+  return failAt(in.loc, what, reason);
+}
+
+std::string KernelEmitter::regName(RegClass c, uint32_t n) const {
+  return std::string(kRegPrefix[idx(c)]) + std::to_string(n);
+}
+
+std::string KernelEmitter::reg(ir::ValueId v, unsigned lane) const {
+  return regName(regClass(k_.typeOf(v)), base_[v.index] + lane);
+}
+
+std::string KernelEmitter::regs(ir::ValueId v) const {
+  ir::Type t = k_.typeOf(v);
+  if (!t.isVector()) return reg(v);
+  std::string s = "{";
+  for (unsigned i = 0; i < t.lanes; ++i) s += (i ? ", " : "") + reg(v, i);
+  return s + "}";
+}
+
+uint32_t KernelEmitter::temp(RegClass c) {
+  if (!temps_[idx(c)]) temps_[idx(c)] = next_[idx(c)]++;
+  return temps_[idx(c)];
+}
+
+void KernelEmitter::line(const std::string& text) { body_ += "\t" + text + "\n"; }
+void KernelEmitter::label(const std::string& name) { body_ += name + ":\n"; }
+
+void KernelEmitter::plain(const ir::Inst& in, const std::string& opcode) {
+  std::string s = opcode + " " + reg(in.result);
+  for (ir::ValueId v : in.operands) s += ", " + reg(v);
+  line(s + ";");
+}
+
+// What PTX cannot express about the signature: predicate parameters and both thread-count
+// attributes on one entry (ptxas rejects the pair even when they agree).
+bool KernelEmitter::checkSignature() {
+  ir::NameTable names(k_);
+  if (k_.reqntid && k_.maxntid)
+    failAt(k_.loc, "kernel '@" + k_.name + "'", "PTX allows .reqntid or .maxntid on an entry, not both");
+  for (const ir::KernelParam& p : k_.params)
+    if (k_.typeOf(p.value).scalar == ir::Scalar::Pred)
+      failAt(k_.loc, "kernel parameter '%" + names.value(p.value) + "' on pred",
+             "PTX kernel parameters cannot be predicates; pass a u32 and compare it");
+  return ok_;
+}
+
+// Deterministic numbering: parameters first (their param-space loads, then the global-space
+// pointers converted from them), then block parameters and results in layout order.
+void KernelEmitter::assignRegisters() {
+  base_.assign(k_.values.size(), 0);
+  paramRaw_.assign(k_.params.size(), 0);
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    ir::Type t = k_.typeOf(k_.params[i].value);
+    paramRaw_[i] = next_[idx(regClass(t))];
+    next_[idx(regClass(t))] += t.lanes;
+  }
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    ir::ValueId v = k_.params[i].value;
+    if (k_.typeOf(v) == ir::Type::ptr(ir::AddrSpace::Global))
+      assignValue(v);
+    else
+      base_[v.index] = paramRaw_[i];
+  }
+  for (const ir::Block& b : k_.blocks) {
+    for (ir::ValueId p : b.params) assignValue(p);
+    for (ir::InstId id : b.insts)
+      if (k_.inst(id).result) assignValue(k_.inst(id).result);
+  }
+}
+
+void KernelEmitter::assignValue(ir::ValueId v) {
+  ir::Type t = k_.typeOf(v);
+  base_[v.index] = next_[idx(regClass(t))];
+  next_[idx(regClass(t))] += t.lanes;
+}
+
+// Vector parameters load lane by lane: a .v4 load of 64-bit lanes would exceed 16 bytes.
+void KernelEmitter::emitParamLoads() {
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    ir::Type t = k_.typeOf(k_.params[i].value);
+    for (unsigned l = 0; l < t.lanes; ++l) {
+      std::string at = syms_.params[i] + (l ? "+" + std::to_string(l * t.element().bytes()) : "");
+      line("ld.param." + memType(t.element()) + " " + regName(regClass(t), paramRaw_[i] + l) + ", [" + at + "];");
+    }
+  }
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    ir::ValueId v = k_.params[i].value;
+    if (k_.typeOf(v) == ir::Type::ptr(ir::AddrSpace::Global))
+      line("cvta.to.global.u64 " + reg(v) + ", " + regName(RegClass::B64, paramRaw_[i]) + ";");
+  }
+}
+
+std::vector<KernelEmitter::Move> KernelEmitter::edgeMoves(const ir::BlockCall& call) const {
+  std::vector<Move> moves;
+  const ir::Block& target = k_.block(call.block);
+  size_t n = std::min(target.params.size(), call.args.size());
+  for (size_t i = 0; i < n; ++i) {
+    ir::ValueId param = target.params[i];
+    ir::Type t = k_.typeOf(param);
+    for (unsigned l = 0; l < t.lanes; ++l) {
+      Move mv{regClass(t), base_[param.index] + l, base_[call.args[i].index] + l};
+      if (mv.dst != mv.src) moves.push_back(mv);
+    }
+  }
+  return moves;
+}
+
+// Sequentializes simultaneous moves: a move goes once no pending move still reads its
+// destination; when only cycles remain, one destination is saved in the class's temporary and
+// its readers read the temporary instead, which turns that cycle into a chain.
+void KernelEmitter::emitParallelCopy(std::vector<Move> moves) {
+  auto write = [&](RegClass c, uint32_t dst, uint32_t src) {
+    line("mov." + std::string(movType(c)) + " " + regName(c, dst) + ", " + regName(c, src) + ";");
+  };
+  while (!moves.empty()) {
+    auto ready = std::find_if(moves.begin(), moves.end(), [&](const Move& mv) {
+      return std::none_of(moves.begin(), moves.end(),
+                          [&](const Move& o) { return &o != &mv && o.cls == mv.cls && o.src == mv.dst; });
+    });
+    if (ready != moves.end()) {
+      write(ready->cls, ready->dst, ready->src);
+      moves.erase(ready);
+      continue;
+    }
+    Move& first = moves.front();
+    uint32_t t = temp(first.cls);
+    write(first.cls, t, first.dst);
+    for (Move& o : moves)
+      if (o.cls == first.cls && o.src == first.dst) o.src = t;
+  }
+}
+
+std::string KernelEmitter::edgeLabel(size_t from, ir::BlockId to) {
+  return unique(labels_[from] + "_to_" + labels_[to.index].substr(4), labelNames_);
+}
+
+// A branch writes its arguments into the target's parameter registers on that edge only.
+// A conditional branch whose both edges carry moves routes the taken edge through a label of
+// its own; a branch to the next block in layout without moves falls through.
+void KernelEmitter::emitTerminator(size_t block, const ir::Inst& in) {
+  ir::BlockId next(static_cast<uint32_t>(block + 1));
+  auto bra = [&](ir::BlockId to) {
+    if (to != next) line("bra.uni " + labels_[to.index] + ";");
+  };
+  if (in.op == ir::Op::Ret) {
+    line("ret;");
+    return;
+  }
+  if (in.op == ir::Op::Br) {
+    emitParallelCopy(edgeMoves(in.succs[0]));
+    bra(in.succs[0].block);
+    return;
+  }
+  const ir::BlockCall& taken = in.succs[0];
+  const ir::BlockCall& other = in.succs[1];
+  std::string p = reg(in.operands[0]);
+  std::vector<Move> takenMoves = edgeMoves(taken), otherMoves = edgeMoves(other);
+  if (takenMoves.empty() && (!otherMoves.empty() || taken.block != next || other.block == next)) {
+    line("@" + p + " bra " + labels_[taken.block.index] + ";");
+    emitParallelCopy(otherMoves);
+    bra(other.block);
+  } else if (otherMoves.empty()) {
+    line("@!" + p + " bra " + labels_[other.block.index] + ";");
+    emitParallelCopy(takenMoves);
+    bra(taken.block);
+  } else {
+    std::string edge = edgeLabel(block, taken.block);
+    line("@" + p + " bra " + edge + ";");
+    emitParallelCopy(otherMoves);
+    line("bra.uni " + labels_[other.block.index] + ";");
+    label(edge);
+    emitParallelCopy(takenMoves);
+    bra(taken.block);
+  }
+}
+
+std::string KernelEmitter::regDecls() const {
+  std::string s;
+  for (size_t c = 0; c < kRegClasses; ++c)
+    if (next_[c] > 1)
+      s += "\t.reg ." + std::string(kRegType[c]) + " " + std::string(kRegPrefix[c]) + "<" + std::to_string(next_[c]) +
+           ">;\n";
+  return s;
+}
+
+bool KernelEmitter::run(std::string& out) {
+  if (!checkSignature()) return false;
+  assignRegisters();
+  ir::NameTable names(k_);
+  labels_.clear();
+  for (size_t b = 0; b < k_.blocks.size(); ++b)
+    labels_.push_back(unique("$L__" + sanitize(names.block(ir::BlockId(static_cast<uint32_t>(b)))), labelNames_));
+
+  // The entry block is never a branch target (a verifier invariant), so it needs no label.
+  emitParamLoads();
+  for (size_t b = 0; b < k_.blocks.size(); ++b) {
+    if (b != 0) label(labels_[b]);
+    for (ir::InstId id : k_.blocks[b].insts) {
+      const ir::Inst& in = k_.inst(id);
+      if (ir::hasFlag(in.op, ir::OF_TERMINATOR))
+        emitTerminator(b, in);
+      else
+        emitInst(in);
+    }
+  }
+  if (!ok_) return false;
+
+  for (size_t i = 0; i < k_.shared.size(); ++i) {
+    const ir::SharedDecl& s = k_.shared[i];
+    if (s.dynamic) out += ".extern .shared .align " + std::to_string(s.align) + " .b8 " + syms_.shared[i] + "[];\n";
+  }
+  out += ".visible .entry " + syms_.entry + "(";
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    ir::Type t = k_.typeOf(k_.params[i].value);
+    out += i ? ",\n\t.param ." : "\n\t.param .";
+    if (t.isVector())
+      out += "align " + std::to_string(t.bytes()) + " .b8 " + syms_.params[i] + "[" + std::to_string(t.bytes()) + "]";
+    else
+      out += memType(t) + " " + syms_.params[i];
+  }
+  out += k_.params.empty() ? ")\n" : "\n)\n";
+  auto dims = [](const ir::Dim3& d) {
+    return std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + "\n";
+  };
+  if (k_.reqntid) out += ".reqntid " + dims(*k_.reqntid);
+  if (k_.maxntid) out += ".maxntid " + dims(*k_.maxntid);
+  out += "{\n" + regDecls();
+  for (size_t i = 0; i < k_.shared.size(); ++i) {
+    const ir::SharedDecl& s = k_.shared[i];
+    if (!s.dynamic)
+      out += "\t.shared .align " + std::to_string(s.align) + " .b8 " + syms_.shared[i] + "[" +
+             std::to_string(s.bytes()) + "];\n";
+  }
+  out += body_ + "}\n";
+  return true;
+}
+
+}  // namespace detail
+
+std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir::Diagnostics& diags) {
+  std::string tgt = ir::targetName(m.sm, m.archSpecific);
+  auto version = [](unsigned v) { return std::to_string(v / 10) + "." + std::to_string(v % 10); };
+  // sm_90a appeared in PTX ISA 8.0, one version after sm_90.
+  unsigned needPtx = ir::minPtxForTarget(m.sm, m.archSpecific);
+  if (m.ptx < needPtx) {
+    diags.report(ir::Severity::Error, "", {},
+                 "cannot emit PTX ISA " + version(m.ptx) + " for " + tgt + ": the target needs PTX ISA " +
+                     version(needPtx) + " or later");
+    return std::nullopt;
+  }
+  bool found = opts.kernel.empty();
+  for (const ir::Kernel& k : m.kernels) found = found || k.name == opts.kernel;
+  if (!found) {
+    diags.report(ir::Severity::Error, "", {}, "no kernel named '@" + opts.kernel + "'");
+    return std::nullopt;
+  }
+
+  // Symbols are named over the whole module, so that one kernel reads the same whether it is
+  // emitted alone or with the others. Dynamic shared arrays are module-scope in PTX; every
+  // name is prefixed with its kernel's and made unique.
+  std::set<std::string> used;
+  for (const ir::Kernel& k : m.kernels) used.insert(k.name);
+  std::vector<detail::KernelSymbols> syms(m.kernels.size());
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const ir::Kernel& k = m.kernels[i];
+    ir::NameTable names(k);
+    syms[i].entry = k.name;
+    for (const ir::KernelParam& p : k.params)
+      syms[i].params.push_back(detail::unique(k.name + "_param_" + detail::sanitize(names.value(p.value)), used));
+    for (const ir::SharedDecl& s : k.shared)
+      syms[i].shared.push_back(detail::unique(k.name + "_" + detail::sanitize(s.name), used));
+  }
+
+  unsigned errorsBefore = diags.errors();
+  std::string out = "// Generated by truenoc\n\n.version " + version(m.ptx) + "\n.target " + tgt + "\n.address_size 64\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const ir::Kernel& k = m.kernels[i];
+    if (!opts.kernel.empty() && k.name != opts.kernel) continue;
+    if (!detail::isPtxIdentifier(k.name)) {
+      diags.report(ir::Severity::Error, m.fileName(k.loc), k.loc,
+                   "cannot emit kernel '@" + k.name + "' for " + tgt + ": '" + k.name +
+                       "' is not a PTX identifier (a letter, then letters, digits, '_' or '$')");
+      continue;
+    }
+    out += "\n";
+    detail::KernelEmitter(m, k, syms[i], diags).run(out);
+  }
+  if (diags.errors() != errorsBefore) return std::nullopt;
+  return out;
+}
+
+}  // namespace tn::ptx

@@ -13,8 +13,9 @@ struct EmitOptions {
   std::string kernel;  // emit only this kernel ("" = all)
 };
 
-// Emits PTX for m's target (m.sm, m.archSpecific, m.ptx). An op or type that cannot be emitted
-// for that target is an error naming op, type and target; then nullopt is returned.
+// Emits PTX for m's target (m.sm, m.archSpecific, m.ptx); m must have passed ir::verify. An op or
+// type that cannot be emitted for that target is an error naming op, type and target; then
+// nullopt is returned. The output depends only on m and opts (byte-stable).
 std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir::Diagnostics& diags);
 
 }  // namespace tn::ptx

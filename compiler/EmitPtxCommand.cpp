@@ -16,7 +16,7 @@ bool retarget(ir::Module& m, const std::string& target) {
   }
   m.sm = t->first;
   m.archSpecific = t->second;
-  m.ptx = std::max(m.ptx, ir::minPtxForTarget(m.sm));
+  m.ptx = std::max(m.ptx, ir::minPtxForTarget(m.sm, m.archSpecific));
   return true;
 }
 

@@ -96,7 +96,8 @@ std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view t) {
   return std::pair{v, arch};
 }
 
-unsigned minPtxForTarget(unsigned sm) {
+unsigned minPtxForTarget(unsigned sm, bool archSpecific) {
+  if (archSpecific && sm == 90) return 80;
   struct Row {
     unsigned sm, ptx;
   };

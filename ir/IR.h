@@ -136,8 +136,8 @@ struct Module {
 std::string targetName(unsigned sm, bool archSpecific);  // "sm_90a"
 // Parses "sm_XY" / "sm_XYa"; nullopt when malformed.
 std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view text);
-// The lowest PTX ISA version (x10) that ptxas accepts for a target.
-unsigned minPtxForTarget(unsigned sm);
+// The lowest PTX ISA version (x10) that ptxas accepts for a target (sm_90a needs 8.0).
+unsigned minPtxForTarget(unsigned sm, bool archSpecific = false);
 
 // Result type of an instruction under the table's result rule, or nullopt when none/invalid.
 std::optional<Type> resultTypeFor(const Inst& in);

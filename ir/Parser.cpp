@@ -279,7 +279,7 @@ class Parser {
       endOfLine();
       skipNewlines();
     }
-    if (!sawPtx) mod_.ptx = std::max(70u, minPtxForTarget(mod_.sm));
+    if (!sawPtx) mod_.ptx = std::max(70u, minPtxForTarget(mod_.sm, mod_.archSpecific));
     while (!at(Tok::End)) {
       if (!atIdent("kernel")) fail(tok_, "expected 'kernel', found " + describe(tok_));
       parseKernel();

@@ -597,7 +597,7 @@ bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
 
 bool verify(const Module& m, Diagnostics& diags) {
   unsigned before = diags.errors();
-  if (unsigned need = minPtxForTarget(m.sm); m.ptx < need) {
+  if (unsigned need = minPtxForTarget(m.sm, m.archSpecific); m.ptx < need) {
     SourceLoc loc = m.kernels.empty() ? SourceLoc{} : m.kernels.front().loc;
     diags.report(Severity::Error, m.fileName(loc), loc,
                  ptxText(m.ptx) + " does not support " + targetName(m.sm, m.archSpecific) + " (it needs " +
