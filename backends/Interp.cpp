@@ -1,0 +1,145 @@
+// The interpreter's public API: loading a kernel, binding parameters by name, launching and
+// reading results back. Decoding, semantics and execution live in the other Interp*.cpp files.
+#include "backends/Interp.h"
+
+#include "backends/InterpImpl.h"
+#include "ir/Parser.h"
+
+namespace tn::interp {
+
+struct Interpreter::State {
+  detail::Program program;
+  bool loaded = false;
+  std::vector<std::vector<std::byte>> buffers;  // per parameter (pointer parameters only)
+  std::vector<std::optional<uint64_t>> values;  // per parameter; pointers get their tag at launch
+  Stats stats;
+};
+
+namespace {
+
+Error setupError(const std::string& msg) {
+  Error e;
+  e.diag.message = msg;
+  return e;
+}
+
+}  // namespace
+
+Interpreter::Interpreter() : s_(std::make_unique<State>()) {}
+Interpreter::~Interpreter() = default;
+Interpreter::Interpreter(Interpreter&&) noexcept = default;
+Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
+
+std::optional<Error> Interpreter::load(const ir::Module& m, std::string_view name) {
+  *s_ = State{};
+  for (const ir::Kernel& k : m.kernels) {
+    if (k.name != name) continue;
+    if (auto e = detail::decode(m, k, s_->program)) return e;
+    s_->loaded = true;
+    s_->buffers.resize(s_->program.params.size());
+    s_->values.resize(s_->program.params.size());
+    return std::nullopt;
+  }
+  return setupError("no kernel named '" + std::string(name) + "'");
+}
+
+std::vector<ParamInfo> Interpreter::params() const {
+  std::vector<ParamInfo> out;
+  for (size_t i = 0; i < s_->program.params.size(); ++i) {
+    const detail::ParamSlot& p = s_->program.params[i];
+    out.push_back({p.name, p.type, s_->values[i].has_value()});
+  }
+  return out;
+}
+
+namespace {
+
+// Index of parameter `name`, or an error naming what is wrong.
+std::optional<Error> findParam(const detail::Program& p, bool loaded, std::string_view name, bool wantPointer,
+                               size_t& index) {
+  if (!loaded) return setupError("no kernel loaded");
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    if (p.params[i].name != name) continue;
+    if (p.params[i].type.isPtr() != wantPointer)
+      return setupError("parameter '" + std::string(name) + "' of kernel '" + p.kernel + "' has type " +
+                        ir::typeName(p.params[i].type) + (wantPointer ? ", not a pointer" : ": bind a buffer to it"));
+    index = i;
+    return std::nullopt;
+  }
+  return setupError("kernel '" + p.kernel + "' has no parameter '" + std::string(name) + "'");
+}
+
+}  // namespace
+
+std::optional<Error> Interpreter::bindBuffer(std::string_view param, std::vector<std::byte> bytes) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, true, i)) return e;
+  if (bytes.size() > (uint64_t{1} << 46)) return setupError("buffer for '" + std::string(param) + "' is too large");
+  s_->buffers[i] = std::move(bytes);
+  s_->values[i] = 0;
+  return std::nullopt;
+}
+
+std::optional<Error> Interpreter::setScalarBits(std::string_view param, uint64_t bits) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  ir::Type t = s_->program.params[i].type;
+  uint64_t mask = t.isPred() ? 1 : t.bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << t.bits()) - 1;
+  s_->values[i] = bits & mask;
+  return std::nullopt;
+}
+
+std::optional<Error> Interpreter::setScalarChecked(std::string_view param, uint64_t bits, bool isFloat, bool isBool,
+                                                   unsigned bytes) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  ir::Type t = s_->program.params[i].type;
+  bool ok = t.isPred() ? isBool
+            : t.isFloat() ? isFloat && t.bits() == bytes * 8
+                          : !isFloat && !isBool && t.bits() == bytes * 8;
+  if (!ok)
+    return setupError("parameter '" + std::string(param) + "' has type " + ir::typeName(t) +
+                      "; the value given has another type or size");
+  return setScalarBits(param, bits);
+}
+
+std::optional<Error> Interpreter::setScalarText(std::string_view param, std::string_view text) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  ir::Type t = s_->program.params[i].type;
+  auto bits = ir::parseConstLiteral(text, t);
+  if (!bits)
+    return setupError("invalid " + ir::typeName(t) + " value '" + std::string(text) + "' for parameter '" +
+                      std::string(param) + "'");
+  return setScalarBits(param, *bits);
+}
+
+std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options& opts) {
+  if (!s_->loaded) return setupError("no kernel loaded");
+  const detail::Program& p = s_->program;
+  std::vector<uint64_t> bits(p.params.size());
+  std::vector<detail::GlobalBuffer> globals;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    if (!s_->values[i])
+      return setupError((p.params[i].type.isPtr() ? "no buffer bound to parameter '" : "no value for parameter '") +
+                        p.params[i].name + "'");
+    if (p.params[i].type.isPtr()) {
+      globals.push_back({p.params[i].name, &s_->buffers[i]});
+      bits[i] = static_cast<uint64_t>(globals.size()) << detail::kTagShift;
+    } else {
+      bits[i] = *s_->values[i];
+    }
+  }
+  return detail::execute(p, bits, globals, cfg, opts, s_->stats);
+}
+
+const std::vector<std::byte>* Interpreter::buffer(std::string_view param) const {
+  for (size_t i = 0; i < s_->program.params.size(); ++i)
+    if (s_->program.params[i].name == param && s_->program.params[i].type.isPtr() && s_->values[i])
+      return &s_->buffers[i];
+  return nullptr;
+}
+
+const Stats& Interpreter::stats() const { return s_->stats; }
+
+}  // namespace tn::interp

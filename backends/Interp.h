@@ -1,0 +1,132 @@
+// The kernel interpreter: runs an IR kernel on the CPU with the semantics the GPU gives it.
+// A launch covers a grid of blocks; the threads of a block run in warps of 32 that execute in
+// lockstep under an active mask and reconverge at immediate post-dominators, so shfl.sync, vote
+// and laneid behave as on hardware. Global memory is one bounds-checked host buffer per pointer
+// parameter. Faults (out-of-bounds or misaligned accesses, divergent or partial barriers, bad
+// collective masks, shared-memory races, division by zero, an exhausted instruction budget) stop
+// the launch and come back as an Error value; this library never prints.
+// Semantics, limits and the measured speed are documented in docs/interpreter.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "ir/Diagnostics.h"
+#include "ir/IR.h"
+
+namespace tn::interp {
+
+enum class ErrorKind : uint8_t {
+  Setup,              // bad binding, launch configuration or kernel the interpreter cannot run
+  OutOfBounds,        // global/shared access outside its buffer or array
+  Misaligned,         // access not aligned to its size
+  InvalidPointer,     // pointer into no bound buffer, or into an address space without memory
+  UninitializedRead,  // shared memory read before any thread of the block wrote it (optional)
+  DivergentBarrier,   // bar.sync executed by only part of a warp's live threads
+  PartialBarrier,     // bar.sync that some threads of the block exit without reaching
+  CollectiveMask,     // shfl.sync/vote.sync membermask naming inactive, exited or missing lanes
+  SharedRace,         // two threads touch one shared byte, one writes, no barrier between (optional)
+  DivisionByZero,     // integer div/rem by zero
+  InstructionBudget,  // a thread executed more instructions than allowed
+};
+
+// A fault or setup error. diag carries file, location and the full message; text() formats it
+// as "FILE:LINE:COL: error: MESSAGE". Run-time faults also name the block and thread.
+struct Error {
+  ErrorKind kind = ErrorKind::Setup;
+  ir::Diagnostic diag{ir::Severity::Error, "", {}, ""};
+  std::optional<ir::Dim3> block;
+  std::optional<ir::Dim3> thread;
+  std::string text() const { return ir::formatDiagnostic(diag); }
+};
+
+struct LaunchConfig {
+  ir::Dim3 grid;
+  ir::Dim3 block;
+  uint32_t dynamicShared = 0;  // bytes of dynamic shared memory (extern `shared @x: T[]`)
+};
+
+struct Options {
+  bool checkRaces = false;   // report shared-memory data races between barriers
+  bool checkUninit = false;  // report reads of shared memory the block never wrote
+  uint64_t maxInstructions = 100'000'000;  // per thread; exceeding it is an InstructionBudget fault
+};
+
+struct Stats {
+  uint64_t instructions = 0;      // thread instructions: one per active thread per executed op
+  uint64_t warpInstructions = 0;  // lockstep steps of whole warps
+  uint64_t blocks = 0;
+  uint64_t threads = 0;
+  double seconds = 0;  // wall time of the last launch
+};
+
+struct ParamInfo {
+  std::string name;
+  ir::Type type;
+  bool bound = false;
+};
+
+class Interpreter {
+ public:
+  Interpreter();
+  ~Interpreter();
+  Interpreter(Interpreter&&) noexcept;
+  Interpreter& operator=(Interpreter&&) noexcept;
+
+  // Pre-decodes kernel `name` of m. The interpreter keeps what it needs; m may go away after.
+  std::optional<Error> load(const ir::Module& m, std::string_view name);
+
+  std::vector<ParamInfo> params() const;
+
+  // Binds the global buffer of a pointer parameter (replacing any earlier one).
+  std::optional<Error> bindBuffer(std::string_view param, std::vector<std::byte> bytes);
+  template <class T>
+  std::optional<Error> bindArray(std::string_view param, const std::vector<T>& values) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    std::vector<std::byte> bytes(values.size() * sizeof(T));
+    if (!bytes.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bindBuffer(param, std::move(bytes));
+  }
+
+  // Sets a scalar parameter. The typed form checks that T matches the parameter's type (float
+  // for float types, same width); the text form parses a literal of the parameter's type.
+  template <class T>
+  std::optional<Error> setScalar(std::string_view param, T value) {
+    static_assert(std::is_arithmetic_v<T>);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    return setScalarChecked(param, bits, std::is_floating_point_v<T>, std::is_same_v<T, bool>, sizeof(T));
+  }
+  std::optional<Error> setScalarBits(std::string_view param, uint64_t bits);
+  std::optional<Error> setScalarText(std::string_view param, std::string_view text);
+
+  std::optional<Error> launch(const LaunchConfig& cfg, const Options& opts = {});
+
+  // The bytes of a pointer parameter's buffer (after launches: the results); null when unbound.
+  const std::vector<std::byte>* buffer(std::string_view param) const;
+  template <class T>
+  std::vector<T> read(std::string_view param) const {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const std::vector<std::byte>* b = buffer(param);
+    std::vector<T> out(b ? b->size() / sizeof(T) : 0);
+    if (!out.empty()) std::memcpy(out.data(), b->data(), out.size() * sizeof(T));
+    return out;
+  }
+
+  const Stats& stats() const;
+
+ private:
+  std::optional<Error> setScalarChecked(std::string_view param, uint64_t bits, bool isFloat, bool isBool,
+                                        unsigned bytes);
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace tn::interp

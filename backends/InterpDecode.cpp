@@ -1,0 +1,378 @@
+// Decodes an IR kernel into the interpreter's compact program: one register slot range per
+// value, constants folded into the initial register file, one Code per executed instruction with
+// its lane loop picked by type, branch edges with their block-argument moves, the shared-memory
+// layout and the immediate post-dominator of every block (where divergent warps reconverge).
+// The decoder re-checks the operand types it relies on so that malformed IR is an error, never
+// an out-of-range register access.
+#include <algorithm>
+
+#include "backends/InterpImpl.h"
+
+namespace tn::interp::detail {
+
+namespace {
+
+using ir::BlockId;
+using ir::Inst;
+using ir::Kernel;
+using ir::Op;
+using ir::Type;
+using ir::ValueId;
+
+uint32_t slotsOf(Type t) { return std::max(1u, (t.bytes() + 7) / 8); }
+
+uint64_t alignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
+
+// Immediate post-dominators over the CFG extended by a virtual exit that every `ret` block
+// jumps to (Cooper, Harvey and Kennedy's iterative algorithm on the reverse graph). Blocks that
+// cannot reach a `ret` get the virtual exit.
+std::vector<uint32_t> postDominators(const Kernel& k) {
+  const uint32_t n = static_cast<uint32_t>(k.blocks.size());
+  const uint32_t exitNode = n;
+  std::vector<std::vector<uint32_t>> succs(n + 1), preds(n + 1);
+  for (uint32_t b = 0; b < n; ++b) {
+    const Inst* t = k.terminator(BlockId(b));
+    if (!t) continue;
+    if (t->op == Op::Ret) {
+      succs[b].push_back(exitNode);
+      preds[exitNode].push_back(b);
+    }
+    for (const ir::BlockCall& c : t->succs) {
+      succs[b].push_back(c.block.index);
+      preds[c.block.index].push_back(b);
+    }
+  }
+  // Post-order of the reverse graph from the exit (its edges are the original predecessors).
+  constexpr uint32_t kUnseen = 0xFFFFFFFFu;
+  std::vector<uint32_t> po(n + 1, kUnseen), order;
+  std::vector<std::pair<uint32_t, size_t>> stack{{exitNode, 0}};
+  std::vector<bool> seen(n + 1, false);
+  seen[exitNode] = true;
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < preds[node].size()) {
+      uint32_t p = preds[node][next++];
+      if (!seen[p]) {
+        seen[p] = true;
+        stack.push_back({p, 0});
+      }
+      continue;
+    }
+    po[node] = static_cast<uint32_t>(order.size());
+    order.push_back(node);
+    stack.pop_back();
+  }
+  std::vector<uint32_t> idom(n + 1, kUnseen);
+  idom[exitNode] = exitNode;
+  auto intersect = [&](uint32_t a, uint32_t b) {
+    while (a != b) {
+      while (po[a] < po[b]) a = idom[a];
+      while (po[b] < po[a]) b = idom[b];
+    }
+    return a;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = order.size(); i-- > 0;) {
+      uint32_t node = order[i];
+      if (node == exitNode) continue;
+      uint32_t best = kUnseen;
+      for (uint32_t s : succs[node]) {
+        if (idom[s] == kUnseen) continue;
+        best = best == kUnseen ? s : intersect(s, best);
+      }
+      if (best != idom[node]) {
+        idom[node] = best;
+        changed = true;
+      }
+    }
+  }
+  std::vector<uint32_t> out(n, kExitBlock);
+  for (uint32_t b = 0; b < n; ++b)
+    if (idom[b] != kUnseen && idom[b] != exitNode) out[b] = idom[b];
+  return out;
+}
+
+class Decoder {
+ public:
+  Decoder(const ir::Module& m, const Kernel& k, Program& p) : m_(m), k_(k), p_(p) {}
+
+  std::optional<Error> run() {
+    p_.kernel = k_.name;
+    p_.files = m_.files;
+    p_.reqntid = k_.reqntid;
+    p_.maxntid = k_.maxntid;
+    p_.locs.resize(k_.insts.size());
+    for (size_t i = 0; i < k_.insts.size(); ++i) p_.locs[i] = k_.insts[i].loc;
+    if (k_.blocks.empty()) return fail(k_.loc, "kernel has no blocks");
+
+    slot_.resize(k_.values.size());
+    for (size_t v = 0; v < k_.values.size(); ++v) {
+      slot_[v] = p_.slots;
+      p_.slots += slotsOf(k_.values[v].type);
+    }
+    for (const ir::KernelParam& kp : k_.params) {
+      Type t = k_.typeOf(kp.value);
+      const std::string& name = k_.value(kp.value).name;
+      bool hostPtr = t.isPtr() && (t.space == ir::AddrSpace::Global || t.space == ir::AddrSpace::Generic);
+      if ((t.isPtr() && !hostPtr) || t.isVector())
+        return fail(k_.loc, "parameter '%" + name + "' of type " + ir::typeName(t) + " cannot be bound to host memory");
+      p_.params.push_back({name, t, slot_[kp.value.index]});
+    }
+    if (auto e = layoutShared()) return e;
+
+    p_.blockStart.resize(k_.blocks.size());
+    for (uint32_t b = 0; b < k_.blocks.size(); ++b) {
+      const ir::Block& blk = k_.blocks[b];
+      p_.blockStart[b] = static_cast<uint32_t>(p_.code.size());
+      if (blk.insts.empty() || !k_.terminator(BlockId(b)))
+        return fail(blk.loc, "block '^" + blk.name + "' does not end in a terminator");
+      for (size_t i = 0; i < blk.insts.size(); ++i) {
+        const Inst& in = k_.inst(blk.insts[i]);
+        if (ir::hasFlag(in.op, ir::OF_TERMINATOR) != (i + 1 == blk.insts.size()))
+          return fail(in.loc, "terminator '" + std::string(ir::info(in.op).name) + "' in the middle of block '^" +
+                                  blk.name + "'");
+        if (auto e = decodeInst(blk.insts[i], b)) return e;
+      }
+    }
+    for (Code& c : p_.code)
+      for (Edge& e : c.edge) e.pc = p_.blockStart[e.block];
+    p_.ipdom = postDominators(k_);
+    markSyncReach();
+    return std::nullopt;
+  }
+
+ private:
+  Error fail(ir::SourceLoc loc, const std::string& msg) const {
+    Error e;
+    e.kind = ErrorKind::Setup;
+    e.diag = {ir::Severity::Error, m_.fileName(loc), loc, "cannot interpret kernel '" + k_.name + "': " + msg};
+    return e;
+  }
+
+  // Blocks from which some path executes bar.sync, shfl.sync or vote.sync. At a divergent branch
+  // the engine runs a path that cannot reach one of them first, so threads that return early have
+  // exited by the time the others synchronize, and the report names them as exited.
+  void markSyncReach() {
+    const size_t n = k_.blocks.size();
+    std::vector<std::vector<uint32_t>> preds(n);
+    std::vector<uint32_t> work;
+    p_.reachesSync.assign(n, 0);
+    for (uint32_t b = 0; b < n; ++b) {
+      for (ir::InstId id : k_.blocks[b].insts) {
+        const Inst& in = k_.inst(id);
+        bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync;
+        if (sync && !p_.reachesSync[b]) {
+          p_.reachesSync[b] = 1;
+          work.push_back(b);
+        }
+        for (const ir::BlockCall& c : in.succs) preds[c.block.index].push_back(b);
+      }
+    }
+    while (!work.empty()) {
+      uint32_t b = work.back();
+      work.pop_back();
+      for (uint32_t p : preds[b])
+        if (!p_.reachesSync[p]) {
+          p_.reachesSync[p] = 1;
+          work.push_back(p);
+        }
+    }
+  }
+
+  std::optional<Error> layoutShared() {
+    uint64_t end = 0;
+    unsigned dynAlign = 16;
+    for (const ir::SharedDecl& d : k_.shared) {
+      if (d.dynamic) {
+        dynAlign = std::max(dynAlign, d.align);
+        continue;
+      }
+      end = alignUp(end, d.align);
+      p_.shared.push_back({d.name, static_cast<uint32_t>(end), d.bytes(), false});
+      end += d.bytes();
+      if (end > (uint64_t{1} << 31)) return fail(d.loc, "static shared memory exceeds 2 GiB");
+    }
+    p_.staticSharedEnd = static_cast<uint32_t>(end);
+    p_.dynamicSharedStart = static_cast<uint32_t>(alignUp(end, dynAlign));
+    for (const ir::SharedDecl& d : k_.shared)
+      if (d.dynamic) p_.shared.push_back({d.name, p_.dynamicSharedStart, 0, true});
+    return std::nullopt;
+  }
+
+  uint32_t sharedStart(int32_t symbol) const {
+    const std::string& name = k_.shared[symbol].name;
+    for (const SharedArray& a : p_.shared)
+      if (a.name == name) return a.start;
+    return 0;
+  }
+
+  // The operand types the table's letters demand (see ir/Ops.def).
+  std::optional<std::string> checkTypes(const Inst& in) const {
+    const ir::OpInfo& oi = ir::info(in.op);
+    std::string name(oi.name);
+    if (oi.types != ir::TC_NONE && (!in.type || !ir::typeInClasses(*in.type, oi.types)))
+      return "'" + name + "' does not take type " + (in.type ? ir::typeName(*in.type) : std::string("(none)"));
+    if ((oi.flags & ir::OF_SRCTYPE) && !in.srcType) return "'" + name + "' needs a source type";
+    bool variadic = oi.flags & ir::OF_VARIADIC;
+    if (variadic ? in.operands.size() != in.type->lanes : in.operands.size() != oi.operands.size())
+      return "'" + name + "' has " + std::to_string(in.operands.size()) + " operands";
+    for (size_t i = 0; i < in.operands.size(); ++i) {
+      if (in.operands[i].index >= k_.values.size()) return "'" + name + "' uses an undefined value";
+      Type t = k_.typeOf(in.operands[i]);
+      char letter = variadic ? '*' : oi.operands[i];
+      bool ok = false;
+      std::string want;
+      switch (letter) {
+        case 'T': ok = t == *in.type; want = ir::typeName(*in.type); break;
+        case 'S': ok = t == *in.srcType; want = ir::typeName(*in.srcType); break;
+        case 'p': ok = t.isPred(); want = "pred"; break;
+        case 'i': ok = (t.isInt() || t.isBits()) && !t.isVector() && t.bits() == 32; want = "a 32-bit integer"; break;
+        case 'P': ok = t.isPtr(); want = "a pointer"; break;
+        case 'o':
+          ok = (t.isInt() || t.isBits()) && !t.isVector() && t.bits() == in.type->bits();
+          want = "a " + std::to_string(in.type->bits()) + "-bit integer";
+          break;
+        case '*': ok = t == in.type->element(); want = ir::typeName(in.type->element()); break;
+        default: break;
+      }
+      if (!ok)
+        return "operand " + std::to_string(i + 1) + " of '" + name + "' has type " + ir::typeName(t) + ", expected " +
+               want;
+    }
+    if (in.op == Op::Extract && in.imm >= in.type->lanes) return "'extract' lane " + std::to_string(in.imm) + " out of range";
+    if (in.op == Op::VoteSync) {
+      bool ballot = in.mod(ir::ModGroup::Vote) == ir::Mod::Ballot;
+      if (ballot == in.type->isPred()) return ballot ? "vote.sync.ballot produces b32" : "this vote.sync produces pred";
+    }
+    if (in.op == Op::Bitcast) {
+      Type s = *in.srcType, t = *in.type;
+      if (!(s.isPtr() && t.isPtr()) && s.bytes() != t.bytes())
+        return "bitcast between types of different sizes (" + ir::typeName(s) + " -> " + ir::typeName(t) + ")";
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Error> decodeInst(ir::InstId id, uint32_t block) {
+    const Inst& in = k_.inst(id);
+    if (auto why = checkTypes(in)) return fail(in.loc, *why);
+    Code c;
+    c.op = in.op;
+    c.inst = id.index;
+    c.block = block;
+    if (in.type) {
+      c.scalar = in.type->scalar;
+      c.lanes = in.type->lanes;
+      c.space = in.type->space;
+    }
+    if (in.srcType) {
+      c.srcScalar = in.srcType->scalar;
+      c.srcSpace = in.srcType->space;
+    }
+    c.round = in.mod(ir::ModGroup::Round);
+    c.ftz = in.has(ir::Mod::FtzMod);
+    c.sat = in.has(ir::Mod::SatMod);
+    for (ir::ModGroup g : {ir::ModGroup::Cmp, ir::ModGroup::Dim, ir::ModGroup::Shfl, ir::ModGroup::Vote,
+                           ir::ModGroup::AtomOp})
+      if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
+    if (in.result) c.dst = slot_[in.result.index];
+    for (size_t i = 0; i < in.operands.size() && i < 4; ++i) c.src[i] = slot_[in.operands[i].index];
+    c.imm = in.imm;
+
+    switch (in.op) {
+      case Op::Const:
+        p_.constants.push_back({c.dst, in.imm});
+        return std::nullopt;
+      case Op::SharedAddr:
+        if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= k_.shared.size()) return fail(in.loc, "unknown shared array");
+        p_.constants.push_back({c.dst, sharedStart(in.symbol)});
+        return std::nullopt;
+      case Op::Tid: case Op::Ntid: case Op::Ctaid: case Op::Nctaid: case Op::Laneid: case Op::Warpid:
+        c.kind = Kind::Special;
+        break;
+      case Op::Ld: case Op::St: case Op::Atom: case Op::AtomCas:
+        c.kind = in.op == Op::Ld ? Kind::Ld : in.op == Op::St ? Kind::St : Kind::Atom;
+        c.space = k_.typeOf(in.operands[0]).space;
+        c.bytes = static_cast<uint8_t>(in.type->bytes());
+        if (std::string why; in.op == Op::Atom && !validAtom(c, why)) return fail(in.loc, why);
+        break;
+      case Op::Membar:
+        c.kind = Kind::Nop;
+        break;
+      case Op::BarSync:
+        c.kind = Kind::Bar;
+        break;
+      case Op::ShflSync:
+        c.kind = Kind::Shfl;
+        break;
+      case Op::VoteSync:
+        c.kind = Kind::Vote;
+        break;
+      case Op::Br: case Op::Cbr:
+        c.kind = in.op == Op::Br ? Kind::Br : Kind::Cbr;
+        for (size_t s = 0; s < in.succs.size() && s < 2; ++s)
+          if (auto e = decodeEdge(in, in.succs[s], c.edge[s])) return e;
+        break;
+      case Op::Ret:
+        c.kind = Kind::Ret;
+        break;
+      default: {
+        c.kind = Kind::Compute;
+        std::string why;
+        c.fn = selectCompute(c, why);
+        if (!c.fn) return fail(in.loc, why);
+        break;
+      }
+    }
+    p_.code.push_back(c);
+    return std::nullopt;
+  }
+
+  static bool validAtom(const Code& c, std::string& why) {
+    Type t = Type::of(c.scalar);
+    bool ok = true;
+    switch (c.mode) {
+      case ir::Mod::AAdd: case ir::Mod::AMin: case ir::Mod::AMax: ok = !t.isBits(); break;
+      case ir::Mod::AAnd: case ir::Mod::AOr: case ir::Mod::AXor: case ir::Mod::AInc: case ir::Mod::ADec:
+        ok = !t.isFloat();
+        break;
+      default: break;
+    }
+    if (!ok) why = "atom." + std::string(ir::modName(c.mode)) + " does not take type " + ir::typeName(t);
+    return ok;
+  }
+
+  std::optional<Error> decodeEdge(const Inst& in, const ir::BlockCall& call, Edge& e) {
+    if (!call.block.valid() || call.block.index >= k_.blocks.size()) return fail(in.loc, "branch to an unknown block");
+    const ir::Block& target = k_.block(call.block);
+    if (call.args.size() != target.params.size())
+      return fail(in.loc, "branch to '^" + target.name + "' passes " + std::to_string(call.args.size()) +
+                              " arguments for " + std::to_string(target.params.size()) + " parameters");
+    e.block = call.block.index;
+    e.moveBegin = static_cast<uint32_t>(p_.moves.size());
+    for (size_t i = 0; i < call.args.size(); ++i) {
+      ValueId arg = call.args[i], param = target.params[i];
+      if (arg.index >= k_.values.size() || k_.typeOf(arg) != k_.typeOf(param))
+        return fail(in.loc, "argument " + std::to_string(i + 1) + " of the branch to '^" + target.name +
+                                "' does not match the parameter's type " + ir::typeName(k_.typeOf(param)));
+      if (std::find(target.params.begin(), target.params.end(), arg) != target.params.end()) e.staged = true;
+      p_.moves.push_back({slot_[param.index], slot_[arg.index], slotsOf(k_.typeOf(param))});
+    }
+    e.moveEnd = static_cast<uint32_t>(p_.moves.size());
+    return std::nullopt;
+  }
+
+  const ir::Module& m_;
+  const Kernel& k_;
+  Program& p_;
+  std::vector<uint32_t> slot_;
+};
+
+}  // namespace
+
+std::optional<Error> decode(const ir::Module& m, const ir::Kernel& k, Program& p) {
+  p = Program{};
+  return Decoder(m, k, p).run();
+}
+
+}  // namespace tn::interp::detail

@@ -1,0 +1,679 @@
+// The interpreter's execution engine. Blocks run one after another; in a block every warp runs
+// until it reaches bar.sync or exits, then the barrier is checked and released. A warp executes
+// one Code at a time for all threads of its active mask. Divergence uses a reconvergence stack:
+// at a divergent cbr the current frame becomes the reconvergence frame (pc = the branching
+// block's immediate post-dominator) and one frame per path is pushed; a frame is popped when its
+// threads branch to its reconvergence block or return. Of two paths, one that cannot reach a
+// barrier or collective runs first (see markSyncReach in InterpDecode.cpp). Faults stop the
+// launch with an Error.
+#include <algorithm>
+#include <bit>
+#include <cfenv>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "backends/InterpImpl.h"
+
+namespace tn::interp::detail {
+
+namespace {
+
+using ir::AddrSpace;
+using ir::Dim3;
+using ir::Mod;
+using ir::Op;
+
+constexpr uint32_t kExitPc = 0xFFFFFFFFu;
+constexpr uint32_t kNoThread = 0xFFFFFFFFu;
+
+struct Frame {
+  uint32_t pc;    // where the frame's threads continue
+  uint32_t mask;  // its threads (exited ones are filtered out when it resumes)
+  uint32_t rpc;   // block at which the frame ends (kExitBlock: the virtual exit)
+};
+
+enum class WarpState : uint8_t { Running, AtBarrier, Done };
+
+struct Warp {
+  uint32_t index = 0;
+  uint32_t existing = 0;  // lanes that are threads of the block
+  uint32_t exited = 0;
+  WarpState state = WarpState::Running;
+  uint32_t pc = 0;    // where a suspended warp continues
+  uint32_t mask = 0;  // and with which threads
+  uint64_t steps = 0;
+  std::vector<Frame> stack;
+  uint64_t* regs = nullptr;
+  uint32_t tid[3][kWarpSize] = {};
+};
+
+// Who touched a shared byte in the current barrier interval (epoch), for race detection.
+struct ByteAccess {
+  uint32_t writeEpoch = 0, writer = 0, writeInst = 0;
+  uint32_t readEpoch = 0, reader = 0, readInst = 0;
+  uint32_t reader2 = kNoThread, reader2Inst = 0;  // a second, different reader
+};
+
+enum class Access : uint8_t { Read, Write, Atomic };
+
+// Keeps the host's floating-point environment and runs the launch in round-to-nearest.
+class FenvGuard {
+ public:
+  FenvGuard() {
+    std::fegetenv(&saved_);
+    std::fesetround(FE_TONEAREST);
+  }
+  ~FenvGuard() { std::fesetenv(&saved_); }
+
+ private:
+  std::fenv_t saved_;
+};
+
+std::string dimText(const Dim3& d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
+  return buf;
+}
+
+class Engine {
+ public:
+  Engine(const Program& p, std::span<const uint64_t> params, std::span<GlobalBuffer> buffers, const LaunchConfig& cfg,
+         const Options& opts, Stats& stats)
+      : p_(p), params_(params), buffers_(buffers), cfg_(cfg), opts_(opts), stats_(stats) {}
+
+  std::optional<Error> run();
+
+ private:
+  std::optional<Error> runBlock();
+  std::optional<Error> runWarp(Warp& w);
+  bool resume(Warp& w, uint32_t& pc, uint32_t& mask);
+  bool jump(Warp& w, const Edge& e, uint32_t& pc, uint32_t& mask);
+  void move(Warp& w, const Edge& e, uint32_t mask);
+  void special(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> memory(Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
+                              std::byte*& out);
+  std::optional<Error> trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
+  std::optional<Error> shuffle(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> vote(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members, uint32_t mask);
+
+  Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
+  Dim3 threadOfLinear(uint32_t t) const {
+    return {t % cfg_.block.x, (t / cfg_.block.x) % cfg_.block.y, t / (cfg_.block.x * cfg_.block.y)};
+  }
+  std::string where(uint32_t inst) const {
+    const ir::SourceLoc& l = p_.locs[inst];
+    return std::to_string(l.line) + ":" + std::to_string(l.col);
+  }
+  std::string memName(const Code& k) const;
+  const SharedArray* sharedArrayAt(int64_t off) const;
+  std::string sharedPlace(int64_t off) const;
+  Error fault(ErrorKind kind, const Code& k, Dim3 thread, const std::string& what) const;
+  Error fault(ErrorKind kind, const Code& k, const Warp& w, uint32_t lane, const std::string& what) const {
+    return fault(kind, k, threadOf(w, lane), what);
+  }
+
+  const Program& p_;
+  std::span<const uint64_t> params_;
+  std::span<GlobalBuffer> buffers_;
+  const LaunchConfig& cfg_;
+  const Options& opts_;
+  Stats& stats_;
+
+  uint32_t threadsPerBlock_ = 0;
+  Dim3 ctaid_;
+  std::vector<Warp> warps_;
+  std::vector<uint64_t> regs_;
+  std::vector<uint64_t> staging_;
+  std::vector<std::byte> shared_;
+  uint64_t dynamicBytes_ = 0;
+  std::vector<uint8_t> written_;    // --check-uninit: bytes of shared memory the block wrote
+  std::vector<ByteAccess> access_;  // --check-races
+  uint32_t epoch_ = 0;
+};
+
+std::string Engine::memName(const Code& k) const {
+  std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
+  base += "." + std::string(ir::spaceName(k.space));
+  if (k.op == Op::AtomCas) base += ".cas";
+  else if (k.op == Op::Atom) base += "." + std::string(ir::modName(k.mode));
+  return base;
+}
+
+Error Engine::fault(ErrorKind kind, const Code& k, Dim3 thread, const std::string& what) const {
+  Error e;
+  e.kind = kind;
+  ir::SourceLoc loc = p_.locs[k.inst];
+  std::string file = loc.file < p_.files.size() ? p_.files[loc.file] : "";
+  e.diag = {ir::Severity::Error, file, loc,
+            what + " in kernel '" + p_.kernel + "', block " + dimText(ctaid_) + " thread " + dimText(thread)};
+  e.block = ctaid_;
+  e.thread = thread;
+  return e;
+}
+
+// The shared array an access at `off` belongs to: the last one starting at or before it (an
+// overrun past an array's end is blamed on that array). Null when none starts that low.
+const SharedArray* Engine::sharedArrayAt(int64_t off) const {
+  const SharedArray* best = nullptr;
+  for (const SharedArray& a : p_.shared)
+    if (off >= 0 && a.start <= off && (!best || a.start >= best->start)) best = &a;
+  return best;
+}
+
+// "at offset X of '@array' (N bytes)", the place of a shared access in messages.
+std::string Engine::sharedPlace(int64_t off) const {
+  const SharedArray* a = sharedArrayAt(off);
+  if (!a) return "at offset " + std::to_string(off) + " of shared memory (" + std::to_string(shared_.size()) + " bytes)";
+  return "at offset " + std::to_string(off - a->start) + " of '@" + a->name + "' (" +
+         std::to_string(a->dynamic ? dynamicBytes_ : a->bytes) + " bytes)";
+}
+
+std::optional<Error> Engine::run() {
+  FenvGuard fenv;
+  auto t0 = std::chrono::steady_clock::now();
+  const Dim3& g = cfg_.grid;
+  const Dim3& b = cfg_.block;
+  auto setup = [](const std::string& msg) {
+    Error e;
+    e.diag.message = msg;
+    return e;
+  };
+  if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z) return setup("grid and block dimensions must be positive");
+  if (uint64_t(b.x) * b.y * b.z > 1024)
+    return setup("block " + dimText(b) + " has " + std::to_string(uint64_t(b.x) * b.y * b.z) +
+                 " threads; at most 1024 are allowed");
+  if (g.y > 65535 || g.z > 65535 || g.x > 0x7FFFFFFFu) return setup("grid " + dimText(g) + " exceeds the launch limits");
+  if (p_.reqntid && !(*p_.reqntid == b))
+    return setup("block " + dimText(b) + " does not match the kernel's reqntid " + dimText(*p_.reqntid));
+  if (p_.maxntid && b.total() > p_.maxntid->total())
+    return setup("block " + dimText(b) + " has more threads than the kernel's maxntid " + dimText(*p_.maxntid));
+  dynamicBytes_ = cfg_.dynamicShared;
+  uint64_t sharedBytes = cfg_.dynamicShared ? uint64_t(p_.dynamicSharedStart) + cfg_.dynamicShared : p_.staticSharedEnd;
+  if (sharedBytes > (uint64_t{1} << 31)) return setup("shared memory of " + std::to_string(sharedBytes) + " bytes is too large");
+  for (size_t i = 0; i < p_.params.size(); ++i)
+    if (i >= params_.size()) return setup("parameter '" + p_.params[i].name + "' has no value");
+
+  threadsPerBlock_ = b.total();
+  uint32_t warpCount = (threadsPerBlock_ + kWarpSize - 1) / kWarpSize;
+  size_t perWarp = size_t(p_.slots) * kWarpSize;
+  regs_.assign(perWarp * warpCount, 0);
+  warps_.assign(warpCount, Warp{});
+  for (uint32_t wi = 0; wi < warpCount; ++wi) {
+    Warp& w = warps_[wi];
+    w.index = wi;
+    w.regs = regs_.data() + perWarp * wi;
+    for (uint32_t l = 0; l < kWarpSize; ++l) {
+      uint32_t t = wi * kWarpSize + l;
+      if (t >= threadsPerBlock_) break;
+      w.existing |= 1u << l;
+      Dim3 d = threadOfLinear(t);
+      w.tid[0][l] = d.x;
+      w.tid[1][l] = d.y;
+      w.tid[2][l] = d.z;
+    }
+    for (auto [slot, bits] : p_.constants) std::fill_n(slotPtr(w.regs, slot), kWarpSize, bits);
+    for (size_t i = 0; i < p_.params.size(); ++i) std::fill_n(slotPtr(w.regs, p_.params[i].slot), kWarpSize, params_[i]);
+  }
+  shared_.assign(sharedBytes, std::byte{0});
+  if (opts_.checkUninit) written_.assign(sharedBytes, 0);
+  if (opts_.checkRaces) access_.assign(sharedBytes, ByteAccess{});
+  staging_.assign(size_t(p_.slots) * kWarpSize, 0);
+
+  stats_ = Stats{};
+  std::optional<Error> err;
+  for (uint32_t z = 0; z < g.z && !err; ++z)
+    for (uint32_t y = 0; y < g.y && !err; ++y)
+      for (uint32_t x = 0; x < g.x && !err; ++x) {
+        ctaid_ = {x, y, z};
+        err = runBlock();
+        ++stats_.blocks;
+      }
+  stats_.threads = stats_.blocks * threadsPerBlock_;
+  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return err;
+}
+
+std::optional<Error> Engine::runBlock() {
+  for (Warp& w : warps_) {
+    w.exited = 0;
+    w.state = WarpState::Running;
+    w.pc = 0;
+    w.mask = w.existing;
+    w.steps = 0;
+    w.stack.assign(1, Frame{0, w.existing, kExitBlock});
+  }
+  std::fill(shared_.begin(), shared_.end(), std::byte{0});
+  if (opts_.checkUninit) std::fill(written_.begin(), written_.end(), 0);
+  ++epoch_;
+  for (;;) {
+    for (Warp& w : warps_)
+      if (w.state == WarpState::Running)
+        if (auto e = runWarp(w)) return e;
+    const Warp* waiting = nullptr;
+    uint32_t arrived = 0;
+    for (const Warp& w : warps_) {
+      if (w.state != WarpState::AtBarrier) continue;
+      arrived += std::popcount(w.mask);
+      if (!waiting) waiting = &w;
+    }
+    if (!waiting) return std::nullopt;
+    if (arrived != threadsPerBlock_) {
+      // Every warp still running waits here with all its live threads, so the rest exited.
+      for (const Warp& w : warps_)
+        if (w.exited)
+          return fault(ErrorKind::PartialBarrier, p_.code[waiting->pc], w, std::countr_zero(w.exited),
+                       "bar.sync reached by only " + std::to_string(arrived) + " of " +
+                           std::to_string(threadsPerBlock_) +
+                           " threads of the block; this thread exited without reaching it");
+    }
+    ++epoch_;
+    for (Warp& w : warps_)
+      if (w.state == WarpState::AtBarrier) {
+        w.state = WarpState::Running;
+        ++w.pc;
+      }
+  }
+}
+
+bool Engine::resume(Warp& w, uint32_t& pc, uint32_t& mask) {
+  while (!w.stack.empty()) {
+    const Frame& f = w.stack.back();
+    uint32_t live = f.mask & ~w.exited;
+    if (live && f.pc == kExitPc) w.exited |= live;  // threads that reached the virtual exit
+    else if (live) {
+      pc = f.pc;
+      mask = live;
+      return true;
+    }
+    w.stack.pop_back();
+  }
+  return false;
+}
+
+bool Engine::jump(Warp& w, const Edge& e, uint32_t& pc, uint32_t& mask) {
+  if (e.block == w.stack.back().rpc) {
+    w.stack.pop_back();
+    return resume(w, pc, mask);
+  }
+  pc = e.pc;
+  return true;
+}
+
+void Engine::move(Warp& w, const Edge& e, uint32_t mask) {
+  uint64_t* r = w.regs;
+  if (!e.staged) {
+    for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i) {
+      const Move& m = p_.moves[i];
+      for (uint32_t s = 0; s < m.slots; ++s) {
+        uint64_t* d = slotPtr(r, m.dst + s);
+        const uint64_t* a = slotPtr(r, m.src + s);
+        forLanes(mask, [&](uint32_t l) { d[l] = a[l]; });
+      }
+    }
+    return;
+  }
+  // An argument is also a parameter of the target: read every argument before writing.
+  uint64_t* tmp = staging_.data();
+  uint32_t at = 0;
+  for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i)
+    for (uint32_t s = 0; s < p_.moves[i].slots; ++s, ++at)
+      std::copy_n(slotPtr(r, p_.moves[i].src + s), kWarpSize, slotPtr(tmp, at));
+  at = 0;
+  for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i)
+    for (uint32_t s = 0; s < p_.moves[i].slots; ++s, ++at) {
+      uint64_t* d = slotPtr(r, p_.moves[i].dst + s);
+      const uint64_t* a = slotPtr(tmp, at);
+      forLanes(mask, [&](uint32_t l) { d[l] = a[l]; });
+    }
+}
+
+void Engine::special(const Warp& w, const Code& k, uint32_t mask) {
+  uint64_t* d = slotPtr(w.regs, k.dst);
+  unsigned dim = k.mode == Mod::Y ? 1 : k.mode == Mod::Z ? 2 : 0;
+  auto pick = [dim](const Dim3& v) { return dim == 0 ? v.x : dim == 1 ? v.y : v.z; };
+  switch (k.op) {
+    case Op::Tid: forLanes(mask, [&](uint32_t l) { d[l] = w.tid[dim][l]; }); return;
+    case Op::Laneid: forLanes(mask, [&](uint32_t l) { d[l] = l; }); return;
+    case Op::Warpid: forLanes(mask, [&](uint32_t l) { d[l] = w.index; }); return;
+    default: break;
+  }
+  uint64_t v = k.op == Op::Ntid ? pick(cfg_.block) : k.op == Op::Ctaid ? pick(ctaid_) : pick(cfg_.grid);
+  forLanes(mask, [&](uint32_t l) { d[l] = v; });
+}
+
+std::optional<Error> Engine::runWarp(Warp& w) {
+  const Code* code = p_.code.data();
+  uint64_t* regs = w.regs;
+  uint32_t pc = w.pc, mask = w.mask;
+  const uint64_t budget = opts_.maxInstructions;
+  uint64_t steps = w.steps, insts = 0;
+  const uint64_t startSteps = steps;
+  auto leave = [&](WarpState state) {
+    w.state = state;
+    w.pc = pc;
+    w.mask = mask;
+    stats_.instructions += insts;
+    stats_.warpInstructions += steps - startSteps;
+    w.steps = steps;
+  };
+  for (;;) {
+    const Code& k = code[pc];
+    if (++steps > budget) {
+      leave(WarpState::Done);
+      return fault(ErrorKind::InstructionBudget, k, w, std::countr_zero(mask),
+                   "thread exceeded the instruction budget of " + std::to_string(budget) + " instructions");
+    }
+    insts += std::popcount(mask);
+    switch (k.kind) {
+      case Kind::Compute: {
+        int bad = k.fn(regs, mask, k);
+        if (bad >= 0) {
+          leave(WarpState::Done);
+          return fault(ErrorKind::DivisionByZero, k, w, static_cast<uint32_t>(bad),
+                       "integer division by zero in " + std::string(ir::info(k.op).name) + "." +
+                           std::string(ir::scalarName(k.scalar)));
+        }
+        ++pc;
+        break;
+      }
+      case Kind::Special:
+        special(w, k, mask);
+        ++pc;
+        break;
+      case Kind::Ld: case Kind::St: case Kind::Atom:
+        if (auto e = memory(w, k, mask)) {
+          leave(WarpState::Done);
+          return e;
+        }
+        ++pc;
+        break;
+      case Kind::Shfl: case Kind::Vote:
+        if (auto e = k.kind == Kind::Shfl ? shuffle(w, k, mask) : vote(w, k, mask)) {
+          leave(WarpState::Done);
+          return e;
+        }
+        ++pc;
+        break;
+      case Kind::Nop:
+        ++pc;
+        break;
+      case Kind::Bar: {
+        uint32_t live = w.existing & ~w.exited;
+        if (mask != live) {
+          leave(WarpState::Done);
+          return fault(ErrorKind::DivergentBarrier, k, w, std::countr_zero(mask),
+                       "divergent bar.sync: only " + std::to_string(std::popcount(mask)) + " of the " +
+                           std::to_string(std::popcount(live)) + " running threads of warp " + std::to_string(w.index) +
+                           " arrive; the others are on another path");
+        }
+        leave(WarpState::AtBarrier);
+        return std::nullopt;
+      }
+      case Kind::Br:
+        move(w, k.edge[0], mask);
+        if (!jump(w, k.edge[0], pc, mask)) {
+          leave(WarpState::Done);
+          return std::nullopt;
+        }
+        break;
+      case Kind::Cbr: {
+        const uint64_t* c = slotPtr(regs, k.src[0]);
+        uint32_t taken = 0;
+        forLanes(mask, [&](uint32_t l) { taken |= static_cast<uint32_t>(c[l] & 1) << l; });
+        uint32_t notTaken = mask & ~taken;
+        if (taken) move(w, k.edge[0], taken);
+        if (notTaken) move(w, k.edge[1], notTaken);
+        const Edge* uniform = !notTaken ? &k.edge[0]
+                              : !taken  ? &k.edge[1]
+                              : k.edge[0].block == k.edge[1].block ? &k.edge[0]
+                                                                   : nullptr;
+        bool alive;
+        if (uniform) {
+          alive = jump(w, *uniform, pc, mask);
+        } else {
+          uint32_t r = p_.ipdom[k.block];
+          Frame top = w.stack.back();
+          w.stack.pop_back();
+          if (r != top.rpc) w.stack.push_back({r == kExitBlock ? kExitPc : p_.blockStart[r], top.mask, top.rpc});
+          // The path pushed last runs first: the taken one, unless only it can synchronize.
+          bool takenFirst = !(p_.reachesSync[k.edge[0].block] && !p_.reachesSync[k.edge[1].block]);
+          Frame paths[2] = {{k.edge[0].pc, taken, r}, {k.edge[1].pc, notTaken, r}};
+          uint32_t blocks[2] = {k.edge[0].block, k.edge[1].block};
+          for (int i : {takenFirst ? 1 : 0, takenFirst ? 0 : 1})
+            if (blocks[i] != r) w.stack.push_back(paths[i]);
+          alive = resume(w, pc, mask);
+        }
+        if (!alive) {
+          leave(WarpState::Done);
+          return std::nullopt;
+        }
+        break;
+      }
+      case Kind::Ret:
+        w.exited |= mask;
+        w.stack.pop_back();
+        if (!resume(w, pc, mask)) {
+          leave(WarpState::Done);
+          return std::nullopt;
+        }
+        break;
+    }
+  }
+}
+
+std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
+                                    std::byte*& out) {
+  const unsigned bytes = k.bytes;
+  AddrSpace sp = k.space;
+  bool shared = sp == AddrSpace::Shared;
+  int64_t off = 0;
+  if (sp == AddrSpace::Global || sp == AddrSpace::Generic) {
+    uint64_t tag = pointerTag(addr);
+    off = pointerOffset(addr);
+    if (sp == AddrSpace::Generic && tag == kSharedTag) {
+      shared = true;
+    } else {
+      if (tag == 0 || tag > buffers_.size()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%016" PRIx64, addr);
+        return fault(ErrorKind::InvalidPointer, k, w, lane,
+                     memName(k) + " of " + std::to_string(bytes) + " bytes through pointer " + buf +
+                         ", which points into no bound buffer");
+      }
+      const GlobalBuffer& b = buffers_[tag - 1];
+      const uint64_t size = b.bytes->size();
+      const bool outside = off < 0 || static_cast<uint64_t>(off) + bytes > size;
+      if (outside || off % bytes) {
+        std::string what = (outside ? "out-of-bounds " : "misaligned ") + memName(k) + " of " + std::to_string(bytes) +
+                           " bytes at offset " + std::to_string(off) + " of '" + b.name + "' (" + std::to_string(size) +
+                           " bytes)";
+        return fault(outside ? ErrorKind::OutOfBounds : ErrorKind::Misaligned, k, w, lane, what);
+      }
+      out = b.bytes->data() + off;
+      return std::nullopt;
+    }
+  } else if (shared) {
+    off = static_cast<uint32_t>(addr);
+  } else {
+    return fault(ErrorKind::InvalidPointer, k, w, lane,
+                 memName(k) + ": the interpreter has no " + std::string(ir::spaceName(sp)) + " memory");
+  }
+  // Shared memory: the access must lie inside one declared array.
+  const SharedArray* arr = sharedArrayAt(off);
+  uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
+  if (!arr || static_cast<uint64_t>(off) + bytes > end)
+    return fault(ErrorKind::OutOfBounds, k, w, lane,
+                 "out-of-bounds " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off));
+  if (off % bytes)
+    return fault(ErrorKind::Misaligned, k, w, lane,
+                 "misaligned " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off));
+  out = shared_.data() + off;
+  return trackShared(k, w, lane, static_cast<uint32_t>(off), acc);
+}
+
+std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc) {
+  const unsigned bytes = k.bytes;
+  if (opts_.checkUninit) {
+    if (acc != Access::Write)
+      for (unsigned i = 0; i < bytes; ++i)
+        if (!written_[off + i])
+          return fault(ErrorKind::UninitializedRead, k, w, lane,
+                       memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+                           " reads shared memory that no thread of the block has written");
+    if (acc != Access::Read) std::fill_n(written_.begin() + off, bytes, 1);
+  }
+  if (!opts_.checkRaces || acc == Access::Atomic) return std::nullopt;
+  const uint32_t t = w.index * kWarpSize + lane;
+  auto race = [&](uint32_t other, uint32_t otherInst, const char* did) {
+    return fault(ErrorKind::SharedRace, k, w, lane,
+                 "shared-memory race: " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+                     (acc == Access::Write ? " writes" : " reads") + " a byte that thread " +
+                     dimText(threadOfLinear(other)) + " " + did + " at " + where(otherInst) + " with no bar.sync between");
+  };
+  for (unsigned i = 0; i < bytes; ++i) {
+    ByteAccess& a = access_[off + i];
+    if (a.writeEpoch == epoch_ && a.writer != t) return race(a.writer, a.writeInst, "wrote");
+    if (acc == Access::Write) {
+      if (a.readEpoch == epoch_ && a.reader != t) return race(a.reader, a.readInst, "read");
+      if (a.readEpoch == epoch_ && a.reader2 != kNoThread) return race(a.reader2, a.reader2Inst, "read");
+      a.writeEpoch = epoch_;
+      a.writer = t;
+      a.writeInst = k.inst;
+    } else if (a.readEpoch != epoch_) {
+      a.readEpoch = epoch_;
+      a.reader = t;
+      a.readInst = k.inst;
+      a.reader2 = kNoThread;
+    } else if (a.reader != t && a.reader2 == kNoThread) {
+      a.reader2 = t;
+      a.reader2Inst = k.inst;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> Engine::memory(Warp& w, const Code& k, uint32_t mask) {
+  uint64_t* regs = w.regs;
+  const uint64_t* addr = slotPtr(regs, k.src[0]);
+  const unsigned bytes = k.bytes;
+  const unsigned slots = std::max(1u, (bytes + 7) / 8);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    std::byte* p = nullptr;
+    Access acc = k.kind == Kind::Ld ? Access::Read : k.kind == Kind::St ? Access::Write : Access::Atomic;
+    if (auto e = locate(k, w, l, addr[l], acc, p)) return e;
+    if (k.kind == Kind::Ld) {
+      for (unsigned s = 0; s < slots; ++s) {
+        uint64_t v = 0;
+        std::memcpy(&v, p + 8 * s, std::min(8u, bytes - 8 * s));
+        slotPtr(regs, k.dst + s)[l] = v;
+      }
+    } else if (k.kind == Kind::St) {
+      for (unsigned s = 0; s < slots; ++s) {
+        uint64_t v = slotPtr(regs, k.src[1] + s)[l];
+        std::memcpy(p + 8 * s, &v, std::min(8u, bytes - 8 * s));
+      }
+    } else {
+      uint64_t old = 0;
+      std::memcpy(&old, p, bytes);
+      uint64_t c = k.op == Op::AtomCas ? slotPtr(regs, k.src[2])[l] : 0;
+      // atom.add.f32 on global memory flushes subnormals; on shared memory it keeps them.
+      bool ftz = k.space != AddrSpace::Shared && !(k.space == AddrSpace::Generic && pointerTag(addr[l]) == kSharedTag);
+      uint64_t next = atomicResult(k, old, slotPtr(regs, k.src[1])[l], c, ftz);
+      std::memcpy(p, &next, bytes);
+      slotPtr(regs, k.dst)[l] = old;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> Engine::checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members,
+                                          uint32_t mask) {
+  std::string op = std::string(ir::info(k.op).name) + "." + std::string(ir::modName(k.mode));
+  if (!((members >> lane) & 1))
+    return fault(ErrorKind::CollectiveMask, k, w, lane,
+                 op + " executed by lane " + std::to_string(lane) + ", which is not in its membermask " + hex32(members));
+  uint32_t missing = members & ~mask;
+  if (!missing) return std::nullopt;
+  uint32_t j = static_cast<uint32_t>(std::countr_zero(missing));
+  std::string why = !((w.existing >> j) & 1) ? "does not exist (the block has " + std::to_string(threadsPerBlock_) + " threads)"
+                    : ((w.exited >> j) & 1)  ? "has exited"
+                                             : "is inactive (on another path)";
+  return fault(ErrorKind::CollectiveMask, k, w, lane,
+               op + " membermask " + hex32(members) + " names lane " + std::to_string(j) + ", which " + why);
+}
+
+std::optional<Error> Engine::shuffle(const Warp& w, const Code& k, uint32_t mask) {
+  uint64_t* regs = w.regs;
+  const uint64_t* a = slotPtr(regs, k.src[0]);
+  const uint64_t* b = slotPtr(regs, k.src[1]);
+  const uint64_t* c = slotPtr(regs, k.src[2]);
+  const uint64_t* members = slotPtr(regs, k.src[3]);
+  uint64_t result[kWarpSize];
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    uint32_t mm = static_cast<uint32_t>(members[l]);
+    if (auto e = checkMembers(w, k, l, mm, mask)) return e;
+    uint32_t bval = b[l] & 31, cval = c[l] & 31, seg = (c[l] >> 8) & 31;
+    int32_t maxLane = static_cast<int32_t>((l & seg) | (cval & ~seg));
+    int32_t minLane = static_cast<int32_t>(l & seg);
+    int32_t lane = static_cast<int32_t>(l), j = lane;
+    bool inRange = false;
+    switch (k.mode) {
+      case Mod::Up: j = lane - static_cast<int32_t>(bval); inRange = j >= maxLane; break;
+      case Mod::Down: j = lane + static_cast<int32_t>(bval); inRange = j <= maxLane; break;
+      case Mod::Bfly: j = lane ^ static_cast<int32_t>(bval); inRange = j <= maxLane; break;
+      default: j = minLane | static_cast<int32_t>(bval & ~seg); inRange = j <= maxLane; break;
+    }
+    if (!inRange) j = lane;
+    if (!((mm >> j) & 1))
+      return fault(ErrorKind::CollectiveMask, k, w, l,
+                   "shfl.sync." + std::string(ir::modName(k.mode)) + " in lane " + std::to_string(l) + " reads lane " +
+                       std::to_string(j) + ", which is not in membermask " + hex32(mm));
+    result[l] = a[j];
+  }
+  uint64_t* d = slotPtr(regs, k.dst);
+  forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
+  return std::nullopt;
+}
+
+std::optional<Error> Engine::vote(const Warp& w, const Code& k, uint32_t mask) {
+  uint64_t* regs = w.regs;
+  const uint64_t* pred = slotPtr(regs, k.src[0]);
+  const uint64_t* members = slotPtr(regs, k.src[1]);
+  uint32_t ballot = 0;
+  forLanes(mask, [&](uint32_t l) { ballot |= static_cast<uint32_t>(pred[l] & 1) << l; });
+  uint64_t result[kWarpSize];
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    uint32_t mm = static_cast<uint32_t>(members[l]);
+    if (auto e = checkMembers(w, k, l, mm, mask)) return e;
+    uint32_t votes = ballot & mm;
+    switch (k.mode) {
+      case Mod::Ballot: result[l] = votes; break;
+      case Mod::All: result[l] = votes == mm; break;
+      case Mod::Any: result[l] = votes != 0; break;
+      default: result[l] = votes == 0 || votes == mm; break;
+    }
+  }
+  uint64_t* d = slotPtr(regs, k.dst);
+  forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, std::span<GlobalBuffer> buffers,
+                             const LaunchConfig& cfg, const Options& opts, Stats& stats) {
+  return Engine(p, paramBits, buffers, cfg, opts, stats).run();
+}
+
+}  // namespace tn::interp::detail

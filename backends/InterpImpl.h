@@ -1,0 +1,173 @@
+// Internals of the interpreter shared by its three parts: the decoder (InterpDecode.cpp: IR ->
+// compact program), the op semantics (InterpSemantics.cpp integer/bit/data movement,
+// InterpFloat.cpp floating point and conversions) and the engine (InterpEngine.cpp: warps,
+// reconvergence stack, memory, barriers, collectives, checks).
+#pragma once
+
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/Interp.h"
+#include "ir/IR.h"
+
+namespace tn::interp::detail {
+
+constexpr uint32_t kWarpSize = 32;
+constexpr uint32_t kFullMask = 0xFFFFFFFFu;
+constexpr uint32_t kExitBlock = 0xFFFFFFFFu;  // the virtual exit that joins every `ret`
+
+// A 64-bit pointer is (tag << 48) | offset: tag = buffer index + 1 (0 = no buffer), offset a
+// signed 48-bit byte offset, so every access can be bounds-checked. Shared pointers are plain
+// 32-bit offsets into the block's shared memory; a generic pointer into shared memory carries
+// kSharedTag.
+constexpr unsigned kTagShift = 48;
+constexpr uint64_t kOffsetMask = (uint64_t{1} << kTagShift) - 1;
+constexpr uint64_t kSharedTag = 0xFFFF;
+
+inline uint64_t pointerTag(uint64_t p) { return p >> kTagShift; }
+inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 - kTagShift)) >> (64 - kTagShift); }
+
+enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Nop, Br, Cbr, Ret };
+
+struct Code;
+// A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
+// faulted (integer division by zero) or -1.
+using ComputeFn = int (*)(uint64_t* regs, uint32_t mask, const Code& k);
+
+// Copies one block argument into a block parameter (slots = 64-bit register slots per lane).
+struct Move {
+  uint32_t dst, src, slots;
+};
+
+// A branch target: the block, where its code starts and the argument moves to perform.
+struct Edge {
+  uint32_t block = 0;
+  uint32_t pc = 0;
+  uint32_t moveBegin = 0, moveEnd = 0;
+  bool staged = false;  // an argument is also a parameter of the target: copy through a buffer
+};
+
+// One decoded instruction. Register operands are slot indices: value v of a lane lives in
+// regs[(slot(v) + i) * 32 + lane] for i < slots(v).
+struct Code {
+  Kind kind = Kind::Nop;
+  ir::Op op = ir::Op::Ret;
+  ir::Scalar scalar = ir::Scalar::Pred;     // element scalar of the annotated type T
+  ir::Scalar srcScalar = ir::Scalar::Pred;  // S of cvt/bitcast
+  uint8_t lanes = 1;                        // lanes of T
+  ir::Mod round = ir::Mod::None;
+  ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote or atom operation
+  bool ftz = false;
+  bool sat = false;
+  ir::AddrSpace space = ir::AddrSpace::Generic;     // memory ops: space of the pointer operand
+  ir::AddrSpace srcSpace = ir::AddrSpace::Generic;  // bitcast between pointers
+  uint8_t bytes = 0;                                // memory ops: access size
+  ComputeFn fn = nullptr;
+  uint32_t dst = 0;
+  uint32_t src[4] = {0, 0, 0, 0};
+  uint64_t imm = 0;
+  uint32_t inst = 0;   // InstId, for diagnostics
+  uint32_t block = 0;  // the block this instruction ends (branches)
+  Edge edge[2];
+};
+
+struct SharedArray {
+  std::string name;
+  uint32_t start = 0;
+  uint64_t bytes = 0;  // static arrays; dynamic ones take their size from the launch
+  bool dynamic = false;
+};
+
+struct ParamSlot {
+  std::string name;
+  ir::Type type;
+  uint32_t slot = 0;
+};
+
+struct Program {
+  std::string kernel;
+  std::vector<std::string> files;
+  std::vector<ir::SourceLoc> locs;  // per InstId
+  std::vector<Code> code;
+  std::vector<Move> moves;
+  std::vector<uint32_t> blockStart;  // per block: index of its first Code
+  std::vector<uint32_t> ipdom;       // per block: immediate post-dominator or kExitBlock
+  std::vector<uint8_t> reachesSync;  // per block: some path from it runs bar.sync/shfl.sync/vote.sync
+  uint32_t slots = 0;                // register slots per lane
+  std::vector<std::pair<uint32_t, uint64_t>> constants;  // (slot, bits) preloaded in every warp
+  std::vector<ParamSlot> params;
+  std::vector<SharedArray> shared;  // static arrays in layout order, then the dynamic ones
+  uint32_t staticSharedEnd = 0;
+  uint32_t dynamicSharedStart = 0;
+  std::optional<ir::Dim3> reqntid, maxntid;
+};
+
+// Decodes kernel k of m into p; an error when the kernel is malformed or uses what the
+// interpreter cannot run.
+std::optional<Error> decode(const ir::Module& m, const ir::Kernel& k, Program& p);
+
+// Picks the lane loop of a pure op (Kind::Compute); nullptr with `why` set when the op/type
+// combination has no semantics.
+ComputeFn selectCompute(const Code& k, std::string& why);
+ComputeFn selectFloat(const Code& k, std::string& why);  // float-typed arithmetic and setp
+ComputeFn selectCvt(const Code& k, std::string& why);
+
+// Read-modify-write of one atomic: the new memory value for `old` and operands b (and c for cas).
+// Float atomics round to nearest even; `ftz` flushes f32 subnormals (atom.add.f32 on global).
+uint64_t atomicResult(const Code& k, uint64_t old, uint64_t b, uint64_t c, bool ftz);
+
+struct GlobalBuffer {
+  std::string name;
+  std::vector<std::byte>* bytes = nullptr;
+};
+
+// Runs one launch of p. paramBits holds each parameter's value (pointers already encoded).
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits,
+                             std::span<GlobalBuffer> buffers, const LaunchConfig& cfg, const Options& opts,
+                             Stats& stats);
+
+// ---- lane loops shared by the semantics files --------------------------------------------------
+inline uint64_t* slotPtr(uint64_t* regs, uint32_t slot) { return regs + static_cast<size_t>(slot) * kWarpSize; }
+
+template <class Fn>
+inline void forLanes(uint32_t mask, Fn&& fn) {
+  if (mask == kFullMask) {
+    for (uint32_t l = 0; l < kWarpSize; ++l) fn(l);
+  } else {
+    for (uint32_t m = mask; m; m &= m - 1) fn(static_cast<uint32_t>(std::countr_zero(m)));
+  }
+}
+
+// Op::eval(const Code&, uint64_t...) -> uint64_t computes one lane from operand bits.
+template <class Op>
+int unaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
+  uint64_t* d = slotPtr(regs, k.dst);
+  const uint64_t* a = slotPtr(regs, k.src[0]);
+  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l]); });
+  return -1;
+}
+
+template <class Op>
+int binaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
+  uint64_t* d = slotPtr(regs, k.dst);
+  const uint64_t* a = slotPtr(regs, k.src[0]);
+  const uint64_t* b = slotPtr(regs, k.src[1]);
+  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l], b[l]); });
+  return -1;
+}
+
+template <class Op>
+int ternaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
+  uint64_t* d = slotPtr(regs, k.dst);
+  const uint64_t* a = slotPtr(regs, k.src[0]);
+  const uint64_t* b = slotPtr(regs, k.src[1]);
+  const uint64_t* c = slotPtr(regs, k.src[2]);
+  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l], b[l], c[l]); });
+  return -1;
+}
+
+}  // namespace tn::interp::detail

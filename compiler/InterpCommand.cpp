@@ -1,0 +1,158 @@
+// truenoc interp FILE --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] --arg name=VALUE|@file ...
+// Runs one kernel in the interpreter (backends/Interp.h): pointer parameters get the raw bytes
+// of a file, scalars a literal of their type; --out writes a buffer back after the run.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "backends/Interp.h"
+#include "compiler/Command.h"
+#include "ir/Verifier.h"
+
+namespace tn::cli {
+
+namespace {
+
+struct InterpOpts {
+  std::string input, kernel, grid, block;
+  std::vector<std::string> args, outs;
+  uint32_t dynShared = 0;
+  bool checkRaces = false, checkUninit = false;
+  uint64_t maxInstructions = interp::Options{}.maxInstructions;
+};
+
+std::optional<ir::Dim3> parseDims(const std::string& text) {
+  unsigned v[3] = {1, 1, 1};
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    size_t comma = text.find(',', pos);
+    std::string part = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (part.empty() || part.size() > 10 || part.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    unsigned long long n = std::stoull(part);
+    if (n == 0 || n > 0xFFFFFFFFull) return std::nullopt;
+    v[i] = static_cast<unsigned>(n);
+    if (comma == std::string::npos) return ir::Dim3{v[0], v[1], v[2]};
+    pos = comma + 1;
+  }
+  return std::nullopt;
+}
+
+bool splitAssignment(const std::string& text, std::string& name, std::string& value) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  name = text.substr(0, eq);
+  value = text.substr(eq + 1);
+  return true;
+}
+
+std::optional<std::vector<std::byte>> readBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return std::nullopt;
+  std::vector<std::byte> bytes(chars.size());
+  for (size_t i = 0; i < chars.size(); ++i) bytes[i] = static_cast<std::byte>(chars[i]);
+  return bytes;
+}
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  return kUsageError;
+}
+
+int runInterp(const InterpOpts& o) {
+  auto grid = parseDims(o.grid);
+  if (!grid) return usage("invalid --grid '" + o.grid + "' (expected X[,Y,Z] with positive integers)");
+  auto block = parseDims(o.block);
+  if (!block) return usage("invalid --block '" + o.block + "' (expected X[,Y,Z] with positive integers)");
+
+  ir::Diagnostics diags;
+  auto mod = loadModule(o.input, diags);
+  if (!mod) return kInputError;
+  ir::Diagnostics vd;
+  ir::verify(*mod, vd);
+  printDiagnostics(vd);
+  if (vd.hasErrors()) return kInputError;
+
+  interp::Interpreter vm;
+  if (!mod->findKernel(o.kernel)) return usage("no kernel named '" + o.kernel + "'");
+  if (auto e = vm.load(*mod, o.kernel)) {
+    std::fprintf(stderr, "%s\n", e->text().c_str());
+    return kInputError;
+  }
+  auto isPointer = [&](const std::string& name) -> std::optional<bool> {
+    for (const interp::ParamInfo& p : vm.params())
+      if (p.name == name) return p.type.isPtr();
+    return std::nullopt;
+  };
+  for (const std::string& arg : o.args) {
+    std::string name, value;
+    if (!splitAssignment(arg, name, value)) return usage("invalid --arg '" + arg + "' (expected name=VALUE or name=@FILE)");
+    auto ptr = isPointer(name);
+    if (!ptr) return usage("kernel '" + o.kernel + "' has no parameter '" + name + "'");
+    if (*ptr) {
+      if (value.empty() || value[0] != '@')
+        return usage("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
+      auto bytes = readBytes(value.substr(1));
+      if (!bytes) {
+        std::fprintf(stderr, "error: cannot read '%s'\n", value.substr(1).c_str());
+        return kInputError;
+      }
+      if (auto e = vm.bindBuffer(name, std::move(*bytes))) return usage(e->diag.message);
+    } else if (auto e = vm.setScalarText(name, value)) {
+      return usage(e->diag.message);
+    }
+  }
+  for (const interp::ParamInfo& p : vm.params())
+    if (!p.bound) return usage("missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
+  std::vector<std::pair<std::string, std::string>> outs;
+  for (const std::string& out : o.outs) {
+    std::string name, file;
+    if (!splitAssignment(out, name, file) || file.empty()) return usage("invalid --out '" + out + "' (expected name=FILE)");
+    auto ptr = isPointer(name);
+    if (!ptr || !*ptr) return usage("--out names '" + name + "', which is not a pointer parameter of '" + o.kernel + "'");
+    outs.push_back({name, file});
+  }
+
+  interp::LaunchConfig cfg{*grid, *block, o.dynShared};
+  interp::Options opts;
+  opts.checkRaces = o.checkRaces;
+  opts.checkUninit = o.checkUninit;
+  opts.maxInstructions = o.maxInstructions;
+  if (auto e = vm.launch(cfg, opts)) {
+    std::fprintf(stderr, "%s\n", e->text().c_str());
+    return e->kind == interp::ErrorKind::Setup ? kUsageError : kInputError;
+  }
+  const interp::Stats& st = vm.stats();
+  std::fprintf(stderr, "interp: kernel '%s' ran %llu blocks of %u threads: %llu instructions executed\n",
+               o.kernel.c_str(), static_cast<unsigned long long>(st.blocks), block->total(),
+               static_cast<unsigned long long>(st.instructions));
+  for (const auto& [name, file] : outs) {
+    const std::vector<std::byte>* b = vm.buffer(name);
+    std::string text(reinterpret_cast<const char*>(b->data()), b->size());
+    if (!writeOutput(file, text)) return kInputError;
+  }
+  return kOk;
+}
+
+}  // namespace
+
+Command interpCommand() {
+  return {"interp", "Run a kernel on the CPU with GPU semantics and bounds/barrier/race checks", [](CLI::App& app) {
+            auto o = std::make_shared<InterpOpts>();
+            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
+            app.add_option("--kernel", o->kernel, "Kernel to run")->required();
+            app.add_option("--grid", o->grid, "Grid size X[,Y,Z]")->required();
+            app.add_option("--block", o->block, "Block size X[,Y,Z]")->required();
+            app.add_option("--arg", o->args, "name=VALUE for a scalar, name=@FILE for a buffer (raw bytes)");
+            app.add_option("--out", o->outs, "name=FILE: write a buffer after the run");
+            app.add_option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
+            app.add_flag("--check-races", o->checkRaces, "Report shared-memory data races between barriers");
+            app.add_flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");
+            app.add_option("--max-instructions", o->maxInstructions, "Instruction budget per thread")
+                ->capture_default_str();
+            return std::function<int()>([o] { return runInterp(*o); });
+          }};
+}
+
+}  // namespace tn::cli

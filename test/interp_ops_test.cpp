@@ -1,0 +1,533 @@
+// Interpreter op semantics, one op class per test case, against hand-computed results:
+// integer wrap-around and saturation, shifts by >= the width, mul.hi/wide, division, PTX
+// min/max NaN rules, IEEE rounding modes, ftz/sat, f16/bf16 rounding ties, every cvt class,
+// approximate functions at their special values, atomics, vector memory and pack/extract.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/Interp.h"
+#include "ir/Parser.h"
+#include "ir/Verifier.h"
+
+namespace {
+
+using tn::interp::Interpreter;
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+uint64_t f32(float f) { return std::bit_cast<uint32_t>(f); }
+uint64_t f64(double d) { return std::bit_cast<uint64_t>(d); }
+
+tn::ir::Module parse(const std::string& text) {
+  tn::ir::Diagnostics diags;
+  auto m = tn::ir::parseModule(text, "test.tir", diags);
+  std::string msgs;
+  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
+  INFO(msgs);
+  REQUIRE(m.has_value());
+  // Only valid IR is worth interpreting: the verifier must accept every test kernel.
+  tn::ir::verify(*m, diags);
+  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
+  INFO(msgs);
+  REQUIRE_FALSE(diags.hasErrors());
+  return std::move(*m);
+}
+
+struct Case {
+  std::array<uint64_t, 4> in;
+  uint64_t want;
+};
+
+// Runs `op` (an IR line defining %r from %a, %b, %c, %d of the given operand types) once per
+// case, one thread per case, and checks the result bits. Operands travel in 8-byte slots.
+void checkOp(const std::vector<std::string>& operandTypes, const std::string& op, const std::string& resultType,
+             const std::vector<Case>& cases) {
+  static const char* names[] = {"a", "b", "c", "d"};
+  std::string body;
+  for (size_t j = 0; j < operandTypes.size(); ++j) {
+    std::string n = names[j], t = operandTypes[j];
+    body += "  %o" + n + " = const " + std::to_string(8 * j) + " : u64\n";
+    body += "  %p" + n + " = ptradd %prow, %o" + n + " : ptr.global\n";
+    if (t == "pred") {
+      body += "  %w" + n + " = ld %p" + n + " : u32\n  %z" + n + " = const 0 : u32\n";
+      body += "  %" + n + " = setp.ne %w" + n + ", %z" + n + " : u32\n";
+    } else {
+      body += "  %" + n + " = ld %p" + n + " : " + t + "\n";
+    }
+  }
+  body += "  " + op + "\n";
+  std::string store = resultType == "pred"
+                          ? "  %one = const 1 : u32\n  %zero = const 0 : u32\n  %rs = selp %one, %zero, %r : u32\n"
+                            "  st %po, %rs : u32\n"
+                          : "  st %po, %r : " + resultType + "\n";
+  std::string text =
+      "target sm_90\nptx 7.8\n"
+      "kernel @t(%in: ptr.global, %out: ptr.global, %n: u32) {\n"
+      "^entry:\n"
+      "  %tid = tid.x : u32\n  %ctaid = ctaid.x : u32\n  %ntid = ntid.x : u32\n"
+      "  %i = mad %ctaid, %ntid, %tid : u32\n"
+      "  %inside = setp.lt %i, %n : u32\n"
+      "  cbr %inside, ^body, ^exit\n"
+      "^body:\n"
+      "  %c32 = const 32 : u32\n  %roff = mul.wide %i, %c32 : u32\n"
+      "  %prow = ptradd %in, %roff : ptr.global\n" +
+      body +
+      "  %c8 = const 8 : u32\n  %ooff = mul.wide %i, %c8 : u32\n"
+      "  %po = ptradd %out, %ooff : ptr.global\n" +
+      store + "  br ^exit\n^exit:\n  ret\n}\n";
+  tn::ir::Module m = parse(text);
+  Interpreter vm;
+  auto err = vm.load(m, "t");
+  INFO(op << " : " << (err ? err->text() : ""));
+  REQUIRE_FALSE(err);
+  std::vector<uint64_t> in;
+  for (const Case& c : cases) in.insert(in.end(), c.in.begin(), c.in.end());
+  REQUIRE_FALSE(vm.bindArray("in", in));
+  REQUIRE_FALSE(vm.bindArray("out", std::vector<uint64_t>(cases.size(), 0)));
+  REQUIRE_FALSE(vm.setScalar("n", static_cast<uint32_t>(cases.size())));
+  unsigned blocks = static_cast<unsigned>((cases.size() + 63) / 64);
+  err = vm.launch({{blocks, 1, 1}, {64, 1, 1}, 0});
+  INFO((err ? err->text() : ""));
+  REQUIRE_FALSE(err);
+  std::vector<uint64_t> out = vm.read<uint64_t>("out");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO(op << " case " << i << ": inputs " << hex(cases[i].in[0]) << ", " << hex(cases[i].in[1]) << ", "
+            << hex(cases[i].in[2]));
+    CHECK(hex(out[i]) == hex(cases[i].want));
+  }
+}
+
+constexpr uint64_t kNan32 = 0x7FFFFFFF;
+constexpr uint64_t kMin32 = 0x80000000;
+
+}  // namespace
+
+TEST_CASE("interp: integer add/sub/mul wrap around, .sat saturates") {
+  checkOp({"u32", "u32"}, "%r = add %a, %b : u32", "u32",
+          {{{0xFFFFFFFF, 1}, 0}, {{5, 7}, 12}, {{0x80000000, 0x80000000}, 0}});
+  checkOp({"s32", "s32"}, "%r = add %a, %b : s32", "s32", {{{0x7FFFFFFF, 1}, kMin32}});
+  checkOp({"s32", "s32"}, "%r = add.sat %a, %b : s32", "s32",
+          {{{0x7FFFFFFF, 1}, 0x7FFFFFFF}, {{kMin32, 0xFFFFFFFF}, kMin32}, {{0xFFFFFFFE, 1}, 0xFFFFFFFF}});
+  checkOp({"s32", "s32"}, "%r = sub.sat %a, %b : s32", "s32", {{{kMin32, 1}, kMin32}, {{0x7FFFFFFF, 0xFFFFFFFF}, 0x7FFFFFFF}});
+  checkOp({"u8", "u8"}, "%r = sub %a, %b : u8", "u8", {{{0, 1}, 0xFF}, {{0x10, 0x01}, 0x0F}});
+  checkOp({"u16", "u16"}, "%r = mul %a, %b : u16", "u16", {{{0xFFFF, 0xFFFF}, 0x0001}});
+  checkOp({"s32", "s32"}, "%r = mul %a, %b : s32", "s32", {{{0x10000, 0x10000}, 0}, {{0xFFFFFFFF, 3}, 0xFFFFFFFD}});
+  checkOp({"u64", "u64"}, "%r = add %a, %b : u64", "u64", {{{~uint64_t{0}, 2}, 1}});
+  checkOp({"u32", "u32", "u32"}, "%r = mad %a, %b, %c : u32", "u32", {{{0xFFFFFFFF, 2, 3}, 1}});
+}
+
+TEST_CASE("interp: mul.hi and mul.wide") {
+  checkOp({"u32", "u32"}, "%r = mul.hi %a, %b : u32", "u32", {{{0xFFFFFFFF, 0xFFFFFFFF}, 0xFFFFFFFE}});
+  checkOp({"s32", "s32"}, "%r = mul.hi %a, %b : s32", "s32", {{{0xFFFFFFFE, 3}, 0xFFFFFFFF}, {{0xFFFFFFFF, 0xFFFFFFFF}, 0}});
+  checkOp({"u64", "u64"}, "%r = mul.hi %a, %b : u64", "u64", {{{uint64_t{1} << 63, 4}, 2}});
+  checkOp({"s64", "s64"}, "%r = mul.hi %a, %b : s64", "s64", {{{~uint64_t{0}, 1}, ~uint64_t{0}}});
+  checkOp({"u32", "u32"}, "%r = mul.wide %a, %b : u32", "u64", {{{0xFFFFFFFF, 0xFFFFFFFF}, 0xFFFFFFFE00000001}});
+  checkOp({"s32", "s32"}, "%r = mul.wide %a, %b : s32", "s64", {{{0xFFFFFFFF, 2}, 0xFFFFFFFFFFFFFFFE}});
+  checkOp({"s16", "s16"}, "%r = mul.wide %a, %b : s16", "s32", {{{0xFFFD, 4}, 0xFFFFFFF4}});
+}
+
+TEST_CASE("interp: integer division and remainder") {
+  checkOp({"s32", "s32"}, "%r = div %a, %b : s32", "s32",
+          {{{0xFFFFFFF9, 2}, 0xFFFFFFFD}, {{kMin32, 0xFFFFFFFF}, kMin32}, {{7, 0xFFFFFFFF}, 0xFFFFFFF9}});
+  checkOp({"s32", "s32"}, "%r = rem %a, %b : s32", "s32", {{{0xFFFFFFF9, 2}, 0xFFFFFFFF}, {{kMin32, 0xFFFFFFFF}, 0}});
+  checkOp({"u32", "u32"}, "%r = div %a, %b : u32", "u32", {{{0xFFFFFFF9, 2}, 0x7FFFFFFC}});
+  checkOp({"u64", "u64"}, "%r = rem %a, %b : u64", "u64", {{{~uint64_t{0}, 10}, 5}});
+}
+
+TEST_CASE("interp: integer min/max/neg/abs and bit ops") {
+  checkOp({"s32", "s32"}, "%r = min %a, %b : s32", "s32", {{{0xFFFFFFFF, 1}, 0xFFFFFFFF}});
+  checkOp({"u32", "u32"}, "%r = min %a, %b : u32", "u32", {{{0xFFFFFFFF, 1}, 1}});
+  checkOp({"s16", "s16"}, "%r = max %a, %b : s16", "s16", {{{0x8000, 0x7FFF}, 0x7FFF}});
+  checkOp({"s32"}, "%r = neg %a : s32", "s32", {{{kMin32}, kMin32}, {{5}, 0xFFFFFFFB}});
+  checkOp({"s32"}, "%r = abs %a : s32", "s32", {{{kMin32}, kMin32}, {{0xFFFFFFFB}, 5}});
+  checkOp({"b16"}, "%r = not %a : b16", "b16", {{{0x00FF}, 0xFF00}});
+  checkOp({"b32", "b32"}, "%r = xor %a, %b : b32", "b32", {{{0xF0F0F0F0, 0xFF00FF00}, 0x0FF00FF0}});
+  checkOp({"b32"}, "%r = popc %a : b32", "u32", {{{0xF0F0F0F0}, 16}, {{0}, 0}});
+  checkOp({"b64"}, "%r = popc %a : b64", "u32", {{{~uint64_t{0}}, 64}});
+  checkOp({"b32"}, "%r = clz %a : b32", "u32", {{{0}, 32}, {{1}, 31}, {{kMin32}, 0}});
+  checkOp({"b64"}, "%r = clz %a : b64", "u32", {{{1}, 63}});
+  checkOp({"pred", "pred"}, "%r = xor %a, %b : pred", "pred", {{{1, 1}, 0}, {{1, 0}, 1}});
+  checkOp({"pred"}, "%r = not %a : pred", "pred", {{{1}, 0}, {{0}, 1}});
+}
+
+TEST_CASE("interp: shifts by >= the width give 0 or the sign fill") {
+  checkOp({"b32", "u32"}, "%r = shl %a, %b : b32", "b32",
+          {{{1, 31}, kMin32}, {{1, 32}, 0}, {{1, 0xFFFFFFFF}, 0}, {{0xFFFFFFFF, 4}, 0xFFFFFFF0}});
+  checkOp({"b64", "u32"}, "%r = shl %a, %b : b64", "b64", {{{1, 63}, uint64_t{1} << 63}, {{1, 64}, 0}});
+  checkOp({"u32", "u32"}, "%r = shr %a, %b : u32", "u32", {{{kMin32, 31}, 1}, {{kMin32, 32}, 0}});
+  checkOp({"b32", "u32"}, "%r = shr %a, %b : b32", "b32", {{{kMin32, 4}, 0x08000000}});
+  checkOp({"s32", "u32"}, "%r = shr %a, %b : s32", "s32",
+          {{{kMin32, 31}, 0xFFFFFFFF}, {{kMin32, 40}, 0xFFFFFFFF}, {{0x40000000, 40}, 0}, {{0xFFFFFF00, 4}, 0xFFFFFFF0}});
+  checkOp({"u8", "u32"}, "%r = shl %a, %b : u8", "u8", {{{0x81, 1}, 0x02}, {{0x81, 8}, 0}});
+}
+
+TEST_CASE("interp: integer setp, selp and dp4a") {
+  checkOp({"s32", "s32"}, "%r = setp.lt %a, %b : s32", "pred", {{{0xFFFFFFFF, 0}, 1}, {{0, 0}, 0}});
+  checkOp({"u32", "u32"}, "%r = setp.lt %a, %b : u32", "pred", {{{0xFFFFFFFF, 0}, 0}});
+  checkOp({"u64", "u64"}, "%r = setp.ge %a, %b : u64", "pred", {{{5, 5}, 1}, {{4, 5}, 0}});
+  checkOp({"u32", "u32", "pred"}, "%r = selp %a, %b, %c : u32", "u32", {{{7, 9, 1}, 7}, {{7, 9, 0}, 9}});
+  checkOp({"s32", "s32", "s32"}, "%r = dp4a %a, %b, %c : s32", "s32", {{{0xFF02FF01, 0x01020304, 10}, 14}});
+  checkOp({"u32", "u32", "u32"}, "%r = dp4a %a, %b, %c : u32", "u32", {{{0xFF02FF01, 0x01020304, 10}, 1038}});
+}
+
+TEST_CASE("interp: f32 arithmetic: IEEE specials, signed zeros, denormals, fused fma") {
+  const uint64_t inf = f32(INFINITY), ninf = f32(-INFINITY);
+  checkOp({"f32", "f32"}, "%r = add %a, %b : f32", "f32",
+          {{{f32(1), f32(2)}, f32(3)},
+           {{inf, ninf}, kNan32},
+           {{0x7FC00001, f32(1)}, kNan32},
+           {{0x80000000, 0x80000000}, 0x80000000},
+           {{0x80000000, 0}, 0},
+           {{1, 1}, 2}});
+  checkOp({"f32", "f32"}, "%r = add.ftz %a, %b : f32", "f32", {{{1, 1}, 0}, {{0x80000001, f32(1)}, f32(1)}});
+  checkOp({"f32", "f32"}, "%r = mul %a, %b : f32", "f32", {{{0x7F7FFFFF, f32(2)}, inf}, {{0, inf}, kNan32}});
+  checkOp({"f32", "f32"}, "%r = mul.rz %a, %b : f32", "f32", {{{0x7F7FFFFF, f32(2)}, 0x7F7FFFFF}});
+  checkOp({"f32", "f32", "f32"}, "%r = fma %a, %b, %c : f32", "f32", {{{0x3F800001, 0x3F800001, 0xBF800002}, 0x28800000}});
+  checkOp({"f32", "f32"}, "%r = div.rn %a, %b : f32", "f32",
+          {{{f32(1), f32(3)}, 0x3EAAAAAB}, {{f32(1), 0}, inf}, {{0, 0}, kNan32}, {{f32(-1), 0}, ninf}});
+  checkOp({"f32", "f32"}, "%r = div.rz %a, %b : f32", "f32", {{{f32(1), f32(3)}, 0x3EAAAAAA}});
+  // div.approx is a * (1/b): past |b| = 2^126 the reciprocal underflows to zero; div.full does not.
+  checkOp({"f32", "f32"}, "%r = div.approx %a, %b : f32", "f32",
+          {{{f32(1), f32(0x1p127f)}, 0}, {{f32(-1), f32(0x1p127f)}, 0x80000000}, {{f32(INFINITY), f32(0x1p127f)}, kNan32},
+           {{f32(1), f32(4)}, f32(0.25f)}});
+  checkOp({"f32", "f32"}, "%r = div.full %a, %b : f32", "f32", {{{f32(1), f32(0x1p127f)}, 0x00400000}});
+  checkOp({"f32"}, "%r = neg %a : f32", "f32", {{{0}, 0x80000000}, {{f32(2)}, f32(-2)}});
+  checkOp({"f32"}, "%r = abs %a : f32", "f32", {{{0x80000000}, 0}, {{ninf}, inf}});
+  checkOp({"f64", "f64"}, "%r = add %a, %b : f64", "f64",
+          {{{f64(0.1), f64(0.2)}, f64(0.1 + 0.2)}, {{f64(INFINITY), f64(-INFINITY)}, 0x7FFFFFFFFFFFFFFF}});
+  checkOp({"f64", "f64", "f64"}, "%r = fma %a, %b, %c : f64", "f64",
+          {{{f64(1 + 0x1p-52), f64(1 + 0x1p-52), f64(-(1 + 0x1p-51))}, f64(0x1p-104)}});
+}
+
+TEST_CASE("interp: f32/f64 rounding modifiers") {
+  // 1 + 0.75 ulp and its negation: rn/rp round away, rz/rm toward one.
+  const uint64_t a = f32(1), b = 0x33C00000;
+  checkOp({"f32", "f32"}, "%r = add.rn %a, %b : f32", "f32", {{{a, b}, 0x3F800001}, {{a | kMin32, b | kMin32}, 0xBF800001}});
+  checkOp({"f32", "f32"}, "%r = add.rz %a, %b : f32", "f32", {{{a, b}, 0x3F800000}, {{a | kMin32, b | kMin32}, 0xBF800000}});
+  checkOp({"f32", "f32"}, "%r = add.rm %a, %b : f32", "f32", {{{a, b}, 0x3F800000}, {{a | kMin32, b | kMin32}, 0xBF800001}});
+  checkOp({"f32", "f32"}, "%r = add.rp %a, %b : f32", "f32", {{{a, b}, 0x3F800001}, {{a | kMin32, b | kMin32}, 0xBF800000}});
+  // Exactly half an ulp: ties to even.
+  checkOp({"f32", "f32"}, "%r = add %a, %b : f32", "f32", {{{a, 0x33800000}, 0x3F800000}, {{0x3F800001, 0x33800000}, 0x3F800002}});
+  checkOp({"f32", "f32", "f32"}, "%r = fma.rp %a, %b, %c : f32", "f32", {{{f32(1), f32(1), 0x33000000}, 0x3F800001}});
+  checkOp({"f64", "f64"}, "%r = div.rz %a, %b : f64", "f64", {{{f64(1), f64(3)}, 0x3FD5555555555555}});
+  checkOp({"f64", "f64"}, "%r = div.rp %a, %b : f64", "f64", {{{f64(1), f64(3)}, 0x3FD5555555555556}});
+  checkOp({"f64", "f64", "f64"}, "%r = fma.rm %a, %b, %c : f64", "f64", {{{f64(1), f64(1), f64(-0x1p-60)}, 0x3FEFFFFFFFFFFFFF}});
+  checkOp({"f32"}, "%r = sqrt.rn %a : f32", "f32", {{{f32(2)}, 0x3FB504F3}, {{f32(-1)}, kNan32}, {{0x80000000}, 0x80000000}});
+  checkOp({"f32"}, "%r = sqrt.rz %a : f32", "f32", {{{f32(2)}, 0x3FB504F3}});
+  checkOp({"f32"}, "%r = sqrt.rp %a : f32", "f32", {{{f32(2)}, 0x3FB504F4}});
+}
+
+TEST_CASE("interp: .sat and .ftz on f32") {
+  checkOp({"f32", "f32"}, "%r = add.sat %a, %b : f32", "f32",
+          {{{f32(0.75f), f32(0.5f)}, f32(1)}, {{f32(-1), f32(0.5f)}, 0}, {{0x7FC00000, f32(1)}, 0}, {{f32(0.25f), 0}, f32(0.25f)}});
+  checkOp({"f32", "f32"}, "%r = mul.ftz %a, %b : f32", "f32", {{{0x00800000, f32(0.5f)}, 0}, {{0x80800000, f32(0.5f)}, 0x80000000}});
+  checkOp({"f32", "f32"}, "%r = mul %a, %b : f32", "f32", {{{0x00800000, f32(0.5f)}, 0x00400000}});
+}
+
+TEST_CASE("interp: float min/max follow PTX NaN and signed-zero rules") {
+  checkOp({"f32", "f32"}, "%r = min %a, %b : f32", "f32",
+          {{{0x7FC00000, f32(1)}, f32(1)},
+           {{f32(1), 0x7FC00000}, f32(1)},
+           {{0x7FC00000, 0xFFC00001}, kNan32},
+           {{0x80000000, 0}, 0x80000000},
+           {{0, 0x80000000}, 0x80000000},
+           {{f32(-2), f32(3)}, f32(-2)}});
+  checkOp({"f32", "f32"}, "%r = max %a, %b : f32", "f32", {{{0x80000000, 0}, 0}, {{0, 0x80000000}, 0}, {{0x7FC00000, f32(-1)}, f32(-1)}});
+  checkOp({"f64", "f64"}, "%r = max %a, %b : f64", "f64", {{{0x7FF8000000000000, f64(2)}, f64(2)}, {{f64(-0.0), 0}, 0}});
+  checkOp({"f16", "f16"}, "%r = min %a, %b : f16", "f16", {{{0x7E00, 0x3C00}, 0x3C00}, {{0x8000, 0}, 0x8000}, {{0x7E00, 0x7E01}, 0x7FFF}});
+}
+
+TEST_CASE("interp: float setp with ordered and unordered comparisons") {
+  const uint64_t nan = 0x7FC00000, one = f32(1);
+  struct Row {
+    const char* cmp;
+    uint64_t withNan, lessThan, equal;
+  };
+  for (Row r : {Row{"eq", 0, 0, 1}, Row{"ne", 0, 1, 0}, Row{"lt", 0, 1, 0}, Row{"le", 0, 1, 1}, Row{"gt", 0, 0, 0},
+                Row{"ge", 0, 0, 1}, Row{"equ", 1, 0, 1}, Row{"neu", 1, 1, 0}, Row{"ltu", 1, 1, 0}, Row{"leu", 1, 1, 1},
+                Row{"gtu", 1, 0, 0}, Row{"geu", 1, 0, 1}, Row{"num", 0, 1, 1}, Row{"nan", 1, 0, 0}}) {
+    checkOp({"f32", "f32"}, std::string("%r = setp.") + r.cmp + " %a, %b : f32", "pred",
+            {{{nan, one}, r.withNan}, {{0x80000000, one}, r.lessThan}, {{0x80000000, 0}, r.equal}});
+    checkOp({"f16", "f16"}, std::string("%r = setp.") + r.cmp + " %a, %b : f16", "pred",
+            {{{0x7E00, 0x3C00}, r.withNan}, {{0xBC00, 0x3C00}, r.lessThan}, {{0x8000, 0}, r.equal}});
+  }
+}
+
+TEST_CASE("interp: f16 and bf16 arithmetic rounds ties to even") {
+  checkOp({"f16", "f16"}, "%r = add %a, %b : f16", "f16",
+          {{{0x3C00, 0x1000}, 0x3C00},   // 1 + 2^-11: a tie, stays at the even 1.0
+           {{0x3C01, 0x1000}, 0x3C02},   // 1+2^-10 + 2^-11: a tie, rounds up to even
+           {{0x3C00, 0x1200}, 0x3C01},   // 1 + 1.5*2^-11: above the tie
+           {{0x0001, 0x0001}, 0x0002},   // subnormals are kept
+           {{0x7BFF, 0x4C00}, 0x7C00},   // 65504 + 16 = 65520 overflows to inf
+           {{0x7C00, 0xFC00}, 0x7FFF}});
+  checkOp({"f16", "f16"}, "%r = sub.rn %a, %b : f16", "f16", {{{0x3C00, 0x9200}, 0x3C01}, {{0x0400, 0x0001}, 0x03FF}});
+  checkOp({"bf16", "bf16", "bf16"}, "%r = fma.rn %a, %b, %c : bf16", "bf16", {{{0x3F80, 0x3BC0, 0x3F80}, 0x3F81}});
+  checkOp({"f16", "f16"}, "%r = add.ftz %a, %b : f16", "f16", {{{0x0001, 0x0001}, 0}});
+  checkOp({"bf16", "bf16"}, "%r = add %a, %b : bf16", "bf16",
+          {{{0x3F80, 0x3B80}, 0x3F80}, {{0x3F80, 0x3BC0}, 0x3F81}, {{0x3F81, 0x3B80}, 0x3F82}});
+  // fma in f16: 1.5*2^-11 * 1 + 1 rounds once (fused), to 1 + 2^-10.
+  checkOp({"f16", "f16", "f16"}, "%r = fma %a, %b, %c : f16", "f16", {{{0x1200, 0x3C00, 0x3C00}, 0x3C01}});
+  checkOp({"bf16", "bf16"}, "%r = mul %a, %b : bf16", "bf16", {{{0x3FC0, 0x3FC0}, 0x4010}});  // 1.5^2 = 2.25
+}
+
+TEST_CASE("interp: cvt between floats with rounding modes") {
+  checkOp({"f32"}, "%r = cvt.rn %a : f32 -> f16", "f16",
+          {{{0x3F801000}, 0x3C00}, {{0x3F801001}, 0x3C01}, {{0x3F803000}, 0x3C02}, {{0x7FC00000}, 0x7FFF},
+           {{f32(1e6f)}, 0x7C00}, {{0x33800000}, 0x0001}});
+  checkOp({"f32"}, "%r = cvt.rz %a : f32 -> f16", "f16", {{{0x3F801FFF}, 0x3C00}, {{f32(1e6f)}, 0x7BFF}});
+  checkOp({"f32"}, "%r = cvt.rp %a : f32 -> f16", "f16", {{{0x3F800001}, 0x3C01}, {{0xBF800001}, 0xBC00}});
+  checkOp({"f32"}, "%r = cvt.rm %a : f32 -> f16", "f16", {{{0xBF800001}, 0xBC01}});
+  checkOp({"f32"}, "%r = cvt.rn %a : f32 -> bf16", "bf16",
+          {{{0x3F808000}, 0x3F80}, {{0x3F818000}, 0x3F82}, {{0x3F808001}, 0x3F81}, {{0x7F800001}, 0x7FFF}});
+  checkOp({"f16"}, "%r = cvt %a : f16 -> f32", "f32", {{{0x0001}, 0x33800000}, {{0x7C00}, 0x7F800000}, {{0x8000}, 0x80000000}});
+  checkOp({"bf16"}, "%r = cvt %a : bf16 -> f32", "f32", {{{0x3F81}, 0x3F810000}});
+  checkOp({"f64"}, "%r = cvt.rn %a : f64 -> f32", "f32",
+          {{{f64(1 + 0x1p-24)}, f32(1)}, {{f64(1e300)}, 0x7F800000}, {{f64(1 + 0x1.8p-24)}, 0x3F800001}});
+  checkOp({"f64"}, "%r = cvt.rz %a : f64 -> f32", "f32", {{{f64(1e300)}, 0x7F7FFFFF}, {{f64(1 + 0x1.8p-24)}, 0x3F800000}});
+  checkOp({"f64"}, "%r = cvt.rp %a : f64 -> f32", "f32", {{{f64(1 + 0x1p-40)}, 0x3F800001}});
+  checkOp({"f32"}, "%r = cvt %a : f32 -> f64", "f64", {{{1}, 0x36A0000000000000}});
+  checkOp({"f32"}, "%r = cvt.ftz %a : f32 -> f64", "f64", {{{1}, 0}});
+  checkOp({"f32"}, "%r = cvt.rni %a : f32 -> f32", "f32", {{{f32(2.5f)}, f32(2)}, {{f32(-3.5f)}, f32(-4)}});
+  checkOp({"f32"}, "%r = cvt.rmi %a : f32 -> f32", "f32", {{{f32(-2.5f)}, f32(-3)}});
+  checkOp({"f32"}, "%r = cvt.sat %a : f32 -> f32", "f32", {{{f32(1.5f)}, f32(1)}, {{0x7FC00000}, 0}, {{f32(-0.0f)}, 0}});
+}
+
+TEST_CASE("interp: cvt float to integer saturates, NaN gives 0") {
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> s32", "s32",
+          {{{f32(3.7f)}, 3}, {{f32(-3.7f)}, 0xFFFFFFFD}, {{f32(3e9f)}, 0x7FFFFFFF}, {{f32(-3e9f)}, kMin32},
+           {{0x7FC00000}, 0}, {{f32(INFINITY)}, 0x7FFFFFFF}});
+  checkOp({"f32"}, "%r = cvt.rni %a : f32 -> s32", "s32", {{{f32(2.5f)}, 2}, {{f32(3.5f)}, 4}, {{f32(-2.5f)}, 0xFFFFFFFE}});
+  checkOp({"f32"}, "%r = cvt.rmi %a : f32 -> s32", "s32", {{{f32(-2.5f)}, 0xFFFFFFFD}});
+  checkOp({"f32"}, "%r = cvt.rpi %a : f32 -> s32", "s32", {{{f32(2.1f)}, 3}});
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> u32", "u32", {{{f32(-1)}, 0}, {{f32(5e9f)}, 0xFFFFFFFF}});
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> u8", "u8", {{{f32(300)}, 0xFF}, {{f32(-7)}, 0}});
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> s8", "s8", {{{f32(-200)}, 0x80}, {{f32(100)}, 100}});
+  checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> s64", "s64", {{{f64(1e19)}, 0x7FFFFFFFFFFFFFFF}, {{f64(-1e19)}, uint64_t{1} << 63}});
+  checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> u64", "u64", {{{f64(1e20)}, ~uint64_t{0}}, {{f64(0x1p63)}, uint64_t{1} << 63}});
+  checkOp({"f16"}, "%r = cvt.rni %a : f16 -> s32", "s32", {{{0x4100}, 2}, {{0x7C00}, 0x7FFFFFFF}});  // 2.5 -> 2
+}
+
+TEST_CASE("interp: cvt integer to float rounds in every mode") {
+  checkOp({"s32"}, "%r = cvt.rn %a : s32 -> f32", "f32", {{{16777217}, 0x4B800000}, {{16777219}, 0x4B800002}});
+  checkOp({"s32"}, "%r = cvt.rp %a : s32 -> f32", "f32", {{{16777217}, 0x4B800001}});
+  checkOp({"s32"}, "%r = cvt.rm %a : s32 -> f32", "f32", {{{static_cast<uint32_t>(-16777217)}, 0xCB800001}});
+  checkOp({"s32"}, "%r = cvt.rz %a : s32 -> f32", "f32", {{{static_cast<uint32_t>(-16777217)}, 0xCB800000}});
+  checkOp({"u64"}, "%r = cvt.rn %a : u64 -> f32", "f32", {{{~uint64_t{0}}, 0x5F800000}});
+  checkOp({"u64"}, "%r = cvt.rz %a : u64 -> f32", "f32", {{{~uint64_t{0}}, 0x5F7FFFFF}});
+  checkOp({"u64"}, "%r = cvt.rz %a : u64 -> f64", "f64", {{{~uint64_t{0}}, 0x43EFFFFFFFFFFFFF}});
+  checkOp({"s64"}, "%r = cvt.rm %a : s64 -> f64", "f64", {{{static_cast<uint64_t>(-((int64_t{1} << 53) + 1))}, 0xC340000000000001}});
+  checkOp({"s32"}, "%r = cvt.rn %a : s32 -> f16", "f16", {{{2049}, 0x6800}, {{2051}, 0x6802}, {{70000}, 0x7C00}});
+  checkOp({"u64"}, "%r = cvt.rn %a : u64 -> bf16", "bf16", {{{(uint64_t{1} << 60) + (uint64_t{1} << 52) + 1}, 0x5D81}});
+  checkOp({"u32"}, "%r = cvt.sat %a : u32 -> f32", "f32", {{{5}, f32(1)}, {{0}, 0}});
+}
+
+TEST_CASE("interp: cvt between integers extends, truncates and saturates") {
+  checkOp({"s8"}, "%r = cvt %a : s8 -> s32", "s32", {{{0x80}, 0xFFFFFF80}});
+  checkOp({"s8"}, "%r = cvt %a : s8 -> u32", "u32", {{{0x80}, 0xFFFFFF80}});
+  checkOp({"u8"}, "%r = cvt %a : u8 -> s32", "s32", {{{0x80}, 0x80}});
+  checkOp({"u32"}, "%r = cvt %a : u32 -> u8", "u8", {{{0x1FF}, 0xFF}});
+  checkOp({"s32"}, "%r = cvt.sat %a : s32 -> s8", "s8", {{{200}, 127}, {{static_cast<uint32_t>(-200)}, 0x80}});
+  checkOp({"s32"}, "%r = cvt.sat %a : s32 -> u32", "u32", {{{0xFFFFFFFB}, 0}});
+  checkOp({"u64"}, "%r = cvt.sat %a : u64 -> s32", "s32", {{{~uint64_t{0}}, 0x7FFFFFFF}});
+  checkOp({"f32"}, "%r = bitcast %a : f32 -> u32", "u32", {{{0x3F800000}, 0x3F800000}});
+}
+
+TEST_CASE("interp: approximate functions at exact and special values") {
+  const uint64_t inf = f32(INFINITY), ninf = f32(-INFINITY);
+  checkOp({"f32"}, "%r = ex2.approx %a : f32", "f32", {{{f32(3)}, f32(8)}, {{ninf}, 0}, {{0x80000000}, f32(1)}, {{inf}, inf}});
+  checkOp({"f32"}, "%r = lg2.approx %a : f32", "f32", {{{f32(8)}, f32(3)}, {{0}, ninf}, {{0x80000000}, ninf}, {{f32(-1)}, kNan32}});
+  checkOp({"f32"}, "%r = rsqrt.approx %a : f32", "f32", {{{f32(4)}, f32(0.5f)}, {{0x80000000}, ninf}, {{inf}, 0}});
+  checkOp({"f32"}, "%r = rcp.approx %a : f32", "f32", {{{f32(4)}, f32(0.25f)}, {{0}, inf}, {{0x80000000}, ninf}});
+  checkOp({"f32"}, "%r = rcp.rn %a : f32", "f32", {{{f32(3)}, 0x3EAAAAAB}});
+  checkOp({"f32"}, "%r = rcp.rz %a : f32", "f32", {{{f32(3)}, 0x3EAAAAAA}});
+  checkOp({"f32"}, "%r = sin.approx %a : f32", "f32", {{{0x80000000}, 0x80000000}, {{inf}, kNan32}});
+  checkOp({"f32"}, "%r = cos.approx %a : f32", "f32", {{{0}, f32(1)}});
+  checkOp({"f32"}, "%r = tanh.approx %a : f32", "f32", {{{inf}, f32(1)}, {{ninf}, f32(-1)}, {{0x80000000}, 0x80000000}});
+  checkOp({"f32"}, "%r = ex2.approx.ftz %a : f32", "f32", {{{f32(-140)}, 0}});
+  checkOp({"f64"}, "%r = rcp.rn %a : f64", "f64", {{{f64(3)}, 0x3FD5555555555555}});
+  // The gross f64 reciprocal reads and writes only the upper 32 bits.
+  checkOp({"f64"}, "%r = rcp.approx.ftz %a : f64", "f64",
+          {{{f64(3)}, 0x3FD5555500000000}, {{0x40080000FFFFFFFF}, 0x3FD5555500000000}, {{0x7FF8000000000001}, 0x7FFFFFFF00000000},
+           {{0x8000000000000001}, f64(-INFINITY)}, {{f64(0.5)}, f64(2)}});
+}
+
+namespace {
+
+// Runs a whole kernel (`text`, kernel @k) with the given buffers and returns the interpreter.
+Interpreter runKernel(const std::string& text, const std::vector<std::pair<std::string, std::vector<uint32_t>>>& bufs,
+                      tn::ir::Dim3 grid, tn::ir::Dim3 block) {
+  tn::ir::Module m = parse(text);
+  Interpreter vm;
+  auto err = vm.load(m, "k");
+  INFO((err ? err->text() : ""));
+  REQUIRE_FALSE(err);
+  for (const auto& [name, data] : bufs) REQUIRE_FALSE(vm.bindArray(name, data));
+  err = vm.launch({grid, block, 0});
+  INFO((err ? err->text() : ""));
+  REQUIRE_FALSE(err);
+  return vm;
+}
+
+}  // namespace
+
+TEST_CASE("interp: atomics on global and shared memory") {
+  const std::string kernel = R"(target sm_90
+ptx 7.8
+kernel @k(%g: ptr.global, %f: ptr.global) {
+  shared @s: u32[1] align 4
+  shared @t: f32[1] align 4
+^entry:
+  %tid = tid.x : u32
+  %one = const 1 : u32
+  %zero = const 0 : u32
+  %sbase = shared.addr @s : ptr.shared
+  %is0 = setp.eq %tid, %zero : u32
+  cbr %is0, ^init, ^sync
+^init:
+  st %sbase, %zero : u32
+  %tinit = shared.addr @t : ptr.shared
+  %fzero = const 0.0 : f32
+  st %tinit, %fzero : f32
+  br ^sync
+^sync:
+  bar.sync
+  %sold = atom.add %sbase, %one : u32
+  bar.sync
+  %stotal = ld %sbase : u32
+  %old = atom.add %g, %one : u32
+  %c4 = const 4 : u64
+  %p1 = ptradd %g, %c4 : ptr.global
+  %seven = const 7 : u32
+  %inc = atom.inc %p1, %seven : u32
+  %c8 = const 8 : u64
+  %p2 = ptradd %g, %c8 : ptr.global
+  %imax = atom.max %p2, %tid : u32
+  %c12 = const 12 : u64
+  %p3 = ptradd %g, %c12 : ptr.global
+  %stid = bitcast %tid : u32 -> s32
+  %m3 = const -3 : s32
+  %neg = mul %stid, %m3 : s32
+  %imin = atom.min %p3, %neg : s32
+  %c16 = const 16 : u64
+  %p4 = ptradd %g, %c16 : ptr.global
+  %bit = shl %one, %tid : u32
+  %bits = bitcast %bit : u32 -> b32
+  %or = atom.or %p4, %bits : b32
+  %c20 = const 20 : u64
+  %p5 = ptradd %g, %c20 : ptr.global
+  %five = const 5 : u32
+  %cas = atom.cas %p5, %five, %tid : u32
+  %c24 = const 24 : u64
+  %p6 = ptradd %g, %c24 : ptr.global
+  %three = const 3 : u32
+  %dec = atom.dec %p6, %three : u32
+  %c28 = const 28 : u64
+  %p7 = ptradd %g, %c28 : ptr.global
+  %exch = atom.exch %p7, %tid : u32
+  %c32 = const 32 : u64
+  %p8 = ptradd %g, %c32 : ptr.global
+  st %p8, %stotal : u32
+  %c36 = const 36 : u64
+  %p9 = ptradd %g, %c36 : ptr.global
+  %clear = not %bits : b32
+  %and = atom.and %p9, %clear : b32
+  %c40 = const 40 : u64
+  %p10 = ptradd %g, %c40 : ptr.global
+  %xor = atom.xor %p10, %bits : b32
+  %tiny = const 0x00000001 : f32
+  %fa = atom.add %f, %tiny : f32
+  %c4b = const 4 : u64
+  %pf = ptradd %f, %c4b : ptr.global
+  %half = const 0.5 : f32
+  %fb = atom.add %pf, %half : f32
+  %sf = shared.addr @t : ptr.shared
+  %fc = atom.add %sf, %tiny : f32
+  bar.sync
+  %fsum = ld %sf : f32
+  %c8f = const 8 : u64
+  %pf2 = ptradd %f, %c8f : ptr.global
+  st %pf2, %fsum : f32
+  ret
+}
+)";
+  // 20 threads: counter 20; inc wraps at 7 (20 increments from 0: 20 mod 8 = 4); max tid 19;
+  // min -57; or = low 20 bits; cas 5 -> tid 5 (lane 5 finds 5 only if earlier lanes left it);
+  // dec from 0 with bound 3 cycles 0->3->2->1->0...: 20 steps -> 0; exch ends with the last lane;
+  // and/xor clear/flip the low 20 bits.
+  Interpreter vm =
+      runKernel(kernel, {{"g", {0, 0, 0, 0, 0, 5, 0, 0, 0, 0xFFFFFFFF, 0x0F0F0F0F}}, {"f", {0, 0, 0}}}, {1, 1, 1}, {20, 1, 1});
+  std::vector<uint32_t> g = vm.read<uint32_t>("g");
+  CHECK(g[0] == 20);
+  CHECK(g[1] == 4);
+  CHECK(g[2] == 19);
+  CHECK(g[3] == static_cast<uint32_t>(-57));
+  CHECK(g[4] == 0xFFFFF);
+  CHECK(g[5] == 0);  // lane 0 swaps 5 -> 0; nobody else matches
+  CHECK(g[6] == 0);
+  CHECK(g[7] == 19);
+  CHECK(g[8] == 20);  // shared counter
+  CHECK(g[9] == 0xFFF00000);
+  CHECK(g[10] == (0x0F0F0F0Fu ^ 0xFFFFFu));
+  std::vector<float> f = vm.read<float>("f");
+  CHECK(std::bit_cast<uint32_t>(f[0]) == 0);  // atom.add.f32 on global memory flushes subnormals
+  CHECK(f[1] == 10.0f);
+  CHECK(std::bit_cast<uint32_t>(f[2]) == 20);  // on shared memory it keeps them: 20 * 2^-149
+}
+
+TEST_CASE("interp: vector loads and stores, pack and extract") {
+  const std::string kernel = R"(target sm_90
+ptx 7.8
+kernel @k(%src: ptr.global align 16, %dst: ptr.global align 16) {
+^entry:
+  %v = ld.nc %src : v4.f32
+  %x = extract %v, 0 : v4.f32
+  %y = extract %v, 1 : v4.f32
+  %z = extract %v, 2 : v4.f32
+  %w = extract %v, 3 : v4.f32
+  %s = add %x, %w : f32
+  %t = add %y, %z : f32
+  %pair = pack %s, %t : v2.f32
+  st %dst, %pair : v2.f32
+  %c8 = const 8 : u64
+  %d2 = ptradd %dst, %c8 : ptr.global
+  %h0 = const 1.5 : f16
+  %h1 = const -2.0 : f16
+  %h = pack %h0, %h1, %h0, %h1 : v4.f16
+  st %d2, %h : v4.f16
+  %c16 = const 16 : u64
+  %s2 = ptradd %src, %c16 : ptr.global
+  %wide = ld %s2 : v2.f64
+  %e1 = extract %wide, 1 : v2.f64
+  %c24 = const 24 : u64
+  %d3 = ptradd %dst, %c24 : ptr.global
+  st %d3, %e1 : f64
+  ret
+}
+)";
+  std::vector<uint32_t> src = {std::bit_cast<uint32_t>(1.0f), std::bit_cast<uint32_t>(2.0f),
+                               std::bit_cast<uint32_t>(3.0f), std::bit_cast<uint32_t>(4.0f)};
+  uint64_t d0 = std::bit_cast<uint64_t>(0.25), d1 = std::bit_cast<uint64_t>(-7.5);
+  for (uint64_t d : {d0, d1}) {
+    src.push_back(static_cast<uint32_t>(d));
+    src.push_back(static_cast<uint32_t>(d >> 32));
+  }
+  Interpreter vm = runKernel(kernel, {{"src", src}, {"dst", std::vector<uint32_t>(8, 0)}}, {1, 1, 1}, {1, 1, 1});
+  std::vector<uint32_t> out = vm.read<uint32_t>("dst");
+  CHECK(out[0] == std::bit_cast<uint32_t>(5.0f));
+  CHECK(out[1] == std::bit_cast<uint32_t>(5.0f));
+  CHECK(out[2] == 0xC0003E00);  // f16 lanes 1.5 (0x3E00), -2 (0xC000)
+  CHECK(out[3] == 0xC0003E00);
+  CHECK((uint64_t(out[7]) << 32 | out[6]) == d1);
+}
