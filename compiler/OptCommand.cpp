@@ -1,26 +1,159 @@
-// truenoc opt FILE [-o OUT]: parse, verify and print a .tir module.
+// truenoc opt FILE [-o OUT] [--passes=a,b,c | -O0 | -O1 | -O2] [--print-after=NAME]...
+//   [--print-after-all] [--verify-each] [--time-passes] [--fp-contract=fast|off]
+//   [--target sm_XY] [--remarks]
+// Parses and verifies a .tir module, runs passes, prints the result. IR dumps and the timing
+// table go to stderr; each dump is a complete module in the .tir format after a comment line.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
 #include "compiler/Command.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "passes/Pass.h"
 
 namespace tn::cli {
 
+namespace {
+
+struct OptOptions {
+  std::string input;
+  std::string output = "-";
+  std::string passes;
+  int level = -1;
+  std::vector<std::string> printAfter;
+  bool printAfterAll = false;
+  bool verifyEach = false;
+  bool timePasses = false;
+  bool remarks = false;
+  std::string fpContract = "fast";
+  std::string target;
+};
+
+std::string passList() {
+  std::string s;
+  for (const passes::PassInfo& p : passes::allPasses()) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
+// One line per registered pass for --help: name, kind, what it does.
+std::string passHelp() {
+  std::string s = "Comma-separated passes to run in order:";
+  for (const passes::PassInfo& p : passes::allPasses()) {
+    const char* kind = p.kind == passes::PassKind::Transform ? "transform"
+                       : p.kind == passes::PassKind::Checker ? "checker"
+                                                             : "analysis";
+    s += "\n  " + std::string(p.name) + " (" + kind + "): " + std::string(p.summary);
+  }
+  return s;
+}
+
+std::optional<std::vector<std::string>> splitPasses(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream ss(text);
+  for (std::string name; std::getline(ss, name, ',');) {
+    if (name.empty()) {
+      std::fprintf(stderr, "error: empty pass name in --passes '%s'\n", text.c_str());
+      return std::nullopt;
+    }
+    if (!passes::findPass(name)) {
+      std::fprintf(stderr, "error: unknown pass '%s' (known passes: %s)\n", name.c_str(), passList().c_str());
+      return std::nullopt;
+    }
+    names.push_back(name);
+  }
+  if (names.empty()) {
+    std::fprintf(stderr, "error: --passes needs at least one pass (known passes: %s)\n", passList().c_str());
+    return std::nullopt;
+  }
+  return names;
+}
+
+int runOpt(const OptOptions& o) {
+  std::optional<std::vector<std::string>> names;
+  if (!o.passes.empty() && !(names = splitPasses(o.passes))) return kUsageError;
+  for (const std::string& p : o.printAfter)
+    if (!passes::findPass(p)) {
+      std::fprintf(stderr, "error: --print-after names unknown pass '%s' (known passes: %s)\n", p.c_str(),
+                   passList().c_str());
+      return kUsageError;
+    }
+  ir::Diagnostics diags;
+  auto mod = loadModule(o.input, diags);
+  if (!mod) return kInputError;
+  if (!o.target.empty() && !retarget(*mod, o.target)) return kUsageError;
+  ir::Diagnostics vd;
+  ir::verify(*mod, vd);
+  printDiagnostics(vd);
+  if (vd.hasErrors()) return kInputError;
+
+  passes::PassOptions options;
+  options.fpContract = o.fpContract == "fast";
+  options.remarks = o.remarks;
+  ir::Diagnostics pd;
+  size_t shown = 0;
+  auto flush = [&] {
+    for (; shown < pd.all().size(); ++shown) std::fprintf(stderr, "%s\n", ir::formatDiagnostic(pd.all()[shown]).c_str());
+  };
+  std::map<std::string, unsigned, std::less<>> runs;
+  auto after = [&](const passes::PassInfo& pass, bool changed) {
+    flush();
+    unsigned n = ++runs[std::string(pass.name)];
+    bool dump = o.printAfterAll || std::find(o.printAfter.begin(), o.printAfter.end(), pass.name) != o.printAfter.end();
+    if (dump)
+      std::fprintf(stderr, "// -----// IR after %s (run %u, %s) //----- //\n%s", std::string(pass.name).c_str(), n,
+                   changed ? "changed" : "unchanged", ir::print(*mod).c_str());
+    if (o.verifyEach) {
+      ir::Diagnostics ev;
+      if (!ir::verify(*mod, ev)) {
+        printDiagnostics(ev);
+        std::fprintf(stderr, "error: the IR is invalid after pass '%s' (run %u)\n", std::string(pass.name).c_str(), n);
+        return false;
+      }
+    }
+    return true;
+  };
+  passes::PassRunner runner(*mod, pd, options, after);
+  bool ok = true;
+  if (names)
+    ok = passes::runPasses(runner, *names);
+  else if (o.level == 0)
+    ok = passes::runO0(runner);
+  else if (o.level == 1)
+    ok = passes::runO1(runner);
+  else if (o.level == 2)
+    ok = passes::runO2(runner);
+  flush();
+  if (o.timePasses) std::fputs(passes::formatTimingReport(runner.stats()).c_str(), stderr);
+  if (!ok || pd.hasErrors()) return kInputError;
+  return writeOutput(o.output, ir::print(*mod)) ? kOk : kInputError;
+}
+
+}  // namespace
+
 Command optCommand() {
-  return {"opt", "Parse, verify and print a .tir module (reads stdin for '-')", [](CLI::App& app) {
-            auto input = std::make_shared<std::string>();
-            auto output = std::make_shared<std::string>("-");
-            app.add_option("FILE", *input, "Input .tir file, or - for stdin")->required();
-            app.add_option("-o,--output", *output, "Output file, or - for stdout")->capture_default_str();
-            return std::function<int()>([input, output] {
-              ir::Diagnostics diags;
-              auto mod = loadModule(*input, diags);
-              if (!mod) return int(kInputError);
-              ir::Diagnostics vd;
-              ir::verify(*mod, vd);
-              printDiagnostics(vd);
-              if (vd.hasErrors()) return int(kInputError);
-              return writeOutput(*output, ir::print(*mod)) ? int(kOk) : int(kInputError);
-            });
+  return {"opt", "Parse, verify, optimize and check a .tir module, print it (reads stdin for '-')",
+          [](CLI::App& app) {
+            auto o = std::make_shared<OptOptions>();
+            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
+            app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
+            auto* passesOpt = app.add_option("--passes", o->passes, passHelp());
+            app.add_option("-O", o->level,
+                           "Pipeline: 0 = checks only, 1 = clean-ups + checks, 2 = clean-ups + fma-fusion + checks")
+                ->check(CLI::Range(0, 2))
+                ->excludes(passesOpt);
+            app.add_option("--print-after", o->printAfter,
+                           "Print the IR to stderr after each run of this pass (repeatable)");
+            app.add_flag("--print-after-all", o->printAfterAll, "Print the IR to stderr after every pass");
+            app.add_flag("--verify-each", o->verifyEach, "Verify the IR after every pass; stop at the first failure");
+            app.add_flag("--time-passes", o->timePasses, "Print a table of pass run times to stderr");
+            app.add_option("--fp-contract", o->fpContract, "Contract float mul+add into fma: fast (default) or off")
+                ->check(CLI::IsMember({"fast", "off"}))
+                ->capture_default_str();
+            app.add_option("--target", o->target, "Override the module target (sm_75 ... sm_121, sm_90a)");
+            app.add_flag("--remarks", o->remarks, "Also report analysis results (pressure, occupancy, uniformity) as notes");
+            return std::function<int()>([o] { return runOpt(*o); });
           }};
 }
 

@@ -1,0 +1,210 @@
+#include "passes/Analysis.h"
+
+#include <algorithm>
+
+namespace tn::passes {
+
+namespace {
+constexpr uint32_t kNone = BlockId::kNone;
+}
+
+InstPositions::InstPositions(const Kernel& k) : block(k.insts.size()), index(k.insts.size(), kNone) {
+  for (size_t b = 0; b < k.blocks.size(); ++b)
+    for (size_t i = 0; i < k.blocks[b].insts.size(); ++i) {
+      InstId id = k.blocks[b].insts[i];
+      block[id.index] = BlockId(static_cast<uint32_t>(b));
+      index[id.index] = static_cast<uint32_t>(i);
+    }
+}
+
+// Cooper-Harvey-Kennedy on the reverse CFG. Node n (= blocks.size()) is the virtual exit.
+PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg) {
+  uint32_t n = static_cast<uint32_t>(k.blocks.size());
+  exit_ = n;
+  ipdom_.assign(n + 1, kNone);
+  order_.assign(n + 1, kNone);
+  // Reverse-graph successors of x are x's CFG predecessors; the exit's are its attached blocks.
+  std::vector<std::vector<uint32_t>> rsucc(n + 1), rpred(n + 1);
+  std::vector<bool> attached(n, false);
+  for (BlockId b : cfg.reversePostOrder()) {
+    for (BlockId p : cfg.predecessors(b))
+      if (cfg.reachable(p)) rsucc[b.index].push_back(p.index);
+    for (BlockId s : cfg.successors(b)) rpred[b.index].push_back(s.index);
+    if (cfg.successors(b).empty()) attached[b.index] = true;
+  }
+  std::vector<uint32_t> post;
+  auto search = [&] {
+    post.clear();
+    std::vector<bool> seen(n + 1, false);
+    std::vector<std::pair<uint32_t, size_t>> stack{{n, 0}};
+    seen[n] = true;
+    while (!stack.empty()) {
+      auto& [x, next] = stack.back();
+      const std::vector<uint32_t>& out = x == n ? rsucc[n] : rsucc[x];
+      if (next < out.size()) {
+        uint32_t y = out[next++];
+        if (!seen[y]) {
+          seen[y] = true;
+          stack.push_back({y, 0});
+        }
+        continue;
+      }
+      post.push_back(x);
+      stack.pop_back();
+    }
+    return seen;
+  };
+  // Attach blocks that cannot reach a `ret` (endless loops) to the exit, latest in RPO first,
+  // until every reachable block is on the reverse graph.
+  for (;;) {
+    rsucc[n].clear();
+    for (uint32_t b = 0; b < n; ++b)
+      if (attached[b]) rsucc[n].push_back(b);
+    std::vector<bool> seen = search();
+    BlockId missing;
+    for (auto it = cfg.reversePostOrder().rbegin(); it != cfg.reversePostOrder().rend(); ++it)
+      if (!seen[it->index]) {
+        missing = *it;
+        break;
+      }
+    if (!missing.valid()) break;
+    attached[missing.index] = true;
+  }
+  for (uint32_t b = 0; b < n; ++b)
+    if (attached[b]) rpred[b].push_back(n);
+  std::vector<uint32_t> rpo(post.rbegin(), post.rend());
+  for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<uint32_t>(i);
+  auto intersect = [&](uint32_t a, uint32_t b) {
+    while (a != b) {
+      while (order_[a] > order_[b]) a = ipdom_[a];
+      while (order_[b] > order_[a]) b = ipdom_[b];
+    }
+    return a;
+  };
+  ipdom_[n] = n;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 1; i < rpo.size(); ++i) {
+      uint32_t x = rpo[i];
+      uint32_t best = kNone;
+      for (uint32_t p : rpred[x]) {
+        if (ipdom_[p] == kNone) continue;
+        best = best == kNone ? p : intersect(p, best);
+      }
+      if (ipdom_[x] != best) {
+        ipdom_[x] = best;
+        changed = true;
+      }
+    }
+  }
+}
+
+bool PostDominatorTree::postDominates(BlockId a, BlockId b) const {
+  if (order_[a.index] == kNone || order_[b.index] == kNone) return false;
+  uint32_t x = b.index;
+  while (order_[x] > order_[a.index]) x = ipdom_[x];
+  return x == a.index;
+}
+
+std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
+                                                     const PostDominatorTree& pdom) {
+  std::vector<std::vector<BlockId>> deps(k.blocks.size());
+  for (BlockId a : cfg.reversePostOrder()) {
+    uint32_t stop = pdom.ipdom_[a.index];
+    for (BlockId s : cfg.successors(a)) {
+      uint32_t x = s.index;
+      while (x != stop && x != pdom.exit_ && x != kNone) {
+        std::vector<BlockId>& d = deps[x];
+        if (std::find(d.begin(), d.end(), a) == d.end()) d.push_back(a);
+        x = pdom.ipdom_[x];
+      }
+    }
+  }
+  for (auto& d : deps) std::sort(d.begin(), d.end());
+  return deps;
+}
+
+std::vector<std::vector<BlockId>> dominatorChildren(const Kernel& k, const ir::DominatorTree& cfg) {
+  std::vector<std::vector<BlockId>> children(k.blocks.size());
+  for (BlockId b : cfg.reversePostOrder())
+    if (cfg.idom(b).valid()) children[cfg.idom(b).index].push_back(b);
+  return children;
+}
+
+std::vector<bool> reachableFrom(const Kernel& k, const ir::DominatorTree& cfg, BlockId from) {
+  std::vector<bool> seen(k.blocks.size(), false);
+  std::vector<BlockId> work(cfg.successors(from).begin(), cfg.successors(from).end());
+  while (!work.empty()) {
+    BlockId b = work.back();
+    work.pop_back();
+    if (seen[b.index]) continue;
+    seen[b.index] = true;
+    for (BlockId s : cfg.successors(b)) work.push_back(s);
+  }
+  return seen;
+}
+
+std::vector<bool> cycleThrough(const Kernel& k, const ir::DominatorTree& cfg, BlockId b) {
+  std::vector<bool> forward = reachableFrom(k, cfg, b);
+  std::vector<bool> onCycle(k.blocks.size(), false);
+  if (!forward[b.index]) return onCycle;
+  // Backward search from b over predecessors, restricted to blocks reachable from b.
+  std::vector<BlockId> work{b};
+  while (!work.empty()) {
+    BlockId x = work.back();
+    work.pop_back();
+    if (onCycle[x.index]) continue;
+    onCycle[x.index] = true;
+    for (BlockId p : cfg.predecessors(x))
+      if (forward[p.index]) work.push_back(p);
+  }
+  return onCycle;
+}
+
+const ir::Inst* definingInst(const Kernel& k, ValueId v) {
+  const ir::ValueInfo& vi = k.value(v);
+  if (vi.kind != ir::DefKind::Inst || vi.owner >= k.insts.size()) return nullptr;
+  return &k.insts[vi.owner];
+}
+
+BlockId definingBlock(const Kernel& k, ValueId v, const InstPositions& pos) {
+  const ir::ValueInfo& vi = k.value(v);
+  switch (vi.kind) {
+    case ir::DefKind::KernelParam: return BlockId(0);
+    case ir::DefKind::BlockParam: return BlockId(vi.owner);
+    case ir::DefKind::Inst: return vi.owner < pos.block.size() ? pos.block[vi.owner] : BlockId();
+  }
+  return BlockId();
+}
+
+std::optional<uint64_t> constBits(const Kernel& k, ValueId v) {
+  const ir::Inst* in = definingInst(k, v);
+  if (!in || in->op != ir::Op::Const) return std::nullopt;
+  return in->imm;
+}
+
+std::vector<uint32_t> useCounts(const Kernel& k) {
+  std::vector<uint32_t> n(k.values.size(), 0);
+  for (const ir::Block& b : k.blocks)
+    for (InstId id : b.insts) {
+      const ir::Inst& in = k.inst(id);
+      for (ValueId v : in.operands) ++n[v.index];
+      for (const ir::BlockCall& c : in.succs)
+        for (ValueId v : c.args) ++n[v.index];
+    }
+  return n;
+}
+
+std::vector<std::vector<InstId>> userLists(const Kernel& k) {
+  std::vector<std::vector<InstId>> users(k.values.size());
+  for (const ir::Block& b : k.blocks)
+    for (InstId id : b.insts) {
+      const ir::Inst& in = k.inst(id);
+      for (ValueId v : in.operands) users[v.index].push_back(id);
+      for (const ir::BlockCall& c : in.succs)
+        for (ValueId v : c.args) users[v.index].push_back(id);
+    }
+  return users;
+}
+
+}  // namespace tn::passes

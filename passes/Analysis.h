@@ -1,0 +1,74 @@
+// Analyses shared by the passes, on top of ir::DominatorTree (the CFG and dominators):
+// post-dominators, control dependence, cycles, instruction positions, definitions and uses.
+// Every analysis is a value computed from the kernel as it is now; a pass that changes the IR
+// recomputes what it needs (nothing here is cached or updated behind a pass's back).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "ir/Dominance.h"
+#include "ir/IR.h"
+
+namespace tn::passes {
+
+using ir::BlockId;
+using ir::InstId;
+using ir::Kernel;
+using ir::ValueId;
+
+// Where each instruction of the pool sits; block is invalid for instructions in no block.
+struct InstPositions {
+  std::vector<BlockId> block;
+  std::vector<uint32_t> index;
+  explicit InstPositions(const Kernel& k);
+  bool placed(InstId i) const { return block[i.index].valid(); }
+};
+
+// Post-dominators of the reachable blocks, rooted at a virtual exit that follows every block
+// ending in `ret` (and every block from which no `ret` can be reached, such as an endless loop).
+class PostDominatorTree {
+ public:
+  PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg);
+  // Immediate post-dominator; invalid when it is the virtual exit or b is unreachable.
+  BlockId ipdom(BlockId b) const { return ipdom_[b.index] == exit_ ? BlockId() : BlockId(ipdom_[b.index]); }
+  // True when every path from b to the exit passes through a (reflexive).
+  bool postDominates(BlockId a, BlockId b) const;
+
+ private:
+  friend std::vector<std::vector<BlockId>> controlDependences(const Kernel&, const ir::DominatorTree&,
+                                                               const PostDominatorTree&);
+  uint32_t exit_ = 0;
+  std::vector<uint32_t> ipdom_;  // node index; exit_ for the virtual exit; kNone when unreached
+  std::vector<uint32_t> order_;  // reverse post-order number on the reverse CFG
+};
+
+// deps[b]: the blocks whose branch decides whether b executes (b post-dominates a successor
+// of the branch block but does not strictly post-dominate the branch block), in block order.
+std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
+                                                     const PostDominatorTree& pdom);
+
+// Children of each block in the dominator tree, in reverse post-order.
+std::vector<std::vector<BlockId>> dominatorChildren(const Kernel& k, const ir::DominatorTree& cfg);
+
+// Blocks that lie on a cycle through b: reachable from b and reaching b. All false when b is
+// on no cycle.
+std::vector<bool> cycleThrough(const Kernel& k, const ir::DominatorTree& cfg, BlockId b);
+
+// Blocks reachable from `from` by following successors (from itself only if on a cycle).
+std::vector<bool> reachableFrom(const Kernel& k, const ir::DominatorTree& cfg, BlockId from);
+
+// The instruction defining v, or nullptr for kernel and block parameters.
+const ir::Inst* definingInst(const Kernel& k, ValueId v);
+// The block defining v: the entry for kernel parameters; invalid for values of no placed inst.
+BlockId definingBlock(const Kernel& k, ValueId v, const InstPositions& pos);
+// The bits of v when it is defined by `const`.
+std::optional<uint64_t> constBits(const Kernel& k, ValueId v);
+
+// Number of reads of each value (operands and branch arguments) by instructions in blocks.
+std::vector<uint32_t> useCounts(const Kernel& k);
+// The instructions in blocks that read each value, in block order (an inst reading a value
+// twice is listed twice).
+std::vector<std::vector<InstId>> userLists(const Kernel& k);
+
+}  // namespace tn::passes

@@ -1,0 +1,239 @@
+// barrier-safety -- does: uniformity analysis; errors: barriers/collectives under divergent control; warns: races.
+// requires: a verified kernel; computes CFG, post-dominators, control dependence, uniformity and thread values itself.
+// guarantees: the IR is not changed; each error points at the op and names the divergent branch (note at the branch).
+#include "ir/Dominance.h"
+#include "ir/Printer.h"
+#include "passes/Analysis.h"
+#include "passes/Passes.h"
+#include "passes/Uniformity.h"
+
+namespace tn::passes {
+
+namespace {
+
+using ir::Op;
+
+class Checker {
+ public:
+  Checker(PassContext& ctx, const Kernel& k)
+      : ctx_(ctx), k_(k), cfg_(k), pdom_(k, cfg_), u_(analyzeUniformity(k, cfg_, pdom_)), names_(k) {}
+
+  void run() {
+    for (BlockId b : cfg_.reversePostOrder()) {
+      for (InstId id : k_.block(b).insts) {
+        const ir::Inst& in = k_.inst(id);
+        if (in.op == Op::BarSync) checkBarrier(b, in);
+        if (in.op == Op::ShflSync || in.op == Op::VoteSync) checkCollective(b, in);
+      }
+      if (ctx_.options.remarks) remarkBranch(b);
+    }
+    checkSharedRaces();
+  }
+
+ private:
+  const ir::Inst& branchOf(BlockId b) const { return k_.inst(k_.block(b).insts.back()); }
+
+  std::string branchText(BlockId b) const {
+    const ir::Inst& br = branchOf(b);
+    return "'%" + names_.value(br.operands[0]) + "' at " + lineCol(br.loc);
+  }
+
+  void noteBranch(BlockId b, const Divergence& d, bool warp) {
+    const ir::Inst& br = branchOf(b);
+    ValueId cond = br.operands[0];
+    ValueId origin = d.value[cond.index] ? d.origin[cond.index] : ValueId();
+    std::string why = origin.valid() ? describeSource(k_, origin) : "a value of a loop that threads leave at different iterations";
+    ctx_.report(ir::Severity::Note, br.loc,
+                "'%" + names_.value(cond) + "' may differ between the " + (warp ? "lanes of a warp" : "threads of a block") +
+                    ": it depends on " + why);
+  }
+
+  void checkBarrier(BlockId b, const ir::Inst& bar) {
+    if (!u_.block.control[b.index]) return;
+    BlockId cause = u_.block.cause[b.index];
+    if (const ir::Inst* exit = earlyReturn(cause, b)) {
+      ctx_.report(ir::Severity::Error, bar.loc,
+                  "bar.sync may be skipped by some threads of the block: after the divergent branch on " +
+                      branchText(cause) + ", threads can return at " + lineCol(exit->loc) + " without reaching it");
+    } else {
+      ctx_.report(ir::Severity::Error, bar.loc,
+                  "bar.sync may be skipped by some threads of the block: it is control-dependent on the divergent "
+                  "branch on " + branchText(cause));
+    }
+    noteBranch(cause, u_.block, false);
+  }
+
+  // A `ret` reachable from the branch without passing the barrier's block, from which the
+  // barrier cannot be reached either: the threads taking it leave the kernel early.
+  const ir::Inst* earlyReturn(BlockId branch, BlockId barrier) const {
+    std::vector<bool> afterBarrier = reachableFrom(k_, cfg_, barrier);
+    afterBarrier[barrier.index] = true;
+    std::vector<bool> seen(k_.blocks.size(), false);
+    std::vector<BlockId> work(cfg_.successors(branch).begin(), cfg_.successors(branch).end());
+    while (!work.empty()) {
+      BlockId x = work.back();
+      work.pop_back();
+      if (x == barrier || seen[x.index]) continue;
+      seen[x.index] = true;
+      const ir::Inst* term = k_.terminator(x);
+      if (term && term->op == Op::Ret && !afterBarrier[x.index]) return term;
+      for (BlockId s : cfg_.successors(x)) work.push_back(s);
+    }
+    return nullptr;
+  }
+
+  void checkCollective(BlockId b, const ir::Inst& in) {
+    if (!u_.warp.control[b.index]) return;
+    size_t maskIndex = in.op == Op::ShflSync ? 3 : 1;
+    if (in.operands.size() <= maskIndex) return;
+    auto mask = constBits(k_, in.operands[maskIndex]);
+    if (!mask || (*mask & 0xFFFFFFFFu) != 0xFFFFFFFFu) return;  // a computed mask names its lanes
+    BlockId cause = u_.warp.cause[b.index];
+    ctx_.report(ir::Severity::Error, in.loc,
+                std::string(ir::info(in.op).name) +
+                    " with the full mask 0xFFFFFFFF is control-dependent on the warp-divergent branch on " +
+                    branchText(cause) + ": lanes that branch the other way never arrive");
+    noteBranch(cause, u_.warp, true);
+  }
+
+  void remarkBranch(BlockId b) {
+    const ir::Block& blk = k_.block(b);
+    if (blk.insts.empty() || branchOf(b).op != Op::Cbr) return;
+    const ir::Inst& br = branchOf(b);
+    std::string what = "'%" + names_.value(br.operands[0]) + "'";
+    std::string msg;
+    if (!u_.block.branch[b.index])
+      msg = "branch on " + what + " is uniform";
+    else if (!u_.warp.branch[b.index])
+      msg = "branch on " + what + " diverges between warps but is uniform within each warp";
+    else
+      msg = "branch on " + what + " is divergent";
+    ctx_.report(ir::Severity::Note, br.loc, msg);
+  }
+
+  // ---- shared-memory store -> load without a barrier ------------------------------------------
+
+  struct Access {
+    InstId id;
+    BlockId block;
+    size_t index;
+    const ThreadValue* addr;
+    uint64_t base;                 // shared array key (kDynamicSharedKey for all dynamic arrays)
+    std::vector<SymTerm> offset;   // the other uniform terms
+    unsigned bytes;
+  };
+
+  std::optional<Access> sharedAccess(BlockId b, size_t i, ThreadEval& eval) const {
+    InstId id = k_.block(b).insts[i];
+    const ir::Inst& in = k_.inst(id);
+    if ((in.op != Op::Ld && in.op != Op::St) || in.operands.empty() || !in.type) return std::nullopt;
+    if (k_.typeOf(in.operands[0]) != ir::Type::ptr(ir::AddrSpace::Shared)) return std::nullopt;
+    const ThreadValue* tv = eval.get(in.operands[0]);
+    if (!tv || !tv->offsetLike()) return std::nullopt;
+    Access a{id, b, i, tv, 0, {}, in.type->bytes()};
+    for (const SymTerm& t : tv->uniform) {
+      if (t.key >= kSharedKey) {
+        if (a.base || t.coef != 1) return std::nullopt;
+        a.base = t.key;
+      } else {
+        a.offset.push_back(t);
+      }
+    }
+    if (!a.base) return std::nullopt;
+    return a;
+  }
+
+  bool reachesWithoutBarrier(const Access& from, const Access& to) const {
+    auto scan = [&](BlockId b, size_t start) -> int {  // 1: found, 0: barrier, -1: end of block
+      const std::vector<InstId>& insts = k_.block(b).insts;
+      for (size_t i = start; i < insts.size(); ++i) {
+        if (insts[i] == to.id) return 1;
+        if (k_.inst(insts[i]).op == Op::BarSync) return 0;
+      }
+      return -1;
+    };
+    int r = scan(from.block, from.index + 1);
+    if (r >= 0) return r == 1;
+    std::vector<bool> seen(k_.blocks.size(), false);
+    std::vector<BlockId> work(cfg_.successors(from.block).begin(), cfg_.successors(from.block).end());
+    while (!work.empty()) {
+      BlockId x = work.back();
+      work.pop_back();
+      if (seen[x.index]) continue;
+      seen[x.index] = true;
+      r = scan(x, 0);
+      if (r == 1) return true;
+      if (r == 0) continue;
+      for (BlockId s : cfg_.successors(x)) work.push_back(s);
+    }
+    return false;
+  }
+
+  // May a thread load bytes that a different thread stored?
+  bool crossThread(const Access& st, const Access& ld, const std::vector<std::vector<bool>>& active) const {
+    const std::vector<bool>& as = active[st.block.index];
+    const std::vector<bool>& al = active[ld.block.index];
+    if (st.offset != ld.offset) {
+      // An unknown uniform distance between the addresses: any two distinct threads may meet.
+      int writers = 0, readers = 0, single = -1;
+      for (size_t t = 0; t < as.size(); ++t) {
+        if (as[t]) ++writers, single = static_cast<int>(t);
+        if (al[t]) ++readers;
+      }
+      if (!writers || !readers) return false;
+      return !(writers == 1 && readers == 1 && al[static_cast<size_t>(single)]);
+    }
+    constexpr int kMany = -2;
+    std::map<int64_t, int> owner;
+    for (size_t t = 0; t < as.size(); ++t) {
+      if (!as[t]) continue;
+      for (unsigned i = 0; i < st.bytes; ++i) {
+        auto [it, fresh] = owner.try_emplace(st.addr->perThread[t] + i, static_cast<int>(t));
+        if (!fresh && it->second != static_cast<int>(t)) it->second = kMany;
+      }
+    }
+    for (size_t t = 0; t < al.size(); ++t) {
+      if (!al[t]) continue;
+      for (unsigned i = 0; i < ld.bytes; ++i) {
+        auto it = owner.find(ld.addr->perThread[t] + i);
+        if (it != owner.end() && it->second != static_cast<int>(t)) return true;
+      }
+    }
+    return false;
+  }
+
+  void checkSharedRaces() {
+    ThreadEval eval(k_, u_.layout, [&](ValueId v) { return !u_.block.value[v.index]; });
+    std::vector<Access> stores, loads;
+    for (BlockId b : cfg_.reversePostOrder())
+      for (size_t i = 0; i < k_.block(b).insts.size(); ++i)
+        if (auto a = sharedAccess(b, i, eval)) (k_.inst(a->id).op == Op::St ? stores : loads).push_back(*a);
+    if (stores.empty() || loads.empty()) return;
+    std::vector<std::vector<bool>> active = activeThreads(k_, cfg_, eval);
+    for (const Access& ld : loads)
+      for (const Access& st : stores) {
+        if (st.base != ld.base || !reachesWithoutBarrier(st, ld) || !crossThread(st, ld, active)) continue;
+        ctx_.report(ir::Severity::Warning, k_.inst(ld.id).loc,
+                    "shared load may read a value stored by another thread at " + lineCol(k_.inst(st.id).loc) +
+                        " with no bar.sync in between");
+        break;
+      }
+  }
+
+  PassContext& ctx_;
+  const Kernel& k_;
+  ir::DominatorTree cfg_;
+  PostDominatorTree pdom_;
+  Uniformity u_;
+  ir::NameTable names_;
+};
+
+}  // namespace
+
+bool barrierSafety(PassContext& ctx) {
+  for (const ir::Kernel& k : ctx.module.kernels)
+    if (!k.blocks.empty()) Checker(ctx, k).run();
+  return false;
+}
+
+}  // namespace tn::passes

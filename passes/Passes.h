@@ -1,0 +1,18 @@
+// The entry point of every pass, one per file (passes/<Name>.cpp, CLI name in kebab case).
+// Each returns true when it changed the module; the registry in Registry.cpp lists them.
+#pragma once
+
+#include "passes/Pass.h"
+
+namespace tn::passes {
+
+bool constFold(PassContext& ctx);         // const-fold
+bool strengthReduce(PassContext& ctx);    // strength-reduce
+bool cse(PassContext& ctx);               // cse
+bool dce(PassContext& ctx);               // dce
+bool fmaFusion(PassContext& ctx);         // fma-fusion
+bool barrierSafety(PassContext& ctx);     // barrier-safety
+bool tileValidation(PassContext& ctx);    // tile-validation
+bool registerLiveness(PassContext& ctx);  // register-liveness
+
+}  // namespace tn::passes

@@ -1,0 +1,276 @@
+// register-liveness -- does: liveness with block params, peak pressure per PTX class, register assignment (see .h).
+// requires: SSA dominance (a verified kernel); computes CFG, dominators and liveness itself.
+// guarantees: the IR is not changed; warns above 255 predicted registers; --remarks reports pressure and names.
+#include "passes/RegisterLiveness.h"
+
+#include <algorithm>
+
+#include "ir/Dominance.h"
+#include "ir/Printer.h"
+#include "passes/Analysis.h"
+#include "passes/Passes.h"
+
+namespace tn::passes {
+
+namespace {
+
+constexpr std::array<std::string_view, kRegClasses> kNames = {"pred", "b16", "b32", "f32", "b64", "f64"};
+constexpr std::array<std::string_view, kRegClasses> kPrefixes = {"%p", "%rs", "%r", "%f", "%rd", "%fd"};
+constexpr std::array<unsigned, kRegClasses> kUnits = {0, 1, 1, 1, 2, 2};  // 32-bit registers per register
+
+size_t idx(RegClass c) { return static_cast<size_t>(c); }
+
+// The values each block defines (parameters, results; kernel parameters on the entry) and
+// reads before defining (operands and branch arguments).
+struct BlockSets {
+  std::vector<ValueId> defs, uses;
+};
+
+BlockSets blockSets(const ir::Kernel& k, BlockId b) {
+  BlockSets s;
+  std::vector<bool> defined(k.values.size(), false);
+  auto def = [&](ValueId v) {
+    defined[v.index] = true;
+    s.defs.push_back(v);
+  };
+  auto use = [&](ValueId v) {
+    if (v.index < defined.size() && !defined[v.index]) {
+      defined[v.index] = true;  // one entry per value is enough
+      s.uses.push_back(v);
+    }
+  };
+  if (b.index == 0)
+    for (const ir::KernelParam& p : k.params) def(p.value);
+  for (ValueId p : k.block(b).params) def(p);
+  for (InstId id : k.block(b).insts) {
+    const ir::Inst& in = k.inst(id);
+    for (ValueId v : in.operands) use(v);
+    for (const ir::BlockCall& c : in.succs)
+      for (ValueId v : c.args) use(v);
+    if (in.result) def(in.result);
+  }
+  return s;
+}
+
+// Colors of one class: first fit of `count` consecutive free registers.
+struct ClassPool {
+  std::vector<bool> busy;
+  uint32_t take(uint8_t count) {
+    for (uint32_t start = 0;; ++start) {
+      bool fits = true;
+      for (uint32_t i = start; i < start + count && fits; ++i) fits = i >= busy.size() || !busy[i];
+      if (!fits) continue;
+      if (busy.size() < start + count) busy.resize(start + count, false);
+      for (uint32_t i = start; i < start + count; ++i) busy[i] = true;
+      return start;
+    }
+  }
+  void give(uint32_t start, uint8_t count) {
+    for (uint32_t i = start; i < start + count && i < busy.size(); ++i) busy[i] = false;
+  }
+};
+
+}  // namespace
+
+RegClass regClassOf(ir::Type t) {
+  switch (t.scalar) {
+    case ir::Scalar::Pred: return RegClass::Pred;
+    case ir::Scalar::F32: return RegClass::F32;
+    case ir::Scalar::F64: return RegClass::F64;
+    default: break;
+  }
+  unsigned bits = t.bits();
+  return bits <= 16 ? RegClass::B16 : bits == 32 ? RegClass::B32 : RegClass::B64;
+}
+
+std::string_view regClassName(RegClass c) { return kNames[idx(c)]; }
+std::string_view regClassPrefix(RegClass c) { return kPrefixes[idx(c)]; }
+
+Liveness computeLiveness(const ir::Kernel& k) {
+  ir::DominatorTree cfg(k);
+  size_t nb = k.blocks.size(), nv = k.values.size();
+  Liveness lv;
+  lv.liveIn.assign(nb, std::vector<bool>(nv, false));
+  lv.liveOut.assign(nb, std::vector<bool>(nv, false));
+  std::vector<BlockSets> sets(nb);
+  std::vector<std::vector<bool>> isDef(nb);
+  for (BlockId b : cfg.reversePostOrder()) {
+    sets[b.index] = blockSets(k, b);
+    isDef[b.index].assign(nv, false);
+    for (ValueId v : sets[b.index].defs) isDef[b.index][v.index] = true;
+  }
+  const std::vector<BlockId>& rpo = cfg.reversePostOrder();
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = rpo.rbegin(); it != rpo.rend(); ++it) {
+      size_t b = it->index;
+      std::vector<bool> out(nv, false);
+      for (BlockId s : cfg.successors(*it))
+        for (size_t v = 0; v < nv; ++v)
+          if (lv.liveIn[s.index][v]) out[v] = true;
+      std::vector<bool> in(nv, false);
+      for (size_t v = 0; v < nv; ++v) in[v] = out[v] && !isDef[b][v];
+      for (ValueId v : sets[b].uses) in[v.index] = true;
+      if (out != lv.liveOut[b] || in != lv.liveIn[b]) {
+        lv.liveOut[b] = std::move(out);
+        lv.liveIn[b] = std::move(in);
+        changed = true;
+      }
+    }
+  }
+  return lv;
+}
+
+RegisterAssignment assignRegisters(const ir::Kernel& k) {
+  RegisterAssignment ra;
+  ra.regs.assign(k.values.size(), Reg{});
+  if (k.blocks.empty()) return ra;
+  ir::DominatorTree cfg(k);
+  Liveness lv = computeLiveness(k);
+  std::vector<std::vector<BlockId>> children = dominatorChildren(k, cfg);
+  unsigned peakUnits = 0;
+
+  // Constants take registers in the assignment (the emitter may materialize them) but not in
+  // the prediction: ptxas folds them into instructions as immediates or rematerializes them.
+  std::vector<bool> isConst(k.values.size(), false);
+  for (const ir::Block& blk : k.blocks)
+    for (InstId id : blk.insts)
+      if (k.inst(id).op == ir::Op::Const && k.inst(id).result) isConst[k.inst(id).result.index] = true;
+
+  auto walkBlock = [&](BlockId b) {
+    std::array<ClassPool, kRegClasses> pools;
+    std::array<uint32_t, kRegClasses> live{};
+    unsigned units = 0;  // 32-bit registers live now, constants excluded
+    auto weight = [&](ValueId v, const Reg& r) { return isConst[v.index] ? 0u : r.count * kUnits[idx(r.cls)]; };
+    auto occupy = [&](ValueId v) {
+      const Reg& r = ra.regs[v.index];
+      if (!r.count) return;
+      ClassPool& p = pools[idx(r.cls)];
+      if (p.busy.size() < r.index + r.count) p.busy.resize(r.index + r.count, false);
+      for (uint32_t i = r.index; i < r.index + r.count; ++i) p.busy[i] = true;
+      live[idx(r.cls)] += r.count;
+      units += weight(v, r);
+    };
+    auto release = [&](ValueId v) {
+      const Reg& r = ra.regs[v.index];
+      if (!r.count) return;
+      pools[idx(r.cls)].give(r.index, r.count);
+      live[idx(r.cls)] -= r.count;
+      units -= weight(v, r);
+    };
+    auto define = [&](ValueId v) {
+      ir::Type t = k.typeOf(v);
+      Reg r{regClassOf(t), 0, t.lanes};
+      r.index = pools[idx(r.cls)].take(r.count);
+      ra.regs[v.index] = r;
+      live[idx(r.cls)] += r.count;
+      units += weight(v, r);
+      ra.counts[idx(r.cls)] = std::max(ra.counts[idx(r.cls)], r.index + r.count);
+    };
+    // `extra`: the constants the current instruction reads, rematerialized right there.
+    auto notePeak = [&](unsigned extra) {
+      for (size_t c = 0; c < kRegClasses; ++c) ra.peak[c] = std::max(ra.peak[c], live[c]);
+      peakUnits = std::max(peakUnits, units + extra);
+    };
+
+    const std::vector<bool>& in = lv.liveIn[b.index];
+    const std::vector<bool>& out = lv.liveOut[b.index];
+    for (size_t v = 0; v < in.size(); ++v)
+      if (in[v]) occupy(ValueId(static_cast<uint32_t>(v)));
+
+    // Last reader of each value in this block (instruction index); values read by nobody here
+    // and not live-out die at their definition.
+    const ir::Block& blk = k.block(b);
+    std::vector<int64_t> last(k.values.size(), -1);
+    for (size_t i = 0; i < blk.insts.size(); ++i) {
+      const ir::Inst& ins = k.inst(blk.insts[i]);
+      for (ValueId v : ins.operands) last[v.index] = static_cast<int64_t>(i);
+      for (const ir::BlockCall& c : ins.succs)
+        for (ValueId v : c.args) last[v.index] = static_cast<int64_t>(i);
+    }
+    auto deadOnArrival = [&](ValueId v) { return last[v.index] < 0 && !out[v.index]; };
+
+    std::vector<ValueId> entryDefs;
+    if (b.index == 0)
+      for (const ir::KernelParam& p : k.params) entryDefs.push_back(p.value);
+    for (ValueId p : blk.params) entryDefs.push_back(p);
+    for (ValueId v : entryDefs) define(v);
+    notePeak(0);
+    for (ValueId v : entryDefs)
+      if (deadOnArrival(v)) release(v);
+
+    for (size_t i = 0; i < blk.insts.size(); ++i) {
+      const ir::Inst& ins = k.inst(blk.insts[i]);
+      if (ins.result) define(ins.result);
+      std::vector<ValueId> reads = ins.operands;
+      for (const ir::BlockCall& c : ins.succs) reads.insert(reads.end(), c.args.begin(), c.args.end());
+      std::sort(reads.begin(), reads.end());
+      reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+      unsigned constants = 0;
+      for (ValueId v : reads)
+        if (isConst[v.index] && ra.regs[v.index].count)
+          constants += ra.regs[v.index].count * kUnits[idx(ra.regs[v.index].cls)];
+      notePeak(constants);
+      for (ValueId v : reads)
+        if (last[v.index] == static_cast<int64_t>(i) && !out[v.index] && v != ins.result) release(v);
+      if (ins.result && deadOnArrival(ins.result)) release(ins.result);
+    }
+  };
+
+  std::vector<std::pair<BlockId, size_t>> stack{{BlockId(0), 0}};
+  walkBlock(BlockId(0));
+  while (!stack.empty()) {
+    auto& [b, next] = stack.back();
+    const std::vector<BlockId>& kids = children[b.index];
+    if (next < kids.size()) {
+      BlockId child = kids[next++];
+      walkBlock(child);
+      stack.push_back({child, 0});
+      continue;
+    }
+    stack.pop_back();
+  }
+  ra.predicted = peakUnits;
+  return ra;
+}
+
+bool registerLiveness(PassContext& ctx) {
+  for (const ir::Kernel& k : ctx.module.kernels) {
+    RegisterAssignment ra = assignRegisters(k);
+    if (ra.predicted > 255)
+      ctx.report(ir::Severity::Warning, k.loc,
+                 "kernel @" + k.name + " has about " + std::to_string(ra.predicted) +
+                     " registers per thread live at its peak (in IR order); a thread can address 255, so ptxas "
+                     "must reorder it or spill to local memory");
+    if (!ctx.options.remarks) continue;
+    std::string peak, declared;
+    for (size_t c = 0; c < kRegClasses; ++c) {
+      peak += (c ? ", " : "") + std::string(kNames[c]) + " " + std::to_string(ra.peak[c]);
+      if (ra.counts[c])
+        declared += " " + std::string(kPrefixes[c]) + "<" + std::to_string(ra.counts[c]) + ">";
+    }
+    ctx.report(ir::Severity::Note, k.loc,
+               "kernel @" + k.name + ": peak live registers " + peak + "; declared" +
+                   (declared.empty() ? " none" : declared) + "; predicted " + std::to_string(ra.predicted) +
+                   " registers per thread");
+    ir::NameTable names(k);
+    std::string list;
+    auto add = [&](ValueId v) {
+      const Reg& r = ra.regs[v.index];
+      if (!r.count) return;
+      list += (list.empty() ? "" : ", ") + ("%" + names.value(v)) + " -> " + std::string(kPrefixes[idx(r.cls)]) +
+              std::to_string(r.index);
+      if (r.count > 1) list += ".." + std::string(kPrefixes[idx(r.cls)]) + std::to_string(r.index + r.count - 1);
+    };
+    for (const ir::KernelParam& p : k.params) add(p.value);
+    for (const ir::Block& b : k.blocks) {
+      for (ValueId p : b.params) add(p);
+      for (InstId id : b.insts)
+        if (k.inst(id).result) add(k.inst(id).result);
+    }
+    ctx.report(ir::Severity::Note, k.loc, "kernel @" + k.name + " registers: " + (list.empty() ? "none" : list));
+  }
+  return false;
+}
+
+}  // namespace tn::passes

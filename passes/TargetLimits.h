@@ -1,0 +1,31 @@
+// Per-target resource limits used by tile-validation (and, later, `truenoc explain`).
+#pragma once
+
+#include <span>
+#include <string>
+
+namespace tn::passes {
+
+struct TargetLimits {
+  unsigned sm;                    // 80 = sm_80
+  unsigned maxThreadsPerBlock;    // 1024 everywhere listed
+  unsigned maxStaticShared;       // bytes of static shared memory per block (48 KB)
+  unsigned maxDynamicShared;      // bytes per block with the opt-in (cudaFuncAttributeMaxDynamicSharedMemorySize)
+  unsigned sharedPerSM;           // bytes of shared memory per SM
+  unsigned sharedReservedPerBlock;// bytes the driver reserves per resident block (1 KB from sm_80)
+  unsigned regsPerThread;         // 255
+  unsigned regsPerSM;             // 64K 32-bit registers
+  unsigned maxWarpsPerSM;
+  unsigned maxBlocksPerSM;
+};
+
+// sm_75, sm_80, sm_86, sm_87, sm_89, sm_90, in that order.
+std::span<const TargetLimits> allTargetLimits();
+// The row of `sm`, or of the closest listed target below it (sm_75 for anything older);
+// arch-specific targets (sm_90a) use their base row.
+const TargetLimits& limitsFor(unsigned sm);
+
+// "48 KB" when bytes is a whole number of KB, else "49153 bytes".
+std::string kbText(unsigned bytes);
+
+}  // namespace tn::passes

@@ -1,0 +1,275 @@
+// tile-validation -- does: checks target limits: static shared, occupancy, vector alignment, shared bank conflicts.
+// requires: a verified kernel; computes uniformity, thread values, alignment and register-liveness's prediction itself.
+// guarantees: the IR is not changed; errors for impossible configurations, warnings with the numbers for poor ones.
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <set>
+
+#include "ir/Dominance.h"
+#include "passes/Analysis.h"
+#include "passes/Passes.h"
+#include "passes/RegisterLiveness.h"
+#include "passes/Rewrite.h"
+#include "passes/TargetLimits.h"
+#include "passes/Uniformity.h"
+
+namespace tn::passes {
+
+namespace {
+
+using ir::Op;
+
+constexpr uint64_t kAligned = uint64_t{1} << 20;  // "at least this aligned" (zero, huge powers)
+
+uint64_t lowBit(uint64_t c) { return c == 0 ? kAligned : std::min<uint64_t>(c & (~c + 1), kAligned); }
+
+// The largest power of two known to divide each integer or pointer value (an optimistic fixed
+// point: kernel parameters give `align N`, shared arrays their declared alignment, constants
+// their low bit; + - take the minimum, * and << scale it, & with a mask raises it).
+std::vector<uint64_t> knownAlignment(const Kernel& k, const ir::DominatorTree& cfg) {
+  std::vector<uint64_t> a(k.values.size(), kAligned);
+  for (const ir::KernelParam& p : k.params) a[p.value.index] = p.align ? p.align : 1;
+  auto mul = [](uint64_t x, uint64_t y) { return std::min(x * y, kAligned); };
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto set = [&](ValueId v, uint64_t x) {
+      x = std::max<uint64_t>(x, 1);
+      if (x < a[v.index]) {
+        a[v.index] = x;
+        changed = true;
+      }
+    };
+    for (BlockId b : cfg.reversePostOrder()) {
+      const ir::Block& blk = k.block(b);
+      for (size_t i = 0; i < blk.params.size(); ++i)
+        for (BlockId p : cfg.predecessors(b)) {
+          const ir::Inst* term = k.terminator(p);
+          if (!term) continue;
+          for (const ir::BlockCall& c : term->succs)
+            if (c.block == b && i < c.args.size()) set(blk.params[i], a[c.args[i].index]);
+        }
+      for (InstId id : blk.insts) {
+        const ir::Inst& in = k.inst(id);
+        if (!in.result) continue;
+        auto op = [&](size_t j) { return j < in.operands.size() ? a[in.operands[j].index] : 1; };
+        auto cst = [&](size_t j) { return j < in.operands.size() ? constBits(k, in.operands[j]) : std::nullopt; };
+        switch (in.op) {
+          case Op::Const: set(in.result, lowBit(in.imm)); break;
+          case Op::SharedAddr:
+            set(in.result, in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.shared.size()
+                               ? k.shared[in.symbol].align
+                               : 1);
+            break;
+          case Op::Add:
+          case Op::Sub:
+          case Op::PtrAdd:
+          case Op::Selp:
+          case Op::Min:
+          case Op::Max: set(in.result, std::min(op(0), op(1))); break;
+          case Op::Mul:
+          case Op::MulWide: set(in.result, mul(op(0), op(1))); break;
+          case Op::Mad: set(in.result, std::min(mul(op(0), op(1)), op(2))); break;
+          case Op::Shl: {
+            auto n = cst(1);
+            set(in.result, n && *n < 20 ? mul(op(0), uint64_t{1} << *n) : op(0));
+            break;
+          }
+          case Op::And: set(in.result, std::max(op(0), op(1))); break;
+          case Op::Cvt:
+          case Op::Bitcast:
+            if (in.srcType && !in.srcType->isFloat() && in.type && !in.type->isFloat())
+              set(in.result, in.srcType->bits() <= in.type->bits() ? op(0)
+                                                                   : std::min(op(0), uint64_t{1} << in.type->bits()));
+            else
+              set(in.result, 1);
+            break;
+          default: set(in.result, 1); break;
+        }
+      }
+    }
+  }
+  return a;
+}
+
+class Validator {
+ public:
+  Validator(PassContext& ctx, const Kernel& k)
+      : ctx_(ctx), k_(k), limits_(limitsFor(ctx.module.sm)),
+        target_(ir::targetName(ctx.module.sm, ctx.module.archSpecific)), cfg_(k) {}
+
+  void run() {
+    unsigned shared = checkStaticShared();
+    checkOccupancy(shared);
+    checkAlignment();
+    checkBankConflicts();
+  }
+
+ private:
+  unsigned checkStaticShared() {
+    uint64_t end = 0;
+    bool reported = false;
+    for (const ir::SharedDecl& s : k_.shared) {
+      if (s.dynamic) continue;
+      uint64_t align = std::max(1u, s.align);
+      end = (end + align - 1) / align * align + s.bytes();
+      if (end > limits_.maxStaticShared && !reported) {
+        reported = true;
+        uint64_t total = 0;
+        for (const ir::SharedDecl& d : k_.shared)
+          if (!d.dynamic) total = (total + std::max(1u, d.align) - 1) / std::max(1u, d.align) * std::max(1u, d.align) + d.bytes();
+        ctx_.report(ir::Severity::Error, s.loc,
+                    "static shared memory of kernel @" + k_.name + " is " + std::to_string(total) +
+                        " bytes, over the limit of " + kbText(limits_.maxStaticShared) + " (" +
+                        std::to_string(limits_.maxStaticShared) + " bytes) per block on " + target_ +
+                        "; only dynamic shared memory can be larger, up to " + kbText(limits_.maxDynamicShared) + " (" +
+                        std::to_string(limits_.maxDynamicShared) + " bytes) per block on " + target_);
+      }
+    }
+    return static_cast<unsigned>(std::min<uint64_t>(end, UINT32_MAX));
+  }
+
+  void checkOccupancy(unsigned shared) {
+    RegisterAssignment ra = assignRegisters(k_);
+    unsigned regs = std::min(std::max(ra.predicted, 1u), limits_.regsPerThread);
+    unsigned threads = k_.reqntid ? k_.reqntid->total() : k_.maxntid ? k_.maxntid->total() : 0;
+    bool dynamic = std::any_of(k_.shared.begin(), k_.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
+    std::string sharedText = std::to_string(shared) + " bytes of static shared memory" +
+                             (dynamic ? " plus the dynamic shared memory given at launch" : "");
+    if (!threads) {
+      if (ctx_.options.remarks)
+        ctx_.report(ir::Severity::Note, k_.loc,
+                    "kernel @" + k_.name + " on " + target_ + ": block size unknown (no reqntid or maxntid); " +
+                        sharedText + ", about " + std::to_string(ra.predicted) + " registers per thread");
+      return;
+    }
+    unsigned warps = (threads + 31) / 32;
+    unsigned perWarp = (regs + 7) / 8 * 8 * 32;  // registers are allocated 256 per warp
+    unsigned blockRegs = perWarp * warps;
+    if (blockRegs > limits_.regsPerSM) {
+      unsigned cap = limits_.regsPerSM / (warps * 32) / 8 * 8;
+      ctx_.report(ir::Severity::Warning, k_.loc,
+                  "kernel @" + k_.name + " has about " + std::to_string(ra.predicted) +
+                      " registers per thread live at its peak (in IR order), " + std::to_string(blockRegs) +
+                      " for a block of " + std::to_string(threads) + " threads, more than the " +
+                      std::to_string(limits_.regsPerSM) + " of an SM of " + target_ + ": ptxas must reorder it into " +
+                      std::to_string(cap) + " registers per thread or spill");
+      return;
+    }
+    struct Limit {
+      const char* what;
+      unsigned blocks;
+    };
+    unsigned sharedPerBlock = shared + limits_.sharedReservedPerBlock;
+    Limit bounds[] = {
+        {"registers", limits_.regsPerSM / blockRegs},
+        {"shared memory", sharedPerBlock ? limits_.sharedPerSM / sharedPerBlock : UINT32_MAX},
+        {"warps per SM", limits_.maxWarpsPerSM / warps},
+        {"blocks per SM", limits_.maxBlocksPerSM},
+    };
+    const Limit* lim = &bounds[0];
+    for (const Limit& l : bounds)
+      if (l.blocks < lim->blocks) lim = &l;
+    unsigned activeWarps = lim->blocks * warps;
+    unsigned pct = activeWarps * 100 / limits_.maxWarpsPerSM;
+    std::string numbers = "estimated occupancy " + std::to_string(pct) + "% on " + target_ + " (" +
+                          std::to_string(activeWarps) + " of " + std::to_string(limits_.maxWarpsPerSM) +
+                          " warps per SM: " + std::to_string(lim->blocks) + " blocks of " + std::to_string(threads) +
+                          " threads), limited by " + lim->what + "; about " + std::to_string(ra.predicted) +
+                          " registers per thread, " + sharedText;
+    if (pct < 25)
+      ctx_.report(ir::Severity::Warning, k_.loc, "kernel @" + k_.name + ": low " + numbers);
+    else if (ctx_.options.remarks)
+      ctx_.report(ir::Severity::Note, k_.loc, "kernel @" + k_.name + ": " + numbers);
+  }
+
+  void checkAlignment() {
+    std::vector<uint64_t> align = knownAlignment(k_, cfg_);
+    for (BlockId b : cfg_.reversePostOrder())
+      for (InstId id : k_.block(b).insts) {
+        const ir::Inst& in = k_.inst(id);
+        if ((in.op != Op::Ld && in.op != Op::St) || !in.type || !in.type->isVector() || in.operands.empty()) continue;
+        uint64_t need = in.type->bytes();
+        uint64_t have = align[in.operands[0].index];
+        if (have >= need) continue;
+        ctx_.report(ir::Severity::Error, in.loc,
+                    typeName(*in.type) + (in.op == Op::Ld ? " load" : " store") + " needs an address aligned to " +
+                        std::to_string(need) + " bytes, but it is only known to be aligned to " + std::to_string(have) +
+                        (have == 1 ? " byte" : " bytes") + " (declare the pointer with 'align " + std::to_string(need) +
+                        "' and offset it by multiples of " + std::to_string(need) + ")");
+      }
+  }
+
+  void checkBankConflicts() {
+    ir::DominatorTree& cfg = cfg_;
+    PostDominatorTree pdom(k_, cfg);
+    Uniformity u = analyzeUniformity(k_, cfg, pdom);
+    ThreadEval eval(k_, u.layout, [&](ValueId v) { return !u.block.value[v.index]; });
+    std::vector<std::vector<bool>> active;
+    for (BlockId b : cfg.reversePostOrder())
+      for (InstId id : k_.block(b).insts) {
+        const ir::Inst& in = k_.inst(id);
+        if ((in.op != Op::Ld && in.op != Op::St) || !in.type || in.operands.empty()) continue;
+        if (k_.typeOf(in.operands[0]) != ir::Type::ptr(ir::AddrSpace::Shared)) continue;
+        const ThreadValue* addr = eval.get(in.operands[0]);
+        if (!addr || !addr->offsetLike()) continue;
+        if (active.empty()) active = activeThreads(k_, cfg, eval);
+        report(in, *addr, active[b.index]);
+      }
+  }
+
+  // Bank-conflict degree: per warp and per phase (a warp's 8-byte accesses go in two halves,
+  // 16-byte ones in four quarters), the most distinct 4-byte words that fall into one of the
+  // 32 banks. Threads reading the same word share it (broadcast).
+  void report(const ir::Inst& in, const ThreadValue& addr, const std::vector<bool>& active) {
+    unsigned bytes = in.type->bytes();
+    unsigned phase = bytes <= 4 ? 32 : bytes == 8 ? 16 : 8;
+    unsigned worst = 0, worstWarp = 0, worstBank = 0;
+    size_t n = addr.perThread.size();
+    for (size_t first = 0; first < n; first += phase) {
+      std::map<int64_t, std::set<int64_t>> byBank;
+      for (size_t t = first; t < std::min(first + phase, n); ++t) {
+        if (!active[t]) continue;
+        int64_t lo = addr.perThread[t];
+        for (int64_t byte = lo; byte < lo + static_cast<int64_t>(bytes); byte += 4) {
+          int64_t word = byte >= 0 ? byte / 4 : -((-byte + 3) / 4);
+          int64_t bank = ((word % 32) + 32) % 32;
+          byBank[bank].insert(word);
+        }
+      }
+      for (auto& [bank, words] : byBank)
+        if (words.size() > worst) {
+          worst = static_cast<unsigned>(words.size());
+          worstWarp = static_cast<unsigned>(first / 32);
+          worstBank = static_cast<unsigned>(bank);
+        }
+    }
+    if (!worst) return;
+    std::string access = std::string(in.op == Op::Ld ? "shared load" : "shared store") + " of " +
+                         std::to_string(bytes) + " bytes per thread";
+    if (worst > 1)
+      ctx_.report(ir::Severity::Warning, in.loc,
+                  std::to_string(worst) + "-way bank conflict: this " + access + " makes warp " +
+                      std::to_string(worstWarp) + " touch " + std::to_string(worst) +
+                      " different 4-byte words in bank " + std::to_string(worstBank) +
+                      ", so it is replayed " + std::to_string(worst) + " times (pad or swizzle the layout)");
+    else if (ctx_.options.remarks)
+      ctx_.report(ir::Severity::Note, in.loc, "this " + access + " is free of bank conflicts");
+  }
+
+  PassContext& ctx_;
+  const Kernel& k_;
+  const TargetLimits& limits_;
+  std::string target_;
+  ir::DominatorTree cfg_;
+};
+
+}  // namespace
+
+bool tileValidation(PassContext& ctx) {
+  for (const ir::Kernel& k : ctx.module.kernels)
+    if (!k.blocks.empty()) Validator(ctx, k).run();
+  return false;
+}
+
+}  // namespace tn::passes
