@@ -178,6 +178,13 @@ const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
 
+std::vector<ParamInfo> Kernel::signature() const {
+  std::vector<ParamInfo> out;
+  for (const tn::bundle::Param& p : k_->info->params)
+    out.push_back({p.name, p.type, kindOfType(p.type).value_or(Arg::Kind::Pointer)});
+  return out;
+}
+
 Status Kernel::check_args(std::span<const Arg> args) const {
   const auto& params = k_->info->params;
   if (args.size() != params.size())

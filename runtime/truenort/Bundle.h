@@ -59,9 +59,16 @@ Arg arg(double v);
 
 class Bundle;
 
+struct ParamInfo {
+  std::string name;
+  std::string type;  // IR type name: "u32", "f32", "ptr.global", ...
+  Arg::Kind kind;
+};
+
 class Kernel {
  public:
   const std::string& name() const;
+  std::vector<ParamInfo> signature() const;
   // Grid, block and dynamic shared memory from the bundle's launch rule.
   template <class... A>
   Status launch(const Stream& s, const A&... args) const {

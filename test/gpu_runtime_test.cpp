@@ -1,0 +1,214 @@
+// GPU-labelled runtime tests (test suite "gpu"). Without a usable CUDA device they are skipped,
+// and doctest's summary shows how many. tools/gpu-check.sh runs them on a GPU machine.
+// The bundles are built from test/gpu/gpu_test.toml and examples/decode.toml at build time.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "truenort/Bundle.h"
+
+using namespace truenort;
+
+namespace {
+
+// One context for the whole binary; created on first use.
+const Context* gpu() {
+  static Result<Context> ctx = Context::create(0);
+  return ctx.ok() ? &ctx.value() : nullptr;
+}
+bool noGpu() { return gpu() == nullptr; }
+
+Bundle loadBundle(const char* path, LoadOptions opts = {}) {
+  auto b = Bundle::load_file(*gpu(), path, opts);
+  if (!b) FAIL("loading ", path, ": ", b.error().describe());
+  return std::move(b.value());
+}
+
+template <class T>
+DeviceBuffer<T> deviceBuffer(size_t n) {
+  auto b = DeviceBuffer<T>::allocate(*gpu(), n);
+  if (!b) FAIL(b.error().describe());
+  return std::move(b.value());
+}
+
+Stream stream() {
+  auto s = Stream::create(*gpu());
+  if (!s) FAIL(s.error().describe());
+  return std::move(s.value());
+}
+
+#define REQUIRE_OK(expr)                                   \
+  do {                                                     \
+    auto st_ = (expr);                                     \
+    if (!st_.ok()) FAIL(#expr, ": ", st_.error().describe()); \
+  } while (0)
+
+}  // namespace
+
+TEST_SUITE("gpu") {
+
+TEST_CASE("gpu: H1 the bundle loads with zero JIT" * doctest::skip(noGpu())) {
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE, {.allow_jit = false, .eager = true});
+  auto s = b.stats();
+  MESSAGE("device " << gpu()->name() << " sm_" << gpu()->sm() << ": " << s.modules_loaded << " modules in "
+                    << s.load_ms << " ms");
+  CHECK(s.modules_loaded == b.kernel_names().size());
+  CHECK(b.jit_events() == 0);
+}
+
+TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doctest::skip(noGpu())) {
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  auto fill = b.kernel("fill");
+  REQUIRE(fill.ok());
+  Stream s = stream();
+  const uint32_t n = 100003;
+  auto out = deviceBuffer<uint32_t>(n);
+  REQUIRE_OK(fill.value().launch(s, out, 0xC0FFEEu, n));
+  REQUIRE_OK(s.synchronize());
+  std::vector<uint32_t> host(n);
+  REQUIRE_OK(out.download(host));
+  CHECK(std::count(host.begin(), host.end(), 0xC0FFEEu) == n);
+
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint8_t> bytes(1 << 20), back(1 << 20);
+  for (auto& x : bytes) x = static_cast<uint8_t>(rng());
+  auto dev = deviceBuffer<uint8_t>(bytes.size());
+  REQUIRE_OK(dev.upload(bytes));
+  REQUIRE_OK(dev.download(back));
+  CHECK(std::memcmp(bytes.data(), back.data(), bytes.size()) == 0);
+  auto pinned = HostBuffer<uint8_t>::allocate(*gpu(), bytes.size());
+  REQUIRE(pinned.ok());
+  REQUIRE_OK(dev.download_async(pinned.value().span(), s));
+  REQUIRE_OK(s.synchronize());
+  CHECK(std::memcmp(bytes.data(), pinned.value().data(), bytes.size()) == 0);
+}
+
+TEST_CASE("gpu: H5 matmul matches a CPU reference" * doctest::skip(noGpu())) {
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  auto mm = b.kernel("matmul");
+  REQUIRE(mm.ok());
+  const uint32_t m = 67, n = 45, k = 33;
+  const unsigned seed = std::random_device{}();
+  INFO("seed = " << seed);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> a(m * k), bm(k * n), c(m * n);
+  for (auto& x : a) x = dist(rng);
+  for (auto& x : bm) x = dist(rng);
+  auto da = deviceBuffer<float>(a.size()), db = deviceBuffer<float>(bm.size()), dc = deviceBuffer<float>(c.size());
+  REQUIRE_OK(da.upload(a));
+  REQUIRE_OK(db.upload(bm));
+  Stream s = stream();
+  REQUIRE_OK(mm.value().launch(s, da, db, dc, m, n, k));
+  REQUIRE_OK(s.synchronize());
+  REQUIRE_OK(dc.download(c));
+  // f32 fma accumulation over k = 33 terms of magnitude <= 1: |error| <= k * 2^-23 * sum|a*b|.
+  for (uint32_t r = 0; r < m; ++r)
+    for (uint32_t col = 0; col < n; ++col) {
+      double ref = 0, mag = 0;
+      for (uint32_t i = 0; i < k; ++i) {
+        ref += double(a[r * k + i]) * bm[i * n + col];
+        mag += std::fabs(double(a[r * k + i]) * bm[i * n + col]);
+      }
+      CHECK(std::fabs(c[r * n + col] - ref) <= k * 0x1p-23 * mag + 1e-30);
+    }
+}
+
+TEST_CASE("gpu: H9 an impossible allocation is an error and the context still works" * doctest::skip(noGpu())) {
+  auto huge = DeviceBuffer<uint8_t>::allocate(*gpu(), size_t{1} << 50);
+  REQUIRE_FALSE(huge.ok());
+  CHECK(huge.error().code == Errc::OutOfMemory);
+  CHECK(huge.error().cuda_name == "CUDA_ERROR_OUT_OF_MEMORY");
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  auto fill = b.kernel("fill");
+  REQUIRE(fill.ok());
+  Stream s = stream();
+  auto out = deviceBuffer<uint32_t>(1000);
+  REQUIRE_OK(fill.value().launch(s, out, 7u, 1000u));
+  REQUIRE_OK(s.synchronize());
+  std::vector<uint32_t> host(1000);
+  REQUIRE_OK(out.download(host));
+  CHECK(host[999] == 7u);
+}
+
+TEST_CASE("gpu: H10 independent streams overlap" * doctest::skip(noGpu())) {
+  // wait_flag (stream 1) can only see the flag that set_flag (stream 2, launched after it) sets
+  // if the two kernels run at the same time.
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  auto wait = b.kernel("wait_flag");
+  auto set = b.kernel("set_flag");
+  REQUIRE(wait.ok());
+  REQUIRE(set.ok());
+  Stream s1 = stream(), s2 = stream();
+  auto flag = deviceBuffer<uint32_t>(1), seen = deviceBuffer<uint32_t>(1);
+  const uint32_t zero[1] = {0}, sentinel[1] = {2};
+  REQUIRE_OK(flag.upload(zero));
+  REQUIRE_OK(seen.upload(sentinel));
+  REQUIRE_OK(wait.value().launch(s1, flag, seen, 100000000u));
+  REQUIRE_OK(set.value().launch(s2, flag));
+  REQUIRE_OK(s1.synchronize());
+  REQUIRE_OK(s2.synchronize());
+  uint32_t result[1] = {9};
+  REQUIRE_OK(seen.download(result));
+  CHECK(result[0] == 1u);
+}
+
+TEST_CASE("gpu: H13 four threads share one context, 1000 launches each" * doctest::skip(noGpu())) {
+  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  auto fill = b.kernel("fill");
+  REQUIRE(fill.ok());
+  const uint32_t n = 4096;
+  std::vector<std::string> failures(4);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      auto s = Stream::create(*gpu());
+      auto out = DeviceBuffer<uint32_t>::allocate(*gpu(), n);
+      if (!s || !out) {
+        failures[t] = "setup failed";
+        return;
+      }
+      for (uint32_t i = 0; i < 1000; ++i)
+        if (Status st = fill.value().launch(s.value(), out.value(), t * 1000 + i, n); !st) {
+          failures[t] = st.error().describe();
+          return;
+        }
+      std::vector<uint32_t> host(n);
+      if (Status st = s.value().synchronize(); !st) failures[t] = st.error().describe();
+      else if (Status d = out.value().download(host); !d) failures[t] = d.error().describe();
+      else if (std::count(host.begin(), host.end(), t * 1000 + 999) != n) failures[t] = "wrong values";
+    });
+  for (auto& th : threads) th.join();
+  for (uint32_t t = 0; t < 4; ++t) CHECK_MESSAGE(failures[t].empty(), "thread " << t << ": " << failures[t]);
+}
+
+TEST_CASE("gpu: every kernel of examples/decode.toml loads and launches with zero JIT" * doctest::skip(noGpu())) {
+  // Every pointer argument gets a zeroed 1 MB scratch buffer and every scalar the value 1, so each
+  // kernel runs a minimal problem; the point is loading and launching every kernel's cubin.
+  Bundle b = loadBundle(TRUENOC_DECODE_BUNDLE);
+  Stream s = stream();
+  auto scratch = deviceBuffer<uint8_t>(1 << 20);
+  REQUIRE_OK(scratch.upload(std::vector<uint8_t>(1 << 20)));
+  for (const std::string& name : b.kernel_names()) {
+    INFO("kernel " << name);
+    auto k = b.kernel(name);
+    REQUIRE(k.ok());
+    std::vector<Arg> args;
+    for (const ParamInfo& p : k.value().signature()) {
+      Arg a = p.kind == Arg::Kind::Pointer ? arg(scratch.ptr()) : Arg{p.kind, 1};
+      if (p.kind == Arg::Kind::F32) a = arg(1.0f);
+      if (p.kind == Arg::Kind::F64) a = arg(1.0);
+      args.push_back(a);
+    }
+    REQUIRE_OK(k.value().launch_args(s, args));
+  }
+  REQUIRE_OK(s.synchronize());
+  CHECK(b.stats().modules_loaded == b.kernel_names().size());
+  CHECK(b.jit_events() == 0);
+}
+
+}  // TEST_SUITE
