@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "backends/Bundle.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 
@@ -29,6 +30,11 @@ const std::vector<Command>& commands();
 // Each command file defines one of these; commands() lists them.
 Command optCommand();
 Command emitPtxCommand();
+Command buildCommand();
+Command inspectCommand();
+Command embedCommand();
+Command listTemplatesCommand();
+Command interpCommand();
 
 int run(int argc, char** argv);
 
@@ -41,5 +47,9 @@ bool writeOutput(const std::string& path, const std::string& text);
 void printDiagnostics(const ir::Diagnostics& diags);
 // Reads and parses a .tir file; prints diagnostics. The display name of stdin is "<stdin>".
 std::optional<ir::Module> loadModule(const std::string& path, ir::Diagnostics& diags);
+bool retarget(ir::Module& m, const std::string& target);  // --target sm_XY (EmitPtxCommand.cpp)
+// Reads a bundle into `bytes` and validates it completely (every payload included); nullopt
+// with a message on stderr when it is unreadable or invalid. The reader borrows `bytes`.
+std::optional<bundle::Reader> openBundle(const std::string& path, std::string& bytes);
 
 }  // namespace tn::cli

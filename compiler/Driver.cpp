@@ -14,7 +14,9 @@
 namespace tn::cli {
 
 const std::vector<Command>& commands() {
-  static const std::vector<Command> all = {optCommand(), emitPtxCommand()};
+  static const std::vector<Command> all = {optCommand(),     emitPtxCommand(), buildCommand(),
+                                           inspectCommand(), embedCommand(),   listTemplatesCommand(),
+                                           interpCommand()};
   return all;
 }
 

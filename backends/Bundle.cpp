@@ -1,0 +1,535 @@
+#include "backends/Bundle.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+namespace tn::bundle {
+
+namespace {
+
+constexpr uint8_t kMagic[8] = {0x89, 'T', 'N', 'B', '\r', '\n', 0x1a, '\n'};
+constexpr uint32_t kSectionManifest = 1;
+constexpr uint32_t kSectionPayloads = 2;
+constexpr uint32_t kSectionCount = 2;
+constexpr uint32_t kFlagPtx = 1;
+
+std::string num(uint64_t v) { return std::to_string(v); }
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+bool isPrintable(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) return false;
+  return true;
+}
+
+// Little-endian encoder.
+class Out {
+ public:
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) buf_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) buf_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    buf_.append(s);
+  }
+  void bytes(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
+  std::string& buf() { return buf_; }
+
+ private:
+  std::string buf_;
+};
+
+// Bounds-checked little-endian decoder over a span; the first failure sticks.
+class In {
+ public:
+  In(std::span<const uint8_t> s, const char* what) : s_(s), what_(what) {}
+  bool failed() const { return !err_.empty(); }
+  const std::string& error() const { return err_; }
+  size_t pos() const { return pos_; }
+  bool atEnd() const { return pos_ == s_.size(); }
+
+  uint32_t u32() {
+    if (!need(4)) return 0;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(s_[pos_ + i]) << (8 * i);
+    pos_ += 4;
+    return v;
+  }
+  uint64_t u64() {
+    if (!need(8)) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(s_[pos_ + i]) << (8 * i);
+    pos_ += 8;
+    return v;
+  }
+  std::string str(const char* field) {
+    uint32_t n = u32();
+    if (failed()) return {};
+    if (n > kMaxStringBytes) {
+      fail(std::string(field) + " is " + num(n) + " bytes long; the limit is " + num(kMaxStringBytes));
+      return {};
+    }
+    if (!need(n)) return {};
+    std::string v(reinterpret_cast<const char*>(s_.data() + pos_), n);
+    pos_ += n;
+    if (!isPrintable(v)) {
+      fail(std::string(field) + " contains non-printable bytes");
+      return {};
+    }
+    return v;
+  }
+  // Reads a count and checks it against [lo, hi].
+  uint32_t count(const char* field, uint32_t lo, uint32_t hi) {
+    uint32_t n = u32();
+    if (!failed() && (n < lo || n > hi))
+      fail(std::string(field) + " is " + num(n) + "; expected " + num(lo) + " to " + num(hi));
+    return failed() ? 0 : n;
+  }
+  void fail(std::string msg) {
+    if (err_.empty()) err_ = std::move(msg);
+  }
+
+ private:
+  bool need(size_t n) {
+    if (failed()) return false;
+    if (s_.size() - pos_ < n) {
+      fail(std::string(what_) + " ends early at byte " + num(pos_) + " of " + num(s_.size()));
+      return false;
+    }
+    return true;
+  }
+  std::span<const uint8_t> s_;
+  const char* what_;
+  size_t pos_ = 0;
+  std::string err_;
+};
+
+std::span<const uint8_t> bytesOf(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+uint64_t readU64(std::span<const uint8_t> s, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(s[at + i]) << (8 * i);
+  return v;
+}
+uint32_t readU32(std::span<const uint8_t> s, size_t at) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(s[at + i]) << (8 * i);
+  return v;
+}
+
+uint64_t headerChecksum(std::span<const uint8_t> file) {
+  uint64_t h = fnv1a64(file.subspan(0, 48));
+  return fnv1a64(file.subspan(kHeaderSize, kSectionCount * kSectionEntrySize), h);
+}
+
+void writeResources(Out& o, const Resources& r) {
+  for (uint32_t v : {r.registers, r.barriers, r.sharedBytes, r.constBytes, r.stackBytes, r.spillStores, r.spillLoads})
+    o.u32(v);
+}
+Resources readResources(In& in) {
+  Resources r;
+  for (uint32_t* v : {&r.registers, &r.barriers, &r.sharedBytes, &r.constBytes, &r.stackBytes, &r.spillStores, &r.spillLoads})
+    *v = in.u32();
+  return r;
+}
+
+// Checks what both the writer and the reader require of a kernel's signature and launch rule.
+std::optional<std::string> checkKernel(const std::string& name, const std::vector<Param>& params, const LaunchRule& rule) {
+  if (!isIdentifier(name)) return "kernel name " + quoted(name) + " is not an identifier";
+  if (params.size() > kMaxParams) return "kernel " + quoted(name) + " has more than " + num(kMaxParams) + " parameters";
+  std::set<std::string> seen;
+  for (const Param& p : params) {
+    if (!isIdentifier(p.name)) return "kernel " + quoted(name) + ": parameter name " + quoted(p.name) + " is not an identifier";
+    if (!seen.insert(p.name).second) return "kernel " + quoted(name) + ": duplicate parameter " + quoted(p.name);
+    if (!isValidParamType(p.type)) return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has unknown type " + quoted(p.type);
+    if (p.align != 0 && (p.align & (p.align - 1)) != 0)
+      return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has alignment " + num(p.align) + ", not a power of two";
+  }
+  if (auto bad = checkRule(rule, params)) return "kernel " + quoted(name) + ": launch rule " + bad->where() + ": " + bad->error.message;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view payloadKindName(PayloadKind k) {
+  switch (k) {
+    case PayloadKind::Cubin: return "cubin";
+    case PayloadKind::Ptx: return "ptx";
+  }
+  return "unknown";
+}
+
+uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t h) {
+  for (uint8_t b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool parseTargetName(std::string_view t, unsigned& sm, bool& archSpecific) {
+  if (!t.starts_with("sm_")) return false;
+  t.remove_prefix(3);
+  archSpecific = !t.empty() && t.back() == 'a';
+  if (archSpecific) t.remove_suffix(1);
+  if (t.size() < 2 || t.size() > 3 || t[0] == '0') return false;
+  sm = 0;
+  for (char c : t) {
+    if (c < '0' || c > '9') return false;
+    sm = sm * 10 + static_cast<unsigned>(c - '0');
+  }
+  return true;
+}
+
+bool targetLess(std::string_view a, std::string_view b) {
+  unsigned sa = 0, sb = 0;
+  bool xa = false, xb = false;
+  bool oka = parseTargetName(a, sa, xa), okb = parseTargetName(b, sb, xb);
+  if (oka != okb) return oka;
+  if (!oka) return a < b;
+  return sa != sb ? sa < sb : (!xa && xb);
+}
+
+const Entry* KernelInfo::find(uint32_t target, PayloadKind kind) const {
+  for (const Entry& e : entries)
+    if (e.target == target && e.kind == kind) return &e;
+  return nullptr;
+}
+
+const KernelInfo* Manifest::find(std::string_view kernel) const {
+  for (const KernelInfo& k : kernels)
+    if (k.name == kernel) return &k;
+  return nullptr;
+}
+
+int Manifest::targetIndex(std::string_view target) const {
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (targets[i] == target) return static_cast<int>(i);
+  return -1;
+}
+
+// ---- writer ------------------------------------------------------------------------------------
+
+Result<std::string> write(const BundleInput& in) {
+  if (!isIdentifier(in.name)) return Error{"bundle name " + quoted(in.name) + " is not an identifier"};
+  if (in.producer.empty() || in.producer.size() > kProducerSize || !isPrintable(in.producer))
+    return Error{"producer " + quoted(in.producer) + " must be 1 to " + num(kProducerSize) + " printable characters"};
+  if (in.targets.empty() || in.targets.size() > kMaxTargets)
+    return Error{"a bundle needs 1 to " + num(kMaxTargets) + " targets, not " + num(in.targets.size())};
+  if (in.kernels.size() > kMaxKernels) return Error{"more than " + num(kMaxKernels) + " kernels"};
+
+  std::vector<std::string> targets = in.targets;
+  for (const std::string& t : targets) {
+    unsigned sm;
+    bool arch;
+    if (!parseTargetName(t, sm, arch)) return Error{"invalid target " + quoted(t)};
+  }
+  std::sort(targets.begin(), targets.end(), targetLess);
+  if (std::adjacent_find(targets.begin(), targets.end()) != targets.end()) return Error{"duplicate target"};
+
+  std::vector<const KernelInput*> kernels;
+  for (const KernelInput& k : in.kernels) kernels.push_back(&k);
+  std::sort(kernels.begin(), kernels.end(), [](const KernelInput* a, const KernelInput* b) { return a->name < b->name; });
+
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  if (!cctx) return Error{"cannot create a zstd compression context"};
+  struct CtxGuard {
+    ZSTD_CCtx* c;
+    ~CtxGuard() { ZSTD_freeCCtx(c); }
+  } guard{cctx};
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
+  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+
+  Out manifest;
+  std::string payloads;
+  manifest.str(in.name);
+  manifest.u32(in.ptxFallback ? kFlagPtx : 0);
+  manifest.u32(static_cast<uint32_t>(targets.size()));
+  for (const std::string& t : targets) manifest.str(t);
+  manifest.u32(static_cast<uint32_t>(kernels.size()));
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const KernelInput& k = *kernels[ki];
+    if (ki > 0 && kernels[ki - 1]->name == k.name) return Error{"duplicate kernel " + quoted(k.name)};
+    if (auto bad = checkKernel(k.name, k.params, k.launch)) return Error{*bad};
+    manifest.str(k.name);
+    manifest.u32(static_cast<uint32_t>(k.params.size()));
+    for (const Param& p : k.params) {
+      manifest.str(p.name);
+      manifest.str(p.type);
+      manifest.u32(p.align);
+    }
+    manifest.u32(static_cast<uint32_t>(k.launch.block.size()));
+    for (uint32_t b : k.launch.block) manifest.u32(b);
+    manifest.u32(static_cast<uint32_t>(k.launch.grid.size()));
+    for (const Expr& g : k.launch.grid) manifest.str(g.text());
+    manifest.str(k.launch.dynamicShared.text());
+
+    struct Ref {
+      uint32_t target;
+      const PayloadInput* p;
+    };
+    std::vector<Ref> refs;
+    for (const PayloadInput& p : k.payloads) {
+      auto it = std::find(targets.begin(), targets.end(), p.target);
+      if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": payload for unlisted target " + quoted(p.target)};
+      if (p.kind != PayloadKind::Cubin && p.kind != PayloadKind::Ptx) return Error{"kernel " + quoted(k.name) + ": unknown payload kind"};
+      if (p.kind == PayloadKind::Ptx && !in.ptxFallback)
+        return Error{"kernel " + quoted(k.name) + ": PTX payloads need the PTX fallback flag"};
+      if (p.bytes.empty() || p.bytes.size() > kMaxPayloadBytes)
+        return Error{"kernel " + quoted(k.name) + ": payload of " + num(p.bytes.size()) + " bytes (must be 1 to " + num(kMaxPayloadBytes) + ")"};
+      refs.push_back({static_cast<uint32_t>(it - targets.begin()), &p});
+    }
+    std::sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) {
+      return a.target != b.target ? a.target < b.target : a.p->kind < b.p->kind;
+    });
+    for (size_t i = 1; i < refs.size(); ++i)
+      if (refs[i].target == refs[i - 1].target && refs[i].p->kind == refs[i - 1].p->kind)
+        return Error{"kernel " + quoted(k.name) + ": two " + std::string(payloadKindName(refs[i].p->kind)) + " payloads for " + targets[refs[i].target]};
+    for (uint32_t t = 0; t < targets.size(); ++t)
+      if (std::none_of(refs.begin(), refs.end(), [&](const Ref& r) { return r.target == t; }))
+        return Error{"kernel " + quoted(k.name) + " has no payload for " + targets[t]};
+
+    manifest.u32(static_cast<uint32_t>(refs.size()));
+    for (const Ref& r : refs) {
+      const std::string& raw = r.p->bytes;
+      std::string z(ZSTD_compressBound(raw.size()), '\0');
+      size_t n = ZSTD_compress2(cctx, z.data(), z.size(), raw.data(), raw.size());
+      if (ZSTD_isError(n)) return Error{std::string("zstd compression failed: ") + ZSTD_getErrorName(n)};
+      manifest.u32(r.target);
+      manifest.u32(static_cast<uint32_t>(r.p->kind));
+      writeResources(manifest, r.p->kind == PayloadKind::Cubin ? r.p->resources : Resources{});
+      manifest.u64(payloads.size());
+      manifest.u64(n);
+      manifest.u64(raw.size());
+      manifest.u64(fnv1a64(bytesOf(raw)));
+      payloads.append(z.data(), n);
+    }
+  }
+  const std::string& m = manifest.buf();
+  if (m.size() > kMaxManifestBytes) return Error{"manifest of " + num(m.size()) + " bytes exceeds the limit"};
+
+  uint64_t manifestOffset = kHeaderSize + kSectionCount * kSectionEntrySize;
+  uint64_t payloadOffset = manifestOffset + m.size();
+  uint64_t total = payloadOffset + payloads.size();
+  if (total > kMaxBundleBytes) return Error{"bundle of " + num(total) + " bytes exceeds the limit of " + num(kMaxBundleBytes)};
+
+  Out file;
+  file.bytes(kMagic, sizeof kMagic);
+  file.u32(kFormatVersion);
+  file.u32(kSectionCount);
+  file.u64(total);
+  std::string producer = in.producer;
+  producer.resize(kProducerSize, '\0');
+  file.bytes(producer.data(), producer.size());
+  file.u64(0);  // header checksum, filled below
+  file.u32(kSectionManifest);
+  file.u32(0);
+  file.u64(manifestOffset);
+  file.u64(m.size());
+  file.u64(fnv1a64(bytesOf(m)));
+  file.u32(kSectionPayloads);
+  file.u32(0);
+  file.u64(payloadOffset);
+  file.u64(payloads.size());
+  file.u64(fnv1a64(bytesOf(payloads)));
+  std::string& out = file.buf();
+  uint64_t h = headerChecksum(bytesOf(out));
+  for (int i = 0; i < 8; ++i) out[48 + i] = static_cast<char>((h >> (8 * i)) & 0xff);
+  out += m;
+  out += payloads;
+  return std::move(out);
+}
+
+// ---- reader ------------------------------------------------------------------------------------
+
+namespace {
+
+Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes) {
+  In in(bytes, "manifest");
+  Manifest m;
+  auto fail = [&](std::string msg) { in.fail(std::move(msg)); };
+  m.name = in.str("bundle name");
+  if (!in.failed() && !isIdentifier(m.name)) fail("bundle name " + quoted(m.name) + " is not an identifier");
+  uint32_t flags = in.u32();
+  if (!in.failed() && (flags & ~kFlagPtx) != 0) fail("unknown manifest flags " + num(flags));
+  m.ptxFallback = (flags & kFlagPtx) != 0;
+  uint32_t nt = in.count("target count", 1, kMaxTargets);
+  for (uint32_t i = 0; i < nt && !in.failed(); ++i) {
+    std::string t = in.str("target");
+    unsigned sm;
+    bool arch;
+    if (in.failed()) break;
+    if (!parseTargetName(t, sm, arch)) fail("invalid target " + quoted(t));
+    else if (!m.targets.empty() && !targetLess(m.targets.back(), t)) fail("targets are not sorted and unique at " + quoted(t));
+    m.targets.push_back(std::move(t));
+  }
+  uint32_t nk = in.count("kernel count", 0, kMaxKernels);
+  for (uint32_t ki = 0; ki < nk && !in.failed(); ++ki) {
+    KernelInfo k;
+    k.name = in.str("kernel name");
+    if (in.failed()) break;
+    if (!m.kernels.empty() && !(m.kernels.back().name < k.name)) fail("kernels are not sorted and unique at " + quoted(k.name));
+    uint32_t np = in.count("parameter count", 0, kMaxParams);
+    for (uint32_t i = 0; i < np && !in.failed(); ++i) {
+      Param p;
+      p.name = in.str("parameter name");
+      p.type = in.str("parameter type");
+      p.align = in.u32();
+      k.params.push_back(std::move(p));
+    }
+    uint32_t nb = in.count("block dimension count", 1, 3);
+    k.launch.block.clear();
+    for (uint32_t i = 0; i < nb && !in.failed(); ++i) k.launch.block.push_back(in.u32());
+    uint32_t ng = in.count("grid dimension count", 1, 3);
+    k.launch.grid.clear();
+    for (uint32_t i = 0; i < ng && !in.failed(); ++i) {
+      std::string text = in.str("grid expression");
+      if (in.failed()) break;
+      Result<Expr> e = Expr::parse(text);
+      if (!e) fail("kernel " + quoted(k.name) + ": grid[" + num(i) + "] " + quoted(text) + ": " + e.error().message + " (column " + num(e.error().column) + ")");
+      else k.launch.grid.push_back(std::move(*e));
+    }
+    std::string shared = in.str("dynamic shared expression");
+    if (!in.failed()) {
+      Result<Expr> e = Expr::parse(shared);
+      if (!e) fail("kernel " + quoted(k.name) + ": dynamic_shared " + quoted(shared) + ": " + e.error().message + " (column " + num(e.error().column) + ")");
+      else k.launch.dynamicShared = std::move(*e);
+    }
+    if (in.failed()) break;
+    if (auto bad = checkKernel(k.name, k.params, k.launch)) {
+      fail(*bad);
+      break;
+    }
+    uint32_t ne = in.count("entry count", nt, 2 * nt);
+    for (uint32_t i = 0; i < ne && !in.failed(); ++i) {
+      Entry e;
+      e.target = in.u32();
+      uint32_t kind = in.u32();
+      e.kind = static_cast<PayloadKind>(kind);
+      e.resources = readResources(in);
+      e.offset = in.u64();
+      e.compressedSize = in.u64();
+      e.rawSize = in.u64();
+      e.rawChecksum = in.u64();
+      if (in.failed()) break;
+      std::string where = "kernel " + quoted(k.name) + " entry " + num(i) + ": ";
+      if (e.target >= nt) fail(where + "target index " + num(e.target) + " out of range");
+      else if (kind != static_cast<uint32_t>(PayloadKind::Cubin) && kind != static_cast<uint32_t>(PayloadKind::Ptx))
+        fail(where + "unknown payload kind " + num(kind));
+      else if (e.kind == PayloadKind::Ptx && !m.ptxFallback) fail(where + "PTX payload in a bundle without the PTX flag");
+      else if (e.kind == PayloadKind::Ptx && e.resources != Resources{}) fail(where + "PTX payload with resource usage");
+      else if (!k.entries.empty() &&
+               (e.target < k.entries.back().target || (e.target == k.entries.back().target && kind <= static_cast<uint32_t>(k.entries.back().kind))))
+        fail(where + "entries are not sorted and unique");
+      else if (e.compressedSize == 0 || e.offset > payloadBytes || e.compressedSize > payloadBytes - e.offset)
+        fail(where + "payload bytes [" + num(e.offset) + ", +" + num(e.compressedSize) + ") lie outside the payload section of " + num(payloadBytes) + " bytes");
+      else if (e.rawSize == 0 || e.rawSize > kMaxPayloadBytes)
+        fail(where + "uncompressed size " + num(e.rawSize) + " is outside 1 to " + num(kMaxPayloadBytes));
+      k.entries.push_back(e);
+    }
+    for (uint32_t t = 0; t < nt && !in.failed(); ++t)
+      if (!k.find(t, PayloadKind::Cubin) && !k.find(t, PayloadKind::Ptx))
+        fail("kernel " + quoted(k.name) + " has no payload for " + m.targets[t]);
+    m.kernels.push_back(std::move(k));
+  }
+  if (!in.failed() && !in.atEnd()) fail("manifest has " + num(bytes.size() - in.pos()) + " trailing bytes");
+  if (in.failed()) return Error{"corrupt bundle: " + in.error()};
+  return m;
+}
+
+}  // namespace
+
+Result<Reader> Reader::open(std::span<const uint8_t> f) {
+  if (f.size() < sizeof kMagic) return Error{"not a truenoc bundle: " + num(f.size()) + " bytes is too short"};
+  if (std::memcmp(f.data(), kMagic, sizeof kMagic) != 0) return Error{"not a truenoc bundle (bad magic)"};
+  if (f.size() < 12) return Error{"truncated bundle: " + num(f.size()) + " bytes end inside the header"};
+  uint32_t version = readU32(f, 8);
+  if (version != kFormatVersion)
+    return Error{"unsupported bundle format version " + num(version) + " (this truenoc reads version " + num(kFormatVersion) + ")"};
+  size_t tableEnd = kHeaderSize + kSectionCount * kSectionEntrySize;
+  if (f.size() < tableEnd) return Error{"truncated bundle: " + num(f.size()) + " bytes end inside the header"};
+  if (f.size() > kMaxBundleBytes) return Error{"bundle of " + num(f.size()) + " bytes exceeds the limit of " + num(kMaxBundleBytes)};
+  uint32_t sections = readU32(f, 12);
+  if (sections != kSectionCount) return Error{"corrupt bundle: " + num(sections) + " sections (expected " + num(kSectionCount) + ")"};
+  if (readU64(f, 48) != headerChecksum(f)) return Error{"corrupt bundle: header checksum mismatch"};
+  uint64_t recorded = readU64(f, 16);
+  if (recorded > f.size()) return Error{"truncated bundle: the header records " + num(recorded) + " bytes, only " + num(f.size()) + " present"};
+  if (recorded < f.size()) return Error{"corrupt bundle: " + num(f.size() - recorded) + " bytes after the recorded end"};
+
+  Reader r;
+  std::string producer(reinterpret_cast<const char*>(f.data() + 24), kProducerSize);
+  producer.resize(producer.find('\0') == std::string::npos ? producer.size() : producer.find('\0'));
+  if (producer.empty() || !isPrintable(producer)) return Error{"corrupt bundle: bad producer field"};
+  for (size_t i = 24 + producer.size(); i < 24 + kProducerSize; ++i)
+    if (f[i] != 0) return Error{"corrupt bundle: bad producer field"};
+  r.producer_ = producer;
+
+  std::span<const uint8_t> sec[kSectionCount];
+  uint64_t expectOffset = tableEnd;
+  static constexpr uint32_t kKinds[kSectionCount] = {kSectionManifest, kSectionPayloads};
+  static constexpr const char* kNames[kSectionCount] = {"manifest", "payload"};
+  static constexpr uint64_t kCaps[kSectionCount] = {kMaxManifestBytes, kMaxBundleBytes};
+  for (uint32_t i = 0; i < kSectionCount; ++i) {
+    size_t at = kHeaderSize + i * kSectionEntrySize;
+    uint32_t kind = readU32(f, at), reserved = readU32(f, at + 4);
+    uint64_t off = readU64(f, at + 8), size = readU64(f, at + 16), sum = readU64(f, at + 24);
+    std::string name = kNames[i];
+    if (kind != kKinds[i] || reserved != 0) return Error{"corrupt bundle: section " + num(i) + " has kind " + num(kind) + " (expected " + name + ")"};
+    if (off != expectOffset || size > kCaps[i] || size > f.size() - off)
+      return Error{"corrupt bundle: " + name + " section [" + num(off) + ", +" + num(size) + ") does not fit the file layout"};
+    sec[i] = f.subspan(off, size);
+    if (fnv1a64(sec[i]) != sum) return Error{"corrupt bundle: " + name + " section checksum mismatch"};
+    expectOffset = off + size;
+  }
+  if (expectOffset != f.size()) return Error{"corrupt bundle: sections end at byte " + num(expectOffset) + " of " + num(f.size())};
+
+  Result<Manifest> m = parseManifest(sec[0], sec[1].size());
+  if (!m) return m.error();
+  r.manifest_ = std::move(*m);
+  r.payloads_ = sec[1];
+  r.stats_.fileBytes = f.size();
+  r.stats_.manifestBytes = sec[0].size();
+  r.stats_.payloadSectionBytes = sec[1].size();
+  for (const KernelInfo& k : r.manifest_.kernels)
+    for (const Entry& e : k.entries) r.stats_.rawPayloadBytes += e.rawSize;
+  return r;
+}
+
+Result<std::string> Reader::payload(const Entry& e) const {
+  if (e.target >= manifest_.targets.size() || e.offset > payloads_.size() || e.compressedSize > payloads_.size() - e.offset ||
+      e.rawSize > kMaxPayloadBytes)
+    return Error{"payload entry does not describe this bundle"};
+  std::string what = std::string(payloadKindName(e.kind)) + " for " + manifest_.targets[e.target] + " at payload offset " + num(e.offset);
+  std::span<const uint8_t> z = payloads_.subspan(e.offset, e.compressedSize);
+  unsigned long long content = ZSTD_getFrameContentSize(z.data(), z.size());
+  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content != e.rawSize)
+    return Error{"corrupt bundle: " + what + " is not a zstd frame of " + num(e.rawSize) + " bytes"};
+  size_t frame = ZSTD_findFrameCompressedSize(z.data(), z.size());
+  if (ZSTD_isError(frame) || frame != z.size()) return Error{"corrupt bundle: " + what + " is not exactly one zstd frame"};
+  std::string raw(e.rawSize, '\0');
+  size_t n = ZSTD_decompress(raw.data(), raw.size(), z.data(), z.size());
+  if (ZSTD_isError(n)) return Error{"corrupt bundle: " + what + ": " + ZSTD_getErrorName(n)};
+  if (n != e.rawSize) return Error{"corrupt bundle: " + what + " decompressed to " + num(n) + " bytes, expected " + num(e.rawSize)};
+  if (fnv1a64(bytesOf(raw)) != e.rawChecksum) return Error{"corrupt bundle: " + what + ": checksum mismatch"};
+  return raw;
+}
+
+std::optional<Error> Reader::verifyPayloads() const {
+  for (const KernelInfo& k : manifest_.kernels)
+    for (const Entry& e : k.entries) {
+      Result<std::string> p = payload(e);
+      if (!p) return Error{"kernel '" + k.name + "': " + p.error().message};
+    }
+  return std::nullopt;
+}
+
+}  // namespace tn::bundle

@@ -1,0 +1,145 @@
+// The .tnb bundle container (docs/bundle-format.md): a header with magic, format version and
+// producer, a section table with an FNV-1a 64 checksum per section, a binary manifest (kernels,
+// signatures, launch rules, per-target resources and payload references) and zstd-compressed
+// payloads (cubins, optional PTX). Part of truenoc_bundle: no IR dependency, so the runtime can
+// read bundles without the compiler.
+//
+// The writer is deterministic: the same input gives byte-identical output. The reader validates
+// every byte it relies on before use and reports problems as values; it never throws, prints or
+// trusts a size it has not checked against the caps below.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/LaunchRule.h"
+
+namespace tn::bundle {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr size_t kHeaderSize = 56;
+inline constexpr size_t kSectionEntrySize = 32;
+inline constexpr size_t kProducerSize = 24;
+inline constexpr int kCompressionLevel = 19;
+
+// Caps that bound the work a hostile bundle can cause.
+inline constexpr uint64_t kMaxBundleBytes = 1ull << 30;
+inline constexpr uint64_t kMaxManifestBytes = 16ull << 20;
+inline constexpr uint64_t kMaxPayloadBytes = 256ull << 20;  // one payload, uncompressed
+inline constexpr uint32_t kMaxKernels = 4096;
+inline constexpr uint32_t kMaxTargets = 64;
+inline constexpr uint32_t kMaxParams = 256;
+inline constexpr uint32_t kMaxStringBytes = 4096;
+
+enum class PayloadKind : uint32_t { Cubin = 1, Ptx = 2 };
+std::string_view payloadKindName(PayloadKind k);
+
+// ptxas -v resource usage of one cubin (all zero for PTX entries).
+struct Resources {
+  uint32_t registers = 0;
+  uint32_t barriers = 0;
+  uint32_t sharedBytes = 0;  // static shared memory
+  uint32_t constBytes = 0;   // cmem[0]: parameters and constants
+  uint32_t stackBytes = 0;
+  uint32_t spillStores = 0;  // bytes
+  uint32_t spillLoads = 0;   // bytes
+  bool operator==(const Resources&) const = default;
+};
+
+// One payload of a kernel as the manifest records it.
+struct Entry {
+  uint32_t target = 0;  // index into Manifest::targets
+  PayloadKind kind = PayloadKind::Cubin;
+  Resources resources;
+  uint64_t offset = 0;          // into the payload section
+  uint64_t compressedSize = 0;
+  uint64_t rawSize = 0;
+  uint64_t rawChecksum = 0;     // FNV-1a 64 of the uncompressed bytes
+};
+
+struct KernelInfo {
+  std::string name;
+  std::vector<Param> params;
+  LaunchRule launch;
+  std::vector<Entry> entries;  // sorted by (target, kind)
+  const Entry* find(uint32_t target, PayloadKind kind) const;
+};
+
+struct Manifest {
+  std::string name;
+  std::vector<std::string> targets;  // sorted by architecture: sm_80 < sm_86 < sm_90 < sm_90a < sm_100
+  bool ptxFallback = false;
+  std::vector<KernelInfo> kernels;   // sorted by name
+  const KernelInfo* find(std::string_view kernel) const;
+  int targetIndex(std::string_view target) const;  // -1 when absent
+};
+
+// FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t h = 0xcbf29ce484222325ull);
+// Orders targets as the manifest does; false when `target` is not "sm_XY" / "sm_XYa".
+bool parseTargetName(std::string_view target, unsigned& sm, bool& archSpecific);
+bool targetLess(std::string_view a, std::string_view b);
+
+// ---- writing -----------------------------------------------------------------------------------
+
+struct PayloadInput {
+  std::string target;
+  PayloadKind kind = PayloadKind::Cubin;
+  Resources resources;
+  std::string bytes;  // uncompressed
+};
+
+struct KernelInput {
+  std::string name;
+  std::vector<Param> params;
+  LaunchRule launch;
+  std::vector<PayloadInput> payloads;
+};
+
+struct BundleInput {
+  std::string name;
+  std::vector<std::string> targets;
+  bool ptxFallback = false;
+  std::string producer;  // e.g. "truenoc 0.1.0"; at most kProducerSize bytes
+  std::vector<KernelInput> kernels;
+};
+
+// Serializes and compresses; sorts kernels, targets and payloads into canonical order. Errors
+// for input the reader would reject (bad names, duplicates, caps, unchecked launch rules).
+Result<std::string> write(const BundleInput& in);
+
+// ---- reading -----------------------------------------------------------------------------------
+
+struct BundleStats {
+  uint64_t fileBytes = 0;
+  uint64_t manifestBytes = 0;
+  uint64_t payloadSectionBytes = 0;
+  uint64_t rawPayloadBytes = 0;  // sum of uncompressed payload sizes
+};
+
+class Reader {
+ public:
+  // Validates the whole container (header, section checksums, manifest structure and caps,
+  // payload references, launch rules). The reader borrows `bytes`: keep them alive and unchanged.
+  static Result<Reader> open(std::span<const uint8_t> bytes);
+
+  const Manifest& manifest() const { return manifest_; }
+  const std::string& producer() const { return producer_; }
+  uint32_t formatVersion() const { return kFormatVersion; }
+  const BundleStats& stats() const { return stats_; }
+  // Decompresses one payload and checks its size and checksum.
+  Result<std::string> payload(const Entry& e) const;
+  // Decompresses and checks every payload; the first failure is returned.
+  std::optional<Error> verifyPayloads() const;
+
+ private:
+  std::span<const uint8_t> payloads_;
+  std::string producer_;
+  Manifest manifest_;
+  BundleStats stats_;
+};
+
+}  // namespace tn::bundle

@@ -1,0 +1,415 @@
+#include "backends/LaunchRule.h"
+
+#include <array>
+#include <cstring>
+
+namespace tn::bundle {
+
+namespace {
+
+constexpr std::array<std::string_view, 17> kScalarTypes = {
+    "pred", "b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64",
+    "s8", "s16", "s32", "s64", "f16", "bf16", "f32", "f64"};
+constexpr std::array<std::string_view, 5> kPointerTypes = {"ptr.generic", "ptr.global", "ptr.shared",
+                                                           "ptr.param", "ptr.local"};
+
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
+
+}  // namespace
+
+bool isValidParamType(std::string_view type) {
+  for (std::string_view p : kPointerTypes)
+    if (type == p) return true;
+  if (type.size() > 3 && type[0] == 'v' && (type[1] == '2' || type[1] == '4') && type[2] == '.') {
+    type.remove_prefix(3);
+    if (type == "pred") return false;
+  }
+  for (std::string_view s : kScalarTypes)
+    if (type == s) return true;
+  return false;
+}
+
+unsigned integerTypeBytes(std::string_view type) {
+  if (type.size() < 2 || (type[0] != 'u' && type[0] != 's' && type[0] != 'b')) return 0;
+  std::string_view w = type.substr(1);
+  return w == "8" ? 1 : w == "16" ? 2 : w == "32" ? 4 : w == "64" ? 8 : 0;
+}
+
+bool isSignedIntegerType(std::string_view type) { return integerTypeBytes(type) != 0 && type[0] == 's'; }
+
+bool isIdentifier(std::string_view text) {
+  if (text.empty() || text.size() > 255 || !isIdentStart(text[0])) return false;
+  for (char c : text)
+    if (!isIdentChar(c)) return false;
+  return true;
+}
+
+// ---- parsing ----------------------------------------------------------------------------------
+
+class ExprParser {
+ public:
+  explicit ExprParser(std::string_view text) : s_(text) {}
+
+  Result<Expr> run() {
+    if (s_.size() > kMaxExprLength)
+      return Error{"expression is longer than " + std::to_string(kMaxExprLength) + " characters", 1};
+    e_.nodes_.clear();
+    skipSpace();
+    if (pos_ == s_.size()) return Error{"empty expression", 1};
+    int32_t root = expr(0);
+    if (root < 0) return err_;
+    skipSpace();
+    if (pos_ != s_.size()) return Error{"unexpected '" + std::string(1, s_[pos_]) + "'", column()};
+    e_.root_ = root;
+    return std::move(e_);
+  }
+
+ private:
+  using Kind = Expr::Kind;
+
+  uint32_t column() const { return static_cast<uint32_t>(pos_ + 1); }
+  void skipSpace() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t')) ++pos_;
+  }
+  int32_t fail(std::string msg) {
+    if (err_.message.empty()) err_ = Error{std::move(msg), column()};
+    return -1;
+  }
+  int32_t node(Kind k, uint64_t v, int32_t l = -1, int32_t r = -1) {
+    e_.nodes_.push_back({k, v, l, r});
+    return static_cast<int32_t>(e_.nodes_.size() - 1);
+  }
+  bool eat(char c) {
+    skipSpace();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  std::string found() const {
+    return pos_ < s_.size() ? "'" + std::string(1, s_[pos_]) + "'" : std::string("end of expression");
+  }
+
+  int32_t expr(unsigned depth) {
+    if (depth > kMaxExprDepth) return fail("expression is nested more than " + std::to_string(kMaxExprDepth) + " levels deep");
+    int32_t lhs = term(depth);
+    while (lhs >= 0) {
+      if (eat('+')) lhs = binary(Kind::Add, lhs, term(depth));
+      else if (eat('-')) lhs = binary(Kind::Sub, lhs, term(depth));
+      else break;
+    }
+    return lhs;
+  }
+  int32_t term(unsigned depth) {
+    int32_t lhs = factor(depth);
+    while (lhs >= 0) {
+      if (eat('*')) lhs = binary(Kind::Mul, lhs, factor(depth));
+      else if (eat('/')) lhs = binary(Kind::Div, lhs, factor(depth));
+      else if (eat('%')) lhs = binary(Kind::Rem, lhs, factor(depth));
+      else break;
+    }
+    return lhs;
+  }
+  int32_t binary(Kind k, int32_t lhs, int32_t rhs) { return rhs < 0 ? -1 : node(k, 0, lhs, rhs); }
+
+  int32_t factor(unsigned depth) {
+    skipSpace();
+    if (pos_ >= s_.size()) return fail("expected a number, a parameter name or '(' but found end of expression");
+    char c = s_[pos_];
+    if (c == '(') {
+      ++pos_;
+      int32_t inner = expr(depth + 1);
+      if (inner < 0) return -1;
+      if (!eat(')')) return fail("expected ')' but found " + found());
+      return inner;
+    }
+    if (isDigit(c)) {
+      size_t start = pos_;
+      uint64_t v = 0;
+      while (pos_ < s_.size() && isDigit(s_[pos_])) {
+        unsigned d = static_cast<unsigned>(s_[pos_] - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+          pos_ = start;
+          return fail("integer literal does not fit in 64 bits");
+        }
+        v = v * 10 + d;
+        ++pos_;
+      }
+      if (pos_ < s_.size() && isIdentChar(s_[pos_])) return fail("unexpected '" + std::string(1, s_[pos_]) + "' in integer literal");
+      return node(Kind::Const, v);
+    }
+    if (isIdentStart(c)) {
+      size_t start = pos_;
+      while (pos_ < s_.size() && isIdentChar(s_[pos_])) ++pos_;
+      std::string_view name = s_.substr(start, pos_ - start);
+      size_t afterName = pos_;
+      skipSpace();
+      bool call = pos_ < s_.size() && s_[pos_] == '(';
+      if (call) {
+        Kind k;
+        if (name == "ceil_div") k = Kind::CeilDiv;
+        else if (name == "min") k = Kind::Min;
+        else if (name == "max") k = Kind::Max;
+        else {
+          pos_ = start;
+          return fail("unknown function '" + std::string(name) + "' (expected ceil_div, min or max)");
+        }
+        ++pos_;
+        int32_t a = expr(depth + 1);
+        if (a < 0) return -1;
+        if (!eat(',')) return fail("expected ',' but found " + found());
+        int32_t b = expr(depth + 1);
+        if (b < 0) return -1;
+        if (!eat(')')) return fail("expected ')' but found " + found());
+        return node(k, 0, a, b);
+      }
+      pos_ = afterName;
+      if (name == "ceil_div" || name == "min" || name == "max") {
+        pos_ = start;
+        return fail("'" + std::string(name) + "' is a function and needs two arguments");
+      }
+      if (name.size() > 255) {
+        pos_ = start;
+        return fail("name is longer than 255 characters");
+      }
+      uint64_t index = e_.refs_.size();
+      for (size_t i = 0; i < e_.refs_.size(); ++i)
+        if (e_.refs_[i].name == name) index = i;
+      if (index == e_.refs_.size()) e_.refs_.push_back({std::string(name), static_cast<uint32_t>(start + 1)});
+      return node(Kind::Name, index);
+    }
+    return fail("expected a number, a parameter name or '(' but found " + found());
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+  Expr e_;
+  Error err_;
+};
+
+Expr::Expr() { nodes_.push_back({Kind::Const, 0, -1, -1}); }
+
+Expr Expr::constant(uint64_t v) {
+  Expr e;
+  e.nodes_[0].value = v;
+  return e;
+}
+
+Result<Expr> Expr::parse(std::string_view text) {
+  ExprParser p(text);
+  return p.run();
+}
+
+std::optional<uint64_t> Expr::constantValue() const {
+  if (!refs_.empty()) return std::nullopt;
+  auto v = eval(root_, {});
+  if (!v) return std::nullopt;
+  return *v;
+}
+
+// ---- printing ---------------------------------------------------------------------------------
+
+int Expr::precedence(Kind k) {
+  switch (k) {
+    case Kind::Add: case Kind::Sub: return 1;
+    case Kind::Mul: case Kind::Div: case Kind::Rem: return 2;
+    default: return 3;
+  }
+}
+
+const char* Expr::spelling(Kind k) {
+  static constexpr const char* kText[] = {"", "", "+", "-", "*", "/", "%", "ceil_div", "min", "max"};
+  return kText[static_cast<size_t>(k)];
+}
+
+std::string Expr::textOf(int32_t n, int parentPrec, bool rightSide) const {
+  const Node& nd = nodes_[static_cast<size_t>(n)];
+  switch (nd.kind) {
+    case Kind::Const: return std::to_string(nd.value);
+    case Kind::Name: return refs_[nd.value].name;
+    case Kind::CeilDiv:
+    case Kind::Min:
+    case Kind::Max:
+      return std::string(spelling(nd.kind)) + "(" + textOf(nd.lhs, 0, false) + ", " +
+             textOf(nd.rhs, 0, false) + ")";
+    default: break;
+  }
+  int prec = precedence(nd.kind);
+  std::string s = textOf(nd.lhs, prec, false) + " " + spelling(nd.kind) + " " + textOf(nd.rhs, prec, true);
+  bool paren = prec < parentPrec || (rightSide && prec == parentPrec);
+  return paren ? "(" + s + ")" : s;
+}
+
+std::string Expr::text() const { return textOf(root_, 0, false); }
+
+std::string Expr::cppOf(int32_t n, std::string_view ev, const std::function<std::string(std::string_view)>& spell) const {
+  const Node& nd = nodes_[static_cast<size_t>(n)];
+  static constexpr const char* kFn[] = {"", "", "add", "sub", "mul", "div", "rem", "ceil_div", "min", "max"};
+  static_assert(sizeof(kFn) / sizeof(kFn[0]) == static_cast<size_t>(Kind::Max) + 1);
+  switch (nd.kind) {
+    case Kind::Const: return "UINT64_C(" + std::to_string(nd.value) + ")";
+    case Kind::Name: return spell(refs_[nd.value].name);
+    default:
+      return std::string(ev) + "." + kFn[static_cast<size_t>(nd.kind)] + "(" + cppOf(nd.lhs, ev, spell) + ", " +
+             cppOf(nd.rhs, ev, spell) + ")";
+  }
+}
+
+std::string Expr::toCpp(std::string_view ev, const std::function<std::string(std::string_view)>& spell) const {
+  return cppOf(root_, ev, spell);
+}
+
+// ---- evaluation -------------------------------------------------------------------------------
+
+Result<uint64_t> Expr::eval(int32_t n, std::span<const uint64_t> values) const {
+  const Node& nd = nodes_[static_cast<size_t>(n)];
+  if (nd.kind == Kind::Const) return nd.value;
+  if (nd.kind == Kind::Name) {
+    if (nd.value >= values.size()) return Error{"no value for '" + refs_[nd.value].name + "'"};
+    return values[nd.value];
+  }
+  Result<uint64_t> a = eval(nd.lhs, values);
+  if (!a) return a;
+  Result<uint64_t> b = eval(nd.rhs, values);
+  if (!b) return b;
+  uint64_t x = *a, y = *b, r = 0;
+  auto expr = [&] { return textOf(n, 0, false); };  // only built for error messages
+  switch (nd.kind) {
+    case Kind::Add:
+      if (__builtin_add_overflow(x, y, &r)) return Error{"'" + expr() + "' overflows 64 bits"};
+      return r;
+    case Kind::Sub:
+      if (y > x) return Error{"'" + expr() + "' is negative (" + std::to_string(x) + " - " + std::to_string(y) + ")"};
+      return x - y;
+    case Kind::Mul:
+      if (__builtin_mul_overflow(x, y, &r)) return Error{"'" + expr() + "' overflows 64 bits"};
+      return r;
+    case Kind::Div:
+    case Kind::Rem:
+    case Kind::CeilDiv:
+      if (y == 0) return Error{"'" + expr() + "' divides by zero"};
+      if (nd.kind == Kind::Div) return x / y;
+      if (nd.kind == Kind::Rem) return x % y;
+      return x / y + (x % y != 0 ? 1 : 0);
+    case Kind::Min: return x < y ? x : y;
+    case Kind::Max: return x > y ? x : y;
+    default: return Error{"malformed expression"};
+  }
+}
+
+Result<uint64_t> Expr::evaluate(std::span<const uint64_t> values) const { return eval(root_, values); }
+
+// ---- rules ------------------------------------------------------------------------------------
+
+std::string describe(const LaunchRule& rule) {
+  std::string out = "block [";
+  for (size_t i = 0; i < rule.block.size(); ++i) out += (i ? ", " : "") + std::to_string(rule.block[i]);
+  out += "], grid [";
+  for (size_t i = 0; i < rule.grid.size(); ++i) out += (i ? ", " : "") + rule.grid[i].text();
+  return out + "], dynamic_shared " + rule.dynamicShared.text();
+}
+
+std::string RuleError::where() const {
+  switch (part) {
+    case Part::Block: return "block";
+    case Part::Grid: return "grid[" + std::to_string(index) + "]";
+    case Part::DynamicShared: return "dynamic_shared";
+  }
+  return "?";
+}
+
+namespace {
+
+std::optional<RuleError> checkBlock(const LaunchRule& rule) {
+  if (rule.block.empty() || rule.block.size() > 3)
+    return RuleError{RuleError::Part::Block, 0, {"block must have 1 to 3 dimensions, not " + std::to_string(rule.block.size())}};
+  uint64_t threads = 1;
+  static constexpr uint32_t kMaxDim[3] = {1024, 1024, 64};
+  for (size_t i = 0; i < rule.block.size(); ++i) {
+    if (rule.block[i] == 0 || rule.block[i] > kMaxDim[i])
+      return RuleError{RuleError::Part::Block, 0, {"block dimension " + std::to_string(i) + " must be between 1 and " +
+                                 std::to_string(kMaxDim[i]) + ", not " + std::to_string(rule.block[i])}};
+    threads *= rule.block[i];
+  }
+  if (threads > 1024) return RuleError{RuleError::Part::Block, 0, {"block has " + std::to_string(threads) + " threads; the limit is 1024"}};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param> params) {
+  if (auto bad = checkBlock(rule)) return bad;
+  if (rule.grid.empty() || rule.grid.size() > 3)
+    return RuleError{RuleError::Part::Grid, 0, {"grid must have 1 to 3 dimensions, not " + std::to_string(rule.grid.size())}};
+  auto checkNames = [&](const Expr& e, RuleError::Part part, unsigned index) -> std::optional<RuleError> {
+    for (const Expr::Ref& r : e.refs()) {
+      const Param* p = nullptr;
+      for (const Param& q : params)
+        if (q.name == r.name) p = &q;
+      if (!p) return RuleError{part, index, {"'" + r.name + "' is not a parameter of the kernel", r.column}};
+      if (integerTypeBytes(p->type) == 0)
+        return RuleError{part, index, {"parameter '" + r.name + "' has type '" + p->type +
+                                     "'; launch rules may only read integer parameters", r.column}};
+    }
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < rule.grid.size(); ++i)
+    if (auto e = checkNames(rule.grid[i], RuleError::Part::Grid, static_cast<unsigned>(i))) return e;
+  return checkNames(rule.dynamicShared, RuleError::Part::DynamicShared, 0);
+}
+
+namespace {
+
+Result<uint64_t> evalWithArgs(const Expr& e, std::span<const Param> params, const void* const* args) {
+  // Launches evaluate rules, so avoid the heap for the usual handful of names.
+  constexpr size_t kInline = 16;
+  uint64_t inlineValues[kInline];
+  std::vector<uint64_t> heapValues(e.refs().size() > kInline ? e.refs().size() : 0);
+  uint64_t* values = heapValues.empty() ? inlineValues : heapValues.data();
+  for (size_t k = 0; k < e.refs().size(); ++k) {
+    const std::string& name = e.refs()[k].name;
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    if (i == params.size()) return Error{"'" + name + "' is not a parameter of the kernel"};
+    unsigned bytes = integerTypeBytes(params[i].type);
+    if (bytes == 0) return Error{"parameter '" + name + "' is not an integer"};
+    if (!args || !args[i]) return Error{"no argument for parameter '" + name + "'"};
+    uint64_t raw = 0;
+    std::memcpy(&raw, args[i], bytes);  // little-endian host, as on every CUDA platform
+    if (isSignedIntegerType(params[i].type)) {
+      unsigned shift = 64 - 8 * bytes;
+      int64_t s = static_cast<int64_t>(raw << shift) >> shift;
+      if (s < 0) return Error{"parameter '" + name + "' is negative (" + std::to_string(s) + ")"};
+      raw = static_cast<uint64_t>(s);
+    }
+    values[k] = raw;
+  }
+  return e.evaluate({values, e.refs().size()});
+}
+
+}  // namespace
+
+Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args) {
+  if (auto bad = checkBlock(rule)) return Error{"block: " + bad->error.message};
+  if (rule.grid.empty() || rule.grid.size() > 3) return Error{"grid must have 1 to 3 dimensions"};
+  LaunchDims d;
+  for (size_t i = 0; i < rule.block.size(); ++i) d.block[i] = rule.block[i];
+  for (size_t i = 0; i < rule.grid.size(); ++i) {
+    Result<uint64_t> v = evalWithArgs(rule.grid[i], params, args);
+    if (!v) return Error{"grid[" + std::to_string(i) + "]: " + v.error().message};
+    uint64_t limit = i == 0 ? kMaxGridX : kMaxGridYZ;
+    if (*v > limit)
+      return Error{"grid[" + std::to_string(i) + "] = " + std::to_string(*v) + " exceeds the limit of " + std::to_string(limit)};
+    d.grid[i] = static_cast<uint32_t>(*v);
+  }
+  Result<uint64_t> sh = evalWithArgs(rule.dynamicShared, params, args);
+  if (!sh) return Error{"dynamic_shared: " + sh.error().message};
+  if (*sh > UINT32_MAX) return Error{"dynamic_shared = " + std::to_string(*sh) + " bytes does not fit in 32 bits"};
+  d.dynamicShared = static_cast<uint32_t>(*sh);
+  return d;
+}
+
+}  // namespace tn::bundle

@@ -1,0 +1,153 @@
+// Launch rules: how a bundle kernel's grid and dynamic shared memory follow from its runtime
+// arguments. Part of truenoc_bundle (no IR dependency) so the runtime can evaluate rules too.
+//
+// Expression grammar (docs/bundle-format.md):
+//   expr    := term (('+' | '-') term)*
+//   term    := factor (('*' | '/' | '%') factor)*
+//   factor  := INTEGER | NAME | '(' expr ')' | FUNC '(' expr ',' expr ')'
+//   FUNC    := ceil_div | min | max
+// Arithmetic is unsigned 64-bit; overflow, a negative intermediate, a negative argument and
+// division by zero are evaluation errors, never wrapped values.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tn::bundle {
+
+// An error returned by value. column: 1-based position inside an expression text (0 = none).
+struct Error {
+  std::string message;
+  uint32_t column = 0;
+};
+
+// A value or an Error; never throws.
+template <class T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}
+  Result(Error e) : v_(std::move(e)) {}
+  bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  T& value() { return std::get<0>(v_); }
+  const T& value() const { return std::get<0>(v_); }
+  T& operator*() { return value(); }
+  const T& operator*() const { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+// Limits that keep hostile rules cheap to parse and evaluate.
+inline constexpr size_t kMaxExprLength = 1024;
+inline constexpr unsigned kMaxExprDepth = 64;
+
+// One kernel parameter as a bundle records it: name, IR type name ("u32", "ptr.global") and the
+// guaranteed alignment of pointer parameters (0 = unknown).
+struct Param {
+  std::string name;
+  std::string type;
+  uint32_t align = 0;
+  bool operator==(const Param&) const = default;
+};
+
+// True for the type names a bundle may record (scalars, v2/v4 vectors, pointers).
+bool isValidParamType(std::string_view type);
+// Byte width of an integer/bits scalar type name ("u32" -> 4), or 0 for anything else.
+unsigned integerTypeBytes(std::string_view type);
+bool isSignedIntegerType(std::string_view type);
+// Letters, digits and '_', not starting with a digit; at most 255 characters.
+bool isIdentifier(std::string_view text);
+
+// A parsed launch-rule expression.
+class Expr {
+ public:
+  struct Ref {
+    std::string name;
+    uint32_t column;  // 1-based column of the name's first use
+  };
+
+  Expr();  // the constant 0
+  static Result<Expr> parse(std::string_view text);
+  static Expr constant(uint64_t v);
+
+  // Canonical text: minimal parentheses, single spaces around binary operators.
+  std::string text() const;
+  // Distinct names the expression reads, in first-use order.
+  const std::vector<Ref>& refs() const { return refs_; }
+  // Evaluates with values[i] the value of refs()[i].
+  Result<uint64_t> evaluate(std::span<const uint64_t> values) const;
+  // C++ source computing the expression through a checked-arithmetic object `ev` (members add,
+  // sub, mul, div, rem, ceil_div, min, max); names are spelled by `spell`.
+  std::string toCpp(std::string_view ev, const std::function<std::string(std::string_view)>& spell) const;
+  // The value when the expression reads no names.
+  std::optional<uint64_t> constantValue() const;
+  bool operator==(const Expr& o) const { return text() == o.text(); }
+
+ private:
+  enum class Kind : uint8_t { Const, Name, Add, Sub, Mul, Div, Rem, CeilDiv, Min, Max };
+  struct Node {
+    Kind kind;
+    uint64_t value;  // Const: the value; Name: index into refs_
+    int32_t lhs, rhs;
+  };
+  friend class ExprParser;
+  static int precedence(Kind k);
+  static const char* spelling(Kind k);
+  std::string textOf(int32_t n, int parentPrec, bool rightSide) const;
+  std::string cppOf(int32_t n, std::string_view ev, const std::function<std::string(std::string_view)>& spell) const;
+  Result<uint64_t> eval(int32_t n, std::span<const uint64_t> values) const;
+
+  std::vector<Node> nodes_;
+  int32_t root_ = 0;
+  std::vector<Ref> refs_;
+};
+
+// Block size (1 to 3 dimensions, at most 1024 threads), grid (1 to 3 expressions) and dynamic
+// shared memory bytes (an expression).
+struct LaunchRule {
+  std::vector<uint32_t> block{1};
+  std::vector<Expr> grid{Expr::constant(1)};
+  Expr dynamicShared;
+  bool operator==(const LaunchRule&) const = default;
+};
+
+// "block [256], grid [ceil_div(n, 256)], dynamic_shared 0"
+std::string describe(const LaunchRule& rule);
+
+// Checks block sizes and that every name in the rule is an integer parameter of `params`. The
+// error says which part is wrong (grid: with its index) and the column inside the expression.
+struct RuleError {
+  enum class Part : uint8_t { Block, Grid, DynamicShared };
+  Part part;
+  unsigned index;  // grid dimension
+  Error error;
+  std::string where() const;  // "block", "grid[1]", "dynamic_shared"
+};
+std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param> params);
+
+struct LaunchDims {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicShared = 0;
+};
+
+// Hardware limits applied to evaluated rules.
+inline constexpr uint64_t kMaxGridX = 2147483647u;
+inline constexpr uint64_t kMaxGridYZ = 65535u;
+
+// Evaluates a checked rule for one launch. args[i] points at the value of params[i], as in
+// cuLaunchKernel's kernelParams. A grid dimension may evaluate to 0 (nothing to launch).
+Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args);
+
+}  // namespace tn::bundle

@@ -1,0 +1,199 @@
+#include "backends/Ptxas.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace tn::ptxas {
+
+namespace {
+
+bool isExecutableFile(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+std::optional<std::string> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  return static_cast<bool>(out);
+}
+
+void replaceAll(std::string& s, const std::string& from, const std::string& to) {
+  if (from.empty()) return;
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
+// The number just before `suffix` in `item` ("12 registers" with suffix "registers" -> 12).
+bool numberBefore(std::string_view item, std::string_view suffix, uint32_t& out) {
+  size_t at = item.find(suffix);
+  if (at == std::string_view::npos) return false;
+  std::string_view head = item.substr(0, at);
+  while (!head.empty() && head.back() == ' ') head.remove_suffix(1);
+  size_t start = head.size();
+  while (start > 0 && head[start - 1] >= '0' && head[start - 1] <= '9') --start;
+  if (start == head.size()) return false;
+  uint64_t v = 0;
+  for (char c : head.substr(start)) {
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+    if (v > UINT32_MAX) return false;
+  }
+  out = static_cast<uint32_t>(v);
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::string> find(const std::string& explicitPath, std::string& why) {
+  if (!explicitPath.empty()) {
+    if (isExecutableFile(explicitPath)) return explicitPath;
+    why = "--ptxas '" + explicitPath + "' is not an executable file";
+    return std::nullopt;
+  }
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    const char* root = std::getenv(var);
+    if (root && *root) {
+      std::string p = std::string(root) + "/bin/ptxas";
+      if (isExecutableFile(p)) return p;
+    }
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::string_view rest(path);
+    while (true) {
+      size_t colon = rest.find(':');
+      std::string dir(rest.substr(0, colon));
+      if (!dir.empty() && isExecutableFile(dir + "/ptxas")) return dir + "/ptxas";
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  why = "ptxas was not found (looked at $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH)";
+  return std::nullopt;
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base && *base ? base : "/tmp") + "/truenoc-XXXXXX";
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data())) path_ = buf.data();
+  else error_ = "cannot create a temporary folder from '" + templ + "': " + std::strerror(errno);
+}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job) {
+  Output out;
+  std::string stem = job.kernel + "." + job.target;
+  std::string ptxPath = workDir + "/" + stem + ".ptx";
+  std::string cubinPath = workDir + "/" + stem + ".cubin";
+  std::string logPath = workDir + "/" + stem + ".log";
+  if (!writeFile(ptxPath, job.ptx)) {
+    out.log = "cannot write '" + ptxPath + "'";
+    return out;
+  }
+
+  std::vector<std::string> args = {ptxas, "-v", "-arch=" + job.target, "-o", cubinPath, ptxPath};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    out.log = "cannot run '" + ptxas + "': " + std::strerror(rc);
+    return out;
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      out.log = "lost track of ptxas: " + std::string(std::strerror(errno));
+      return out;
+    }
+  }
+  out.log = readFile(logPath).value_or("");
+  replaceAll(out.log, workDir + "/", "");
+  while (!out.log.empty() && out.log.back() == '\n') out.log.pop_back();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    if (out.log.empty())
+      out.log = WIFSIGNALED(status) ? "ptxas was killed by signal " + std::to_string(WTERMSIG(status))
+                                    : "ptxas exited with status " + std::to_string(WEXITSTATUS(status));
+    return out;
+  }
+  auto cubin = readFile(cubinPath);
+  if (!cubin || cubin->empty()) {
+    out.log = "ptxas succeeded but wrote no cubin";
+    return out;
+  }
+  if (!parseResources(out.log, job.kernel, out.resources)) {
+    out.log = "ptxas -v did not report the resources of '" + job.kernel + "':\n" + out.log;
+    return out;
+  }
+  out.cubin = std::move(*cubin);
+  out.ok = true;
+  return out;
+}
+
+bool parseResources(std::string_view log, std::string_view kernel, bundle::Resources& out) {
+  std::string header = "Compiling entry function '" + std::string(kernel) + "'";
+  size_t at = log.find(header);
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = log.substr(at + header.size());
+  size_t next = rest.find("Compiling entry function '");
+  if (next != std::string_view::npos) rest = rest.substr(0, next);
+  bundle::Resources r;
+  bool haveRegs = false;
+  while (!rest.empty()) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    // Items are comma separated: "Used 10 registers, used 1 barriers, 64 bytes smem, 364 bytes cmem[0]".
+    while (!line.empty()) {
+      size_t comma = line.find(',');
+      std::string_view item = line.substr(0, comma);
+      line = comma == std::string_view::npos ? std::string_view() : line.substr(comma + 1);
+      if (item.find("registers") != std::string_view::npos) haveRegs = numberBefore(item, "registers", r.registers) || haveRegs;
+      else if (item.find("barriers") != std::string_view::npos) numberBefore(item, "barriers", r.barriers);
+      else if (item.find("bytes smem") != std::string_view::npos) numberBefore(item, "bytes smem", r.sharedBytes);
+      else if (item.find("bytes cmem[0]") != std::string_view::npos) numberBefore(item, "bytes cmem[0]", r.constBytes);
+      else if (item.find("bytes stack frame") != std::string_view::npos) numberBefore(item, "bytes stack frame", r.stackBytes);
+      else if (item.find("bytes spill stores") != std::string_view::npos) numberBefore(item, "bytes spill stores", r.spillStores);
+      else if (item.find("bytes spill loads") != std::string_view::npos) numberBefore(item, "bytes spill loads", r.spillLoads);
+    }
+  }
+  if (!haveRegs) return false;
+  out = r;
+  return true;
+}
+
+}  // namespace tn::ptxas

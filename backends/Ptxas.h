@@ -1,0 +1,54 @@
+// The ptxas driver: finds ptxas, assembles one PTX module for one target in a private temporary
+// folder and reads the resource usage that `ptxas -v` reports. Runs ptxas directly (no shell);
+// never prints. Safe to call from several threads at once.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/Bundle.h"
+
+namespace tn::ptxas {
+
+// ptxas from `explicitPath` when given (it must be an executable file), else $CUDA_HOME/bin,
+// $CUDA_PATH/bin, then each folder of $PATH. nullopt with `why` set when none is found.
+std::optional<std::string> find(const std::string& explicitPath, std::string& why);
+
+// A private folder made with mkdtemp and removed, with its contents, on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string path_;
+  std::string error_;
+};
+
+struct Job {
+  std::string kernel;  // the .entry name, also used for file names
+  std::string target;  // "sm_90"
+  std::string ptx;
+};
+
+struct Output {
+  bool ok = false;
+  std::string cubin;
+  bundle::Resources resources;
+  std::string log;  // ptxas's messages, temporary paths removed
+};
+
+// Runs `ptxas -v -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`.
+Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job);
+
+// Reads the `-v` report of entry `kernel`; false when the report has no complete entry for it.
+bool parseResources(std::string_view log, std::string_view kernel, bundle::Resources& out);
+
+}  // namespace tn::ptxas

@@ -1,0 +1,272 @@
+// truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only]
+// spec -> kernel instances per target -> verifier + -O2 pipeline -> PTX -> ptxas (parallel) ->
+// bundle, written atomically.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "backends/Bundle.h"
+#include "backends/Ptx.h"
+#include "backends/Ptxas.h"
+#include "compiler/Command.h"
+#include "compiler/Spec.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+
+#ifndef TRUENOC_VERSION
+#define TRUENOC_VERSION "0.0.0"
+#endif
+
+namespace tn::cli {
+
+namespace {
+
+struct BuildOpts {
+  std::string spec, output, targets, ptxas, depfile;
+  unsigned jobs = 0;
+  bool ptxOnly = false;
+};
+
+// The one place the build optimizes a kernel instance: verify it for its target, run the -O2
+// pipeline (clean-up, fma-fusion under fp_contract, the checkers), and verify the result before
+// it reaches the emitter. Returns false when an error was reported.
+bool optimize(ir::Module& m, const spec::Spec& spec, ir::Diagnostics& diags) {
+  if (!ir::verify(m, diags)) return false;
+  passes::PassOptions options;
+  options.fpContract = spec.fpContract == spec::FpContract::Fast;
+  return passes::runO2(m, diags, options) && ir::verify(m, diags);
+}
+
+// A (kernel, target) pair on its way into the bundle.
+struct Unit {
+  size_t kernel;  // index into spec.kernels
+  std::string target;
+  std::string ptx;
+  ptxas::Output out;
+};
+
+std::optional<std::vector<std::string>> parseTargetList(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string t = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!spec::isKnownTarget(t)) {
+      std::fprintf(stderr, "error: unknown target '%s' in --targets\n", t.c_str());
+      return std::nullopt;
+    }
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string describe(const bundle::Resources& r) {
+  return std::to_string(r.registers) + " registers, " + std::to_string(r.spillStores) + " bytes spill stores, " +
+         std::to_string(r.spillLoads) + " bytes spill loads";
+}
+
+// Writes `bytes` to `path` through a temporary file in the same folder, so a failed or
+// interrupted build never leaves a partial bundle behind.
+bool writeAtomically(const std::string& path, const std::string& bytes) {
+  std::string templ = path + ".XXXXXX";
+  std::vector<char> name(templ.begin(), templ.end());
+  name.push_back('\0');
+  int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    std::fprintf(stderr, "error: cannot create '%s'\n", templ.c_str());
+    return false;
+  }
+  bool ok = true;
+  for (size_t done = 0; ok && done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ok = ::fchmod(fd, 0666 & ~mask) == 0 && ok;
+  ok = ::close(fd) == 0 && ok;
+  if (ok && std::rename(name.data(), path.c_str()) != 0) ok = false;
+  if (!ok) {
+    ::unlink(name.data());
+    std::fprintf(stderr, "error: cannot write '%s'\n", path.c_str());
+  }
+  return ok;
+}
+
+// A path in a Makefile-syntax depfile (as CMake's DEPFILE and Ninja read them).
+std::string depPath(const std::string& path) {
+  std::string out;
+  for (char c : std::filesystem::absolute(path).lexically_normal().string()) {
+    if (c == ' ' || c == '#') out += '\\';
+    if (c == '$') out += '$';
+    out += c;
+  }
+  return out;
+}
+
+// "OUT: SPEC TIR..." so that build systems rerun the build when the spec or a .tir file changes.
+bool writeDepfile(const std::string& path, const BuildOpts& o, const spec::Spec& spec) {
+  std::string text = depPath(o.output) + ":";
+  if (o.spec != "-") text += " " + depPath(o.spec);
+  std::vector<std::string> tirs;
+  for (const spec::KernelSpec& k : spec.kernels)
+    if (!k.tirPath.empty() && std::find(tirs.begin(), tirs.end(), k.tirPath) == tirs.end()) tirs.push_back(k.tirPath);
+  for (const std::string& t : tirs) text += " \\\n  " + depPath(t);
+  return writeOutput(path, text + "\n");
+}
+
+int runBuild(const BuildOpts& o) {
+  auto text = readInput(o.spec);
+  if (!text) return kInputError;
+  std::string display = o.spec == "-" ? "<stdin>" : o.spec;
+  std::string baseDir = o.spec == "-" ? "" : std::filesystem::path(o.spec).parent_path().string();
+  ir::Diagnostics sd;
+  auto spec = spec::parseSpec(*text, display, baseDir, sd);
+  printDiagnostics(sd);
+  if (!spec) return kInputError;
+  if (!o.targets.empty()) {
+    auto list = parseTargetList(o.targets);
+    if (!list) return kUsageError;
+    spec->targets = *list;
+  }
+
+  std::string ptxasPath;
+  if (!o.ptxOnly) {
+    std::string why;
+    auto found = ptxas::find(o.ptxas, why);
+    if (!found) {
+      std::fprintf(stderr, "error: %s; pass --ptxas PATH, set CUDA_HOME, or build a PTX-only bundle with --ptx-only\n", why.c_str());
+      return kInputError;
+    }
+    ptxasPath = *found;
+  }
+
+  // Front end, verifier, pipeline and PTX, kernel by kernel (deterministic diagnostics order).
+  std::vector<Unit> units;
+  std::vector<spec::Instance> first(spec->kernels.size());  // signature and launch rule per kernel
+  spec::TirCache tirs;
+  bool failed = false;
+  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
+    const spec::KernelSpec& k = spec->kernels[ki];
+    for (const std::string& target : spec->targets) {
+      ir::Diagnostics d;
+      auto inst = spec::instantiate(*spec, k, target, tirs, d);
+      bool ok = inst && optimize(inst->module, *spec, d);
+      std::optional<std::string> ptx;
+      if (ok) ptx = ptx::emit(inst->module, {k.name}, d);
+      printDiagnostics(d);
+      if (!ptx) {
+        if (!d.hasErrors()) std::fprintf(stderr, "error: kernel '%s' failed to build for %s\n", k.name.c_str(), target.c_str());
+        failed = true;
+        break;  // the other targets would mostly repeat the same errors
+      }
+      if (units.empty() || units.back().kernel != ki) {
+        first[ki] = std::move(*inst);
+      } else if (inst->params != first[ki].params || inst->launch != first[ki].launch) {
+        std::fprintf(stderr, "error: kernel '%s' has a different signature or launch rule on %s than on %s\n", k.name.c_str(),
+                     target.c_str(), spec->targets.front().c_str());
+        failed = true;
+        break;
+      }
+      units.push_back({ki, target, std::move(*ptx), {}});
+    }
+  }
+  if (failed) return kInputError;
+
+  // ptxas per (kernel, target), in parallel.
+  if (!o.ptxOnly) {
+    ptxas::TempDir tmp;
+    if (!tmp.ok()) {
+      std::fprintf(stderr, "error: %s\n", tmp.error().c_str());
+      return kInputError;
+    }
+    unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+    jobs = std::min<unsigned>(jobs, static_cast<unsigned>(units.size()));
+    std::atomic<size_t> next{0};
+    std::atomic<size_t> done{0};
+    std::mutex progress;
+    bool tty = ::isatty(STDERR_FILENO) == 1;
+    auto worker = [&] {
+      for (size_t i = next++; i < units.size(); i = next++) {
+        Unit& u = units[i];
+        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec->kernels[u.kernel].name, u.target, u.ptx});
+        size_t n = ++done;
+        if (tty) {
+          std::lock_guard<std::mutex> lock(progress);
+          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec->kernels[u.kernel].name.c_str(), u.target.c_str(),
+                       u.out.ok ? (std::to_string(u.out.resources.registers) + " registers").c_str() : "failed");
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
+
+    for (const Unit& u : units) {
+      const spec::KernelSpec& k = spec->kernels[u.kernel];
+      if (!u.out.ok) {
+        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), u.target.c_str(), u.out.log.c_str());
+        failed = true;
+        continue;
+      }
+      const bundle::Resources& r = u.out.resources;
+      if (r.spillStores == 0 && r.spillLoads == 0) continue;
+      ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec->file, k.loc,
+                       "kernel '" + k.name + "' spills registers on " + u.target + " (" + describe(r) + ")" +
+                           (k.allowSpills ? "; allowed by allow_spills" : "; set allow_spills = true in its [[kernel]] entry to accept")};
+      std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
+      failed = failed || !k.allowSpills;
+    }
+    if (failed) return kInputError;
+  }
+
+  bundle::BundleInput in;
+  in.name = spec->name;
+  in.targets = spec->targets;
+  in.ptxFallback = spec->ptxFallback || o.ptxOnly;
+  in.producer = std::string("truenoc ") + TRUENOC_VERSION;
+  for (size_t ki = 0; ki < spec->kernels.size(); ++ki)
+    in.kernels.push_back({spec->kernels[ki].name, first[ki].params, first[ki].launch, {}});
+  for (Unit& u : units) {
+    bundle::KernelInput& k = in.kernels[u.kernel];
+    if (!o.ptxOnly) k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.out.resources, std::move(u.out.cubin)});
+    if (in.ptxFallback) k.payloads.push_back({u.target, bundle::PayloadKind::Ptx, {}, std::move(u.ptx)});
+  }
+  auto bytes = bundle::write(in);
+  if (!bytes) {
+    std::fprintf(stderr, "error: cannot write the bundle: %s\n", bytes.error().message.c_str());
+    return kInputError;
+  }
+  if (!writeAtomically(o.output, *bytes)) return kInputError;
+  return o.depfile.empty() || writeDepfile(o.depfile, o, *spec) ? kOk : kInputError;
+}
+
+}  // namespace
+
+Command buildCommand() {
+  return {"build", "Compile a kernel spec (TOML) into a .tnb bundle of cubins", [](CLI::App& app) {
+            auto o = std::make_shared<BuildOpts>();
+            app.add_option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin")->required();
+            app.add_option("-o,--output", o->output, "Output bundle (.tnb)")->required();
+            app.add_option("-j,--jobs", o->jobs, "Parallel ptxas jobs (default: one per CPU)")->check(CLI::Range(1u, 1024u));
+            app.add_option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
+            app.add_option("--ptxas", o->ptxas, "The ptxas to run (default: $CUDA_HOME/bin, $CUDA_PATH/bin, then PATH)");
+            app.add_flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
+            app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
+            return std::function<int()>([o] { return runBuild(*o); });
+          }};
+}
+
+}  // namespace tn::cli

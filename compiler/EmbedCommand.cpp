@@ -1,0 +1,326 @@
+// truenoc embed BUNDLE [--name NS] -o DIR: writes DIR/NS.cpp (the bundle bytes, 16-byte aligned,
+// and the launch functions) and DIR/NS.hpp (one typed launch function per kernel that computes
+// the grid from the kernel's launch rule). The interim launch interface is in docs/specs.md.
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "compiler/Command.h"
+
+#ifndef TRUENOC_VERSION
+#define TRUENOC_VERSION "0.0.0"
+#endif
+
+namespace tn::cli {
+
+namespace {
+
+constexpr std::string_view kCppKeywords[] = {
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch", "char",
+    "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr", "constinit",
+    "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete", "do", "double",
+    "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto", "if",
+    "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or",
+    "or_eq", "private", "protected", "public", "register", "reinterpret_cast", "requires", "return", "short", "signed",
+    "sizeof", "static", "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local", "throw",
+    "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
+    "wchar_t", "while", "xor", "xor_eq"};
+
+bool isReservedName(std::string_view n) {
+  for (std::string_view k : kCppKeywords)
+    if (n == k) return true;
+  // Names the implementation reserves: leading underscore + capital, or a double underscore.
+  return (n.size() > 1 && n[0] == '_' && n[1] >= 'A' && n[1] <= 'Z') || n.find("__") != std::string_view::npos;
+}
+
+// The C++ type a parameter is passed as; nullopt when none fits.
+std::optional<std::string> cppType(std::string_view type) {
+  unsigned lanes = 1;
+  if (type.size() > 3 && type[0] == 'v' && type[2] == '.') {
+    lanes = static_cast<unsigned>(type[1] - '0');
+    type.remove_prefix(3);
+  }
+  std::string scalar;
+  if (type == "ptr.global" || type == "ptr.generic") scalar = "void*";
+  else if (type == "ptr.shared" || type == "ptr.local") scalar = "std::uint32_t";
+  else if (type == "ptr.param") scalar = "std::uint64_t";
+  else if (type == "pred") scalar = "bool";
+  else if (type == "f32") scalar = "float";
+  else if (type == "f64") scalar = "double";
+  else if (type == "f16" || type == "bf16") scalar = "std::uint16_t";  // the value's bits
+  else if (unsigned bytes = bundle::integerTypeBytes(type)) scalar = std::string(type[0] == 's' ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
+  else return std::nullopt;
+  if (lanes == 1) return scalar;
+  if (scalar == "void*" || scalar == "bool") return std::nullopt;
+  return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(lanes) + ">";
+}
+
+const char* kInterface = R"(#ifndef TRUENOC_EMBED_INTERFACE_V1
+#define TRUENOC_EMBED_INTERFACE_V1
+// The launch interface shared by every truenoc-generated header (docs/specs.md).
+namespace truenoc::embed {
+
+// One kernel launch, described completely: the launcher loads `kernel` from the bundle bytes
+// (it may cache per bundle pointer) and enqueues it on `stream` (a CUstream, or null).
+struct Launch {
+  const unsigned char* bundle;
+  std::size_t bundle_size;
+  const char* kernel;
+  void* stream;
+  std::uint32_t grid[3];
+  std::uint32_t block[3];
+  std::uint32_t dynamic_shared;
+  void** args;  // args[i] points at argument i, as cuLaunchKernel's kernelParams
+  std::uint32_t num_args;
+};
+
+// Supplied by the caller (or by the truenoc runtime): returns 0 on success.
+struct Launcher {
+  int (*launch)(void* user, const Launch& launch);
+  void* user;
+};
+
+inline constexpr int kInvalidLaunch = -1;  // the launch rule failed for these arguments
+inline constexpr int kNoLauncher = -2;     // Launcher::launch is null
+
+// A vN.T kernel parameter.
+template <class T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T lanes[N];
+};
+
+// Checked unsigned 64-bit arithmetic for launch rules: overflow, a negative argument or
+// intermediate, and division by zero clear `ok` (the launch is refused, never wrapped).
+struct RuleEval {
+  bool ok = true;
+  template <class T>
+  std::uint64_t arg(T v) {
+    if constexpr (std::is_signed_v<T>) {
+      if (v < 0) {
+        ok = false;
+        return 0;
+      }
+    }
+    return static_cast<std::uint64_t>(v);
+  }
+  std::uint64_t add(std::uint64_t a, std::uint64_t b) {
+    if (a > UINT64_MAX - b) ok = false;
+    return a + b;
+  }
+  std::uint64_t sub(std::uint64_t a, std::uint64_t b) {
+    if (b > a) ok = false;
+    return a - b;
+  }
+  std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
+    if (a != 0 && b > UINT64_MAX / a) ok = false;
+    return a * b;
+  }
+  std::uint64_t div(std::uint64_t a, std::uint64_t b) {
+    if (b == 0) {
+      ok = false;
+      return 0;
+    }
+    return a / b;
+  }
+  std::uint64_t rem(std::uint64_t a, std::uint64_t b) {
+    if (b == 0) {
+      ok = false;
+      return 0;
+    }
+    return a % b;
+  }
+  std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
+    if (b == 0) {
+      ok = false;
+      return 0;
+    }
+    return a / b + (a % b != 0 ? 1 : 0);
+  }
+  std::uint64_t min(std::uint64_t a, std::uint64_t b) { return a < b ? a : b; }
+  std::uint64_t max(std::uint64_t a, std::uint64_t b) { return a > b ? a : b; }
+};
+
+}  // namespace truenoc::embed
+#endif  // TRUENOC_EMBED_INTERFACE_V1
+)";
+
+struct Names {
+  std::vector<std::string> params;  // C++ spelling of each parameter
+};
+
+// C++ parameter names: the bundle's, renamed (suffix "_arg") when they clash with a keyword, a
+// reserved name, the launcher/stream parameters or the generated locals.
+Names cppNames(const bundle::KernelInfo& k) {
+  Names n;
+  std::set<std::string> used;
+  for (const bundle::Param& p : k.params) used.insert(p.name);
+  for (const bundle::Param& p : k.params) {
+    std::string name = p.name;
+    if (isReservedName(name) || name == "launcher" || name == "stream" || name.starts_with("truenoc_")) {
+      name += "_arg";
+      while (used.count(name)) name += "_";
+      used.insert(name);
+    }
+    n.params.push_back(name);
+  }
+  return n;
+}
+
+std::string commentSignature(const bundle::KernelInfo& k) {
+  std::string s = k.name + "(";
+  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type;
+  return s + ")";
+}
+
+std::string declaration(const bundle::KernelInfo& k, const Names& names) {
+  std::string s = "int " + k.name + "(const truenoc::embed::Launcher& launcher, void* stream";
+  for (size_t i = 0; i < k.params.size(); ++i) s += ", " + *cppType(k.params[i].type) + " " + names.params[i];
+  return s + ")";
+}
+
+std::string definition(const bundle::KernelInfo& k, const Names& names) {
+  auto spell = [&](std::string_view param) {
+    for (size_t i = 0; i < k.params.size(); ++i)
+      if (k.params[i].name == param) return "truenoc_ev.arg(" + names.params[i] + ")";
+    return std::string("0");  // unreachable: the reader checked every name against the signature
+  };
+  std::string s = declaration(k, names) + " {\n";
+  s += "  truenoc::embed::RuleEval truenoc_ev;\n";
+  static constexpr const char* kDims[3] = {"x", "y", "z"};
+  for (size_t i = 0; i < 3; ++i)
+    s += "  const std::uint64_t truenoc_grid_" + std::string(kDims[i]) + " = " +
+         (i < k.launch.grid.size() ? k.launch.grid[i].toCpp("truenoc_ev", spell) : std::string("UINT64_C(1)")) + ";\n";
+  s += "  const std::uint64_t truenoc_shared = " + k.launch.dynamicShared.toCpp("truenoc_ev", spell) + ";\n";
+  s += "  if (!truenoc_ev.ok || truenoc_grid_x > UINT64_C(" + std::to_string(bundle::kMaxGridX) + ") || truenoc_grid_y > UINT64_C(" +
+       std::to_string(bundle::kMaxGridYZ) + ") ||\n      truenoc_grid_z > UINT64_C(" + std::to_string(bundle::kMaxGridYZ) +
+       ") || truenoc_shared > UINT64_C(4294967295))\n    return truenoc::embed::kInvalidLaunch;\n";
+  s += "  if (truenoc_grid_x == 0 || truenoc_grid_y == 0 || truenoc_grid_z == 0) return 0;  // nothing to launch\n";
+  s += "  if (!launcher.launch) return truenoc::embed::kNoLauncher;\n";
+  if (k.params.empty()) {
+    s += "  void** truenoc_args = nullptr;\n";
+  } else {
+    s += "  void* truenoc_args[] = {";
+    for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + std::string("&") + names.params[i];
+    s += "};\n";
+  }
+  uint32_t b[3] = {1, 1, 1};
+  for (size_t i = 0; i < k.launch.block.size(); ++i) b[i] = k.launch.block[i];
+  s += "  const truenoc::embed::Launch truenoc_launch{kBundle, sizeof kBundle, \"" + k.name + "\", stream,\n";
+  s += "      {static_cast<std::uint32_t>(truenoc_grid_x), static_cast<std::uint32_t>(truenoc_grid_y), "
+       "static_cast<std::uint32_t>(truenoc_grid_z)},\n";
+  s += "      {" + std::to_string(b[0]) + ", " + std::to_string(b[1]) + ", " + std::to_string(b[2]) +
+       "}, static_cast<std::uint32_t>(truenoc_shared), truenoc_args, " + std::to_string(k.params.size()) + "};\n";
+  s += "  return launcher.launch(launcher.user, truenoc_launch);\n}\n";
+  return s;
+}
+
+// "a::b" -> {"a", "b"}; empty when a component is not an identifier or is reserved.
+std::vector<std::string> splitNamespace(const std::string& ns) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t sep = ns.find("::", start);
+    std::string part = ns.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
+    if (!bundle::isIdentifier(part) || isReservedName(part) || part == "truenoc") return {};
+    parts.push_back(part);
+    if (sep == std::string::npos) return parts;
+    start = sep + 2;
+  }
+}
+
+int runEmbed(const std::string& input, std::string ns, const std::string& outDir) {
+  std::string bytes;
+  auto r = openBundle(input, bytes);
+  if (!r) return kInputError;
+  const bundle::Manifest& m = r->manifest();
+  if (ns.empty()) ns = m.name;
+  std::vector<std::string> parts = splitNamespace(ns);
+  if (parts.empty()) {
+    std::fprintf(stderr, "error: --name '%s' is not a C++ namespace name (identifiers joined by '::')\n", ns.c_str());
+    return kUsageError;
+  }
+  std::vector<Names> names;
+  for (const bundle::KernelInfo& k : m.kernels) {
+    if (isReservedName(k.name) || k.name == "bundle_bytes" || k.name == "bundle_size" || k.name.starts_with("truenoc_")) {
+      std::fprintf(stderr, "error: kernel name '%s' cannot be a C++ function name here; rename it in the spec\n", k.name.c_str());
+      return kInputError;
+    }
+    for (const bundle::Param& p : k.params)
+      if (!cppType(p.type)) {
+        std::fprintf(stderr, "error: kernel '%s': parameter '%s' of type '%s' has no C++ type\n", k.name.c_str(), p.name.c_str(),
+                     p.type.c_str());
+        return kInputError;
+      }
+    names.push_back(cppNames(k));
+  }
+
+  std::string base;
+  for (const std::string& p : parts) base += (base.empty() ? "" : "_") + p;
+  std::string nsOpen, nsClose;
+  for (const std::string& p : parts) nsOpen += "namespace " + p + " {\n";
+  nsClose = "}  // namespace " + ns + "\n";
+  for (size_t i = 1; i < parts.size(); ++i) nsClose = "}\n" + nsClose;
+  std::string banner = "// Generated by truenoc " TRUENOC_VERSION " (truenoc embed) from bundle '" + m.name + "'. Do not edit.\n";
+
+  std::string hpp = banner;
+  hpp += "// Launch functions return 0 on success, truenoc::embed::kInvalidLaunch when the launch rule\n"
+         "// fails for the arguments, or the launcher's own error code. A grid with a zero dimension\n"
+         "// launches nothing and returns 0.\n";
+  hpp += "#pragma once\n\n#include <cstddef>\n#include <cstdint>\n#include <type_traits>\n\n";
+  hpp += "#ifdef TRUENOC_HAVE_RUNTIME\n#include <truenort/truenort.h>\n#endif\n\n";
+  hpp += kInterface;
+  hpp += "\n" + nsOpen + "\n";
+  hpp += "// The bundle's bytes (" + std::to_string(bytes.size()) + ", 16-byte aligned), for loading it directly.\n";
+  hpp += "const unsigned char* bundle_bytes();\nstd::size_t bundle_size();\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) {
+    const bundle::KernelInfo& k = m.kernels[i];
+    hpp += "\n// " + commentSignature(k) + "\n// " + bundle::describe(k.launch) + "\n";
+    hpp += declaration(k, names[i]) + ";\n";
+  }
+  hpp += "\n" + nsClose;
+
+  std::string cpp = banner;
+  cpp += "#include \"" + base + ".hpp\"\n\n" + nsOpen + "\nnamespace {\n\n";
+  cpp += "alignas(16) const unsigned char kBundle[" + std::to_string(bytes.size()) + "] = {\n";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(bytes[i]);
+    cpp += (i % 16 == 0 ? "    " : " ");
+    cpp += "0x";
+    cpp += kHex[c >> 4];
+    cpp += kHex[c & 15];
+    cpp += ',';
+    if (i % 16 == 15 || i + 1 == bytes.size()) cpp += '\n';
+  }
+  cpp += "};\n\n}  // namespace\n\n";
+  cpp += "const unsigned char* bundle_bytes() { return kBundle; }\nstd::size_t bundle_size() { return sizeof kBundle; }\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + definition(m.kernels[i], names[i]);
+  cpp += "\n" + nsClose;
+
+  std::error_code ec;
+  std::filesystem::create_directories(outDir, ec);
+  if (ec) {
+    std::fprintf(stderr, "error: cannot create '%s': %s\n", outDir.c_str(), ec.message().c_str());
+    return kInputError;
+  }
+  std::string dir = outDir.empty() ? std::string(".") : outDir;
+  if (!writeOutput(dir + "/" + base + ".hpp", hpp) || !writeOutput(dir + "/" + base + ".cpp", cpp)) return kInputError;
+  return kOk;
+}
+
+}  // namespace
+
+Command embedCommand() {
+  return {"embed", "Generate C++ (bundle bytes + typed launch functions) from a .tnb bundle", [](CLI::App& app) {
+            struct Opts {
+              std::string input, name, outDir;
+            };
+            auto o = std::make_shared<Opts>();
+            app.add_option("BUNDLE", o->input, "Bundle file (.tnb), or - for stdin")->required();
+            app.add_option("--name", o->name, "C++ namespace and file name (default: the bundle's name); a::b nests");
+            app.add_option("-o,--output", o->outDir, "Output folder for NAME.hpp and NAME.cpp")->required();
+            return std::function<int()>([o] { return runEmbed(o->input, o->name, o->outDir); });
+          }};
+}
+
+}  // namespace tn::cli

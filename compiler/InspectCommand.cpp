@@ -1,0 +1,175 @@
+// truenoc inspect BUNDLE [--json]: what a .tnb bundle holds. The bundle is validated completely
+// (every payload decompressed and checksummed) before anything is printed.
+#include <cstdio>
+
+#include "backends/Bundle.h"
+#include "compiler/Command.h"
+
+namespace tn::cli {
+
+namespace {
+
+std::string ratio(uint64_t raw, uint64_t compressed) {
+  if (compressed == 0) return "0.00";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(raw) / static_cast<double>(compressed));
+  return buf;
+}
+
+std::string signature(const bundle::KernelInfo& k) {
+  std::string s = k.name + "(";
+  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type;
+  return s + ")";
+}
+
+std::string padRight(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string textReport(const bundle::Reader& r) {
+  const bundle::Manifest& m = r.manifest();
+  const bundle::BundleStats& st = r.stats();
+  std::string out;
+  out += "bundle " + m.name + " (format " + std::to_string(r.formatVersion()) + ", " + r.producer() + ")\n";
+  out += "targets: ";
+  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? " " : "") + m.targets[i];
+  out += "\nptx fallback: " + std::string(m.ptxFallback ? "yes" : "no") + "\n";
+  out += "size: " + std::to_string(st.fileBytes) + " bytes (manifest " + std::to_string(st.manifestBytes) + ", payloads " +
+         std::to_string(st.payloadSectionBytes) + " compressed from " + std::to_string(st.rawPayloadBytes) + ", ratio " +
+         ratio(st.rawPayloadBytes, st.payloadSectionBytes) + ")\n";
+  out += "kernels: " + std::to_string(m.kernels.size()) + "\n";
+  for (const bundle::KernelInfo& k : m.kernels) {
+    out += "\nkernel " + signature(k) + "\n";
+    out += "  launch: " + bundle::describe(k.launch) + "\n";
+    out += "  target  kind   bytes     compressed  regs  spill-st  spill-ld  smem    stack  cmem\n";
+    for (const bundle::Entry& e : k.entries) {
+      const bundle::Resources& res = e.resources;
+      bool cubin = e.kind == bundle::PayloadKind::Cubin;
+      auto n = [&](uint32_t v) { return cubin ? std::to_string(v) : std::string("-"); };
+      std::string line = "  " + padRight(m.targets[e.target], 8) + padRight(std::string(bundle::payloadKindName(e.kind)), 7) +
+                         padRight(std::to_string(e.rawSize), 10) + padRight(std::to_string(e.compressedSize), 12) +
+                         padRight(n(res.registers), 6) + padRight(n(res.spillStores), 10) + padRight(n(res.spillLoads), 10) +
+                         padRight(n(res.sharedBytes), 8) + padRight(n(res.stackBytes), 7) + n(res.constBytes);
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+std::string jsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;  // bundle strings are printable ASCII (the reader checks)
+  }
+  return out + "\"";
+}
+
+std::string jsonReport(const bundle::Reader& r) {
+  const bundle::Manifest& m = r.manifest();
+  const bundle::BundleStats& st = r.stats();
+  auto num = [](uint64_t v) { return std::to_string(v); };
+  std::string out = "{\n";
+  out += "  \"name\": " + jsonString(m.name) + ",\n";
+  out += "  \"format_version\": " + num(r.formatVersion()) + ",\n";
+  out += "  \"producer\": " + jsonString(r.producer()) + ",\n";
+  out += "  \"targets\": [";
+  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? ", " : "") + jsonString(m.targets[i]);
+  out += "],\n  \"ptx_fallback\": " + std::string(m.ptxFallback ? "true" : "false") + ",\n";
+  out += "  \"size\": {\"file\": " + num(st.fileBytes) + ", \"manifest\": " + num(st.manifestBytes) + ", \"payloads\": " +
+         num(st.payloadSectionBytes) + ", \"raw_payloads\": " + num(st.rawPayloadBytes) +
+         ", \"compression_ratio\": " + ratio(st.rawPayloadBytes, st.payloadSectionBytes) + "},\n";
+  out += "  \"kernels\": [";
+  for (size_t ki = 0; ki < m.kernels.size(); ++ki) {
+    const bundle::KernelInfo& k = m.kernels[ki];
+    out += ki ? ",\n" : "\n";
+    out += "    {\n      \"name\": " + jsonString(k.name) + ",\n      \"params\": [";
+    for (size_t i = 0; i < k.params.size(); ++i)
+      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(k.params[i].name) + ", \"type\": " + jsonString(k.params[i].type) +
+             ", \"align\": " + num(k.params[i].align) + "}";
+    out += "],\n      \"launch\": {\"block\": [";
+    for (size_t i = 0; i < k.launch.block.size(); ++i) out += (i ? ", " : "") + num(k.launch.block[i]);
+    out += "], \"grid\": [";
+    for (size_t i = 0; i < k.launch.grid.size(); ++i) out += (i ? ", " : "") + jsonString(k.launch.grid[i].text());
+    out += "], \"dynamic_shared\": " + jsonString(k.launch.dynamicShared.text()) + "},\n      \"entries\": [";
+    for (size_t i = 0; i < k.entries.size(); ++i) {
+      const bundle::Entry& e = k.entries[i];
+      const bundle::Resources& res = e.resources;
+      out += i ? ",\n" : "\n";
+      out += "        {\"target\": " + jsonString(m.targets[e.target]) + ", \"kind\": " + jsonString(bundle::payloadKindName(e.kind)) +
+             ", \"bytes\": " + num(e.rawSize) + ", \"compressed_bytes\": " + num(e.compressedSize);
+      if (e.kind == bundle::PayloadKind::Cubin)
+        out += ", \"registers\": " + num(res.registers) + ", \"barriers\": " + num(res.barriers) + ", \"shared_bytes\": " +
+               num(res.sharedBytes) + ", \"const_bytes\": " + num(res.constBytes) + ", \"stack_bytes\": " + num(res.stackBytes) +
+               ", \"spill_stores\": " + num(res.spillStores) + ", \"spill_loads\": " + num(res.spillLoads);
+      out += "}";
+    }
+    out += k.entries.empty() ? "]\n    }" : "\n      ]\n    }";
+  }
+  out += m.kernels.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+// --extract KERNEL:TARGET:KIND writes that payload, uncompressed, to standard output.
+int extract(const bundle::Reader& r, const std::string& what) {
+  size_t c1 = what.find(':'), c2 = c1 == std::string::npos ? c1 : what.find(':', c1 + 1);
+  if (c2 == std::string::npos) {
+    std::fprintf(stderr, "error: --extract wants KERNEL:TARGET:KIND (KIND is cubin or ptx), not '%s'\n", what.c_str());
+    return kUsageError;
+  }
+  std::string kernel = what.substr(0, c1), target = what.substr(c1 + 1, c2 - c1 - 1), kind = what.substr(c2 + 1);
+  const bundle::KernelInfo* k = r.manifest().find(kernel);
+  int t = r.manifest().targetIndex(target);
+  bundle::PayloadKind pk = kind == "ptx" ? bundle::PayloadKind::Ptx : bundle::PayloadKind::Cubin;
+  const bundle::Entry* e = k && t >= 0 && (kind == "ptx" || kind == "cubin") ? k->find(static_cast<uint32_t>(t), pk) : nullptr;
+  if (!e) {
+    std::fprintf(stderr, "error: the bundle has no %s payload of kernel '%s' for '%s'\n", kind.c_str(), kernel.c_str(), target.c_str());
+    return kInputError;
+  }
+  auto bytes = r.payload(*e);
+  if (!bytes) {
+    std::fprintf(stderr, "error: %s\n", bytes.error().message.c_str());
+    return kInputError;
+  }
+  return writeOutput("-", *bytes) ? kOk : kInputError;
+}
+
+}  // namespace
+
+std::optional<bundle::Reader> openBundle(const std::string& path, std::string& bytes) {
+  auto data = readInput(path);
+  if (!data) return std::nullopt;
+  bytes = std::move(*data);
+  std::string name = path == "-" ? "<stdin>" : path;
+  auto r = bundle::Reader::open({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  if (!r) {
+    std::fprintf(stderr, "error: %s: %s\n", name.c_str(), r.error().message.c_str());
+    return std::nullopt;
+  }
+  if (auto bad = r->verifyPayloads()) {
+    std::fprintf(stderr, "error: %s: %s\n", name.c_str(), bad->message.c_str());
+    return std::nullopt;
+  }
+  return std::move(*r);
+}
+
+Command inspectCommand() {
+  return {"inspect", "Show the kernels, launch rules and per-target resources of a .tnb bundle", [](CLI::App& app) {
+            auto input = std::make_shared<std::string>();
+            auto json = std::make_shared<bool>(false);
+            auto payload = std::make_shared<std::string>();
+            app.add_option("BUNDLE", *input, "Bundle file (.tnb), or - for stdin")->required();
+            app.add_flag("--json", *json, "Print JSON instead of text");
+            app.add_option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin or ptx) to stdout");
+            return std::function<int()>([input, json, payload] {
+              std::string bytes;
+              auto r = openBundle(*input, bytes);
+              if (!r) return int(kInputError);
+              if (!payload->empty()) return extract(*r, *payload);
+              return writeOutput("-", *json ? jsonReport(*r) : textReport(*r)) ? int(kOk) : int(kInputError);
+            });
+          }};
+}
+
+}  // namespace tn::cli

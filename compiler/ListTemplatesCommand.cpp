@@ -1,0 +1,66 @@
+// truenoc list-templates: the built-in kernel templates a spec can instantiate, with their
+// options (type, default, range, doc), parameter signature and launch rule (for the defaults).
+#include "compiler/Command.h"
+#include "compiler/Spec.h"
+#include "kernels/Template.h"
+
+namespace tn::cli {
+
+namespace {
+
+std::string optionLine(const kernels::OptionSpec& o) {
+  std::string s = "    " + o.name + " (" + std::string(kernels::optionTypeName(o.type)) + ", default " +
+                  kernels::optionValueText(o.defaultValue) + "): " + o.doc;
+  std::vector<std::string> limits;
+  if (o.min != std::numeric_limits<int64_t>::min() || o.max != std::numeric_limits<int64_t>::max())
+    limits.push_back(std::to_string(o.min) + " to " + std::to_string(o.max));
+  if (o.multipleOf > 1) limits.push_back("a multiple of " + std::to_string(o.multipleOf));
+  if (!o.choices.empty()) {
+    std::string c = "one of";
+    for (size_t i = 0; i < o.choices.size(); ++i) c += (i ? ", \"" : " \"") + o.choices[i] + "\"";
+    limits.push_back(c);
+  }
+  for (size_t i = 0; i < limits.size(); ++i) s += (i ? ", " : "; ") + limits[i];
+  return s;
+}
+
+// The template instantiated with its defaults for sm_80, as the spec loader would.
+std::string describeTemplate(const kernels::Template& t) {
+  std::string out = t.name + "\n  " + t.summary + "\n";
+  spec::Spec s;
+  s.file = "<list-templates>";
+  s.name = "templates";
+  spec::KernelSpec k;
+  k.name = t.name;
+  k.tmpl = &t;
+  k.options = t.defaults();
+  spec::TirCache tirs;
+  ir::Diagnostics d;
+  auto inst = spec::instantiate(s, k, "sm_80", tirs, d);
+  if (inst) {
+    std::string sig = t.name + "(";
+    for (size_t i = 0; i < inst->params.size(); ++i) sig += (i ? ", " : "") + inst->params[i].name + ": " + inst->params[i].type;
+    out += "  signature: " + sig + ")\n";
+    out += "  launch: " + bundle::describe(inst->launch) + "\n";
+  } else {
+    for (const ir::Diagnostic& diag : d.all()) out += "  cannot instantiate with defaults: " + diag.message + "\n";
+  }
+  if (t.options.empty()) out += "  options: none\n";
+  else out += "  options:\n";
+  for (const kernels::OptionSpec& o : t.options) out += optionLine(o) + "\n";
+  return out;
+}
+
+}  // namespace
+
+Command listTemplatesCommand() {
+  return {"list-templates", "Document the built-in kernel templates a spec can instantiate", [](CLI::App&) {
+            return std::function<int()>([] {
+              std::string out;
+              for (const kernels::Template& t : kernels::templates()) out += (out.empty() ? "" : "\n") + describeTemplate(t);
+              return writeOutput("-", out) ? int(kOk) : int(kInputError);
+            });
+          }};
+}
+
+}  // namespace tn::cli

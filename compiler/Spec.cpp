@@ -1,0 +1,496 @@
+#include "compiler/Spec.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "ir/Parser.h"
+
+namespace tn::spec {
+
+namespace {
+
+using ir::SourceLoc;
+
+constexpr std::string_view kKnownTargets[] = {"sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89",
+                                              "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103", "sm_103a",
+                                              "sm_110", "sm_110a", "sm_120", "sm_120a", "sm_121", "sm_121a"};
+
+SourceLoc locOf(const toml::source_region& r) { return SourceLoc{0, r.begin.line, r.begin.column}; }
+
+std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+std::string typeName(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a floating-point number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+std::string keyList(std::span<const std::string_view> keys) {
+  std::string out;
+  for (std::string_view k : keys) out += (out.empty() ? "" : ", ") + std::string(k);
+  return out;
+}
+
+// Where column `column` (1-based) of an expression is in the spec: past the opening quote.
+SourceLoc exprLoc(const ExprSource& s, uint32_t column) {
+  SourceLoc l = s.loc;
+  if (s.exact && column > 0) l.col += column;
+  return l;
+}
+
+class Loader {
+ public:
+  Loader(const std::string& file, const std::string& baseDir, ir::Diagnostics& d, std::span<const kernels::Template> t)
+      : file_(file), baseDir_(baseDir), diags_(d), templates_(t) {}
+
+  std::optional<Spec> load(std::string_view text) {
+    toml::table root;
+    try {
+      root = toml::parse(text, std::string_view(file_));
+    } catch (const toml::parse_error& e) {
+      std::string msg(e.description());
+      if (!msg.empty()) msg[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(msg[0])));
+      diags_.report(ir::Severity::Error, file_, locOf(e.source()), msg);
+      return std::nullopt;
+    }
+    Spec spec;
+    spec.file = file_;
+    spec.targets = defaultTargets();
+    static constexpr std::string_view kTop[] = {"bundle", "kernel"};
+    checkKeys(root, kTop, "at the top level");
+    const toml::node* bundle = root.get("bundle");
+    if (!bundle) error(SourceLoc{0, 1, 1}, "missing [bundle] table");
+    else if (const toml::table* b = asTable(*bundle, "bundle")) loadBundle(*b, spec);
+    const toml::node* kernels = root.get("kernel");
+    const toml::array* list = kernels ? kernels->as_array() : nullptr;
+    if (kernels && (!list || !list->is_array_of_tables()))
+      error(locOf(kernels->source()), "'kernel' must be an array of tables ([[kernel]] entries)");
+    else if (!list || list->empty())
+      error(SourceLoc{0, 1, 1}, "the spec has no [[kernel]] entries");
+    else
+      for (const toml::node& n : *list) loadKernel(*n.as_table(), spec);
+    // toml++ visits keys in sorted order; report in source order instead.
+    std::stable_sort(found_.begin(), found_.end(), [](const ir::Diagnostic& a, const ir::Diagnostic& b) {
+      return a.loc.line != b.loc.line ? a.loc.line < b.loc.line : a.loc.col < b.loc.col;
+    });
+    for (ir::Diagnostic& d : found_) diags_.report(d.severity, d.file, d.loc, std::move(d.message));
+    if (!found_.empty()) return std::nullopt;
+    return spec;
+  }
+
+ private:
+  void error(SourceLoc loc, std::string msg) { found_.push_back({ir::Severity::Error, file_, loc, std::move(msg)}); }
+
+  void checkKeys(const toml::table& t, std::span<const std::string_view> allowed, const std::string& where) {
+    for (auto&& [key, value] : t) {
+      (void)value;
+      if (std::find(allowed.begin(), allowed.end(), key.str()) == allowed.end())
+        error(locOf(key.source()), "unknown key " + q(key.str()) + " " + where + " (expected " + keyList(allowed) + ")");
+    }
+  }
+
+  const toml::table* asTable(const toml::node& n, std::string_view key) {
+    if (const toml::table* t = n.as_table()) return t;
+    error(locOf(n.source()), q(key) + " must be a table, not " + typeName(n.type()));
+    return nullptr;
+  }
+
+  // The node of `key` when present and of type `want`; reports a type error otherwise.
+  const toml::node* typed(const toml::table& t, std::string_view key, toml::node_type want) {
+    const toml::node* n = t.get(key);
+    if (!n) return nullptr;
+    if (n->type() != want) {
+      error(locOf(n->source()), q(key) + " must be " + typeName(want) + ", not " + typeName(n->type()));
+      return nullptr;
+    }
+    return n;
+  }
+
+  std::optional<std::string> identifier(const toml::table& t, std::string_view key, const char* what) {
+    const toml::node* n = typed(t, key, toml::node_type::string);
+    if (!n) return std::nullopt;
+    std::string v = **n->as_string();
+    if (!bundle::isIdentifier(v)) {
+      error(locOf(n->source()), std::string(what) + " " + q(v) + " is not an identifier (letters, digits and '_', not starting with a digit)");
+      return std::nullopt;
+    }
+    return v;
+  }
+
+  void loadBundle(const toml::table& b, Spec& spec) {
+    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "fp_contract"};
+    checkKeys(b, kKeys, "in [bundle]");
+    if (!b.get("name")) error(locOf(b.source()), "[bundle] needs a 'name'");
+    if (auto name = identifier(b, "name", "bundle name")) spec.name = *name;
+    if (const toml::node* n = typed(b, "targets", toml::node_type::array)) {
+      spec.targetsLoc = locOf(n->source());
+      spec.targets.clear();
+      const toml::array& a = *n->as_array();
+      if (a.empty()) error(locOf(n->source()), "'targets' must not be empty");
+      for (const toml::node& e : a) {
+        if (!e.is_string()) {
+          error(locOf(e.source()), "each target must be a string, not " + typeName(e.type()));
+          continue;
+        }
+        std::string t = **e.as_string();
+        if (!isKnownTarget(t)) error(locOf(e.source()), "unknown target " + q(t) + knownTargetsHint());
+        else if (std::find(spec.targets.begin(), spec.targets.end(), t) != spec.targets.end())
+          error(locOf(e.source()), "duplicate target " + q(t));
+        else spec.targets.push_back(t);
+      }
+    }
+    if (const toml::node* n = typed(b, "ptx_fallback", toml::node_type::boolean)) spec.ptxFallback = **n->as_boolean();
+    if (const toml::node* n = typed(b, "fp_contract", toml::node_type::string)) {
+      std::string v = **n->as_string();
+      if (v == "fast") spec.fpContract = FpContract::Fast;
+      else if (v == "off") spec.fpContract = FpContract::Off;
+      else error(locOf(n->source()), "'fp_contract' must be \"fast\" or \"off\", not \"" + v + "\"");
+    }
+  }
+
+  static std::string knownTargetsHint() {
+    std::string all;
+    for (std::string_view t : kKnownTargets) all += (all.empty() ? "" : ", ") + std::string(t);
+    return " (known targets: " + all + ")";
+  }
+
+  ExprSource expression(const toml::node& n, const std::string& what) {
+    ExprSource out;
+    out.loc = locOf(n.source());
+    std::string text;
+    if (const auto* i = n.as_integer()) {
+      if (**i < 0) {
+        error(out.loc, what + " must not be negative");
+        return out;
+      }
+      text = std::to_string(**i);
+    } else if (const auto* s = n.as_string()) {
+      text = **s;
+      const toml::source_region& r = n.source();
+      out.exact = r.begin.line == r.end.line && r.end.column - r.begin.column == text.size() + 2;
+    } else {
+      error(out.loc, what + " must be a string or an integer, not " + typeName(n.type()));
+      return out;
+    }
+    bundle::Result<bundle::Expr> e = bundle::Expr::parse(text);
+    if (!e) {
+      error(exprLoc(out, e.error().column), what + ": " + e.error().message);
+      return out;
+    }
+    out.expr = std::move(*e);
+    return out;
+  }
+
+  void loadKernel(const toml::table& t, Spec& spec) {
+    static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills"};
+    checkKeys(t, kKeys, "in [[kernel]]");
+    KernelSpec k;
+    k.loc = locOf(t.source());
+    k.nameLoc = k.loc;
+    const toml::node* tmpl = typed(t, "template", toml::node_type::string);
+    const toml::node* tir = typed(t, "tir", toml::node_type::string);
+    if (t.get("template") && t.get("tir")) {
+      error(locOf(t.get("tir")->source()), "a [[kernel]] has either 'template' or 'tir', not both");
+      return;
+    }
+    if (!t.get("template") && !t.get("tir")) {
+      error(k.loc, "a [[kernel]] needs 'template' (a built-in kernel) or 'tir' (a .tir file)");
+      return;
+    }
+    if (const toml::node* n = typed(t, "allow_spills", toml::node_type::boolean)) k.allowSpills = **n->as_boolean();
+
+    if (t.get("template")) {
+      static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared"};
+      for (std::string_view key : kTirOnly)
+        if (const toml::node* n = t.get(key))
+          error(locOf(n->source()), q(key) + " is only valid with 'tir'; a template brings its own launch rule");
+      if (!tmpl) return;
+      k.templateLoc = locOf(tmpl->source());
+      k.nameLoc = k.templateLoc;
+      std::string name = **tmpl->as_string();
+      k.tmpl = kernels::findTemplate(templates_, name);
+      if (!k.tmpl) {
+        error(k.templateLoc, "unknown template " + q(name) + " (see 'truenoc list-templates')");
+        return;
+      }
+      k.name = k.tmpl->name;
+      k.options = k.tmpl->defaults();
+      if (const toml::node* o = t.get("options"))
+        if (const toml::table* opts = asTable(*o, "options")) loadOptions(*opts, k);
+    } else {
+      if (const toml::node* o = t.get("options")) error(locOf(o->source()), "'options' is only valid with 'template'");
+      if (!tir) return;
+      k.tirLoc = locOf(tir->source());
+      std::string path = **tir->as_string();
+      std::filesystem::path p(path);
+      if (p.is_relative() && !baseDir_.empty()) p = std::filesystem::path(baseDir_) / p;
+      k.tirPath = p.lexically_normal().string();
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(p, ec) || !std::ifstream(p)) {
+        error(k.tirLoc, "cannot open tir file " + q(k.tirPath));
+        return;
+      }
+      if (const toml::node* n = typed(t, "kernel", toml::node_type::string)) {
+        k.tirKernel = **n->as_string();
+        k.name = k.tirKernel;
+        k.nameLoc = locOf(n->source());
+      } else {
+        if (!t.get("kernel")) error(k.loc, "a 'tir' kernel needs 'kernel', the name of the kernel in the file");
+        return;
+      }
+      loadLaunchRule(t, k);
+    }
+    if (const toml::node* n = t.get("name")) {
+      if (auto name = identifier(t, "name", "kernel name")) {
+        k.name = *name;
+        k.nameLoc = locOf(n->source());
+      } else {
+        return;
+      }
+    } else if (!bundle::isIdentifier(k.name)) {
+      error(k.nameLoc, "kernel name " + q(k.name) + " is not an identifier; give the entry a 'name'");
+      return;
+    }
+    for (const KernelSpec& other : spec.kernels)
+      if (other.name == k.name) {
+        error(k.nameLoc, "duplicate kernel name " + q(k.name) + " (first used at line " + std::to_string(other.nameLoc.line) +
+                             "); give one of them a different 'name'");
+        return;
+      }
+    spec.kernels.push_back(std::move(k));
+  }
+
+  void loadOptions(const toml::table& opts, KernelSpec& k) {
+    for (auto&& [key, value] : opts) {
+      const kernels::OptionSpec* os = nullptr;
+      for (const kernels::OptionSpec& s : k.tmpl->options)
+        if (s.name == key.str()) os = &s;
+      if (!os) {
+        std::string names;
+        for (const kernels::OptionSpec& s : k.tmpl->options) names += (names.empty() ? "" : ", ") + s.name;
+        error(locOf(key.source()), "template " + q(k.tmpl->name) + " has no option " + q(key.str()) +
+                                       (names.empty() ? " (it takes no options)" : " (options: " + names + ")"));
+        continue;
+      }
+      kernels::OptionValue v;
+      toml::node_type want = os->type == kernels::OptionType::Int    ? toml::node_type::integer
+                             : os->type == kernels::OptionType::Bool ? toml::node_type::boolean
+                                                                     : toml::node_type::string;
+      if (value.type() != want) {
+        error(locOf(value.source()), "option " + q(os->name) + " must be " + typeName(want) + ", not " + typeName(value.type()));
+        continue;
+      }
+      if (const auto* i = value.as_integer()) v = int64_t{**i};
+      else if (const auto* b = value.as_boolean()) v = bool{**b};
+      else v = std::string(**value.as_string());
+      if (auto bad = kernels::checkOption(*os, v)) {
+        error(locOf(value.source()), *bad);
+        continue;
+      }
+      k.options.set(os->name, std::move(v));
+    }
+  }
+
+  void loadLaunchRule(const toml::table& t, KernelSpec& k) {
+    const toml::node* block = typed(t, "block", toml::node_type::array);
+    const toml::node* grid = typed(t, "grid", toml::node_type::array);
+    if (!t.get("block") || !t.get("grid")) {
+      if (!t.get("block")) error(k.loc, "a 'tir' kernel needs a launch rule: 'block' is missing (e.g. block = [256])");
+      if (!t.get("grid")) error(k.loc, "a 'tir' kernel needs a launch rule: 'grid' is missing (e.g. grid = [\"ceil_div(n, 256)\"])");
+      return;
+    }
+    if (block) {
+      k.blockLoc = locOf(block->source());
+      const toml::array& a = *block->as_array();
+      if (a.empty() || a.size() > 3) error(k.blockLoc, "'block' must have 1 to 3 dimensions, not " + std::to_string(a.size()));
+      static constexpr int64_t kMax[3] = {1024, 1024, 64};
+      int64_t threads = 1;
+      for (size_t i = 0; i < a.size() && i < 3; ++i) {
+        const auto* v = a[i].as_integer();
+        if (!v) {
+          error(locOf(a[i].source()), "block dimensions must be integers, not " + typeName(a[i].type()));
+          continue;
+        }
+        if (**v < 1 || **v > kMax[i]) {
+          error(locOf(a[i].source()), "block dimension " + std::to_string(i) + " must be between 1 and " + std::to_string(kMax[i]) +
+                                          ", not " + std::to_string(**v));
+          continue;
+        }
+        threads *= **v;
+        k.block.push_back(static_cast<uint32_t>(**v));
+      }
+      if (threads > 1024) error(k.blockLoc, "'block' has " + std::to_string(threads) + " threads; the limit is 1024");
+    }
+    if (grid) {
+      const toml::array& a = *grid->as_array();
+      if (a.empty() || a.size() > 3) error(locOf(grid->source()), "'grid' must have 1 to 3 dimensions, not " + std::to_string(a.size()));
+      for (size_t i = 0; i < a.size() && i < 3; ++i) k.grid.push_back(expression(a[i], "grid[" + std::to_string(i) + "]"));
+    }
+    if (const toml::node* n = t.get("dynamic_shared")) k.dynamicShared = expression(*n, "dynamic_shared");
+  }
+
+  const std::string& file_;
+  const std::string& baseDir_;
+  ir::Diagnostics& diags_;
+  std::span<const kernels::Template> templates_;
+  std::vector<ir::Diagnostic> found_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& defaultTargets() {
+  static const std::vector<std::string> t = {"sm_80", "sm_86", "sm_89", "sm_90"};
+  return t;
+}
+
+bool isKnownTarget(std::string_view target) {
+  return std::find(std::begin(kKnownTargets), std::end(kKnownTargets), target) != std::end(kKnownTargets);
+}
+
+std::optional<Spec> parseSpec(std::string_view text, const std::string& file, const std::string& baseDir, ir::Diagnostics& diags,
+                              std::span<const kernels::Template> templates) {
+  return Loader(file, baseDir, diags, templates).load(text);
+}
+
+// ---- instantiation ---------------------------------------------------------------------------
+
+const ir::Module* TirCache::get(const std::string& path, const std::string& specFile, SourceLoc loc, ir::Diagnostics& diags) {
+  auto it = modules_.find(path);
+  if (it == modules_.end()) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::optional<ir::Module> m;
+    if (!in) diags.report(ir::Severity::Error, specFile, loc, "cannot read tir file " + q(path));
+    else m = ir::parseModule(text.str(), path, diags);
+    it = modules_.emplace(path, std::move(m)).first;  // a failure is reported once, then cached
+  }
+  return it->second ? &*it->second : nullptr;
+}
+
+std::vector<bundle::Param> signatureOf(const ir::Kernel& k) {
+  std::vector<bundle::Param> out;
+  for (const ir::KernelParam& p : k.params) out.push_back({k.value(p.value).name, ir::typeName(k.typeOf(p.value)), p.align});
+  return out;
+}
+
+std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const std::string& target, TirCache& tirs,
+                                    ir::Diagnostics& diags) {
+  auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
+  auto parsedTarget = ir::parseTarget(target);
+  if (!parsedTarget) {
+    error(spec.targetsLoc, "invalid target " + q(target));
+    return std::nullopt;
+  }
+  Instance inst;
+  if (k.tmpl) {
+    std::optional<ir::Module> built = k.tmpl->build(k.options, parsedTarget->first, diags);
+    if (!built) return std::nullopt;
+    if (built->kernels.size() != 1) {
+      error(k.templateLoc, "template " + q(k.tmpl->name) + " built " + std::to_string(built->kernels.size()) + " kernels instead of one");
+      return std::nullopt;
+    }
+    inst.module = std::move(*built);
+  } else {
+    const ir::Module* src = tirs.get(k.tirPath, spec.file, k.tirLoc, diags);
+    if (!src) return std::nullopt;
+    const ir::Kernel* chosen = nullptr;
+    std::string names;
+    for (const ir::Kernel& kk : src->kernels) {
+      names += (names.empty() ? "" : ", ") + kk.name;
+      if (kk.name == k.tirKernel) chosen = &kk;
+    }
+    if (!chosen) {
+      error(k.nameLoc, q(k.tirPath) + " has no kernel " + q(k.tirKernel) + " (kernels: " + names + ")");
+      return std::nullopt;
+    }
+    inst.module.sm = src->sm;
+    inst.module.archSpecific = src->archSpecific;
+    inst.module.ptx = src->ptx;
+    inst.module.files = src->files;
+    inst.module.kernels.push_back(*chosen);
+  }
+  ir::Module& m = inst.module;
+  m.sm = parsedTarget->first;
+  m.archSpecific = parsedTarget->second;
+  m.ptx = std::max(m.ptx, ir::minPtxForTarget(m.sm));
+  ir::Kernel& kernel = m.kernels.front();
+  kernel.name = k.name;
+  inst.params = signatureOf(kernel);
+  for (size_t i = 0; i < inst.params.size(); ++i)
+    if (!bundle::isIdentifier(inst.params[i].name)) {
+      error(k.nameLoc, "kernel " + q(k.name) + ": parameter " + std::to_string(i) + " (" + q(inst.params[i].name) +
+                           ") needs an identifier name for the bundle signature and launch rule");
+      return std::nullopt;
+    }
+
+  // The launch rule: the template's, or the spec's for a .tir kernel.
+  if (k.tmpl) {
+    kernels::LaunchRuleText text = k.tmpl->launch(k.options);
+    inst.launch.block = text.block;
+    inst.launch.grid.clear();
+    std::vector<std::string> all = text.grid;
+    all.push_back(text.dynamicShared);
+    for (size_t i = 0; i < all.size(); ++i) {
+      bundle::Result<bundle::Expr> e = bundle::Expr::parse(all[i]);
+      if (!e) {
+        error(k.templateLoc, "template " + q(k.tmpl->name) + " has a bad launch rule " + q(all[i]) + ": " + e.error().message);
+        return std::nullopt;
+      }
+      if (i + 1 < all.size()) inst.launch.grid.push_back(std::move(*e));
+      else inst.launch.dynamicShared = std::move(*e);
+    }
+    if (auto bad = bundle::checkRule(inst.launch, inst.params)) {
+      error(k.templateLoc, "template " + q(k.tmpl->name) + " launch rule " + bad->where() + ": " + bad->error.message);
+      return std::nullopt;
+    }
+  } else {
+    inst.launch.block = k.block;
+    inst.launch.grid.clear();
+    for (const ExprSource& g : k.grid) inst.launch.grid.push_back(g.expr);
+    inst.launch.dynamicShared = k.dynamicShared.expr;
+    if (auto bad = bundle::checkRule(inst.launch, inst.params)) {
+      SourceLoc loc = k.blockLoc;
+      if (bad->part == bundle::RuleError::Part::Grid) loc = exprLoc(k.grid[bad->index], bad->error.column);
+      if (bad->part == bundle::RuleError::Part::DynamicShared) loc = exprLoc(k.dynamicShared, bad->error.column);
+      error(loc, bad->where() + ": " + bad->error.message);
+      return std::nullopt;
+    }
+  }
+
+  // The block must fit the kernel's own thread-count attributes.
+  uint32_t b[3] = {1, 1, 1};
+  for (size_t i = 0; i < inst.launch.block.size(); ++i) b[i] = inst.launch.block[i];
+  SourceLoc blockLoc = k.tmpl ? k.templateLoc : k.blockLoc;
+  auto dims = [](unsigned x, unsigned y, unsigned z) {
+    return "[" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) + "]";
+  };
+  if (kernel.reqntid && (kernel.reqntid->x != b[0] || kernel.reqntid->y != b[1] || kernel.reqntid->z != b[2])) {
+    error(blockLoc, "block " + dims(b[0], b[1], b[2]) + " differs from the reqntid " +
+                        dims(kernel.reqntid->x, kernel.reqntid->y, kernel.reqntid->z) + " of kernel " + q(k.name));
+    return std::nullopt;
+  }
+  if (kernel.maxntid && uint64_t{b[0]} * b[1] * b[2] > kernel.maxntid->total()) {
+    error(blockLoc, "block " + dims(b[0], b[1], b[2]) + " has more threads than the maxntid " +
+                        dims(kernel.maxntid->x, kernel.maxntid->y, kernel.maxntid->z) + " of kernel " + q(k.name) + " allows");
+    return std::nullopt;
+  }
+  return inst;
+}
+
+}  // namespace tn::spec

@@ -1,0 +1,78 @@
+// Kernel templates: named, documented kernel generators that a spec's [[kernel]] entry
+// instantiates with typed options. A template declares its option schema (with defaults and
+// docs), builds one kernel with the IR builder and states its launch rule over the kernel's
+// parameters. Adding a template is one entry in the table in kernels/Templates.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/Diagnostics.h"
+#include "ir/IR.h"
+
+namespace tn::kernels {
+
+enum class OptionType : uint8_t { Int, Bool, String };
+using OptionValue = std::variant<int64_t, bool, std::string>;
+
+std::string_view optionTypeName(OptionType t);
+std::string optionValueText(const OptionValue& v);  // TOML spelling: 256, true, "f32"
+
+struct OptionSpec {
+  std::string name;
+  OptionType type = OptionType::Int;
+  OptionValue defaultValue;
+  std::string doc;
+  // Int: inclusive range and a required divisor; String: the accepted values (empty = any).
+  int64_t min = std::numeric_limits<int64_t>::min();
+  int64_t max = std::numeric_limits<int64_t>::max();
+  int64_t multipleOf = 1;
+  std::vector<std::string> choices;
+};
+
+// Checks v against the schema entry; returns a message for the spec diagnostic when it fails.
+std::optional<std::string> checkOption(const OptionSpec& spec, const OptionValue& v);
+
+// The option values of one instantiation, defaults filled in.
+class Options {
+ public:
+  void set(const std::string& name, OptionValue v) { values_[name] = std::move(v); }
+  int64_t integer(const std::string& name) const { return std::get<int64_t>(values_.at(name)); }
+  bool flag(const std::string& name) const { return std::get<bool>(values_.at(name)); }
+  const std::string& text(const std::string& name) const { return std::get<std::string>(values_.at(name)); }
+  const std::map<std::string, OptionValue>& all() const { return values_; }
+
+ private:
+  std::map<std::string, OptionValue> values_;
+};
+
+// A launch rule as text, parsed and checked against the kernel's parameters by the compiler.
+struct LaunchRuleText {
+  std::vector<uint32_t> block;
+  std::vector<std::string> grid;
+  std::string dynamicShared = "0";
+};
+
+struct Template {
+  std::string name;
+  std::string summary;
+  std::vector<OptionSpec> options;
+  // Builds a module holding exactly one kernel for target `sm`; problems go to diags.
+  std::function<std::optional<ir::Module>(const Options&, unsigned sm, ir::Diagnostics&)> build;
+  std::function<LaunchRuleText(const Options&)> launch;
+
+  Options defaults() const;
+};
+
+// The built-in templates, sorted by name.
+std::span<const Template> templates();
+const Template* findTemplate(std::span<const Template> all, std::string_view name);
+
+}  // namespace tn::kernels

@@ -1,0 +1,108 @@
+// The template registry. Each entry is the whole registration of one template: its options,
+// how it builds the kernel and its launch rule.
+#include <algorithm>
+
+#include "kernels/Examples.h"
+#include "kernels/Template.h"
+
+namespace tn::kernels {
+
+namespace {
+
+ir::Kernel& onlyKernel(ir::Module& m) { return m.kernels.front(); }
+
+bool hasParam(const ir::Kernel& k, std::string_view name) {
+  return std::any_of(k.params.begin(), k.params.end(), [&](const ir::KernelParam& p) { return k.value(p.value).name == name; });
+}
+
+std::vector<Template> makeTemplates() {
+  std::vector<Template> all = {
+      {
+          "row_sum",
+          "y[r] = sum of row r of the row-major f32 matrix x (rows x cols); one block of 256 threads per row",
+          {},
+          [](const Options&, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+            ir::Module m = buildRowSumModule();
+            // The grid has one block per row, so the launch needs the row count as a parameter.
+            ir::Kernel& k = onlyKernel(m);
+            if (!hasParam(k, "rows")) k.addParam(ir::Type::u32(), "rows");
+            return m;
+          },
+          [](const Options&) { return LaunchRuleText{{256}, {"rows"}, "0"}; },
+      },
+      {
+          "vadd",
+          "c[i] = a[i] + b[i] for i < n over f32 vectors; one thread per element",
+          {{"block", OptionType::Int, int64_t{256}, "threads per block", 32, 1024, 32, {}}},
+          [](const Options& o, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+            ir::Module m = buildVaddModule();
+            // The kernel indexes with ntid, so any block size works; maxntid states the chosen one.
+            onlyKernel(m).maxntid = ir::Dim3{static_cast<unsigned>(o.integer("block")), 1, 1};
+            return m;
+          },
+          [](const Options& o) {
+            std::string b = std::to_string(o.integer("block"));
+            return LaunchRuleText{{static_cast<uint32_t>(o.integer("block"))}, {"ceil_div(n, " + b + ")"}, "0"};
+          },
+      },
+  };
+  std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
+  return all;
+}
+
+}  // namespace
+
+std::string_view optionTypeName(OptionType t) {
+  switch (t) {
+    case OptionType::Int: return "integer";
+    case OptionType::Bool: return "boolean";
+    case OptionType::String: return "string";
+  }
+  return "?";
+}
+
+std::string optionValueText(const OptionValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  return "\"" + std::get<std::string>(v) + "\"";
+}
+
+std::optional<std::string> checkOption(const OptionSpec& spec, const OptionValue& v) {
+  bool typeOk = (spec.type == OptionType::Int && std::holds_alternative<int64_t>(v)) ||
+                (spec.type == OptionType::Bool && std::holds_alternative<bool>(v)) ||
+                (spec.type == OptionType::String && std::holds_alternative<std::string>(v));
+  if (!typeOk) return "option '" + spec.name + "' must be a " + std::string(optionTypeName(spec.type));
+  if (const auto* i = std::get_if<int64_t>(&v)) {
+    if (*i < spec.min || *i > spec.max)
+      return "option '" + spec.name + "' must be between " + std::to_string(spec.min) + " and " + std::to_string(spec.max) +
+             ", not " + std::to_string(*i);
+    if (spec.multipleOf > 1 && *i % spec.multipleOf != 0)
+      return "option '" + spec.name + "' must be a multiple of " + std::to_string(spec.multipleOf) + ", not " + std::to_string(*i);
+  }
+  if (const auto* s = std::get_if<std::string>(&v); s && !spec.choices.empty() &&
+      std::find(spec.choices.begin(), spec.choices.end(), *s) == spec.choices.end()) {
+    std::string list;
+    for (const std::string& c : spec.choices) list += (list.empty() ? "\"" : ", \"") + c + "\"";
+    return "option '" + spec.name + "' must be one of " + list + ", not \"" + *s + "\"";
+  }
+  return std::nullopt;
+}
+
+Options Template::defaults() const {
+  Options o;
+  for (const OptionSpec& s : options) o.set(s.name, s.defaultValue);
+  return o;
+}
+
+std::span<const Template> templates() {
+  static const std::vector<Template> all = makeTemplates();
+  return all;
+}
+
+const Template* findTemplate(std::span<const Template> all, std::string_view name) {
+  for (const Template& t : all)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+}  // namespace tn::kernels

@@ -1,0 +1,402 @@
+// The bundle container and launch rules (truenoc_bundle): writer -> reader round trips,
+// canonical output, and rejection of every damaged input (every single-byte change and every
+// truncation of a small bundle, plus structurally hostile manifests with valid checksums).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/Bundle.h"
+#include "backends/LaunchRule.h"
+#include "backends/Ptxas.h"
+
+namespace {
+
+using namespace tn::bundle;
+
+Expr expr(const char* text) {
+  Result<Expr> e = Expr::parse(text);
+  REQUIRE_MESSAGE(e.ok(), text);
+  return *e;
+}
+
+LaunchRule rule(std::vector<uint32_t> block, std::vector<const char*> grid, const char* shared = "0") {
+  LaunchRule r;
+  r.block = std::move(block);
+  r.grid.clear();
+  for (const char* g : grid) r.grid.push_back(expr(g));
+  r.dynamicShared = expr(shared);
+  return r;
+}
+
+// Bytes that compress poorly, so payload sizes are not trivial.
+std::string noise(size_t n, uint32_t seed) {
+  std::string s(n, '\0');
+  for (char& c : s) {
+    seed = seed * 1664525u + 1013904223u;
+    c = static_cast<char>(seed >> 24);
+  }
+  return s;
+}
+
+BundleInput sampleInput() {
+  BundleInput in;
+  in.name = "sample";
+  in.targets = {"sm_90", "sm_80"};
+  in.ptxFallback = true;
+  in.producer = "truenoc test";
+  KernelInput vadd{"vadd",
+                   {{"a", "ptr.global", 16}, {"b", "ptr.global", 16}, {"c", "ptr.global", 0}, {"n", "u32", 0}},
+                   rule({256}, {"ceil_div(n, 256)"}),
+                   {}};
+  for (const char* t : {"sm_90", "sm_80"}) {
+    Resources r{12, 0, 0, 380, 0, 0, 0};
+    vadd.payloads.push_back({t, PayloadKind::Cubin, r, "cubin of vadd for " + std::string(t) + noise(300, t[3])});
+    vadd.payloads.push_back({t, PayloadKind::Ptx, {}, ".version 7.8\n.target " + std::string(t) + "\n// vadd\n"});
+  }
+  KernelInput rows{"row_sum",
+                   {{"x", "ptr.global", 0}, {"y", "ptr.global", 0}, {"cols", "u32", 0}, {"rows", "u64", 0}},
+                   rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"),
+                   {}};
+  for (const char* t : {"sm_80", "sm_90"}) {
+    rows.payloads.push_back({t, PayloadKind::Ptx, {}, "// row_sum PTX for " + std::string(t)});
+    rows.payloads.push_back({t, PayloadKind::Cubin, Resources{20, 1, 32, 376, 8, 4, 4}, noise(500, t[3])});
+  }
+  in.kernels = {vadd, rows};
+  return in;
+}
+
+// The smallest useful bundle: one kernel, one target, one cubin.
+std::string smallBundle() {
+  BundleInput in;
+  in.name = "small";
+  in.targets = {"sm_80"};
+  in.producer = "truenoc test";
+  in.kernels.push_back({"k", {{"n", "u32", 0}}, rule({64}, {"ceil_div(n, 64)"}), {}});
+  in.kernels[0].payloads.push_back({"sm_80", PayloadKind::Cubin, Resources{8, 0, 0, 0, 0, 0, 0}, "ELF cubin bytes"});
+  Result<std::string> b = write(in);
+  REQUIRE(b.ok());
+  return *b;
+}
+
+std::span<const uint8_t> span(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+
+// Opens and fully verifies; the error message, or "" when the bundle is accepted.
+std::string check(const std::string& bytes) {
+  Result<Reader> r = Reader::open(span(bytes));
+  if (!r) return r.error().message;
+  if (auto bad = r->verifyPayloads()) return bad->message;
+  return "";
+}
+
+void putU64(std::string& s, size_t at, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint64_t getU64(const std::string& s, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
+  return v;
+}
+
+// Recomputes every checksum (docs/bundle-format.md), so that a test can reach the structural
+// checks behind them.
+void reseal(std::string& b) {
+  for (size_t i = 0; i < 2; ++i) {
+    size_t entry = kHeaderSize + i * kSectionEntrySize;
+    uint64_t off = getU64(b, entry + 8), size = getU64(b, entry + 16);
+    if (off > b.size() || size > b.size() - off) continue;
+    putU64(b, entry + 24, fnv1a64(span(b).subspan(off, size)));
+  }
+  uint64_t h = fnv1a64(span(b).subspan(0, 48));
+  h = fnv1a64(span(b).subspan(kHeaderSize, 2 * kSectionEntrySize), h);
+  putU64(b, 48, h);
+}
+
+}  // namespace
+
+TEST_CASE("bundle: round trip through writer and reader") {
+  Result<std::string> bytes = write(sampleInput());
+  REQUIRE(bytes.ok());
+  Result<Reader> r = Reader::open(span(*bytes));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->producer() == "truenoc test");
+  const Manifest& m = r->manifest();
+  CHECK(m.name == "sample");
+  CHECK(m.ptxFallback);
+  CHECK(m.targets == std::vector<std::string>{"sm_80", "sm_90"});
+  REQUIRE(m.kernels.size() == 2);
+  CHECK(m.kernels[0].name == "row_sum");  // sorted by name
+  CHECK(m.kernels[1].name == "vadd");
+
+  const KernelInfo& rows = m.kernels[0];
+  CHECK(rows.params == std::vector<Param>{{"x", "ptr.global", 0}, {"y", "ptr.global", 0}, {"cols", "u32", 0}, {"rows", "u64", 0}});
+  CHECK(rows.launch == rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"));
+  CHECK(describe(rows.launch) == "block [128, 2], grid [rows, max(cols / 64, 1)], dynamic_shared min(cols, 1024) * 4");
+  REQUIRE(rows.entries.size() == 4);
+  const Entry* cubin90 = rows.find(1, PayloadKind::Cubin);
+  REQUIRE(cubin90);
+  CHECK(cubin90->resources == Resources{20, 1, 32, 376, 8, 4, 4});
+  Result<std::string> payload = r->payload(*cubin90);
+  REQUIRE(payload.ok());
+  CHECK(*payload == noise(500, '9'));
+  const Entry* ptx80 = rows.find(0, PayloadKind::Ptx);
+  REQUIRE(ptx80);
+  CHECK(ptx80->resources == Resources{});
+  CHECK(*r->payload(*ptx80) == "// row_sum PTX for sm_80");
+
+  const KernelInfo& vadd = m.kernels[1];
+  CHECK(vadd.params[0].align == 16);
+  CHECK(*r->payload(*vadd.find(0, PayloadKind::Cubin)) == "cubin of vadd for sm_80" + noise(300, '8'));
+  CHECK_FALSE(r->verifyPayloads().has_value());
+  CHECK(r->stats().fileBytes == bytes->size());
+  CHECK(r->stats().rawPayloadBytes > r->stats().payloadSectionBytes / 2);
+}
+
+TEST_CASE("bundle: output is canonical and reproducible") {
+  BundleInput in = sampleInput();
+  Result<std::string> a = write(in);
+  Result<std::string> b = write(in);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(*a == *b);
+  // Input order does not matter: kernels, targets and payloads are sorted.
+  std::reverse(in.kernels.begin(), in.kernels.end());
+  std::reverse(in.targets.begin(), in.targets.end());
+  for (KernelInput& k : in.kernels) std::reverse(k.payloads.begin(), k.payloads.end());
+  Result<std::string> c = write(in);
+  REQUIRE(c.ok());
+  CHECK(*a == *c);
+}
+
+TEST_CASE("bundle: targets sort by architecture") {
+  std::vector<std::string> t = {"sm_100", "sm_90a", "sm_75", "sm_90", "sm_121a", "sm_86"};
+  std::sort(t.begin(), t.end(), targetLess);
+  CHECK(t == std::vector<std::string>{"sm_75", "sm_86", "sm_90", "sm_90a", "sm_100", "sm_121a"});
+}
+
+TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
+  const std::string good = smallBundle();
+  REQUIRE(check(good).empty());
+  CHECK(good.size() < 400);
+  size_t tried = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (unsigned x = 1; x < 256; ++x) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
+      Result<Reader> r = Reader::open(span(bad));
+      ++tried;
+      if (r.ok()) FAIL("byte " << i << " xor " << x << " was accepted");
+      if (r.error().message.empty()) FAIL("byte " << i << " xor " << x << " was rejected without a message");
+    }
+  }
+  CHECK(tried == good.size() * 255);
+}
+
+TEST_CASE("bundle: every truncation and any extension is rejected") {
+  const std::string good = smallBundle();
+  for (size_t n = 0; n < good.size(); ++n) {
+    Result<Reader> r = Reader::open(span(good.substr(0, n)));
+    if (r.ok()) FAIL("truncation to " << n << " bytes was accepted");
+  }
+  CHECK(check(good.substr(0, 5)) == "not a truenoc bundle: 5 bytes is too short");
+  CHECK(check(good.substr(0, 100)) == "truncated bundle: 100 bytes end inside the header");
+  CHECK(check(good.substr(0, good.size() - 1)) ==
+        "truncated bundle: the header records " + std::to_string(good.size()) + " bytes, only " + std::to_string(good.size() - 1) + " present");
+  CHECK(check(good + "x") == "corrupt bundle: 1 bytes after the recorded end");
+}
+
+TEST_CASE("bundle: specific errors for magic, version, checksums") {
+  const std::string good = smallBundle();
+  std::string b = good;
+  b[1] = 'X';
+  CHECK(check(b) == "not a truenoc bundle (bad magic)");
+  b = good;
+  b[8] = 2;
+  CHECK(check(b) == "unsupported bundle format version 2 (this truenoc reads version 1)");
+  b = good;
+  b.back() ^= 1;
+  CHECK(check(b) == "corrupt bundle: payload section checksum mismatch");
+  b = good;
+  b[kHeaderSize + 2 * kSectionEntrySize + 3] ^= 1;
+  CHECK(check(b) == "corrupt bundle: manifest section checksum mismatch");
+  b = good;
+  b[30] ^= 1;
+  CHECK(check(b) == "corrupt bundle: header checksum mismatch");
+}
+
+TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never trusted") {
+  // Every byte of the header, table and manifest changed to a few values, checksums recomputed:
+  // the reader must either reject the input or return a self-consistent bundle.
+  const std::string good = smallBundle();
+  uint64_t manifestEnd = getU64(good, kHeaderSize + 8) + getU64(good, kHeaderSize + 16);
+  size_t accepted = 0, rejected = 0;
+  for (size_t i = 0; i < manifestEnd; ++i) {
+    if (i >= 48 && i < 56) continue;  // the header checksum itself
+    for (uint8_t v : {uint8_t{0}, uint8_t{1}, uint8_t{0x7f}, uint8_t{0x80}, uint8_t{0xff}}) {
+      std::string bad = good;
+      if (static_cast<uint8_t>(bad[i]) == v) continue;
+      bad[i] = static_cast<char>(v);
+      reseal(bad);
+      Result<Reader> r = Reader::open(span(bad));
+      if (!r) {
+        CHECK_FALSE(r.error().message.empty());
+        ++rejected;
+        continue;
+      }
+      ++accepted;  // e.g. a changed resource count: still a well-formed bundle
+      for (const KernelInfo& k : r->manifest().kernels)
+        for (const Entry& e : k.entries) {
+          CHECK(e.target < r->manifest().targets.size());
+          Result<std::string> p = r->payload(e);
+          if (p) CHECK(p->size() == e.rawSize);
+        }
+    }
+  }
+  CHECK(rejected > accepted);
+}
+
+TEST_CASE("bundle: oversized counts and sizes are rejected before allocation") {
+  BundleInput in;
+  in.name = "big";
+  in.targets = {"sm_80"};
+  in.producer = "truenoc test";
+  in.kernels.push_back({"k", {}, rule({1}, {"1"}), {}});
+  in.kernels[0].payloads.push_back({"sm_80", PayloadKind::Cubin, {}, "x"});
+  std::string b = *write(in);
+  size_t manifest = getU64(b, kHeaderSize + 8);
+  // The manifest starts with the bundle name's length: claim 4 GiB.
+  std::string bad = b;
+  for (int i = 0; i < 4; ++i) bad[manifest + i] = '\xff';
+  reseal(bad);
+  CHECK(check(bad) == "corrupt bundle: bundle name is 4294967295 bytes long; the limit is 4096");
+  // The payload section's size in the table: claim more than the file.
+  bad = b;
+  putU64(bad, kHeaderSize + kSectionEntrySize + 16, 1ull << 40);
+  reseal(bad);
+  CHECK(check(bad).starts_with("corrupt bundle: payload section ["));
+}
+
+TEST_CASE("bundle: the writer refuses what the reader would reject") {
+  BundleInput in = sampleInput();
+  in.ptxFallback = false;
+  CHECK(write(in).error().message == "kernel 'row_sum': PTX payloads need the PTX fallback flag");
+  in = sampleInput();
+  in.kernels[1].name = "vadd";
+  CHECK(write(in).error().message == "duplicate kernel 'vadd'");
+  in = sampleInput();
+  in.kernels[0].payloads.resize(2);  // only sm_90 left for vadd
+  CHECK(write(in).error().message == "kernel 'vadd' has no payload for sm_80");
+  in = sampleInput();
+  in.kernels[0].launch = rule({256}, {"ceil_div(count, 256)"});
+  CHECK(write(in).error().message == "kernel 'vadd': launch rule grid[0]: 'count' is not a parameter of the kernel");
+  in = sampleInput();
+  in.name = "has space";
+  CHECK(write(in).error().message == "bundle name 'has space' is not an identifier");
+  in = sampleInput();
+  in.targets.push_back("compute_90");
+  CHECK(write(in).error().message == "invalid target 'compute_90'");
+}
+
+TEST_CASE("launch rule: parsing, canonical text and errors with columns") {
+  CHECK(expr("ceil_div( n ,256 )").text() == "ceil_div(n, 256)");
+  CHECK(expr("(a + b) * c - (d - e) - f").text() == "(a + b) * c - (d - e) - f");
+  CHECK(expr("a / (b * c) % 7").text() == "a / (b * c) % 7");
+  CHECK(expr("max(min(a, b), 1) + 2 * 3").text() == "max(min(a, b), 1) + 2 * 3");
+  Expr e = expr("n * m + n");
+  REQUIRE(e.refs().size() == 2);
+  CHECK(e.refs()[0].name == "n");
+  CHECK(e.refs()[1].name == "m");
+  CHECK(e.refs()[1].column == 5);
+
+  struct Bad {
+    const char* text;
+    const char* message;
+    uint32_t column;
+  };
+  for (const Bad& b : {Bad{"", "empty expression", 1}, Bad{"n +", "expected a number, a parameter name or '(' but found end of expression", 4},
+                       Bad{"ceil_div(n)", "expected ',' but found ')'", 11}, Bad{"floor(n, 2)", "unknown function 'floor' (expected ceil_div, min or max)", 1},
+                       Bad{"n 2", "unexpected '2'", 3}, Bad{"min", "'min' is a function and needs two arguments", 1},
+                       Bad{"99999999999999999999", "integer literal does not fit in 64 bits", 1}, Bad{"2n", "unexpected 'n' in integer literal", 2},
+                       Bad{"(n", "expected ')' but found end of expression", 3}, Bad{"-n", "expected a number, a parameter name or '(' but found '-'", 1}}) {
+    Result<Expr> r = Expr::parse(b.text);
+    REQUIRE_MESSAGE(!r.ok(), b.text);
+    CHECK(r.error().message == b.message);
+    CHECK(r.error().column == b.column);
+  }
+  std::string deep(100, '(');
+  deep += "1" + std::string(100, ')');
+  CHECK(Expr::parse(deep).error().message == "expression is nested more than 64 levels deep");
+  CHECK(Expr::parse(std::string(2000, '1')).error().message == "expression is longer than 1024 characters");
+}
+
+TEST_CASE("launch rule: checked unsigned arithmetic") {
+  auto eval = [](const char* text, std::vector<uint64_t> v) { return expr(text).evaluate(v); };
+  CHECK(*eval("ceil_div(n, 256)", {1000}) == 4);
+  CHECK(*eval("ceil_div(n, 256)", {1024}) == 4);
+  CHECK(*eval("ceil_div(n, 256)", {0}) == 0);
+  CHECK(*eval("n % 7 + n / 7", {50}) == 8);
+  CHECK(*eval("min(a, b) * max(a, b)", {3, 5}) == 15);
+  CHECK(eval("a - b", {3, 5}).error().message == "'a - b' is negative (3 - 5)");
+  CHECK(eval("n / (n - n)", {4}).error().message == "'n / (n - n)' divides by zero");
+  CHECK(eval("ceil_div(n, 0)", {4}).error().message == "'ceil_div(n, 0)' divides by zero");
+  CHECK(eval("n * n", {1ull << 33}).error().message == "'n * n' overflows 64 bits");
+  CHECK(eval("n + 1", {UINT64_MAX}).error().message == "'n + 1' overflows 64 bits");
+  CHECK(*eval("18446744073709551615", {}) == UINT64_MAX);
+}
+
+TEST_CASE("launch rule: evaluation against kernel arguments") {
+  std::vector<Param> params = {{"x", "ptr.global", 0}, {"rows", "s32", 0}, {"cols", "u16", 0}, {"scale", "f32", 0}};
+  LaunchRule r = rule({32, 4}, {"ceil_div(cols, 32)", "ceil_div(rows, 4)"}, "cols * 4");
+  CHECK_FALSE(checkRule(r, params).has_value());
+  void* x = nullptr;
+  int32_t rows = 10;
+  uint16_t cols = 100;
+  float scale = 2;
+  const void* args[] = {&x, &rows, &cols, &scale};
+  Result<LaunchDims> d = evaluate(r, params, args);
+  REQUIRE(d.ok());
+  CHECK(d->grid[0] == 4);
+  CHECK(d->grid[1] == 3);
+  CHECK(d->grid[2] == 1);
+  CHECK(d->block[0] == 32);
+  CHECK(d->block[1] == 4);
+  CHECK(d->block[2] == 1);
+  CHECK(d->dynamicShared == 400);
+  rows = -3;
+  CHECK(evaluate(r, params, args).error().message == "grid[1]: parameter 'rows' is negative (-3)");
+  rows = 8;
+  cols = 0;
+  CHECK(evaluate(r, params, args)->grid[0] == 0);  // nothing to launch, not an error
+
+  LaunchRule tooBig = rule({1}, {"n * 65536", "1"});
+  std::vector<Param> np = {{"n", "u64", 0}};
+  uint64_t n = 1ull << 20;
+  const void* nargs[] = {&n};
+  CHECK(evaluate(tooBig, np, nargs).error().message == "grid[0] = 68719476736 exceeds the limit of 2147483647");
+
+  CHECK(checkRule(rule({1}, {"scale"}), params)->error.message == "parameter 'scale' has type 'f32'; launch rules may only read integer parameters");
+  CHECK(checkRule(rule({1}, {"1"}, "width"), params)->where() == "dynamic_shared");
+  CHECK(checkRule(rule({64, 32}, {"1"}), params)->error.message == "block has 2048 threads; the limit is 1024");
+  CHECK(checkRule(rule({1, 1, 65}, {"1"}), params)->error.message == "block dimension 2 must be between 1 and 64, not 65");
+}
+
+TEST_CASE("ptxas: resource report parsing") {
+  const char* log =
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k2' for 'sm_90'\n"
+      "ptxas info    : Function properties for k2\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 4 registers, used 0 barriers\n"
+      "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+      "ptxas info    : Function properties for k\n"
+      "    144 bytes stack frame, 148 bytes spill stores, 152 bytes spill loads\n"
+      "ptxas info    : Used 64 registers, used 1 barriers, 64 bytes smem, 364 bytes cmem[0], 8 bytes cmem[2]\n"
+      "ptxas info    : Compile time = 2.768 ms\n";
+  tn::bundle::Resources r;
+  REQUIRE(tn::ptxas::parseResources(log, "k", r));
+  CHECK(r == tn::bundle::Resources{64, 1, 64, 364, 144, 148, 152});
+  REQUIRE(tn::ptxas::parseResources(log, "k2", r));
+  CHECK(r == tn::bundle::Resources{4, 0, 0, 0, 0, 0, 0});
+  CHECK_FALSE(tn::ptxas::parseResources(log, "k3", r));
+  CHECK_FALSE(tn::ptxas::parseResources("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k", r));
+}

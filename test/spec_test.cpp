@@ -1,0 +1,177 @@
+// The spec loader and kernel instantiation, with a test template registry that has every option
+// type (the lit tests in lit-tests/spec/ cover the diagnostics of the built-in templates).
+#include <doctest/doctest.h>
+
+#include "compiler/Spec.h"
+#include "ir/Builder.h"
+
+namespace {
+
+using namespace tn;
+
+// fill(out, n): a template with an integer, a boolean and a string option.
+std::vector<kernels::Template> testTemplates() {
+  kernels::Template fill;
+  fill.name = "fill";
+  fill.summary = "out[i] = value for i < n";
+  fill.options = {
+      {"block", kernels::OptionType::Int, int64_t{128}, "threads per block", 32, 1024, 32, {}},
+      {"wide", kernels::OptionType::Bool, false, "use 64-bit element counts", INT64_MIN, INT64_MAX, 1, {}},
+      {"dtype", kernels::OptionType::String, std::string("f32"), "element type", INT64_MIN, INT64_MAX, 1, {"f32", "u32"}},
+  };
+  fill.build = [](const kernels::Options& o, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+    ir::Module m;
+    ir::KernelBuilder kb(m, "fill");
+    kb.param(ir::Type::ptr(ir::AddrSpace::Global), "out");
+    kb.param(o.flag("wide") ? ir::Type::u64() : ir::Type::u32(), "n");
+    kb.param(o.text("dtype") == "f32" ? ir::Type::f32() : ir::Type::u32(), "value");
+    kb.maxntid(static_cast<unsigned>(o.integer("block")));
+    kb.ret();
+    return m;
+  };
+  fill.launch = [](const kernels::Options& o) {
+    std::string b = std::to_string(o.integer("block"));
+    return kernels::LaunchRuleText{{static_cast<uint32_t>(o.integer("block"))}, {"ceil_div(n, " + b + ")"}, "0"};
+  };
+  return {fill};
+}
+
+struct Loaded {
+  std::optional<spec::Spec> spec;
+  std::vector<std::string> errors;
+};
+
+Loaded load(const std::string& text, const std::vector<kernels::Template>& templates) {
+  ir::Diagnostics d;
+  Loaded out;
+  out.spec = spec::parseSpec(text, "spec.toml", "", d, templates);
+  for (const ir::Diagnostic& diag : d.all()) out.errors.push_back(ir::formatDiagnostic(diag));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("spec: template options of every type, defaults and overrides") {
+  auto templates = testTemplates();
+  Loaded l = load(R"(
+[bundle]
+name = "fills"
+targets = ["sm_90", "sm_80"]
+ptx_fallback = true
+fp_contract = "off"
+
+[[kernel]]
+template = "fill"
+
+[[kernel]]
+template = "fill"
+name = "fill_wide"
+allow_spills = true
+[kernel.options]
+block = 256
+wide = true
+dtype = "u32"
+)",
+                  templates);
+  REQUIRE(l.errors.empty());
+  REQUIRE(l.spec);
+  const spec::Spec& s = *l.spec;
+  CHECK(s.name == "fills");
+  CHECK(s.targets == std::vector<std::string>{"sm_90", "sm_80"});
+  CHECK(s.ptxFallback);
+  CHECK(s.fpContract == spec::FpContract::Off);
+  REQUIRE(s.kernels.size() == 2);
+  CHECK(s.kernels[0].name == "fill");
+  CHECK(s.kernels[0].options.integer("block") == 128);
+  CHECK_FALSE(s.kernels[0].options.flag("wide"));
+  CHECK(s.kernels[0].options.text("dtype") == "f32");
+  CHECK_FALSE(s.kernels[0].allowSpills);
+  CHECK(s.kernels[1].name == "fill_wide");
+  CHECK(s.kernels[1].allowSpills);
+  CHECK(s.kernels[1].options.integer("block") == 256);
+  CHECK(s.kernels[1].options.flag("wide"));
+  CHECK(s.kernels[1].options.text("dtype") == "u32");
+
+  spec::TirCache tirs;
+  ir::Diagnostics d;
+  auto inst = spec::instantiate(s, s.kernels[1], "sm_90", tirs, d);
+  REQUIRE(inst);
+  CHECK(d.all().empty());
+  CHECK(inst->module.sm == 90);
+  CHECK(inst->module.ptx >= ir::minPtxForTarget(90));
+  REQUIRE(inst->module.kernels.size() == 1);
+  CHECK(inst->module.kernels[0].name == "fill_wide");
+  CHECK(inst->params == std::vector<bundle::Param>{{"out", "ptr.global", 0}, {"n", "u64", 0}, {"value", "u32", 0}});
+  CHECK(bundle::describe(inst->launch) == "block [256], grid [ceil_div(n, 256)], dynamic_shared 0");
+}
+
+TEST_CASE("spec: option type and value errors name the option and the spec location") {
+  auto templates = testTemplates();
+  Loaded l = load(R"([bundle]
+name = "b"
+[[kernel]]
+template = "fill"
+options = { wide = 1, dtype = "f64", block = true }
+)",
+                  templates);
+  CHECK_FALSE(l.spec);
+  CHECK(l.errors == std::vector<std::string>{
+                        "spec.toml:5:20: error: option 'wide' must be a boolean, not an integer",
+                        "spec.toml:5:31: error: option 'dtype' must be one of \"f32\", \"u32\", not \"f64\"",
+                        "spec.toml:5:46: error: option 'block' must be an integer, not a boolean",
+                    });
+}
+
+TEST_CASE("spec: a template whose launch rule does not fit its kernel is reported at the entry") {
+  auto templates = testTemplates();
+  templates[0].launch = [](const kernels::Options&) { return kernels::LaunchRuleText{{512}, {"ceil_div(count, 512)"}, "0"}; };
+  Loaded l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
+  REQUIRE(l.spec);
+  spec::TirCache tirs;
+  ir::Diagnostics d;
+  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], "sm_80", tirs, d));
+  REQUIRE(d.all().size() == 1);
+  CHECK(ir::formatDiagnostic(d.all()[0]) ==
+        "spec.toml:4:12: error: template 'fill' launch rule grid[0]: 'count' is not a parameter of the kernel");
+
+  templates[0].launch = [](const kernels::Options&) { return kernels::LaunchRuleText{{512}, {"n"}, "0"}; };
+  l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
+  REQUIRE(l.spec);
+  ir::Diagnostics d2;
+  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], "sm_80", tirs, d2));
+  REQUIRE(d2.all().size() == 1);
+  CHECK(ir::formatDiagnostic(d2.all()[0]) ==
+        "spec.toml:4:12: error: block [512, 1, 1] has more threads than the maxntid [128, 1, 1] of kernel 'fill' allows");
+}
+
+TEST_CASE("spec: defaults and known targets") {
+  auto templates = testTemplates();
+  Loaded l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
+  REQUIRE(l.spec);
+  CHECK(l.spec->targets == std::vector<std::string>{"sm_80", "sm_86", "sm_89", "sm_90"});
+  CHECK(l.spec->fpContract == spec::FpContract::Fast);
+  CHECK_FALSE(l.spec->ptxFallback);
+  CHECK(spec::isKnownTarget("sm_90a"));
+  CHECK(spec::isKnownTarget("sm_121"));
+  CHECK_FALSE(spec::isKnownTarget("sm_70"));
+  CHECK_FALSE(spec::isKnownTarget("compute_90"));
+}
+
+TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
+  for (const kernels::Template& t : kernels::templates()) {
+    spec::Spec s;
+    s.file = "spec.toml";
+    s.name = "b";
+    spec::KernelSpec k;
+    k.name = t.name;
+    k.tmpl = &t;
+    k.options = t.defaults();
+    for (const std::string& target : spec::defaultTargets()) {
+      spec::TirCache tirs;
+      ir::Diagnostics d;
+      auto inst = spec::instantiate(s, k, target, tirs, d);
+      CHECK_MESSAGE(inst.has_value(), t.name << " on " << target);
+      CHECK(d.all().empty());
+    }
+  }
+}
