@@ -1,6 +1,7 @@
-// PTX emitter, structure half: module header, symbol names, kernel signatures, register
-// assignment, and one linear walk over the blocks in layout order in which branches write their
-// block arguments as parallel copies. The per-op formats are in PtxOps.cpp.
+// PTX emitter, structure half: module header, symbol names, kernel signatures, register names
+// (register-liveness's assignment, or one register per value), and one linear walk over the
+// blocks in layout order in which branches write their block arguments as parallel copies.
+// The per-op formats are in PtxOps.cpp.
 // Requires: a verified module (types, operand counts, terminators, the target gates of Ops.def).
 // Guarantees: byte-stable output; whatever PTX cannot express is an error naming op, type and
 // target, and then no PTX at all.
@@ -16,9 +17,6 @@ namespace tn::ptx {
 namespace detail {
 
 namespace {
-
-constexpr std::array<std::string_view, kRegClasses> kRegPrefix = {"%p", "%rs", "%r", "%f", "%rd", "%fd"};
-constexpr std::array<std::string_view, kRegClasses> kRegType = {"pred", "b16", "b32", "f32", "b64", "f64"};
 
 size_t idx(RegClass c) { return static_cast<size_t>(c); }
 
@@ -49,19 +47,6 @@ std::string unique(const std::string& base, std::set<std::string>& used) {
 
 }  // namespace
 
-RegClass regClass(ir::Type t) {
-  switch (t.scalar) {
-    case ir::Scalar::Pred: return RegClass::Pred;
-    case ir::Scalar::F32: return RegClass::F32;
-    case ir::Scalar::F64: return RegClass::F64;
-    default: break;
-  }
-  unsigned bits = t.bits();
-  return bits <= 16 ? RegClass::B16 : bits == 32 ? RegClass::B32 : RegClass::B64;
-}
-
-std::string_view movType(RegClass c) { return kRegType[idx(c)]; }
-
 std::string memType(ir::Type t) {
   if (t.isPtr()) return t.bits() == 64 ? "u64" : "u32";
   if (t.scalar == ir::Scalar::F16 || t.scalar == ir::Scalar::BF16) return "b16";
@@ -69,8 +54,8 @@ std::string memType(ir::Type t) {
 }
 
 KernelEmitter::KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
-                             ir::Diagnostics& diags)
-    : m_(m), k_(k), syms_(syms), diags_(diags) {}
+                             bool reuseRegisters, ir::Diagnostics& diags)
+    : m_(m), k_(k), syms_(syms), reuse_(reuseRegisters), diags_(diags) {}
 
 std::string KernelEmitter::target() const { return ir::targetName(m_.sm, m_.archSpecific); }
 
@@ -94,7 +79,7 @@ bool KernelEmitter::fail(const ir::Inst& in, const std::string& reason) {
 }
 
 std::string KernelEmitter::regName(RegClass c, uint32_t n) const {
-  return std::string(kRegPrefix[idx(c)]) + std::to_string(n);
+  return std::string(passes::regClassPrefix(c)) + std::to_string(n);
 }
 
 std::string KernelEmitter::reg(ir::ValueId v, unsigned lane) const {
@@ -136,11 +121,42 @@ bool KernelEmitter::checkSignature() {
   return ok_;
 }
 
-// Deterministic numbering: parameters first (their param-space loads, then the global-space
-// pointers converted from them), then block parameters and results in layout order.
 void KernelEmitter::assignRegisters() {
   base_.assign(k_.values.size(), 0);
   paramRaw_.assign(k_.params.size(), 0);
+  if (reuse_) assignShared();
+  else assignNaive();
+}
+
+// register-liveness numbers from 0 and the emitter from 1. Its guarantees are what the walk
+// relies on: a result never shares a register with its own operands (pack writes lane by lane),
+// a block parameter never with a value live into its block (so an edge's copies clobber
+// nothing the target reads), and kernel parameters hold their register from the entry on, so
+// each is loaded straight into it and a global pointer is converted in place. Values in
+// unreachable blocks have no assigned register and get fresh ones above the assignment.
+void KernelEmitter::assignShared() {
+  passes::RegisterAssignment ra = passes::assignRegisters(k_);
+  for (size_t c = 0; c < kRegClasses; ++c) next_[c] = ra.counts[c] + 1;
+  auto place = [&](ir::ValueId v) {
+    const passes::Reg& r = ra.regs[v.index];
+    if (r.count) base_[v.index] = r.index + 1;
+    else assignValue(v);
+  };
+  for (size_t i = 0; i < k_.params.size(); ++i) {
+    place(k_.params[i].value);
+    paramRaw_[i] = base_[k_.params[i].value.index];
+  }
+  for (const ir::Block& b : k_.blocks) {
+    for (ir::ValueId p : b.params) place(p);
+    for (ir::InstId id : b.insts)
+      if (k_.inst(id).result) place(k_.inst(id).result);
+  }
+}
+
+// One register per value, numbered in order: parameters first (their param-space loads, then
+// the global-space pointers converted from them), then block parameters and results in layout
+// order. `emit-ptx --no-reg-reuse` shows it.
+void KernelEmitter::assignNaive() {
   for (size_t i = 0; i < k_.params.size(); ++i) {
     ir::Type t = k_.typeOf(k_.params[i].value);
     paramRaw_[i] = next_[idx(regClass(t))];
@@ -167,6 +183,7 @@ void KernelEmitter::assignValue(ir::ValueId v) {
 }
 
 // Vector parameters load lane by lane: a .v4 load of 64-bit lanes would exceed 16 bytes.
+// With shared names a global pointer is converted in its own register (paramRaw_ == base_).
 void KernelEmitter::emitParamLoads() {
   for (size_t i = 0; i < k_.params.size(); ++i) {
     ir::Type t = k_.typeOf(k_.params[i].value);
@@ -270,8 +287,8 @@ std::string KernelEmitter::regDecls() const {
   std::string s;
   for (size_t c = 0; c < kRegClasses; ++c)
     if (next_[c] > 1)
-      s += "\t.reg ." + std::string(kRegType[c]) + " " + std::string(kRegPrefix[c]) + "<" + std::to_string(next_[c]) +
-           ">;\n";
+      s += "\t.reg ." + std::string(passes::regClassName(RegClass(c))) + " " +
+           std::string(passes::regClassPrefix(RegClass(c))) + "<" + std::to_string(next_[c]) + ">;\n";
   return s;
 }
 
@@ -375,7 +392,7 @@ std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir
       continue;
     }
     out += "\n";
-    detail::KernelEmitter(m, k, syms[i], diags).run(out);
+    detail::KernelEmitter(m, k, syms[i], opts.reuseRegisters, diags).run(out);
   }
   if (diags.errors() != errorsBefore) return std::nullopt;
   return out;

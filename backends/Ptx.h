@@ -11,6 +11,9 @@ namespace tn::ptx {
 
 struct EmitOptions {
   std::string kernel;  // emit only this kernel ("" = all)
+  // Name registers after register-liveness's assignment, so that values with disjoint live
+  // ranges share one (fewer .reg declarations); false gives every value registers of its own.
+  bool reuseRegisters = true;
 };
 
 // Emits PTX for m's target (m.sm, m.archSpecific, m.ptx); m must have passed ir::verify. An op or

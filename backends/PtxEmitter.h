@@ -12,18 +12,20 @@
 
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
+#include "passes/RegisterLiveness.h"
 
 namespace tn::ptx::detail {
 
-// PTX register classes, in the order their .reg declarations are written.
-enum class RegClass : uint8_t { Pred, B16, B32, F32, B64, F64 };
-constexpr size_t kRegClasses = 6;
+// PTX register classes, in the order their .reg declarations are written: register-liveness's,
+// so that its assignment numbers the emitter's registers directly.
+using passes::RegClass;
+using passes::kRegClasses;
 
 // The class of one lane of t: 8/16-bit integers, f16 and bf16 share the .b16 class;
 // 32-bit pointers (shared, local) live in .b32, the others in .b64.
-RegClass regClass(ir::Type t);
+inline RegClass regClass(ir::Type t) { return passes::regClassOf(t); }
 // The mov type of a register class ("b16", "f32", "pred", ...).
-std::string_view movType(RegClass c);
+inline std::string_view movType(RegClass c) { return passes::regClassName(c); }
 // The PTX type of one lane in memory and in .param declarations: f16/bf16 as b16, pointers as
 // u64/u32 by width, everything else under its own name.
 std::string memType(ir::Type t);
@@ -37,7 +39,10 @@ struct KernelSymbols {
 
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms, ir::Diagnostics& diags);
+  // reuseRegisters: take register names from register-liveness's assignment (values with
+  // disjoint live ranges share one); otherwise every value gets registers of its own.
+  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms, bool reuseRegisters,
+                ir::Diagnostics& diags);
   // Appends the kernel's PTX to out; false (with diagnostics) when something cannot be emitted.
   bool run(std::string& out);
 
@@ -50,6 +55,8 @@ class KernelEmitter {
   // ---- structure (Ptx.cpp) ----
   bool checkSignature();
   void assignRegisters();
+  void assignShared();
+  void assignNaive();
   void assignValue(ir::ValueId v);
   void emitParamLoads();
   void emitTerminator(size_t block, const ir::Inst& in);
@@ -82,6 +89,7 @@ class KernelEmitter {
   const ir::Module& m_;
   const ir::Kernel& k_;
   const KernelSymbols& syms_;
+  bool reuse_;
   ir::Diagnostics& diags_;
   bool ok_ = true;
 
@@ -89,6 +97,7 @@ class KernelEmitter {
   std::array<uint32_t, kRegClasses> temps_{};  // cycle-breaking temporary per class (0 = none)
   std::vector<uint32_t> base_;                  // first register of each value (lanes follow)
   std::vector<uint32_t> paramRaw_;              // register each parameter is loaded into
+                                                // (its own register when names are reused)
   std::vector<std::string> labels_;             // per block
   std::set<std::string> labelNames_;
   std::string body_;

@@ -35,6 +35,7 @@ Command inspectCommand();
 Command embedCommand();
 Command listTemplatesCommand();
 Command interpCommand();
+Command explainCommand();
 
 int run(int argc, char** argv);
 

@@ -16,7 +16,7 @@ namespace tn::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {optCommand(),     emitPtxCommand(), buildCommand(),
                                            inspectCommand(), embedCommand(),   listTemplatesCommand(),
-                                           interpCommand()};
+                                           interpCommand(), explainCommand()};
   return all;
 }
 

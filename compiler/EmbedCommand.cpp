@@ -140,6 +140,18 @@ struct RuleEval {
   std::uint64_t max(std::uint64_t a, std::uint64_t b) { return a > b ? a : b; }
 };
 
+#ifdef TRUENOC_HAVE_RUNTIME
+// A Launcher that runs launches on the truenoc runtime (libtruenort, docs/runtime.md).
+inline Launcher runtime_launcher(truenort::EmbedLauncher& rt) {
+  return {[](void* user, const Launch& l) {
+            return static_cast<truenort::EmbedLauncher*>(user)->launch(l.bundle, l.bundle_size, l.kernel, l.stream,
+                                                                        l.grid, l.block, l.dynamic_shared, l.args,
+                                                                        l.num_args);
+          },
+          &rt};
+}
+#endif
+
 }  // namespace truenoc::embed
 #endif  // TRUENOC_EMBED_INTERFACE_V1
 )";

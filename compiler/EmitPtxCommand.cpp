@@ -1,4 +1,4 @@
-// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [-o OUT]
+// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [-o OUT]
 #include <algorithm>
 
 #include "backends/Ptx.h"
@@ -24,11 +24,15 @@ Command emitPtxCommand() {
   return {"emit-ptx", "Verify a .tir module and emit PTX for one target", [](CLI::App& app) {
             struct Opts {
               std::string input, output = "-", target, kernel;
+              bool noRegReuse = false;
             };
             auto o = std::make_shared<Opts>();
             app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
             app.add_option("--target", o->target, "Target architecture (sm_75 ... sm_121, sm_90a)")->required();
             app.add_option("--kernel", o->kernel, "Emit only this kernel");
+            app.add_flag("--no-reg-reuse", o->noRegReuse,
+                         "Give every value registers of its own instead of sharing names between values "
+                         "with disjoint live ranges");
             app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
             return std::function<int()>([o] {
               ir::Diagnostics diags;
@@ -44,7 +48,10 @@ Command emitPtxCommand() {
               printDiagnostics(vd);
               if (vd.hasErrors()) return int(kInputError);
               ir::Diagnostics ed;
-              auto ptx = ptx::emit(*mod, {o->kernel}, ed);
+              ptx::EmitOptions eo;
+              eo.kernel = o->kernel;
+              eo.reuseRegisters = !o->noRegReuse;
+              auto ptx = ptx::emit(*mod, eo, ed);
               printDiagnostics(ed);
               if (!ptx) return int(kInputError);
               return writeOutput(o->output, *ptx) ? int(kOk) : int(kInputError);

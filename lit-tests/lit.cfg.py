@@ -33,7 +33,9 @@ if config.filecheck:
 if config.not_tool:
     config.substitutions.append(("not ", config.not_tool + " "))
 llvm_bin = os.path.dirname(os.path.realpath(config.filecheck)) if config.filecheck else ""
-config.environment["PATH"] = os.pathsep.join(p for p in [config.truenoc_bin_dir, llvm_bin, os.environ.get("PATH", "")] if p)
+ptxas_bin = os.path.dirname(config.ptxas) if config.ptxas else ""
+config.environment["PATH"] = os.pathsep.join(
+    p for p in [config.truenoc_bin_dir, llvm_bin, ptxas_bin, os.environ.get("PATH", "")] if p)
 for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "CI"):
     if var in os.environ:
         config.environment[var] = os.environ[var]

@@ -207,18 +207,18 @@ Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim
   if (Status st = check_args(args); !st) return st;
   std::vector<const void*> ptrs(args.size());
   for (size_t i = 0; i < args.size(); ++i) ptrs[i] = args[i].address();
-  Dim3 g, b;
-  unsigned shared = dynamic_shared;
-  if (grid && block) {
-    g = *grid;
-    b = *block;
-  } else {
-    auto dims = tn::bundle::evaluate(k_->info->launch, k_->info->params, ptrs.data());
-    if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
-    g = {dims->grid[0], dims->grid[1], dims->grid[2]};
-    b = {dims->block[0], dims->block[1], dims->block[2]};
-    shared = dims->dynamicShared;
-  }
+  if (grid && block) return launch_raw(s, *grid, *block, dynamic_shared, const_cast<void**>(ptrs.data()), ptrs.size());
+  auto dims = tn::bundle::evaluate(k_->info->launch, k_->info->params, ptrs.data());
+  if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
+  return launch_raw(s, {dims->grid[0], dims->grid[1], dims->grid[2]}, {dims->block[0], dims->block[1], dims->block[2]},
+                    dims->dynamicShared, const_cast<void**>(ptrs.data()), ptrs.size());
+}
+
+Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args, size_t num_args) const {
+  if (num_args != k_->info->params.size())
+    return make(Errc::SignatureMismatch, "Kernel::launch",
+                "expected " + std::to_string(k_->info->params.size()) + " arguments, got " + std::to_string(num_args),
+                k_->info->name);
   if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch
   const Context& ctx = bundle_->context();
   if (Status st = ctx.make_current(); !st) return st;
@@ -237,8 +237,7 @@ Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim
       k->shared_optin = static_cast<int>(shared);
     }
   }
-  CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(),
-                                           const_cast<void**>(ptrs.data()), nullptr);
+  CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(), args, nullptr);
   if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuLaunchKernel", k_->info->name);
   return {};
 }

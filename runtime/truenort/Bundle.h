@@ -83,6 +83,10 @@ class Kernel {
   }
   Status launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid = nullptr,
                      const Dim3* block = nullptr, unsigned dynamic_shared = 0) const;
+  // Launches with explicit geometry and cuLaunchKernel-style argument pointers, whose count is
+  // checked against the signature (their types cannot be: generated launch functions are typed).
+  Status launch_raw(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args,
+                    size_t num_args) const;
   // Checks count and types against the manifest signature (no driver involved).
   Status check_args(std::span<const Arg> args) const;
   CUfunction handle() const { return fn_; }

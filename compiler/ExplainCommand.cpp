@@ -1,0 +1,343 @@
+// truenoc explain FILE [--target sm_XY] [--kernel NAME] [--dyn-shared BYTES] [--ptxas PATH] [--json]
+// A resource and hazard report per kernel, on the IR that `truenoc build` compiles (after -O2):
+// predicted registers (register-liveness), shared memory, block size, an occupancy estimate from
+// passes/TargetLimits, the findings of the checkers (barrier-safety, tile-validation, ...), and,
+// when ptxas is found, what `ptxas -v` reports for the same PTX. Findings are part of the report,
+// not failures: the exit status is 1 only for input errors (unreadable, invalid IR, no such kernel,
+// PTX that cannot be emitted or that ptxas rejects) and 2 for command-line mistakes.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "backends/Ptx.h"
+#include "backends/Ptxas.h"
+#include "compiler/Command.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
+#include "passes/RegisterLiveness.h"
+#include "passes/TargetLimits.h"
+
+namespace tn::cli {
+
+namespace {
+
+struct ExplainOptions {
+  std::string input, target, kernel, ptxas;
+  int64_t dynShared = -1;  // bytes of dynamic shared memory per block; -1 = not given
+  bool json = false;
+};
+
+constexpr unsigned kUnlimited = UINT32_MAX;
+
+// One occupancy estimate, computed as tile-validation does (docs/passes.md): registers rounded up
+// to 8 per thread and allocated per warp, shared memory plus the per-block reservation, and the
+// fewest blocks any of registers, shared memory, warps per SM and blocks per SM allow.
+struct Occupancy {
+  unsigned registers = 0;       // per thread, as counted (at least 1, at most the target's 255)
+  unsigned sharedPerBlock = 0;  // bytes, reservation included
+  unsigned byRegisters = 0, byShared = 0, byWarps = 0, byBlocks = 0;
+  unsigned blocks = 0, warps = 0, maxWarps = 0, percent = 0;
+  const char* limitedBy = "";
+};
+
+Occupancy estimate(const passes::TargetLimits& lim, unsigned threads, unsigned registers, unsigned shared) {
+  Occupancy o;
+  o.registers = std::min(std::max(registers, 1u), lim.regsPerThread);
+  o.sharedPerBlock = shared + lim.sharedReservedPerBlock;
+  unsigned warps = (threads + 31) / 32;
+  unsigned blockRegs = (o.registers + 7) / 8 * 8 * 32 * warps;
+  o.byRegisters = lim.regsPerSM / blockRegs;
+  o.byShared = o.sharedPerBlock ? lim.sharedPerSM / o.sharedPerBlock : kUnlimited;
+  o.byWarps = lim.maxWarpsPerSM / warps;
+  o.byBlocks = lim.maxBlocksPerSM;
+  struct Bound {
+    const char* what;
+    unsigned blocks;
+  };
+  const Bound bounds[] = {{"registers", o.byRegisters},
+                          {"shared memory", o.byShared},
+                          {"warps per SM", o.byWarps},
+                          {"blocks per SM", o.byBlocks}};
+  const Bound* low = &bounds[0];
+  for (const Bound& b : bounds)
+    if (b.blocks < low->blocks) low = &b;
+  o.limitedBy = low->what;
+  o.blocks = low->blocks;
+  o.warps = o.blocks * warps;
+  o.maxWarps = lim.maxWarpsPerSM;
+  o.percent = o.warps * 100 / lim.maxWarpsPerSM;
+  return o;
+}
+
+struct KernelReport {
+  std::string name;
+  unsigned threads = 0;   // 0: unknown
+  std::string blockAttr;  // "reqntid" (exact) or "maxntid" (an upper bound)
+  ir::Dim3 block;
+  passes::RegisterAssignment regs;
+  unsigned staticShared = 0;
+  bool hasDynamic = false;
+  std::optional<Occupancy> occupancy, ptxasOccupancy;
+  std::vector<ir::Diagnostic> findings;
+  bool ptxasRan = false;  // false: ptxas was not found
+  bundle::Resources resources;
+};
+
+// Static shared arrays laid out in declaration order with their alignment (as tile-validation).
+unsigned staticSharedBytes(const ir::Kernel& k) {
+  uint64_t end = 0;
+  for (const ir::SharedDecl& s : k.shared) {
+    if (s.dynamic) continue;
+    uint64_t align = std::max(1u, s.align);
+    end = (end + align - 1) / align * align + s.bytes();
+  }
+  return static_cast<unsigned>(std::min<uint64_t>(end, UINT32_MAX));
+}
+
+std::string dims(const ir::Dim3& d) {
+  return std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z);
+}
+
+std::string severityName(ir::Severity s) {
+  return s == ir::Severity::Error ? "error" : s == ir::Severity::Warning ? "warning" : "note";
+}
+
+std::string jsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+unsigned dynamicBytes(const ExplainOptions& o) { return o.dynShared > 0 ? static_cast<unsigned>(o.dynShared) : 0; }
+
+std::string sharedText(const KernelReport& r, const ExplainOptions& o) {
+  std::string s = std::to_string(r.staticShared) + " bytes static";
+  if (!r.hasDynamic) return s + ", no dynamic";
+  if (o.dynShared >= 0) return s + " + " + std::to_string(o.dynShared) + " bytes dynamic (--dyn-shared)";
+  return s + " + dynamic set at launch (not counted; give --dyn-shared BYTES)";
+}
+
+std::string count(unsigned n) { return n == kUnlimited ? "unlimited" : std::to_string(n); }
+
+std::string occupancyText(const Occupancy& c, unsigned threads) {
+  return std::to_string(c.blocks) + " blocks of " + std::to_string(threads) + " threads per SM, " +
+         std::to_string(c.warps) + " of " + std::to_string(c.maxWarps) + " warps (" + std::to_string(c.percent) +
+         "%), limited by " + c.limitedBy + "\n      blocks allowed by registers " + std::to_string(c.byRegisters) +
+         " (" + std::to_string(c.registers) + " per thread, allocated as " + std::to_string((c.registers + 7) / 8 * 8) +
+         "), shared memory " + count(c.byShared) + " (" + std::to_string(c.sharedPerBlock) +
+         " bytes per block with the reservation), warps " + std::to_string(c.byWarps) + ", blocks " +
+         std::to_string(c.byBlocks) + "\n";
+}
+
+std::string textReport(const std::vector<KernelReport>& reports, const std::string& target, const ExplainOptions& o) {
+  std::string out;
+  for (const KernelReport& r : reports) {
+    if (!out.empty()) out += "\n";
+    out += "kernel @" + r.name + " on " + target + " (IR after -O2)\n";
+    if (!r.threads)
+      out += "  block size: unknown (no reqntid or maxntid)\n";
+    else
+      out += "  block size: " + std::string(r.blockAttr == "maxntid" ? "at most " : "") + std::to_string(r.threads) +
+             " threads (" + r.blockAttr + " " + dims(r.block) + ")\n";
+    out += "  registers: " + std::to_string(r.regs.predicted) +
+           " per thread predicted (32-bit registers live at the peak, in IR order)\n";
+    out += "  peak live values by class (constants included):";
+    for (size_t c = 0; c < passes::kRegClasses; ++c)
+      out += (c ? ", " : " ") + std::string(passes::regClassName(passes::RegClass(c))) + " " +
+             std::to_string(r.regs.peak[c]);
+    out += "\n  shared memory: " + sharedText(r, o) + "\n";
+    out += "  occupancy: " + (r.occupancy ? occupancyText(*r.occupancy, r.threads) : "unknown without a block size\n");
+    if (!r.ptxasRan) {
+      out += "  ptxas: not found\n";
+    } else {
+      const bundle::Resources& res = r.resources;
+      out += "  ptxas -v: " + std::to_string(res.registers) + " registers, " + std::to_string(res.spillStores) +
+             " bytes spill stores, " + std::to_string(res.spillLoads) + " bytes spill loads, " +
+             std::to_string(res.stackBytes) + " bytes stack frame, " + std::to_string(res.sharedBytes) +
+             " bytes smem\n";
+      out += "  occupancy with ptxas's registers: " +
+             (r.ptxasOccupancy ? occupancyText(*r.ptxasOccupancy, r.threads) : "unknown without a block size\n");
+    }
+    out += "  findings: " + std::string(r.findings.empty() ? "none" : std::to_string(r.findings.size())) + "\n";
+    for (const ir::Diagnostic& d : r.findings) out += "    " + ir::formatDiagnostic(d) + "\n";
+  }
+  return out;
+}
+
+std::string jsonOccupancy(const std::optional<Occupancy>& c) {
+  if (!c) return "null";
+  return "{\"blocks_per_sm\": " + std::to_string(c->blocks) + ", \"warps_per_sm\": " + std::to_string(c->warps) +
+         ", \"max_warps_per_sm\": " + std::to_string(c->maxWarps) + ", \"percent\": " + std::to_string(c->percent) +
+         ", \"limited_by\": " + jsonString(c->limitedBy) +
+         ", \"registers_per_thread\": " + std::to_string(c->registers) +
+         ", \"shared_per_block\": " + std::to_string(c->sharedPerBlock) +
+         ", \"blocks_by\": {\"registers\": " + std::to_string(c->byRegisters) +
+         ", \"shared_memory\": " + (c->byShared == kUnlimited ? std::string("null") : std::to_string(c->byShared)) +
+         ", \"warps\": " + std::to_string(c->byWarps) + ", \"blocks\": " + std::to_string(c->byBlocks) + "}}";
+}
+
+std::string jsonReport(const std::vector<KernelReport>& reports, const std::string& file, const std::string& target,
+                       const ExplainOptions& o) {
+  std::string out = "{\n  \"file\": " + jsonString(file) + ",\n  \"target\": " + jsonString(target) +
+                    ",\n  \"pipeline\": \"-O2\",\n  \"kernels\": [";
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const KernelReport& r = reports[i];
+    out += i ? ",\n" : "\n";
+    out += "    {\n      \"name\": " + jsonString(r.name) + ",\n";
+    out += "      \"block\": " +
+           (r.threads ? "{\"threads\": " + std::to_string(r.threads) + ", \"from\": " + jsonString(r.blockAttr) +
+                            ", \"dims\": [" + dims(r.block) + "]}"
+                      : std::string("null")) +
+           ",\n";
+    out += "      \"registers\": {\"predicted\": " + std::to_string(r.regs.predicted) + ", \"peak\": {";
+    for (size_t c = 0; c < passes::kRegClasses; ++c)
+      out += (c ? ", " : "") + jsonString(passes::regClassName(passes::RegClass(c))) + ": " +
+             std::to_string(r.regs.peak[c]);
+    out += "}},\n";
+    std::string dynamic = !r.hasDynamic ? "0" : o.dynShared >= 0 ? std::to_string(o.dynShared) : "null";
+    out += "      \"shared\": {\"static\": " + std::to_string(r.staticShared) + ", \"dynamic\": " + dynamic + "},\n";
+    out += "      \"occupancy\": " + jsonOccupancy(r.occupancy) + ",\n";
+    if (!r.ptxasRan) {
+      out += "      \"ptxas\": {\"status\": \"not found\"},\n";
+    } else {
+      const bundle::Resources& res = r.resources;
+      out += "      \"ptxas\": {\"status\": \"ok\", \"registers\": " + std::to_string(res.registers) +
+             ", \"spill_stores\": " + std::to_string(res.spillStores) +
+             ", \"spill_loads\": " + std::to_string(res.spillLoads) + ", \"stack\": " + std::to_string(res.stackBytes) +
+             ", \"shared\": " + std::to_string(res.sharedBytes) +
+             ", \"occupancy\": " + jsonOccupancy(r.ptxasOccupancy) + "},\n";
+    }
+    out += "      \"findings\": [";
+    for (size_t j = 0; j < r.findings.size(); ++j) {
+      const ir::Diagnostic& d = r.findings[j];
+      out += (j ? ",\n        " : "\n        ") + std::string("{\"severity\": ") +
+             jsonString(severityName(d.severity)) + ", \"file\": " + jsonString(d.file) +
+             ", \"line\": " + std::to_string(d.loc.line) + ", \"column\": " + std::to_string(d.loc.col) +
+             ", \"message\": " + jsonString(d.message) + "}";
+    }
+    out += r.findings.empty() ? "]\n" : "\n      ]\n";
+    out += "    }";
+  }
+  return out + "\n  ]\n}\n";
+}
+
+// --ptxas, then $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH: the same search as `truenoc build`.
+std::optional<std::string> findPtxas(const std::string& explicitPath, std::string& why) {
+  return ptxas::find(explicitPath, why);
+}
+
+int runExplain(const ExplainOptions& o) {
+  ir::Diagnostics diags;
+  auto mod = loadModule(o.input, diags);
+  if (!mod) return kInputError;
+  if (!o.target.empty() && !retarget(*mod, o.target)) return kUsageError;
+  if (!o.kernel.empty() && !mod->findKernel(o.kernel)) {
+    std::fprintf(stderr, "error: no kernel named '%s'\n", o.kernel.c_str());
+    return kInputError;
+  }
+  ir::Diagnostics vd;
+  ir::verify(*mod, vd);
+  printDiagnostics(vd);
+  if (vd.hasErrors()) return kInputError;
+
+  std::string why;
+  std::optional<std::string> ptxasPath = findPtxas(o.ptxas, why);
+  if (!ptxasPath && !o.ptxas.empty()) {
+    std::fprintf(stderr, "error: %s\n", why.c_str());
+    return kUsageError;
+  }
+  std::unique_ptr<ptxas::TempDir> tmp;
+  if (ptxasPath) {
+    tmp = std::make_unique<ptxas::TempDir>();
+    if (!tmp->ok()) {
+      std::fprintf(stderr, "error: %s\n", tmp->error().c_str());
+      return kInputError;
+    }
+  }
+
+  std::string target = ir::targetName(mod->sm, mod->archSpecific);
+  const passes::TargetLimits& limits = passes::limitsFor(mod->sm);
+  std::vector<KernelReport> reports;
+  for (const ir::Kernel& original : mod->kernels) {
+    if (!o.kernel.empty() && original.name != o.kernel) continue;
+    // The kernel alone, so that the checkers' findings are its own.
+    ir::Module one = *mod;
+    one.kernels.assign(1, original);
+    ir::Diagnostics found;
+    passes::runO2(one, found, passes::PassOptions{});  // a checker's error is a finding here, not a failure
+    const ir::Kernel& k = one.kernels[0];
+
+    KernelReport r;
+    r.name = k.name;
+    r.findings = found.all();
+    r.regs = passes::assignRegisters(k);
+    r.staticShared = staticSharedBytes(k);
+    r.hasDynamic = std::any_of(k.shared.begin(), k.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
+    if (k.reqntid || k.maxntid) {
+      r.blockAttr = k.reqntid ? "reqntid" : "maxntid";
+      r.block = k.reqntid ? *k.reqntid : *k.maxntid;
+      r.threads = r.block.total();
+    }
+    unsigned dynamic = r.hasDynamic ? dynamicBytes(o) : 0;
+    if (r.threads) r.occupancy = estimate(limits, r.threads, r.regs.predicted, r.staticShared + dynamic);
+
+    // Emitted whether or not ptxas runs: a kernel without PTX is an input error either way.
+    ir::Diagnostics ed;
+    ptx::EmitOptions eo;
+    eo.kernel = k.name;
+    auto text = ptx::emit(one, eo, ed);
+    if (!text) {
+      printDiagnostics(ed);
+      return kInputError;
+    }
+    if (ptxasPath) {
+      ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, target, *text});
+      if (!out.ok) {
+        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), target.c_str(),
+                     out.log.c_str());
+        return kInputError;
+      }
+      r.ptxasRan = true;
+      r.resources = out.resources;
+      if (r.threads)
+        r.ptxasOccupancy = estimate(limits, r.threads, out.resources.registers, out.resources.sharedBytes + dynamic);
+    }
+    reports.push_back(std::move(r));
+  }
+  std::string file = o.input == "-" ? "<stdin>" : o.input;
+  std::string report = o.json ? jsonReport(reports, file, target, o) : textReport(reports, target, o);
+  return writeOutput("-", report) ? kOk : kInputError;
+}
+
+}  // namespace
+
+Command explainCommand() {
+  return {"explain", "Report registers, shared memory, occupancy and hazards per kernel, beside ptxas -v",
+          [](CLI::App& app) {
+            auto o = std::make_shared<ExplainOptions>();
+            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
+            app.add_option("--target", o->target,
+                           "Target architecture (sm_75 ... sm_121, sm_90a); default: the module's");
+            app.add_option("--kernel", o->kernel, "Explain only this kernel");
+            app.add_option("--dyn-shared", o->dynShared,
+                           "Bytes of dynamic shared memory per block, counted for kernels that declare dynamic arrays")
+                ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
+            app.add_option("--ptxas", o->ptxas,
+                           "The ptxas to run (default: $CUDA_HOME/bin, $CUDA_PATH/bin, then PATH)");
+            app.add_flag("--json", o->json, "Print JSON instead of text");
+            return std::function<int()>([o] { return runExplain(*o); });
+          }};
+}
+
+}  // namespace tn::cli

@@ -1,0 +1,55 @@
+#include "truenort/Embed.h"
+
+namespace truenort {
+
+int EmbedLauncher::fail(Error e) {
+  std::lock_guard lock(mu_);
+  last_ = std::move(e);
+  return kRuntimeError;
+}
+
+int EmbedLauncher::launch(const unsigned char* bundle, size_t size, const char* kernel, void* stream,
+                          const uint32_t grid[3], const uint32_t block[3], uint32_t dynamic_shared, void** args,
+                          uint32_t num_args) {
+  Bundle* b = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    auto it = bundles_.find(bundle);
+    if (it == bundles_.end()) {
+      auto loaded = Bundle::load(*ctx_, std::span<const uint8_t>(bundle, size), opts_);
+      if (!loaded) {
+        last_ = loaded.error();
+        return kRuntimeError;
+      }
+      it = bundles_.emplace(bundle, std::make_unique<Bundle>(std::move(loaded.value()))).first;
+    }
+    b = it->second.get();
+  }
+  auto k = b->kernel(kernel);
+  if (!k) return fail(k.error());
+  if (Status st = k.value().launch_raw(Stream::wrap(*ctx_, static_cast<CUstream>(stream)),
+                                       Dim3{grid[0], grid[1], grid[2]}, Dim3{block[0], block[1], block[2]},
+                                       dynamic_shared, args, num_args);
+      !st)
+    return fail(st.error());
+  return 0;
+}
+
+std::optional<Error> EmbedLauncher::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_;
+}
+
+LoadStats EmbedLauncher::stats() const {
+  std::lock_guard lock(mu_);
+  LoadStats sum;
+  for (const auto& [bytes, b] : bundles_) {
+    LoadStats s = b->stats();
+    sum.modules_loaded += s.modules_loaded;
+    sum.jit_events += s.jit_events;
+    sum.load_ms += s.load_ms;
+  }
+  return sum;
+}
+
+}  // namespace truenort
