@@ -181,26 +181,26 @@ const std::string& Kernel::name() const { return k_->info->name; }
 std::vector<ParamInfo> Kernel::signature() const {
   std::vector<ParamInfo> out;
   for (const tn::bundle::Param& p : k_->info->params)
-    out.push_back({p.name, p.type, kindOfType(p.type).value_or(Arg::Kind::Pointer)});
+    out.push_back({p.name, p.type, kindOfType(p.type).value_or(Arg::Kind::Pointer)});  // the reader checked the type
   return out;
 }
 
-Status Kernel::check_args(std::span<const Arg> args) const {
-  const auto& params = k_->info->params;
+Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel) {
   if (args.size() != params.size())
     return make(Errc::SignatureMismatch, "Kernel::launch",
-                "expected " + std::to_string(params.size()) + " arguments, got " + std::to_string(args.size()),
-                k_->info->name);
-  for (size_t i = 0; i < params.size(); ++i) {
-    auto want = kindOfType(params[i].type);
-    if (!want || *want != args[i].kind)
+                "expected " + std::to_string(params.size()) + " arguments, got " + std::to_string(args.size()), kernel);
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].kind != args[i].kind)
       return make(Errc::SignatureMismatch, "Kernel::launch",
-                  "argument " + std::to_string(i) + " ('" + params[i].name + "') must be " + params[i].type + ", got " +
-                      kindName(args[i].kind),
-                  k_->info->name);
-  }
+                  "argument " + std::to_string(i) + " ('" + params[i].name + "') must be " + params[i].type +
+                      ", got " + kindName(args[i].kind),
+                  kernel);
   return {};
 }
+
+std::optional<Arg::Kind> argKindOf(std::string_view type) { return kindOfType(type); }
+
+Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(signature(), args, k_->info->name); }
 
 Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid, const Dim3* block,
                            unsigned dynamic_shared) const {

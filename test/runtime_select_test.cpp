@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "truenort/ArchSelect.h"
+#include "truenort/Bundle.h"
 #include "truenort/Driver.h"
 
 using truenort::CodeEntry;
@@ -85,5 +86,42 @@ TEST_CASE("the process-wide driver either loads or explains why") {
     CHECK((code == truenort::Errc::NoDriver || code == truenort::Errc::NoDevice ||
            code == truenort::Errc::DriverTooOld || code == truenort::Errc::Cuda));
     CHECK_FALSE(d.error().describe().empty());
+  }
+}
+
+TEST_CASE("launch arguments are checked against the signature before the driver") {
+  using truenort::Arg;
+  std::vector<truenort::ParamInfo> sig;
+  for (auto [name, type] : {std::pair{"x", "ptr.global"}, {"n", "u32"}, {"eps", "f32"}})
+    sig.push_back({name, type, *truenort::argKindOf(type)});
+  const Arg good[] = {truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(uint32_t{7}), truenort::arg(1e-5f)};
+  CHECK(truenort::checkSignature(sig, good, "rmsnorm").ok());
+
+  const Arg few[] = {truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(uint32_t{7})};
+  auto st = truenort::checkSignature(sig, few, "rmsnorm");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == truenort::Errc::SignatureMismatch);
+  CHECK(st.error().describe() == "Kernel::launch failed: expected 3 arguments, got 2 [kernel rmsnorm]");
+
+  const Arg wrong[] = {truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(int32_t{7}), truenort::arg(1e-5f)};
+  st = truenort::checkSignature(sig, wrong, "rmsnorm");
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().describe() == "Kernel::launch failed: argument 1 ('n') must be u32, got s32 [kernel rmsnorm]");
+
+  const Arg swapped[] = {truenort::arg(uint32_t{7}), truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(1e-5f)};
+  CHECK_FALSE(truenort::checkSignature(sig, swapped, "rmsnorm").ok());
+  CHECK(truenort::argKindOf("bf16") == Arg::Kind::BF16);
+  CHECK_FALSE(truenort::argKindOf("v4.f32").has_value());
+}
+
+TEST_CASE("without a usable driver, creating a context is an error value") {
+  auto ctx = truenort::Context::create(0);
+  if (ctx.ok()) {
+    CHECK(ctx.value().sm() >= 50);
+  } else {
+    auto code = ctx.error().code;
+    CHECK((code == truenort::Errc::NoDriver || code == truenort::Errc::NoDevice ||
+           code == truenort::Errc::DriverTooOld || code == truenort::Errc::Cuda));
+    CHECK_FALSE(ctx.error().describe().empty());
   }
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -64,6 +65,12 @@ struct ParamInfo {
   std::string type;  // IR type name: "u32", "f32", "ptr.global", ...
   Arg::Kind kind;
 };
+
+// The argument check every launch makes before the driver sees anything: count, then each
+// argument's kind against the parameter's type. Exposed for tests; kernel names the error.
+Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel);
+// The argument kind a bundle parameter type takes ("u32" -> U32, "ptr.global" -> Pointer).
+std::optional<Arg::Kind> argKindOf(std::string_view type);
 
 class Kernel {
  public:
