@@ -39,5 +39,12 @@ int main() {
     return 1;
   }
   for (const Recorded& r : launches) std::printf("%s grid %u block %u args %u\n", r.kernel.c_str(), r.grid, r.block, r.args);
+#ifdef TRUENOC_HAVE_RUNTIME
+  // truenoc_add_bundle linked libtruenort: on a GPU, truenoc::embed::runtime_launcher(rt) with a
+  // truenort::EmbedLauncher rt(ctx) runs these launches for real. Without a driver this is an
+  // error value, not a crash.
+  auto ctx = truenort::Context::create(0);
+  std::printf("runtime: linked (%s)\n", ctx.ok() ? "device found" : "no device");
+#endif
   return 0;
 }
