@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "backends/InterpImpl.h"
+#include "ir/FloatCompare.h"
 #include "ir/Float16.h"
 
 namespace tn::interp::detail {
@@ -273,26 +274,8 @@ struct GenericFloat {
   static uint64_t eval(const Code& k, uint64_t a, uint64_t b, uint64_t c) { return floatOp(k, a, b, c); }
 };
 
-bool compare(Mod cmp, double a, double b) {
-  bool unordered = std::isnan(a) || std::isnan(b);
-  switch (cmp) {
-    case Mod::Eq: return a == b;
-    case Mod::Ne: return a != b && !unordered;
-    case Mod::Lt: return a < b;
-    case Mod::Le: return a <= b;
-    case Mod::Gt: return a > b;
-    case Mod::Ge: return a >= b;
-    case Mod::Equ: return unordered || a == b;
-    case Mod::Neu: return unordered || a != b;
-    case Mod::Ltu: return unordered || a < b;
-    case Mod::Leu: return unordered || a <= b;
-    case Mod::Gtu: return unordered || a > b;
-    case Mod::Geu: return unordered || a >= b;
-    case Mod::Num: return !unordered;
-    case Mod::Nan: return unordered;
-    default: return false;
-  }
-}
+// The decoder only accepts setp with a comparison modifier, so value_or never applies.
+bool compare(Mod cmp, double a, double b) { return ir::floatCompare(cmp, a, b).value_or(false); }
 
 struct GenericSetp {
   static uint64_t eval(const Code& k, uint64_t a, uint64_t b) {

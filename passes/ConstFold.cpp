@@ -9,6 +9,7 @@
 
 #include "ir/Dominance.h"
 #include "ir/Float16.h"
+#include "ir/FloatCompare.h"
 #include "passes/Analysis.h"
 #include "passes/IntEval.h"
 #include "passes/Passes.h"
@@ -119,27 +120,6 @@ std::optional<uint64_t> floatArith(Op op, Scalar s, std::span<const double> x, i
   return fromDouble(s, r, mode);  // f32 and f64 only take round-to-nearest there
 }
 
-std::optional<bool> floatCompare(Mod cmp, double a, double b) {
-  bool unordered = std::isnan(a) || std::isnan(b);
-  switch (cmp) {
-    case Mod::Eq: return !unordered && a == b;
-    case Mod::Ne: return !unordered && a != b;
-    case Mod::Lt: return !unordered && a < b;
-    case Mod::Le: return !unordered && a <= b;
-    case Mod::Gt: return !unordered && a > b;
-    case Mod::Ge: return !unordered && a >= b;
-    case Mod::Equ: return unordered || a == b;
-    case Mod::Neu: return unordered || a != b;
-    case Mod::Ltu: return unordered || a < b;
-    case Mod::Leu: return unordered || a <= b;
-    case Mod::Gtu: return unordered || a > b;
-    case Mod::Geu: return unordered || a >= b;
-    case Mod::Num: return !unordered;
-    case Mod::Nan: return unordered;
-    default: return std::nullopt;
-  }
-}
-
 // A float -> integer conversion with PTX semantics: round as asked, clamp to the range, NaN -> 0.
 std::optional<uint64_t> floatToInt(double v, Mod round, Type t) {
   switch (round) {
@@ -246,7 +226,7 @@ std::optional<uint64_t> foldFloat(const ir::Inst& in, Type t, std::span<const ui
     case Op::Neg: r = x[0] ^ (uint64_t{1} << (t.bits() - 1)); break;
     case Op::Abs: r = x[0] & lowMask(t.bits() - 1); break;
     case Op::Setp: {
-      auto c = floatCompare(in.mod(ir::ModGroup::Cmp), d[0], d[1]);
+      auto c = ir::floatCompare(in.mod(ir::ModGroup::Cmp), d[0], d[1]);
       if (!c) return std::nullopt;
       return *c ? 1 : 0;
     }

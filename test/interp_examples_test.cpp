@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/Interp.h"
+#include "interp_harness.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 
@@ -19,18 +20,7 @@ namespace {
 
 using tn::interp::Interpreter;
 
-tn::ir::Module loadExample(const std::string& name) {
-  std::string path = std::string(TRUENOC_SOURCE_DIR) + "/examples/" + name;
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  tn::ir::Diagnostics diags;
-  auto m = tn::ir::parseModule(ss.str(), path, diags);
-  REQUIRE(m.has_value());
-  REQUIRE(tn::ir::verify(*m, diags));
-  return std::move(*m);
-}
+tn::ir::Module loadExample(const std::string& name) { return tn::harness::parseSourceFile("examples/" + name); }
 
 std::vector<float> randomFloats(std::mt19937& rng, size_t n) {
   std::uniform_real_distribution<float> dist(-100.0f, 100.0f);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/Interp.h"
+#include "interp_harness.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 
@@ -29,20 +30,8 @@ std::string hex(uint64_t v) {
 uint64_t f32(float f) { return std::bit_cast<uint32_t>(f); }
 uint64_t f64(double d) { return std::bit_cast<uint64_t>(d); }
 
-tn::ir::Module parse(const std::string& text) {
-  tn::ir::Diagnostics diags;
-  auto m = tn::ir::parseModule(text, "test.tir", diags);
-  std::string msgs;
-  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
-  INFO(msgs);
-  REQUIRE(m.has_value());
-  // Only valid IR is worth interpreting: the verifier must accept every test kernel.
-  tn::ir::verify(*m, diags);
-  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
-  INFO(msgs);
-  REQUIRE_FALSE(diags.hasErrors());
-  return std::move(*m);
-}
+// Parses and verifies: only valid IR is worth interpreting.
+tn::ir::Module parse(const std::string& text) { return tn::harness::parseText(text, "test.tir"); }
 
 struct Case {
   std::array<uint64_t, 4> in;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/Interp.h"
+#include "interp_harness.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 
@@ -16,20 +17,8 @@ namespace {
 using tn::interp::ErrorKind;
 using tn::interp::Interpreter;
 
-tn::ir::Module parse(const std::string& text) {
-  tn::ir::Diagnostics diags;
-  auto m = tn::ir::parseModule(text, "simt.tir", diags);
-  std::string msgs;
-  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
-  INFO(msgs);
-  REQUIRE(m.has_value());
-  // Only valid IR is worth interpreting: the verifier must accept every test kernel.
-  tn::ir::verify(*m, diags);
-  for (const auto& d : diags.all()) msgs += tn::ir::formatDiagnostic(d) + "\n";
-  INFO(msgs);
-  REQUIRE_FALSE(diags.hasErrors());
-  return std::move(*m);
-}
+// Parses and verifies: only valid IR is worth interpreting.
+tn::ir::Module parse(const std::string& text) { return tn::harness::parseText(text, "simt.tir"); }
 
 // Runs kernel @k of `text` with one u32 output buffer `out` of `n` words.
 std::vector<uint32_t> run(const std::string& text, size_t n, tn::ir::Dim3 grid, tn::ir::Dim3 block) {
