@@ -27,47 +27,8 @@ struct ExplainOptions {
   bool json = false;
 };
 
-constexpr unsigned kUnlimited = UINT32_MAX;
-
-// One occupancy estimate, computed as tile-validation does (docs/passes.md): registers rounded up
-// to 8 per thread and allocated per warp, shared memory plus the per-block reservation, and the
-// fewest blocks any of registers, shared memory, warps per SM and blocks per SM allow.
-struct Occupancy {
-  unsigned registers = 0;       // per thread, as counted (at least 1, at most the target's 255)
-  unsigned sharedPerBlock = 0;  // bytes, reservation included
-  unsigned byRegisters = 0, byShared = 0, byWarps = 0, byBlocks = 0;
-  unsigned blocks = 0, warps = 0, maxWarps = 0, percent = 0;
-  const char* limitedBy = "";
-};
-
-Occupancy estimate(const passes::TargetLimits& lim, unsigned threads, unsigned registers, unsigned shared) {
-  Occupancy o;
-  o.registers = std::min(std::max(registers, 1u), lim.regsPerThread);
-  o.sharedPerBlock = shared + lim.sharedReservedPerBlock;
-  unsigned warps = (threads + 31) / 32;
-  unsigned blockRegs = (o.registers + 7) / 8 * 8 * 32 * warps;
-  o.byRegisters = lim.regsPerSM / blockRegs;
-  o.byShared = o.sharedPerBlock ? lim.sharedPerSM / o.sharedPerBlock : kUnlimited;
-  o.byWarps = lim.maxWarpsPerSM / warps;
-  o.byBlocks = lim.maxBlocksPerSM;
-  struct Bound {
-    const char* what;
-    unsigned blocks;
-  };
-  const Bound bounds[] = {{"registers", o.byRegisters},
-                          {"shared memory", o.byShared},
-                          {"warps per SM", o.byWarps},
-                          {"blocks per SM", o.byBlocks}};
-  const Bound* low = &bounds[0];
-  for (const Bound& b : bounds)
-    if (b.blocks < low->blocks) low = &b;
-  o.limitedBy = low->what;
-  o.blocks = low->blocks;
-  o.warps = o.blocks * warps;
-  o.maxWarps = lim.maxWarpsPerSM;
-  o.percent = o.warps * 100 / lim.maxWarpsPerSM;
-  return o;
-}
+using passes::Occupancy;
+constexpr unsigned kUnlimited = Occupancy::kUnlimited;
 
 struct KernelReport {
   std::string name;
@@ -290,7 +251,7 @@ int runExplain(const ExplainOptions& o) {
       r.threads = r.block.total();
     }
     unsigned dynamic = r.hasDynamic ? dynamicBytes(o) : 0;
-    if (r.threads) r.occupancy = estimate(limits, r.threads, r.regs.predicted, r.staticShared + dynamic);
+    if (r.threads) r.occupancy = passes::estimateOccupancy(limits, r.threads, r.regs.predicted, r.staticShared + dynamic);
 
     // Emitted whether or not ptxas runs: a kernel without PTX is an input error either way.
     ir::Diagnostics ed;
@@ -311,7 +272,7 @@ int runExplain(const ExplainOptions& o) {
       r.ptxasRan = true;
       r.resources = out.resources;
       if (r.threads)
-        r.ptxasOccupancy = estimate(limits, r.threads, out.resources.registers, out.resources.sharedBytes + dynamic);
+        r.ptxasOccupancy = passes::estimateOccupancy(limits, r.threads, out.resources.registers, out.resources.sharedBytes + dynamic);
     }
     reports.push_back(std::move(r));
   }

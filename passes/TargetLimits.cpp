@@ -1,5 +1,7 @@
 #include "passes/TargetLimits.h"
 
+#include <algorithm>
+
 namespace tn::passes {
 
 namespace {
@@ -22,6 +24,35 @@ const TargetLimits& limitsFor(unsigned sm) {
   for (const TargetLimits& l : kLimits)
     if (l.sm <= sm) best = &l;
   return *best;
+}
+
+Occupancy estimateOccupancy(const TargetLimits& lim, unsigned threads, unsigned registers, unsigned sharedBytes) {
+  Occupancy o;
+  o.registers = std::min(std::max(registers, 1u), lim.regsPerThread);
+  o.sharedPerBlock = sharedBytes + lim.sharedReservedPerBlock;
+  unsigned warps = (threads + 31) / 32;
+  o.registersPerBlock = (o.registers + 7) / 8 * 8 * 32 * warps;  // allocated 256 per warp
+  o.byRegisters = lim.regsPerSM / o.registersPerBlock;
+  o.byShared = o.sharedPerBlock ? lim.sharedPerSM / o.sharedPerBlock : Occupancy::kUnlimited;
+  o.byWarps = lim.maxWarpsPerSM / warps;
+  o.byBlocks = lim.maxBlocksPerSM;
+  struct Bound {
+    const char* what;
+    unsigned blocks;
+  };
+  const Bound bounds[] = {{"registers", o.byRegisters},
+                          {"shared memory", o.byShared},
+                          {"warps per SM", o.byWarps},
+                          {"blocks per SM", o.byBlocks}};
+  const Bound* low = &bounds[0];
+  for (const Bound& b : bounds)
+    if (b.blocks < low->blocks) low = &b;
+  o.limitedBy = low->what;
+  o.blocks = low->blocks;
+  o.warps = o.blocks * warps;
+  o.maxWarps = lim.maxWarpsPerSM;
+  o.percent = o.warps * 100 / lim.maxWarpsPerSM;
+  return o;
 }
 
 std::string kbText(unsigned bytes) {

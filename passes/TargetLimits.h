@@ -1,4 +1,4 @@
-// Per-target resource limits used by tile-validation (and, later, `truenoc explain`).
+// Per-target resource limits and the occupancy estimate used by tile-validation and `truenoc explain`.
 #pragma once
 
 #include <span>
@@ -24,6 +24,21 @@ std::span<const TargetLimits> allTargetLimits();
 // The row of `sm`, or of the closest listed target below it (sm_75 for anything older);
 // arch-specific targets (sm_90a) use their base row.
 const TargetLimits& limitsFor(unsigned sm);
+
+// One occupancy estimate (docs/passes.md): registers clamped to [1, regsPerThread], rounded up to
+// 8 per thread and allocated per warp; shared memory plus the per-block reservation; the fewest
+// blocks any of registers, shared memory, warps per SM and blocks per SM allow.
+// tile-validation and `truenoc explain` both use it.
+struct Occupancy {
+  static constexpr unsigned kUnlimited = 0xFFFFFFFFu;  // byShared when a block uses no shared memory
+  unsigned registers = 0;          // per thread, as counted after clamping
+  unsigned registersPerBlock = 0;  // as allocated
+  unsigned sharedPerBlock = 0;     // bytes, reservation included
+  unsigned byRegisters = 0, byShared = 0, byWarps = 0, byBlocks = 0;
+  unsigned blocks = 0, warps = 0, maxWarps = 0, percent = 0;
+  const char* limitedBy = "";
+};
+Occupancy estimateOccupancy(const TargetLimits& lim, unsigned threads, unsigned registers, unsigned sharedBytes);
 
 // "48 KB" when bytes is a whole number of KB, else "49153 bytes".
 std::string kbText(unsigned bytes);

@@ -131,7 +131,6 @@ class Validator {
 
   void checkOccupancy(unsigned shared) {
     RegisterAssignment ra = assignRegisters(k_);
-    unsigned regs = std::min(std::max(ra.predicted, 1u), limits_.regsPerThread);
     unsigned threads = k_.reqntid ? k_.reqntid->total() : k_.maxntid ? k_.maxntid->total() : 0;
     bool dynamic = std::any_of(k_.shared.begin(), k_.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
     std::string sharedText = std::to_string(shared) + " bytes of static shared memory" +
@@ -143,39 +142,23 @@ class Validator {
                         sharedText + ", about " + std::to_string(ra.predicted) + " registers per thread");
       return;
     }
-    unsigned warps = (threads + 31) / 32;
-    unsigned perWarp = (regs + 7) / 8 * 8 * 32;  // registers are allocated 256 per warp
-    unsigned blockRegs = perWarp * warps;
-    if (blockRegs > limits_.regsPerSM) {
-      unsigned cap = limits_.regsPerSM / (warps * 32) / 8 * 8;
+    Occupancy occ = estimateOccupancy(limits_, threads, ra.predicted, shared);
+    if (occ.byRegisters == 0) {
+      unsigned cap = limits_.regsPerSM / ((threads + 31) / 32 * 32) / 8 * 8;
       ctx_.report(ir::Severity::Warning, k_.loc,
                   "kernel @" + k_.name + " has about " + std::to_string(ra.predicted) +
-                      " registers per thread live at its peak (in IR order), " + std::to_string(blockRegs) +
+                      " registers per thread live at its peak (in IR order), " + std::to_string(occ.registersPerBlock) +
                       " for a block of " + std::to_string(threads) + " threads, more than the " +
                       std::to_string(limits_.regsPerSM) + " of an SM of " + target_ + ": ptxas must reorder it into " +
                       std::to_string(cap) + " registers per thread or spill");
       return;
     }
-    struct Limit {
-      const char* what;
-      unsigned blocks;
-    };
-    unsigned sharedPerBlock = shared + limits_.sharedReservedPerBlock;
-    Limit bounds[] = {
-        {"registers", limits_.regsPerSM / blockRegs},
-        {"shared memory", sharedPerBlock ? limits_.sharedPerSM / sharedPerBlock : UINT32_MAX},
-        {"warps per SM", limits_.maxWarpsPerSM / warps},
-        {"blocks per SM", limits_.maxBlocksPerSM},
-    };
-    const Limit* lim = &bounds[0];
-    for (const Limit& l : bounds)
-      if (l.blocks < lim->blocks) lim = &l;
-    unsigned activeWarps = lim->blocks * warps;
-    unsigned pct = activeWarps * 100 / limits_.maxWarpsPerSM;
+    unsigned activeWarps = occ.warps;
+    unsigned pct = occ.percent;
     std::string numbers = "estimated occupancy " + std::to_string(pct) + "% on " + target_ + " (" +
                           std::to_string(activeWarps) + " of " + std::to_string(limits_.maxWarpsPerSM) +
-                          " warps per SM: " + std::to_string(lim->blocks) + " blocks of " + std::to_string(threads) +
-                          " threads), limited by " + lim->what + "; about " + std::to_string(ra.predicted) +
+                          " warps per SM: " + std::to_string(occ.blocks) + " blocks of " + std::to_string(threads) +
+                          " threads), limited by " + occ.limitedBy + "; about " + std::to_string(ra.predicted) +
                           " registers per thread, " + sharedText;
     if (pct < 25)
       ctx_.report(ir::Severity::Warning, k_.loc, "kernel @" + k_.name + ": low " + numbers);
