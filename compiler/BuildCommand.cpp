@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -17,8 +18,6 @@
 #include "backends/Ptxas.h"
 #include "compiler/Command.h"
 #include "compiler/Spec.h"
-#include "ir/Verifier.h"
-#include "passes/Pass.h"
 
 #ifndef TRUENOC_VERSION
 #define TRUENOC_VERSION "0.0.0"
@@ -34,15 +33,6 @@ struct BuildOpts {
   bool ptxOnly = false;
 };
 
-// The one place the build optimizes a kernel instance: verify it for its target, run the -O2
-// pipeline (clean-up, fma-fusion under fp_contract, the checkers), and verify the result before
-// it reaches the emitter. Returns false when an error was reported.
-bool optimize(ir::Module& m, const spec::Spec& spec, ir::Diagnostics& diags) {
-  if (!ir::verify(m, diags)) return false;
-  passes::PassOptions options;
-  options.fpContract = spec.fpContract == spec::FpContract::Fast;
-  return passes::runO2(m, diags, options) && ir::verify(m, diags);
-}
 
 // A (kernel, target) pair on its way into the bundle.
 struct Unit {
@@ -82,7 +72,7 @@ bool writeAtomically(const std::string& path, const std::string& bytes) {
   name.push_back('\0');
   int fd = ::mkstemp(name.data());
   if (fd < 0) {
-    std::fprintf(stderr, "error: cannot create '%s'\n", templ.c_str());
+    std::fprintf(stderr, "error: cannot write '%s': %s\n", path.c_str(), std::strerror(errno));
     return false;
   }
   bool ok = true;
@@ -162,7 +152,7 @@ int runBuild(const BuildOpts& o) {
     for (const std::string& target : spec->targets) {
       ir::Diagnostics d;
       auto inst = spec::instantiate(*spec, k, target, tirs, d);
-      bool ok = inst && optimize(inst->module, *spec, d);
+      bool ok = inst && spec::optimize(inst->module, *spec, d);
       std::optional<std::string> ptx;
       if (ok) ptx = ptx::emit(inst->module, {k.name}, d);
       printDiagnostics(d);

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "ir/Parser.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
 
 namespace tn::spec {
 
@@ -491,6 +493,13 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const
     return std::nullopt;
   }
   return inst;
+}
+
+bool optimize(ir::Module& m, const Spec& spec, ir::Diagnostics& diags) {
+  if (!ir::verify(m, diags)) return false;
+  passes::PassOptions options;
+  options.fpContract = spec.fpContract == FpContract::Fast;
+  return passes::runO2(m, diags, options) && ir::verify(m, diags);
 }
 
 }  // namespace tn::spec

@@ -87,6 +87,11 @@ class TirCache {
 std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const std::string& target, TirCache& tirs,
                                     ir::Diagnostics& diags);
 
+// The one place an instance is optimized, for `truenoc build` and the library tests alike:
+// verify it for its target, run the -O2 pipeline (clean-up, fma-fusion under the spec's
+// fp_contract, the checkers) and verify the result. Returns false when an error was reported.
+bool optimize(ir::Module& m, const Spec& spec, ir::Diagnostics& diags);
+
 // The bundle signature of a kernel: its parameters' names, IR type names and alignments.
 std::vector<bundle::Param> signatureOf(const ir::Kernel& k);
 

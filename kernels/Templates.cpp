@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/Examples.h"
+#include "kernels/Library.h"
 #include "kernels/Template.h"
 
 namespace tn::kernels {
@@ -46,6 +47,12 @@ std::vector<Template> makeTemplates() {
           },
       },
   };
+  lib::addElementwise(all);
+  lib::addSoftmax(all);
+  lib::addNorms(all);
+  lib::addRowOps(all);
+  lib::addRope(all);
+  lib::addGemv(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;
 }

@@ -1,0 +1,141 @@
+#include "kernels/Library.h"
+
+#include <string>
+
+namespace tn::kernels::lib {
+
+using ir::Mod;
+using ir::Scalar;
+using ir::Type;
+
+namespace {
+
+std::string sub(std::string_view name, std::string_view suffix) {
+  return name.empty() ? std::string() : std::string(name) + std::string(suffix);
+}
+
+Value load(KernelBuilder& kb, Value ptr, Type t, bool readOnly, std::string_view name) {
+  return readOnly ? kb.load(ptr, t, {Mod::NcMod}, name) : kb.load(ptr, t, name);
+}
+
+// bf16 -> f32 is exact: the bf16 bits are the high half of the f32 bits.
+Value bf16HighBitsToF32(KernelBuilder& kb, Value bitsInHighHalf, std::string_view name) {
+  return kb.bitcast(bitsInHighHalf, Type::f32(), name);
+}
+
+Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name) {
+  Value h = kb.bitcast(kb.cvt(bitsInLowHalf, Type::of(Scalar::U16)), Type::of(Scalar::F16));
+  return kb.cvt(h, Type::f32(), name);
+}
+
+// The 16 storage bits of f32 v (rounded to nearest even) in the low half of a u32.
+Value halfBits(KernelBuilder& kb, Value v, Storage s) {
+  Type half = Type::of(s == Storage::BF16 ? Scalar::BF16 : Scalar::F16);
+  Value h = kb.cvt(v, half);
+  return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
+}
+
+}  // namespace
+
+unsigned bytesOf(Storage s) { return s == Storage::F32 ? 4 : 2; }
+
+const char* storageName(Storage s) {
+  switch (s) {
+    case Storage::F32: return "f32";
+    case Storage::BF16: return "bf16";
+    case Storage::F16: return "f16";
+  }
+  return "?";
+}
+
+OptionSpec dtypeOption(std::string name, std::string doc) {
+  OptionSpec o;
+  o.name = std::move(name);
+  o.type = OptionType::String;
+  o.defaultValue = std::string("f32");
+  o.doc = std::move(doc);
+  o.choices = {"f32", "bf16", "f16"};
+  return o;
+}
+
+Storage storageOption(const Options& o, const std::string& name) {
+  const std::string& v = o.text(name);
+  if (v == "bf16") return Storage::BF16;
+  if (v == "f16") return Storage::F16;
+  return Storage::F32;
+}
+
+ir::Module newModule() {
+  ir::Module m;
+  m.sm = 80;
+  m.ptx = 70;
+  return m;
+}
+
+Value loadF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+  switch (s) {
+    case Storage::F32: return load(kb, ptr, Type::f32(), readOnly, name);
+    case Storage::BF16: {
+      Value raw = load(kb, ptr, Type::of(Scalar::U16), readOnly, sub(name, ".raw"));
+      return bf16HighBitsToF32(kb, kb.cvt(raw, Type::u32()) << 16u, name);
+    }
+    case Storage::F16: return kb.cvt(load(kb, ptr, Type::of(Scalar::F16), readOnly, sub(name, ".raw")), Type::f32(), name);
+  }
+  return Value();
+}
+
+void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s) {
+  switch (s) {
+    case Storage::F32: kb.store(ptr, v); return;
+    case Storage::BF16: kb.store(ptr, kb.cvt(v, Type::of(Scalar::BF16))); return;
+    case Storage::F16: kb.store(ptr, kb.cvt(v, Type::of(Scalar::F16))); return;
+  }
+}
+
+std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+  std::vector<Value> out;
+  if (s == Storage::F32) {
+    Value v = load(kb, ptr, Type::of(Scalar::F32, 4), readOnly, sub(name, ".v"));
+    for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(v, i, sub(name, "." + std::to_string(i))));
+    return out;
+  }
+  Value v = load(kb, ptr, Type::of(Scalar::U32, 4), readOnly, sub(name, ".v"));
+  for (unsigned i = 0; i < 4; ++i) {
+    Value w = kb.extract(v, i);
+    std::string lo = sub(name, "." + std::to_string(2 * i)), hi = sub(name, "." + std::to_string(2 * i + 1));
+    if (s == Storage::BF16) {
+      out.push_back(bf16HighBitsToF32(kb, w << 16u, lo));
+      out.push_back(bf16HighBitsToF32(kb, w & 0xFFFF0000u, hi));
+    } else {
+      out.push_back(f16BitsToF32(kb, w, lo));
+      out.push_back(f16BitsToF32(kb, w >> 16u, hi));
+    }
+  }
+  return out;
+}
+
+void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
+  if (values.size() != vecElems(s)) {
+    kb.error(ir::Here::current(), "storeVecF32 needs " + std::to_string(vecElems(s)) + " values");
+    return;
+  }
+  if (s == Storage::F32) {
+    kb.store(ptr, kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}));
+    return;
+  }
+  std::vector<Value> words;
+  for (size_t i = 0; i < values.size(); i += 2)
+    words.push_back(halfBits(kb, values[i], s) | (halfBits(kb, values[i + 1], s) << 16u));
+  kb.store(ptr, kb.pack(Type::of(Scalar::U32, 4), words));
+}
+
+Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name) {
+  Value bits;
+  for (Value p : ptrs) {
+    Value a = kb.bitcast(p, Type::u64());
+    bits = bits.valid() ? (bits | a) : a;
+  }
+  return ((bits & static_cast<uint64_t>(bytes - 1)) == uint64_t{0}).named(name.empty() ? "aligned" : name);
+}
+
+}  // namespace tn::kernels::lib

@@ -1,0 +1,59 @@
+// Shared pieces of the kernel library (docs/kernels.md): the storage-type option, loads and
+// stores that convert between a storage type (f32, bf16, f16) and f32 math, 16-byte vector
+// accesses with their run-time alignment test, and the registration hook of each template
+// family. Templates are written with the IR builder only; these helpers emit ordinary IR.
+#pragma once
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/Builder.h"
+#include "kernels/Template.h"
+
+namespace tn::kernels::lib {
+
+using ir::KernelBuilder;
+using ir::Value;
+
+// How a tensor is stored in memory; arithmetic is always f32.
+enum class Storage : uint8_t { F32, BF16, F16 };
+
+unsigned bytesOf(Storage s);
+const char* storageName(Storage s);  // "f32", "bf16", "f16"
+// Elements in one 16-byte vector access (4 for f32, 8 for bf16/f16).
+inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
+
+// The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
+OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
+Storage storageOption(const Options& o, const std::string& name = "dtype");
+
+// An empty module for the library's baseline target (sm_80, PTX 7.0); the build retargets it.
+ir::Module newModule();
+
+inline constexpr ir::Type kGlobalPtr = ir::Type::ptr(ir::AddrSpace::Global);
+
+// One element at ptr as f32. readOnly loads use the non-coherent path (ld.global.nc): only for
+// buffers the kernel never writes.
+Value loadF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name = {});
+// Rounds v (f32) to nearest in storage type s and stores it at ptr.
+void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s);
+
+// The 16 bytes at ptr (16-byte aligned) as vecElems(s) f32 values, in memory order.
+std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name = {});
+// Stores vecElems(s) f32 values as 16 bytes at ptr (16-byte aligned).
+void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
+
+// True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
+Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
+
+// The template families; each appends its templates (kernels/<Family>.cpp).
+void addElementwise(std::vector<Template>& out);
+void addSoftmax(std::vector<Template>& out);
+void addNorms(std::vector<Template>& out);
+void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
+void addRope(std::vector<Template>& out);
+void addGemv(std::vector<Template>& out);
+
+}  // namespace tn::kernels::lib

@@ -1,0 +1,309 @@
+#include "library_harness.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "backends/Interp.h"
+#include "compiler/Spec.h"
+#include "truenort/Bundle.h"
+
+namespace tn::libtest {
+
+namespace {
+
+std::string diagnosticsText(const ir::Diagnostics& diags) {
+  std::string out;
+  for (const ir::Diagnostic& d : diags.all()) out += ir::formatDiagnostic(d) + "\n";
+  return out;
+}
+
+std::string specPath(const std::string& family) {
+  return std::string(TRUENOC_SOURCE_DIR) + "/test/library/" + family + ".toml";
+}
+
+const Call::Buffer* findBuffer(const Call& c, const std::string& name) {
+  for (const Call::Buffer& b : c.buffers())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+const Call::Scalar* findScalar(const Call& c, const std::string& name) {
+  for (const Call::Scalar& s : c.scalars())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// Every parameter must get exactly one value, and nothing else may be given.
+void checkCoverage(const Call& c, const std::vector<bundle::Param>& params) {
+  for (const bundle::Param& p : params) {
+    bool isPtr = p.type.rfind("ptr", 0) == 0;
+    INFO(c.describe());
+    if (isPtr) REQUIRE_MESSAGE(findBuffer(c, p.name), "no buffer for pointer parameter '" << p.name << "'");
+    else REQUIRE_MESSAGE(findScalar(c, p.name), "no value for parameter '" << p.name << "'");
+  }
+  REQUIRE_MESSAGE(c.buffers().size() + c.scalars().size() == params.size(),
+                  c.describe() << " names a parameter the kernel does not have");
+}
+
+// ---- the interpreter ------------------------------------------------------------------------
+
+class InterpRunner final : public Runner {
+ public:
+  const char* name() const override { return "interp"; }
+  bool honoursMisalign() const override { return false; }
+  bool fast() const override { return false; }
+
+  Outputs run(const Call& c) override {
+    const Built& k = built(c.spec(), c.kernel());
+    checkCoverage(c, k.params);
+    interp::Interpreter in;
+    auto fail = [&](const std::optional<interp::Error>& e) {
+      if (e) FAIL(c.describe() << ": " << e->text());
+    };
+    fail(in.load(k.module, c.kernel()));
+    std::vector<uint64_t> values;
+    for (const bundle::Param& p : k.params) {
+      if (const Call::Buffer* b = findBuffer(c, p.name)) {
+        fail(in.bindBuffer(p.name, b->bytes));
+        values.push_back(0);
+      } else {
+        uint64_t bits = findScalar(c, p.name)->bits;
+        fail(in.setScalarBits(p.name, bits));
+        values.push_back(bits);
+      }
+    }
+    std::vector<const void*> args;
+    for (const uint64_t& v : values) args.push_back(&v);
+    auto dims = bundle::evaluate(k.launch, k.params, args.data());
+    if (!dims) FAIL(c.describe() << ": launch rule: " << dims.error().message);
+    interp::LaunchConfig cfg;
+    cfg.grid = {dims->grid[0], dims->grid[1], dims->grid[2]};
+    cfg.block = {dims->block[0], dims->block[1], dims->block[2]};
+    cfg.dynamicShared = dims->dynamicShared;
+    Outputs out;
+    if (cfg.grid.x != 0 && cfg.grid.y != 0 && cfg.grid.z != 0) {
+      interp::Options opts;
+      opts.checkRaces = true;
+      opts.checkUninit = true;
+      fail(in.launch(cfg, opts));
+    }
+    for (const Call::Buffer& b : c.buffers()) out.set(b.name, *in.buffer(b.name));
+    return out;
+  }
+
+ private:
+  struct Built {
+    ir::Module module;
+    std::vector<bundle::Param> params;
+    bundle::LaunchRule launch;
+  };
+
+  // Each (spec, kernel) is built once per test binary.
+  static const Built& built(const std::string& family, const std::string& kernel) {
+    static std::map<std::string, std::unique_ptr<Built>> cache;
+    std::string key = family + "/" + kernel;
+    if (auto it = cache.find(key); it != cache.end()) return *it->second;
+    std::string path = specPath(family);
+    std::ifstream file(path);
+    REQUIRE_MESSAGE(file.good(), "cannot open " << path);
+    std::stringstream text;
+    text << file.rdbuf();
+    ir::Diagnostics diags;
+    std::optional<spec::Spec> s = spec::parseSpec(text.str(), path, std::string(TRUENOC_SOURCE_DIR) + "/test/library", diags);
+    INFO(diagnosticsText(diags));
+    REQUIRE(s.has_value());
+    const spec::KernelSpec* ks = nullptr;
+    for (const spec::KernelSpec& k : s->kernels)
+      if (k.name == kernel) ks = &k;
+    REQUIRE_MESSAGE(ks, path << " has no kernel '" << kernel << "'");
+    spec::TirCache tirs;
+    std::optional<spec::Instance> inst = spec::instantiate(*s, *ks, "sm_90", tirs, diags);
+    REQUIRE(inst.has_value());
+    REQUIRE(spec::optimize(inst->module, *s, diags));
+    auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
+    return *cache.emplace(key, std::move(b)).first->second;
+  }
+};
+
+// ---- the GPU --------------------------------------------------------------------------------
+
+const truenort::Context* context() {
+  static truenort::Result<truenort::Context> ctx = truenort::Context::create(0);
+  return ctx.ok() ? &ctx.value() : nullptr;
+}
+
+#define REQUIRE_OK(what, expr)                                                 \
+  do {                                                                         \
+    auto st_ = (expr);                                                         \
+    if (!st_.ok()) FAIL(what << ": " << #expr << ": " << st_.error().describe()); \
+  } while (0)
+
+class GpuRunner final : public Runner {
+ public:
+  const char* name() const override { return "gpu"; }
+  bool honoursMisalign() const override { return true; }
+  bool fast() const override { return true; }
+
+  Outputs run(const Call& c) override {
+    const truenort::Context* ctx = context();
+    REQUIRE(ctx);
+    const truenort::Bundle& bundle = load(c.spec());
+    auto kernel = bundle.kernel(c.kernel());
+    if (!kernel) FAIL(c.describe() << ": " << kernel.error().describe());
+    std::vector<truenort::ParamInfo> sig = kernel->signature();
+    std::vector<bundle::Param> params;
+    for (const truenort::ParamInfo& p : sig) params.push_back({p.name, p.type, 0});
+    checkCoverage(c, params);
+
+    auto stream = truenort::Stream::create(*ctx);
+    if (!stream) FAIL(stream.error().describe());
+    std::vector<truenort::DeviceMemory> memory;
+    std::vector<truenort::Arg> args;
+    for (const truenort::ParamInfo& p : sig) {
+      if (const Call::Buffer* b = findBuffer(c, p.name)) {
+        auto m = truenort::DeviceMemory::allocate(*ctx, std::max<size_t>(b->misalign + b->bytes.size(), 1));
+        if (!m) FAIL(m.error().describe());
+        if (!b->bytes.empty()) REQUIRE_OK(c.describe(), m->upload(b->bytes.data(), b->bytes.size(), b->misalign));
+        args.push_back({truenort::Arg::Kind::Pointer, m->ptr() + b->misalign});
+        memory.push_back(std::move(m.value()));
+      } else {
+        args.push_back({p.kind, findScalar(c, p.name)->bits});
+      }
+    }
+    REQUIRE_OK(c.describe(), kernel->launch_args(stream.value(), args));
+    REQUIRE_OK(c.describe(), stream->synchronize());
+    Outputs out;
+    size_t i = 0;
+    for (const truenort::ParamInfo& p : sig) {
+      const Call::Buffer* b = findBuffer(c, p.name);
+      if (!b) continue;
+      std::vector<std::byte> bytes(b->bytes.size());
+      if (!bytes.empty()) REQUIRE_OK(c.describe(), memory[i].download(bytes.data(), bytes.size(), b->misalign));
+      out.set(b->name, std::move(bytes));
+      ++i;
+    }
+    return out;
+  }
+
+ private:
+  static const truenort::Bundle& load(const std::string& family) {
+    static std::map<std::string, std::unique_ptr<truenort::Bundle>> bundles;
+    if (auto it = bundles.find(family); it != bundles.end()) return *it->second;
+    std::string path = std::string(TRUENOC_BINARY_DIR) + "/test/library/" + family + ".tnb";
+    auto b = truenort::Bundle::load_file(*context(), path);
+    if (!b) FAIL("loading " << path << ": " << b.error().describe());
+    return *bundles.emplace(family, std::make_unique<truenort::Bundle>(std::move(b.value()))).first->second;
+  }
+};
+
+}  // namespace
+
+std::string Call::describe() const {
+  std::string out = spec_ + "/" + kernel_ + "(";
+  bool first = true;
+  for (const Buffer& b : buffers_) {
+    out += (first ? "" : ", ") + b.name + "[" + std::to_string(b.bytes.size()) + " B";
+    if (b.misalign) out += " +" + std::to_string(b.misalign);
+    out += "]";
+    first = false;
+  }
+  for (const Scalar& s : scalars_) {
+    out += (first ? "" : ", ") + s.name + "=0x" + [&] {
+      std::ostringstream h;
+      h << std::hex << s.bits;
+      return h.str();
+    }();
+    first = false;
+  }
+  return out + ")";
+}
+
+std::unique_ptr<Runner> interpRunner() { return std::make_unique<InterpRunner>(); }
+std::unique_ptr<Runner> gpuRunner() { return std::make_unique<GpuRunner>(); }
+bool noGpu() { return context() == nullptr; }
+
+unsigned seed() {
+  static const unsigned s = [] {
+    if (const char* env = std::getenv("TRUENOC_TEST_SEED")) return static_cast<unsigned>(std::strtoul(env, nullptr, 0));
+    return static_cast<unsigned>(std::random_device{}());
+  }();
+  return s;
+}
+
+std::vector<float> uniform(std::mt19937& rng, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const char* dtypeName(Dtype d) {
+  switch (d) {
+    case Dtype::F32: return "f32";
+    case Dtype::BF16: return "bf16";
+    case Dtype::F16: return "f16";
+  }
+  return "?";
+}
+
+size_t dtypeBytes(Dtype d) { return d == Dtype::F32 ? 4 : 2; }
+
+std::vector<std::byte> encode(Dtype d, const std::vector<float>& v) {
+  std::vector<std::byte> out(v.size() * dtypeBytes(d));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (d == Dtype::F32) {
+      std::memcpy(out.data() + 4 * i, &v[i], 4);
+    } else {
+      uint16_t h = d == Dtype::BF16 ? ir::f32ToBf16(v[i]) : ir::f32ToF16(v[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(Dtype d, const std::vector<std::byte>& bytes) {
+  std::vector<float> out(bytes.size() / dtypeBytes(d));
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (d == Dtype::F32) {
+      std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      out[i] = d == Dtype::BF16 ? ir::bf16ToF32(h) : ir::f16ToF32(h);
+    }
+  }
+  return out;
+}
+
+std::vector<float> roundTo(Dtype d, std::vector<float> v) { return decode(d, encode(d, v)); }
+
+double roundoff(Dtype d) {
+  switch (d) {
+    case Dtype::F32: return std::ldexp(1.0, -24);
+    case Dtype::BF16: return std::ldexp(1.0, -9);
+    case Dtype::F16: return std::ldexp(1.0, -11);
+  }
+  return 0;
+}
+
+void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
+                 const std::string& what) {
+  REQUIRE_MESSAGE(got.size() == want.size(), what << ": " << got.size() << " values, expected " << want.size());
+  size_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    bool ok;
+    if (std::isnan(w)) ok = std::isnan(g);
+    else if (std::isinf(w)) ok = g == w;
+    else ok = std::isfinite(g) && std::fabs(g - w) <= abs + rel * std::fabs(w);
+    if (!ok && bad++ < 5) first << "\n  [" << i << "] got " << g << ", expected " << w;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " values outside |err| <= " << abs << " + "
+                                << rel << "*|ref| (seed " << seed() << ")" << first.str());
+}
+
+}  // namespace tn::libtest

@@ -1,0 +1,149 @@
+// Runs kernels of the library test specs (test/library/<family>.toml) the same way on two
+// executors: the interpreter (the kernel built from the spec for sm_90 through the build's own
+// -O2 pipeline, launched with its launch rule, races and uninitialised shared reads checked)
+// and a GPU (the same spec built into test/library/<family>.tnb by ptxas, loaded and launched
+// through the runtime). A kernel test is written once against Runner and registered for both
+// with LIBRARY_TEST; the GPU half is in the "gpu" suite and skipped without a device.
+//
+//   LIBRARY_TEST("rmsnorm f32 odd sizes", rmsnormOdd) {
+//     auto out = r.run(Call("norms", "rmsnorm_f32").buffer("x", x).buffer("y", y).scalar("rows", 3u) ...);
+//     std::vector<float> got = out.get<float>("y");
+//   }
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/Float16.h"
+
+namespace tn::libtest {
+
+// One launch of a spec kernel: a value for every parameter, by name. Buffers are copied in and
+// read back after the launch; `misalign` shifts a buffer's start by that many bytes on the GPU
+// (the interpreter binds every buffer at an aligned start, so it runs such calls unshifted).
+class Call {
+ public:
+  struct Buffer {
+    std::string name;
+    std::vector<std::byte> bytes;
+    uint32_t misalign = 0;
+  };
+  struct Scalar {
+    std::string name;
+    uint64_t bits;
+  };
+
+  Call(std::string spec, std::string kernel) : spec_(std::move(spec)), kernel_(std::move(kernel)) {}
+
+  template <class T>
+  Call& buffer(const std::string& name, const std::vector<T>& values, uint32_t misalign = 0) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    Buffer b{name, std::vector<std::byte>(values.size() * sizeof(T)), misalign};
+    if (!b.bytes.empty()) std::memcpy(b.bytes.data(), values.data(), b.bytes.size());
+    buffers_.push_back(std::move(b));
+    return *this;
+  }
+  // The value's bits; its C++ type must match the parameter (u32 <- uint32_t, f32 <- float).
+  template <class T>
+  Call& scalar(const std::string& name, T value) {
+    static_assert(std::is_arithmetic_v<T>);
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    scalars_.push_back({name, bits});
+    return *this;
+  }
+
+  const std::string& spec() const { return spec_; }
+  const std::string& kernel() const { return kernel_; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  const std::vector<Scalar>& scalars() const { return scalars_; }
+  std::string describe() const;  // "norms/rmsnorm_f32(x[12 B], rows=3, ...)"
+
+ private:
+  std::string spec_, kernel_;
+  std::vector<Buffer> buffers_;
+  std::vector<Scalar> scalars_;
+};
+
+// Every buffer's bytes after a launch.
+class Outputs {
+ public:
+  void set(const std::string& name, std::vector<std::byte> bytes) { buffers_.emplace_back(name, std::move(bytes)); }
+  template <class T>
+  std::vector<T> get(const std::string& name) const {
+    for (const auto& [n, b] : buffers_)
+      if (n == name) {
+        std::vector<T> out(b.size() / sizeof(T));
+        if (!out.empty()) std::memcpy(out.data(), b.data(), out.size() * sizeof(T));
+        return out;
+      }
+    FAIL("no buffer '" << name << "' in the outputs");
+    return {};
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<std::byte>>> buffers_;
+};
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual const char* name() const = 0;  // "interp" or "gpu"
+  // Launches the call and waits; a failed build, launch or fault fails the test (REQUIRE).
+  virtual Outputs run(const Call& call) = 0;
+  // Whether Call::buffer's misalign takes effect.
+  virtual bool honoursMisalign() const = 0;
+  // Whether large problems are cheap (the GPU) or should be kept small (the interpreter).
+  virtual bool fast() const = 0;
+};
+
+std::unique_ptr<Runner> interpRunner();
+std::unique_ptr<Runner> gpuRunner();  // a runner on device 0; fails the test without one
+bool noGpu();                         // for doctest::skip
+
+// ---- data and comparison ------------------------------------------------------------------
+
+// A fresh seed per test run; TRUENOC_TEST_SEED=N replays a failure (printed on failure).
+unsigned seed();
+
+// n values uniform in [lo, hi).
+std::vector<float> uniform(std::mt19937& rng, size_t n, float lo = -1.0f, float hi = 1.0f);
+
+// The storage type of a test: values round-trip through it before the reference sees them.
+enum class Dtype { F32, BF16, F16 };
+const char* dtypeName(Dtype d);
+size_t dtypeBytes(Dtype d);
+// f32 values -> storage bytes (round to nearest even) and back.
+std::vector<std::byte> encode(Dtype d, const std::vector<float>& v);
+std::vector<float> decode(Dtype d, const std::vector<std::byte>& bytes);
+// v with every element rounded to the storage type (what the kernel actually reads).
+std::vector<float> roundTo(Dtype d, std::vector<float> v);
+// The unit roundoff of the storage type (2^-24, 2^-9, 2^-11).
+double roundoff(Dtype d);
+
+// Checks |got[i] - want[i]| <= abs + rel * |want[i]| for every i, with NaN matching NaN and
+// infinities matching exactly. Reports the first few mismatches with their index and the count.
+void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
+                 const std::string& what);
+
+}  // namespace tn::libtest
+
+// Registers one kernel test body for the interpreter and for the GPU (suite "gpu").
+#define LIBRARY_TEST(title, fn)                                                                       \
+  static void fn(tn::libtest::Runner& r);                                                             \
+  TEST_CASE("library: " title) {                                                                      \
+    auto runner = tn::libtest::interpRunner();                                                        \
+    fn(*runner);                                                                                      \
+  }                                                                                                   \
+  TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \
+    auto runner = tn::libtest::gpuRunner();                                                           \
+    fn(*runner);                                                                                      \
+  }                                                                                                   \
+  static void fn([[maybe_unused]] tn::libtest::Runner& r)
