@@ -138,4 +138,12 @@ Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned 
   return ((bits & static_cast<uint64_t>(bytes - 1)) == uint64_t{0}).named(name.empty() ? "aligned" : name);
 }
 
+Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
+  return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{15}, kGlobalPtr, name);
+}
+
+Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
+  return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx}, name);
+}
+
 }  // namespace tn::kernels::lib

@@ -48,6 +48,14 @@ void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, St
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
 
+// p with its low four bits cleared. Once a run-time test has shown p is 16-byte aligned this
+// is the same address, and one tile-validation can prove aligned, so the vector accesses of
+// the aligned path pass its alignment check instead of being rejected as unprovable.
+Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
+
+// 1/v with rcp.approx.f32 (max relative error 2^-23 on the GPU), for scale factors.
+Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
+
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
 void addSoftmax(std::vector<Template>& out);

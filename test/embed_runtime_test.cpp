@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #ifdef TRUENOC_HAVE_EMBEDDED_DECODE
+#include <cmath>
 #include <random>
 
 #include "decode_embed.hpp"
+#include "ir/Float16.h"
 
 TEST_SUITE("gpu") {
 TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" *
@@ -37,6 +39,48 @@ TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" *
   REQUIRE(dc.value().download(c).ok());
   for (uint32_t i = 0; i < n; ++i) CHECK(c[i] == a[i] + b[i]);
   CHECK(rt.stats().jit_events == 0);
+}
+
+TEST_CASE("gpu: an embedded library kernel (rmsnorm, bf16) matches its reference" *
+          doctest::skip(!truenort::Context::create(0).ok())) {
+  auto ctx = truenort::Context::create(0);
+  REQUIRE(ctx.ok());
+  auto stream = truenort::Stream::create(ctx.value());
+  REQUIRE(stream.ok());
+  truenort::EmbedLauncher rt(ctx.value());
+  const uint32_t rows = 3, cols = 4096;
+  const float eps = 1e-5f;
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<uint16_t> x(rows * cols), w(cols), y(rows * cols);
+  for (uint16_t& v : x) v = tn::ir::f32ToBf16(dist(rng));
+  for (uint16_t& v : w) v = tn::ir::f32ToBf16(dist(rng));
+  auto dx = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), x.size());
+  auto dw = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), w.size());
+  auto dy = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), y.size());
+  REQUIRE((dx.ok() && dw.ok() && dy.ok()));
+  REQUIRE(dx.value().upload(x).ok());
+  REQUIRE(dw.value().upload(w).ok());
+  auto ptr = [](const truenort::DeviceBuffer<uint16_t>& d) { return reinterpret_cast<void*>(d.ptr()); };
+  int rc = decode_embed::rmsnorm(truenoc::embed::runtime_launcher(rt), stream.value().handle(), ptr(dx.value()),
+                                 ptr(dw.value()), ptr(dy.value()), rows, cols, eps);
+  INFO((rt.last_error() ? rt.last_error()->describe() : std::string("no runtime error")));
+  REQUIRE(rc == 0);
+  REQUIRE(stream.value().synchronize().ok());
+  REQUIRE(dy.value().download(y).ok());
+  // One bf16 rounding of the output (2^-8 relative) on top of f32 math (1e-5 relative).
+  size_t bad = 0;
+  for (uint32_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (uint32_t c = 0; c < cols; ++c) ss += std::pow(double(tn::ir::bf16ToF32(x[r * cols + c])), 2);
+    double inv = 1.0 / std::sqrt(ss / cols + eps);
+    for (uint32_t c = 0; c < cols; ++c) {
+      double want = tn::ir::bf16ToF32(x[r * cols + c]) * inv * tn::ir::bf16ToF32(w[c]);
+      double got = tn::ir::bf16ToF32(y[r * cols + c]);
+      if (!(std::fabs(got - want) <= (0x1p-8 + 1e-5) * std::fabs(want) + 1e-30)) ++bad;
+    }
+  }
+  CHECK(bad == 0);
 }
 }
 #endif

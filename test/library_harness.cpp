@@ -8,6 +8,8 @@
 
 #include "backends/Interp.h"
 #include "compiler/Spec.h"
+#include "ir/Verifier.h"
+#include "passes/Pass.h"
 #include "truenort/Bundle.h"
 
 namespace tn::libtest {
@@ -52,12 +54,13 @@ void checkCoverage(const Call& c, const std::vector<bundle::Param>& params) {
 
 class InterpRunner final : public Runner {
  public:
-  const char* name() const override { return "interp"; }
+  explicit InterpRunner(bool optimize) : optimize_(optimize) {}
+  const char* name() const override { return optimize_ ? "interp" : "interp -O0"; }
   bool honoursMisalign() const override { return false; }
   bool fast() const override { return false; }
 
   Outputs run(const Call& c) override {
-    const Built& k = built(c.spec(), c.kernel());
+    const Built& k = built(c.spec(), c.kernel(), optimize_);
     checkCoverage(c, k.params);
     interp::Interpreter in;
     auto fail = [&](const std::optional<interp::Error>& e) {
@@ -101,10 +104,11 @@ class InterpRunner final : public Runner {
     bundle::LaunchRule launch;
   };
 
-  // Each (spec, kernel) is built once per test binary.
-  static const Built& built(const std::string& family, const std::string& kernel) {
+  // Each (spec, kernel, level) is built once per test binary: -O2 exactly as `truenoc build`
+  // does it, or -O0 (verified, checkers run, nothing rewritten).
+  static const Built& built(const std::string& family, const std::string& kernel, bool optimize) {
     static std::map<std::string, std::unique_ptr<Built>> cache;
-    std::string key = family + "/" + kernel;
+    std::string key = family + "/" + kernel + (optimize ? "" : " -O0");
     if (auto it = cache.find(key); it != cache.end()) return *it->second;
     std::string path = specPath(family);
     std::ifstream file(path);
@@ -122,10 +126,17 @@ class InterpRunner final : public Runner {
     spec::TirCache tirs;
     std::optional<spec::Instance> inst = spec::instantiate(*s, *ks, "sm_90", tirs, diags);
     REQUIRE(inst.has_value());
-    REQUIRE(spec::optimize(inst->module, *s, diags));
+    if (optimize) {
+      REQUIRE(spec::optimize(inst->module, *s, diags));
+    } else {
+      REQUIRE(ir::verify(inst->module, diags));
+      REQUIRE(passes::runO0(inst->module, diags, {}));
+    }
     auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
     return *cache.emplace(key, std::move(b)).first->second;
   }
+
+  bool optimize_;
 };
 
 // ---- the GPU --------------------------------------------------------------------------------
@@ -221,7 +232,7 @@ std::string Call::describe() const {
   return out + ")";
 }
 
-std::unique_ptr<Runner> interpRunner() { return std::make_unique<InterpRunner>(); }
+std::unique_ptr<Runner> interpRunner(bool optimize) { return std::make_unique<InterpRunner>(optimize); }
 std::unique_ptr<Runner> gpuRunner() { return std::make_unique<GpuRunner>(); }
 bool noGpu() { return context() == nullptr; }
 
@@ -283,7 +294,7 @@ std::vector<float> roundTo(Dtype d, std::vector<float> v) { return decode(d, enc
 double roundoff(Dtype d) {
   switch (d) {
     case Dtype::F32: return std::ldexp(1.0, -24);
-    case Dtype::BF16: return std::ldexp(1.0, -9);
+    case Dtype::BF16: return std::ldexp(1.0, -8);
     case Dtype::F16: return std::ldexp(1.0, -11);
   }
   return 0;

@@ -3,7 +3,8 @@
 // -O2 pipeline, launched with its launch rule, races and uninitialised shared reads checked)
 // and a GPU (the same spec built into test/library/<family>.tnb by ptxas, loaded and launched
 // through the runtime). A kernel test is written once against Runner and registered for both
-// with LIBRARY_TEST; the GPU half is in the "gpu" suite and skipped without a device.
+// with LIBRARY_TEST (the interpreter at -O2 and at -O0, and the GPU); the GPU half is in the
+// "gpu" suite and skipped without a device.
 //
 //   LIBRARY_TEST("rmsnorm f32 odd sizes", rmsnormOdd) {
 //     auto out = r.run(Call("norms", "rmsnorm_f32").buffer("x", x).buffer("y", y).scalar("rows", 3u) ...);
@@ -104,7 +105,10 @@ class Runner {
   virtual bool fast() const = 0;
 };
 
-std::unique_ptr<Runner> interpRunner();
+// The interpreter on the -O2 build (as `truenoc build` compiles it) or, with optimize = false,
+// on the unoptimized kernel: both must meet the reference, which is how the library's kernels
+// are checked for -O0/-O2 equivalence.
+std::unique_ptr<Runner> interpRunner(bool optimize = true);
 std::unique_ptr<Runner> gpuRunner();  // a runner on device 0; fails the test without one
 bool noGpu();                         // for doctest::skip
 
@@ -125,7 +129,7 @@ std::vector<std::byte> encode(Dtype d, const std::vector<float>& v);
 std::vector<float> decode(Dtype d, const std::vector<std::byte>& bytes);
 // v with every element rounded to the storage type (what the kernel actually reads).
 std::vector<float> roundTo(Dtype d, std::vector<float> v);
-// The unit roundoff of the storage type (2^-24, 2^-9, 2^-11).
+// The unit roundoff of the storage type: 2^-24 (f32), 2^-8 (bf16: 8 significant bits), 2^-11 (f16).
 double roundoff(Dtype d);
 
 // Checks |got[i] - want[i]| <= abs + rel * |want[i]| for every i, with NaN matching NaN and
@@ -140,6 +144,10 @@ void expectClose(const std::vector<float>& got, const std::vector<double>& want,
   static void fn(tn::libtest::Runner& r);                                                             \
   TEST_CASE("library: " title) {                                                                      \
     auto runner = tn::libtest::interpRunner();                                                        \
+    fn(*runner);                                                                                      \
+  }                                                                                                   \
+  TEST_CASE("library -O0: " title) {                                                                  \
+    auto runner = tn::libtest::interpRunner(false);                                                   \
     fn(*runner);                                                                                      \
   }                                                                                                   \
   TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \

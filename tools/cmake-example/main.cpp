@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "decode.hpp"
 #include "example_kernels.hpp"
 
 namespace {
@@ -34,7 +35,11 @@ int main() {
   int rc = example_kernels::vadd(launcher, nullptr, a, a, a, 1000u);
   rc |= example_kernels::scale(launcher, nullptr, a, a, 2.0f, 1000u);
   rc |= example_kernels::vadd(launcher, nullptr, a, a, a, 0u);  // empty grid: nothing launched
-  if (rc != 0 || launches.size() != 2) {
+  // Library kernels of the decode bundle: one block per row, one warp per short softmax row.
+  rc |= decode::rmsnorm(launcher, nullptr, a, a, a, 4u, 4096u, 1e-5f);
+  rc |= decode::softmax(launcher, nullptr, a, a, 20u, 100u);
+  rc |= decode::gemv_bf16(launcher, nullptr, a, a, a, 14336u, 4096u);
+  if (rc != 0 || launches.size() != 5) {
     std::fprintf(stderr, "unexpected launch results\n");
     return 1;
   }

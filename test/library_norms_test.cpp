@@ -1,0 +1,314 @@
+// layernorm, rmsnorm and residual_rmsnorm (kernels/Norms.cpp, spec test/library/norms.toml)
+// against double-precision references on the inputs as stored, in every storage type, at odd
+// shapes (both access paths), with misaligned buffers, and at extreme values: rows with a large
+// mean, constant rows, magnitudes whose squares overflow f32, all-zero rows and rows where eps
+// dominates.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "library_harness.h"
+
+using namespace tn::libtest;
+
+namespace {
+
+constexpr Dtype kDtypes[] = {Dtype::F32, Dtype::BF16, Dtype::F16};
+const double kU32 = std::ldexp(1.0, -24);
+// rsqrt.approx.f32's relative error on the GPU (the interpreter rounds 1/sqrt correctly).
+const double kRsqrt = std::exp2(-22.9);
+// f32 statistics and scaling, relative: summation over <= 4097 terms in per-thread chains of
+// <= 17 plus an 8-level tree, the division by cols and a few multiplies (about 30 u, with room).
+const double kF32Rel = 1e-5;
+
+struct Shape {
+  uint32_t rows, cols, misalign;
+};
+// Vector-path and scalar-path lengths; misalign 4 (GPU only) forces the scalar path.
+const Shape kShapes[] = {{1, 1, 0}, {3, 31, 0}, {2, 33, 0}, {2, 256, 0}, {3, 4097, 0}, {4, 1000, 0}, {4, 1000, 4}, {2, 1024, 4}};
+
+std::string kernelName(const char* t, Dtype d) { return std::string(t) + "_" + dtypeName(d); }
+
+std::string label(const char* t, Dtype d, uint32_t rows, uint32_t cols, const std::string& what = "") {
+  return kernelName(t, d) + " " + std::to_string(rows) + "x" + std::to_string(cols) + (what.empty() ? "" : " " + what);
+}
+
+// y before the launch: NaN everywhere, so an element the kernel does not write fails the check.
+std::vector<std::byte> unwritten(Dtype d, size_t n) {
+  return encode(d, std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()));
+}
+
+// Half the smallest f16 subnormal step: the absolute error of rounding a tiny result to f16.
+double storageAbs(Dtype d) { return d == Dtype::F16 ? std::ldexp(1.0, -25) : 0.0; }
+
+std::vector<float> slice(const std::vector<float>& v, size_t row, size_t cols) {
+  return {v.begin() + row * cols, v.begin() + (row + 1) * cols};
+}
+
+// x, gamma, beta as stored; returns y.
+std::vector<float> runLayernorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                                const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
+                                uint32_t misalign = 0) {
+  Outputs out = r.run(Call("norms", kernelName("layernorm", d))
+                          .buffer("x", encode(d, x), misalign)
+                          .buffer("gamma", encode(d, gamma), misalign)
+                          .buffer("beta", encode(d, beta))
+                          .buffer("y", unwritten(d, size_t(rows) * cols), misalign)
+                          .scalar("rows", rows)
+                          .scalar("cols", cols)
+                          .scalar("eps", eps));
+  return decode(d, out.get<std::byte>("y"));
+}
+
+// Compares each row of y with the double reference. Tolerance per row: the f32 mean is off by a
+// few roundings at the scale of the row's largest |x| (16 u * max|x|, which times rstd * |gamma|
+// is an absolute error of y: this is what makes a large-mean row hard, and what E[x^2] - E[x]^2
+// in f32 would exceed by orders of magnitude); everything else is relative, kF32Rel + rsqrt's
+// error of the row's scale max(|gamma * xhat| + |beta|) (absolute, as gamma * xhat + beta can
+// cancel) plus one rounding of y to the storage type.
+void checkLayernorm(Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x, const std::vector<float>& gamma,
+                    const std::vector<float>& beta, float eps, const std::vector<float>& y, const std::string& what) {
+  double maxG = 0;
+  for (float g : gamma) maxG = std::max(maxG, std::fabs(double(g)));
+  for (uint32_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0, maxX = 0;
+    for (uint32_t c = 0; c < cols; ++c) mean += x[r * cols + c];
+    mean /= cols;
+    for (uint32_t c = 0; c < cols; ++c) {
+      double dev = x[r * cols + c] - mean;
+      var += dev * dev;
+      maxX = std::max(maxX, std::fabs(double(x[r * cols + c])));
+    }
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + double(eps));
+    std::vector<double> want(cols);
+    double scale = 0;
+    for (uint32_t c = 0; c < cols; ++c) {
+      double xhat = (x[r * cols + c] - mean) * rstd;
+      want[c] = xhat * gamma[c] + beta[c];
+      scale = std::max(scale, std::fabs(xhat * gamma[c]) + std::fabs(double(beta[c])));
+    }
+    double abs = maxG * rstd * 16 * kU32 * maxX + (kF32Rel + kRsqrt) * scale + storageAbs(d);
+    expectClose(slice(y, r, cols), want, abs, kF32Rel + kRsqrt + roundoff(d), what + " row " + std::to_string(r));
+  }
+}
+
+// y = x / sqrt(mean(x^2) + eps) * weight in double. Nothing cancels, so the tolerance is relative:
+// kF32Rel + rsqrt's error, plus one rounding of y to the storage type.
+void checkRmsnorm(Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x, const std::vector<float>& weight,
+                  float eps, const std::vector<float>& y, const std::string& what) {
+  std::vector<double> want(size_t(rows) * cols);
+  for (uint32_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (uint32_t c = 0; c < cols; ++c) ss += double(x[r * cols + c]) * x[r * cols + c];
+    double inv = 1.0 / std::sqrt(ss / cols + double(eps));
+    for (uint32_t c = 0; c < cols; ++c) want[r * cols + c] = x[r * cols + c] * inv * weight[c];
+  }
+  expectClose(y, want, storageAbs(d), kF32Rel + kRsqrt + roundoff(d), what);
+}
+
+std::vector<float> runRmsnorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                              const std::vector<float>& weight, float eps, uint32_t misalign = 0) {
+  Outputs out = r.run(Call("norms", kernelName("rmsnorm", d))
+                          .buffer("x", encode(d, x))
+                          .buffer("weight", encode(d, weight), misalign)
+                          .buffer("y", unwritten(d, size_t(rows) * cols), misalign)
+                          .scalar("rows", rows)
+                          .scalar("cols", cols)
+                          .scalar("eps", eps));
+  return decode(d, out.get<std::byte>("y"));
+}
+
+// h = x + residual in f32, rounded to the storage type (what the kernel stores back).
+std::vector<float> residualSum(Dtype d, const std::vector<float>& x, const std::vector<float>& residual) {
+  std::vector<float> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = x[i] + residual[i];
+  return roundTo(d, h);
+}
+
+// Runs residual_rmsnorm; returns y and replaces residual with what the kernel left there.
+std::vector<float> runResidualRmsnorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                                      std::vector<float>& residual, const std::vector<float>& weight, float eps,
+                                      uint32_t misalign = 0) {
+  Outputs out = r.run(Call("norms", kernelName("residual_rmsnorm", d))
+                          .buffer("x", encode(d, x), misalign)
+                          .buffer("residual", encode(d, residual), misalign)
+                          .buffer("weight", encode(d, weight))
+                          .buffer("y", unwritten(d, size_t(rows) * cols))
+                          .scalar("rows", rows)
+                          .scalar("cols", cols)
+                          .scalar("eps", eps));
+  residual = decode(d, out.get<std::byte>("residual"));
+  return decode(d, out.get<std::byte>("y"));
+}
+
+}  // namespace
+
+// ---- layernorm --------------------------------------------------------------------------------
+
+LIBRARY_TEST("norms layernorm shapes", layernormShapes) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (Shape s : kShapes) {
+      size_t n = size_t(s.rows) * s.cols;
+      // Rows with a nonzero mean, so that the centring matters.
+      auto x = roundTo(d, uniform(rng, n, -1.0f, 3.0f));
+      auto gamma = roundTo(d, uniform(rng, s.cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, s.cols));
+      auto y = runLayernorm(r, d, s.rows, s.cols, x, gamma, beta, 1e-5f, s.misalign);
+      checkLayernorm(d, s.rows, s.cols, x, gamma, beta, 1e-5f, y,
+                     label("layernorm", d, s.rows, s.cols, "misalign " + std::to_string(s.misalign)));
+    }
+}
+
+LIBRARY_TEST("norms layernorm large mean", layernormLargeMean) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) {
+    // 1e4 plus noise of a few storage ulps' worth of resolution: spread 1 (f32), 64 (f16), 512 (bf16).
+    float spread = d == Dtype::F32 ? 1.0f : d == Dtype::F16 ? 64.0f : 512.0f;
+    for (uint32_t cols : {33u, 1024u, 4097u}) {
+      uint32_t rows = 2;
+      auto x = roundTo(d, uniform(rng, size_t(rows) * cols, 1e4f - spread, 1e4f + spread));
+      auto gamma = roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols));
+      auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, 1e-5f);
+      checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, y, label("layernorm", d, rows, cols, "mean 1e4"));
+    }
+  }
+}
+
+LIBRARY_TEST("norms layernorm constant and zero rows", layernormConstant) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {1u, 33u, 256u, 1000u, 4097u}) {
+      // Row 0 all zero, row 1 one random constant, row 2 a large constant: the variance is exactly
+      // 0, so y = 0 * rsqrt(eps) * gamma + beta = beta exactly, whatever eps.
+      uint32_t rows = 3;
+      std::vector<float> x(size_t(rows) * cols, 0.0f);
+      float c1 = roundTo(d, uniform(rng, 1, -100.0f, 100.0f))[0], c2 = d == Dtype::F16 ? 60000.0f : -3e30f;
+      std::fill(x.begin() + cols, x.begin() + 2 * cols, c1);
+      std::fill(x.begin() + 2 * cols, x.end(), roundTo(d, {c2})[0]);
+      auto gamma = roundTo(d, uniform(rng, cols, -2.0f, 2.0f)), beta = roundTo(d, uniform(rng, cols));
+      for (float eps : {1e-5f, 1.0f}) {
+        auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, eps);
+        std::vector<double> want;
+        for (uint32_t i = 0; i < rows; ++i) want.insert(want.end(), beta.begin(), beta.end());
+        // Exact: every merge of equal means is exact and x - mean is 0.
+        expectClose(y, want, 0, 0, label("layernorm", d, rows, cols, "constant rows eps " + std::to_string(eps)));
+      }
+    }
+}
+
+LIBRARY_TEST("norms layernorm eps and empty problems", layernormEps) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) {
+    // Spread 1e-3 against eps 1e-2: eps dominates the variance, so y shrinks towards beta.
+    uint32_t rows = 2, cols = 300;
+    auto x = roundTo(d, uniform(rng, size_t(rows) * cols, -1e-3f, 1e-3f));
+    auto gamma = roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols));
+    auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, 1e-2f);
+    checkLayernorm(d, rows, cols, x, gamma, beta, 1e-2f, y, label("layernorm", d, rows, cols, "eps 1e-2"));
+    // No rows: nothing is launched. No columns: blocks run and write nothing.
+    CHECK(runLayernorm(r, d, 0, 7, {}, roundTo(d, uniform(rng, 7)), roundTo(d, uniform(rng, 7)), 1e-5f).empty());
+    CHECK(runLayernorm(r, d, 3, 0, {}, {}, {}, 1e-5f).empty());
+  }
+}
+
+// ---- rmsnorm and residual_rmsnorm ---------------------------------------------------------------
+
+LIBRARY_TEST("norms rmsnorm shapes", rmsnormShapes) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (Shape s : kShapes) {
+      auto x = roundTo(d, uniform(rng, size_t(s.rows) * s.cols, -2.0f, 2.0f));
+      auto weight = roundTo(d, uniform(rng, s.cols, -1.5f, 1.5f));
+      auto y = runRmsnorm(r, d, s.rows, s.cols, x, weight, 1e-6f, s.misalign);
+      checkRmsnorm(d, s.rows, s.cols, x, weight, 1e-6f, y,
+                   label("rmsnorm", d, s.rows, s.cols, "misalign " + std::to_string(s.misalign)));
+    }
+}
+
+// Magnitudes whose sum of squares overflows f32 (1e18: 4097 squares of 1e36; 1e30; 1e38, near
+// the f32 maximum) next to an ordinary row: the kernel's scaled second sum takes over, so the
+// result stays finite and as accurate as for ordinary rows. f16 cannot overflow (65504^2 * 2^32
+// < 2^128); its largest values are tested instead.
+LIBRARY_TEST("norms rmsnorm large magnitudes", rmsnormLarge) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {33u, 1024u, 4097u}) {
+      std::vector<float> magnitudes = d == Dtype::F16 ? std::vector<float>{1.0f, 6e4f} : std::vector<float>{1.0f, 1e18f, 1e30f, 1e38f};
+      uint32_t rows = uint32_t(magnitudes.size());
+      std::vector<float> x;
+      for (float m : magnitudes) {
+        auto row = uniform(rng, cols, -m, m);
+        x.insert(x.end(), row.begin(), row.end());
+      }
+      x = roundTo(d, x);
+      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      auto y = runRmsnorm(r, d, rows, cols, x, weight, 1e-6f);
+      checkRmsnorm(d, rows, cols, x, weight, 1e-6f, y, label("rmsnorm", d, rows, cols, "large magnitudes"));
+      std::vector<float> residual = roundTo(d, std::vector<float>(x.size(), 0.0f));
+      auto y2 = runResidualRmsnorm(r, d, rows, cols, x, residual, weight, 1e-6f);
+      checkRmsnorm(d, rows, cols, x, weight, 1e-6f, y2, label("residual_rmsnorm", d, rows, cols, "large magnitudes"));
+    }
+}
+
+LIBRARY_TEST("norms rmsnorm eps, zero rows and empty problems", rmsnormEps) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {1u, 300u, 1024u}) {
+      // Row 0 all zero: y = 0 * rsqrt(eps) * weight = 0. Row 1 of size 1e-3 against eps 1e-2:
+      // eps dominates the mean square and scales y down tenfold.
+      uint32_t rows = 2;
+      std::vector<float> x(cols, 0.0f);
+      auto small = uniform(rng, cols, -1e-3f, 1e-3f);
+      x.insert(x.end(), small.begin(), small.end());
+      x = roundTo(d, x);
+      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      auto y = runRmsnorm(r, d, rows, cols, x, weight, 1e-2f);
+      checkRmsnorm(d, rows, cols, x, weight, 1e-2f, y, label("rmsnorm", d, rows, cols, "eps 1e-2"));
+      CHECK(std::all_of(y.begin(), y.begin() + cols, [](float v) { return v == 0.0f; }));
+    }
+  for (Dtype d : kDtypes) {
+    CHECK(runRmsnorm(r, d, 0, 9, {}, roundTo(d, uniform(rng, 9)), 1e-6f).empty());
+    CHECK(runRmsnorm(r, d, 2, 0, {}, {}, 1e-6f).empty());
+    std::vector<float> residual;
+    CHECK(runResidualRmsnorm(r, d, 0, 9, {}, residual, roundTo(d, uniform(rng, 9)), 1e-6f).empty());
+  }
+}
+
+LIBRARY_TEST("norms residual_rmsnorm shapes", residualRmsnormShapes) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (Shape s : kShapes) {
+      size_t n = size_t(s.rows) * s.cols;
+      auto x = roundTo(d, uniform(rng, n, -2.0f, 2.0f)), residual = roundTo(d, uniform(rng, n, -2.0f, 2.0f));
+      auto weight = roundTo(d, uniform(rng, s.cols, -1.5f, 1.5f));
+      std::vector<float> h = residualSum(d, x, residual);
+      auto y = runResidualRmsnorm(r, d, s.rows, s.cols, x, residual, weight, 1e-6f, s.misalign);
+      std::string what = label("residual_rmsnorm", d, s.rows, s.cols, "misalign " + std::to_string(s.misalign));
+      // One f32 add and one rounding to the storage type: the stored h is exact.
+      expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, what + " residual");
+      // The statistics are those of h as stored.
+      checkRmsnorm(d, s.rows, s.cols, h, weight, 1e-6f, y, what);
+    }
+}
+
+// Big problems on the GPU only: long rows (many iterations per thread) and many rows.
+LIBRARY_TEST("norms big", normsBig) {
+  if (!r.fast()) return;
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (Shape s : {Shape{64, 65536, 0}, Shape{2048, 4096, 0}, Shape{512, 8191, 0}}) {
+      size_t n = size_t(s.rows) * s.cols;
+      auto x = roundTo(d, uniform(rng, n, -1.0f, 3.0f));
+      auto gamma = roundTo(d, uniform(rng, s.cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, s.cols));
+      auto y = runLayernorm(r, d, s.rows, s.cols, x, gamma, beta, 1e-5f);
+      checkLayernorm(d, s.rows, s.cols, x, gamma, beta, 1e-5f, y, label("layernorm", d, s.rows, s.cols));
+      y = runRmsnorm(r, d, s.rows, s.cols, x, gamma, 1e-6f);
+      checkRmsnorm(d, s.rows, s.cols, x, gamma, 1e-6f, y, label("rmsnorm", d, s.rows, s.cols));
+      auto residual = roundTo(d, uniform(rng, n));
+      std::vector<float> h = residualSum(d, x, residual);
+      y = runResidualRmsnorm(r, d, s.rows, s.cols, x, residual, gamma, 1e-6f);
+      expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, label("residual_rmsnorm", d, s.rows, s.cols, "residual"));
+      checkRmsnorm(d, s.rows, s.cols, h, gamma, 1e-6f, y, label("residual_rmsnorm", d, s.rows, s.cols));
+    }
+}

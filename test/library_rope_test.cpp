@@ -1,0 +1,126 @@
+// rope (test/library/rope.toml) against a double-precision reference of the exact formula.
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+#include "library_harness.h"
+
+using namespace tn::libtest;
+
+namespace {
+
+struct Shape {
+  uint32_t tokens, qHeads, kHeads, headDim, posOffset;
+  float theta;
+};
+
+// The reference rotation of one tensor (tokens x heads x headDim) and the bound each output
+// element must meet, from the error analysis of the kernel's f32 path on the GPU:
+// - the angle pos * 2^(i * -2 log2(theta) / head_dim) is formed in f32 from lg2 (rel. 2^-22),
+//   ex2 (2 ulp) and three roundings: its error is about pos * freq * (1 + |log2 freq|) * 2^-22,
+//   plus one rounding (2^-22 at |r| <= pi) in the range reduction; we allow 2x that. It grows
+//   with the position: ~1e-2 rad at pos 3e4 for the low pairs, inherent to f32 angles;
+// - sin/cos.approx add 2^-20.5 each, the f32 rotation a few ulp of rho = |(a, b)|;
+// so |err| <= rho * (angleErr + 2^-20 + 2^-21) + 2^-24, plus one rounding of the output to
+// the storage type (roundoff * |ref|; exact zero for f32 beyond the terms above).
+// The relative error of one rounding to the storage type. bf16 keeps 8 significant bits, so it is
+// 2^-8 (the harness's roundoff() says 2^-9 for bf16, which is half of it).
+double storageRounding(Dtype d) { return d == Dtype::BF16 ? std::ldexp(1.0, -8) : roundoff(d); }
+
+void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool neox, Dtype d,
+               std::vector<double>& want, std::vector<double>& tol) {
+  uint32_t half = s.headDim / 2;
+  want.assign(x.begin(), x.end());
+  tol.assign(x.size(), 0.0);
+  for (uint32_t t = 0; t < s.tokens; ++t)
+    for (uint32_t h = 0; h < heads; ++h) {
+      size_t row = (size_t(t) * heads + h) * s.headDim;
+      double pos = double(s.posOffset) + t;
+      for (uint32_t i = 0; i < half; ++i) {
+        double freq = std::pow(double(s.theta), -2.0 * i / s.headDim);
+        double angle = pos * freq;
+        size_t ia = row + (neox ? i : 2 * i), ib = row + (neox ? i + half : 2 * i + 1);
+        double a = x[ia], b = x[ib];
+        want[ia] = a * std::cos(angle) - b * std::sin(angle);
+        want[ib] = a * std::sin(angle) + b * std::cos(angle);
+        double angleErr = std::ldexp(pos * freq * (1.0 + std::fabs(std::log2(freq))) + 1.0, -21);
+        double rho = std::hypot(a, b);
+        for (size_t e : {ia, ib})
+          tol[e] = rho * (angleErr + std::ldexp(1.0, -20) + std::ldexp(1.0, -21)) + std::ldexp(1.0, -24) +
+                   (d == Dtype::F32 ? 0.0 : storageRounding(d)) * std::fabs(want[e]);
+      }
+    }
+}
+
+void check(const std::vector<float>& got, const std::vector<double>& want, const std::vector<double>& tol,
+           const std::string& what) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  std::ostringstream first;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= tol[i]) && bad++ < 5)
+      first << "\n  [" << i << "] got " << got[i] << ", expected " << want[i] << " +- " << tol[i];
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " of " << got.size() << " values out of tolerance (seed " << seed() << ")"
+                               << first.str());
+}
+
+void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, uint32_t misalign = 0) {
+  std::vector<float> q = roundTo(d, uniform(rng, size_t(s.tokens) * s.qHeads * s.headDim));
+  std::vector<float> k = roundTo(d, uniform(rng, size_t(s.tokens) * s.kHeads * s.headDim));
+  std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d);
+  Outputs out = r.run(Call("rope", name)
+                          .buffer("q", encode(d, q), misalign)
+                          .buffer("k", encode(d, k))
+                          .scalar("tokens", s.tokens)
+                          .scalar("q_heads", s.qHeads)
+                          .scalar("k_heads", s.kHeads)
+                          .scalar("head_dim", s.headDim)
+                          .scalar("pos_offset", s.posOffset)
+                          .scalar("theta", s.theta));
+  std::ostringstream what;
+  what << name << " tokens=" << s.tokens << " heads=" << s.qHeads << "/" << s.kHeads << " head_dim=" << s.headDim
+       << " pos_offset=" << s.posOffset << " theta=" << s.theta;
+  std::vector<double> want, tol;
+  reference(q, s.qHeads, s, neox, d, want, tol);
+  check(decode(d, out.get<std::byte>("q")), want, tol, what.str() + " q");
+  reference(k, s.kHeads, s, neox, d, want, tol);
+  check(decode(d, out.get<std::byte>("k")), want, tol, what.str() + " k");
+}
+
+constexpr Dtype kDtypes[] = {Dtype::F32, Dtype::BF16, Dtype::F16};
+
+}  // namespace
+
+LIBRARY_TEST("rope layouts, dtypes, head sizes and positions", ropeShapes) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false})
+      for (uint32_t headDim : {2u, 6u, 64u, 128u})
+        for (uint32_t tokens : {1u, 5u})
+          for (uint32_t posOffset : {0u, 30000u}) runRope(r, d, neox, {tokens, 8, 2, headDim, posOffset, 10000.0f}, rng);
+}
+
+// Head counts that leave warps of a block idle, llama-3's theta, the largest positions of a long
+// context, and a misaligned q (GPU only; the kernel has no vector path to take).
+LIBRARY_TEST("rope odd head counts, theta 5e5, far positions", ropeOdd) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false}) {
+      runRope(r, d, neox, {3, 3, 1, 64, 7, 500000.0f}, rng);
+      runRope(r, d, neox, {2, 5, 0, 128, 131000, 500000.0f}, rng);
+      runRope(r, d, neox, {2, 1, 1, 32, 100, 10000.0f}, rng, uint32_t(dtypeBytes(d)));
+    }
+}
+
+// An odd head_dim rotates floor(head_dim / 2) pairs and leaves the last element as it was.
+LIBRARY_TEST("rope odd head_dim leaves the last element", ropeOddDim) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false})
+      for (uint32_t headDim : {1u, 5u, 7u}) runRope(r, d, neox, {2, 2, 1, headDim, 12, 10000.0f}, rng);
+}
+
+LIBRARY_TEST("rope no tokens", ropeEmpty) {
+  std::mt19937 rng(seed());
+  for (bool neox : {true, false}) runRope(r, Dtype::F32, neox, {0, 8, 2, 64, 0, 10000.0f}, rng);
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""PyTorch reference for the kernel benchmark (tools/bench/bench_kernels.cpp).
+
+Reads the benchmark's CSV, times the same op, shape and dtype with PyTorch on the GPU (CUDA
+events, median after warm-up, inputs rotated among enough copies to exceed the L2 like the
+benchmark does), writes a merged CSV with torch GB/s and ours/torch, and prints the merged table.
+GB/s uses the benchmark's byte count (each tensor once), so the ratios compare times.
+
+    tools/bench/torch_ref.py BENCH.csv [-o MERGED.csv] [--reps N]
+
+Without torch or without a CUDA device it says so and exits 0.
+"""
+import argparse
+import csv
+import math
+import statistics
+import sys
+
+WARMUP = 3
+EPS = 1e-5
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("csv", help="CSV written by truenoc_bench_kernels --csv")
+    p.add_argument("-o", "--output", help="merged CSV (default: BENCH-torch.csv beside the input)")
+    p.add_argument("--reps", type=int, default=30, help="timed runs per op (default 30; the median is reported)")
+    a = p.parse_args()
+    if a.reps < 1:
+        p.error("--reps must be positive")
+    return a
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"op", "shape", "dtype", "bytes", "ours_gbs"}
+    if rows and not need <= set(rows[0]):
+        sys.exit(f"error: {path} lacks the columns {sorted(need - set(rows[0]))}")
+    return rows
+
+
+def make_case(torch, op, shape, dtype):
+    """(make_inputs, run): make_inputs() builds one set of tensors, run(set) does the op once."""
+    F = torch.nn.functional
+    dev = "cuda"
+    dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
+    dims = [int(d) for d in shape.split("x")]
+
+    def rand(*size, t=dt):
+        return torch.rand(*size, device=dev, dtype=torch.float32).mul_(2).sub_(1).to(t)
+
+    if op == "gemv":
+        m, k = dims
+        # PyTorch has no mixed bf16 x f32 mv: with bf16 weights x is bf16 too (as in F.linear).
+        xt = torch.float32 if dtype == "f32" else dt
+        return (lambda: (rand(m, k), rand(k, t=xt))), (lambda s: torch.mv(s[0], s[1]))
+    if op in ("softmax", "layernorm", "rmsnorm"):
+        rows, cols = dims
+        if op == "softmax":
+            return (lambda: (rand(rows, cols),)), (lambda s: torch.softmax(s[0], dim=-1))
+        if op == "layernorm":
+            return (lambda: (rand(rows, cols), rand(cols), rand(cols))), (
+                lambda s: F.layer_norm(s[0], (cols,), s[1], s[2], EPS))
+        if hasattr(F, "rms_norm"):
+            return (lambda: (rand(rows, cols), rand(cols))), (lambda s: F.rms_norm(s[0], (cols,), s[1], EPS))
+        return (lambda: (rand(rows, cols), rand(cols))), (
+            lambda s: s[0] * torch.rsqrt(s[0].pow(2).mean(-1, keepdim=True) + EPS) * s[1])
+    (n,) = dims
+    unary = {
+        "scale": lambda x: x * 1.5,
+        "relu": torch.relu,
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "gelu_erf": lambda x: F.gelu(x, approximate="none"),
+        "silu": F.silu,
+    }
+    if op in unary:
+        f = unary[op]
+        return (lambda: (rand(n),)), (lambda s: f(s[0]))
+    binary = {
+        "add": lambda a, b: a + b,
+        "mul": lambda a, b: a * b,
+        "swiglu": lambda gate, up: gate * F.silu(up),
+        "residual_add": lambda y, x: y.add_(x),
+    }
+    if op in binary:
+        f = binary[op]
+        return (lambda: (rand(n), rand(n))), (lambda s: f(s[0], s[1]))
+    return None
+
+
+def time_op(torch, make_inputs, run, set_bytes, cold_bytes, reps):
+    """Median milliseconds of run(), rotating input sets so that each run reads cold data."""
+    free, _ = torch.cuda.mem_get_info()
+    sets = max(1, min(64, math.ceil(cold_bytes / max(set_bytes, 1)), int(free / 4 // max(set_bytes, 1))))
+    inputs = [make_inputs() for _ in range(sets)]
+    for i in range(WARMUP):
+        run(inputs[i % sets])
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for r in range(reps):
+        s = inputs[(WARMUP + r) % sets]
+        start[r].record()
+        run(s)
+        end[r].record()
+    torch.cuda.synchronize()
+    ms = statistics.median(a.elapsed_time(b) for a, b in zip(start, end))
+    del inputs
+    torch.cuda.empty_cache()
+    return ms
+
+
+def fmt(v, spec=".1f"):
+    return "-" if v is None or v == "" else format(float(v), spec)
+
+
+def ratio(a, b):
+    try:
+        return float(a) / float(b)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def print_table(rows):
+    cols = ["op", "shape", "dtype", "ours GB/s", "copy GB/s", "cuBLAS GB/s", "torch GB/s", "ours/copy",
+            "ours/cuBLAS", "ours/torch"]
+    print(f"{cols[0]:<14} {cols[1]:<12} {cols[2]:<6}" + "".join(f" {c:>11}" for c in cols[3:]))
+    for r in rows:
+        cells = [fmt(r.get("ours_gbs")), fmt(r.get("copy_gbs")), fmt(r.get("ref_gbs")), fmt(r.get("torch_gbs")),
+                 fmt(r.get("ours_over_copy"), ".3f"), fmt(r.get("ours_over_ref"), ".3f"),
+                 fmt(r.get("ours_over_torch"), ".3f")]
+        print(f"{r['op']:<14} {r['shape']:<12} {r['dtype']:<6}" + "".join(f" {c:>11}" for c in cells))
+    print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV, gemv f32 only")
+
+
+def main():
+    a = parse_args()
+    rows = read_rows(a.csv)
+    out_path = a.output or (a.csv[:-4] if a.csv.endswith(".csv") else a.csv) + "-torch.csv"
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch_ref: PyTorch is not installed ({e}); no torch column")
+        return 0
+    if not torch.cuda.is_available():
+        print(f"torch_ref: PyTorch {torch.__version__} sees no CUDA device; no torch column")
+        return 0
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 0) or (50 << 20)
+    cold = 4 * l2
+    print(f"torch_ref: PyTorch {torch.__version__} on {props.name}, median of {a.reps} runs after {WARMUP} warm-up")
+    for r in rows:
+        case = make_case(torch, r["op"], r["shape"], r["dtype"])
+        r["torch_gbs"] = r["ours_over_torch"] = ""
+        if case is None:
+            print(f"torch_ref: no PyTorch equivalent for {r['op']}; skipped")
+            continue
+        make_inputs, run = case
+        sample = make_inputs()
+        set_bytes = sum(t.numel() * t.element_size() for t in sample)
+        del sample
+        try:
+            ms = time_op(torch, make_inputs, run, set_bytes, cold, a.reps)
+        except RuntimeError as e:  # e.g. an op this PyTorch lacks for the dtype
+            print(f"torch_ref: {r['op']} {r['shape']} {r['dtype']} failed: {e}")
+            continue
+        torch_gbs = float(r["bytes"]) / (ms * 1e6)
+        r["torch_gbs"] = f"{torch_gbs:.2f}"
+        q = ratio(r["ours_gbs"], torch_gbs)
+        r["ours_over_torch"] = "" if q is None else f"{q:.4f}"
+    fields = list(rows[0].keys()) if rows else ["op", "shape", "dtype", "torch_gbs", "ours_over_torch"]
+    with open(out_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    print()
+    print_table(rows)
+    print(f"merged CSV: {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
