@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "test_paths.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;
@@ -22,7 +23,10 @@ const Context* gpu() {
 }
 bool noGpu() { return gpu() == nullptr; }
 
-Bundle loadBundle(const char* path, LoadOptions opts = {}) {
+std::string gpuTestBundle() { return tn::testpaths::inBuild("test/gpu_test.tnb"); }
+std::string decodeBundle() { return tn::testpaths::inBuild("test/decode.tnb"); }
+
+Bundle loadBundle(const std::string& path, LoadOptions opts = {}) {
   auto b = Bundle::load_file(*gpu(), path, opts);
   if (!b) FAIL("loading ", path, ": ", b.error().describe());
   return std::move(b.value());
@@ -52,7 +56,7 @@ Stream stream() {
 TEST_SUITE("gpu") {
 
 TEST_CASE("gpu: H1 the bundle loads with zero JIT" * doctest::skip(noGpu())) {
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE, {.allow_jit = false, .eager = true});
+  Bundle b = loadBundle(gpuTestBundle(), {.allow_jit = false, .eager = true});
   auto s = b.stats();
   MESSAGE("device " << gpu()->name() << " sm_" << gpu()->sm() << ": " << s.modules_loaded << " modules in "
                     << s.load_ms << " ms");
@@ -61,7 +65,7 @@ TEST_CASE("gpu: H1 the bundle loads with zero JIT" * doctest::skip(noGpu())) {
 }
 
 TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doctest::skip(noGpu())) {
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  Bundle b = loadBundle(gpuTestBundle());
   auto fill = b.kernel("fill");
   REQUIRE(fill.ok());
   Stream s = stream();
@@ -88,7 +92,7 @@ TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doc
 }
 
 TEST_CASE("gpu: H5 matmul matches a CPU reference" * doctest::skip(noGpu())) {
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  Bundle b = loadBundle(gpuTestBundle());
   auto mm = b.kernel("matmul");
   REQUIRE(mm.ok());
   const uint32_t m = 67, n = 45, k = 33;
@@ -123,7 +127,7 @@ TEST_CASE("gpu: H9 an impossible allocation is an error and the context still wo
   REQUIRE_FALSE(huge.ok());
   CHECK(huge.error().code == Errc::OutOfMemory);
   CHECK(huge.error().cuda_name == "CUDA_ERROR_OUT_OF_MEMORY");
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  Bundle b = loadBundle(gpuTestBundle());
   auto fill = b.kernel("fill");
   REQUIRE(fill.ok());
   Stream s = stream();
@@ -138,7 +142,7 @@ TEST_CASE("gpu: H9 an impossible allocation is an error and the context still wo
 TEST_CASE("gpu: H10 independent streams overlap" * doctest::skip(noGpu())) {
   // wait_flag (stream 1) can only see the flag that set_flag (stream 2, launched after it) sets
   // if the two kernels run at the same time.
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  Bundle b = loadBundle(gpuTestBundle());
   auto wait = b.kernel("wait_flag");
   auto set = b.kernel("set_flag");
   REQUIRE(wait.ok());
@@ -158,7 +162,7 @@ TEST_CASE("gpu: H10 independent streams overlap" * doctest::skip(noGpu())) {
 }
 
 TEST_CASE("gpu: H13 four threads share one context, 1000 launches each" * doctest::skip(noGpu())) {
-  Bundle b = loadBundle(TRUENOC_GPU_TEST_BUNDLE);
+  Bundle b = loadBundle(gpuTestBundle());
   auto fill = b.kernel("fill");
   REQUIRE(fill.ok());
   const uint32_t n = 4096;
@@ -189,7 +193,7 @@ TEST_CASE("gpu: H13 four threads share one context, 1000 launches each" * doctes
 TEST_CASE("gpu: every kernel of examples/decode.toml loads and launches with zero JIT" * doctest::skip(noGpu())) {
   // Every pointer argument gets a zeroed 1 MB scratch buffer and every scalar the value 1, so each
   // kernel runs a minimal problem; the point is loading and launching every kernel's cubin.
-  Bundle b = loadBundle(TRUENOC_DECODE_BUNDLE);
+  Bundle b = loadBundle(decodeBundle());
   Stream s = stream();
   auto scratch = deviceBuffer<uint8_t>(1 << 20);
   REQUIRE_OK(scratch.upload(std::vector<uint8_t>(1 << 20)));

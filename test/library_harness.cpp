@@ -10,6 +10,7 @@
 #include "compiler/Spec.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "test_paths.h"
 #include "truenort/Bundle.h"
 
 namespace tn::libtest {
@@ -203,7 +204,7 @@ class GpuRunner final : public Runner {
   static const truenort::Bundle& load(const std::string& family) {
     static std::map<std::string, std::unique_ptr<truenort::Bundle>> bundles;
     if (auto it = bundles.find(family); it != bundles.end()) return *it->second;
-    std::string path = std::string(TRUENOC_BINARY_DIR) + "/test/library/" + family + ".tnb";
+    std::string path = testpaths::inBuild("test/library/" + family + ".tnb");
     auto b = truenort::Bundle::load_file(*context(), path);
     if (!b) FAIL("loading " << path << ": " << b.error().describe());
     return *bundles.emplace(family, std::make_unique<truenort::Bundle>(std::move(b.value()))).first->second;

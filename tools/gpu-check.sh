@@ -16,7 +16,7 @@ tests_rc=${PIPESTATUS[0]}
   --csv "$out/bench-runtime.csv" 2>&1 | tee "$out/bench-runtime.log"
 bench_rc=${PIPESTATUS[0]}
 
-# Kernel-library benchmark. Its bundle is not part of the default build: make it here if needed.
+# Kernel-library benchmark. The build makes its bundle; remake it if the spec changed since.
 bundle="$build/bin/bench_kernels.tnb"
 kbench_rc=0
 rm -f "$out/bench-kernels.csv" "$out/bench-kernels.log" "$out/bench-kernels-torch.csv" "$out/torch-ref.log"
