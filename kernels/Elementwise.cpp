@@ -138,9 +138,7 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
       },
       "live");
   kb.ret();
-  for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
-  if (!kb.ok()) return std::nullopt;
-  return m;
+  return finish(kb, m, diags);
 }
 
 std::vector<Elementwise> elementwiseKernels() {

@@ -128,9 +128,7 @@ std::optional<ir::Module> buildGemv(const Options& o, unsigned, ir::Diagnostics&
       },
       "row");
   kb.ret();
-  for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
-  if (!kb.ok()) return std::nullopt;
-  return m;
+  return finish(kb, m, diags);
 }
 
 }  // namespace

@@ -72,6 +72,12 @@ ir::Module newModule() {
   return m;
 }
 
+std::optional<ir::Module> finish(const KernelBuilder& kb, ir::Module& m, ir::Diagnostics& diags) {
+  for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
+  if (!kb.ok()) return std::nullopt;
+  return std::move(m);
+}
+
 Value loadF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
   switch (s) {
     case Storage::F32: return load(kb, ptr, Type::f32(), readOnly, name);

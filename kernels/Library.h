@@ -5,6 +5,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ Storage storageOption(const Options& o, const std::string& name = "dtype");
 
 // An empty module for the library's baseline target (sm_80, PTX 7.0); the build retargets it.
 ir::Module newModule();
+
+// The end of a template's build function: passes the builder's diagnostics on to the caller and
+// gives the module back unless one of them is an error.
+std::optional<ir::Module> finish(const KernelBuilder& kb, ir::Module& m, ir::Diagnostics& diags);
 
 inline constexpr ir::Type kGlobalPtr = ir::Type::ptr(ir::AddrSpace::Global);
 

@@ -293,11 +293,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
         "write");
   }
   kb.ret();
-  if (!kb.ok()) {
-    for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
-    return std::nullopt;
-  }
-  return m;
+  return finish(kb, m, diags);
 }
 
 Template normTemplate(Kind kind, const char* name, const char* summary) {

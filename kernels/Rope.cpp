@@ -1,9 +1,13 @@
-// Rotary position embedding in place on q and k (docs/kernels.md): one warp per (token, head),
-// one lane per rotated pair, q heads and k heads side by side in grid x.
+// Rotary position embedding in place on q and k (docs/kernels.md), q heads and k heads side by
+// side in grid x, 4 heads per block of 128 threads. When q and k are 16-byte aligned and every
+// head splits into whole vectors (see vectorOk below), the block's threads take the 16-byte
+// vectors of its heads in turn; otherwise one warp per (token, head), one lane per pair.
 #include "kernels/Library.h"
 
 #include <numbers>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tn::kernels::lib {
 
@@ -12,7 +16,8 @@ using ir::Type;
 
 namespace {
 
-constexpr unsigned kHeadsPerBlock = 4;  // warps per block, one head each
+constexpr unsigned kHeadsPerBlock = 4;  // warps per block, one head each on the scalar path
+constexpr unsigned kBlock = 32 * kHeadsPerBlock;
 
 // 2*pi split for Cody-Waite reduction: kTwoPiHi is 2*pi rounded to f32, kTwoPiLo the rest, so
 // angle - k*hi - k*lo (two fmas) keeps the error near one f32 rounding of the small result.
@@ -32,49 +37,115 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
   Value posOffset = kb.param(Type::u32(), "pos_offset");
   Value theta = kb.param(Type::f32(), "theta");
   kb.reqntid(32, kHeadsPerBlock);
-  unsigned bytes = bytesOf(s);
+  unsigned bytes = bytesOf(s), V = vecElems(s);
 
-  Value lane = kb.tid(Mod::X, "lane");
-  Value head = kb.mad(kb.ctaid(Mod::X), kb.u32(kHeadsPerBlock), kb.tid(Mod::Y), "head");
-  kb.if_then(head >= qHeads + kHeads, [&] { kb.ret(); }, "idle");
-  Value isQ = (head < qHeads).named("is_q");
-  Value base = kb.select(isQ, q, k, "base");
-  Value heads = kb.select(isQ, qHeads, kHeads, "heads");
-  Value h = kb.select(isQ, head, head - qHeads, "h");
+  Value allHeads = (qHeads + kHeads).named("all_heads");
   Value half = (headDim >> 1u).named("half");
   Value d64 = kb.cvt(headDim, Type::u64());
   // Pair i turns at theta^(-2i/head_dim) = 2^(i * expStep) radians per position.
   Value expStep = (kb.lg2(theta) * kb.rcp(kb.cvt(headDim, Type::f32())) * -2.0f).named("exp_step");
+  auto freqOf = [&](Value i) { return kb.ex2(kb.cvt(i, Type::f32()) * expStep, "freq"); };
+  // (sin, cos) of pos * freq.
+  auto sinCos = [&](Value pos, Value freq) {
+    Value angle = (pos * freq).named("angle");
+    // sin/cos.approx are accurate only near [-pi, pi]; positions reach 1e5 radians.
+    Value turns = kb.cvt(angle * kInvTwoPi, Type::f32(), {Mod::Rni}, "turns");
+    Value r = kb.fma(-turns, kb.f32(kTwoPiHi), angle);
+    r = kb.fma(-turns, kb.f32(kTwoPiLo), r).named("reduced");
+    return std::pair{kb.sin(r, "sin"), kb.cos(r, "cos")};
+  };
+  // Head `head` counts q's heads, then k's; rowOf gives its first element in token t.
+  struct Head {
+    Value base, heads, h;  // q or k, its head count, the head's index in it (u64)
+  };
+  auto headOf = [&](Value head) {
+    Value isQ = (head < qHeads).named("is_q");
+    return Head{kb.select(isQ, q, k, "base"), kb.select(isQ, qHeads, kHeads, "heads"),
+                kb.cvt(kb.select(isQ, head, head - qHeads), Type::u64(), "h")};
+  };
+  auto rowOf = [&](const Head& hd, Value t) {
+    return kb.index(hd.base, (kb.mul_wide(t, hd.heads) + hd.h) * d64, bytes, "row");
+  };
+  auto overTokens = [&](auto body) {
+    kb.for_range(
+        kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
+        [&](Value t) { body(t, kb.cvt(posOffset + t, Type::f32(), "pos")); }, {.label = "tokens", .iv = "t"});
+  };
 
-  kb.for_range(
-      kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
-      [&](Value t) {
-        Value row = kb.index(base, (kb.mul_wide(t, heads) + kb.cvt(h, Type::u64())) * d64, bytes, "row");
-        Value pos = kb.cvt(posOffset + t, Type::f32(), "pos");
+  // Both neox halves (head_dim/2 elements each) or every interleaved chunk of V elements must be
+  // whole 16-byte vectors, so that with q and k aligned every vector below is aligned.
+  Value dimOk = ((headDim & (neox ? 2 * V - 1 : V - 1)) == 0u).named("dim_ok");
+  Value vectorOk = (allAligned(kb, {q, k}, 16) & dimOk).named("vector_ok");
+  kb.if_else(
+      vectorOk,
+      [&] {
+        // Units of work: a vector (interleaved: V/2 pairs) or a vector pair at e and e + half
+        // (neox: V pairs). The block's heads have `units` each, taken by its 128 threads in turn,
+        // so short heads still fill the warps.
+        unsigned pairsPerUnit = neox ? V : V / 2;
+        Value units = kb.div(headDim, kb.u32(neox ? 2 * V : V), "units");
+        Value firstHead = (kb.ctaid(Mod::X) * kHeadsPerBlock).named("first_head");
+        Value blockUnits = (kb.min(allHeads - firstHead, kb.u32(kHeadsPerBlock)) * units).named("block_units");
+        Value tid = kb.mad(kb.tid(Mod::Y), kb.u32(32), kb.tid(Mod::X), "tid");
         kb.for_range(
-            lane, half, 32u,
-            [&](Value i) {
-              Value freq = kb.ex2(kb.cvt(i, Type::f32()) * expStep, "freq");
-              Value angle = (pos * freq).named("angle");
-              // sin/cos.approx are accurate only near [-pi, pi]; positions reach 1e5 radians.
-              Value turns = kb.cvt(angle * kInvTwoPi, Type::f32(), {Mod::Rni}, "turns");
-              Value r = kb.fma(-turns, kb.f32(kTwoPiHi), angle);
-              r = kb.fma(-turns, kb.f32(kTwoPiLo), r).named("reduced");
-              Value sn = kb.sin(r, "sin"), cs = kb.cos(r, "cos");
-              Value ia = neox ? i : i << 1u;
-              Value ib = neox ? i + half : ia + 1u;
-              Value pa = kb.index(row, ia, bytes, "pa"), pb = kb.index(row, ib, bytes, "pb");
-              Value a = loadF32(kb, pa, s, false, "a"), b = loadF32(kb, pb, s, false, "b");
-              storeF32(kb, pa, a * cs - b * sn, s);
-              storeF32(kb, pb, a * sn + b * cs, s);
+            tid, blockUnits, kBlock,
+            [&](Value u) {
+              Value head = (firstHead + kb.div(u, units)).named("head");
+              Value j = kb.rem(u, units, "j");
+              Head hd = headOf(head);
+              Value e = (j * V).named("e");
+              Value firstPair = (j * pairsPerUnit).named("first_pair");
+              std::vector<Value> freq;
+              for (unsigned p = 0; p < pairsPerUnit; ++p) freq.push_back(freqOf(firstPair + p));
+              overTokens([&](Value t, Value pos) {
+                Value row = rowOf(hd, t);
+                Value pa = assumeAligned16(kb, kb.index(row, e, bytes), "pa");
+                Value pb = neox ? assumeAligned16(kb, kb.index(row, e + half, bytes), "pb") : pa;
+                std::vector<Value> va = loadVecF32(kb, pa, s, false, "a");
+                std::vector<Value> vb = neox ? loadVecF32(kb, pb, s, false, "b") : va;
+                std::vector<Value> ya(va.size()), yb(vb.size());
+                for (unsigned p = 0; p < pairsPerUnit; ++p) {
+                  auto [sn, cs] = sinCos(pos, freq[p]);
+                  // (a, b) = elements p of both vectors (neox) or elements 2p, 2p + 1 (interleaved).
+                  unsigned ia = neox ? p : 2 * p, ib = neox ? p : 2 * p + 1;
+                  Value a = va[ia], b = vb[ib];
+                  ya[ia] = a * cs - b * sn;
+                  (neox ? yb : ya)[ib] = a * sn + b * cs;
+                }
+                storeVecF32(kb, pa, ya, s);
+                if (neox) storeVecF32(kb, pb, yb, s);
+              });
             },
-            {.label = "pairs", .iv = "i"});
+            {.label = "units", .iv = "u"});
       },
-      {.label = "tokens", .iv = "t"});
+      [&] {
+        Value lane = kb.tid(Mod::X, "lane");
+        Value head = kb.mad(kb.ctaid(Mod::X), kb.u32(kHeadsPerBlock), kb.tid(Mod::Y), "head");
+        kb.if_then(
+            head < allHeads,
+            [&] {
+              Head hd = headOf(head);
+              overTokens([&](Value t, Value pos) {
+                Value row = rowOf(hd, t);
+                kb.for_range(
+                    lane, half, 32u,
+                    [&](Value i) {
+                      auto [sn, cs] = sinCos(pos, freqOf(i));
+                      Value ia = neox ? i : i << 1u;
+                      Value ib = neox ? i + half : ia + 1u;
+                      Value pa = kb.index(row, ia, bytes, "pa"), pb = kb.index(row, ib, bytes, "pb");
+                      Value a = loadF32(kb, pa, s, false, "a"), b = loadF32(kb, pb, s, false, "b");
+                      storeF32(kb, pa, a * cs - b * sn, s);
+                      storeF32(kb, pb, a * sn + b * cs, s);
+                    },
+                    {.label = "pairs", .iv = "i"});
+              });
+            },
+            "live");
+      },
+      {.label = "path"});
   kb.ret();
-  for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
-  if (!kb.ok()) return std::nullopt;
-  return m;
+  return finish(kb, m, diags);
 }
 
 OptionSpec layoutOption() {
@@ -94,7 +165,9 @@ void addRope(std::vector<Template>& out) {
       "rope",
       "rotary embedding in place on q (tokens x q_heads x head_dim) and k (tokens x k_heads x head_dim): token t "
       "is at position pos_offset + t and pair i turns by pos * theta^(-2i/head_dim); an odd head_dim leaves its "
-      "last element unchanged; one warp per (token, head), 4 heads per block",
+      "last element unchanged; 4 heads per block of 32x4 threads: with q, k 16-byte aligned and head_dim a "
+      "multiple of 2V (neox) or V (interleaved), V = 16 / element bytes, the threads take the heads' 16-byte "
+      "vectors in turn, else one warp per (token, head); blocks loop over tokens past 65535",
       {dtypeOption(), layoutOption()},
       [](const Options& o, unsigned, ir::Diagnostics& d) {
         return buildRope(storageOption(o), o.text("layout") == "neox", d);

@@ -17,13 +17,6 @@ namespace {
 // The largest gridDim.y; kernels whose y dimension counts rows or tokens loop over the rest.
 constexpr const char* kMaxGridY = "65535";
 
-// Hands the builder's diagnostics (programming errors in the template) to the caller.
-std::optional<ir::Module> finish(const KernelBuilder& kb, ir::Module& m, ir::Diagnostics& diags) {
-  for (const ir::Diagnostic& d : kb.diagnostics().all()) diags.report(d.severity, d.file, d.loc, d.message);
-  if (!kb.ok()) return std::nullopt;
-  return std::move(m);
-}
-
 // The storage bits of one element, as an integer of the same size (copies never convert).
 Type bitsType(Storage s) { return Type::of(s == Storage::F32 ? Scalar::U32 : Scalar::U16); }
 
@@ -145,9 +138,12 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
 
 // ---- transpose ------------------------------------------------------------------------------
 
-// A 32x32 tile per block of 32x8 threads, four elements per thread each way. Shared rows are
-// padded so that reading a column touches 32 different banks: 33 words for 4-byte elements;
-// for 2-byte elements 34 halves (17 words, odd, so column reads rotate through every bank).
+// Tiles are T x T elements, T = 32 for f32 and 64 for 2-byte types, so that a tile row is 128
+// bytes (eight 16-byte vectors) in both. Blocks are 32x8 threads. Shared rows are 32 words plus
+// one of padding (33 words: 33 f32, 66 halves); an odd row stride puts the words of a column in
+// different banks.
+unsigned transposeTile(Storage s) { return bytesOf(s) == 4 ? 32 : 64; }
+
 std::optional<ir::Module> buildTranspose(Storage s, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "transpose");
@@ -156,45 +152,117 @@ std::optional<ir::Module> buildTranspose(Storage s, ir::Diagnostics& diags) {
   Value rows = kb.param(Type::u32(), "rows");
   Value cols = kb.param(Type::u32(), "cols");
   kb.reqntid(32, 8);
-  unsigned bytes = bytesOf(s);
-  Type et = bitsType(s);
-  unsigned stride = bytes == 4 ? 33 : 34;
-  SharedArray tile = kb.shared("tile", et, 32 * stride);
+  const unsigned bytes = bytesOf(s), V = vecElems(s), T = transposeTile(s);
+  const unsigned shift = T == 32 ? 5 : 6;
+  constexpr unsigned rowWords = 33;
+  const unsigned stride = rowWords * 4 / bytes;  // elements per shared row
+  Type et = bitsType(s), vt = Type::of(Scalar::U32, 4);
+  SharedArray tile = kb.shared("tile", Type::u32(), T * rowWords);
 
   Value tx = kb.tid(Mod::X, "tx"), ty = kb.tid(Mod::Y, "ty");
-  Value x0 = (kb.ctaid(Mod::X) << 5u).named("x0");
-  Value tilesY = ((rows >> 5u) + kb.select((rows & 31u) != 0u, kb.u32(1), kb.u32(0))).named("tiles_y");
+  Value t = ((ty << 5u) + tx).named("t");
+  Value x0 = (kb.ctaid(Mod::X) << shift).named("x0");
+  Value tilesY = ((rows >> shift) + kb.select((rows & (T - 1)) != 0u, kb.u32(1), kb.u32(0))).named("tiles_y");
   Value base = kb.shared_addr(tile, "tile");
+  auto word = [&](Value i) { return kb.index(base, i, 4); };
+
   // Grid y is capped at 65535, so blocks step through the remaining tile rows.
-  kb.for_range(
-      kb.ctaid(Mod::Y), tilesY, kb.nctaid(Mod::Y),
-      [&](Value tileRow) {
-        Value y0 = (tileRow << 5u).named("y0");
-        // Reads are clamped into the matrix (a launched block has rows, cols > 0) so the four
-        // loads issue together; clamped duplicates land only in tile slots nobody reads.
-        Value col = kb.min(x0 + tx, cols - 1u, "col");
-        std::vector<Value> vals;
-        for (unsigned j = 0; j < 4; ++j) {
-          Value r = kb.min(y0 + ty + j * 8, rows - 1u);
-          Value off = kb.mul_wide(r, cols) + kb.cvt(col, Type::u64());
-          vals.push_back(kb.load(kb.index(x, off, bytes), et, {Mod::NcMod}, "in"));
-        }
-        for (unsigned j = 0; j < 4; ++j)
-          kb.store(kb.index(base, (ty + j * 8) * stride + tx, bytes), vals[j]);
-        kb.bar_sync();
-        Value outCol = y0 + tx;
-        for (unsigned j = 0; j < 4; ++j) {
-          Value r = ty + j * 8;
-          Value v = kb.load(kb.index(base, tx * stride + r, bytes), et, "out");
-          Value outRow = x0 + r;
-          kb.if_then((outRow < cols) & (outCol < rows), [&] {
-            Value off = kb.mul_wide(outRow, rows) + kb.cvt(outCol, Type::u64());
-            kb.store(kb.index(y, off, bytes), v);
-          }, "store");
-        }
-        kb.bar_sync();  // before the next tile row overwrites the tile
-      },
-      {.label = "tiles", .iv = "tile_row"});
+  auto overTiles = [&](auto body) {
+    kb.for_range(
+        kb.ctaid(Mod::Y), tilesY, kb.nctaid(Mod::Y),
+        [&](Value tileRow) {
+          body((tileRow << shift).named("y0"));
+          kb.bar_sync();  // before the next tile row overwrites the tile
+        },
+        {.label = "tiles", .iv = "tile_row"});
+  };
+
+  // 16-byte path. With x, y 16-byte aligned and rows, cols multiples of V, every row of x and
+  // of y starts 16-byte aligned and every vector lies wholly inside or wholly outside the matrix.
+  // Each thread loads T/32 vectors of x (row t/8 + 32i, vector t%8) and stores their four words
+  // to the tile; a warp's words r*33 + 4v + w (4 rows, 8 vectors) fall in 32 banks. It then
+  // gathers V tile rows of one column (word) into a vector of y.
+  auto vectorTile = [&](Value y0) {
+    Value v = (tx & 7u).named("v");
+    std::vector<Value> in;
+    std::vector<Value> slot;
+    for (unsigned i = 0; i < T / 32; ++i) {
+      // Clamped into the matrix (a launched block has rows, cols >= V) so the loads issue
+      // together; clamped duplicates land only in tile slots nobody stores to y.
+      Value r = (t >> 3u) + 32 * i;
+      Value gr = kb.min(y0 + r, rows - 1u);
+      Value gc = kb.min(x0 + v * V, cols - V);
+      Value off = kb.mul_wide(gr, cols) + kb.cvt(gc, Type::u64());
+      in.push_back(kb.load(assumeAligned16(kb, kb.index(x, off, bytes)), vt, {Mod::NcMod}, "in"));
+      slot.push_back(r * rowWords + v * 4u);
+    }
+    for (unsigned i = 0; i < in.size(); ++i)
+      for (unsigned w = 0; w < 4; ++w) kb.store(word(slot[i] + w), kb.extract(in[i], w));
+    kb.bar_sync();
+    auto storeY = [&](Value outRow, Value outCol, const std::vector<Value>& words) {
+      kb.if_then((outRow < cols) & (outCol < rows), [&] {
+        Value off = kb.mul_wide(outRow, rows) + kb.cvt(outCol, Type::u64());
+        kb.store(assumeAligned16(kb, kb.index(y, off, bytes)), kb.pack(vt, words));
+      }, "store");
+    };
+    if (bytes == 4) {
+      // Lane group g = t%8 takes tile rows 4g..4g+3 of column t/8: a warp reads words
+      // (4g + k)*33 + c for 8 g and 4 c, 32 banks.
+      Value c = (t >> 3u).named("c"), g = v;
+      std::vector<Value> w;
+      for (unsigned k = 0; k < 4; ++k) w.push_back(kb.load(word((g * 4u + k) * rowWords + c), Type::u32(), "out"));
+      storeY(x0 + c, y0 + g * 4u, w);
+      return;
+    }
+    // 2-byte elements: word p of a tile row holds columns 2p and 2p+1, so eight words (tile
+    // rows 8g..8g+7) give one vector of y row 2p and one of row 2p+1. A warp takes 4 g and 8 p:
+    // words (8g + k)*33 + p fall in 32 banks, and it writes 64-byte runs of 8 rows of y.
+    Value g = (((ty & 1u) << 2u) + (tx >> 3u)).named("g");
+    Value p = (((ty >> 1u) << 3u) + v).named("p");
+    std::vector<Value> w;
+    for (unsigned k = 0; k < 8; ++k) w.push_back(kb.load(word((g * 8u + k) * rowWords + p), Type::u32(), "out"));
+    std::vector<Value> lo, hi;
+    for (unsigned k = 0; k < 8; k += 2) {
+      lo.push_back((w[k] & 0xFFFFu) | (w[k + 1] << 16u));
+      hi.push_back((w[k] >> 16u) | (w[k + 1] & 0xFFFF0000u));
+    }
+    Value outRow = x0 + (p << 1u), outCol = y0 + g * 8u;
+    storeY(outRow, outCol, lo);
+    storeY(outRow + 1u, outCol, hi);  // cols is even: row 2p+1 exists when 2p does
+  };
+
+  // Scalar path: element (r, c) of the tile at r*stride + c. Warps read rows of x and write rows
+  // of y in 32-element runs; a column read touches words (tx + 32i)*33 + const, 32 banks.
+  auto scalarTile = [&](Value y0) {
+    std::vector<Value> vals;
+    for (unsigned i = 0; i < T / 32; ++i) {
+      Value col = kb.min(x0 + tx + 32 * i, cols - 1u, "col");
+      for (unsigned j = 0; j < T / 8; ++j) {
+        Value r = kb.min(y0 + ty + j * 8, rows - 1u);
+        Value off = kb.mul_wide(r, cols) + kb.cvt(col, Type::u64());
+        vals.push_back(kb.load(kb.index(x, off, bytes), et, {Mod::NcMod}, "in"));
+      }
+    }
+    for (unsigned i = 0, n = 0; i < T / 32; ++i)
+      for (unsigned j = 0; j < T / 8; ++j) kb.store(kb.index(base, (ty + j * 8) * stride + tx + 32 * i, bytes), vals[n++]);
+    kb.bar_sync();
+    for (unsigned i = 0; i < T / 32; ++i) {
+      Value outCol = y0 + tx + 32 * i;
+      for (unsigned j = 0; j < T / 8; ++j) {
+        Value r = ty + j * 8;
+        Value val = kb.load(kb.index(base, (tx + 32 * i) * stride + r, bytes), et, "out");
+        Value outRow = x0 + r;
+        kb.if_then((outRow < cols) & (outCol < rows), [&] {
+          Value off = kb.mul_wide(outRow, rows) + kb.cvt(outCol, Type::u64());
+          kb.store(kb.index(y, off, bytes), val);
+        }, "store");
+      }
+    }
+  };
+
+  Value vectorOk = (allAligned(kb, {x, y}, 16) & (((rows | cols) & (V - 1)) == 0u)).named("vector_ok");
+  kb.if_else(
+      vectorOk, [&] { overTiles(vectorTile); }, [&] { overTiles(scalarTile); }, {.label = "path"});
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -278,12 +346,16 @@ void addRowOps(std::vector<Template>& out) {
   });
   out.push_back({
       "transpose",
-      "y[c * rows + r] = x[r * cols + c] through a padded 32x32 shared tile; blocks of 32x8 threads, "
-      "one per tile (grid y capped at 65535; blocks loop over further tile rows)",
+      "y[c * rows + r] = x[r * cols + c] through a padded shared tile of TxT elements (T = 32 for f32, 64 "
+      "for bf16/f16); 16-byte accesses when x and y are 16-byte aligned and rows, cols are multiples of "
+      "the vector width, else scalar; blocks of 32x8 threads, one per tile (grid y capped at 65535; "
+      "blocks loop over further tile rows)",
       {elementType},
       [](const Options& o, unsigned, ir::Diagnostics& d) { return buildTranspose(storageOption(o), d); },
-      [](const Options&) {
-        return LaunchRuleText{{32, 8}, {"ceil_div(cols, 32)", std::string("min(ceil_div(rows, 32), ") + kMaxGridY + ")"}, "0"};
+      [](const Options& o) {
+        std::string T = std::to_string(transposeTile(storageOption(o)));
+        return LaunchRuleText{
+            {32, 8}, {"ceil_div(cols, " + T + ")", "min(ceil_div(rows, " + T + "), " + kMaxGridY + ")"}, "0"};
       },
   });
   out.push_back({

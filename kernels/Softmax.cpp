@@ -241,7 +241,7 @@ Scratch declareScratch(KernelBuilder& kb) {
   return {kb.shared("warp_max", Type::f32(), kWarps), kb.shared("warp_sum", Type::f32(), kWarps)};
 }
 
-std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnostics&) {
+std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax");
@@ -277,7 +277,7 @@ std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnosti
       [&] { return std::vector<Value>{st.m, st.s}; }, {.label = "across_warps", .results = {"row_m", "row_s"}});
   writeWith(kb, sl, s, {total[0], total[1]});
   kb.ret();
-  return m;
+  return finish(kb, m, diags);
 }
 
 // The chunk of a row that block (chunk, row) of softmax_partial / softmax_merge handles.
@@ -297,7 +297,7 @@ ChunkPos chunkOf(KernelBuilder& kb, Value x, Value y, Value cols, Storage s) {
   return {row, chunk, chunks, makeSlice(kb, x, y, row, cols, start, s, len, tid, kb.u32(kBlock))};
 }
 
-std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnostics&) {
+std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax_partial");
@@ -323,10 +323,10 @@ std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnosti
       },
       "write_stats");
   kb.ret();
-  return m;
+  return finish(kb, m, diags);
 }
 
-std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics&) {
+std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax_merge");
@@ -359,7 +359,7 @@ std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics
   total = blockMerge(kb, total, sc.maxes, sc.sums, lane, warp);
   writeWith(kb, pos.slice, s, total);
   kb.ret();
-  return m;
+  return finish(kb, m, diags);
 }
 
 }  // namespace

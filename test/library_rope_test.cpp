@@ -64,13 +64,14 @@ void check(const std::vector<float>& got, const std::vector<double>& want, const
                                << first.str());
 }
 
-void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, uint32_t misalign = 0) {
+void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, uint32_t misalignQ = 0,
+             uint32_t misalignK = 0) {
   std::vector<float> q = roundTo(d, uniform(rng, size_t(s.tokens) * s.qHeads * s.headDim));
   std::vector<float> k = roundTo(d, uniform(rng, size_t(s.tokens) * s.kHeads * s.headDim));
   std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d);
   Outputs out = r.run(Call("rope", name)
-                          .buffer("q", encode(d, q), misalign)
-                          .buffer("k", encode(d, k))
+                          .buffer("q", encode(d, q), misalignQ)
+                          .buffer("k", encode(d, k), misalignK)
                           .scalar("tokens", s.tokens)
                           .scalar("q_heads", s.qHeads)
                           .scalar("k_heads", s.kHeads)
@@ -80,6 +81,7 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   std::ostringstream what;
   what << name << " tokens=" << s.tokens << " heads=" << s.qHeads << "/" << s.kHeads << " head_dim=" << s.headDim
        << " pos_offset=" << s.posOffset << " theta=" << s.theta;
+  if (misalignQ || misalignK) what << " misaligned q+" << misalignQ << " k+" << misalignK;
   std::vector<double> want, tol;
   reference(q, s.qHeads, s, neox, d, want, tol);
   check(decode(d, out.get<std::byte>("q")), want, tol, what.str() + " q");
@@ -101,7 +103,7 @@ LIBRARY_TEST("rope layouts, dtypes, head sizes and positions", ropeShapes) {
 }
 
 // Head counts that leave warps of a block idle, llama-3's theta, the largest positions of a long
-// context, and a misaligned q (GPU only; the kernel has no vector path to take).
+// context, and a misaligned q (GPU only: the scalar path for a head_dim the vector path takes).
 LIBRARY_TEST("rope odd head counts, theta 5e5, far positions", ropeOdd) {
   std::mt19937 rng(seed());
   for (Dtype d : kDtypes)
@@ -110,6 +112,44 @@ LIBRARY_TEST("rope odd head counts, theta 5e5, far positions", ropeOdd) {
       runRope(r, d, neox, {2, 5, 0, 128, 131000, 500000.0f}, rng);
       runRope(r, d, neox, {2, 1, 1, 32, 100, 10000.0f}, rng, uint32_t(dtypeBytes(d)));
     }
+}
+
+// The 16-byte path runs when q and k are 16-byte aligned and head_dim is a multiple of 2V (neox)
+// or V (interleaved), V = 16 / element bytes. These head sizes take it in some layouts and dtypes
+// and not in others (36: interleaved f32 only; 24, 40: interleaved, and neox f32), give blocks a
+// unit count that is not a power of two (96: 6 or 12 vectors a head) or more units than
+// threads (256 with 4 heads: up to 256 units), alongside the scalar 6 and 2.
+LIBRARY_TEST("rope vector and scalar head sizes", ropeVectorShapes) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false})
+      for (uint32_t headDim : {2u, 6u, 24u, 36u, 40u, 96u, 256u}) {
+        runRope(r, d, neox, {2, 5, 2, headDim, 1000, 10000.0f}, rng);
+        runRope(r, d, neox, {1, 4, 1, headDim, 3, 500000.0f}, rng);
+      }
+}
+
+// Misaligned q or k by 4 bytes (GPU only): every head size falls back to the scalar path, which
+// must still handle sizes the vector path would have taken.
+LIBRARY_TEST("rope misaligned q or k", ropeMisaligned) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false})
+      for (uint32_t headDim : {64u, 128u, 36u}) {
+        runRope(r, d, neox, {3, 4, 2, headDim, 50, 10000.0f}, rng, 4, 0);
+        runRope(r, d, neox, {3, 4, 2, headDim, 50, 10000.0f}, rng, 0, 4);
+        runRope(r, d, neox, {2, 3, 1, headDim, 9, 10000.0f}, rng, 4, 4);
+      }
+}
+
+// More tokens than grid rows (65535): blocks loop over tokens on both paths (GPU only: too big
+// for the interpreter).
+LIBRARY_TEST("rope more tokens than grid rows", ropeManyTokens) {
+  if (!r.fast()) return;
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (bool neox : {true, false})
+      for (uint32_t headDim : {64u, 6u}) runRope(r, d, neox, {70000, 2, 1, headDim, 0, 10000.0f}, rng);
 }
 
 // An odd head_dim rotates floor(head_dim / 2) pairs and leaves the last element as it was.

@@ -144,7 +144,7 @@ void checkTranspose(Runner& r, Dtype d, uint32_t rows, uint32_t cols, std::mt199
   for (uint32_t i = 0; i < rows; ++i)
     for (uint32_t j = 0; j < cols; ++j)
       if (std::memcmp(&got[(size_t(j) * rows + i) * e], &x[(size_t(i) * cols + j) * e], e) != 0) ++bad;
-  CHECK_MESSAGE(bad == 0, dtypeName(d) << " " << rows << "x" << cols << ": " << bad << " elements wrong (seed " << seed() << ")");
+  CHECK_MESSAGE(bad == 0, std::string(dtypeName(d)) << " " << rows << "x" << cols << " misalign " << misalign << ": " << bad << " elements wrong (seed " << seed() << ")");
 }
 
 }  // namespace
@@ -159,11 +159,30 @@ LIBRARY_TEST("transpose odd shapes", transposeShapes) {
   }
 }
 
-// More tile rows than grid y can hold: blocks loop over the rest.
-LIBRARY_TEST("transpose beyond 65535 tile rows", transposeTall) {
-  if (!r.fast()) return;  // 2 M rows: GPU only
+// The 16-byte path needs x, y 16-byte aligned and rows, cols multiples of the vector width
+// (4 f32, 8 bf16/f16). Shapes that meet it, with partial tiles (40, 72, 200 are not multiples
+// of the 32/64 tile) and several tiles per side; shapes that meet it for f32 only (4x12, 12x20);
+// and the same aligned shapes with shifted buffers, which the GPU runs on the scalar path.
+LIBRARY_TEST("transpose vector path and its fallback", transposeVector) {
   std::mt19937 rng(seed());
-  for (Dtype d : kDtypes) checkTranspose(r, d, 65535u * 32 + 45, 3, rng);
+  const std::vector<std::pair<uint32_t, uint32_t>> shapes{{8, 8},   {32, 32}, {64, 96},  {128, 40}, {40, 128},
+                                                          {72, 200}, {136, 64}, {4, 12}, {12, 20}, {8, 4104}};
+  for (Dtype d : kDtypes) {
+    for (auto [rows, cols] : shapes) checkTranspose(r, d, rows, cols, rng);
+    for (uint32_t misalign : {4u, uint32_t(dtypeBytes(d)) + 8}) {
+      checkTranspose(r, d, 64, 96, rng, misalign);
+      checkTranspose(r, d, 72, 200, rng, misalign);
+    }
+  }
+}
+
+// More tile rows than grid y can hold: blocks loop over the rest. Tiles are 32 (f32) or 64
+// (bf16/f16) rows high; 8 columns take the vector path, 3 the scalar one.
+LIBRARY_TEST("transpose beyond 65535 tile rows", transposeTall) {
+  if (!r.fast()) return;  // 4 M rows: GPU only
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {3u, 8u}) checkTranspose(r, d, 65535u * 64 + 40, cols, rng);
 }
 
 // ---- kv_scatter -----------------------------------------------------------------------------
