@@ -4,7 +4,8 @@
 // and a GPU (the same spec built into test/library/<family>.tnb by ptxas, loaded and launched
 // through the runtime). A kernel test is written once against Runner and registered for both
 // with LIBRARY_TEST (the interpreter at -O2 and at -O0, and the GPU); the GPU half is in the
-// "gpu" suite and skipped without a device.
+// "gpu" suite and skipped without a device. LIBRARY_GPU_TEST registers a test too big for the
+// interpreter for the GPU alone.
 //
 //   LIBRARY_TEST("rmsnorm f32 odd sizes", rmsnormOdd) {
 //     auto out = r.run(Call("norms", "rmsnorm_f32").buffer("x", x).buffer("y", y).scalar("rows", 3u) ...);
@@ -150,6 +151,15 @@ void expectClose(const std::vector<float>& got, const std::vector<double>& want,
     auto runner = tn::libtest::interpRunner(false);                                                   \
     fn(*runner);                                                                                      \
   }                                                                                                   \
+  TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \
+    auto runner = tn::libtest::gpuRunner();                                                           \
+    fn(*runner);                                                                                      \
+  }                                                                                                   \
+  static void fn([[maybe_unused]] tn::libtest::Runner& r)
+
+// A test too big for the interpreter: registered for the GPU only (suite "gpu").
+#define LIBRARY_GPU_TEST(title, fn)                                                                   \
+  static void fn(tn::libtest::Runner& r);                                                             \
   TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \
     auto runner = tn::libtest::gpuRunner();                                                           \
     fn(*runner);                                                                                      \

@@ -293,8 +293,7 @@ LIBRARY_TEST("norms residual_rmsnorm shapes", residualRmsnormShapes) {
 }
 
 // Big problems on the GPU only: long rows (many iterations per thread) and many rows.
-LIBRARY_TEST("norms big", normsBig) {
-  if (!r.fast()) return;
+LIBRARY_GPU_TEST("norms big", normsBig) {
   std::mt19937 rng(seed());
   for (Dtype d : kDtypes)
     for (Shape s : {Shape{64, 65536, 0}, Shape{2048, 4096, 0}, Shape{512, 8191, 0}}) {

@@ -144,8 +144,7 @@ LIBRARY_TEST("rope misaligned q or k", ropeMisaligned) {
 
 // More tokens than grid rows (65535): blocks loop over tokens on both paths (GPU only: too big
 // for the interpreter).
-LIBRARY_TEST("rope more tokens than grid rows", ropeManyTokens) {
-  if (!r.fast()) return;
+LIBRARY_GPU_TEST("rope more tokens than grid rows", ropeManyTokens) {
   std::mt19937 rng(seed());
   for (Dtype d : kDtypes)
     for (bool neox : {true, false})

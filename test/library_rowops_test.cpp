@@ -178,8 +178,7 @@ LIBRARY_TEST("transpose vector path and its fallback", transposeVector) {
 
 // More tile rows than grid y can hold: blocks loop over the rest. Tiles are 32 (f32) or 64
 // (bf16/f16) rows high; 8 columns take the vector path, 3 the scalar one.
-LIBRARY_TEST("transpose beyond 65535 tile rows", transposeTall) {
-  if (!r.fast()) return;  // 4 M rows: GPU only
+LIBRARY_GPU_TEST("transpose beyond 65535 tile rows", transposeTall) {
   std::mt19937 rng(seed());
   for (Dtype d : kDtypes)
     for (uint32_t cols : {3u, 8u}) checkTranspose(r, d, 65535u * 64 + 40, cols, rng);
@@ -234,8 +233,7 @@ LIBRARY_TEST("kv_scatter rows and positions", kvScatter) {
 }
 
 // More tokens than grid y can hold: blocks loop over the rest.
-LIBRARY_TEST("kv_scatter beyond 65535 tokens", kvScatterMany) {
-  if (!r.fast()) return;  // GPU only
+LIBRARY_GPU_TEST("kv_scatter beyond 65535 tokens", kvScatterMany) {
   std::mt19937 rng(seed());
   std::vector<uint32_t> positions(70000);
   std::iota(positions.begin(), positions.end(), 0u);
