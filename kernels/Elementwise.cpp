@@ -32,8 +32,6 @@ struct Elementwise {
   bool hasApprox = false;
 };
 
-constexpr float kLog2e = std::numbers::log2e_v<float>;
-
 // x / (1 + 2^t), i.e. x * sigmoid(-t ln 2). For very negative x * sigmoid, 2^t overflows to
 // inf and rcp gives 0, so the result is -0 rather than inf/inf = NaN. ex2 (2 ulp) and rcp
 // (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large.

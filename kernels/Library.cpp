@@ -39,15 +39,6 @@ Value halfBits(KernelBuilder& kb, Value v, Storage s) {
 
 unsigned bytesOf(Storage s) { return s == Storage::F32 ? 4 : 2; }
 
-const char* storageName(Storage s) {
-  switch (s) {
-    case Storage::F32: return "f32";
-    case Storage::BF16: return "bf16";
-    case Storage::F16: return "f16";
-  }
-  return "?";
-}
-
 OptionSpec dtypeOption(std::string name, std::string doc) {
   OptionSpec o;
   o.name = std::move(name);

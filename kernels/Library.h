@@ -5,6 +5,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <numbers>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,7 +23,6 @@ using ir::Value;
 enum class Storage : uint8_t { F32, BF16, F16 };
 
 unsigned bytesOf(Storage s);
-const char* storageName(Storage s);  // "f32", "bf16", "f16"
 // Elements in one 16-byte vector access (4 for f32, 8 for bf16/f16).
 inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 
@@ -38,6 +38,8 @@ ir::Module newModule();
 std::optional<ir::Module> finish(const KernelBuilder& kb, ir::Module& m, ir::Diagnostics& diags);
 
 inline constexpr ir::Type kGlobalPtr = ir::Type::ptr(ir::AddrSpace::Global);
+// exp(x) = ex2(x * kLog2e).
+inline constexpr float kLog2e = std::numbers::log2e_v<float>;
 
 // One element at ptr as f32. readOnly loads use the non-coherent path (ld.global.nc): only for
 // buffers the kernel never writes.

@@ -31,7 +31,6 @@ constexpr unsigned kStep = 16;
 constexpr unsigned kScalarUnroll = 8;
 // Row elements per block of softmax_partial / softmax_merge: one main-loop step per thread.
 constexpr unsigned kChunk = kBlock * kStep;
-constexpr float kLog2e = 1.44269504088896341f;
 
 // A running maximum and the sum of e^(x - m) over the elements seen.
 struct Stat {

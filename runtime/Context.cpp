@@ -217,6 +217,11 @@ Status DeviceMemory::upload(const void* src, size_t bytes, size_t offset) const 
   if (Status st = check(bytes, offset, "DeviceMemory::upload"); !st) return st;
   if (CUresult r = ctx_->driver().cuMemcpyHtoD(block_.ptr + offset, src, bytes); r != cu::SUCCESS)
     return ctx_->driver().fail(r, "cuMemcpyHtoD_v2");
+  // From pageable memory cuMemcpyHtoD returns once the bytes are staged, while the DMA into
+  // device memory may still run on the legacy stream, which non-blocking streams (ours) do not
+  // wait for. Waiting for that stream here makes the data visible to every stream on return.
+  if (CUresult r = ctx_->driver().cuStreamSynchronize(nullptr); r != cu::SUCCESS)
+    return ctx_->driver().fail(r, "cuStreamSynchronize");
   return {};
 }
 

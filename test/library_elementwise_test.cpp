@@ -72,9 +72,6 @@ const Case kGeluErf{"gelu_erf", {"x"}, false, false,
                     [](const double* v, double) { return 0.5 * v[0] * std::erfc(-v[0] / std::numbers::sqrt2); },
                     [](const double* v) { return 12 + 1.25 * v[0] * v[0]; }, -12, 12};
 
-// The relative error of rounding to the storage type: bf16 keeps 8 significant bits, so 2^-8
-// (libtest::roundoff gives 2^-9 for bf16, half of that).
-double storageRoundoff(Dtype d) { return d == Dtype::BF16 ? 0x1p-8 : roundoff(d); }
 
 std::string kernelName(const Case& c, Dtype d) { return std::string(c.kernel) + "_" + dtypeName(d); }
 
@@ -139,7 +136,7 @@ void check(Runner& r, const Case& c, Dtype d, const Launch& l, const std::vector
     for (size_t k = 0; k < rounded.size(); ++k) args[k] = rounded[k][i];
     want[i] = c.ref(args, l.alpha);
     if (std::abs(want[i]) >= overflow(d)) want[i] = std::copysign(HUGE_VAL, want[i]);
-    tol[i] = absFloor(d) + std::abs(want[i]) * (storageRoundoff(d) + c.ulps(args) * kU);
+    tol[i] = absFloor(d) + std::abs(want[i]) * (roundoff(d) + c.ulps(args) * kU);
   }
   std::string what = call.describe() + " (" + r.name() + ")";
   expectWithin(got, want, tol, what);

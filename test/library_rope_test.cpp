@@ -23,9 +23,6 @@ struct Shape {
 // - sin/cos.approx add 2^-20.5 each, the f32 rotation a few ulp of rho = |(a, b)|;
 // so |err| <= rho * (angleErr + 2^-20 + 2^-21) + 2^-24, plus one rounding of the output to
 // the storage type (roundoff * |ref|; exact zero for f32 beyond the terms above).
-// The relative error of one rounding to the storage type. bf16 keeps 8 significant bits, so it is
-// 2^-8 (the harness's roundoff() says 2^-9 for bf16, which is half of it).
-double storageRounding(Dtype d) { return d == Dtype::BF16 ? std::ldexp(1.0, -8) : roundoff(d); }
 
 void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool neox, Dtype d,
                std::vector<double>& want, std::vector<double>& tol) {
@@ -47,7 +44,7 @@ void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool
         double rho = std::hypot(a, b);
         for (size_t e : {ia, ib})
           tol[e] = rho * (angleErr + std::ldexp(1.0, -20) + std::ldexp(1.0, -21)) + std::ldexp(1.0, -24) +
-                   (d == Dtype::F32 ? 0.0 : storageRounding(d)) * std::fabs(want[e]);
+                   (d == Dtype::F32 ? 0.0 : roundoff(d)) * std::fabs(want[e]);
       }
     }
 }

@@ -47,10 +47,7 @@ std::vector<double> reference(const std::vector<float>& x, uint32_t rows, uint32
 // log2(e) (relative |x - max| * 2^-24 each, under 1e-5 wherever the result is above the abs
 // term) and a sum of at most a few dozen terms per thread: 1e-5 relative. bf16/f16: one
 // rounding of the output on top, and for f16 half a subnormal step (2^-25) absolute.
-// outRound is the output's unit roundoff, 2^-p for p significand bits: bf16 has 8, so 2^-8
-// (the harness's roundoff(BF16) is 2^-9, too tight for a correctly rounded result).
-double outRound(Dtype d) { return d == Dtype::BF16 ? std::ldexp(1.0, -8) : roundoff(d); }
-double relTol(Dtype d) { return 1e-5 + outRound(d); }
+double relTol(Dtype d) { return 1e-5 + roundoff(d); }
 double absTol(Dtype d) { return 1e-12 + (d == Dtype::F16 ? std::ldexp(1.0, -25) : 0.0); }
 
 void expectSoftmax(const std::vector<float>& got, const std::vector<float>& x, uint32_t rows, uint32_t cols, Dtype d,

@@ -16,11 +16,11 @@ tests_rc=${PIPESTATUS[0]}
   --csv "$out/bench-runtime.csv" 2>&1 | tee "$out/bench-runtime.log"
 bench_rc=${PIPESTATUS[0]}
 
-# Kernel-library benchmark. The build makes its bundle; remake it if the spec changed since.
+# Kernel-library benchmark. The build makes its bundle; remake it if the spec or truenoc changed since.
 bundle="$build/bin/bench_kernels.tnb"
 kbench_rc=0
 rm -f "$out/bench-kernels.csv" "$out/bench-kernels.log" "$out/bench-kernels-torch.csv" "$out/torch-ref.log"
-if [ ! -f "$bundle" ] || [ tools/bench/kernels.toml -nt "$bundle" ]; then
+if [ ! -f "$bundle" ] || [ tools/bench/kernels.toml -nt "$bundle" ] || [ "$build/bin/truenoc" -nt "$bundle" ]; then
   "$build/bin/truenoc" build tools/bench/kernels.toml -o "$bundle" 2>&1 | tee "$out/bench-kernels-build.log"
   kbench_rc=${PIPESTATUS[0]}
 fi

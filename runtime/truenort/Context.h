@@ -91,7 +91,10 @@ class DeviceMemory {
 
   CUdeviceptr ptr() const { return block_.ptr; }
   size_t bytes() const { return block_.requested; }
+  // Returns when the bytes are in device memory, visible to work on any stream.
   Status upload(const void* src, size_t bytes, size_t offset = 0) const;
+  // Waits for the copy, not for kernels on other streams: synchronize the stream that wrote
+  // the memory first.
   Status download(void* dst, size_t bytes, size_t offset = 0) const;
   Status upload_async(const void* src, size_t bytes, const Stream& s, size_t offset = 0) const;
   Status download_async(void* dst, size_t bytes, const Stream& s, size_t offset = 0) const;
