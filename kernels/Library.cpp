@@ -1,5 +1,6 @@
 #include "kernels/Library.h"
 
+#include <bit>
 #include <string>
 
 namespace tn::kernels::lib {
@@ -141,6 +142,54 @@ Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
 
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx}, name);
+}
+
+std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
+                                const CombineFn& combine, Order order, ir::Here loc) {
+  const ir::Kernel& k = kb.kernel();
+  unsigned threads = k.reqntid && k.reqntid->y == 1 && k.reqntid->z == 1 ? k.reqntid->x : 0;
+  unsigned warps = threads / 32;
+  size_t n = perThread.size();
+  bool typesOk = n > 0;
+  for (Value v : perThread) typesOk = typesOk && !v.type().isVector() && v.type().bits() == 32 && !v.type().isPred();
+  if (threads % 32 != 0 || !std::has_single_bit(warps) || warps > 32 || !typesOk || scratch.elem.bytes() != 4 ||
+      scratch.count < n * warps) {
+    kb.error(loc, "blockCombine needs a 1-D reqntid of 32 to 1024 threads (a power-of-two warp count), "
+                                  "32-bit values and a 32-bit scratch of values * warps elements");
+    return perThread;
+  }
+  Value lane = (tid & 31u).named("lane");
+  auto butterfly = [&](std::vector<Value> acc, unsigned width) {
+    for (unsigned off = width / 2; off >= 1; off /= 2) {
+      std::vector<Value> other;
+      for (Value a : acc) other.push_back(kb.shfl(Mod::Bfly, a, off));
+      if (order == Order::Commutative) {
+        acc = combine(acc, other);
+        continue;
+      }
+      Value low = ((lane & off) == 0u).named("low");
+      std::vector<Value> lo, hi;
+      for (size_t i = 0; i < acc.size(); ++i) {
+        lo.push_back(kb.select(low, acc[i], other[i]));
+        hi.push_back(kb.select(low, other[i], acc[i]));
+      }
+      acc = combine(lo, hi);
+    }
+    return acc;
+  };
+  perThread = butterfly(std::move(perThread), 32);
+  if (warps == 1) return perThread;
+  Value warp = (tid >> 5u).named("warp");
+  Value base = kb.shared_addr(scratch, "scratch");
+  kb.if_then((lane == 0u).named("leader"), [&] {
+    for (size_t i = 0; i < n; ++i) kb.store(kb.index(base, warp + uint32_t(i * warps), 4), perThread[i]);
+  }, "stage");
+  kb.bar_sync();
+  // Lane j of every group of `warps` lanes takes warp j's tuple: every lane ends with the result.
+  Value slot = (lane & (warps - 1)).named("slot");
+  std::vector<Value> parts;
+  for (size_t i = 0; i < n; ++i) parts.push_back(kb.load(kb.index(base, slot + uint32_t(i * warps), 4), perThread[i].type()));
+  return butterfly(std::move(parts), warps);
 }
 
 }  // namespace tn::kernels::lib

@@ -4,6 +4,7 @@
 // family. Templates are written with the IR builder only; these helpers emit ordinary IR.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <numbers>
 #include <optional>
@@ -62,6 +63,24 @@ Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
 
 // 1/v with rcp.approx.f32 (max relative error 2^-23 on the GPU), for scale factors.
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
+
+// Combines one tuple of 32-bit values per thread (any 32-bit scalar types) over a 1-D block of
+// fixed size (reqntid; the warp count, a power of two, comes from it): a butterfly of shuffles
+// in each warp, lane 0 of each warp stages its tuple in `scratch` (component k of warp w at
+// k * warps + w, so the reads back are free of bank conflicts), bar.sync, then a butterfly
+// over the warps' tuples. scratch is 32-bit, with at least perThread.size() * warps elements.
+// Contract: every thread of the block calls it, once per use of scratch (a later call on the
+// same scratch needs a bar.sync first), and every thread gets the same tuple.
+// combine(lo, hi) must be associative enough for the caller (the threads are combined as a
+// balanced tree). With Order::Lanes (the default) lo is always the tuple of the lower lanes, so
+// combine need not be commutative: every lane computes what lane 0 computes. Order::Commutative
+// passes the operands in either order and saves two selects per value and step; use it only
+// when combine(a, b) == combine(b, a) bit for bit (an f32 sum or max, an argmax on a total
+// order), else lanes may disagree.
+using CombineFn = std::function<std::vector<Value>(const std::vector<Value>& lo, const std::vector<Value>& hi)>;
+enum class Order : uint8_t { Lanes, Commutative };
+std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
+                                const CombineFn& combine, Order order = Order::Lanes, ir::Here loc = ir::Here::current());
 
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);

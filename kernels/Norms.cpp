@@ -116,38 +116,6 @@ struct Row {
   }
 };
 
-// Combines the per-thread tuples of the block with `merge` (butterfly shuffles in each warp, then
-// the warps' results through shared memory); every thread gets its lane 0's result, which is the
-// same in every warp, so all threads use identical statistics even if merge is not commutative.
-using MergeFn = std::function<std::vector<Value>(const std::vector<Value>& a, const std::vector<Value>& b)>;
-
-std::vector<Value> blockMerge(KernelBuilder& kb, std::vector<Value> v, Value tid, ir::SharedArray scratch,
-                              const MergeFn& merge) {
-  auto butterfly = [&](std::vector<Value> acc, unsigned width) {
-    for (unsigned off = width / 2; off >= 1; off /= 2) {
-      std::vector<Value> other;
-      for (Value a : acc) other.push_back(kb.shfl(Mod::Bfly, a, off));
-      acc = merge(acc, other);
-    }
-    return acc;
-  };
-  v = butterfly(v, 32);
-  Value lane = (tid & 31u).named("lane");
-  Value warp = (tid >> 5u).named("warp");
-  Value base = kb.shared_addr(scratch, "scratch");
-  // Component k of warp w at k * kWarps + w: the final reads touch kWarps consecutive words.
-  kb.if_then((lane == 0u).named("leader"), [&] {
-    for (size_t k = 0; k < v.size(); ++k) kb.store(kb.index(base, warp + uint32_t(k * kWarps), 4), v[k]);
-  }, "stage");
-  kb.bar_sync();
-  Value slot = (lane & (kWarps - 1)).named("slot");
-  std::vector<Value> parts;
-  for (size_t k = 0; k < v.size(); ++k) parts.push_back(kb.load(kb.index(base, slot + uint32_t(k * kWarps), 4), Type::f32()));
-  parts = butterfly(parts, kWarps);
-  for (Value& p : parts) p = kb.shfl(Mod::Idx, p, 0);
-  return parts;
-}
-
 enum class Kind { LayerNorm, RmsNorm, ResidualRmsNorm };
 
 // Chan et al.'s merge of (count, mean, M2 = sum of squared deviations) summaries. Deviations
@@ -213,7 +181,9 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           return chanMerge(kb, {acc[0], acc[1], acc[2]}, {kb.f32(float(xs.size())), mean, m2});
         },
         "stats");
-    stats = blockMerge(kb, stats, tid, scratch, [&](const auto& a, const auto& b) { return chanMerge(kb, a, b); });
+    // Chan's merge is not commutative bit for bit: combined in lane order, every thread gets the
+    // same statistics.
+    stats = blockCombine(kb, stats, tid, scratch, [&](const auto& a, const auto& b) { return chanMerge(kb, a, b); });
     Value mean = stats[1].named("mean");
     Value rstd = kb.rsqrt(divRn(kb, stats[2], colsF) + eps, "rstd");
     row.pass(
@@ -267,9 +237,9 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           return std::vector<Value>{ss, scaled};
         },
         "stats");
-    sums = blockMerge(kb, sums, tid, scratch, [&](const auto& a, const auto& b) {
-      return std::vector<Value>{a[0] + b[0], a[1] + b[1]};
-    });
+    sums = blockCombine(
+        kb, sums, tid, scratch,
+        [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; }, Order::Commutative);
     Value plain = kb.rsqrt(divRn(kb, sums[0], colsF) + eps);
     // Where the plain sum overflowed, eps (scaled by 2^-180 it would vanish) does not matter.
     Value safe = kb.rsqrt(divRn(kb, sums[1], colsF)) * kb.f32(std::ldexp(1.0f, -kScaleLog2));

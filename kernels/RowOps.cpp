@@ -46,12 +46,6 @@ Best better(KernelBuilder& kb, Best a, Best b) {
   return {kb.select(bWins, b.key, a.key), kb.select(bWins, b.idx, a.idx)};
 }
 
-Best warpBest(KernelBuilder& kb, Best v, unsigned width) {
-  for (unsigned off = width / 2; off >= 1; off /= 2)
-    v = better(kb, v, {kb.shfl(Mod::Bfly, v.key, off), kb.shfl(Mod::Bfly, v.idx, off)});
-  return v;
-}
-
 std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax");
@@ -61,9 +55,8 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
   Value cols = kb.param(Type::u32(), "cols");
   (void)rows;  // read by the launch rule
   kb.reqntid(kArgmaxBlock);
-  constexpr unsigned warps = kArgmaxBlock / 32;
-  SharedArray warpKey = kb.shared("warp_key", Type::u32(), warps);
-  SharedArray warpIdx = kb.shared("warp_idx", Type::u32(), warps);
+  // blockCombine's staging area: (key, index) of each warp.
+  SharedArray scratch = kb.shared("scratch", Type::u32(), 2 * (kArgmaxBlock / 32));
 
   kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
   Value tid = kb.tid(Mod::X, "tid");
@@ -115,23 +108,12 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
       },
       {.label = "path", .results = {"key", "idx"}});
 
-  Best mine = warpBest(kb, {best[0], best[1]}, 32);
-  Value lane = tid & 31u;
-  Value warp = tid >> 5u;
-  Value keyBase = kb.shared_addr(warpKey), idxBase = kb.shared_addr(warpIdx);
-  kb.if_then(lane == 0u, [&] {
-    kb.store(kb.index(keyBase, warp, 4), mine.key);
-    kb.store(kb.index(idxBase, warp, 4), mine.idx);
-  }, "stage");
-  kb.bar_sync();
-  kb.if_then(warp == 0u, [&] {
-    Value slot = kb.min(lane, kb.u32(warps - 1));
-    Value inRange = lane < warps;
-    Best part{kb.select(inRange, kb.load(kb.index(keyBase, slot, 4), Type::u32()), kb.u32(0)),
-              kb.select(inRange, kb.load(kb.index(idxBase, slot, 4), Type::u32()), none)};
-    Best all = warpBest(kb, part, warps);
-    kb.if_then(lane == 0u, [&] { kb.store(kb.index(index, row, 4), all.idx); }, "write");
-  }, "combine");
+  // better() is a total order on (key, index) pairs, so it is commutative bit for bit.
+  std::vector<Value> all = blockCombine(kb, best, tid, scratch, [&](const auto& a, const auto& b) {
+    Best w = better(kb, {a[0], a[1]}, {b[0], b[1]});
+    return std::vector<Value>{w.key, w.idx};
+  }, Order::Commutative);
+  kb.if_then(tid == 0u, [&] { kb.store(kb.index(index, row, 4), all[1]); }, "write");
   kb.ret();
   return finish(kb, m, diags);
 }

@@ -82,9 +82,10 @@ Stat absorb(KernelBuilder& kb, Stat st, const std::vector<Value>& v) {
   return {m, kb.fma(st.s, expFrom(kb, st.m, r), tree(kb, e, false), "s")};
 }
 
-// Butterfly over groups of `width` lanes; every lane ends with its group's pair.
-Stat warpMerge(KernelBuilder& kb, Stat st, Value lane, unsigned width) {
-  for (unsigned off = width / 2; off >= 1; off /= 2) {
+// The pairs of a warp merged in lane order (as blockCombine does); every lane ends with the
+// warp's pair.
+Stat warpMerge(KernelBuilder& kb, Stat st, Value lane) {
+  for (unsigned off = 16; off >= 1; off /= 2) {
     Stat other{kb.shfl(Mod::Bfly, st.m, off, "m.other"), kb.shfl(Mod::Bfly, st.s, off, "s.other")};
     Value low = ((lane & off) == 0u).named("low");
     Stat a{kb.select(low, st.m, other.m), kb.select(low, st.s, other.s)};
@@ -94,21 +95,14 @@ Stat warpMerge(KernelBuilder& kb, Stat st, Value lane, unsigned width) {
   return st;
 }
 
-// The warps' pairs (each already merged over its warp) merged over the block; all threads must
-// call it, once per block.
-Stat blockMerge(KernelBuilder& kb, Stat st, SharedArray maxes, SharedArray sums, Value lane, Value warp) {
-  Value pm = kb.shared_addr(maxes, "maxes"), ps = kb.shared_addr(sums, "sums");
-  kb.if_then(
-      (lane == 0u).named("leader"),
-      [&] {
-        kb.store(kb.index(pm, warp, 4), st.m);
-        kb.store(kb.index(ps, warp, 4), st.s);
-      },
-      "stage");
-  kb.bar_sync();
-  Value j = (lane & (kWarps - 1)).named("slot");
-  Stat part{kb.load(kb.index(pm, j, 4), Type::f32(), "m.part"), kb.load(kb.index(ps, j, 4), Type::f32(), "s.part")};
-  return warpMerge(kb, part, lane, kWarps);
+// The threads' pairs merged over the block in lane order; all threads must call it, once per
+// kernel.
+Stat blockMerge(KernelBuilder& kb, Stat st, SharedArray scratch, Value tid) {
+  std::vector<Value> r = blockCombine(kb, {st.m, st.s}, tid, scratch, [&](const auto& a, const auto& b) {
+    Stat c = merge(kb, {a[0], a[1]}, {b[0], b[1]});
+    return std::vector<Value>{c.m, c.s};
+  });
+  return {r[0], r[1]};
 }
 
 // Where one thread's share of a row lies: elements first, first + stride, ... below n of the
@@ -232,13 +226,8 @@ void writeWith(KernelBuilder& kb, const Slice& sl, Storage s, Stat total) {
   sliceWrite(kb, sl, s, refOf(kb, total.m), kb.rcp(total.s, "inv"));
 }
 
-struct Scratch {
-  SharedArray maxes, sums;
-};
-
-Scratch declareScratch(KernelBuilder& kb) {
-  return {kb.shared("warp_max", Type::f32(), kWarps), kb.shared("warp_sum", Type::f32(), kWarps)};
-}
+// blockCombine's staging area: (max, sum) of each warp.
+SharedArray declareScratch(KernelBuilder& kb) { return kb.shared("scratch", Type::f32(), 2 * kWarps); }
 
 std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
@@ -249,7 +238,7 @@ std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnosti
   Value rows = kb.param(Type::u32(), "rows");
   Value cols = kb.param(Type::u32(), "cols");
   kb.reqntid(kBlock);
-  Scratch sc = declareScratch(kb);
+  SharedArray sc = declareScratch(kb);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
@@ -266,14 +255,18 @@ std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnosti
   Value n = kb.select(row < rows, cols, kb.u32(0), "n");
   Slice sl = makeSlice(kb, x, y, row, cols, Value(), s, n, first, stride);
 
-  Stat st = warpMerge(kb, sliceStats(kb, sl, s), lane, 32);
+  Stat st = sliceStats(kb, sl, s);
   std::vector<Value> total = kb.if_else(
       big,
       [&] {
-        Stat b = blockMerge(kb, st, sc.maxes, sc.sums, lane, warp);
+        Stat b = blockMerge(kb, st, sc, tid);
         return std::vector<Value>{b.m, b.s};
       },
-      [&] { return std::vector<Value>{st.m, st.s}; }, {.label = "across_warps", .results = {"row_m", "row_s"}});
+      [&] {
+        Stat w = warpMerge(kb, st, lane);
+        return std::vector<Value>{w.m, w.s};
+      },
+      {.label = "merge", .results = {"row_m", "row_s"}});
   writeWith(kb, sl, s, {total[0], total[1]});
   kb.ret();
   return finish(kb, m, diags);
@@ -305,13 +298,10 @@ std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnosti
   kb.param(Type::u32(), "rows");  // the launch rule's grid height
   Value cols = kb.param(Type::u32(), "cols");
   kb.reqntid(kBlock);
-  Scratch sc = declareScratch(kb);
+  SharedArray sc = declareScratch(kb);
 
   ChunkPos pos = chunkOf(kb, x, Value(), cols, s);
-  Value lane = (pos.slice.first & 31u).named("lane");
-  Value warp = (pos.slice.first >> 5u).named("warp");
-  Stat st = warpMerge(kb, sliceStats(kb, pos.slice, s), lane, 32);
-  st = blockMerge(kb, st, sc.maxes, sc.sums, lane, warp);
+  Stat st = blockMerge(kb, sliceStats(kb, pos.slice, s), sc, pos.slice.first);
   kb.if_then(
       (pos.slice.first == 0u).named("writer"),
       [&] {
@@ -335,12 +325,10 @@ std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics
   kb.param(Type::u32(), "rows");  // the launch rule's grid height
   Value cols = kb.param(Type::u32(), "cols");
   kb.reqntid(kBlock);
-  Scratch sc = declareScratch(kb);
+  SharedArray sc = declareScratch(kb);
 
   ChunkPos pos = chunkOf(kb, x, y, cols, s);
   Value tid = pos.slice.first;
-  Value lane = (tid & 31u).named("lane");
-  Value warp = (tid >> 5u).named("warp");
   // Every block of the row merges all of the row's chunk pairs (few: one per kChunk elements).
   Value statsRow = kb.index(stats, kb.mul_wide(pos.row, pos.chunks, "stats_off"), 8, "stats_row");
   Stat e = empty(kb);
@@ -354,8 +342,7 @@ std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics
         return std::vector<Value>{st.m, st.s};
       },
       {.label = "chunks", .iv = "k", .carried = {"m", "s"}});
-  Stat total = warpMerge(kb, {mine[0], mine[1]}, lane, 32);
-  total = blockMerge(kb, total, sc.maxes, sc.sums, lane, warp);
+  Stat total = blockMerge(kb, {mine[0], mine[1]}, sc, tid);
   writeWith(kb, pos.slice, s, total);
   kb.ret();
   return finish(kb, m, diags);

@@ -9,6 +9,7 @@
 
 #include "backends/Ptx.h"
 #include "compiler/Spec.h"
+#include "kernels/Library.h"
 #include "kernels/Template.h"
 
 namespace {
@@ -88,4 +89,25 @@ TEST_CASE("library contract: sizes are run-time parameters and instantiations ar
   }
   MESSAGE(checked << " (template, options, target) instantiations compared");
   CHECK(checked >= 2 * kernels::templates().size());
+}
+
+// lib::blockCombine reports misuse (here: no reqntid, a 64-bit value, too small a scratch) as an
+// error at the template author's call, not inside the library.
+TEST_CASE("library contract: blockCombine reports misuse at its caller") {
+  for (int misuse = 0; misuse < 3; ++misuse) {
+    CAPTURE(misuse);
+    ir::Module m = kernels::lib::newModule();
+    ir::KernelBuilder kb(m, "bad");
+    if (misuse != 0) kb.reqntid(256);
+    ir::Value tid = kb.tid(ir::Mod::X, "tid");
+    ir::Value v = misuse == 1 ? kb.cvt(tid, ir::Type::u64()) : tid;
+    ir::SharedArray scratch = kb.shared("scratch", ir::Type::u32(), misuse == 2 ? 4 : 8);
+    const unsigned line = __LINE__ + 1;
+    kernels::lib::blockCombine(kb, {v}, tid, scratch, [&](const auto& a, const auto& b) { return std::vector{kb.max(a[0], b[0])}; });
+    REQUIRE(kb.diagnostics().all().size() == 1);
+    const ir::Diagnostic& d = kb.diagnostics().all().front();
+    CHECK(d.loc.line == line);
+    CHECK(d.file.find("library_contract_test.cpp") != std::string::npos);
+    CHECK(d.message.find("blockCombine needs a 1-D reqntid") == 0);
+  }
 }
