@@ -9,14 +9,23 @@
 #include "decode_embed.hpp"
 #include "ir/Float16.h"
 
+namespace {
+
+// One context for the binary's GPU tests of generated code; created on first use.
+const truenort::Context* gpu() {
+  static truenort::Result<truenort::Context> ctx = truenort::Context::create(0);
+  return ctx.ok() ? &ctx.value() : nullptr;
+}
+bool noGpu() { return gpu() == nullptr; }
+
+}  // namespace
+
 TEST_SUITE("gpu") {
-TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" *
-          doctest::skip(!truenort::Context::create(0).ok())) {
-  auto ctx = truenort::Context::create(0);
-  REQUIRE(ctx.ok());
-  auto stream = truenort::Stream::create(ctx.value());
+TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" * doctest::skip(noGpu())) {
+  const truenort::Context& ctx = *gpu();
+  auto stream = truenort::Stream::create(ctx);
   REQUIRE(stream.ok());
-  truenort::EmbedLauncher rt(ctx.value());
+  truenort::EmbedLauncher rt(ctx);
   const uint32_t n = 1000;
   std::mt19937 rng(std::random_device{}());
   std::vector<float> a(n), b(n), c(n);
@@ -24,9 +33,9 @@ TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" *
     a[i] = static_cast<float>(rng() % 1000);
     b[i] = static_cast<float>(rng() % 1000);
   }
-  auto da = truenort::DeviceBuffer<float>::allocate(ctx.value(), n);
-  auto db = truenort::DeviceBuffer<float>::allocate(ctx.value(), n);
-  auto dc = truenort::DeviceBuffer<float>::allocate(ctx.value(), n);
+  auto da = truenort::DeviceBuffer<float>::allocate(ctx, n);
+  auto db = truenort::DeviceBuffer<float>::allocate(ctx, n);
+  auto dc = truenort::DeviceBuffer<float>::allocate(ctx, n);
   REQUIRE((da.ok() && db.ok() && dc.ok()));
   REQUIRE(da.value().upload(a).ok());
   REQUIRE(db.value().upload(b).ok());
@@ -41,13 +50,11 @@ TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" *
   CHECK(rt.stats().jit_events == 0);
 }
 
-TEST_CASE("gpu: an embedded library kernel (rmsnorm, bf16) matches its reference" *
-          doctest::skip(!truenort::Context::create(0).ok())) {
-  auto ctx = truenort::Context::create(0);
-  REQUIRE(ctx.ok());
-  auto stream = truenort::Stream::create(ctx.value());
+TEST_CASE("gpu: an embedded library kernel (rmsnorm, bf16) matches its reference" * doctest::skip(noGpu())) {
+  const truenort::Context& ctx = *gpu();
+  auto stream = truenort::Stream::create(ctx);
   REQUIRE(stream.ok());
-  truenort::EmbedLauncher rt(ctx.value());
+  truenort::EmbedLauncher rt(ctx);
   const uint32_t rows = 3, cols = 4096;
   const float eps = 1e-5f;
   std::mt19937 rng(std::random_device{}());
@@ -55,9 +62,9 @@ TEST_CASE("gpu: an embedded library kernel (rmsnorm, bf16) matches its reference
   std::vector<uint16_t> x(rows * cols), w(cols), y(rows * cols);
   for (uint16_t& v : x) v = tn::ir::f32ToBf16(dist(rng));
   for (uint16_t& v : w) v = tn::ir::f32ToBf16(dist(rng));
-  auto dx = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), x.size());
-  auto dw = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), w.size());
-  auto dy = truenort::DeviceBuffer<uint16_t>::allocate(ctx.value(), y.size());
+  auto dx = truenort::DeviceBuffer<uint16_t>::allocate(ctx, x.size());
+  auto dw = truenort::DeviceBuffer<uint16_t>::allocate(ctx, w.size());
+  auto dy = truenort::DeviceBuffer<uint16_t>::allocate(ctx, y.size());
   REQUIRE((dx.ok() && dw.ok() && dy.ok()));
   REQUIRE(dx.value().upload(x).ok());
   REQUIRE(dw.value().upload(w).ok());

@@ -1,3 +1,6 @@
+// gemv (kernels/Gemv.cpp, spec test/library/gemv.toml) with f32 and bf16 weights against a
+// double-precision reference: shapes that take the vector main loop, its tail and the scalar
+// path, k = 0 and m = 0, and (on the GPU) misaligned w and x.
 #include "library_harness.h"
 
 using namespace tn::libtest;

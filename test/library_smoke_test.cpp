@@ -1,3 +1,5 @@
+// The library runner itself (test/library_harness.h) on the simplest template, vadd: a
+// spec kernel built, launched by its launch rule and read back, on every executor.
 #include "library_harness.h"
 
 using namespace tn::libtest;
