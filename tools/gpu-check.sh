@@ -12,6 +12,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | s
 
 "$build/test/truenoc_tests" -ts=gpu -s 2>&1 | tee "$out/gpu-tests.log"
 tests_rc=${PIPESTATUS[0]}
+# Without a usable device every GPU test is skipped: that is a failed check, not a pass.
+if grep -qE '^\[doctest\] test cases: +0 \|' "$out/gpu-tests.log"; then
+  echo "error: no GPU test ran (no usable CUDA device or driver here)"
+  tests_rc=1
+fi
 "$build/bin/truenoc_bench_runtime" "$build/test/gpu_test.tnb" "$build/test/decode.tnb" "$build/test/decode_ptx.tnb" \
   --csv "$out/bench-runtime.csv" 2>&1 | tee "$out/bench-runtime.log"
 bench_rc=${PIPESTATUS[0]}
