@@ -1,10 +1,12 @@
 // tools/bench kernel-library section (a benchmark, not a test): effective bandwidth of the
 // library's kernels (tools/bench/kernels.toml) against a device-to-device copy of comparable
 // size, and for f32 GEMV against cuBLAS SGEMV (dlopen'ed; the column stays empty without it).
-// Each timed launch reads cold data: a case's buffers are rotated among enough copies to exceed
-// the L2 several times. 3 warm-up launches, then the median of N launches timed between events.
+// Each timed launch reads cold data: a case's buffers are rotated among enough copies that the
+// bytes the launches touch exceed the L2 several times (a KV cache, of which a launch writes a
+// few rows, is one buffer shared by the copies). 3 warm-up launches, then the median of N
+// launches timed between events.
 // Bytes count every tensor once: bytes read + bytes written, whatever the kernel re-reads.
-//   truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N]
+//   truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--check]
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -12,13 +14,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backends/Bundle.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;
@@ -26,11 +31,13 @@ using namespace truenort;
 namespace {
 
 const char* const kUsage =
-    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N]\n"
+    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--check]\n"
     "  BUNDLE.tnb   the bench bundle (build/bin/bench_kernels.tnb, from tools/bench/kernels.toml)\n"
     "  --csv FILE   also write the table as CSV (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
-    "  --reps N     timed launches per measurement (default 30; the median is reported)\n";
+    "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
+    "  --check      no GPU: check every case's launches against the bundle's signatures\n"
+    "               (parameter names, order, types) and list the cases with their byte counts\n";
 
 constexpr int kWarmup = 3;
 constexpr int kDeviceAttributeL2CacheSize = 38;  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
@@ -57,22 +64,27 @@ double median(std::vector<double> v) {
 
 // ---- cases --------------------------------------------------------------------------------
 
-enum class Fill { F32, BF16, Zero };  // random in [-1, 1) as f32 or bf16, or zeros (outputs)
+// Random in [-1, 1) as f32 or bf16, zeros (outputs), or u32 row indices (kv_scatter positions).
+enum class Fill { F32, BF16, Zero, Positions };
 
 struct Buffer {
   size_t bytes;
   Fill fill;
+  uint32_t range = 0;   // Positions: distinct random rows in [0, range)
+  bool shared = false;  // one allocation for every buffer set (a cache the case touches a little of)
 };
 
-// A kernel argument: one of the case's buffers, or a scalar.
+// A kernel argument: one of the case's buffers, or a scalar, with the name of the parameter it
+// is meant for (--check compares it with the bundle's signature).
 struct ArgSpec {
+  std::string param;
   int buffer = -1;
   Arg scalar{};
 };
-ArgSpec buf(int i) { return {i, {}}; }
+ArgSpec buf(const char* param, int i) { return {param, i, {}}; }
 template <class T>
-ArgSpec val(T v) {
-  return {-1, arg(v)};
+ArgSpec val(const char* param, T v) {
+  return {param, -1, arg(v)};
 }
 
 struct Launch {
@@ -92,31 +104,55 @@ size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 Fill fillOf(const std::string& dtype) { return dtype == "f32" ? Fill::F32 : Fill::BF16; }
 std::string dims(uint64_t a, uint64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
+// Below this many rows `softmax` (a block or a warp per row) leaves SMs idle and the split pair
+// softmax_partial + softmax_merge spreads each row over several blocks; with many rows one block
+// per row is better, since the split pair reads x twice and a large x no longer fits in L2.
+constexpr uint32_t kFewRows = 256;
+
 Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uint32_t cols) {
   Case c{op, dims(rows, cols), dtype, {}, {}, 0, 0, 0};
   size_t es = sizeOf(dtype), n = size_t(rows) * cols;
   Fill f = fillOf(dtype);
   std::string k = op + "_" + dtype;
   const float eps = 1e-5f;
-  if (op == "softmax" && cols > 4096) {
-    // Long rows: pass 1 writes per-chunk (max, sum) pairs, pass 2 merges and writes y. The
-    // stats buffer allows chunks as small as 32 elements (the template's are 4096).
+  if (op == "softmax" && rows < kFewRows) {
+    // Few rows, too few blocks for one per row: the split pair (docs/kernels.md). Pass 1 writes
+    // per-chunk (max, sum) pairs, pass 2 merges and writes y. The stats buffer allows chunks as
+    // small as 32 elements (the template's are 4096).
     size_t stats = size_t(rows) * ((cols + 31) / 32) * 8;
     c.buffers = {{n * es, f}, {stats, Fill::Zero}, {n * es, Fill::Zero}};
-    c.launches = {{"softmax_partial_" + dtype, {buf(0), buf(1), val(rows), val(cols)}},
-                  {"softmax_merge_" + dtype, {buf(0), buf(1), buf(2), val(rows), val(cols)}}};
+    c.launches = {{"softmax_partial_" + dtype, {buf("x", 0), buf("stats", 1), val("rows", rows), val("cols", cols)}},
+                  {"softmax_merge_" + dtype,
+                   {buf("x", 0), buf("stats", 1), buf("y", 2), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
   } else if (op == "softmax") {
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), val(rows), val(cols)}}};
+    c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
   } else if (op == "layernorm") {
     c.buffers = {{n * es, f}, {cols * es, f}, {cols * es, f}, {n * es, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), buf(2), buf(3), val(rows), val(cols), val(eps)}}};
+    c.launches = {{k,
+                   {buf("x", 0), buf("gamma", 1), buf("beta", 2), buf("y", 3), val("rows", rows), val("cols", cols),
+                    val("eps", eps)}}};
     c.bytes = 2.0 * n * es + 2.0 * cols * es;
+  } else if (op == "residual_rmsnorm") {  // residual is read and written (h = x + residual)
+    c.buffers = {{n * es, f}, {n * es, f}, {cols * es, f}, {n * es, Fill::Zero}};
+    c.launches = {{k,
+                   {buf("x", 0), buf("residual", 1), buf("weight", 2), buf("y", 3), val("rows", rows),
+                    val("cols", cols), val("eps", eps)}}};
+    c.bytes = 4.0 * n * es + 1.0 * cols * es;
+  } else if (op == "argmax") {  // u32 indices out
+    c.buffers = {{n * es, f}, {size_t(rows) * 4, Fill::Zero}};
+    c.launches = {{k, {buf("x", 0), buf("index", 1), val("rows", rows), val("cols", cols)}}};
+    c.bytes = 1.0 * n * es + 4.0 * rows;
+  } else if (op == "transpose") {
+    c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
+    c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
+    c.bytes = 2.0 * n * es;
   } else {  // rmsnorm
     c.buffers = {{n * es, f}, {cols * es, f}, {n * es, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), buf(2), val(rows), val(cols), val(eps)}}};
+    c.launches = {{k, {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows), val("cols", cols),
+                       val("eps", eps)}}};
     c.bytes = 2.0 * n * es + 1.0 * cols * es;
   }
   return c;
@@ -128,21 +164,25 @@ Case elementwiseCase(const std::string& op, const std::string& dtype, uint32_t n
   size_t bytes = size_t(n) * sizeOf(dtype);
   Fill f = fillOf(dtype);
   std::string k = op + "_" + dtype;
-  if (op == "add" || op == "mul" || op == "swiglu") {
+  if (op == "add" || op == "mul") {
     c.buffers = {{bytes, f}, {bytes, f}, {bytes, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), buf(2), val(n)}}};
+    c.launches = {{k, {buf("a", 0), buf("b", 1), buf("y", 2), val("n", n)}}};
+    c.bytes = 3.0 * bytes;
+  } else if (op == "swiglu") {
+    c.buffers = {{bytes, f}, {bytes, f}, {bytes, Fill::Zero}};
+    c.launches = {{k, {buf("gate", 0), buf("up", 1), buf("y", 2), val("n", n)}}};
     c.bytes = 3.0 * bytes;
   } else if (op == "scale") {
     c.buffers = {{bytes, f}, {bytes, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), val(1.5f), val(n)}}};
+    c.launches = {{k, {buf("x", 0), buf("y", 1), val("alpha", 1.5f), val("n", n)}}};
     c.bytes = 2.0 * bytes;
   } else if (op == "residual_add") {  // y += x: y is read and written
     c.buffers = {{bytes, f}, {bytes, f}};
-    c.launches = {{k, {buf(0), buf(1), val(n)}}};
+    c.launches = {{k, {buf("y", 0), buf("x", 1), val("n", n)}}};
     c.bytes = 3.0 * bytes;
   } else {  // relu, gelu_*, silu
     c.buffers = {{bytes, f}, {bytes, Fill::Zero}};
-    c.launches = {{k, {buf(0), buf(1), val(n)}}};
+    c.launches = {{k, {buf("x", 0), buf("y", 1), val("n", n)}}};
     c.bytes = 2.0 * bytes;
   }
   return c;
@@ -152,12 +192,43 @@ Case gemvCase(const std::string& weight, uint32_t m, uint32_t k) {
   Case c{"gemv", dims(m, k), weight, {}, {}, 0, 0, 0};
   size_t w = size_t(m) * k * sizeOf(weight);
   c.buffers = {{w, fillOf(weight)}, {size_t(k) * 4, Fill::F32}, {size_t(m) * 4, Fill::Zero}};
-  c.launches = {{"gemv_" + weight, {buf(0), buf(1), buf(2), val(m), val(k)}}};
+  c.launches = {{"gemv_" + weight, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
   c.bytes = double(w) + 4.0 * k + 4.0 * m;
   if (weight == "f32") {
     c.gemvM = m;
     c.gemvK = k;
   }
+  return c;
+}
+
+// `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
+// random positions. The caches are shared by the buffer sets: a launch touches only its rows.
+Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
+  Case c{"kv_scatter", dims(tokens, row) + "x" + std::to_string(cacheRows), dtype, {}, {}, 0, 0, 0};
+  size_t fresh = size_t(tokens) * row * sizeOf(dtype), cache = size_t(cacheRows) * row * sizeOf(dtype);
+  Fill f = fillOf(dtype);
+  c.buffers = {{fresh, f},
+               {fresh, f},
+               {cache, Fill::Zero, 0, true},
+               {cache, Fill::Zero, 0, true},
+               {size_t(tokens) * 4, Fill::Positions, cacheRows}};
+  c.launches = {{"kv_scatter_" + dtype,
+                 {buf("k_new", 0), buf("v_new", 1), buf("k_cache", 2), buf("v_cache", 3), buf("positions", 4),
+                  val("tokens", tokens), val("row", row)}}};
+  c.bytes = 4.0 * fresh + 4.0 * tokens;  // k_new, v_new read; as many cache bytes written; positions
+  return c;
+}
+
+// In place on q (tokens x qHeads x headDim) and k (tokens x kHeads x headDim), positions from 0.
+Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t tokens, uint32_t qHeads, uint32_t kHeads,
+              uint32_t headDim) {
+  Case c{"rope_" + layout, dims(tokens, qHeads) + "x" + dims(kHeads, headDim), dtype, {}, {}, 0, 0, 0};
+  size_t q = size_t(tokens) * qHeads * headDim * sizeOf(dtype), k = size_t(tokens) * kHeads * headDim * sizeOf(dtype);
+  c.buffers = {{q, fillOf(dtype)}, {k, fillOf(dtype)}};
+  c.launches = {{"rope_" + layout + "_" + dtype,
+                 {buf("q", 0), buf("k", 1), val("tokens", tokens), val("q_heads", qHeads), val("k_heads", kHeads),
+                  val("head_dim", headDim), val("pos_offset", 0u), val("theta", 10000.0f)}}};
+  c.bytes = 2.0 * (double(q) + double(k));
   return c;
 }
 
@@ -176,6 +247,21 @@ std::vector<Case> cases(bool quick) {
   for (const char* op : {"add", "silu", "swiglu"}) out.push_back(elementwiseCase(op, "bf16", n));
   out.push_back(quick ? gemvCase("f32", 1024, 1024) : gemvCase("f32", 8192, 8192));
   out.push_back(quick ? gemvCase("bf16", 1024, 4096) : gemvCase("bf16", 14336, 4096));
+
+  // The norms and GELUs in bf16, and the fused residual + rmsnorm.
+  const uint32_t normSide = quick ? 1024 : 4096, big = quick ? 1024 : 8192;
+  for (const char* op : {"layernorm", "rmsnorm"}) out.push_back(rowCase(op, "bf16", normSide, normSide));
+  for (const char* op : {"gelu_tanh", "gelu_erf"}) out.push_back(elementwiseCase(op, "bf16", n));
+  out.push_back(rowCase("residual_rmsnorm", "f32", big, big));
+  // argmax: one decode-time row of a 128k vocabulary (LLaMA 3's 128256), a batch of 64, a square.
+  for (auto [r, c] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 128256}, {quick ? 4u : 64u, 128256}, {big, big}})
+    out.push_back(rowCase("argmax", "f32", r, c));
+  for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
+  // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
+  out.push_back(kvScatterCase("bf16", 32, 1024, 32768));
+  out.push_back(quick ? kvScatterCase("bf16", 256, 1024, 4096) : kvScatterCase("bf16", 4096, 1024, 65536));
+  // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
+  for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, quick ? 256 : 4096, 32, 8, 128));
   return out;
 }
 
@@ -251,15 +337,18 @@ struct Bench {
   int reps;
   size_t coldBytes;  // rotate buffer sets until this many bytes are touched between reuses
 
-  // Enough copies of a set of `setBytes` to exceed coldBytes, within a quarter of free memory.
-  int setsFor(double setBytes) const {
+  // Enough copies of a set whose launch touches `touchBytes` to exceed coldBytes, the copies'
+  // `allocBytes` together within a quarter of free memory. Small sets need many: the last ones
+  // filled would otherwise still be in the L2 when timed.
+  int setsFor(double touchBytes, double allocBytes) const {
     size_t freeB = 0, total = 0;
     must(ctx.make_current(), "make the context current");
     (void)ctx.driver().cuMemGetInfo(&freeB, &total);
-    double want = std::ceil(double(coldBytes) / std::max(setBytes, 1.0));
-    double fit = std::floor(double(freeB) / 4 / std::max(setBytes, 1.0));
-    return int(std::clamp(std::min(want, fit), 1.0, 64.0));
+    double want = std::ceil(double(coldBytes) / std::max(touchBytes, 1.0));
+    double fit = std::floor(double(freeB) / 4 / std::max(allocBytes, 1.0));
+    return int(std::clamp(std::min(want, fit), 1.0, 1024.0));
   }
+  int setsFor(double setBytes) const { return setsFor(setBytes, setBytes); }
 
   // Median milliseconds of enqueue(set): 3 warm-up calls, then `reps` calls each between two events.
   double time(const std::function<bool(int)>& enqueue, int sets) const {
@@ -282,15 +371,29 @@ struct Bench {
   }
 };
 
-void fillBuffer(const DeviceMemory& m, Fill f, std::mt19937& rng, const Stream& stream) {
+void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng, const Stream& stream) {
   if (f == Fill::Zero) {
     must(m.fill_async(0, stream), "fill");
     return;
   }
-  constexpr size_t kChunk = size_t{4} << 20;
-  std::vector<unsigned char> host(kChunk);
+  if (f == Fill::Positions) {  // a partial Fisher-Yates shuffle of [0, range)
+    size_t count = m.bytes() / 4;
+    if (count > range) {
+      std::fprintf(stderr, "error: %zu positions cannot be distinct rows of %u\n", count, range);
+      std::exit(1);
+    }
+    std::vector<uint32_t> rows(range);
+    for (uint32_t i = 0; i < range; ++i) rows[i] = i;
+    for (size_t i = 0; i < count; ++i)
+      std::swap(rows[i], rows[std::uniform_int_distribution<size_t>(i, range - 1)(rng)]);
+    must(m.upload(rows.data(), count * 4), "upload");
+    return;
+  }
+  // One chunk of random values, repeated over the buffer.
+  const size_t chunk = std::min(size_t{4} << 20, (m.bytes() + 3) / 4 * 4);
+  std::vector<unsigned char> host(chunk);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (size_t i = 0; i < kChunk; i += 4) {
+  for (size_t i = 0; i < chunk; i += 4) {
     float v[2] = {d(rng), d(rng)};
     if (f == Fill::F32) {
       std::memcpy(&host[i], &v[0], 4);
@@ -302,8 +405,56 @@ void fillBuffer(const DeviceMemory& m, Fill f, std::mt19937& rng, const Stream& 
       std::memcpy(&host[i], h, 4);
     }
   }
-  for (size_t off = 0; off < m.bytes(); off += kChunk)
-    must(m.upload(host.data(), std::min(kChunk, m.bytes() - off), off), "upload");
+  for (size_t off = 0; off < m.bytes(); off += chunk)
+    must(m.upload(host.data(), std::min(chunk, m.bytes() - off), off), "upload");
+}
+
+// --check: each launch's arguments against the bundle's signature of its kernel, by parameter
+// name and type, so that a case cannot pass a buffer in the wrong place.
+int checkCases(const std::string& path, bool quick) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto reader =
+      tn::bundle::Reader::open(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  if (!reader) {
+    std::fprintf(stderr, "error: %s: %s\n", path.c_str(), reader.error().message.c_str());
+    return 1;
+  }
+  const tn::bundle::Manifest& manifest = reader.value().manifest();
+  int bad = 0;
+  for (const Case& c : cases(quick)) {
+    std::string label = c.op + " " + c.shape + " " + c.dtype, why, calls;
+    for (const Launch& l : c.launches) {
+      const tn::bundle::KernelInfo* k = manifest.find(l.kernel);
+      if (!k) {
+        why = l.kernel + " is not in the bundle";
+        break;
+      }
+      std::vector<ParamInfo> params;
+      std::vector<Arg> args;
+      for (const tn::bundle::Param& p : k->params)
+        params.push_back({p.name, p.type, argKindOf(p.type).value_or(Arg::Kind::Pointer)});
+      for (const ArgSpec& a : l.args) {
+        if (a.buffer >= int(c.buffers.size())) why = l.kernel + ": argument " + a.param + " names no buffer";
+        args.push_back(a.buffer >= 0 ? arg(CUdeviceptr{0}) : a.scalar);
+      }
+      if (Status st = checkSignature(params, args, l.kernel); !st) why = st.error().describe();
+      for (size_t i = 0; why.empty() && i < params.size(); ++i)
+        if (params[i].name != l.args[i].param)
+          why = l.kernel + ": parameter " + std::to_string(i) + " is " + params[i].name + ", the case passes " +
+                l.args[i].param;
+      if (!why.empty()) break;
+      calls += (calls.empty() ? "" : " + ") + l.kernel;
+    }
+    if (why.empty()) {
+      std::printf("ok   %-34s %10.3f MB  %s\n", label.c_str(), c.bytes / 1e6, calls.c_str());
+    } else {
+      std::printf("FAIL %-34s %s\n", label.c_str(), why.c_str());
+      ++bad;
+    }
+  }
+  if (bad) std::printf("%d case(s) do not match the bundle\n", bad);
+  return bad ? 1 : 0;
 }
 
 struct Row {
@@ -322,7 +473,7 @@ std::string fmt(double v, const char* f = "%.3f") {
 
 int main(int argc, char** argv) {
   std::string bundlePath, csv;
-  bool quick = false;
+  bool quick = false, check = false;
   int reps = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -340,6 +491,8 @@ int main(int argc, char** argv) {
       csv = value("--csv");
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--check") {
+      check = true;
     } else if (a == "--reps") {
       std::string v = value("--reps");
       char* end = nullptr;
@@ -367,6 +520,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: cannot read %s\n", bundlePath.c_str());
     return 1;
   }
+  if (check) return checkCases(bundlePath, quick);
   if (reps < 0) reps = quick ? 5 : 30;
 
   Context ctx = must(Context::create(0), "context");
@@ -403,21 +557,33 @@ int main(int argc, char** argv) {
       continue;
     }
 
+    // Shared buffers are allocated once; a launch then touches c.bytes of the set, not all of it.
     double setBytes = 0;
-    for (const Buffer& b : c.buffers) setBytes += double(b.bytes);
-    int sets = bench.setsFor(setBytes);
-    std::vector<std::vector<DeviceMemory>> mem(sets);
+    bool anyShared = false;
+    for (const Buffer& b : c.buffers) {
+      if (!b.shared) setBytes += double(b.bytes);
+      anyShared |= b.shared;
+    }
+    int sets = bench.setsFor(anyShared ? c.bytes : setBytes, setBytes);
+    std::deque<DeviceMemory> owned;
+    auto allocate = [&](const Buffer& b) {
+      owned.push_back(must(DeviceMemory::allocate(ctx, b.bytes), "allocate for " + label));
+      fillBuffer(owned.back(), b.fill, b.range, rng, stream);
+      return &owned.back();
+    };
+    std::vector<DeviceMemory*> shared(c.buffers.size(), nullptr);
+    for (size_t i = 0; i < c.buffers.size(); ++i)
+      if (c.buffers[i].shared) shared[i] = allocate(c.buffers[i]);
+    std::vector<std::vector<DeviceMemory*>> mem(sets);
     for (auto& set : mem)
-      for (const Buffer& b : c.buffers) {
-        set.push_back(must(DeviceMemory::allocate(ctx, b.bytes), "allocate for " + label));
-        fillBuffer(set.back(), b.fill, rng, stream);
-      }
+      for (size_t i = 0; i < c.buffers.size(); ++i) set.push_back(shared[i] ? shared[i] : allocate(c.buffers[i]));
     // The arguments of every launch of every set, built once.
     std::vector<std::vector<std::vector<Arg>>> args(sets);
     for (int s = 0; s < sets; ++s)
       for (const Launch& l : c.launches) {
         std::vector<Arg> a;
-        for (const ArgSpec& spec : l.args) a.push_back(spec.buffer >= 0 ? arg(mem[s][spec.buffer].ptr()) : spec.scalar);
+        for (const ArgSpec& spec : l.args)
+          a.push_back(spec.buffer >= 0 ? arg(mem[s][spec.buffer]->ptr()) : spec.scalar);
         args[s].push_back(std::move(a));
       }
     must(stream.synchronize(), "fill");
@@ -439,8 +605,8 @@ int main(int argc, char** argv) {
 
     if (c.gemvM && haveCublas) {
       const uint32_t m = c.gemvM, k = c.gemvK;
-      double cms = bench.time([&](int s) { return cublas.gemv(mem[s][0].ptr(), mem[s][1].ptr(), mem[s][2].ptr(), m, k); },
-                              sets);
+      double cms = bench.time(
+          [&](int s) { return cublas.gemv(mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), m, k); }, sets);
       if (cms < 0) {
         std::printf("cuBLAS SGEMV failed for %s\n", label.c_str());
       } else {
@@ -449,10 +615,10 @@ int main(int argc, char** argv) {
         std::vector<float> ours(m), ref(m);
         must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
         must(stream.synchronize(), "sync");
-        must(mem[0][2].download(ours.data(), m * 4), "download");
-        (void)cublas.gemv(mem[0][0].ptr(), mem[0][1].ptr(), mem[0][2].ptr(), m, k);
+        must(mem[0][2]->download(ours.data(), m * 4), "download");
+        (void)cublas.gemv(mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), m, k);
         must(stream.synchronize(), "sync");
-        must(mem[0][2].download(ref.data(), m * 4), "download");
+        must(mem[0][2]->download(ref.data(), m * 4), "download");
         double worst = 0;
         for (uint32_t i = 0; i < m; ++i) worst = std::max(worst, double(std::fabs(ours[i] - ref[i])));
         // Uniform [-1, 1) inputs: |y| ~ sqrt(k / 9), and the two summation orders differ by
@@ -465,6 +631,7 @@ int main(int argc, char** argv) {
       }
     }
     mem.clear();
+    owned.clear();
 
     // A device-to-device copy moving as many bytes (half read, half written), also cold.
     size_t half = std::max<size_t>(size_t(c.bytes / 2) / 256 * 256, 256);
@@ -495,10 +662,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  std::printf("\n%-14s %-12s %-6s %10s %10s %10s %10s %10s\n", "op", "shape", "dtype", "ours GB/s", "copy GB/s",
+  std::printf("\n%-16s %-16s %-6s %10s %10s %10s %10s %10s\n", "op", "shape", "dtype", "ours GB/s", "copy GB/s",
               "ref GB/s", "ours/copy", "ours/ref");
   for (const Row& r : rows) {
-    std::printf("%-14s %-12s %-6s %10.1f %10.1f %10s %10.3f %10s\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
+    std::printf("%-16s %-16s %-6s %10.1f %10.1f %10s %10.3f %10s\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
                 r.oursGbs, r.copyGbs, r.refGbs ? fmt(*r.refGbs, "%.1f").c_str() : "-", r.oursGbs / r.copyGbs,
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }

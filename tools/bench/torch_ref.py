@@ -18,6 +18,8 @@ import sys
 
 WARMUP = 3
 EPS = 1e-5
+ROPE_THETA = 10000.0
+MAX_SETS = 1024  # as the benchmark: small sets need many copies to leave the L2
 
 
 def parse_args():
@@ -41,7 +43,9 @@ def read_rows(path):
 
 
 def make_case(torch, op, shape, dtype):
-    """(make_inputs, run): make_inputs() builds one set of tensors, run(set) does the op once."""
+    """(make_inputs, run[, touched]): make_inputs() builds one set of tensors, run(set) does the op
+    once; touched, when given, is the bytes one run moves where that is not the set's size (the
+    set shares tensors it only partly touches, like kv_scatter's caches)."""
     F = torch.nn.functional
     dev = "cuda"
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
@@ -55,17 +59,67 @@ def make_case(torch, op, shape, dtype):
         # PyTorch has no mixed bf16 x f32 mv: with bf16 weights x is bf16 too (as in F.linear).
         xt = torch.float32 if dtype == "f32" else dt
         return (lambda: (rand(m, k), rand(k, t=xt))), (lambda s: torch.mv(s[0], s[1]))
-    if op in ("softmax", "layernorm", "rmsnorm"):
+
+    def rms_norm(x, w):
+        if hasattr(F, "rms_norm"):
+            return F.rms_norm(x, (x.shape[-1],), w, EPS)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+
+    if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "transpose"):
         rows, cols = dims
         if op == "softmax":
             return (lambda: (rand(rows, cols),)), (lambda s: torch.softmax(s[0], dim=-1))
         if op == "layernorm":
             return (lambda: (rand(rows, cols), rand(cols), rand(cols))), (
                 lambda s: F.layer_norm(s[0], (cols,), s[1], s[2], EPS))
-        if hasattr(F, "rms_norm"):
-            return (lambda: (rand(rows, cols), rand(cols))), (lambda s: F.rms_norm(s[0], (cols,), s[1], EPS))
-        return (lambda: (rand(rows, cols), rand(cols))), (
-            lambda s: s[0] * torch.rsqrt(s[0].pow(2).mean(-1, keepdim=True) + EPS) * s[1])
+        if op == "residual_rmsnorm":
+            # Two kernels in PyTorch: residual += x in place (the cheapest way to leave h in the
+            # residual, rather than h = x + r; r.copy_(h)), then the norm re-reads h.
+            def residual_rmsnorm(s):
+                s[1].add_(s[0])
+                return rms_norm(s[1], s[2])
+
+            return (lambda: (rand(rows, cols), rand(rows, cols), rand(cols))), residual_rmsnorm
+        if op == "argmax":  # int64 indices: 8 bytes a row where ours writes 4, negligible
+            return (lambda: (rand(rows, cols),)), (lambda s: torch.argmax(s[0], dim=-1))
+        if op == "transpose":
+            return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
+        return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
+    if op == "kv_scatter":
+        tokens, row, cache_rows = dims
+        # One pair of caches for every input set, as in the benchmark: a run writes only `tokens`
+        # rows of them. Positions are distinct random rows, int64 as index_copy_ wants.
+        k_cache = torch.zeros(cache_rows, row, device=dev, dtype=dt)
+        v_cache = torch.zeros(cache_rows, row, device=dev, dtype=dt)
+
+        def scatter(s):
+            k_cache.index_copy_(0, s[2], s[0])
+            v_cache.index_copy_(0, s[2], s[1])
+
+        def new_rows():
+            return rand(tokens, row), rand(tokens, row), torch.randperm(cache_rows, device=dev)[:tokens]
+
+        fresh = tokens * row * k_cache.element_size()
+        return new_rows, scatter, 4 * fresh + 8 * tokens  # k, v read, as many bytes written; positions
+    if op == "rope_neox":
+        tokens, q_heads, k_heads, head_dim = dims
+        # The usual PyTorch formulation (Hugging Face's LLaMA: x * cos + rotate_half(x) * sin, out
+        # of place). cos/sin are computed once, outside the timed region, as real implementations
+        # cache them: PyTorch then reads small tables where our kernel computes every angle, so it
+        # does less work than ours.
+        inv_freq = 1.0 / ROPE_THETA ** (torch.arange(0, head_dim, 2, device=dev, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(tokens, device=dev, dtype=torch.float32), inv_freq)
+        emb = torch.cat((angles, angles), dim=-1)[:, None, :]  # tokens x 1 x head_dim
+        cos, sin = emb.cos().to(dt), emb.sin().to(dt)
+
+        def rotate_half(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+        def rope(s):
+            return s[0] * cos + rotate_half(s[0]) * sin, s[1] * cos + rotate_half(s[1]) * sin
+
+        return (lambda: (rand(tokens, q_heads, head_dim), rand(tokens, k_heads, head_dim))), rope
     (n,) = dims
     unary = {
         "scale": lambda x: x * 1.5,
@@ -89,10 +143,10 @@ def make_case(torch, op, shape, dtype):
     return None
 
 
-def time_op(torch, make_inputs, run, set_bytes, cold_bytes, reps):
+def time_op(torch, make_inputs, run, set_bytes, touch_bytes, cold_bytes, reps):
     """Median milliseconds of run(), rotating input sets so that each run reads cold data."""
     free, _ = torch.cuda.mem_get_info()
-    sets = max(1, min(64, math.ceil(cold_bytes / max(set_bytes, 1)), int(free / 4 // max(set_bytes, 1))))
+    sets = max(1, min(MAX_SETS, math.ceil(cold_bytes / max(touch_bytes, 1)), int(free / 4 // max(set_bytes, 1))))
     inputs = [make_inputs() for _ in range(sets)]
     for i in range(WARMUP):
         run(inputs[i % sets])
@@ -124,12 +178,12 @@ def ratio(a, b):
 def print_table(rows):
     cols = ["op", "shape", "dtype", "ours GB/s", "copy GB/s", "cuBLAS GB/s", "torch GB/s", "ours/copy",
             "ours/cuBLAS", "ours/torch"]
-    print(f"{cols[0]:<14} {cols[1]:<12} {cols[2]:<6}" + "".join(f" {c:>11}" for c in cols[3:]))
+    print(f"{cols[0]:<16} {cols[1]:<16} {cols[2]:<6}" + "".join(f" {c:>11}" for c in cols[3:]))
     for r in rows:
         cells = [fmt(r.get("ours_gbs")), fmt(r.get("copy_gbs")), fmt(r.get("ref_gbs")), fmt(r.get("torch_gbs")),
                  fmt(r.get("ours_over_copy"), ".3f"), fmt(r.get("ours_over_ref"), ".3f"),
                  fmt(r.get("ours_over_torch"), ".3f")]
-        print(f"{r['op']:<14} {r['shape']:<12} {r['dtype']:<6}" + "".join(f" {c:>11}" for c in cells))
+        print(f"{r['op']:<16} {r['shape']:<16} {r['dtype']:<6}" + "".join(f" {c:>11}" for c in cells))
     print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV, gemv f32 only")
 
 
@@ -155,12 +209,13 @@ def main():
         if case is None:
             print(f"torch_ref: no PyTorch equivalent for {r['op']}; skipped")
             continue
-        make_inputs, run = case
+        make_inputs, run = case[:2]
         sample = make_inputs()
         set_bytes = sum(t.numel() * t.element_size() for t in sample)
+        touch_bytes = case[2] if len(case) > 2 else set_bytes
         del sample
         try:
-            ms = time_op(torch, make_inputs, run, set_bytes, cold, a.reps)
+            ms = time_op(torch, make_inputs, run, set_bytes, touch_bytes, cold, a.reps)
         except RuntimeError as e:  # e.g. an op this PyTorch lacks for the dtype
             print(f"torch_ref: {r['op']} {r['shape']} {r['dtype']} failed: {e}")
             continue
