@@ -1,7 +1,9 @@
-// Row kernels that move data rather than reduce it to statistics: argmax over each row,
-// a tiled transpose, and the KV-cache scatter of decode/prefill (docs/kernels.md).
+// Row kernels that move data rather than reduce it to statistics: argmax over each row (and a
+// split-row pair for long rows at small batch), a tiled transpose, and the KV-cache scatter of
+// decode/prefill (docs/kernels.md).
 #include "kernels/Library.h"
 
+#include <algorithm>
 #include <string>
 
 namespace tn::kernels::lib {
@@ -20,10 +22,17 @@ constexpr const char* kMaxGridY = "65535";
 // The storage bits of one element, as an integer of the same size (copies never convert).
 Type bitsType(Storage s) { return Type::of(s == Storage::F32 ? Scalar::U32 : Scalar::U16); }
 
-// ---- argmax ---------------------------------------------------------------------------------
+// ---- argmax, argmax_partial, argmax_merge ---------------------------------------------------
 
 constexpr unsigned kArgmaxBlock = 256;
 constexpr unsigned kArgmaxUnroll = 4;  // loads in flight per thread: one block streams a whole row
+// Row elements per block of argmax_partial. A 128256-entry vocabulary row makes 126 chunks, one
+// wave on a 132-SM H100: every SM reads at most 4 KB and each thread issues one load (one
+// 16-byte vector of f32, four scalars on the fallback path), so the pass costs about one DRAM
+// latency. 4096-element chunks would leave 100 SMs idle and put four times the bytes on each.
+constexpr unsigned kArgmaxChunk = 1024;
+// argmax_merge: one warp per row, this many rows per block.
+constexpr unsigned kMergeRowsPerBlock = kArgmaxBlock / 32;
 
 // An unsigned key that orders floats as argmax needs: -inf < ... < -0 == +0 < ... < +inf < NaN
 // (every NaN the same). Flipping all bits of negatives and the sign bit of positives turns the
@@ -40,10 +49,91 @@ struct Best {
   Value key, idx;
 };
 
-// The better of two candidates: the larger key, on equal keys the smaller index.
+// The better of two candidates: the larger key, on equal keys the smaller index. A total order
+// on (key, index), so better(a, b) == better(b, a) bit for bit.
 Best better(KernelBuilder& kb, Best a, Best b) {
   Value bWins = (b.key > a.key) | ((b.key == a.key) & (b.idx < a.idx));
   return {kb.select(bWins, b.key, a.key), kb.select(bWins, b.idx, a.idx)};
+}
+
+Best nothing(KernelBuilder& kb) { return {kb.u32(0), kb.u32(0xFFFFFFFFu, "none")}; }
+
+// This thread's best over `count` loads of `perLoad` elements each, loads tid, tid + 256, ...
+// (`unroll` of them in flight per step); indices are j * perLoad + e for element e of load j.
+// Each thread visits its elements in increasing index order, so a strictly larger key is the
+// only way to replace its best: the first occurrence stays.
+template <class LoadGroup>
+Best scanLoads(KernelBuilder& kb, Value tid, Value count, unsigned perLoad, unsigned unroll, LoadGroup loadGroup) {
+  Best none = nothing(kb);
+  Value last = count - 1u;
+  std::vector<Value> best = kb.for_range(
+      tid, count, kArgmaxBlock * unroll, {none.key, none.idx},
+      [&](Value i, std::span<Value> carried) {
+        Value bk = carried[0], bi = carried[1];
+        // All loads first (clamped into the range, so no branch), then the comparisons. Load 0
+        // is in range by the loop condition.
+        std::vector<std::vector<Value>> groups;
+        std::vector<Value> valid;
+        for (unsigned u = 0; u < unroll; ++u) {
+          Value j = i + u * kArgmaxBlock;
+          valid.push_back(u == 0 ? Value() : j < count);
+          groups.push_back(loadGroup(u == 0 ? j : kb.min(j, last)));
+        }
+        for (unsigned u = 0; u < unroll; ++u) {
+          Value j = i + u * kArgmaxBlock;
+          for (unsigned e = 0; e < perLoad; ++e) {
+            Value key = orderKey(kb, groups[u][e]);
+            if (u > 0) key = kb.select(valid[u], key, kb.u32(0));
+            Value take = key > bk;
+            bk = kb.select(take, key, bk);
+            bi = kb.select(take, perLoad == 1 ? j : j * perLoad + e, bi);
+          }
+        }
+        return std::vector<Value>{bk, bi};
+      },
+      {.label = "scan", .iv = "i", .carried = {"best_key", "best_idx"}});
+  return {best[0], best[1]};
+}
+
+// This thread's best over the n elements at `base` (indices relative to base): 16-byte loads
+// when vectorOk (base 16-byte aligned and n a multiple of the vector width), else scalar ones.
+Best scanRange(KernelBuilder& kb, Storage s, Value tid, Value base, Value n, Value vectorOk, unsigned vecUnroll,
+               unsigned scalarUnroll) {
+  unsigned bytes = bytesOf(s), V = vecElems(s);
+  std::vector<Value> best = kb.if_else(
+      vectorOk,
+      [&] {
+        Value xa = assumeAligned16(kb, base);
+        Best b = scanLoads(kb, tid, n / V, V, vecUnroll,
+                           [&](Value j) { return loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv"); });
+        return std::vector<Value>{b.key, b.idx};
+      },
+      [&] {
+        Best b = scanLoads(kb, tid, n, 1, scalarUnroll, [&](Value j) {
+          return std::vector<Value>{loadF32(kb, kb.index(base, j, bytes), s, true, "xs")};
+        });
+        return std::vector<Value>{b.key, b.idx};
+      },
+      {.label = "path", .results = {"key", "idx"}});
+  return {best[0], best[1]};
+}
+
+// The block's best; every thread of the block calls it.
+Best blockBest(KernelBuilder& kb, Best mine, Value tid, SharedArray scratch) {
+  std::vector<Value> all = blockCombine(kb, {mine.key, mine.idx}, tid, scratch, [&](const auto& a, const auto& b) {
+    Best w = better(kb, {a[0], a[1]}, {b[0], b[1]});
+    return std::vector<Value>{w.key, w.idx};
+  }, Order::Commutative);
+  return {all[0], all[1]};
+}
+
+// blockCombine's staging area: (key, index) of each warp.
+SharedArray argmaxScratch(KernelBuilder& kb) { return kb.shared("scratch", Type::u32(), 2 * (kArgmaxBlock / 32)); }
+
+// x is 16-byte aligned and rows are whole vectors: every row (and every chunk, a multiple of
+// the vector width into its row) starts 16-byte aligned.
+Value argmaxVectorOk(KernelBuilder& kb, Value x, Value cols, Storage s) {
+  return (allAligned(kb, {x}, 16) & ((cols & (vecElems(s) - 1)) == 0u)).named("vector_ok");
 }
 
 std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
@@ -51,69 +141,94 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
   KernelBuilder kb(m, "argmax");
   Value x = kb.param(kGlobalPtr, "x");
   Value index = kb.param(kGlobalPtr, "index");
-  Value rows = kb.param(Type::u32(), "rows");
+  kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
-  (void)rows;  // read by the launch rule
   kb.reqntid(kArgmaxBlock);
-  // blockCombine's staging area: (key, index) of each warp.
-  SharedArray scratch = kb.shared("scratch", Type::u32(), 2 * (kArgmaxBlock / 32));
+  SharedArray scratch = argmaxScratch(kb);
 
   kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
-  unsigned bytes = bytesOf(s), V = vecElems(s);
-  Value xrow = kb.index(x, kb.mul_wide(row, cols), bytes, "xrow");
-  Value none = kb.u32(0xFFFFFFFFu, "none");
+  Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
+  Best mine = scanRange(kb, s, tid, xrow, cols, argmaxVectorOk(kb, x, cols, s), kArgmaxUnroll, kArgmaxUnroll);
+  Best all = blockBest(kb, mine, tid, scratch);
+  kb.if_then(tid == 0u, [&] { kb.store(kb.index(index, row, 4), all.idx); }, "write");
+  kb.ret();
+  return finish(kb, m, diags);
+}
 
-  // Each thread visits its elements in increasing index order, so a strictly larger key is the
-  // only way to replace its best: the first occurrence stays.
-  auto scan = [&](Value count, unsigned perLoad, auto loadGroup) {
-    Value last = count - 1u;
-    std::vector<Value> best = kb.for_range(
-        tid, count, kArgmaxBlock * kArgmaxUnroll, {kb.u32(0), none},
-        [&](Value i, std::span<Value> carried) {
-          Value bk = carried[0], bi = carried[1];
-          // All loads first (clamped into the row, so no branch), then the comparisons.
-          std::vector<std::vector<Value>> groups;
-          std::vector<Value> valid;
-          for (unsigned u = 0; u < kArgmaxUnroll; ++u) {
-            Value j = i + u * kArgmaxBlock;
-            valid.push_back(j < count);
-            groups.push_back(loadGroup(kb.min(j, last)));
-          }
-          for (unsigned u = 0; u < kArgmaxUnroll; ++u) {
-            Value j = i + u * kArgmaxBlock;
-            for (unsigned e = 0; e < perLoad; ++e) {
-              Value key = kb.select(valid[u], orderKey(kb, groups[u][e]), kb.u32(0));
-              Value take = key > bk;
-              bk = kb.select(take, key, bk);
-              bi = kb.select(take, perLoad == 1 ? j : j * perLoad + e, bi);
-            }
-          }
-          return std::vector<Value>{bk, bi};
-        },
-        {.label = "scan", .iv = "i", .carried = {"best_key", "best_idx"}});
-    return best;
-  };
+// Chunks per row of argmax_partial, for cols >= 1.
+Value argmaxChunks(Value cols) { return (((cols - 1u) / kArgmaxChunk) + 1u).named("chunks"); }
 
-  Value vectorOk = (allAligned(kb, {x}, 16) & ((cols & (V - 1)) == 0u)).named("vector_ok");
-  std::vector<Value> best = kb.if_else(
-      vectorOk,
+std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "argmax_partial");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value partial = kb.param(kGlobalPtr, "partial");
+  kb.param(Type::u32(), "rows");  // the launch rule's grid height
+  Value cols = kb.param(Type::u32(), "cols");
+  kb.reqntid(kArgmaxBlock);
+  SharedArray scratch = argmaxScratch(kb);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value chunk = kb.ctaid(Mod::X, "chunk");
+  Value row = kb.ctaid(Mod::Y, "row");
+  // The grid has ceil_div(cols, kArgmaxChunk) > 0 chunks, so cols >= 1 here.
+  Value chunks = argmaxChunks(cols);
+  Value start = (chunk * kArgmaxChunk).named("start");
+  Value len = kb.min(cols - start, kb.u32(kArgmaxChunk), "len");
+  Value xchunk = kb.index(x, kb.mul_wide(row, cols) + kb.cvt(start, Type::u64()), bytesOf(s), "xchunk");
+  // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
+  const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
+  Best mine = scanRange(kb, s, tid, xchunk, len, argmaxVectorOk(kb, x, cols, s),
+                        std::max(1u, perThread / vecElems(s)), perThread);
+  Best all = blockBest(kb, mine, tid, scratch);
+  kb.if_then(
+      tid == 0u,
       [&] {
-        Value xa = assumeAligned16(kb, xrow);
-        return scan(cols / V, V, [&](Value j) { return loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv"); });
+        Value slot = (kb.mul_wide(row, chunks) + kb.cvt(chunk, Type::u64())).named("slot");
+        Value p = kb.index(partial, slot, 8, "ppair");
+        kb.store(p, all.key);
+        kb.store(kb.ptradd(p, kb.u64(4)), start + all.idx);  // a chunk is never empty: idx is real
       },
-      [&] {
-        return scan(cols, 1, [&](Value j) { return std::vector<Value>{loadF32(kb, kb.index(xrow, j, bytes), s, true, "xs")}; });
-      },
-      {.label = "path", .results = {"key", "idx"}});
+      "write");
+  kb.ret();
+  return finish(kb, m, diags);
+}
 
-  // better() is a total order on (key, index) pairs, so it is commutative bit for bit.
-  std::vector<Value> all = blockCombine(kb, best, tid, scratch, [&](const auto& a, const auto& b) {
-    Best w = better(kb, {a[0], a[1]}, {b[0], b[1]});
-    return std::vector<Value>{w.key, w.idx};
-  }, Order::Commutative);
-  kb.if_then(tid == 0u, [&] { kb.store(kb.index(index, row, 4), all[1]); }, "write");
+std::optional<ir::Module> buildArgmaxMerge(ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "argmax_merge");
+  Value partial = kb.param(kGlobalPtr, "partial");
+  Value index = kb.param(kGlobalPtr, "index");
+  Value rows = kb.param(Type::u32(), "rows");
+  Value cols = kb.param(Type::u32(), "cols");
+  kb.reqntid(kArgmaxBlock);
+
+  kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane");
+  Value row = kb.mad(kb.ctaid(Mod::X, "ctaid"), kb.u32(kMergeRowsPerBlock), tid >> 5u, "row");
+  Value chunks = argmaxChunks(cols);
+  // Warps past the last row scan nothing instead of returning, so every lane reaches the shuffles.
+  Value n = kb.select(row < rows, chunks, kb.u32(0), "n");
+  Value prow = kb.index(partial, kb.mul_wide(row, chunks), 8, "prow");
+  Best none = nothing(kb);
+  std::vector<Value> mine = kb.for_range(
+      lane, n, 32u, {none.key, none.idx},
+      [&](Value k, std::span<Value> c) {
+        Value p = kb.index(prow, k, 8, "ppair");
+        Best pair{kb.load(p, Type::u32(), {Mod::NcMod}, "key.chunk"),
+                  kb.load(kb.ptradd(p, kb.u64(4)), Type::u32(), {Mod::NcMod}, "idx.chunk")};
+        Best b = better(kb, {c[0], c[1]}, pair);
+        return std::vector<Value>{b.key, b.idx};
+      },
+      {.label = "chunks", .iv = "k", .carried = {"best_key", "best_idx"}});
+  // A butterfly over the warp; better() is commutative, so every lane ends with the same pair.
+  Best b{mine[0], mine[1]};
+  for (unsigned off = 16; off >= 1; off /= 2)
+    b = better(kb, b, {kb.shfl(Mod::Bfly, b.key, off, "key.other"), kb.shfl(Mod::Bfly, b.idx, off, "idx.other")});
+  kb.if_then((lane == 0u) & (row < rows), [&] { kb.store(kb.index(index, row, 4), b.idx); }, "write");
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -325,6 +440,28 @@ void addRowOps(std::vector<Template>& out) {
       {dtypeOption()},
       [](const Options& o, unsigned, ir::Diagnostics& d) { return buildArgmax(storageOption(o), d); },
       [](const Options&) { return LaunchRuleText{{kArgmaxBlock}, {"rows"}, "0"}; },
+  });
+  const std::string chunk = std::to_string(kArgmaxChunk);
+  out.push_back({
+      "argmax_partial",
+      "long argmax rows, pass 1 (then argmax_merge): block (c, r) writes the best (key, index) of elements [c*" +
+          chunk + ", (c+1)*" + chunk + ") of row r as two u32 at partial[(r * chunks + c) * 2], chunks = ceil_div(cols, " +
+          chunk + "); key orders values as argmax does, index is within the row; partial must hold rows * "
+          "ceil_div(cols, " + chunk + ") * 2 u32; rows <= 65535 (the grid's height); blocks of 256 threads",
+      {dtypeOption()},
+      [](const Options& o, unsigned, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), d); },
+      [chunk](const Options&) { return LaunchRuleText{{kArgmaxBlock}, {"ceil_div(cols, " + chunk + ")", "rows"}, "0"}; },
+  });
+  out.push_back({
+      "argmax_merge",
+      "long argmax rows, pass 2 (after argmax_partial): index[r] (u32) = the best of row r's ceil_div(cols, " + chunk +
+          ") pairs in partial, the same index argmax gives; cols = 0 writes nothing; one warp per row, " +
+          std::to_string(kMergeRowsPerBlock) + " rows per block of 256 threads",
+      {},
+      [](const Options&, unsigned, ir::Diagnostics& d) { return buildArgmaxMerge(d); },
+      [](const Options&) {
+        return LaunchRuleText{{kArgmaxBlock}, {"ceil_div(rows, " + std::to_string(kMergeRowsPerBlock) + ") * min(1, cols)"}, "0"};
+      },
   });
   out.push_back({
       "transpose",

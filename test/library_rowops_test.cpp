@@ -1,7 +1,9 @@
-// argmax, transpose and kv_scatter (test/library/rowops.toml) against C++ references. argmax
-// and the two copies are exact: every comparison here is bit for bit, no tolerance.
+// argmax (and its split pair argmax_partial + argmax_merge), transpose and kv_scatter
+// (test/library/rowops.toml) against C++ references. argmax and the two copies are exact: every
+// comparison here is bit for bit, no tolerance.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -123,6 +125,129 @@ LIBRARY_TEST("argmax position sweep", argmaxSweep) {
     std::vector<uint32_t> got = out.get<uint32_t>("index");
     for (uint32_t row = 0; row < rows; ++row) CHECK_MESSAGE(got[row] == where[row], dtypeName(d) << " row " << row);
   }
+}
+
+// ---- argmax_partial + argmax_merge ----------------------------------------------------------
+
+namespace {
+
+constexpr uint32_t kArgmaxChunk = 1024;  // argmax_partial's elements per (row, chunk); its summary
+
+// argmax's order key: IEEE order as unsigned order, -0 == +0, every NaN the same and highest.
+uint32_t refKey(float v) {
+  if (std::isnan(v)) return 0xFFFFFFFFu;
+  if (v == 0.0f) return 0x80000000u;
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return (b & 0x80000000u) ? ~b : b | 0x80000000u;
+}
+
+struct Split {
+  std::vector<uint32_t> partial, index;
+};
+
+// argmax_partial then argmax_merge, as a caller runs them.
+Split runSplit(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, uint32_t misalign = 0) {
+  uint32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
+  std::vector<uint32_t> partial(std::max<size_t>(1, size_t(rows) * chunks * 2), 0xDEADBEEFu);
+  Outputs part = r.run(Call("rowops", kernelName("argmax_partial", d))
+                           .buffer("x", encode(d, x), misalign)
+                           .buffer("partial", partial)
+                           .scalar("rows", rows)
+                           .scalar("cols", cols));
+  partial = part.get<uint32_t>("partial");
+  std::vector<uint32_t> index(std::max<uint32_t>(1, rows), 0xDEADBEEFu);
+  Outputs merged = r.run(Call("rowops", "argmax_merge")
+                             .buffer("partial", partial)
+                             .buffer("index", index)
+                             .scalar("rows", rows)
+                             .scalar("cols", cols));
+  return {partial, merged.get<uint32_t>("index")};
+}
+
+// Each chunk's pair (the chunk's first maximum and its key) and each row's index, exactly.
+void checkSplit(const Split& got, const std::vector<float>& x, uint32_t rows, uint32_t cols, const std::string& what) {
+  uint32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
+  for (uint32_t row = 0; row < rows; ++row) {
+    const float* xr = &x[size_t(row) * cols];
+    for (uint32_t c = 0; c < chunks; ++c) {
+      uint32_t begin = c * kArgmaxChunk, want = begin + refArgmax(xr + begin, std::min(cols - begin, kArgmaxChunk));
+      const uint32_t* pair = &got.partial[(size_t(row) * chunks + c) * 2];
+      CHECK_MESSAGE((pair[0] == refKey(xr[want]) && pair[1] == want),
+                    what << " row " << row << " chunk " << c << ": (" << pair[0] << ", " << pair[1] << ") want ("
+                         << refKey(xr[want]) << ", " << want << ")");
+    }
+    CHECK_MESSAGE(got.index[row] == refArgmax(xr, cols), what << " row " << row);
+  }
+}
+
+}  // namespace
+
+// Rows with planted specials, placed in different chunks where the row has several.
+LIBRARY_TEST("argmax_partial + argmax_merge across chunks", argmaxSplit) {
+  std::mt19937 rng(seed());
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (Dtype d : kDtypes) {
+    for (uint32_t cols : {1u, 33u, 4096u, 4097u, 10000u, 3 * kArgmaxChunk + 5}) {
+      const uint32_t rows = 9;  // 8 special rows and one random: argmax_merge's second block has one row
+      std::vector<float> x = uniform(rng, size_t(rows) * cols, -4.0f, 4.0f);
+      auto rowOf = [&](uint32_t r) { return x.begin() + size_t(r) * cols; };
+      // An early position (first chunk) and a late one (last chunk, after the early one).
+      std::uniform_int_distribution<uint32_t> early(0, std::min(cols, kArgmaxChunk) - 1);
+      uint32_t lastStart = (cols - 1) / kArgmaxChunk * kArgmaxChunk;
+      auto late = [&] { return std::uniform_int_distribution<uint32_t>(lastStart, cols - 1)(rng); };
+      // 0: the maximum in two chunks (the first must win); 1: +inf early, NaN late; 2: all -inf;
+      // 3: NaNs in two chunks; 4: -0 early, +0 late, among negatives; 5: +0 early, -0 late;
+      // 6: the maximum at the last element; 7: a negative NaN late among numbers; 8: random.
+      rowOf(0)[late()] = 9.0f;
+      rowOf(0)[early(rng)] = 9.0f;
+      rowOf(1)[early(rng)] = inf;
+      rowOf(1)[late()] = nan;
+      std::fill(rowOf(2), rowOf(3), -inf);
+      rowOf(3)[late()] = nan;
+      rowOf(3)[early(rng)] = nan;
+      std::fill(rowOf(4), rowOf(6), -1.0f);
+      rowOf(4)[late()] = 0.0f;
+      rowOf(4)[early(rng)] = -0.0f;
+      rowOf(5)[late()] = -0.0f;
+      rowOf(5)[early(rng)] = 0.0f;
+      rowOf(6)[cols - 1] = 5.0f;
+      rowOf(7)[late()] = -nan;
+      x = roundTo(d, x);
+      std::string what = std::string(dtypeName(d)) + " cols=" + std::to_string(cols) + " (seed " + std::to_string(seed()) + ")";
+      checkSplit(runSplit(r, d, x, rows, cols), x, rows, cols, what);
+      // Shifted x takes the scalar path on the GPU (the interpreter ignores the shift).
+      if (r.honoursMisalign())
+        checkSplit(runSplit(r, d, x, rows, cols, uint32_t(dtypeBytes(d))), x, rows, cols, what + " misaligned");
+    }
+  }
+}
+
+LIBRARY_TEST("argmax_partial + argmax_merge empty", argmaxSplitEmpty) {
+  const std::vector<float> x(16, 1.0f);
+  for (Dtype d : kDtypes) {
+    // cols = 0 and rows = 0 launch nothing: index keeps its contents.
+    CHECK(runSplit(r, d, x, 3, 0).index == std::vector<uint32_t>(3, 0xDEADBEEFu));
+    CHECK(runSplit(r, d, x, 0, 5).index == std::vector<uint32_t>(1, 0xDEADBEEFu));
+  }
+}
+
+// A 128k vocabulary at decode batch sizes (the case the pair is for), with the maximum planted
+// in one of the last chunks and a tie later still.
+LIBRARY_GPU_TEST("argmax_partial + argmax_merge vocabulary rows", argmaxSplitVocab) {
+  std::mt19937 rng(seed());
+  const uint32_t cols = 128256;
+  for (Dtype d : kDtypes)
+    for (uint32_t rows : {1u, 4u, 33u}) {
+      std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -8.0f, 8.0f));
+      for (uint32_t row = 0; row < rows; ++row) {
+        x[size_t(row) * cols + cols - 2000 - row] = 20.0f;
+        x[size_t(row) * cols + cols - 1] = 20.0f;
+      }
+      std::string what = std::string(dtypeName(d)) + " rows=" + std::to_string(rows) + " (seed " + std::to_string(seed()) + ")";
+      checkSplit(runSplit(r, d, x, rows, cols), x, rows, cols, what);
+      checkSplit(runSplit(r, d, x, rows, cols, uint32_t(dtypeBytes(d))), x, rows, cols, what + " misaligned");
+    }
 }
 
 // ---- transpose ------------------------------------------------------------------------------

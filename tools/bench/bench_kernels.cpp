@@ -104,9 +104,10 @@ size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 Fill fillOf(const std::string& dtype) { return dtype == "f32" ? Fill::F32 : Fill::BF16; }
 std::string dims(uint64_t a, uint64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Below this many rows `softmax` (a block or a warp per row) leaves SMs idle and the split pair
-// softmax_partial + softmax_merge spreads each row over several blocks; with many rows one block
-// per row is better, since the split pair reads x twice and a large x no longer fits in L2.
+// Below this many rows `softmax` and `argmax` (a block or a warp per row) leave SMs idle and the
+// split pairs (softmax_partial + softmax_merge, argmax_partial + argmax_merge) spread each row
+// over several blocks; with many rows one block per row is better (the softmax pair reads x
+// twice, and a large x no longer fits in L2).
 constexpr uint32_t kFewRows = 256;
 
 Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uint32_t cols) {
@@ -141,6 +142,14 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
                    {buf("x", 0), buf("residual", 1), buf("weight", 2), buf("y", 3), val("rows", rows),
                     val("cols", cols), val("eps", eps)}}};
     c.bytes = 4.0 * n * es + 1.0 * cols * es;
+  } else if (op == "argmax" && rows < kFewRows) {
+    // Few rows: the split pair, each row spread over ceil_div(cols, 1024) blocks; the partial
+    // buffer allows chunks as small as 32 elements (the template's are 1024).
+    size_t partial = size_t(rows) * ((cols + 31) / 32) * 8;
+    c.buffers = {{n * es, f}, {partial, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
+    c.launches = {{"argmax_partial_" + dtype, {buf("x", 0), buf("partial", 1), val("rows", rows), val("cols", cols)}},
+                  {"argmax_merge", {buf("partial", 1), buf("index", 2), val("rows", rows), val("cols", cols)}}};
+    c.bytes = 1.0 * n * es + 4.0 * rows;
   } else if (op == "argmax") {  // u32 indices out
     c.buffers = {{n * es, f}, {size_t(rows) * 4, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("index", 1), val("rows", rows), val("cols", cols)}}};
