@@ -1,6 +1,6 @@
 #include "kernels/Examples.h"
 
-#include "ir/Builder.h"
+#include "kernels/Library.h"
 
 namespace tn::kernels {
 
@@ -9,21 +9,11 @@ using ir::Mod;
 using ir::Type;
 using ir::Value;
 
-namespace {
-
-constexpr Type kGlobalPtr = Type::ptr(ir::AddrSpace::Global);
-
-ir::Module sm80Module() {
-  ir::Module m;
-  m.sm = 80;
-  m.ptx = 70;
-  return m;
-}
-
-}  // namespace
+using lib::kGlobalPtr;
+using lib::newModule;
 
 ir::Module buildVaddModule() {
-  ir::Module m = sm80Module();
+  ir::Module m = newModule();
   KernelBuilder kb(m, "vadd");
   Value a = kb.param(kGlobalPtr, "a");
   Value b = kb.param(kGlobalPtr, "b");
@@ -50,7 +40,7 @@ ir::Module buildVaddModule() {
 }
 
 ir::Module buildRowSumModule() {
-  ir::Module m = sm80Module();
+  ir::Module m = newModule();
   KernelBuilder kb(m, "row_sum");
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");

@@ -136,6 +136,15 @@ Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned 
   return ((bits & static_cast<uint64_t>(bytes - 1)) == uint64_t{0}).named(name.empty() ? "aligned" : name);
 }
 
+Value chunkCount(KernelBuilder&, Value cols, unsigned size) { return (((cols - 1u) / size) + 1u).named("chunks"); }
+
+RowChunk rowChunk(KernelBuilder& kb, Value cols, unsigned size) {
+  Value chunk = kb.ctaid(Mod::X, "chunk");
+  Value start = (chunk * size).named("start");
+  return {kb.ctaid(Mod::Y, "row"), chunk, chunkCount(kb, cols, size), start,
+          kb.min(cols - start, kb.u32(size), "len")};
+}
+
 Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
   return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{15}, kGlobalPtr, name);
 }

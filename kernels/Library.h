@@ -82,6 +82,16 @@ enum class Order : uint8_t { Lanes, Commutative };
 std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
                                 const CombineFn& combine, Order order = Order::Lanes, ir::Here loc = ir::Here::current());
 
+// The split-row pairs (softmax_partial/merge, argmax_partial/merge) launch a
+// [ceil_div(cols, size), rows] grid: block (chunk, row) owns elements [start, start + len) of
+// its row, and a row has `chunks` of them. Only valid for cols >= 1 (the grid is empty else).
+struct RowChunk {
+  Value row, chunk, chunks, start, len;
+};
+RowChunk rowChunk(KernelBuilder& kb, Value cols, unsigned size);
+// ceil_div(cols, size) for cols >= 1, without the overflow of cols + size - 1.
+Value chunkCount(KernelBuilder& kb, Value cols, unsigned size);
+
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
 void addSoftmax(std::vector<Template>& out);

@@ -157,9 +157,6 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-// Chunks per row of argmax_partial, for cols >= 1.
-Value argmaxChunks(Value cols) { return (((cols - 1u) / kArgmaxChunk) + 1u).named("chunks"); }
-
 std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax_partial");
@@ -171,12 +168,7 @@ std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) 
   SharedArray scratch = argmaxScratch(kb);
 
   Value tid = kb.tid(Mod::X, "tid");
-  Value chunk = kb.ctaid(Mod::X, "chunk");
-  Value row = kb.ctaid(Mod::Y, "row");
-  // The grid has ceil_div(cols, kArgmaxChunk) > 0 chunks, so cols >= 1 here.
-  Value chunks = argmaxChunks(cols);
-  Value start = (chunk * kArgmaxChunk).named("start");
-  Value len = kb.min(cols - start, kb.u32(kArgmaxChunk), "len");
+  auto [row, chunk, chunks, start, len] = rowChunk(kb, cols, kArgmaxChunk);
   Value xchunk = kb.index(x, kb.mul_wide(row, cols) + kb.cvt(start, Type::u64()), bytesOf(s), "xchunk");
   // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
   const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
@@ -209,7 +201,7 @@ std::optional<ir::Module> buildArgmaxMerge(ir::Diagnostics& diags) {
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   Value row = kb.mad(kb.ctaid(Mod::X, "ctaid"), kb.u32(kMergeRowsPerBlock), tid >> 5u, "row");
-  Value chunks = argmaxChunks(cols);
+  Value chunks = chunkCount(kb, cols, kArgmaxChunk);
   // Warps past the last row scan nothing instead of returning, so every lane reaches the shuffles.
   Value n = kb.select(row < rows, chunks, kb.u32(0), "n");
   Value prow = kb.index(partial, kb.mul_wide(row, chunks), 8, "prow");

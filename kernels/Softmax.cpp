@@ -280,13 +280,8 @@ struct ChunkPos {
 
 ChunkPos chunkOf(KernelBuilder& kb, Value x, Value y, Value cols, Storage s) {
   Value tid = kb.tid(Mod::X, "tid");
-  Value chunk = kb.ctaid(Mod::X, "chunk");
-  Value row = kb.ctaid(Mod::Y, "row");
-  // The grid has ceil_div(cols, kChunk) > 0 chunks, so cols >= 1 here and cols - 1 cannot wrap.
-  Value chunks = (((cols - 1u) / kChunk) + 1u).named("chunks");
-  Value start = (chunk * kChunk).named("start");
-  Value len = kb.min(cols - start, kb.u32(kChunk), "len");
-  return {row, chunk, chunks, makeSlice(kb, x, y, row, cols, start, s, len, tid, kb.u32(kBlock))};
+  RowChunk c = rowChunk(kb, cols, kChunk);
+  return {c.row, c.chunk, c.chunks, makeSlice(kb, x, y, c.row, cols, c.start, s, c.len, tid, kb.u32(kBlock))};
 }
 
 std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnostics& diags) {

@@ -365,9 +365,7 @@ bool foldKernel(ir::Kernel& k) {
 }  // namespace
 
 bool constFold(PassContext& ctx) {
-  bool changed = false;
-  for (ir::Kernel& k : ctx.module.kernels) changed |= foldKernel(k);
-  return changed;
+  return rewriteEachKernel(ctx, foldKernel);
 }
 
 }  // namespace tn::passes

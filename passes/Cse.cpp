@@ -93,9 +93,7 @@ bool cseKernel(ir::Kernel& k) {
 }  // namespace
 
 bool cse(PassContext& ctx) {
-  bool changed = false;
-  for (ir::Kernel& k : ctx.module.kernels) changed |= cseKernel(k);
-  return changed;
+  return rewriteEachKernel(ctx, cseKernel);
 }
 
 }  // namespace tn::passes

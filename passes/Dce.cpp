@@ -111,9 +111,7 @@ bool dceKernel(ir::Kernel& k) {
 }  // namespace
 
 bool dce(PassContext& ctx) {
-  bool changed = false;
-  for (ir::Kernel& k : ctx.module.kernels) changed |= dceKernel(k);
-  return changed;
+  return rewriteEachKernel(ctx, dceKernel);
 }
 
 }  // namespace tn::passes

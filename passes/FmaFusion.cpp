@@ -88,9 +88,7 @@ bool fuseKernel(ir::Kernel& k) {
 
 bool fmaFusion(PassContext& ctx) {
   if (!ctx.options.fpContract) return false;
-  bool changed = false;
-  for (ir::Kernel& k : ctx.module.kernels) changed |= fuseKernel(k);
-  return changed;
+  return rewriteEachKernel(ctx, fuseKernel);
 }
 
 }  // namespace tn::passes

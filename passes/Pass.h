@@ -33,6 +33,14 @@ struct PassContext {
 // A pass returns true when it changed the module. Checkers and analyses never change it.
 using PassFn = bool (*)(PassContext&);
 
+// Runs a per-kernel rewrite over every kernel of the module; true when any kernel changed.
+template <class F>
+bool rewriteEachKernel(PassContext& ctx, F&& rewrite) {
+  bool changed = false;
+  for (ir::Kernel& k : ctx.module.kernels) changed |= rewrite(k);
+  return changed;
+}
+
 enum class PassKind : uint8_t { Transform, Checker, Analysis };
 
 struct PassInfo {

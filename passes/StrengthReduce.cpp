@@ -58,9 +58,7 @@ bool reduceKernel(ir::Kernel& k) {
 }  // namespace
 
 bool strengthReduce(PassContext& ctx) {
-  bool changed = false;
-  for (ir::Kernel& k : ctx.module.kernels) changed |= reduceKernel(k);
-  return changed;
+  return rewriteEachKernel(ctx, reduceKernel);
 }
 
 }  // namespace tn::passes
