@@ -198,8 +198,6 @@ std::optional<Error> Engine::run() {
   dynamicBytes_ = cfg_.dynamicShared;
   uint64_t sharedBytes = cfg_.dynamicShared ? uint64_t(p_.dynamicSharedStart) + cfg_.dynamicShared : p_.staticSharedEnd;
   if (sharedBytes > (uint64_t{1} << 31)) return setup("shared memory of " + std::to_string(sharedBytes) + " bytes is too large");
-  for (size_t i = 0; i < p_.params.size(); ++i)
-    if (i >= params_.size()) return setup("parameter '" + p_.params[i].name + "' has no value");
 
   threadsPerBlock_ = b.total();
   uint32_t warpCount = (threadsPerBlock_ + kWarpSize - 1) / kWarpSize;
@@ -597,10 +595,11 @@ std::optional<Error> Engine::memory(Warp& w, const Code& k, uint32_t mask) {
 
 std::optional<Error> Engine::checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members,
                                           uint32_t mask) {
-  std::string op = std::string(ir::info(k.op).name) + "." + std::string(ir::modName(k.mode));
+  // Called for every active lane of every collective: the op's name is only built on a fault.
+  auto op = [&] { return std::string(ir::info(k.op).name) + "." + std::string(ir::modName(k.mode)); };
   if (!((members >> lane) & 1))
     return fault(ErrorKind::CollectiveMask, k, w, lane,
-                 op + " executed by lane " + std::to_string(lane) + ", which is not in its membermask " + hex32(members));
+                 op() + " executed by lane " + std::to_string(lane) + ", which is not in its membermask " + hex32(members));
   uint32_t missing = members & ~mask;
   if (!missing) return std::nullopt;
   uint32_t j = static_cast<uint32_t>(std::countr_zero(missing));
@@ -608,7 +607,7 @@ std::optional<Error> Engine::checkMembers(const Warp& w, const Code& k, uint32_t
                     : ((w.exited >> j) & 1)  ? "has exited"
                                              : "is inactive (on another path)";
   return fault(ErrorKind::CollectiveMask, k, w, lane,
-               op + " membermask " + hex32(members) + " names lane " + std::to_string(j) + ", which " + why);
+               op() + " membermask " + hex32(members) + " names lane " + std::to_string(j) + ", which " + why);
 }
 
 std::optional<Error> Engine::shuffle(const Warp& w, const Code& k, uint32_t mask) {

@@ -19,9 +19,6 @@
 #include "compiler/Command.h"
 #include "compiler/Spec.h"
 
-#ifndef TRUENOC_VERSION
-#define TRUENOC_VERSION "0.0.0"
-#endif
 
 namespace tn::cli {
 

@@ -7,9 +7,6 @@
 #include "compiler/Command.h"
 #include "ir/Parser.h"
 
-#ifndef TRUENOC_VERSION
-#define TRUENOC_VERSION "0.0.0"
-#endif
 
 namespace tn::cli {
 

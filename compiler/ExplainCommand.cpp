@@ -193,11 +193,6 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
   return out + "\n  ]\n}\n";
 }
 
-// --ptxas, then $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH: the same search as `truenoc build`.
-std::optional<std::string> findPtxas(const std::string& explicitPath, std::string& why) {
-  return ptxas::find(explicitPath, why);
-}
-
 int runExplain(const ExplainOptions& o) {
   ir::Diagnostics diags;
   auto mod = loadModule(o.input, diags);
@@ -213,7 +208,8 @@ int runExplain(const ExplainOptions& o) {
   if (vd.hasErrors()) return kInputError;
 
   std::string why;
-  std::optional<std::string> ptxasPath = findPtxas(o.ptxas, why);
+  // --ptxas, then $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH: the same search as `truenoc build`.
+  std::optional<std::string> ptxasPath = ptxas::find(o.ptxas, why);
   if (!ptxasPath && !o.ptxas.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
     return kUsageError;

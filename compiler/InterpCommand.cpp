@@ -45,16 +45,6 @@ bool splitAssignment(const std::string& text, std::string& name, std::string& va
   return true;
 }
 
-std::optional<std::vector<std::byte>> readBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return std::nullopt;
-  std::vector<std::byte> bytes(chars.size());
-  for (size_t i = 0; i < chars.size(); ++i) bytes[i] = static_cast<std::byte>(chars[i]);
-  return bytes;
-}
-
 int usage(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   return kUsageError;
@@ -93,12 +83,10 @@ int runInterp(const InterpOpts& o) {
     if (*ptr) {
       if (value.empty() || value[0] != '@')
         return usage("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
-      auto bytes = readBytes(value.substr(1));
-      if (!bytes) {
-        std::fprintf(stderr, "error: cannot read '%s'\n", value.substr(1).c_str());
-        return kInputError;
-      }
-      if (auto e = vm.bindBuffer(name, std::move(*bytes))) return usage(e->diag.message);
+      auto text = readInput(value.substr(1));
+      if (!text) return kInputError;
+      const auto* data = reinterpret_cast<const std::byte*>(text->data());
+      if (auto e = vm.bindBuffer(name, std::vector<std::byte>(data, data + text->size()))) return usage(e->diag.message);
     } else if (auto e = vm.setScalarText(name, value)) {
       return usage(e->diag.message);
     }

@@ -48,7 +48,6 @@ Result<PoolBlock> MemoryPool::allocate(size_t bytes, StreamKey stream) {
   ++stats_.driver_allocations;
   stats_.bytes_in_use += cls;
   stats_.bytes_requested += bytes;
-  stats_.bytes_reserved = stats_.bytes_in_use + stats_.bytes_cached;
   return PoolBlock{p.value(), cls, bytes};
 }
 
@@ -87,7 +86,6 @@ void MemoryPool::enforceCapLocked() {
   size_t cap = std::max(static_cast<size_t>(opts_.cache_fraction * static_cast<double>(stats_.bytes_in_use)),
                         opts_.cache_floor);
   if (stats_.bytes_cached > cap) releaseLocked(stats_.bytes_cached - cap);
-  stats_.bytes_reserved = stats_.bytes_in_use + stats_.bytes_cached;
 }
 
 // Returns at least `bytes_to_free` bytes of cached blocks to the driver, largest blocks first.
@@ -106,7 +104,6 @@ void MemoryPool::releaseLocked(size_t bytes_to_free) {
     best->erase(last);
   }
   std::erase_if(cache_, [](const auto& kv) { return kv.second.empty(); });
-  stats_.bytes_reserved = stats_.bytes_in_use + stats_.bytes_cached;
 }
 
 }  // namespace truenort
