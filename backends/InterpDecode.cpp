@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "backends/InterpImpl.h"
+#include "ir/Dominance.h"
+#include "passes/Analysis.h"
 
 namespace tn::interp::detail {
 
@@ -22,76 +24,6 @@ using ir::ValueId;
 uint32_t slotsOf(Type t) { return std::max(1u, (t.bytes() + 7) / 8); }
 
 uint64_t alignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
-
-// Immediate post-dominators over the CFG extended by a virtual exit that every `ret` block
-// jumps to (Cooper, Harvey and Kennedy's iterative algorithm on the reverse graph). Blocks that
-// cannot reach a `ret` get the virtual exit.
-std::vector<uint32_t> postDominators(const Kernel& k) {
-  const uint32_t n = static_cast<uint32_t>(k.blocks.size());
-  const uint32_t exitNode = n;
-  std::vector<std::vector<uint32_t>> succs(n + 1), preds(n + 1);
-  for (uint32_t b = 0; b < n; ++b) {
-    const Inst* t = k.terminator(BlockId(b));
-    if (!t) continue;
-    if (t->op == Op::Ret) {
-      succs[b].push_back(exitNode);
-      preds[exitNode].push_back(b);
-    }
-    for (const ir::BlockCall& c : t->succs) {
-      succs[b].push_back(c.block.index);
-      preds[c.block.index].push_back(b);
-    }
-  }
-  // Post-order of the reverse graph from the exit (its edges are the original predecessors).
-  constexpr uint32_t kUnseen = 0xFFFFFFFFu;
-  std::vector<uint32_t> po(n + 1, kUnseen), order;
-  std::vector<std::pair<uint32_t, size_t>> stack{{exitNode, 0}};
-  std::vector<bool> seen(n + 1, false);
-  seen[exitNode] = true;
-  while (!stack.empty()) {
-    auto& [node, next] = stack.back();
-    if (next < preds[node].size()) {
-      uint32_t p = preds[node][next++];
-      if (!seen[p]) {
-        seen[p] = true;
-        stack.push_back({p, 0});
-      }
-      continue;
-    }
-    po[node] = static_cast<uint32_t>(order.size());
-    order.push_back(node);
-    stack.pop_back();
-  }
-  std::vector<uint32_t> idom(n + 1, kUnseen);
-  idom[exitNode] = exitNode;
-  auto intersect = [&](uint32_t a, uint32_t b) {
-    while (a != b) {
-      while (po[a] < po[b]) a = idom[a];
-      while (po[b] < po[a]) b = idom[b];
-    }
-    return a;
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = order.size(); i-- > 0;) {
-      uint32_t node = order[i];
-      if (node == exitNode) continue;
-      uint32_t best = kUnseen;
-      for (uint32_t s : succs[node]) {
-        if (idom[s] == kUnseen) continue;
-        best = best == kUnseen ? s : intersect(s, best);
-      }
-      if (best != idom[node]) {
-        idom[node] = best;
-        changed = true;
-      }
-    }
-  }
-  std::vector<uint32_t> out(n, kExitBlock);
-  for (uint32_t b = 0; b < n; ++b)
-    if (idom[b] != kUnseen && idom[b] != exitNode) out[b] = idom[b];
-  return out;
-}
 
 class Decoder {
  public:
@@ -137,8 +69,9 @@ class Decoder {
     }
     for (Code& c : p_.code)
       for (Edge& e : c.edge) e.pc = p_.blockStart[e.block];
-    p_.ipdom = postDominators(k_);
-    markSyncReach();
+    ir::DominatorTree cfg(k_);
+    reconvergence(cfg);
+    markSyncReach(cfg);
     return std::nullopt;
   }
 
@@ -150,31 +83,38 @@ class Decoder {
     return e;
   }
 
+  // The immediate post-dominator of every block, over the CFG extended by a virtual exit that
+  // every `ret` block jumps to. Blocks that cannot reach a `ret` (endless loops) are left out of
+  // the tree, so they reconverge only at that exit, and a branch between such a loop and a path
+  // to `ret` reconverges where that path would (docs/interpreter.md).
+  void reconvergence(const ir::DominatorTree& cfg) {
+    passes::PostDominatorTree pdom(k_, cfg, passes::EndlessLoops::LeaveOut);
+    p_.ipdom.assign(k_.blocks.size(), kExitBlock);
+    for (uint32_t b = 0; b < k_.blocks.size(); ++b)
+      if (BlockId r = pdom.ipdom(BlockId(b)); r.valid()) p_.ipdom[b] = r.index;
+  }
+
   // Blocks from which some path executes bar.sync, shfl.sync or vote.sync. At a divergent branch
   // the engine runs a path that cannot reach one of them first, so threads that return early have
   // exited by the time the others synchronize, and the report names them as exited.
-  void markSyncReach() {
+  void markSyncReach(const ir::DominatorTree& cfg) {
     const size_t n = k_.blocks.size();
-    std::vector<std::vector<uint32_t>> preds(n);
-    std::vector<uint32_t> work;
+    std::vector<BlockId> work;
     p_.reachesSync.assign(n, 0);
-    for (uint32_t b = 0; b < n; ++b) {
+    for (uint32_t b = 0; b < n; ++b)
       for (ir::InstId id : k_.blocks[b].insts) {
         const Inst& in = k_.inst(id);
-        bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync;
-        if (sync && !p_.reachesSync[b]) {
+        if ((in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync) && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
-          work.push_back(b);
+          work.push_back(BlockId(b));
         }
-        for (const ir::BlockCall& c : in.succs) preds[c.block.index].push_back(b);
       }
-    }
     while (!work.empty()) {
-      uint32_t b = work.back();
+      BlockId b = work.back();
       work.pop_back();
-      for (uint32_t p : preds[b])
-        if (!p_.reachesSync[p]) {
-          p_.reachesSync[p] = 1;
+      for (BlockId p : cfg.predecessors(b))
+        if (!p_.reachesSync[p.index]) {
+          p_.reachesSync[p.index] = 1;
           work.push_back(p);
         }
     }

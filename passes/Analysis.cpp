@@ -18,11 +18,10 @@ InstPositions::InstPositions(const Kernel& k) : block(k.insts.size()), index(k.i
 }
 
 // Cooper-Harvey-Kennedy on the reverse CFG. Node n (= blocks.size()) is the virtual exit.
-PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg) {
+PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg, EndlessLoops endless) {
   uint32_t n = static_cast<uint32_t>(k.blocks.size());
   exit_ = n;
   ipdom_.assign(n + 1, kNone);
-  order_.assign(n + 1, kNone);
   // Reverse-graph successors of x are x's CFG predecessors; the exit's are its attached blocks.
   std::vector<std::vector<uint32_t>> rsucc(n + 1), rpred(n + 1);
   std::vector<bool> attached(n, false);
@@ -55,7 +54,7 @@ PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& c
     return seen;
   };
   // Attach blocks that cannot reach a `ret` (endless loops) to the exit, latest in RPO first,
-  // until every reachable block is on the reverse graph.
+  // until every reachable block is on the reverse graph (unless they are left out).
   for (;;) {
     rsucc[n].clear();
     for (uint32_t b = 0; b < n; ++b)
@@ -67,17 +66,18 @@ PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& c
         missing = *it;
         break;
       }
-    if (!missing.valid()) break;
+    if (!missing.valid() || endless == EndlessLoops::LeaveOut) break;
     attached[missing.index] = true;
   }
   for (uint32_t b = 0; b < n; ++b)
     if (attached[b]) rpred[b].push_back(n);
   std::vector<uint32_t> rpo(post.rbegin(), post.rend());
-  for (size_t i = 0; i < rpo.size(); ++i) order_[rpo[i]] = static_cast<uint32_t>(i);
+  std::vector<uint32_t> order(n + 1, kNone);  // reverse post-order number on the reverse CFG
+  for (size_t i = 0; i < rpo.size(); ++i) order[rpo[i]] = static_cast<uint32_t>(i);
   auto intersect = [&](uint32_t a, uint32_t b) {
     while (a != b) {
-      while (order_[a] > order_[b]) a = ipdom_[a];
-      while (order_[b] > order_[a]) b = ipdom_[b];
+      while (order[a] > order[b]) a = ipdom_[a];
+      while (order[b] > order[a]) b = ipdom_[b];
     }
     return a;
   };
@@ -97,13 +97,6 @@ PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& c
       }
     }
   }
-}
-
-bool PostDominatorTree::postDominates(BlockId a, BlockId b) const {
-  if (order_[a.index] == kNone || order_[b.index] == kNone) return false;
-  uint32_t x = b.index;
-  while (order_[x] > order_[a.index]) x = ipdom_[x];
-  return x == a.index;
 }
 
 std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
@@ -181,18 +174,6 @@ std::optional<uint64_t> constBits(const Kernel& k, ValueId v) {
   const ir::Inst* in = definingInst(k, v);
   if (!in || in->op != ir::Op::Const) return std::nullopt;
   return in->imm;
-}
-
-std::vector<uint32_t> useCounts(const Kernel& k) {
-  std::vector<uint32_t> n(k.values.size(), 0);
-  for (const ir::Block& b : k.blocks)
-    for (InstId id : b.insts) {
-      const ir::Inst& in = k.inst(id);
-      for (ValueId v : in.operands) ++n[v.index];
-      for (const ir::BlockCall& c : in.succs)
-        for (ValueId v : c.args) ++n[v.index];
-    }
-  return n;
 }
 
 std::vector<std::vector<InstId>> userLists(const Kernel& k) {

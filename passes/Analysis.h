@@ -26,21 +26,24 @@ struct InstPositions {
 };
 
 // Post-dominators of the reachable blocks, rooted at a virtual exit that follows every block
-// ending in `ret` (and every block from which no `ret` can be reached, such as an endless loop).
+// ending in `ret`. Blocks from which no `ret` can be reached (endless loops) are, by default,
+// attached to the exit as well, latest in reverse post-order first, so that every reachable block
+// is in the tree (what control dependence needs: a block after `cbr %c, ^spin, ^work` depends on
+// %c). With EndlessLoops::LeaveOut they are not: they have no post-dominator, and the others'
+// come from the paths that reach a `ret` only (the interpreter's reconvergence points).
+enum class EndlessLoops { AttachToExit, LeaveOut };
 class PostDominatorTree {
  public:
-  PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg);
-  // Immediate post-dominator; invalid when it is the virtual exit or b is unreachable.
+  PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg,
+                    EndlessLoops endless = EndlessLoops::AttachToExit);
+  // Immediate post-dominator; invalid when it is the virtual exit, or b is unreachable or left out.
   BlockId ipdom(BlockId b) const { return ipdom_[b.index] == exit_ ? BlockId() : BlockId(ipdom_[b.index]); }
-  // True when every path from b to the exit passes through a (reflexive).
-  bool postDominates(BlockId a, BlockId b) const;
 
  private:
   friend std::vector<std::vector<BlockId>> controlDependences(const Kernel&, const ir::DominatorTree&,
                                                                const PostDominatorTree&);
   uint32_t exit_ = 0;
   std::vector<uint32_t> ipdom_;  // node index; exit_ for the virtual exit; kNone when unreached
-  std::vector<uint32_t> order_;  // reverse post-order number on the reverse CFG
 };
 
 // deps[b]: the blocks whose branch decides whether b executes (b post-dominates a successor
@@ -65,8 +68,6 @@ BlockId definingBlock(const Kernel& k, ValueId v, const InstPositions& pos);
 // The bits of v when it is defined by `const`.
 std::optional<uint64_t> constBits(const Kernel& k, ValueId v);
 
-// Number of reads of each value (operands and branch arguments) by instructions in blocks.
-std::vector<uint32_t> useCounts(const Kernel& k);
 // The instructions in blocks that read each value, in block order (an inst reading a value
 // twice is listed twice).
 std::vector<std::vector<InstId>> userLists(const Kernel& k);
