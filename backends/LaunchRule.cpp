@@ -361,55 +361,77 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
   return checkNames(rule.dynamicShared, RuleError::Part::DynamicShared, 0);
 }
 
+Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params) {
+  if (auto bad = checkBlock(rule)) return Error{"block: " + bad->error.message};
+  if (rule.grid.empty() || rule.grid.size() > 3) return Error{"grid must have 1 to 3 dimensions"};
+  auto slotsOf = [&](const Expr& e, std::vector<BoundRule::Slot>& out) -> std::optional<Error> {
+    for (const Expr::Ref& r : e.refs()) {
+      size_t i = 0;
+      while (i < params.size() && params[i].name != r.name) ++i;
+      if (i == params.size()) return Error{"'" + r.name + "' is not a parameter of the kernel"};
+      unsigned bytes = integerTypeBytes(params[i].type);
+      if (bytes == 0) return Error{"parameter '" + r.name + "' is not an integer"};
+      out.push_back({static_cast<uint32_t>(i), static_cast<uint8_t>(bytes), isSignedIntegerType(params[i].type)});
+    }
+    return std::nullopt;
+  };
+  BoundRule b;
+  b.rule = &rule;
+  for (size_t i = 0; i < rule.grid.size(); ++i)
+    if (auto bad = slotsOf(rule.grid[i], b.grid[i])) return Error{"grid[" + std::to_string(i) + "]: " + bad->message};
+  if (auto bad = slotsOf(rule.dynamicShared, b.dynamicShared)) return Error{"dynamic_shared: " + bad->message};
+  return b;
+}
+
 namespace {
 
-Result<uint64_t> evalWithArgs(const Expr& e, std::span<const Param> params, const void* const* args) {
+Result<uint64_t> evalWithArgs(const Expr& e, std::span<const BoundRule::Slot> slots, const void* const* args) {
   // Launches evaluate rules, so avoid the heap for the usual handful of names.
   constexpr size_t kInline = 16;
   uint64_t inlineValues[kInline];
-  std::vector<uint64_t> heapValues(e.refs().size() > kInline ? e.refs().size() : 0);
+  std::vector<uint64_t> heapValues(slots.size() > kInline ? slots.size() : 0);
   uint64_t* values = heapValues.empty() ? inlineValues : heapValues.data();
-  for (size_t k = 0; k < e.refs().size(); ++k) {
-    const std::string& name = e.refs()[k].name;
-    size_t i = 0;
-    while (i < params.size() && params[i].name != name) ++i;
-    if (i == params.size()) return Error{"'" + name + "' is not a parameter of the kernel"};
-    unsigned bytes = integerTypeBytes(params[i].type);
-    if (bytes == 0) return Error{"parameter '" + name + "' is not an integer"};
-    if (!args || !args[i]) return Error{"no argument for parameter '" + name + "'"};
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const BoundRule::Slot& s = slots[k];
+    if (!args || !args[s.param]) return Error{"no argument for parameter '" + e.refs()[k].name + "'"};
     uint64_t raw = 0;
-    std::memcpy(&raw, args[i], bytes);  // little-endian host, as on every CUDA platform
-    if (isSignedIntegerType(params[i].type)) {
-      unsigned shift = 64 - 8 * bytes;
-      int64_t s = static_cast<int64_t>(raw << shift) >> shift;
-      if (s < 0) return Error{"parameter '" + name + "' is negative (" + std::to_string(s) + ")"};
-      raw = static_cast<uint64_t>(s);
+    std::memcpy(&raw, args[s.param], s.bytes);  // little-endian host, as on every CUDA platform
+    if (s.isSigned) {
+      unsigned shift = 64 - 8 * s.bytes;
+      int64_t v = static_cast<int64_t>(raw << shift) >> shift;
+      if (v < 0) return Error{"parameter '" + e.refs()[k].name + "' is negative (" + std::to_string(v) + ")"};
+      raw = static_cast<uint64_t>(v);
     }
     values[k] = raw;
   }
-  return e.evaluate({values, e.refs().size()});
+  return e.evaluate({values, slots.size()});
 }
 
 }  // namespace
 
-Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args) {
-  if (auto bad = checkBlock(rule)) return Error{"block: " + bad->error.message};
-  if (rule.grid.empty() || rule.grid.size() > 3) return Error{"grid must have 1 to 3 dimensions"};
+Result<LaunchDims> evaluate(const BoundRule& b, const void* const* args) {
+  const LaunchRule& rule = *b.rule;
   LaunchDims d;
   for (size_t i = 0; i < rule.block.size(); ++i) d.block[i] = rule.block[i];
   for (size_t i = 0; i < rule.grid.size(); ++i) {
-    Result<uint64_t> v = evalWithArgs(rule.grid[i], params, args);
+    Result<uint64_t> v = evalWithArgs(rule.grid[i], b.grid[i], args);
     if (!v) return Error{"grid[" + std::to_string(i) + "]: " + v.error().message};
     uint64_t limit = i == 0 ? kMaxGridX : kMaxGridYZ;
     if (*v > limit)
       return Error{"grid[" + std::to_string(i) + "] = " + std::to_string(*v) + " exceeds the limit of " + std::to_string(limit)};
     d.grid[i] = static_cast<uint32_t>(*v);
   }
-  Result<uint64_t> sh = evalWithArgs(rule.dynamicShared, params, args);
+  Result<uint64_t> sh = evalWithArgs(rule.dynamicShared, b.dynamicShared, args);
   if (!sh) return Error{"dynamic_shared: " + sh.error().message};
   if (*sh > UINT32_MAX) return Error{"dynamic_shared = " + std::to_string(*sh) + " bytes does not fit in 32 bits"};
   d.dynamicShared = static_cast<uint32_t>(*sh);
   return d;
+}
+
+Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args) {
+  Result<BoundRule> b = bindRule(rule, params);
+  if (!b) return b.error();
+  return evaluate(*b, args);
 }
 
 }  // namespace tn::bundle

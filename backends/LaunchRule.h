@@ -146,8 +146,26 @@ struct LaunchDims {
 inline constexpr uint64_t kMaxGridX = 2147483647u;
 inline constexpr uint64_t kMaxGridYZ = 65535u;
 
-// Evaluates a checked rule for one launch. args[i] points at the value of params[i], as in
+// A rule with every name it reads resolved to its parameter's index and width once, so that
+// evaluating it per launch is index-based. Borrows the rule: keep it alive and unchanged.
+struct BoundRule {
+  struct Slot {
+    uint32_t param;  // index into the kernel's parameters
+    uint8_t bytes;   // integer width
+    bool isSigned;
+  };
+  const LaunchRule* rule = nullptr;
+  std::vector<Slot> grid[3];        // grid[i][k]: the parameter of rule->grid[i].refs()[k]
+  std::vector<Slot> dynamicShared;  // parallel to rule->dynamicShared.refs()
+};
+
+// Resolves a rule's names against `params`; errors as evaluate() reports them.
+Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params);
+
+// Evaluates a bound rule for one launch. args[i] points at the value of parameter i, as in
 // cuLaunchKernel's kernelParams. A grid dimension may evaluate to 0 (nothing to launch).
+Result<LaunchDims> evaluate(const BoundRule& rule, const void* const* args);
+// bindRule() and evaluate() in one call, for callers that launch a rule once.
 Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args);
 
 }  // namespace tn::bundle

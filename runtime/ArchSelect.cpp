@@ -1,20 +1,12 @@
 #include "truenort/ArchSelect.h"
 
+#include "backends/Bundle.h"
+
 namespace truenort {
 
 std::optional<Target> parseTarget(const std::string& text) {
-  if (text.size() < 5 || text.compare(0, 3, "sm_") != 0) return std::nullopt;
-  std::string digits = text.substr(3);
   Target t;
-  if (digits.back() == 'a') {
-    t.arch_specific = true;
-    digits.pop_back();
-  }
-  if (digits.size() < 2 || digits.size() > 3) return std::nullopt;
-  for (char c : digits) {
-    if (c < '0' || c > '9') return std::nullopt;
-    t.sm = t.sm * 10 + static_cast<unsigned>(c - '0');
-  }
+  if (!tn::bundle::parseTargetName(text, t.sm, t.arch_specific)) return std::nullopt;
   return t;
 }
 

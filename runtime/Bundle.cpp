@@ -53,6 +53,8 @@ struct Kernel::Loaded {
   CUmodule module = nullptr;
   CUfunction fn = nullptr;
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
+  std::vector<ParamInfo> signature;
+  tn::bundle::BoundRule rule;  // borrows info->launch
 };
 
 struct Bundle::State {
@@ -113,20 +115,25 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
   if (!reader) return make(Errc::BadBundle, "Bundle::load", reader.error().message);
   s->reader.emplace(std::move(reader.value()));
   const tn::bundle::Manifest& m = s->reader->manifest();
+  std::vector<Target> targets;
+  for (const std::string& t : m.targets) targets.push_back(*parseTarget(t));  // the reader used the same parser
   for (const tn::bundle::KernelInfo& info : m.kernels) {
     std::vector<CodeEntry> entries;
-    for (const tn::bundle::Entry& e : info.entries) {
-      auto t = parseTarget(m.targets[e.target]);
-      if (!t) return make(Errc::BadBundle, "Bundle::load", "bad target name '" + m.targets[e.target] + "'", info.name);
-      entries.push_back({*t, e.kind == tn::bundle::PayloadKind::Ptx});
-    }
+    for (const tn::bundle::Entry& e : info.entries)
+      entries.push_back({targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
     auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
     if (!sel) return sel.error();
+    auto sig = signatureOf(info.params, info.name);
+    if (!sig) return sig.error();
+    auto rule = tn::bundle::bindRule(info.launch, info.params);
+    if (!rule) return make(Errc::BadBundle, "Bundle::load", "launch rule: " + rule.error().message, info.name);
     Kernel::Loaded k;
     k.info = &info;
     k.entry = &info.entries[sel.value().index];
     k.jit = sel.value().jit;
-    s->kernels.push_back(k);
+    k.signature = std::move(sig).value();
+    k.rule = std::move(*rule);
+    s->kernels.push_back(std::move(k));
   }
   if (opts.eager) {
     std::lock_guard lock(s->mu);
@@ -178,10 +185,18 @@ const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
 
-std::vector<ParamInfo> Kernel::signature() const {
+const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; }
+
+Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;
-  for (const tn::bundle::Param& p : k_->info->params)
-    out.push_back({p.name, p.type, kindOfType(p.type).value_or(Arg::Kind::Pointer)});  // the reader checked the type
+  for (const tn::bundle::Param& p : params) {
+    std::optional<Arg::Kind> kind = kindOfType(p.type);
+    if (!kind)
+      return make(Errc::BadBundle, "Bundle::load",
+                  "parameter '" + p.name + "' has type '" + p.type + "', which the runtime cannot pass to a kernel",
+                  kernel);
+    out.push_back({p.name, p.type, *kind});
+  }
   return out;
 }
 
@@ -200,18 +215,18 @@ Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> ar
 
 std::optional<Arg::Kind> argKindOf(std::string_view type) { return kindOfType(type); }
 
-Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(signature(), args, k_->info->name); }
+Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
 
 Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid, const Dim3* block,
                            unsigned dynamic_shared) const {
   if (Status st = check_args(args); !st) return st;
-  std::vector<const void*> ptrs(args.size());
+  const void* ptrs[tn::bundle::kMaxParams];  // args.size() is the parameter count, which the reader capped
   for (size_t i = 0; i < args.size(); ++i) ptrs[i] = args[i].address();
-  if (grid && block) return launch_raw(s, *grid, *block, dynamic_shared, const_cast<void**>(ptrs.data()), ptrs.size());
-  auto dims = tn::bundle::evaluate(k_->info->launch, k_->info->params, ptrs.data());
+  if (grid && block) return enqueue(s, *grid, *block, dynamic_shared, const_cast<void**>(ptrs));
+  auto dims = tn::bundle::evaluate(k_->rule, ptrs);
   if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
-  return launch_raw(s, {dims->grid[0], dims->grid[1], dims->grid[2]}, {dims->block[0], dims->block[1], dims->block[2]},
-                    dims->dynamicShared, const_cast<void**>(ptrs.data()), ptrs.size());
+  return enqueue(s, {dims->grid[0], dims->grid[1], dims->grid[2]}, {dims->block[0], dims->block[1], dims->block[2]},
+                 dims->dynamicShared, const_cast<void**>(ptrs));
 }
 
 Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args, size_t num_args) const {
@@ -219,6 +234,10 @@ Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void
     return make(Errc::SignatureMismatch, "Kernel::launch",
                 "expected " + std::to_string(k_->info->params.size()) + " arguments, got " + std::to_string(num_args),
                 k_->info->name);
+  return enqueue(s, g, b, shared, args);
+}
+
+Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args) const {
   if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch
   const Context& ctx = bundle_->context();
   if (Status st = ctx.make_current(); !st) return st;

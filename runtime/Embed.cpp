@@ -11,7 +11,8 @@ int EmbedLauncher::fail(Error e) {
 int EmbedLauncher::launch(const unsigned char* bundle, size_t size, const char* kernel, void* stream,
                           const uint32_t grid[3], const uint32_t block[3], uint32_t dynamic_shared, void** args,
                           uint32_t num_args) {
-  Bundle* b = nullptr;
+  Loaded* entry = nullptr;
+  std::optional<Kernel> k;
   {
     std::lock_guard lock(mu_);
     auto it = bundles_.find(bundle);
@@ -21,15 +22,21 @@ int EmbedLauncher::launch(const unsigned char* bundle, size_t size, const char* 
         last_ = loaded.error();
         return kRuntimeError;
       }
-      it = bundles_.emplace(bundle, std::make_unique<Bundle>(std::move(loaded.value()))).first;
+      it = bundles_.emplace(bundle, Loaded{std::make_unique<Bundle>(std::move(loaded.value())), {}}).first;
     }
-    b = it->second.get();
+    entry = &it->second;
+    if (auto kt = entry->kernels.find(std::string_view(kernel)); kt != entry->kernels.end()) k = kt->second;
   }
-  auto k = b->kernel(kernel);
-  if (!k) return fail(k.error());
-  if (Status st = k.value().launch_raw(Stream::wrap(*ctx_, static_cast<CUstream>(stream)),
-                                       Dim3{grid[0], grid[1], grid[2]}, Dim3{block[0], block[1], block[2]},
-                                       dynamic_shared, args, num_args);
+  if (!k) {
+    // Outside mu_: the first launch of a kernel may load (or JIT) its module.
+    auto found = entry->bundle->kernel(kernel);
+    if (!found) return fail(found.error());
+    k = found.value();
+    std::lock_guard lock(mu_);
+    entry->kernels.emplace(kernel, *k);
+  }
+  if (Status st = k->launch_raw(Stream::wrap(*ctx_, static_cast<CUstream>(stream)), Dim3{grid[0], grid[1], grid[2]},
+                                Dim3{block[0], block[1], block[2]}, dynamic_shared, args, num_args);
       !st)
     return fail(st.error());
   return 0;
@@ -44,7 +51,7 @@ LoadStats EmbedLauncher::stats() const {
   std::lock_guard lock(mu_);
   LoadStats sum;
   for (const auto& [bytes, b] : bundles_) {
-    LoadStats s = b->stats();
+    LoadStats s = b.bundle->stats();
     sum.modules_loaded += s.modules_loaded;
     sum.jit_events += s.jit_events;
     sum.load_ms += s.load_ms;

@@ -178,18 +178,15 @@ TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
   const std::string good = smallBundle();
   REQUIRE(check(good).empty());
   CHECK(good.size() < 400);
-  size_t tried = 0;
   for (size_t i = 0; i < good.size(); ++i) {
     for (unsigned x = 1; x < 256; ++x) {
       std::string bad = good;
       bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
       Result<Reader> r = Reader::open(span(bad));
-      ++tried;
       if (r.ok()) FAIL("byte " << i << " xor " << x << " was accepted");
       if (r.error().message.empty()) FAIL("byte " << i << " xor " << x << " was rejected without a message");
     }
   }
-  CHECK(tried == good.size() * 255);
 }
 
 TEST_CASE("bundle: every truncation and any extension is rejected") {
@@ -373,6 +370,25 @@ TEST_CASE("launch rule: evaluation against kernel arguments") {
   uint64_t n = 1ull << 20;
   const void* nargs[] = {&n};
   CHECK(evaluate(tooBig, np, nargs).error().message == "grid[0] = 68719476736 exceeds the limit of 2147483647");
+
+  // Bound once, evaluated per launch: the same values, without looking names up again.
+  Result<BoundRule> bound = bindRule(r, params);
+  REQUIRE(bound.ok());
+  CHECK(bound->grid[0].size() == 1);
+  CHECK(bound->grid[0][0].param == 2);
+  CHECK(bound->grid[1][0].param == 1);
+  CHECK(bound->grid[1][0].isSigned);
+  CHECK(bound->dynamicShared[0].bytes == 2);
+  cols = 100;
+  Result<LaunchDims> bd = evaluate(*bound, args);
+  REQUIRE(bd.ok());
+  CHECK(bd->grid[0] == 4);
+  CHECK(bd->grid[1] == 2);
+  CHECK(bd->dynamicShared == 400);
+  rows = -3;
+  CHECK(evaluate(*bound, args).error().message == "grid[1]: parameter 'rows' is negative (-3)");
+  CHECK(bindRule(rule({1}, {"1"}, "width"), params).error().message == "dynamic_shared: 'width' is not a parameter of the kernel");
+  CHECK(bindRule(rule({1}, {"1", "scale"}), params).error().message == "grid[1]: parameter 'scale' is not an integer");
 
   CHECK(checkRule(rule({1}, {"scale"}), params)->error.message == "parameter 'scale' has type 'f32'; launch rules may only read integer parameters");
   CHECK(checkRule(rule({1}, {"1"}, "width"), params)->where() == "dynamic_shared");

@@ -1,6 +1,7 @@
 // Cubin selection and driver loading without a GPU.
 #include <doctest/doctest.h>
 
+#include "backends/Bundle.h"
 #include "truenort/ArchSelect.h"
 #include "truenort/Bundle.h"
 #include "truenort/Driver.h"
@@ -60,6 +61,13 @@ TEST_CASE("target names parse and print") {
   CHECK(truenort::parseTarget("sm_120") == Target{120, false});
   CHECK_FALSE(truenort::parseTarget("sm_9").has_value());
   CHECK_FALSE(truenort::parseTarget("compute_90").has_value());
+  // The bundle format's parser: what a bundle may hold is exactly what parses here.
+  for (const char* t : {"sm_090", "sm_a", "sm_90b", "sm_1234", "sm_9a"}) {
+    unsigned sm = 0;
+    bool arch = false;
+    CHECK_MESSAGE(truenort::parseTarget(t).has_value() == tn::bundle::parseTargetName(t, sm, arch), t);
+    CHECK_FALSE_MESSAGE(truenort::parseTarget(t).has_value(), t);
+  }
   CHECK(truenort::targetName({86, false}) == "sm_86");
 }
 
@@ -85,7 +93,6 @@ TEST_CASE("the process-wide driver either loads or explains why") {
     auto code = d.error().code;
     CHECK((code == truenort::Errc::NoDriver || code == truenort::Errc::NoDevice ||
            code == truenort::Errc::DriverTooOld || code == truenort::Errc::Cuda));
-    CHECK_FALSE(d.error().describe().empty());
   }
 }
 
@@ -114,6 +121,31 @@ TEST_CASE("launch arguments are checked against the signature before the driver"
   CHECK_FALSE(truenort::argKindOf("v4.f32").has_value());
 }
 
+TEST_CASE("a parameter type the runtime cannot pass makes the kernel fail to load") {
+  using truenort::Arg;
+  std::vector<tn::bundle::Param> params = {{"x", "ptr.global", 16}, {"n", "u32", 0}, {"eps", "f32", 0}};
+  auto sig = truenort::signatureOf(params, "rmsnorm");
+  REQUIRE(sig.ok());
+  REQUIRE(sig.value().size() == 3);
+  CHECK(sig.value()[0].name == "x");
+  CHECK(sig.value()[0].type == "ptr.global");
+  CHECK(sig.value()[0].kind == Arg::Kind::Pointer);
+  CHECK(sig.value()[1].kind == Arg::Kind::U32);
+  CHECK(sig.value()[2].kind == Arg::Kind::F32);
+
+  // The reader accepts vector types, but launching one from an 8-byte Arg would be wrong.
+  for (const char* type : {"v4.f32", "v2.u16", "pred"}) {
+    INFO(type);
+    REQUIRE(tn::bundle::isValidParamType(type));
+    params[1].type = type;
+    auto bad = truenort::signatureOf(params, "rmsnorm");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == truenort::Errc::BadBundle);
+    CHECK(bad.error().describe() == "Bundle::load failed: parameter 'n' has type '" + std::string(type) +
+                                        "', which the runtime cannot pass to a kernel [kernel rmsnorm]");
+  }
+}
+
 TEST_CASE("without a usable driver, creating a context is an error value") {
   auto ctx = truenort::Context::create(0);
   if (ctx.ok()) {
@@ -122,6 +154,5 @@ TEST_CASE("without a usable driver, creating a context is an error value") {
     auto code = ctx.error().code;
     CHECK((code == truenort::Errc::NoDriver || code == truenort::Errc::NoDevice ||
            code == truenort::Errc::DriverTooOld || code == truenort::Errc::Cuda));
-    CHECK_FALSE(ctx.error().describe().empty());
   }
 }

@@ -22,7 +22,8 @@ struct Target {
   bool operator==(const Target&) const = default;
 };
 
-std::optional<Target> parseTarget(const std::string& text);  // "sm_90", "sm_90a"
+// "sm_90", "sm_90a"; the bundle format's own parser, so every target a bundle holds parses.
+std::optional<Target> parseTarget(const std::string& text);
 std::string targetName(Target t);
 
 struct CodeEntry {

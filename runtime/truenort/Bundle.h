@@ -19,6 +19,10 @@
 
 #include "truenort/Context.h"
 
+namespace tn::bundle {
+struct Param;
+}
+
 namespace truenort {
 
 struct LoadOptions {
@@ -71,11 +75,15 @@ struct ParamInfo {
 Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel);
 // The argument kind a bundle parameter type takes ("u32" -> U32, "ptr.global" -> Pointer).
 std::optional<Arg::Kind> argKindOf(std::string_view type);
+// A kernel's signature as launches check it, built once when a bundle is loaded. A parameter
+// type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
+// parameter and the type: such a kernel would be launched from the wrong argument slot.
+Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel);
 
 class Kernel {
  public:
   const std::string& name() const;
-  std::vector<ParamInfo> signature() const;
+  const std::vector<ParamInfo>& signature() const;
   // Grid, block and dynamic shared memory from the bundle's launch rule.
   template <class... A>
   Status launch(const Stream& s, const A&... args) const {
@@ -102,6 +110,8 @@ class Kernel {
   friend class Bundle;
   struct Loaded;
   Kernel(const Bundle* b, const Loaded* k, CUfunction fn) : bundle_(b), k_(k), fn_(fn) {}
+  // launch_raw without the argument count check, for callers that made it already.
+  Status enqueue(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args) const;
   const Bundle* bundle_;
   const Loaded* k_;
   CUfunction fn_;

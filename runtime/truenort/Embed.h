@@ -4,8 +4,9 @@
 //   decode::vadd(truenoc::embed::runtime_launcher(rt), stream.handle(), a, b, c, n);
 //
 // Each embedded bundle is loaded once (keyed by the address of its bytes, which generated code
-// keeps stable), code is selected for the context's device, and the launch goes to the driver
-// with the geometry the generated function computed from the launch rule.
+// keeps stable), code is selected for the context's device, each kernel is resolved on its first
+// launch and kept, and the launch goes to the driver with the geometry the generated function
+// computed from the launch rule.
 // Thread-safe: one EmbedLauncher may serve many threads.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 
 #include "truenort/Bundle.h"
 
@@ -36,7 +38,11 @@ class EmbedLauncher {
   const Context* ctx_;
   LoadOptions opts_;
   mutable std::mutex mu_;
-  std::map<const unsigned char*, std::unique_ptr<Bundle>> bundles_;
+  struct Loaded {
+    std::unique_ptr<Bundle> bundle;
+    std::map<std::string, Kernel, std::less<>> kernels;  // by name, resolved on first launch
+  };
+  std::map<const unsigned char*, Loaded> bundles_;  // entries are never erased: pointers stay valid
   std::optional<Error> last_;
 };
 
