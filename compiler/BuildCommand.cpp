@@ -13,9 +13,9 @@
 #include <mutex>
 #include <thread>
 
-#include "backends/Bundle.h"
-#include "backends/Ptx.h"
-#include "backends/Ptxas.h"
+#include "backends/bundle/Bundle.h"
+#include "backends/ptx/Ptx.h"
+#include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
 #include "compiler/Spec.h"
 

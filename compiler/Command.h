@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 

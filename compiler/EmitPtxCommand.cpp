@@ -1,7 +1,7 @@
 // truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [-o OUT]
 #include <algorithm>
 
-#include "backends/Ptx.h"
+#include "backends/ptx/Ptx.h"
 #include "compiler/Command.h"
 #include "ir/Verifier.h"
 

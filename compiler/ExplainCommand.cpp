@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "backends/Ptx.h"
-#include "backends/Ptxas.h"
+#include "backends/ptx/Ptx.h"
+#include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"

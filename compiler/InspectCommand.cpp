@@ -2,7 +2,7 @@
 // (every payload decompressed and checksummed) before anything is printed.
 #include <cstdio>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "compiler/Command.h"
 
 namespace tn::cli {

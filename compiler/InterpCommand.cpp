@@ -1,11 +1,11 @@
 // truenoc interp FILE --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] --arg name=VALUE|@file ...
-// Runs one kernel in the interpreter (backends/Interp.h): pointer parameters get the raw bytes
+// Runs one kernel in the interpreter (backends/interp/Interp.h): pointer parameters get the raw bytes
 // of a file, scalars a literal of their type; --out writes a buffer back after the run.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 #include "compiler/Command.h"
 #include "ir/Verifier.h"
 

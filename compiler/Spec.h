@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/LaunchRule.h"
+#include "backends/bundle/LaunchRule.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 #include "kernels/Template.h"

@@ -12,7 +12,7 @@
 
 namespace tn::passes {
 
-// PTX register classes, in the order the emitter declares them (backends/PtxEmitter.h):
+// PTX register classes, in the order the emitter declares them (backends/ptx/PtxEmitter.h):
 // 8- and 16-bit integers, f16 and bf16 live in .b16; shared/local pointers in .b32; the other
 // pointers in .b64.
 enum class RegClass : uint8_t { Pred, B16, B32, F32, B64, F64 };

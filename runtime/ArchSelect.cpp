@@ -1,6 +1,6 @@
 #include "truenort/ArchSelect.h"
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 
 namespace truenort {
 

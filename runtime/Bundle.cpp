@@ -7,7 +7,7 @@
 #include <mutex>
 #include <optional>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "truenort/ArchSelect.h"
 
 namespace truenort {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/Bundle.h"
-#include "backends/LaunchRule.h"
-#include "backends/Ptxas.h"
+#include "backends/bundle/Bundle.h"
+#include "backends/bundle/LaunchRule.h"
+#include "backends/ptx/Ptxas.h"
 
 namespace {
 

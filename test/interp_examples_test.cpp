@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 #include "interp_harness.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"

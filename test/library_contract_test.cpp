@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Ptx.h"
+#include "backends/ptx/Ptx.h"
 #include "compiler/Spec.h"
 #include "kernels/Library.h"
 #include "kernels/Template.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 #include "compiler/Spec.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "backends/Ptx.h"
+#include "backends/ptx/Ptx.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"

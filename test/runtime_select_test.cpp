@@ -1,7 +1,7 @@
 // Cubin selection and driver loading without a GPU.
 #include <doctest/doctest.h>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "truenort/ArchSelect.h"
 #include "truenort/Bundle.h"
 #include "truenort/Driver.h"

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;

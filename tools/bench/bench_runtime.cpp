@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;

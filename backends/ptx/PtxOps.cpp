@@ -5,7 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "backends/PtxEmitter.h"
+#include "backends/ptx/PtxEmitter.h"
 
 namespace tn::ptx::detail {
 

@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backends/InterpImpl.h"
+#include "backends/interp/InterpImpl.h"
 
 namespace tn::interp::detail {
 

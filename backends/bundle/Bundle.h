@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/LaunchRule.h"
+#include "backends/bundle/LaunchRule.h"
 
 namespace tn::bundle {
 

@@ -1,4 +1,4 @@
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 
 #include <zstd.h>
 

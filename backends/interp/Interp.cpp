@@ -1,8 +1,8 @@
 // The interpreter's public API: loading a kernel, binding parameters by name, launching and
 // reading results back. Decoding, semantics and execution live in the other Interp*.cpp files.
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 
-#include "backends/InterpImpl.h"
+#include "backends/interp/InterpImpl.h"
 #include "ir/Parser.h"
 
 namespace tn::interp {

@@ -6,7 +6,7 @@
 // an out-of-range register access.
 #include <algorithm>
 
-#include "backends/InterpImpl.h"
+#include "backends/interp/InterpImpl.h"
 #include "ir/Dominance.h"
 #include "passes/Analysis.h"
 

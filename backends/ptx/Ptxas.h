@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/Bundle.h"
+#include "backends/bundle/Bundle.h"
 
 namespace tn::ptxas {
 

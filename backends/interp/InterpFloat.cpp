@@ -18,7 +18,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/InterpImpl.h"
+#include "backends/interp/InterpImpl.h"
 #include "ir/FloatCompare.h"
 #include "ir/Float16.h"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/Interp.h"
+#include "backends/interp/Interp.h"
 #include "ir/IR.h"
 
 namespace tn::interp::detail {

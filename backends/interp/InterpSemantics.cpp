@@ -7,7 +7,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "backends/InterpImpl.h"
+#include "backends/interp/InterpImpl.h"
 
 namespace tn::interp::detail {
 

@@ -5,11 +5,11 @@
 // Requires: a verified module (types, operand counts, terminators, the target gates of Ops.def).
 // Guarantees: byte-stable output; whatever PTX cannot express is an error naming op, type and
 // target, and then no PTX at all.
-#include "backends/Ptx.h"
+#include "backends/ptx/Ptx.h"
 
 #include <algorithm>
 
-#include "backends/PtxEmitter.h"
+#include "backends/ptx/PtxEmitter.h"
 #include "ir/Printer.h"
 
 namespace tn::ptx {

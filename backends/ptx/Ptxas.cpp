@@ -1,4 +1,4 @@
-#include "backends/Ptxas.h"
+#include "backends/ptx/Ptxas.h"
 
 #include <fcntl.h>
 #include <spawn.h>

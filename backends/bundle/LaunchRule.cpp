@@ -1,4 +1,4 @@
-#include "backends/LaunchRule.h"
+#include "backends/bundle/LaunchRule.h"
 
 #include <array>
 #include <cstring>
