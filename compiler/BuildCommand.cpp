@@ -1,6 +1,6 @@
 // truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only]
-// spec -> kernel instances per target -> verifier + -O2 pipeline -> PTX -> ptxas (parallel) ->
-// bundle, written atomically.
+// spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
+// (parallel) -> bundle, written atomically.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "backends/bundle/Bundle.h"
-#include "backends/ptx/Ptx.h"
 #include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
+#include "compiler/Compile.h"
 #include "compiler/Spec.h"
 
 
@@ -34,22 +34,19 @@ struct BuildOpts {
 // A (kernel, target) pair on its way into the bundle.
 struct Unit {
   size_t kernel;  // index into spec.kernels
-  std::string target;
+  bundle::Target target;
   std::string ptx;
   ptxas::Output out;
 };
 
-std::optional<std::vector<std::string>> parseTargetList(const std::string& list) {
-  std::vector<std::string> out;
+std::optional<std::vector<bundle::Target>> parseTargetList(const std::string& list) {
+  std::vector<bundle::Target> out;
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string t = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!spec::isKnownTarget(t)) {
-      std::fprintf(stderr, "error: unknown target '%s' in --targets\n", t.c_str());
-      return std::nullopt;
-    }
-    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    std::optional<bundle::Target> t = parseTargetOption(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start), "--targets");
+    if (!t) return std::nullopt;
+    if (std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -139,35 +136,36 @@ int runBuild(const BuildOpts& o) {
     ptxasPath = *found;
   }
 
-  // Front end, verifier, pipeline and PTX, kernel by kernel (deterministic diagnostics order).
+  // Each kernel is instantiated once (signature, launch rule, IR), then compiled per target in
+  // spec order, kernel by kernel (deterministic diagnostics order).
   std::vector<Unit> units;
-  std::vector<spec::Instance> first(spec->kernels.size());  // signature and launch rule per kernel
+  std::vector<spec::Instance> instances(spec->kernels.size());
   spec::TirCache tirs;
+  compile::Options options = spec::compileOptions(*spec);
   bool failed = false;
-  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
+  for (size_t ki = 0; ki < spec->kernels.size() && !failed; ++ki) {
     const spec::KernelSpec& k = spec->kernels[ki];
-    for (const std::string& target : spec->targets) {
-      ir::Diagnostics d;
-      auto inst = spec::instantiate(*spec, k, target, tirs, d);
-      bool ok = inst && spec::optimize(inst->module, *spec, d);
-      std::optional<std::string> ptx;
-      if (ok) ptx = ptx::emit(inst->module, {k.name}, d);
-      printDiagnostics(d);
-      if (!ptx) {
-        if (!d.hasErrors()) std::fprintf(stderr, "error: kernel '%s' failed to build for %s\n", k.name.c_str(), target.c_str());
+    ir::Diagnostics d;
+    std::optional<spec::Instance> inst = spec::instantiate(*spec, k, tirs, d);
+    printDiagnostics(d);
+    if (!inst) {
+      failed = true;
+      break;
+    }
+    for (const bundle::Target& target : spec->targets) {
+      ir::Diagnostics td;
+      ir::Module m = inst->module;
+      compile::Output out = compile::compile(m, target, options, td);
+      printDiagnostics(td);
+      if (!out.ptx || td.hasErrors()) {
+        if (!td.hasErrors())
+          std::fprintf(stderr, "error: kernel '%s' failed to build for %s\n", k.name.c_str(), target.name().c_str());
         failed = true;
         break;  // the other targets would mostly repeat the same errors
       }
-      if (units.empty() || units.back().kernel != ki) {
-        first[ki] = std::move(*inst);
-      } else if (inst->params != first[ki].params || inst->launch != first[ki].launch) {
-        std::fprintf(stderr, "error: kernel '%s' has a different signature or launch rule on %s than on %s\n", k.name.c_str(),
-                     target.c_str(), spec->targets.front().c_str());
-        failed = true;
-        break;
-      }
-      units.push_back({ki, target, std::move(*ptx), {}});
+      units.push_back({ki, target, std::move(*out.ptx), {}});
     }
+    instances[ki] = std::move(*inst);
   }
   if (failed) return kInputError;
 
@@ -191,7 +189,7 @@ int runBuild(const BuildOpts& o) {
         size_t n = ++done;
         if (tty) {
           std::lock_guard<std::mutex> lock(progress);
-          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec->kernels[u.kernel].name.c_str(), u.target.c_str(),
+          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec->kernels[u.kernel].name.c_str(), u.target.name().c_str(),
                        u.out.ok ? (std::to_string(u.out.resources.registers) + " registers").c_str() : "failed");
         }
       }
@@ -204,14 +202,14 @@ int runBuild(const BuildOpts& o) {
     for (const Unit& u : units) {
       const spec::KernelSpec& k = spec->kernels[u.kernel];
       if (!u.out.ok) {
-        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), u.target.c_str(), u.out.log.c_str());
+        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), u.target.name().c_str(), u.out.log.c_str());
         failed = true;
         continue;
       }
       const bundle::Resources& r = u.out.resources;
       if (r.spillStores == 0 && r.spillLoads == 0) continue;
       ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec->file, k.loc,
-                       "kernel '" + k.name + "' spills registers on " + u.target + " (" + describe(r) + ")" +
+                       "kernel '" + k.name + "' spills registers on " + u.target.name() + " (" + describe(r) + ")" +
                            (k.allowSpills ? "; allowed by allow_spills" : "; set allow_spills = true in its [[kernel]] entry to accept")};
       std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
       failed = failed || !k.allowSpills;
@@ -225,7 +223,7 @@ int runBuild(const BuildOpts& o) {
   in.ptxFallback = spec->ptxFallback || o.ptxOnly;
   in.producer = std::string("truenoc ") + TRUENOC_VERSION;
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki)
-    in.kernels.push_back({spec->kernels[ki].name, first[ki].params, first[ki].launch, {}});
+    in.kernels.push_back({spec->kernels[ki].name, instances[ki].params, instances[ki].launch, {}});
   for (Unit& u : units) {
     bundle::KernelInput& k = in.kernels[u.kernel];
     if (!o.ptxOnly) k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.out.resources, std::move(u.out.cubin)});

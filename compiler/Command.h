@@ -48,7 +48,9 @@ bool writeOutput(const std::string& path, const std::string& text);
 void printDiagnostics(const ir::Diagnostics& diags);
 // Reads and parses a .tir file; prints diagnostics. The display name of stdin is "<stdin>".
 std::optional<ir::Module> loadModule(const std::string& path, ir::Diagnostics& diags);
-bool retarget(ir::Module& m, const std::string& target);  // --target sm_XY (EmitPtxCommand.cpp)
+// The value of a target option (--target, --targets): a supported target, or nullopt with
+// "error: OPTION: invalid target ... (supported: ...)" on stderr. Every command checks targets so.
+std::optional<bundle::Target> parseTargetOption(const std::string& text, const char* option);
 // Reads a bundle into `bytes` and validates it completely (every payload included); nullopt
 // with a message on stderr when it is unreadable or invalid. The reader borrows `bytes`.
 std::optional<bundle::Reader> openBundle(const std::string& path, std::string& bytes);

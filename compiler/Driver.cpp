@@ -80,6 +80,13 @@ void printDiagnostics(const ir::Diagnostics& diags) {
   for (const ir::Diagnostic& d : diags.all()) std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
 }
 
+std::optional<bundle::Target> parseTargetOption(const std::string& text, const char* option) {
+  std::string why;
+  std::optional<bundle::Target> t = bundle::Target::parseSupported(text, why);
+  if (!t) std::fprintf(stderr, "error: %s: %s\n", option, why.c_str());
+  return t;
+}
+
 std::optional<ir::Module> loadModule(const std::string& path, ir::Diagnostics& diags) {
   auto text = readInput(path);
   if (!text) return std::nullopt;

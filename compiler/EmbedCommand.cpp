@@ -31,25 +31,24 @@ bool isReservedName(std::string_view n) {
 }
 
 // The C++ type a parameter is passed as; nullopt when none fits.
-std::optional<std::string> cppType(std::string_view type) {
-  unsigned lanes = 1;
-  if (type.size() > 3 && type[0] == 'v' && type[2] == '.') {
-    lanes = static_cast<unsigned>(type[1] - '0');
-    type.remove_prefix(3);
-  }
+std::optional<std::string> cppType(bundle::ParamType type) {
+  using S = bundle::ParamType::Scalar;
+  using Space = bundle::ParamType::Space;
   std::string scalar;
-  if (type == "ptr.global" || type == "ptr.generic") scalar = "void*";
-  else if (type == "ptr.shared" || type == "ptr.local") scalar = "std::uint32_t";
-  else if (type == "ptr.param") scalar = "std::uint64_t";
-  else if (type == "pred") scalar = "bool";
-  else if (type == "f32") scalar = "float";
-  else if (type == "f64") scalar = "double";
-  else if (type == "f16" || type == "bf16") scalar = "std::uint16_t";  // the value's bits
-  else if (unsigned bytes = bundle::integerTypeBytes(type)) scalar = std::string(type[0] == 's' ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
+  if (type.isPointer())
+    scalar = type.space == Space::Global || type.space == Space::Generic ? "void*"
+             : type.space == Space::Param                                ? "std::uint64_t"
+                                                                         : "std::uint32_t";  // shared, local
+  else if (type.scalar == S::Pred) scalar = "bool";
+  else if (type.scalar == S::F32) scalar = "float";
+  else if (type.scalar == S::F64) scalar = "double";
+  else if (type.scalar == S::F16 || type.scalar == S::BF16) scalar = "std::uint16_t";  // the value's bits
+  else if (unsigned bytes = bundle::ParamType{type.scalar}.integerBytes())
+    scalar = std::string(type.scalar >= S::S8 && type.scalar <= S::S64 ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
   else return std::nullopt;
-  if (lanes == 1) return scalar;
+  if (type.lanes == 1) return scalar;
   if (scalar == "void*" || scalar == "bool") return std::nullopt;
-  return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(lanes) + ">";
+  return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
 const char* kInterface = R"(#ifndef TRUENOC_EMBED_INTERFACE_V1
@@ -177,7 +176,7 @@ Names cppNames(const bundle::KernelInfo& k) {
 
 std::string commentSignature(const bundle::KernelInfo& k) {
   std::string s = k.name + "(";
-  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type;
+  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type.name();
   return s + ")";
 }
 
@@ -257,7 +256,7 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     for (const bundle::Param& p : k.params)
       if (!cppType(p.type)) {
         std::fprintf(stderr, "error: kernel '%s': parameter '%s' of type '%s' has no C++ type\n", k.name.c_str(), p.name.c_str(),
-                     p.type.c_str());
+                     p.type.name().c_str());
         return kInputError;
       }
     names.push_back(cppNames(k));

@@ -9,12 +9,11 @@
 #include <cstdio>
 #include <memory>
 
-#include "backends/ptx/Ptx.h"
 #include "backends/ptx/Ptxas.h"
+#include "backends/ptx/Registers.h"
 #include "compiler/Command.h"
+#include "compiler/Compile.h"
 #include "ir/Verifier.h"
-#include "passes/Pass.h"
-#include "passes/RegisterLiveness.h"
 #include "passes/TargetLimits.h"
 
 namespace tn::cli {
@@ -114,8 +113,8 @@ std::string textReport(const std::vector<KernelReport>& reports, const std::stri
     out += "  registers: " + std::to_string(r.regs.predicted) +
            " per thread predicted (32-bit registers live at the peak, in IR order)\n";
     out += "  peak live values by class (constants included):";
-    for (size_t c = 0; c < passes::kRegClasses; ++c)
-      out += (c ? ", " : " ") + std::string(passes::regClassName(passes::RegClass(c))) + " " +
+    for (size_t c = 0; c < ptx::kRegClasses; ++c)
+      out += (c ? ", " : " ") + std::string(ptx::regClassName(ptx::RegClass(c))) + " " +
              std::to_string(r.regs.peak[c]);
     out += "\n  shared memory: " + sharedText(r, o) + "\n";
     out += "  occupancy: " + (r.occupancy ? occupancyText(*r.occupancy, r.threads) : "unknown without a block size\n");
@@ -162,8 +161,8 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
                       : std::string("null")) +
            ",\n";
     out += "      \"registers\": {\"predicted\": " + std::to_string(r.regs.predicted) + ", \"peak\": {";
-    for (size_t c = 0; c < passes::kRegClasses; ++c)
-      out += (c ? ", " : "") + jsonString(passes::regClassName(passes::RegClass(c))) + ": " +
+    for (size_t c = 0; c < ptx::kRegClasses; ++c)
+      out += (c ? ", " : "") + jsonString(ptx::regClassName(ptx::RegClass(c))) + ": " +
              std::to_string(r.regs.peak[c]);
     out += "}},\n";
     std::string dynamic = !r.hasDynamic ? "0" : o.dynShared >= 0 ? std::to_string(o.dynShared) : "null";
@@ -194,10 +193,12 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
 }
 
 int runExplain(const ExplainOptions& o) {
+  std::optional<bundle::Target> chosen;
+  if (!o.target.empty() && !(chosen = parseTargetOption(o.target, "--target"))) return kUsageError;
   ir::Diagnostics diags;
   auto mod = loadModule(o.input, diags);
   if (!mod) return kInputError;
-  if (!o.target.empty() && !retarget(*mod, o.target)) return kUsageError;
+  if (chosen) compile::retarget(*mod, *chosen);
   if (!o.kernel.empty() && !mod->findKernel(o.kernel)) {
     std::fprintf(stderr, "error: no kernel named '%s'\n", o.kernel.c_str());
     return kInputError;
@@ -223,22 +224,23 @@ int runExplain(const ExplainOptions& o) {
     }
   }
 
-  std::string target = ir::targetName(mod->sm, mod->archSpecific);
-  const passes::TargetLimits& limits = passes::limitsFor(mod->sm);
+  std::string target = mod->target.name();
+  const passes::TargetLimits& limits = passes::limitsFor(mod->target.sm);
   std::vector<KernelReport> reports;
   for (const ir::Kernel& original : mod->kernels) {
     if (!o.kernel.empty() && original.name != o.kernel) continue;
     // The kernel alone, so that the checkers' findings are its own.
     ir::Module one = *mod;
     one.kernels.assign(1, original);
+    // A checker's error is a finding here, not a failure; emission problems are input errors.
     ir::Diagnostics found;
-    passes::runO2(one, found, passes::PassOptions{});  // a checker's error is a finding here, not a failure
+    compile::Output compiled = compile::compile(one, one.target, compile::Options{}, found);
     const ir::Kernel& k = one.kernels[0];
 
     KernelReport r;
     r.name = k.name;
     r.findings = found.all();
-    r.regs = passes::assignRegisters(k);
+    if (!compiled.registers.empty()) r.regs = std::move(compiled.registers[0]);
     r.staticShared = staticSharedBytes(k);
     r.hasDynamic = std::any_of(k.shared.begin(), k.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
     if (k.reqntid || k.maxntid) {
@@ -250,16 +252,12 @@ int runExplain(const ExplainOptions& o) {
     if (r.threads) r.occupancy = passes::estimateOccupancy(limits, r.threads, r.regs.predicted, r.staticShared + dynamic);
 
     // Emitted whether or not ptxas runs: a kernel without PTX is an input error either way.
-    ir::Diagnostics ed;
-    ptx::EmitOptions eo;
-    eo.kernel = k.name;
-    auto text = ptx::emit(one, eo, ed);
-    if (!text) {
-      printDiagnostics(ed);
+    if (!compiled.ptx) {
+      printDiagnostics(found);
       return kInputError;
     }
     if (ptxasPath) {
-      ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, target, *text});
+      ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, one.target, *compiled.ptx});
       if (!out.ok) {
         std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), target.c_str(),
                      out.log.c_str());
@@ -285,7 +283,7 @@ Command explainCommand() {
             auto o = std::make_shared<ExplainOptions>();
             app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
             app.add_option("--target", o->target,
-                           "Target architecture (sm_75 ... sm_121, sm_90a); default: the module's");
+                           "Target architecture (sm_75 ... sm_121, sm_90a ... sm_121a); default: the module's");
             app.add_option("--kernel", o->kernel, "Explain only this kernel");
             app.add_option("--dyn-shared", o->dynShared,
                            "Bytes of dynamic shared memory per block, counted for kernels that declare dynamic arrays")

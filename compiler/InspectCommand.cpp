@@ -18,7 +18,7 @@ std::string ratio(uint64_t raw, uint64_t compressed) {
 
 std::string signature(const bundle::KernelInfo& k) {
   std::string s = k.name + "(";
-  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type;
+  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type.name();
   return s + ")";
 }
 
@@ -33,7 +33,7 @@ std::string textReport(const bundle::Reader& r) {
   std::string out;
   out += "bundle " + m.name + " (format " + std::to_string(r.formatVersion()) + ", " + r.producer() + ")\n";
   out += "targets: ";
-  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? " " : "") + m.targets[i];
+  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? " " : "") + m.targets[i].name();
   out += "\nptx fallback: " + std::string(m.ptxFallback ? "yes" : "no") + "\n";
   out += "size: " + std::to_string(st.fileBytes) + " bytes (manifest " + std::to_string(st.manifestBytes) + ", payloads " +
          std::to_string(st.payloadSectionBytes) + " compressed from " + std::to_string(st.rawPayloadBytes) + ", ratio " +
@@ -47,7 +47,7 @@ std::string textReport(const bundle::Reader& r) {
       const bundle::Resources& res = e.resources;
       bool cubin = e.kind == bundle::PayloadKind::Cubin;
       auto n = [&](uint32_t v) { return cubin ? std::to_string(v) : std::string("-"); };
-      std::string line = "  " + padRight(m.targets[e.target], 8) + padRight(std::string(bundle::payloadKindName(e.kind)), 7) +
+      std::string line = "  " + padRight(m.targets[e.target].name(), 8) + padRight(std::string(bundle::payloadKindName(e.kind)), 7) +
                          padRight(std::to_string(e.rawSize), 10) + padRight(std::to_string(e.compressedSize), 12) +
                          padRight(n(res.registers), 6) + padRight(n(res.spillStores), 10) + padRight(n(res.spillLoads), 10) +
                          padRight(n(res.sharedBytes), 8) + padRight(n(res.stackBytes), 7) + n(res.constBytes);
@@ -75,7 +75,7 @@ std::string jsonReport(const bundle::Reader& r) {
   out += "  \"format_version\": " + num(r.formatVersion()) + ",\n";
   out += "  \"producer\": " + jsonString(r.producer()) + ",\n";
   out += "  \"targets\": [";
-  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? ", " : "") + jsonString(m.targets[i]);
+  for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? ", " : "") + jsonString(m.targets[i].name());
   out += "],\n  \"ptx_fallback\": " + std::string(m.ptxFallback ? "true" : "false") + ",\n";
   out += "  \"size\": {\"file\": " + num(st.fileBytes) + ", \"manifest\": " + num(st.manifestBytes) + ", \"payloads\": " +
          num(st.payloadSectionBytes) + ", \"raw_payloads\": " + num(st.rawPayloadBytes) +
@@ -86,7 +86,7 @@ std::string jsonReport(const bundle::Reader& r) {
     out += ki ? ",\n" : "\n";
     out += "    {\n      \"name\": " + jsonString(k.name) + ",\n      \"params\": [";
     for (size_t i = 0; i < k.params.size(); ++i)
-      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(k.params[i].name) + ", \"type\": " + jsonString(k.params[i].type) +
+      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(k.params[i].name) + ", \"type\": " + jsonString(k.params[i].type.name()) +
              ", \"align\": " + num(k.params[i].align) + "}";
     out += "],\n      \"launch\": {\"block\": [";
     for (size_t i = 0; i < k.launch.block.size(); ++i) out += (i ? ", " : "") + num(k.launch.block[i]);
@@ -97,7 +97,7 @@ std::string jsonReport(const bundle::Reader& r) {
       const bundle::Entry& e = k.entries[i];
       const bundle::Resources& res = e.resources;
       out += i ? ",\n" : "\n";
-      out += "        {\"target\": " + jsonString(m.targets[e.target]) + ", \"kind\": " + jsonString(bundle::payloadKindName(e.kind)) +
+      out += "        {\"target\": " + jsonString(m.targets[e.target].name()) + ", \"kind\": " + jsonString(bundle::payloadKindName(e.kind)) +
              ", \"bytes\": " + num(e.rawSize) + ", \"compressed_bytes\": " + num(e.compressedSize);
       if (e.kind == bundle::PayloadKind::Cubin)
         out += ", \"registers\": " + num(res.registers) + ", \"barriers\": " + num(res.barriers) + ", \"shared_bytes\": " +
@@ -120,7 +120,8 @@ int extract(const bundle::Reader& r, const std::string& what) {
   }
   std::string kernel = what.substr(0, c1), target = what.substr(c1 + 1, c2 - c1 - 1), kind = what.substr(c2 + 1);
   const bundle::KernelInfo* k = r.manifest().find(kernel);
-  int t = r.manifest().targetIndex(target);
+  std::optional<bundle::Target> parsed = bundle::Target::parse(target);
+  int t = parsed ? r.manifest().targetIndex(*parsed) : -1;
   bundle::PayloadKind pk = kind == "ptx" ? bundle::PayloadKind::Ptx : bundle::PayloadKind::Cubin;
   const bundle::Entry* e = k && t >= 0 && (kind == "ptx" || kind == "cubin") ? k->find(static_cast<uint32_t>(t), pk) : nullptr;
   if (!e) {

@@ -24,7 +24,7 @@ std::string optionLine(const kernels::OptionSpec& o) {
   return s;
 }
 
-// The template instantiated with its defaults for sm_80, as the spec loader would.
+// The template instantiated with its defaults, as the spec loader would.
 std::string describeTemplate(const kernels::Template& t) {
   std::string out = t.name + "\n  " + t.summary + "\n";
   spec::Spec s;
@@ -36,10 +36,10 @@ std::string describeTemplate(const kernels::Template& t) {
   k.options = t.defaults();
   spec::TirCache tirs;
   ir::Diagnostics d;
-  auto inst = spec::instantiate(s, k, "sm_80", tirs, d);
+  auto inst = spec::instantiate(s, k, tirs, d);
   if (inst) {
     std::string sig = t.name + "(";
-    for (size_t i = 0; i < inst->params.size(); ++i) sig += (i ? ", " : "") + inst->params[i].name + ": " + inst->params[i].type;
+    for (size_t i = 0; i < inst->params.size(); ++i) sig += (i ? ", " : "") + inst->params[i].name + ": " + inst->params[i].type.name();
     out += "  signature: " + sig + ")\n";
     out += "  launch: " + bundle::describe(inst->launch) + "\n";
   } else {

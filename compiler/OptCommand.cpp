@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "compiler/Command.h"
+#include "compiler/Compile.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
@@ -79,18 +80,23 @@ int runOpt(const OptOptions& o) {
                    passList().c_str());
       return kUsageError;
     }
+  std::optional<bundle::Target> target;
+  if (!o.target.empty() && !(target = parseTargetOption(o.target, "--target"))) return kUsageError;
   ir::Diagnostics diags;
   auto mod = loadModule(o.input, diags);
   if (!mod) return kInputError;
-  if (!o.target.empty() && !retarget(*mod, o.target)) return kUsageError;
+  if (target) compile::retarget(*mod, *target);
   ir::Diagnostics vd;
   ir::verify(*mod, vd);
   printDiagnostics(vd);
   if (vd.hasErrors()) return kInputError;
 
-  passes::PassOptions options;
-  options.fpContract = o.fpContract == "fast";
-  options.remarks = o.remarks;
+  compile::Options co;
+  co.fpContract = o.fpContract == "fast";
+  co.remarks = o.remarks;
+  // No -O and no --passes: parse, verify and print only.
+  co.level = o.level == 0 ? compile::Level::O0 : o.level == 1 ? compile::Level::O1 : o.level == 2 ? compile::Level::O2 : compile::Level::None;
+  passes::PassOptions options = compile::passOptions(co);
   ir::Diagnostics pd;
   size_t shown = 0;
   auto flush = [&] {
@@ -114,16 +120,8 @@ int runOpt(const OptOptions& o) {
     }
     return true;
   };
-  passes::PassRunner runner(*mod, pd, options, after);
-  bool ok = true;
-  if (names)
-    ok = passes::runPasses(runner, *names);
-  else if (o.level == 0)
-    ok = passes::runO0(runner);
-  else if (o.level == 1)
-    ok = passes::runO1(runner);
-  else if (o.level == 2)
-    ok = passes::runO2(runner);
+  passes::PassRunner runner = compile::makeRunner(*mod, pd, options, after);
+  bool ok = names ? passes::runPasses(runner, *names) : compile::runPipeline(runner, co.level);
   flush();
   if (o.timePasses) std::fputs(passes::formatTimingReport(runner.stats()).c_str(), stderr);
   if (!ok || pd.hasErrors()) return kInputError;
@@ -151,7 +149,7 @@ Command optCommand() {
             app.add_option("--fp-contract", o->fpContract, "Contract float mul+add into fma: fast (default) or off")
                 ->check(CLI::IsMember({"fast", "off"}))
                 ->capture_default_str();
-            app.add_option("--target", o->target, "Override the module target (sm_75 ... sm_121, sm_90a)");
+            app.add_option("--target", o->target, "Override the module target (sm_75 ... sm_121, sm_90a ... sm_121a)");
             app.add_flag("--remarks", o->remarks, "Also report analysis results (pressure, occupancy, uniformity) as notes");
             return std::function<int()>([o] { return runOpt(*o); });
           }};

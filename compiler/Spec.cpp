@@ -19,10 +19,6 @@ namespace {
 
 using ir::SourceLoc;
 
-constexpr std::string_view kKnownTargets[] = {"sm_75", "sm_80", "sm_86", "sm_87", "sm_88", "sm_89",
-                                              "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103", "sm_103a",
-                                              "sm_110", "sm_110a", "sm_120", "sm_120a", "sm_121", "sm_121a"};
-
 SourceLoc locOf(const toml::source_region& r) { return SourceLoc{0, r.begin.line, r.begin.column}; }
 
 std::string q(std::string_view s) { return "'" + std::string(s) + "'"; }
@@ -72,7 +68,7 @@ class Loader {
     }
     Spec spec;
     spec.file = file_;
-    spec.targets = defaultTargets();
+    spec.targets.assign(bundle::defaultTargets().begin(), bundle::defaultTargets().end());
     static constexpr std::string_view kTop[] = {"bundle", "kernel"};
     checkKeys(root, kTop, "at the top level");
     const toml::node* bundle = root.get("bundle");
@@ -149,11 +145,12 @@ class Loader {
           error(locOf(e.source()), "each target must be a string, not " + typeName(e.type()));
           continue;
         }
-        std::string t = **e.as_string();
-        if (!isKnownTarget(t)) error(locOf(e.source()), "unknown target " + q(t) + knownTargetsHint());
-        else if (std::find(spec.targets.begin(), spec.targets.end(), t) != spec.targets.end())
-          error(locOf(e.source()), "duplicate target " + q(t));
-        else spec.targets.push_back(t);
+        std::string text = **e.as_string(), why;
+        std::optional<bundle::Target> t = bundle::Target::parseSupported(text, why);
+        if (!t) error(locOf(e.source()), why);
+        else if (std::find(spec.targets.begin(), spec.targets.end(), *t) != spec.targets.end())
+          error(locOf(e.source()), "duplicate target " + q(text));
+        else spec.targets.push_back(*t);
       }
     }
     if (const toml::node* n = typed(b, "ptx_fallback", toml::node_type::boolean)) spec.ptxFallback = **n->as_boolean();
@@ -163,12 +160,6 @@ class Loader {
       else if (v == "off") spec.fpContract = FpContract::Off;
       else error(locOf(n->source()), "'fp_contract' must be \"fast\" or \"off\", not \"" + v + "\"");
     }
-  }
-
-  static std::string knownTargetsHint() {
-    std::string all;
-    for (std::string_view t : kKnownTargets) all += (all.empty() ? "" : ", ") + std::string(t);
-    return " (known targets: " + all + ")";
   }
 
   ExprSource expression(const toml::node& n, const std::string& what) {
@@ -355,15 +346,6 @@ class Loader {
 
 }  // namespace
 
-const std::vector<std::string>& defaultTargets() {
-  static const std::vector<std::string> t = {"sm_80", "sm_86", "sm_89", "sm_90"};
-  return t;
-}
-
-bool isKnownTarget(std::string_view target) {
-  return std::find(std::begin(kKnownTargets), std::end(kKnownTargets), target) != std::end(kKnownTargets);
-}
-
 std::optional<Spec> parseSpec(std::string_view text, const std::string& file, const std::string& baseDir, ir::Diagnostics& diags,
                               std::span<const kernels::Template> templates) {
   return Loader(file, baseDir, diags, templates).load(text);
@@ -385,23 +367,37 @@ const ir::Module* TirCache::get(const std::string& path, const std::string& spec
   return it->second ? &*it->second : nullptr;
 }
 
+bundle::ParamType paramTypeOf(ir::Type t) {
+  using P = bundle::ParamType;
+  // Both enums list the same scalars and spaces in the same order; the bundle's start at 1.
+  static_assert(static_cast<unsigned>(P::Scalar::Pred) == static_cast<unsigned>(ir::Scalar::Pred) + 1);
+  static_assert(static_cast<unsigned>(P::Scalar::Ptr) == static_cast<unsigned>(ir::Scalar::Ptr) + 1);
+  static_assert(static_cast<unsigned>(P::Space::Local) == static_cast<unsigned>(ir::AddrSpace::Local) + 1);
+  P p;
+  p.scalar = static_cast<P::Scalar>(static_cast<unsigned>(t.scalar) + 1);
+  p.lanes = t.lanes;
+  p.space = t.isPtr() ? static_cast<P::Space>(static_cast<unsigned>(t.space) + 1) : P::Space::None;
+  return p;
+}
+
 std::vector<bundle::Param> signatureOf(const ir::Kernel& k) {
   std::vector<bundle::Param> out;
-  for (const ir::KernelParam& p : k.params) out.push_back({k.value(p.value).name, ir::typeName(k.typeOf(p.value)), p.align});
+  for (const ir::KernelParam& p : k.params) out.push_back({k.value(p.value).name, paramTypeOf(k.typeOf(p.value)), p.align});
   return out;
 }
 
-std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const std::string& target, TirCache& tirs,
-                                    ir::Diagnostics& diags) {
+compile::Options compileOptions(const Spec& spec) {
+  compile::Options o;
+  o.level = compile::Level::O2;
+  o.fpContract = spec.fpContract == FpContract::Fast;
+  return o;
+}
+
+std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags) {
   auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
-  auto parsedTarget = ir::parseTarget(target);
-  if (!parsedTarget) {
-    error(spec.targetsLoc, "invalid target " + q(target));
-    return std::nullopt;
-  }
   Instance inst;
   if (k.tmpl) {
-    std::optional<ir::Module> built = k.tmpl->build(k.options, parsedTarget->first, diags);
+    std::optional<ir::Module> built = k.tmpl->build(k.options, diags);
     if (!built) return std::nullopt;
     if (built->kernels.size() != 1) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " built " + std::to_string(built->kernels.size()) + " kernels instead of one");
@@ -421,17 +417,12 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const
       error(k.nameLoc, q(k.tirPath) + " has no kernel " + q(k.tirKernel) + " (kernels: " + names + ")");
       return std::nullopt;
     }
-    inst.module.sm = src->sm;
-    inst.module.archSpecific = src->archSpecific;
+    inst.module.target = src->target;
     inst.module.ptx = src->ptx;
     inst.module.files = src->files;
     inst.module.kernels.push_back(*chosen);
   }
-  ir::Module& m = inst.module;
-  m.sm = parsedTarget->first;
-  m.archSpecific = parsedTarget->second;
-  m.ptx = std::max(m.ptx, ir::minPtxForTarget(m.sm));
-  ir::Kernel& kernel = m.kernels.front();
+  ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;
   inst.params = signatureOf(kernel);
   for (size_t i = 0; i < inst.params.size(); ++i)
@@ -443,20 +434,7 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const
 
   // The launch rule: the template's, or the spec's for a .tir kernel.
   if (k.tmpl) {
-    kernels::LaunchRuleText text = k.tmpl->launch(k.options);
-    inst.launch.block = text.block;
-    inst.launch.grid.clear();
-    std::vector<std::string> all = text.grid;
-    all.push_back(text.dynamicShared);
-    for (size_t i = 0; i < all.size(); ++i) {
-      bundle::Result<bundle::Expr> e = bundle::Expr::parse(all[i]);
-      if (!e) {
-        error(k.templateLoc, "template " + q(k.tmpl->name) + " has a bad launch rule " + q(all[i]) + ": " + e.error().message);
-        return std::nullopt;
-      }
-      if (i + 1 < all.size()) inst.launch.grid.push_back(std::move(*e));
-      else inst.launch.dynamicShared = std::move(*e);
-    }
+    inst.launch = k.tmpl->launch(k.options);
     if (auto bad = bundle::checkRule(inst.launch, inst.params)) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " launch rule " + bad->where() + ": " + bad->error.message);
       return std::nullopt;
@@ -493,13 +471,6 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const
     return std::nullopt;
   }
   return inst;
-}
-
-bool optimize(ir::Module& m, const Spec& spec, ir::Diagnostics& diags) {
-  if (!ir::verify(m, diags)) return false;
-  passes::PassOptions options;
-  options.fpContract = spec.fpContract == FpContract::Fast;
-  return passes::runO2(m, diags, options) && ir::verify(m, diags);
 }
 
 }  // namespace tn::spec

@@ -1,6 +1,6 @@
 // Kernel specs: the TOML files `truenoc build` reads (docs/specs.md). Loading checks the whole
 // schema and reports every problem as spec.toml:line:col; instantiation turns one [[kernel]]
-// entry into an IR module for one target, with its bundle signature and launch rule.
+// entry into an IR module, once for all targets, with its bundle signature and launch rule.
 #pragma once
 
 #include <map>
@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backends/bundle/LaunchRule.h"
+#include "backends/bundle/Target.h"
+#include "compiler/Compile.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 #include "kernels/Template.h"
@@ -17,11 +19,6 @@
 namespace tn::spec {
 
 enum class FpContract { Fast, Off };
-
-// The targets a spec gets when it names none.
-const std::vector<std::string>& defaultTargets();
-// Targets ptxas 13 assembles for; anything else is an unknown target.
-bool isKnownTarget(std::string_view target);
 
 // A launch-rule expression with where it was written. `exact` when the text is a plain one-line
 // string in the spec, so a column inside it maps to spec column loc.col + column.
@@ -55,7 +52,7 @@ struct KernelSpec {
 struct Spec {
   std::string file;  // display name used in diagnostics
   std::string name;
-  std::vector<std::string> targets;
+  std::vector<bundle::Target> targets;  // bundle::defaultTargets() unless the spec names them
   ir::SourceLoc targetsLoc;
   bool ptxFallback = false;
   FpContract fpContract = FpContract::Fast;
@@ -67,8 +64,8 @@ struct Spec {
 std::optional<Spec> parseSpec(std::string_view text, const std::string& file, const std::string& baseDir,
                               ir::Diagnostics& diags, std::span<const kernels::Template> templates = kernels::templates());
 
-// One [[kernel]] entry built for one target: a module holding exactly that kernel (named as in
-// the spec, retargeted), its bundle signature and its checked launch rule.
+// One [[kernel]] entry instantiated: a module holding exactly that kernel (named as in the spec;
+// compile::compile retargets a copy per target), its bundle signature and its checked launch rule.
 struct Instance {
   ir::Module module;
   std::vector<bundle::Param> params;
@@ -84,15 +81,15 @@ class TirCache {
   std::map<std::string, std::optional<ir::Module>> modules_;
 };
 
-std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, const std::string& target, TirCache& tirs,
-                                    ir::Diagnostics& diags);
+std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags);
 
-// The one place an instance is optimized, for `truenoc build` and the library tests alike:
-// verify it for its target, run the -O2 pipeline (clean-up, fma-fusion under the spec's
-// fp_contract, the checkers) and verify the result. Returns false when an error was reported.
-bool optimize(ir::Module& m, const Spec& spec, ir::Diagnostics& diags);
+// How `truenoc build` compiles a spec's kernels (and the library tests, exactly so): the -O2
+// pipeline with the spec's fp_contract.
+compile::Options compileOptions(const Spec& spec);
 
-// The bundle signature of a kernel: its parameters' names, IR type names and alignments.
+// The bundle signature of a kernel: its parameters' names, types and alignments.
 std::vector<bundle::Param> signatureOf(const ir::Kernel& k);
+// A parameter's IR type as a bundle records it.
+bundle::ParamType paramTypeOf(ir::Type t);
 
 }  // namespace tn::spec

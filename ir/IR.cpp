@@ -74,42 +74,6 @@ Kernel* Module::findKernel(std::string_view name) {
   return nullptr;
 }
 
-std::string targetName(unsigned sm, bool archSpecific) {
-  return "sm_" + std::to_string(sm) + (archSpecific ? "a" : "");
-}
-
-std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view t) {
-  if (!t.starts_with("sm_")) return std::nullopt;
-  t.remove_prefix(3);
-  bool arch = false;
-  if (!t.empty() && t.back() == 'a') {
-    arch = true;
-    t.remove_suffix(1);
-  }
-  if (t.size() < 2 || t.size() > 3) return std::nullopt;
-  unsigned v = 0;
-  for (char c : t) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<unsigned>(c - '0');
-  }
-  if (v < 10) return std::nullopt;
-  return std::pair{v, arch};
-}
-
-unsigned minPtxForTarget(unsigned sm, bool archSpecific) {
-  if (archSpecific && sm == 90) return 80;
-  struct Row {
-    unsigned sm, ptx;
-  };
-  // First PTX ISA version supporting each architecture (PTX ISA release notes).
-  static constexpr Row kRows[] = {{75, 63}, {80, 70}, {86, 71}, {87, 74}, {89, 78}, {90, 78},
-                                  {100, 86}, {101, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
-  unsigned best = 60;
-  for (const Row& r : kRows)
-    if (r.sm <= sm) best = r.ptx > best ? r.ptx : best;
-  return best;
-}
-
 std::optional<Type> resultTypeFor(const Inst& in) {
   const OpInfo& oi = info(in.op);
   if (oi.result == '-') return std::nullopt;

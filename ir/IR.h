@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/bundle/Target.h"
 #include "ir/Diagnostics.h"
 #include "ir/Ops.h"
 #include "ir/Type.h"
@@ -121,9 +122,10 @@ struct Kernel {
   void compactBlocks(const std::vector<bool>& keep);
 };
 
+using bundle::Target;
+
 struct Module {
-  unsigned sm = 80;        // target architecture: 80 = sm_80
-  bool archSpecific = false;  // sm_90a-style target
+  Target target;           // sm_80 unless the text or the caller says otherwise
   unsigned ptx = 70;       // PTX ISA version x10
   std::vector<Kernel> kernels;
   std::vector<std::string> files{""};  // SourceLoc::file indexes this; [0] = unknown
@@ -132,12 +134,6 @@ struct Module {
   const std::string& fileName(SourceLoc loc) const { return files[loc.file < files.size() ? loc.file : 0]; }
   Kernel* findKernel(std::string_view name);
 };
-
-std::string targetName(unsigned sm, bool archSpecific);  // "sm_90a"
-// Parses "sm_XY" / "sm_XYa"; nullopt when malformed.
-std::optional<std::pair<unsigned, bool>> parseTarget(std::string_view text);
-// The lowest PTX ISA version (x10) that ptxas accepts for a target (sm_90a needs 8.0).
-unsigned minPtxForTarget(unsigned sm, bool archSpecific = false);
 
 // Result type of an instruction under the table's result rule, or nullopt when none/invalid.
 std::optional<Type> resultTypeFor(const Inst& in);

@@ -255,10 +255,9 @@ class Parser {
       if (kw.text == "target") {
         if (sawTarget) fail(kw, "duplicate 'target' line");
         sawTarget = true;
-        auto tgt = v.kind == Tok::Ident ? parseTarget(v.text) : std::nullopt;
+        auto tgt = v.kind == Tok::Ident ? Target::parse(v.text) : std::nullopt;
         if (!tgt) fail(v, "invalid target '" + std::string(v.text) + "' (expected sm_XY, e.g. sm_80)");
-        mod_.sm = tgt->first;
-        mod_.archSpecific = tgt->second;
+        mod_.target = *tgt;
       } else {
         if (sawPtx) fail(kw, "duplicate 'ptx' line");
         sawPtx = true;
@@ -279,7 +278,7 @@ class Parser {
       endOfLine();
       skipNewlines();
     }
-    if (!sawPtx) mod_.ptx = std::max(70u, minPtxForTarget(mod_.sm, mod_.archSpecific));
+    if (!sawPtx) mod_.ptx = std::max(70u, mod_.target.minPtx());
     while (!at(Tok::End)) {
       if (!atIdent("kernel")) fail(tok_, "expected 'kernel', found " + describe(tok_));
       parseKernel();

@@ -198,7 +198,7 @@ std::string print(const Module& m, const Kernel& k) {
 }
 
 std::string print(const Module& m) {
-  std::string out = "target " + targetName(m.sm, m.archSpecific) + "\n";
+  std::string out = "target " + m.target.name() + "\n";
   out += "ptx " + std::to_string(m.ptx / 10) + "." + std::to_string(m.ptx % 10) + "\n";
   for (const Kernel& k : m.kernels) out += "\n" + print(m, k);
   return out;

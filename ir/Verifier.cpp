@@ -519,7 +519,7 @@ void KernelVerifier::checkSpecial(const Inst& in) {
 // ---- 7. target gating -------------------------------------------------------------------------
 
 void KernelVerifier::checkTarget(const Inst& in) {
-  auto fits = [&](unsigned sm, unsigned ptx) { return m_.sm >= sm && m_.ptx >= ptx; };
+  auto fits = [&](unsigned sm, unsigned ptx) { return m_.target.sm >= sm && m_.ptx >= ptx; };
   const OpInfo& oi = info(in.op);
   std::string what;
   unsigned needSM = oi.minSM, needPTX = oi.minPTX;
@@ -534,8 +534,8 @@ void KernelVerifier::checkTarget(const Inst& in) {
     }
     if (what.empty()) return;
   }
-  error(in.loc, quoted(opText(in)) + what + " requires " + targetName(needSM, false) + " and " + ptxText(needPTX) +
-                    ", but the module targets " + targetName(m_.sm, m_.archSpecific) + " with " + ptxText(m_.ptx));
+  error(in.loc, quoted(opText(in)) + what + " requires " + Target{needSM, false}.name() + " and " + ptxText(needPTX) +
+                    ", but the module targets " + m_.target.name() + " with " + ptxText(m_.ptx));
 }
 
 // ---- 1 and 5. branch targets and arguments ----------------------------------------------------
@@ -597,10 +597,10 @@ bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
 
 bool verify(const Module& m, Diagnostics& diags) {
   unsigned before = diags.errors();
-  if (unsigned need = minPtxForTarget(m.sm, m.archSpecific); m.ptx < need) {
+  if (unsigned need = m.target.minPtx(); m.ptx < need) {
     SourceLoc loc = m.kernels.empty() ? SourceLoc{} : m.kernels.front().loc;
     diags.report(Severity::Error, m.fileName(loc), loc,
-                 ptxText(m.ptx) + " does not support " + targetName(m.sm, m.archSpecific) + " (it needs " +
+                 ptxText(m.ptx) + " does not support " + m.target.name() + " (it needs " +
                      ptxText(need) + " or later)");
   }
   for (const Kernel& k : m.kernels) verifyKernel(m, k, diags);

@@ -189,11 +189,11 @@ void addElementwise(std::vector<Template>& out) {
       a.choices = {"tanh", "erf"};
       t.options.push_back(a);
     }
-    t.build = [e](const Options& o, unsigned, ir::Diagnostics& diags) { return build(e, o, diags); };
+    t.build = [e](const Options& o, ir::Diagnostics& diags) { return build(e, o, diags); };
     t.launch = [](const Options& o) {
       uint32_t block = static_cast<uint32_t>(o.integer("block"));
-      uint32_t perBlock = block * vecElems(storageOption(o));
-      return LaunchRuleText{{block}, {"ceil_div(n, " + std::to_string(perBlock) + ")"}, "0"};
+      uint64_t perBlock = uint64_t{block} * vecElems(storageOption(o));
+      return LaunchRule{{block}, {ceilDiv(Expr::param("n"), perBlock)}, 0};
     };
     out.push_back(std::move(t));
   }

@@ -62,7 +62,7 @@ Value dotVector(KernelBuilder& kb, const Loaded& l, Storage s, Value acc) {
   return acc;
 }
 
-std::optional<ir::Module> buildGemv(const Options& o, unsigned, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o, "weight");
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemv");
@@ -149,7 +149,7 @@ void addGemv(std::vector<Template>& out) {
       {weight},
       buildGemv,
       [](const Options&) {
-        return LaunchRuleText{{kBlock}, {"ceil_div(m, " + std::to_string(kRowsPerBlock) + ")"}, "0"};
+        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0};
       },
   });
 }

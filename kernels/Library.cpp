@@ -59,8 +59,7 @@ Storage storageOption(const Options& o, const std::string& name) {
 
 ir::Module newModule() {
   ir::Module m;
-  m.sm = 80;
-  m.ptx = 70;
+  m.ptx = 70;  // the target is sm_80 until the compiler retargets the module
   return m;
 }
 

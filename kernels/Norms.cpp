@@ -271,8 +271,8 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
       name,
       summary,
       {dtypeOption()},
-      [kind](const Options& o, unsigned, ir::Diagnostics& d) { return buildNorm(kind, o, d); },
-      [](const Options&) { return LaunchRuleText{{kBlock}, {"rows"}, "0"}; },
+      [kind](const Options& o, ir::Diagnostics& d) { return buildNorm(kind, o, d); },
+      [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   };
 }
 

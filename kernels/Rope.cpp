@@ -169,11 +169,13 @@ void addRope(std::vector<Template>& out) {
       "multiple of 2V (neox) or V (interleaved), V = 16 / element bytes, the threads take the heads' 16-byte "
       "vectors in turn, else one warp per (token, head); blocks loop over tokens past 65535",
       {dtypeOption(), layoutOption()},
-      [](const Options& o, unsigned, ir::Diagnostics& d) {
+      [](const Options& o, ir::Diagnostics& d) {
         return buildRope(storageOption(o), o.text("layout") == "neox", d);
       },
       [](const Options&) {
-        return LaunchRuleText{{32, kHeadsPerBlock}, {"ceil_div(q_heads + k_heads, 4)", "min(tokens, 65535)"}, "0"};
+        return LaunchRule{{32, kHeadsPerBlock},
+                          {ceilDiv(Expr::param("q_heads") + Expr::param("k_heads"), 4), min(Expr::param("tokens"), 65535)},
+                          0};
       },
   });
 }

@@ -17,7 +17,7 @@ using ir::Type;
 namespace {
 
 // The largest gridDim.y; kernels whose y dimension counts rows or tokens loop over the rest.
-constexpr const char* kMaxGridY = "65535";
+constexpr uint64_t kMaxGridY = 65535;
 
 // The storage bits of one element, as an integer of the same size (copies never convert).
 Type bitsType(Storage s) { return Type::of(s == Storage::F32 ? Scalar::U32 : Scalar::U16); }
@@ -430,8 +430,8 @@ void addRowOps(std::vector<Template>& out) {
       "index[r] (u32) = first index of the maximum of row r of x (rows x cols); NaN is larger than "
       "every number (the first NaN wins); cols = 0 writes nothing; one block of 256 threads per row",
       {dtypeOption()},
-      [](const Options& o, unsigned, ir::Diagnostics& d) { return buildArgmax(storageOption(o), d); },
-      [](const Options&) { return LaunchRuleText{{kArgmaxBlock}, {"rows"}, "0"}; },
+      [](const Options& o, ir::Diagnostics& d) { return buildArgmax(storageOption(o), d); },
+      [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   const std::string chunk = std::to_string(kArgmaxChunk);
   out.push_back({
@@ -441,8 +441,10 @@ void addRowOps(std::vector<Template>& out) {
           chunk + "); key orders values as argmax does, index is within the row; partial must hold rows * "
           "ceil_div(cols, " + chunk + ") * 2 u32; rows <= 65535 (the grid's height); blocks of 256 threads",
       {dtypeOption()},
-      [](const Options& o, unsigned, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), d); },
-      [chunk](const Options&) { return LaunchRuleText{{kArgmaxBlock}, {"ceil_div(cols, " + chunk + ")", "rows"}, "0"}; },
+      [](const Options& o, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), d); },
+      [](const Options&) {
+        return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
+      },
   });
   out.push_back({
       "argmax_merge",
@@ -450,9 +452,9 @@ void addRowOps(std::vector<Template>& out) {
           ") pairs in partial, the same index argmax gives; cols = 0 writes nothing; one warp per row, " +
           std::to_string(kMergeRowsPerBlock) + " rows per block of 256 threads",
       {},
-      [](const Options&, unsigned, ir::Diagnostics& d) { return buildArgmaxMerge(d); },
+      [](const Options&, ir::Diagnostics& d) { return buildArgmaxMerge(d); },
       [](const Options&) {
-        return LaunchRuleText{{kArgmaxBlock}, {"ceil_div(rows, " + std::to_string(kMergeRowsPerBlock) + ") * min(1, cols)"}, "0"};
+        return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("rows"), kMergeRowsPerBlock) * min(1, Expr::param("cols"))}, 0};
       },
   });
   out.push_back({
@@ -462,11 +464,10 @@ void addRowOps(std::vector<Template>& out) {
       "the vector width, else scalar; blocks of 32x8 threads, one per tile (grid y capped at 65535; "
       "blocks loop over further tile rows)",
       {elementType},
-      [](const Options& o, unsigned, ir::Diagnostics& d) { return buildTranspose(storageOption(o), d); },
+      [](const Options& o, ir::Diagnostics& d) { return buildTranspose(storageOption(o), d); },
       [](const Options& o) {
-        std::string T = std::to_string(transposeTile(storageOption(o)));
-        return LaunchRuleText{
-            {32, 8}, {"ceil_div(cols, " + T + ")", "min(ceil_div(rows, " + T + "), " + kMaxGridY + ")"}, "0"};
+        uint64_t tile = transposeTile(storageOption(o));
+        return LaunchRule{{32, 8}, {ceilDiv(Expr::param("cols"), tile), min(ceilDiv(Expr::param("rows"), tile), kMaxGridY)}, 0};
       },
   });
   out.push_back({
@@ -474,12 +475,10 @@ void addRowOps(std::vector<Template>& out) {
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
       "`row` elements, copied bit for bit; blocks of 128 threads, each one 16-byte vector per thread",
       {elementType},
-      [](const Options& o, unsigned, ir::Diagnostics& d) { return buildKvScatter(storageOption(o), d); },
+      [](const Options& o, ir::Diagnostics& d) { return buildKvScatter(storageOption(o), d); },
       [](const Options& o) {
-        unsigned span = kScatterBlock * vecElems(storageOption(o));
-        return LaunchRuleText{{kScatterBlock},
-                              {"ceil_div(row, " + std::to_string(span) + ")", std::string("min(tokens, ") + kMaxGridY + ")"},
-                              "0"};
+        uint64_t span = kScatterBlock * vecElems(storageOption(o));
+        return LaunchRule{{kScatterBlock}, {ceilDiv(Expr::param("row"), span), min(Expr::param("tokens"), kMaxGridY)}, 0};
       },
   });
 }

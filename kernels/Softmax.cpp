@@ -229,7 +229,7 @@ void writeWith(KernelBuilder& kb, const Slice& sl, Storage s, Stat total) {
 // blockCombine's staging area: (max, sum) of each warp.
 SharedArray declareScratch(KernelBuilder& kb) { return kb.shared("scratch", Type::f32(), 2 * kWarps); }
 
-std::optional<ir::Module> buildSoftmax(const Options& o, unsigned, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildSoftmax(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax");
@@ -284,7 +284,7 @@ ChunkPos chunkOf(KernelBuilder& kb, Value x, Value y, Value cols, Storage s) {
   return {c.row, c.chunk, c.chunks, makeSlice(kb, x, y, c.row, cols, c.start, s, c.len, tid, kb.u32(kBlock))};
 }
 
-std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildPartial(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax_partial");
@@ -310,7 +310,7 @@ std::optional<ir::Module> buildPartial(const Options& o, unsigned, ir::Diagnosti
   return finish(kb, m, diags);
 }
 
-std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "softmax_merge");
@@ -347,7 +347,6 @@ std::optional<ir::Module> buildMerge(const Options& o, unsigned, ir::Diagnostics
 
 void addSoftmax(std::vector<Template>& out) {
   const std::string chunk = std::to_string(kChunk);
-  const std::string big = "min(1, cols / " + std::to_string(kWarpRowMax + 1) + ")";
   out.push_back({
       "softmax",
       "y = softmax of each row of x (rows x cols); one warp per row (" + std::to_string(kWarps) +
@@ -355,12 +354,11 @@ void addSoftmax(std::vector<Template>& out) {
           std::to_string(kBlock) + " threads per row. A row holding NaN or +inf, or all -inf, gives NaN",
       {dtypeOption()},
       buildSoftmax,
-      [big](const Options&) {
-        // Warp mode: ceil_div(rows, 8) blocks; block mode: rows blocks; cols = 0: none.
-        return LaunchRuleText{{kBlock},
-                              {"(ceil_div(rows, " + std::to_string(kWarps) + ") * (1 - " + big + ") + rows * " + big +
-                               ") * min(1, cols)"},
-                              "0"};
+      [](const Options&) {
+        // Warp mode: ceil_div(rows, 8) blocks; block mode (big = 1): rows blocks; cols = 0: none.
+        Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+        Expr big = min(1, cols / (kWarpRowMax + 1));
+        return LaunchRule{{kBlock}, {(ceilDiv(rows, kWarps) * (1 - big) + rows * big) * min(1, cols)}, 0};
       },
   });
   out.push_back({
@@ -371,7 +369,7 @@ void addSoftmax(std::vector<Template>& out) {
       "rows <= 65535 (the grid's height)",
       {dtypeOption()},
       buildPartial,
-      [chunk](const Options&) { return LaunchRuleText{{kBlock}, {"ceil_div(cols, " + chunk + ")", "rows"}, "0"}; },
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
   out.push_back({
       "softmax_merge",
@@ -380,7 +378,7 @@ void addSoftmax(std::vector<Template>& out) {
           ") of row r of y",
       {dtypeOption()},
       buildMerge,
-      [chunk](const Options&) { return LaunchRuleText{{kBlock}, {"ceil_div(cols, " + chunk + ")", "rows"}, "0"}; },
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
 }
 

@@ -1,7 +1,9 @@
 // Kernel templates: named, documented kernel generators that a spec's [[kernel]] entry
 // instantiates with typed options. A template declares its option schema (with defaults and
 // docs), builds one kernel with the IR builder and states its launch rule over the kernel's
-// parameters. Adding a template is one entry in the table in kernels/Templates.cpp.
+// parameters. A template does not see the target: the compiler instantiates it once and
+// retargets the module for each target. Adding a template is a function returning a Template
+// in its kernels/*.cpp file plus one line in the list in kernels/Templates.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "backends/bundle/LaunchRule.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 
@@ -53,20 +56,18 @@ class Options {
   std::map<std::string, OptionValue> values_;
 };
 
-// A launch rule as text, parsed and checked against the kernel's parameters by the compiler.
-struct LaunchRuleText {
-  std::vector<uint32_t> block;
-  std::vector<std::string> grid;
-  std::string dynamicShared = "0";
-};
+using bundle::Expr;
+using bundle::LaunchRule;
 
 struct Template {
   std::string name;
   std::string summary;
   std::vector<OptionSpec> options;
-  // Builds a module holding exactly one kernel for target `sm`; problems go to diags.
-  std::function<std::optional<ir::Module>(const Options&, unsigned sm, ir::Diagnostics&)> build;
-  std::function<LaunchRuleText(const Options&)> launch;
+  // Builds a module holding exactly one kernel; problems go to diags.
+  std::function<std::optional<ir::Module>(const Options&, ir::Diagnostics&)> build;
+  // The launch rule over the kernel's parameters (Expr::param("n"), ceilDiv, min, ...); the
+  // compiler checks it against the kernel's signature.
+  std::function<LaunchRule(const Options&)> launch;
 
   Options defaults() const;
 };

@@ -22,28 +22,28 @@ std::vector<Template> makeTemplates() {
           "row_sum",
           "y[r] = sum of row r of the row-major f32 matrix x (rows x cols); one block of 256 threads per row",
           {},
-          [](const Options&, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+          [](const Options&, ir::Diagnostics&) -> std::optional<ir::Module> {
             ir::Module m = buildRowSumModule();
             // The grid has one block per row, so the launch needs the row count as a parameter.
             ir::Kernel& k = onlyKernel(m);
             if (!hasParam(k, "rows")) k.addParam(ir::Type::u32(), "rows");
             return m;
           },
-          [](const Options&) { return LaunchRuleText{{256}, {"rows"}, "0"}; },
+          [](const Options&) { return LaunchRule{{256}, {Expr::param("rows")}, 0}; },
       },
       {
           "vadd",
           "c[i] = a[i] + b[i] for i < n over f32 vectors; one thread per element",
           {{"block", OptionType::Int, int64_t{256}, "threads per block", 32, 1024, 32, {}}},
-          [](const Options& o, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+          [](const Options& o, ir::Diagnostics&) -> std::optional<ir::Module> {
             ir::Module m = buildVaddModule();
             // The kernel indexes with ntid, so any block size works; maxntid states the chosen one.
             onlyKernel(m).maxntid = ir::Dim3{static_cast<unsigned>(o.integer("block")), 1, 1};
             return m;
           },
           [](const Options& o) {
-            std::string b = std::to_string(o.integer("block"));
-            return LaunchRuleText{{static_cast<uint32_t>(o.integer("block"))}, {"ceil_div(n, " + b + ")"}, "0"};
+            uint32_t block = static_cast<uint32_t>(o.integer("block"));
+            return LaunchRule{{block}, {ceilDiv(Expr::param("n"), block)}, 0};
           },
       },
   };

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
+#include "passes/RegisterLiveness.h"
 
 namespace tn::passes {
 
@@ -18,12 +20,20 @@ struct PassOptions {
   bool remarks = false;    // analyses and checkers also report their findings as notes
 };
 
-// What a pass works on. Passes read the target from module.sm; analyses they need (CFG,
-// dominators, uniformity, liveness) are computed by the pass itself, never cached here.
+// What a pass works on. Passes read the target from module.target and its register file from
+// `registers` (the backend's, e.g. ptx::registerFile()). Analyses they need (CFG, dominators,
+// uniformity, liveness) are computed by the pass itself; the one exception is the register
+// assignment, which register-liveness, tile-validation and then the emitter all read: it is kept
+// here per kernel, and PassRunner::run drops it whenever a pass reports that it changed the module.
 struct PassContext {
   ir::Module& module;
   ir::Diagnostics& diags;
   const PassOptions& options;
+  const RegisterFile& registers;
+  std::vector<std::optional<RegisterAssignment>> assignments{};  // by kernel index; empty = none kept
+
+  // The register assignment of kernel `index` of the module as it is now.
+  const RegisterAssignment& registersOf(size_t index);
 
   void report(ir::Severity sev, ir::SourceLoc loc, std::string message) const {
     diags.report(sev, module.fileName(loc), loc, std::move(message));
@@ -67,7 +77,8 @@ using AfterPassHook = std::function<bool(const PassInfo& pass, bool changed)>;
 
 class PassRunner {
  public:
-  PassRunner(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options, AfterPassHook after = {});
+  PassRunner(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options, const RegisterFile& registers,
+             AfterPassHook after = {});
 
   // Runs one registered pass. Returns false when the pipeline must stop: the hook said so or the
   // name is unknown (reported as an error). `changed`, when given, receives whether the module changed.
@@ -75,6 +86,9 @@ class PassRunner {
   bool stopped() const { return stopped_; }
   // Per-pass statistics in order of first run (for --time-passes).
   const std::vector<PassStat>& stats() const { return stats_; }
+  // The register assignment of every kernel of the module as it is now: the ones the passes
+  // computed, and the others computed here. The runner gives them up.
+  std::vector<RegisterAssignment> takeAssignments();
 
  private:
   PassContext ctx_;
@@ -94,10 +108,6 @@ bool runO2(PassRunner& r);
 // Runs the named passes in order.
 bool runPasses(PassRunner& r, const std::vector<std::string>& names);
 
-// Convenience forms for `truenoc build`: true when no error was reported by this run.
-bool runO0(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options);
-bool runO1(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options);
-bool runO2(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options);
 
 // The --time-passes table: one line per pass (runs, runs that changed the IR, wall time, share).
 std::string formatTimingReport(const std::vector<PassStat>& stats);

@@ -1,4 +1,4 @@
-// register-liveness -- does: liveness with block params, peak pressure per PTX class, register assignment (see .h).
+// register-liveness -- does: liveness with block params, peak pressure per register class, register assignment (see .h).
 // requires: SSA dominance (a verified kernel); computes CFG, dominators and liveness itself.
 // guarantees: the IR is not changed; warns above 255 predicted registers; --remarks reports pressure and names.
 #include "passes/RegisterLiveness.h"
@@ -13,12 +13,6 @@
 namespace tn::passes {
 
 namespace {
-
-constexpr std::array<std::string_view, kRegClasses> kNames = {"pred", "b16", "b32", "f32", "b64", "f64"};
-constexpr std::array<std::string_view, kRegClasses> kPrefixes = {"%p", "%rs", "%r", "%f", "%rd", "%fd"};
-constexpr std::array<unsigned, kRegClasses> kUnits = {0, 1, 1, 1, 2, 2};  // 32-bit registers per register
-
-size_t idx(RegClass c) { return static_cast<size_t>(c); }
 
 // The values each block defines (parameters, results; kernel parameters on the entry) and
 // reads before defining (operands and branch arguments).
@@ -72,20 +66,6 @@ struct ClassPool {
 
 }  // namespace
 
-RegClass regClassOf(ir::Type t) {
-  switch (t.scalar) {
-    case ir::Scalar::Pred: return RegClass::Pred;
-    case ir::Scalar::F32: return RegClass::F32;
-    case ir::Scalar::F64: return RegClass::F64;
-    default: break;
-  }
-  unsigned bits = t.bits();
-  return bits <= 16 ? RegClass::B16 : bits == 32 ? RegClass::B32 : RegClass::B64;
-}
-
-std::string_view regClassName(RegClass c) { return kNames[idx(c)]; }
-std::string_view regClassPrefix(RegClass c) { return kPrefixes[idx(c)]; }
-
 Liveness computeLiveness(const ir::Kernel& k) {
   ir::DominatorTree cfg(k);
   size_t nb = k.blocks.size(), nv = k.values.size();
@@ -121,7 +101,7 @@ Liveness computeLiveness(const ir::Kernel& k) {
   return lv;
 }
 
-RegisterAssignment assignRegisters(const ir::Kernel& k) {
+RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file) {
   RegisterAssignment ra;
   ra.regs.assign(k.values.size(), Reg{});
   if (k.blocks.empty()) return ra;
@@ -138,38 +118,38 @@ RegisterAssignment assignRegisters(const ir::Kernel& k) {
       if (k.inst(id).op == ir::Op::Const && k.inst(id).result) isConst[k.inst(id).result.index] = true;
 
   auto walkBlock = [&](BlockId b) {
-    std::array<ClassPool, kRegClasses> pools;
-    std::array<uint32_t, kRegClasses> live{};
+    std::array<ClassPool, RegisterFile::kMaxClasses> pools;
+    std::array<uint32_t, RegisterFile::kMaxClasses> live{};
     unsigned units = 0;  // 32-bit registers live now, constants excluded
-    auto weight = [&](ValueId v, const Reg& r) { return isConst[v.index] ? 0u : r.count * kUnits[idx(r.cls)]; };
+    auto weight = [&](ValueId v, const Reg& r) { return isConst[v.index] ? 0u : r.count * file.units[r.cls]; };
     auto occupy = [&](ValueId v) {
       const Reg& r = ra.regs[v.index];
       if (!r.count) return;
-      ClassPool& p = pools[idx(r.cls)];
+      ClassPool& p = pools[r.cls];
       if (p.busy.size() < r.index + r.count) p.busy.resize(r.index + r.count, false);
       for (uint32_t i = r.index; i < r.index + r.count; ++i) p.busy[i] = true;
-      live[idx(r.cls)] += r.count;
+      live[r.cls] += r.count;
       units += weight(v, r);
     };
     auto release = [&](ValueId v) {
       const Reg& r = ra.regs[v.index];
       if (!r.count) return;
-      pools[idx(r.cls)].give(r.index, r.count);
-      live[idx(r.cls)] -= r.count;
+      pools[r.cls].give(r.index, r.count);
+      live[r.cls] -= r.count;
       units -= weight(v, r);
     };
     auto define = [&](ValueId v) {
       ir::Type t = k.typeOf(v);
-      Reg r{regClassOf(t), 0, t.lanes};
-      r.index = pools[idx(r.cls)].take(r.count);
+      Reg r{file.classOf(t), 0, t.lanes};
+      r.index = pools[r.cls].take(r.count);
       ra.regs[v.index] = r;
-      live[idx(r.cls)] += r.count;
+      live[r.cls] += r.count;
       units += weight(v, r);
-      ra.counts[idx(r.cls)] = std::max(ra.counts[idx(r.cls)], r.index + r.count);
+      ra.counts[r.cls] = std::max(ra.counts[r.cls], r.index + r.count);
     };
     // `extra`: the constants the current instruction reads, rematerialized right there.
     auto notePeak = [&](unsigned extra) {
-      for (size_t c = 0; c < kRegClasses; ++c) ra.peak[c] = std::max(ra.peak[c], live[c]);
+      for (size_t c = 0; c < file.classes; ++c) ra.peak[c] = std::max(ra.peak[c], live[c]);
       peakUnits = std::max(peakUnits, units + extra);
     };
 
@@ -209,7 +189,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k) {
       unsigned constants = 0;
       for (ValueId v : reads)
         if (isConst[v.index] && ra.regs[v.index].count)
-          constants += ra.regs[v.index].count * kUnits[idx(ra.regs[v.index].cls)];
+          constants += ra.regs[v.index].count * file.units[ra.regs[v.index].cls];
       notePeak(constants);
       for (ValueId v : reads)
         if (last[v.index] == static_cast<int64_t>(i) && !out[v.index] && v != ins.result) release(v);
@@ -235,8 +215,10 @@ RegisterAssignment assignRegisters(const ir::Kernel& k) {
 }
 
 bool registerLiveness(PassContext& ctx) {
-  for (const ir::Kernel& k : ctx.module.kernels) {
-    RegisterAssignment ra = assignRegisters(k);
+  const RegisterFile& file = ctx.registers;
+  for (size_t ki = 0; ki < ctx.module.kernels.size(); ++ki) {
+    const ir::Kernel& k = ctx.module.kernels[ki];
+    const RegisterAssignment& ra = ctx.registersOf(ki);
     if (ra.predicted > 255)
       ctx.report(ir::Severity::Warning, k.loc,
                  "kernel @" + k.name + " has about " + std::to_string(ra.predicted) +
@@ -244,10 +226,10 @@ bool registerLiveness(PassContext& ctx) {
                      "must reorder it or spill to local memory");
     if (!ctx.options.remarks) continue;
     std::string peak, declared;
-    for (size_t c = 0; c < kRegClasses; ++c) {
-      peak += (c ? ", " : "") + std::string(kNames[c]) + " " + std::to_string(ra.peak[c]);
+    for (size_t c = 0; c < file.classes; ++c) {
+      peak += (c ? ", " : "") + std::string(file.names[c]) + " " + std::to_string(ra.peak[c]);
       if (ra.counts[c])
-        declared += " " + std::string(kPrefixes[c]) + "<" + std::to_string(ra.counts[c]) + ">";
+        declared += " " + std::string(file.prefixes[c]) + "<" + std::to_string(ra.counts[c]) + ">";
     }
     ctx.report(ir::Severity::Note, k.loc,
                "kernel @" + k.name + ": peak live registers " + peak + "; declared" +
@@ -258,9 +240,9 @@ bool registerLiveness(PassContext& ctx) {
     auto add = [&](ValueId v) {
       const Reg& r = ra.regs[v.index];
       if (!r.count) return;
-      list += (list.empty() ? "" : ", ") + ("%" + names.value(v)) + " -> " + std::string(kPrefixes[idx(r.cls)]) +
+      list += (list.empty() ? "" : ", ") + ("%" + names.value(v)) + " -> " + std::string(file.prefixes[r.cls]) +
               std::to_string(r.index);
-      if (r.count > 1) list += ".." + std::string(kPrefixes[idx(r.cls)]) + std::to_string(r.index + r.count - 1);
+      if (r.count > 1) list += ".." + std::string(file.prefixes[r.cls]) + std::to_string(r.index + r.count - 1);
     };
     for (const ir::KernelParam& p : k.params) add(p.value);
     for (const ir::Block& b : k.blocks) {

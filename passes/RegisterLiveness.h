@@ -1,9 +1,11 @@
-// Liveness over the CFG with block parameters, and a PTX register assignment in which values
-// whose live ranges are disjoint share a register. The PTX emitter consumes RegisterAssignment;
-// tile-validation uses its predicted register count for the occupancy estimate.
+// Liveness over the CFG with block parameters, and a register assignment in which values whose
+// live ranges are disjoint share a register. The register classes are the target's, given as a
+// RegisterFile by the backend (backends/ptx/Registers.h for PTX); the PTX emitter consumes the
+// assignment, tile-validation its predicted register count for the occupancy estimate.
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -12,18 +14,19 @@
 
 namespace tn::passes {
 
-// PTX register classes, in the order the emitter declares them (backends/ptx/PtxEmitter.h):
-// 8- and 16-bit integers, f16 and bf16 live in .b16; shared/local pointers in .b32; the other
-// pointers in .b64.
-enum class RegClass : uint8_t { Pred, B16, B32, F32, B64, F64 };
-constexpr size_t kRegClasses = 6;
-
-RegClass regClassOf(ir::Type t);             // the class of one lane of t
-std::string_view regClassName(RegClass c);   // "pred", "b16", "b32", "f32", "b64", "f64"
-std::string_view regClassPrefix(RegClass c); // "%p", "%rs", "%r", "%f", "%rd", "%fd"
+// A target's register file as the assignment sees it: its classes (a value's lanes each take one
+// register of one class) and what a register of each class costs in 32-bit hardware registers.
+struct RegisterFile {
+  static constexpr size_t kMaxClasses = 8;
+  size_t classes = 0;
+  uint8_t (*classOf)(ir::Type t) = nullptr;              // the class of one lane of t
+  std::array<std::string_view, kMaxClasses> names{};     // for reports: "pred", "b32", ...
+  std::array<std::string_view, kMaxClasses> prefixes{};  // register names: "%p", "%r", ...
+  std::array<unsigned, kMaxClasses> units{};             // 32-bit registers per register (0: a file of its own)
+};
 
 struct Reg {
-  RegClass cls = RegClass::B32;
+  uint8_t cls = 0;
   uint32_t index = 0;  // first register; lane i of a vector is index + i
   uint8_t count = 0;   // registers taken: the lane count; 0 = the value needs none
 };
@@ -32,12 +35,12 @@ struct RegisterAssignment {
   // Per ValueId. Values with no definition in reachable code have count 0.
   std::vector<Reg> regs;
   // Registers used per class (indices 0 .. counts-1): `.reg .f32 %f<counts[F32]>`.
-  std::array<uint32_t, kRegClasses> counts{};
+  std::array<uint32_t, RegisterFile::kMaxClasses> counts{};
   // Peak number of simultaneously live registers per class (vector lanes counted one by one).
-  std::array<uint32_t, kRegClasses> peak{};
+  std::array<uint32_t, RegisterFile::kMaxClasses> peak{};
   // Predicted 32-bit hardware registers per thread: the peak over program points of the live
-  // values, b16, b32 and f32 counting one, b64 and f64 two. Predicates (their own register
-  // file) are not counted; constants count only at the instructions that read them (ptxas
+  // values, each register counting its class's units (PTX: b16, b32 and f32 one, b64 and f64
+  // two, predicates none); constants count only at the instructions that read them (ptxas
   // rematerializes them or uses immediates). Measured in IR order: ptxas's scheduling can move
   // it either way (see docs/passes.md).
   unsigned predicted = 0;
@@ -55,6 +58,6 @@ Liveness computeLiveness(const ir::Kernel& k);
 // Guarantees: a result never shares a register with an operand of its own instruction, nor
 // with any value live across its definition; a block parameter never shares a register with a
 // value live into its block; kernel parameters are defined on entry.
-RegisterAssignment assignRegisters(const ir::Kernel& k);
+RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file);
 
 }  // namespace tn::passes

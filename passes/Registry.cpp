@@ -37,8 +37,25 @@ const PassInfo* findPass(std::string_view name) {
   return nullptr;
 }
 
-PassRunner::PassRunner(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options, AfterPassHook after)
-    : ctx_{m, diags, options}, after_(std::move(after)) {}
+const RegisterAssignment& PassContext::registersOf(size_t index) {
+  assignments.resize(module.kernels.size());
+  if (!assignments[index]) assignments[index] = assignRegisters(module.kernels[index], registers);
+  return *assignments[index];
+}
+
+PassRunner::PassRunner(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options, const RegisterFile& registers,
+                       AfterPassHook after)
+    : ctx_{m, diags, options, registers}, after_(std::move(after)) {}
+
+std::vector<RegisterAssignment> PassRunner::takeAssignments() {
+  std::vector<RegisterAssignment> out;
+  for (size_t i = 0; i < ctx_.module.kernels.size(); ++i) {
+    ctx_.registersOf(i);
+    out.push_back(std::move(*ctx_.assignments[i]));
+  }
+  ctx_.assignments.clear();
+  return out;
+}
 
 bool PassRunner::run(std::string_view name, bool* changed) {
   if (changed) *changed = false;
@@ -51,6 +68,7 @@ bool PassRunner::run(std::string_view name, bool* changed) {
   }
   auto start = std::chrono::steady_clock::now();
   bool did = pass->run(ctx_);
+  if (did) ctx_.assignments.clear();  // computed for the module as it was
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   auto it = std::find_if(stats_.begin(), stats_.end(), [&](const PassStat& s) { return s.name == name; });
   if (it == stats_.end()) {
@@ -87,13 +105,6 @@ bool checks(PassRunner& r) {
   return r.run("barrier-safety") && r.run("tile-validation") && r.run("register-liveness");
 }
 
-template <bool (*Pipeline)(PassRunner&)>
-bool runWith(ir::Module& m, ir::Diagnostics& diags, const PassOptions& options) {
-  unsigned before = diags.errors();
-  PassRunner r(m, diags, options);
-  return Pipeline(r) && diags.errors() == before;
-}
-
 }  // namespace
 
 bool runO0(PassRunner& r) { return checks(r); }
@@ -108,9 +119,6 @@ bool runPasses(PassRunner& r, const std::vector<std::string>& names) {
   return true;
 }
 
-bool runO0(ir::Module& m, ir::Diagnostics& d, const PassOptions& o) { return runWith<runO0>(m, d, o); }
-bool runO1(ir::Module& m, ir::Diagnostics& d, const PassOptions& o) { return runWith<runO1>(m, d, o); }
-bool runO2(ir::Module& m, ir::Diagnostics& d, const PassOptions& o) { return runWith<runO2>(m, d, o); }
 
 std::string formatTimingReport(const std::vector<PassStat>& stats) {
   double total = 0;

@@ -94,9 +94,9 @@ std::vector<uint64_t> knownAlignment(const Kernel& k, const ir::DominatorTree& c
 
 class Validator {
  public:
-  Validator(PassContext& ctx, const Kernel& k)
-      : ctx_(ctx), k_(k), limits_(limitsFor(ctx.module.sm)),
-        target_(ir::targetName(ctx.module.sm, ctx.module.archSpecific)), cfg_(k) {}
+  Validator(PassContext& ctx, size_t index)
+      : ctx_(ctx), index_(index), k_(ctx.module.kernels[index]), limits_(limitsFor(ctx.module.target.sm)),
+        target_(ctx.module.target.name()), cfg_(k_) {}
 
   void run() {
     unsigned shared = checkStaticShared();
@@ -130,7 +130,7 @@ class Validator {
   }
 
   void checkOccupancy(unsigned shared) {
-    RegisterAssignment ra = assignRegisters(k_);
+    const RegisterAssignment& ra = ctx_.registersOf(index_);
     unsigned threads = k_.reqntid ? k_.reqntid->total() : k_.maxntid ? k_.maxntid->total() : 0;
     bool dynamic = std::any_of(k_.shared.begin(), k_.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
     std::string sharedText = std::to_string(shared) + " bytes of static shared memory" +
@@ -241,6 +241,7 @@ class Validator {
   }
 
   PassContext& ctx_;
+  size_t index_;
   const Kernel& k_;
   const TargetLimits& limits_;
   std::string target_;
@@ -250,8 +251,8 @@ class Validator {
 }  // namespace
 
 bool tileValidation(PassContext& ctx) {
-  for (const ir::Kernel& k : ctx.module.kernels)
-    if (!k.blocks.empty()) Validator(ctx, k).run();
+  for (size_t i = 0; i < ctx.module.kernels.size(); ++i)
+    if (!ctx.module.kernels[i].blocks.empty()) Validator(ctx, i).run();
   return false;
 }
 

@@ -1,16 +1,6 @@
 #include "truenort/ArchSelect.h"
 
-#include "backends/bundle/Bundle.h"
-
 namespace truenort {
-
-std::optional<Target> parseTarget(const std::string& text) {
-  Target t;
-  if (!tn::bundle::parseTargetName(text, t.sm, t.arch_specific)) return std::nullopt;
-  return t;
-}
-
-std::string targetName(Target t) { return "sm_" + std::to_string(t.sm) + (t.arch_specific ? "a" : ""); }
 
 Result<Selection> selectCode(unsigned device_sm, const std::vector<CodeEntry>& entries, bool allow_jit,
                              const std::string& kernel) {
@@ -20,14 +10,14 @@ Result<Selection> selectCode(unsigned device_sm, const std::vector<CodeEntry>& e
     const CodeEntry& e = entries[i];
     if (e.is_ptx) {
       // The newest PTX the device can JIT.
-      if (!e.target.arch_specific && e.target.sm <= device_sm &&
+      if (!e.target.archSpecific && e.target.sm <= device_sm &&
           (!ptx || entries[*ptx].target.sm < e.target.sm))
         ptx = i;
       continue;
     }
     if (e.target.sm == device_sm) {
-      (e.target.arch_specific ? exactArch : exact) = i;
-    } else if (!e.target.arch_specific && e.target.sm / 10 == major && e.target.sm < device_sm) {
+      (e.target.archSpecific ? exactArch : exact) = i;
+    } else if (!e.target.archSpecific && e.target.sm / 10 == major && e.target.sm < device_sm) {
       if (!sameMajor || entries[*sameMajor].target.sm < e.target.sm) sameMajor = i;
     }
   }
@@ -41,7 +31,7 @@ Result<Selection> selectCode(unsigned device_sm, const std::vector<CodeEntry>& e
   e.kernel = kernel;
   std::string have;
   for (const CodeEntry& c : entries)
-    have += (have.empty() ? "" : ", ") + targetName(c.target) + (c.is_ptx ? " (ptx)" : "");
+    have += (have.empty() ? "" : ", ") + c.target.name() + (c.is_ptx ? " (ptx)" : "");
   e.message = "no code for device sm_" + std::to_string(device_sm) + "; the bundle has " +
               (have.empty() ? std::string("nothing") : have);
   if (ptx && !allow_jit) e.message += "; PTX is present but JIT was not allowed (LoadOptions::allow_jit)";

@@ -23,18 +23,6 @@ Error make(Errc code, std::string call, std::string message, std::string kernel 
   return e;
 }
 
-std::optional<Arg::Kind> kindOfType(std::string_view t) {
-  if (t.starts_with("ptr.")) return Arg::Kind::Pointer;
-  static constexpr std::pair<std::string_view, Arg::Kind> kTable[] = {
-      {"u8", Arg::Kind::U8},   {"u16", Arg::Kind::U16}, {"u32", Arg::Kind::U32}, {"u64", Arg::Kind::U64},
-      {"b8", Arg::Kind::U8},   {"b16", Arg::Kind::U16}, {"b32", Arg::Kind::U32}, {"b64", Arg::Kind::U64},
-      {"s8", Arg::Kind::S8},   {"s16", Arg::Kind::S16}, {"s32", Arg::Kind::S32}, {"s64", Arg::Kind::S64},
-      {"f16", Arg::Kind::F16}, {"bf16", Arg::Kind::BF16}, {"f32", Arg::Kind::F32}, {"f64", Arg::Kind::F64}};
-  for (auto [name, kind] : kTable)
-    if (name == t) return kind;
-  return std::nullopt;
-}
-
 const char* kindName(Arg::Kind k) {
   static constexpr const char* kNames[] = {"pointer", "u8",  "u16", "u32", "u64", "s8",  "s16",
                                            "s32",     "s64", "f16", "bf16", "f32", "f64"};
@@ -115,12 +103,10 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
   if (!reader) return make(Errc::BadBundle, "Bundle::load", reader.error().message);
   s->reader.emplace(std::move(reader.value()));
   const tn::bundle::Manifest& m = s->reader->manifest();
-  std::vector<Target> targets;
-  for (const std::string& t : m.targets) targets.push_back(*parseTarget(t));  // the reader used the same parser
   for (const tn::bundle::KernelInfo& info : m.kernels) {
     std::vector<CodeEntry> entries;
     for (const tn::bundle::Entry& e : info.entries)
-      entries.push_back({targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
+      entries.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
     auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
     if (!sel) return sel.error();
     auto sig = signatureOf(info.params, info.name);
@@ -190,10 +176,10 @@ const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; 
 Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;
   for (const tn::bundle::Param& p : params) {
-    std::optional<Arg::Kind> kind = kindOfType(p.type);
+    std::optional<Arg::Kind> kind = argKindOf(p.type);
     if (!kind)
       return make(Errc::BadBundle, "Bundle::load",
-                  "parameter '" + p.name + "' has type '" + p.type + "', which the runtime cannot pass to a kernel",
+                  "parameter '" + p.name + "' has type '" + p.type.name() + "', which the runtime cannot pass to a kernel",
                   kernel);
     out.push_back({p.name, p.type, *kind});
   }
@@ -207,13 +193,33 @@ Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> ar
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].kind != args[i].kind)
       return make(Errc::SignatureMismatch, "Kernel::launch",
-                  "argument " + std::to_string(i) + " ('" + params[i].name + "') must be " + params[i].type +
+                  "argument " + std::to_string(i) + " ('" + params[i].name + "') must be " + params[i].type.name() +
                       ", got " + kindName(args[i].kind),
                   kernel);
   return {};
 }
 
-std::optional<Arg::Kind> argKindOf(std::string_view type) { return kindOfType(type); }
+std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type) {
+  using S = tn::bundle::ParamType::Scalar;
+  if (type.lanes != 1) return std::nullopt;
+  switch (type.scalar) {
+    case S::Ptr: return Arg::Kind::Pointer;
+    case S::U8: case S::B8: return Arg::Kind::U8;
+    case S::U16: case S::B16: return Arg::Kind::U16;
+    case S::U32: case S::B32: return Arg::Kind::U32;
+    case S::U64: case S::B64: return Arg::Kind::U64;
+    case S::S8: return Arg::Kind::S8;
+    case S::S16: return Arg::Kind::S16;
+    case S::S32: return Arg::Kind::S32;
+    case S::S64: return Arg::Kind::S64;
+    case S::F16: return Arg::Kind::F16;
+    case S::BF16: return Arg::Kind::BF16;
+    case S::F32: return Arg::Kind::F32;
+    case S::F64: return Arg::Kind::F64;
+    case S::Pred: return std::nullopt;
+  }
+  return std::nullopt;
+}
 
 Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
 

@@ -60,7 +60,7 @@ void checkWellFormed(const ir::Module& m) {
 
 ir::Module sm80() {
   ir::Module m;
-  m.sm = 80;
+  m.target = ir::Target{80, false};
   m.ptx = 70;
   return m;
 }

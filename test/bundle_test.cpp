@@ -14,6 +14,16 @@ namespace {
 
 using namespace tn::bundle;
 
+using S = ParamType::Scalar;
+const ParamType kPtr{S::Ptr, 1, ParamType::Space::Global};
+const ParamType kU16{S::U16}, kU32{S::U32}, kU64{S::U64}, kS32{S::S32}, kF32{S::F32};
+
+Target tgt(const char* name) {
+  std::optional<Target> t = Target::parse(name);
+  REQUIRE_MESSAGE(t.has_value(), name);
+  return *t;
+}
+
 Expr expr(const char* text) {
   Result<Expr> e = Expr::parse(text);
   REQUIRE_MESSAGE(e.ok(), text);
@@ -42,25 +52,25 @@ std::string noise(size_t n, uint32_t seed) {
 BundleInput sampleInput() {
   BundleInput in;
   in.name = "sample";
-  in.targets = {"sm_90", "sm_80"};
+  in.targets = {tgt("sm_90"), tgt("sm_80")};
   in.ptxFallback = true;
   in.producer = "truenoc test";
   KernelInput vadd{"vadd",
-                   {{"a", "ptr.global", 16}, {"b", "ptr.global", 16}, {"c", "ptr.global", 0}, {"n", "u32", 0}},
+                   {{"a", kPtr, 16}, {"b", kPtr, 16}, {"c", kPtr, 0}, {"n", kU32, 0}},
                    rule({256}, {"ceil_div(n, 256)"}),
                    {}};
   for (const char* t : {"sm_90", "sm_80"}) {
     Resources r{12, 0, 0, 380, 0, 0, 0};
-    vadd.payloads.push_back({t, PayloadKind::Cubin, r, "cubin of vadd for " + std::string(t) + noise(300, t[3])});
-    vadd.payloads.push_back({t, PayloadKind::Ptx, {}, ".version 7.8\n.target " + std::string(t) + "\n// vadd\n"});
+    vadd.payloads.push_back({tgt(t), PayloadKind::Cubin, r, "cubin of vadd for " + std::string(t) + noise(300, t[3])});
+    vadd.payloads.push_back({tgt(t), PayloadKind::Ptx, {}, ".version 7.8\n.target " + std::string(t) + "\n// vadd\n"});
   }
   KernelInput rows{"row_sum",
-                   {{"x", "ptr.global", 0}, {"y", "ptr.global", 0}, {"cols", "u32", 0}, {"rows", "u64", 0}},
+                   {{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}},
                    rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"),
                    {}};
   for (const char* t : {"sm_80", "sm_90"}) {
-    rows.payloads.push_back({t, PayloadKind::Ptx, {}, "// row_sum PTX for " + std::string(t)});
-    rows.payloads.push_back({t, PayloadKind::Cubin, Resources{20, 1, 32, 376, 8, 4, 4}, noise(500, t[3])});
+    rows.payloads.push_back({tgt(t), PayloadKind::Ptx, {}, "// row_sum PTX for " + std::string(t)});
+    rows.payloads.push_back({tgt(t), PayloadKind::Cubin, Resources{20, 1, 32, 376, 8, 4, 4}, noise(500, t[3])});
   }
   in.kernels = {vadd, rows};
   return in;
@@ -70,10 +80,10 @@ BundleInput sampleInput() {
 std::string smallBundle() {
   BundleInput in;
   in.name = "small";
-  in.targets = {"sm_80"};
+  in.targets = {tgt("sm_80")};
   in.producer = "truenoc test";
-  in.kernels.push_back({"k", {{"n", "u32", 0}}, rule({64}, {"ceil_div(n, 64)"}), {}});
-  in.kernels[0].payloads.push_back({"sm_80", PayloadKind::Cubin, Resources{8, 0, 0, 0, 0, 0, 0}, "ELF cubin bytes"});
+  in.kernels.push_back({"k", {{"n", kU32, 0}}, rule({64}, {"ceil_div(n, 64)"}), {}});
+  in.kernels[0].payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, Resources{8, 0, 0, 0, 0, 0, 0}, "ELF cubin bytes"});
   Result<std::string> b = write(in);
   REQUIRE(b.ok());
   return *b;
@@ -123,13 +133,13 @@ TEST_CASE("bundle: round trip through writer and reader") {
   const Manifest& m = r->manifest();
   CHECK(m.name == "sample");
   CHECK(m.ptxFallback);
-  CHECK(m.targets == std::vector<std::string>{"sm_80", "sm_90"});
+  CHECK(m.targets == std::vector<Target>{tgt("sm_80"), tgt("sm_90")});
   REQUIRE(m.kernels.size() == 2);
   CHECK(m.kernels[0].name == "row_sum");  // sorted by name
   CHECK(m.kernels[1].name == "vadd");
 
   const KernelInfo& rows = m.kernels[0];
-  CHECK(rows.params == std::vector<Param>{{"x", "ptr.global", 0}, {"y", "ptr.global", 0}, {"cols", "u32", 0}, {"rows", "u64", 0}});
+  CHECK(rows.params == std::vector<Param>{{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}});
   CHECK(rows.launch == rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"));
   CHECK(describe(rows.launch) == "block [128, 2], grid [rows, max(cols / 64, 1)], dynamic_shared min(cols, 1024) * 4");
   REQUIRE(rows.entries.size() == 4);
@@ -169,9 +179,58 @@ TEST_CASE("bundle: output is canonical and reproducible") {
 }
 
 TEST_CASE("bundle: targets sort by architecture") {
-  std::vector<std::string> t = {"sm_100", "sm_90a", "sm_75", "sm_90", "sm_121a", "sm_86"};
-  std::sort(t.begin(), t.end(), targetLess);
-  CHECK(t == std::vector<std::string>{"sm_75", "sm_86", "sm_90", "sm_90a", "sm_100", "sm_121a"});
+  std::vector<Target> t;
+  for (const char* name : {"sm_100", "sm_90a", "sm_75", "sm_90", "sm_121a", "sm_86"}) t.push_back(tgt(name));
+  std::sort(t.begin(), t.end());
+  std::string order;
+  for (const Target& x : t) order += x.name() + " ";
+  CHECK(order == "sm_75 sm_86 sm_90 sm_90a sm_100 sm_121a ");
+}
+
+TEST_CASE("target: the one parser, the supported set and minimum PTX versions") {
+  CHECK(tgt("sm_90a") == Target{90, true});
+  CHECK(tgt("sm_120") == Target{120, false});
+  for (const char* bad : {"sm_9", "sm_090", "sm_0", "compute_90", "sm_90b", "sm_1000", "sm_", "SM_90", "sm_9a0", ""})
+    CHECK_FALSE_MESSAGE(Target::parse(bad).has_value(), bad);
+  CHECK(Target::parse("sm_999").has_value());  // syntax only: a newer truenoc's bundle still reads
+  std::string why;
+  CHECK_FALSE(Target::parseSupported("sm_999", why).has_value());
+  CHECK(why.starts_with("unsupported target 'sm_999' (supported: sm_75, sm_80, "));
+  CHECK_FALSE(Target::parseSupported("sm_70", why).has_value());
+  CHECK_FALSE(Target::parseSupported("sm_80a", why).has_value());  // no arch-specific variant before sm_90a
+  CHECK_FALSE(Target::parseSupported("sm_x", why).has_value());
+  CHECK(why.starts_with("invalid target 'sm_x' (supported: "));
+  for (const Target& t : supportedTargets()) {
+    CHECK(Target::parse(t.name()) == t);
+    CHECK(t.supported());
+  }
+  CHECK(Target{90, false}.minPtx() == 78);
+  CHECK(Target{90, true}.minPtx() == 80);
+  CHECK(Target{120, false}.minPtx() == 87);
+  CHECK(Target{75, false}.minPtx() == 63);
+  std::string defaults;
+  for (const Target& t : defaultTargets()) defaults += t.name() + " ";
+  CHECK(defaults == "sm_80 sm_86 sm_89 sm_90 ");
+}
+
+TEST_CASE("parameter types: the manifest code round-trips and nothing else decodes") {
+  unsigned valid = 0;
+  for (uint32_t code = 0; code < (1u << 20); ++code) {
+    std::optional<ParamType> t = ParamType::decode(code);
+    if (!t) continue;
+    ++valid;
+    CHECK(t->code() == code);
+  }
+  CHECK(valid == 5 + 17 + 16 * 2);  // pointers in 5 spaces, 17 scalars, v2/v4 of all but pred
+  CHECK_FALSE(ParamType::decode(kU32.code() | 1u << 24).has_value());
+  CHECK(kPtr.name() == "ptr.global");
+  CHECK((ParamType{S::F32, 4}.name()) == "v4.f32");
+  CHECK(kS32.integerBytes() == 4);
+  CHECK(kS32.isSignedInteger());
+  CHECK(ParamType{S::B8}.integerBytes() == 1);
+  CHECK(kF32.integerBytes() == 0);
+  CHECK(kPtr.integerBytes() == 0);
+  CHECK((ParamType{S::U64, 2}.integerBytes()) == 0);
 }
 
 TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
@@ -208,8 +267,10 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   b[1] = 'X';
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
-  b[8] = 2;
-  CHECK(check(b) == "unsupported bundle format version 2 (this truenoc reads version 1)");
+  b[8] = 1;
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 2); rebuild the bundle with this truenoc");
+  b[8] = 3;
+  CHECK(check(b) == "unsupported bundle format version 3 (this truenoc reads version 2)");
   b = good;
   b.back() ^= 1;
   CHECK(check(b) == "corrupt bundle: payload section checksum mismatch");
@@ -255,10 +316,10 @@ TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never tr
 TEST_CASE("bundle: oversized counts and sizes are rejected before allocation") {
   BundleInput in;
   in.name = "big";
-  in.targets = {"sm_80"};
+  in.targets = {tgt("sm_80")};
   in.producer = "truenoc test";
   in.kernels.push_back({"k", {}, rule({1}, {"1"}), {}});
-  in.kernels[0].payloads.push_back({"sm_80", PayloadKind::Cubin, {}, "x"});
+  in.kernels[0].payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, {}, "x"});
   std::string b = *write(in);
   size_t manifest = getU64(b, kHeaderSize + 8);
   // The manifest starts with the bundle name's length: claim 4 GiB.
@@ -290,8 +351,8 @@ TEST_CASE("bundle: the writer refuses what the reader would reject") {
   in.name = "has space";
   CHECK(write(in).error().message == "bundle name 'has space' is not an identifier");
   in = sampleInput();
-  in.targets.push_back("compute_90");
-  CHECK(write(in).error().message == "invalid target 'compute_90'");
+  in.targets.push_back(Target{9, false});
+  CHECK(write(in).error().message == "invalid target 'sm_9'");
 }
 
 TEST_CASE("launch rule: parsing, canonical text and errors with columns") {
@@ -342,7 +403,7 @@ TEST_CASE("launch rule: checked unsigned arithmetic") {
 }
 
 TEST_CASE("launch rule: evaluation against kernel arguments") {
-  std::vector<Param> params = {{"x", "ptr.global", 0}, {"rows", "s32", 0}, {"cols", "u16", 0}, {"scale", "f32", 0}};
+  std::vector<Param> params = {{"x", kPtr, 0}, {"rows", kS32, 0}, {"cols", kU16, 0}, {"scale", kF32, 0}};
   LaunchRule r = rule({32, 4}, {"ceil_div(cols, 32)", "ceil_div(rows, 4)"}, "cols * 4");
   CHECK_FALSE(checkRule(r, params).has_value());
   void* x = nullptr;
@@ -366,7 +427,7 @@ TEST_CASE("launch rule: evaluation against kernel arguments") {
   CHECK(evaluate(r, params, args)->grid[0] == 0);  // nothing to launch, not an error
 
   LaunchRule tooBig = rule({1}, {"n * 65536", "1"});
-  std::vector<Param> np = {{"n", "u64", 0}};
+  std::vector<Param> np = {{"n", kU64, 0}};
   uint64_t n = 1ull << 20;
   const void* nargs[] = {&n};
   CHECK(evaluate(tooBig, np, nargs).error().message == "grid[0] = 68719476736 exceeds the limit of 2147483647");

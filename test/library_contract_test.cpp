@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/ptx/Ptx.h"
+#include "compiler/Compile.h"
 #include "compiler/Spec.h"
 #include "kernels/Library.h"
 #include "kernels/Template.h"
@@ -40,21 +40,21 @@ std::vector<std::string> optionTables(const kernels::Template& t) {
 }
 
 // PTX of kernel `name` of the spec for `target`, with the kernel's name replaced by KERNEL.
-std::string ptxOf(const spec::Spec& s, const std::string& name, const std::string& target, bool* launchReadsParams) {
+std::string ptxOf(const spec::Spec& s, const std::string& name, bundle::Target target, bool* launchReadsParams) {
   const spec::KernelSpec* ks = nullptr;
   for (const spec::KernelSpec& k : s.kernels)
     if (k.name == name) ks = &k;
   REQUIRE(ks);
   ir::Diagnostics diags;
   spec::TirCache tirs;
-  std::optional<spec::Instance> inst = spec::instantiate(s, *ks, target, tirs, diags);
+  std::optional<spec::Instance> inst = spec::instantiate(s, *ks, tirs, diags);
   INFO(diagnosticsText(diags));
   REQUIRE(inst.has_value());
-  REQUIRE(spec::optimize(inst->module, s, diags));
   *launchReadsParams = false;
   for (const bundle::Expr& g : inst->launch.grid) *launchReadsParams |= !g.refs().empty();
-  std::optional<std::string> ptx = ptx::emit(inst->module, {}, diags);
+  std::optional<std::string> ptx = compile::compile(inst->module, target, spec::compileOptions(s), diags).ptx;
   REQUIRE(ptx.has_value());
+  REQUIRE_FALSE(diags.hasErrors());
   std::string text = *ptx;
   for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 6)) text.replace(at, name.size(), "KERNEL");
   return text;
@@ -75,7 +75,7 @@ TEST_CASE("library contract: sizes are run-time parameters and instantiations ar
       std::optional<spec::Spec> s = spec::parseSpec(text, "contract.toml", "", diags);
       INFO(diagnosticsText(diags));
       REQUIRE(s.has_value());
-      for (const char* target : {"sm_80", "sm_90"}) {
+      for (bundle::Target target : {bundle::Target{80, false}, bundle::Target{90, false}}) {
         bool firstReads = false, secondReads = false;
         std::string first = ptxOf(*s, "kfirst", target, &firstReads);
         std::string second = ptxOf(*s, "ksecond", target, &secondReads);

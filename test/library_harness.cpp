@@ -8,9 +8,8 @@
 #include <sstream>
 
 #include "backends/interp/Interp.h"
+#include "compiler/Compile.h"
 #include "compiler/Spec.h"
-#include "ir/Verifier.h"
-#include "passes/Pass.h"
 #include "test_paths.h"
 #include "truenort/Bundle.h"
 
@@ -43,7 +42,7 @@ const Call::Scalar* findScalar(const Call& c, const std::string& name) {
 // Every parameter must get exactly one value, and nothing else may be given.
 void checkCoverage(const Call& c, const std::vector<bundle::Param>& params) {
   for (const bundle::Param& p : params) {
-    bool isPtr = p.type.rfind("ptr", 0) == 0;
+    bool isPtr = p.type.isPointer();
     INFO(c.describe());
     if (isPtr) REQUIRE_MESSAGE(findBuffer(c, p.name), "no buffer for pointer parameter '" << p.name << "'");
     else REQUIRE_MESSAGE(findScalar(c, p.name), "no value for parameter '" << p.name << "'");
@@ -126,14 +125,13 @@ class InterpRunner final : public Runner {
       if (k.name == kernel) ks = &k;
     REQUIRE_MESSAGE(ks, path << " has no kernel '" << kernel << "'");
     spec::TirCache tirs;
-    std::optional<spec::Instance> inst = spec::instantiate(*s, *ks, "sm_90", tirs, diags);
+    std::optional<spec::Instance> inst = spec::instantiate(*s, *ks, tirs, diags);
     REQUIRE(inst.has_value());
-    if (optimize) {
-      REQUIRE(spec::optimize(inst->module, *s, diags));
-    } else {
-      REQUIRE(ir::verify(inst->module, diags));
-      REQUIRE(passes::runO0(inst->module, diags, {}));
-    }
+    // Compiled as `truenoc build` compiles it (-O2), or with the checks alone (-O0).
+    compile::Options options = spec::compileOptions(*s);
+    if (!optimize) options.level = compile::Level::O0;
+    REQUIRE(compile::compile(inst->module, bundle::Target{90, false}, options, diags).ptx.has_value());
+    REQUIRE_FALSE(diags.hasErrors());
     auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
     return *cache.emplace(key, std::move(b)).first->second;
   }

@@ -23,7 +23,7 @@
 #include "interp_harness.h"
 #include "kernels/Examples.h"
 #include "kernels/Template.h"
-#include "passes/Pass.h"
+#include "compiler/Compile.h"
 
 namespace {
 
@@ -44,14 +44,21 @@ unsigned countOps(const tn::ir::Module& m, std::optional<tn::ir::Op> op = std::n
 }
 
 // Runs -O0 and -O2 on two copies of m; both must succeed without errors and verify.
+bool runPipeline(tn::ir::Module& m, tn::compile::Level level, tn::ir::Diagnostics& d) {
+  tn::compile::Options o;
+  o.level = level;
+  tn::passes::PassOptions options = tn::compile::passOptions(o);
+  tn::passes::PassRunner r = tn::compile::makeRunner(m, d, options);
+  return tn::compile::runPipeline(r, level) && !d.hasErrors();
+}
+
 Compiled compile(const tn::ir::Module& m) {
   Compiled c{m, m};
-  tn::passes::PassOptions options;
   tn::ir::Diagnostics d0, d2;
-  bool ok0 = tn::passes::runO0(c.o0, d0, options);
+  bool ok0 = runPipeline(c.o0, tn::compile::Level::O0, d0);
   INFO("-O0:\n" << diagnosticsText(d0));
   REQUIRE(ok0);
-  bool ok2 = tn::passes::runO2(c.o2, d2, options);
+  bool ok2 = runPipeline(c.o2, tn::compile::Level::O2, d2);
   INFO("-O2:\n" << diagnosticsText(d2));
   REQUIRE(ok2);
   for (const tn::ir::Module* out : {&c.o0, &c.o2}) {
@@ -218,7 +225,7 @@ TEST_CASE("opt equivalence: -O0 and -O2 agree on the example templates") {
     REQUIRE(t);
     CAPTURE(t->name);
     tn::ir::Diagnostics diags;
-    std::optional<tn::ir::Module> m = t->build(t->defaults(), 80, diags);
+    std::optional<tn::ir::Module> m = t->build(t->defaults(), diags);
     INFO(diagnosticsText(diags));
     REQUIRE(m);
     REQUIRE(m->kernels.size() == 1);

@@ -9,7 +9,7 @@
 #include <random>
 #include <sstream>
 
-#include "backends/ptx/Ptx.h"
+#include "compiler/Compile.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -47,7 +47,9 @@ bool survives(const std::string& text) {
   auto again = ir::parseModule(printed, "printed.tir", rd);
   if (!again || ir::print(*again) != printed) return false;
   ir::Diagnostics ed;
-  auto ptx = ptx::emit(*mod, {}, ed);
+  compile::Options o;
+  o.level = compile::Level::None;
+  auto ptx = compile::compile(*mod, mod->target, o, ed).ptx;
   return ptx.has_value() || ed.hasErrors();
 }
 

@@ -8,6 +8,7 @@
 
 using truenort::CodeEntry;
 using truenort::Target;
+using PT = tn::bundle::ParamType;
 
 namespace {
 std::vector<CodeEntry> entries(std::initializer_list<const char*> names) {
@@ -16,7 +17,7 @@ std::vector<CodeEntry> entries(std::initializer_list<const char*> names) {
     std::string s = n;
     bool ptx = s.ends_with("+ptx");
     if (ptx) s.resize(s.size() - 4);
-    out.push_back({*truenort::parseTarget(s), ptx});
+    out.push_back({*Target::parse(s), ptx});
   }
   return out;
 }
@@ -24,7 +25,7 @@ std::string pick(unsigned device, std::initializer_list<const char*> names, bool
   auto e = entries(names);
   auto r = truenort::selectCode(device, e, jit);
   if (!r) return "error";
-  return truenort::targetName(e[r.value().index].target) + (r.value().jit ? " jit" : "");
+  return e[r.value().index].target.name() + (r.value().jit ? " jit" : "");
 }
 }  // namespace
 
@@ -36,6 +37,8 @@ TEST_CASE("cubin selection table") {
   CHECK(pick(90, {"sm_80", "sm_89"}) == "error");                       // other major: no cubin
   CHECK(pick(90, {"sm_80", "sm_90a"}) == "sm_90a");                     // exact arch-specific
   CHECK(pick(90, {"sm_90", "sm_90a"}) == "sm_90a");
+  CHECK(pick(90, {"sm_80", "sm_90", "sm_90a"}) == "sm_90a");           // an sm_90 device prefers sm_90a
+  CHECK(pick(89, {"sm_80", "sm_90", "sm_90a"}) == "sm_80");
   CHECK(pick(100, {"sm_90a", "sm_90"}) == "error");                     // never a newer major
   CHECK(pick(91, {"sm_90a"}) == "error");                               // `a` cubins: exact only
   CHECK(pick(120, {"sm_80", "sm_90+ptx"}) == "error");                  // PTX without opt-in
@@ -56,19 +59,31 @@ TEST_CASE("selection errors name the device and the bundle's targets") {
         "allowed (LoadOptions::allow_jit)");
 }
 
-TEST_CASE("target names parse and print") {
-  CHECK(truenort::parseTarget("sm_90a") == Target{90, true});
-  CHECK(truenort::parseTarget("sm_120") == Target{120, false});
-  CHECK_FALSE(truenort::parseTarget("sm_9").has_value());
-  CHECK_FALSE(truenort::parseTarget("compute_90").has_value());
-  // The bundle format's parser: what a bundle may hold is exactly what parses here.
-  for (const char* t : {"sm_090", "sm_a", "sm_90b", "sm_1234", "sm_9a"}) {
-    unsigned sm = 0;
-    bool arch = false;
-    CHECK_MESSAGE(truenort::parseTarget(t).has_value() == tn::bundle::parseTargetName(t, sm, arch), t);
-    CHECK_FALSE_MESSAGE(truenort::parseTarget(t).has_value(), t);
-  }
-  CHECK(truenort::targetName({86, false}) == "sm_86");
+TEST_CASE("a bundle built for sm_80, sm_90 and sm_90a: an sm_90 device runs the sm_90a cubin") {
+  using namespace tn::bundle;
+  BundleInput in;
+  in.name = "arch";
+  in.producer = "truenoc test";
+  for (const char* t : {"sm_90a", "sm_80", "sm_90"}) in.targets.push_back(*Target::parse(t));
+  KernelInput k{"k", {{"n", PT{PT::Scalar::U32}, 0}}, {}, {}};
+  for (const Target& t : in.targets) k.payloads.push_back({t, PayloadKind::Cubin, {}, "cubin for " + t.name()});
+  in.kernels.push_back(k);
+  Result<std::string> bytes = write(in);
+  REQUIRE(bytes.ok());
+  Result<Reader> r = Reader::open({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+  REQUIRE(r.ok());
+  // The runtime's view of the manifest (as Bundle::load builds it): the targets the reader parsed.
+  std::vector<CodeEntry> entries;
+  for (const Entry& e : r->manifest().kernels[0].entries) entries.push_back({r->manifest().targets[e.target], false});
+  REQUIRE(entries.size() == 3);
+  auto pickFor = [&](unsigned sm) {
+    auto s = truenort::selectCode(sm, entries, false);
+    return s ? entries[s.value().index].target.name() : std::string("error");
+  };
+  CHECK(pickFor(90) == "sm_90a");
+  CHECK(pickFor(89) == "sm_80");
+  CHECK(pickFor(86) == "sm_80");
+  CHECK(pickFor(100) == "error");
 }
 
 TEST_CASE("a missing driver library is a NoDriver error value, not a crash") {
@@ -99,7 +114,8 @@ TEST_CASE("the process-wide driver either loads or explains why") {
 TEST_CASE("launch arguments are checked against the signature before the driver") {
   using truenort::Arg;
   std::vector<truenort::ParamInfo> sig;
-  for (auto [name, type] : {std::pair{"x", "ptr.global"}, {"n", "u32"}, {"eps", "f32"}})
+  for (auto [name, type] : {std::pair{"x", PT{PT::Scalar::Ptr, 1, PT::Space::Global}}, {"n", PT{PT::Scalar::U32}},
+                            {"eps", PT{PT::Scalar::F32}}})
     sig.push_back({name, type, *truenort::argKindOf(type)});
   const Arg good[] = {truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(uint32_t{7}), truenort::arg(1e-5f)};
   CHECK(truenort::checkSignature(sig, good, "rmsnorm").ok());
@@ -117,31 +133,33 @@ TEST_CASE("launch arguments are checked against the signature before the driver"
 
   const Arg swapped[] = {truenort::arg(uint32_t{7}), truenort::arg(truenort::CUdeviceptr{0x1000}), truenort::arg(1e-5f)};
   CHECK_FALSE(truenort::checkSignature(sig, swapped, "rmsnorm").ok());
-  CHECK(truenort::argKindOf("bf16") == Arg::Kind::BF16);
-  CHECK_FALSE(truenort::argKindOf("v4.f32").has_value());
+  CHECK(truenort::argKindOf(PT{PT::Scalar::BF16}) == Arg::Kind::BF16);
+  CHECK(truenort::argKindOf(PT{PT::Scalar::B16}) == Arg::Kind::U16);
+  CHECK_FALSE(truenort::argKindOf(PT{PT::Scalar::F32, 4}).has_value());
 }
 
 TEST_CASE("a parameter type the runtime cannot pass makes the kernel fail to load") {
   using truenort::Arg;
-  std::vector<tn::bundle::Param> params = {{"x", "ptr.global", 16}, {"n", "u32", 0}, {"eps", "f32", 0}};
+  std::vector<tn::bundle::Param> params = {
+      {"x", PT{PT::Scalar::Ptr, 1, PT::Space::Global}, 16}, {"n", PT{PT::Scalar::U32}, 0}, {"eps", PT{PT::Scalar::F32}, 0}};
   auto sig = truenort::signatureOf(params, "rmsnorm");
   REQUIRE(sig.ok());
   REQUIRE(sig.value().size() == 3);
   CHECK(sig.value()[0].name == "x");
-  CHECK(sig.value()[0].type == "ptr.global");
+  CHECK(sig.value()[0].type.name() == "ptr.global");
   CHECK(sig.value()[0].kind == Arg::Kind::Pointer);
   CHECK(sig.value()[1].kind == Arg::Kind::U32);
   CHECK(sig.value()[2].kind == Arg::Kind::F32);
 
   // The reader accepts vector types, but launching one from an 8-byte Arg would be wrong.
-  for (const char* type : {"v4.f32", "v2.u16", "pred"}) {
-    INFO(type);
-    REQUIRE(tn::bundle::isValidParamType(type));
+  for (PT type : {PT{PT::Scalar::F32, 4}, PT{PT::Scalar::U16, 2}, PT{PT::Scalar::Pred}}) {
+    INFO(type.name());
+    REQUIRE(type.valid());
     params[1].type = type;
     auto bad = truenort::signatureOf(params, "rmsnorm");
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().code == truenort::Errc::BadBundle);
-    CHECK(bad.error().describe() == "Bundle::load failed: parameter 'n' has type '" + std::string(type) +
+    CHECK(bad.error().describe() == "Bundle::load failed: parameter 'n' has type '" + type.name() +
                                         "', which the runtime cannot pass to a kernel [kernel rmsnorm]");
   }
 }

@@ -10,6 +10,12 @@ namespace {
 using namespace tn;
 
 // fill(out, n): a template with an integer, a boolean and a string option.
+std::vector<bundle::Target> targets(std::initializer_list<const char*> names) {
+  std::vector<bundle::Target> out;
+  for (const char* n : names) out.push_back(*bundle::Target::parse(n));
+  return out;
+}
+
 std::vector<kernels::Template> testTemplates() {
   kernels::Template fill;
   fill.name = "fill";
@@ -19,7 +25,7 @@ std::vector<kernels::Template> testTemplates() {
       {"wide", kernels::OptionType::Bool, false, "use 64-bit element counts", INT64_MIN, INT64_MAX, 1, {}},
       {"dtype", kernels::OptionType::String, std::string("f32"), "element type", INT64_MIN, INT64_MAX, 1, {"f32", "u32"}},
   };
-  fill.build = [](const kernels::Options& o, unsigned, ir::Diagnostics&) -> std::optional<ir::Module> {
+  fill.build = [](const kernels::Options& o, ir::Diagnostics&) -> std::optional<ir::Module> {
     ir::Module m;
     ir::KernelBuilder kb(m, "fill");
     kb.param(ir::Type::ptr(ir::AddrSpace::Global), "out");
@@ -30,8 +36,8 @@ std::vector<kernels::Template> testTemplates() {
     return m;
   };
   fill.launch = [](const kernels::Options& o) {
-    std::string b = std::to_string(o.integer("block"));
-    return kernels::LaunchRuleText{{static_cast<uint32_t>(o.integer("block"))}, {"ceil_div(n, " + b + ")"}, "0"};
+    uint32_t block = static_cast<uint32_t>(o.integer("block"));
+    return bundle::LaunchRule{{block}, {ceilDiv(bundle::Expr::param("n"), block)}, 0};
   };
   return {fill};
 }
@@ -77,7 +83,7 @@ dtype = "u32"
   REQUIRE(l.spec);
   const spec::Spec& s = *l.spec;
   CHECK(s.name == "fills");
-  CHECK(s.targets == std::vector<std::string>{"sm_90", "sm_80"});
+  CHECK(s.targets == targets({"sm_90", "sm_80"}));
   CHECK(s.ptxFallback);
   CHECK(s.fpContract == spec::FpContract::Off);
   REQUIRE(s.kernels.size() == 2);
@@ -94,14 +100,15 @@ dtype = "u32"
 
   spec::TirCache tirs;
   ir::Diagnostics d;
-  auto inst = spec::instantiate(s, s.kernels[1], "sm_90", tirs, d);
+  auto inst = spec::instantiate(s, s.kernels[1], tirs, d);
   REQUIRE(inst);
   CHECK(d.all().empty());
-  CHECK(inst->module.sm == 90);
-  CHECK(inst->module.ptx >= ir::minPtxForTarget(90));
   REQUIRE(inst->module.kernels.size() == 1);
   CHECK(inst->module.kernels[0].name == "fill_wide");
-  CHECK(inst->params == std::vector<bundle::Param>{{"out", "ptr.global", 0}, {"n", "u64", 0}, {"value", "u32", 0}});
+  using PT = bundle::ParamType;
+  CHECK(inst->params == std::vector<bundle::Param>{{"out", PT{PT::Scalar::Ptr, 1, PT::Space::Global}, 0},
+                                                   {"n", PT{PT::Scalar::U64}, 0},
+                                                   {"value", PT{PT::Scalar::U32}, 0}});
   CHECK(bundle::describe(inst->launch) == "block [256], grid [ceil_div(n, 256)], dynamic_shared 0");
 }
 
@@ -124,37 +131,51 @@ options = { wide = 1, dtype = "f64", block = true }
 
 TEST_CASE("spec: a template whose launch rule does not fit its kernel is reported at the entry") {
   auto templates = testTemplates();
-  templates[0].launch = [](const kernels::Options&) { return kernels::LaunchRuleText{{512}, {"ceil_div(count, 512)"}, "0"}; };
+  templates[0].launch = [](const kernels::Options&) {
+    return bundle::LaunchRule{{512}, {ceilDiv(bundle::Expr::param("count"), 512)}, 0};
+  };
   Loaded l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
   REQUIRE(l.spec);
   spec::TirCache tirs;
   ir::Diagnostics d;
-  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], "sm_80", tirs, d));
+  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], tirs, d));
   REQUIRE(d.all().size() == 1);
   CHECK(ir::formatDiagnostic(d.all()[0]) ==
         "spec.toml:4:12: error: template 'fill' launch rule grid[0]: 'count' is not a parameter of the kernel");
 
-  templates[0].launch = [](const kernels::Options&) { return kernels::LaunchRuleText{{512}, {"n"}, "0"}; };
+  templates[0].launch = [](const kernels::Options&) { return bundle::LaunchRule{{512}, {bundle::Expr::param("n")}, 0}; };
   l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
   REQUIRE(l.spec);
   ir::Diagnostics d2;
-  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], "sm_80", tirs, d2));
+  CHECK_FALSE(spec::instantiate(*l.spec, l.spec->kernels[0], tirs, d2));
   REQUIRE(d2.all().size() == 1);
   CHECK(ir::formatDiagnostic(d2.all()[0]) ==
         "spec.toml:4:12: error: block [512, 1, 1] has more threads than the maxntid [128, 1, 1] of kernel 'fill' allows");
 }
 
-TEST_CASE("spec: defaults and known targets") {
+TEST_CASE("spec: default and arch-specific targets") {
   auto templates = testTemplates();
   Loaded l = load("[bundle]\nname = \"b\"\n[[kernel]]\ntemplate = \"fill\"\n", templates);
   REQUIRE(l.spec);
-  CHECK(l.spec->targets == std::vector<std::string>{"sm_80", "sm_86", "sm_89", "sm_90"});
+  CHECK(l.spec->targets == targets({"sm_80", "sm_86", "sm_89", "sm_90"}));
   CHECK(l.spec->fpContract == spec::FpContract::Fast);
   CHECK_FALSE(l.spec->ptxFallback);
-  CHECK(spec::isKnownTarget("sm_90a"));
-  CHECK(spec::isKnownTarget("sm_121"));
-  CHECK_FALSE(spec::isKnownTarget("sm_70"));
-  CHECK_FALSE(spec::isKnownTarget("compute_90"));
+  l = load("[bundle]\nname = \"b\"\ntargets = [\"sm_80\", \"sm_90\", \"sm_90a\"]\n[[kernel]]\ntemplate = \"fill\"\n", templates);
+  REQUIRE(l.spec);
+  CHECK(l.spec->targets == targets({"sm_80", "sm_90", "sm_90a"}));
+  // Each target compiles with a PTX ISA version it accepts: sm_90a needs 8.0, sm_90 7.8.
+  spec::TirCache tirs;
+  ir::Diagnostics id;
+  auto inst = spec::instantiate(*l.spec, l.spec->kernels[0], tirs, id);
+  REQUIRE(inst);
+  for (auto [target, ptx] : {std::pair{"sm_80", 70u}, {"sm_90", 78u}, {"sm_90a", 80u}}) {
+    ir::Module m = inst->module;
+    ir::Diagnostics d;
+    compile::Output out = compile::compile(m, *bundle::Target::parse(target), spec::compileOptions(*l.spec), d);
+    CHECK_MESSAGE(out.ptx.has_value(), target);
+    CHECK(m.ptx == ptx);
+    CHECK(out.ptx->find(std::string(".target ") + target + "\n") != std::string::npos);
+  }
 }
 
 TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
@@ -166,12 +187,18 @@ TEST_CASE("spec: the built-in templates build with their defaults on every defau
     k.name = t.name;
     k.tmpl = &t;
     k.options = t.defaults();
-    for (const std::string& target : spec::defaultTargets()) {
-      spec::TirCache tirs;
-      ir::Diagnostics d;
-      auto inst = spec::instantiate(s, k, target, tirs, d);
-      CHECK_MESSAGE(inst.has_value(), t.name << " on " << target);
-      CHECK(d.all().empty());
+    spec::TirCache tirs;
+    ir::Diagnostics d;
+    auto inst = spec::instantiate(s, k, tirs, d);
+    CHECK_MESSAGE(inst.has_value(), t.name);
+    CHECK(d.all().empty());
+    if (!inst) continue;
+    for (const bundle::Target& target : bundle::defaultTargets()) {
+      ir::Module m = inst->module;
+      ir::Diagnostics cd;
+      compile::Output out = compile::compile(m, target, spec::compileOptions(s), cd);
+      CHECK_MESSAGE(out.ptx.has_value(), t.name << " on " << target.name());
+      CHECK_FALSE(cd.hasErrors());
     }
   }
 }

@@ -149,7 +149,7 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
   for (const Param& p : params) {
     if (!isIdentifier(p.name)) return "kernel " + quoted(name) + ": parameter name " + quoted(p.name) + " is not an identifier";
     if (!seen.insert(p.name).second) return "kernel " + quoted(name) + ": duplicate parameter " + quoted(p.name);
-    if (!isValidParamType(p.type)) return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has unknown type " + quoted(p.type);
+    if (!p.type.valid()) return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid type code " + num(p.type.code());
     if (p.align != 0 && (p.align & (p.align - 1)) != 0)
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has alignment " + num(p.align) + ", not a power of two";
   }
@@ -175,29 +175,6 @@ uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t h) {
   return h;
 }
 
-bool parseTargetName(std::string_view t, unsigned& sm, bool& archSpecific) {
-  if (!t.starts_with("sm_")) return false;
-  t.remove_prefix(3);
-  archSpecific = !t.empty() && t.back() == 'a';
-  if (archSpecific) t.remove_suffix(1);
-  if (t.size() < 2 || t.size() > 3 || t[0] == '0') return false;
-  sm = 0;
-  for (char c : t) {
-    if (c < '0' || c > '9') return false;
-    sm = sm * 10 + static_cast<unsigned>(c - '0');
-  }
-  return true;
-}
-
-bool targetLess(std::string_view a, std::string_view b) {
-  unsigned sa = 0, sb = 0;
-  bool xa = false, xb = false;
-  bool oka = parseTargetName(a, sa, xa), okb = parseTargetName(b, sb, xb);
-  if (oka != okb) return oka;
-  if (!oka) return a < b;
-  return sa != sb ? sa < sb : (!xa && xb);
-}
-
 const Entry* KernelInfo::find(uint32_t target, PayloadKind kind) const {
   for (const Entry& e : entries)
     if (e.target == target && e.kind == kind) return &e;
@@ -210,7 +187,7 @@ const KernelInfo* Manifest::find(std::string_view kernel) const {
   return nullptr;
 }
 
-int Manifest::targetIndex(std::string_view target) const {
+int Manifest::targetIndex(Target target) const {
   for (size_t i = 0; i < targets.size(); ++i)
     if (targets[i] == target) return static_cast<int>(i);
   return -1;
@@ -226,13 +203,10 @@ Result<std::string> write(const BundleInput& in) {
     return Error{"a bundle needs 1 to " + num(kMaxTargets) + " targets, not " + num(in.targets.size())};
   if (in.kernels.size() > kMaxKernels) return Error{"more than " + num(kMaxKernels) + " kernels"};
 
-  std::vector<std::string> targets = in.targets;
-  for (const std::string& t : targets) {
-    unsigned sm;
-    bool arch;
-    if (!parseTargetName(t, sm, arch)) return Error{"invalid target " + quoted(t)};
-  }
-  std::sort(targets.begin(), targets.end(), targetLess);
+  std::vector<Target> targets = in.targets;
+  for (const Target& t : targets)
+    if (Target::parse(t.name()) != t) return Error{"invalid target " + quoted(t.name())};  // what the reader would reject
+  std::sort(targets.begin(), targets.end());
   if (std::adjacent_find(targets.begin(), targets.end()) != targets.end()) return Error{"duplicate target"};
 
   std::vector<const KernelInput*> kernels;
@@ -254,7 +228,7 @@ Result<std::string> write(const BundleInput& in) {
   manifest.str(in.name);
   manifest.u32(in.ptxFallback ? kFlagPtx : 0);
   manifest.u32(static_cast<uint32_t>(targets.size()));
-  for (const std::string& t : targets) manifest.str(t);
+  for (const Target& t : targets) manifest.str(t.name());
   manifest.u32(static_cast<uint32_t>(kernels.size()));
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     const KernelInput& k = *kernels[ki];
@@ -264,7 +238,7 @@ Result<std::string> write(const BundleInput& in) {
     manifest.u32(static_cast<uint32_t>(k.params.size()));
     for (const Param& p : k.params) {
       manifest.str(p.name);
-      manifest.str(p.type);
+      manifest.u32(p.type.code());
       manifest.u32(p.align);
     }
     manifest.u32(static_cast<uint32_t>(k.launch.block.size()));
@@ -280,7 +254,7 @@ Result<std::string> write(const BundleInput& in) {
     std::vector<Ref> refs;
     for (const PayloadInput& p : k.payloads) {
       auto it = std::find(targets.begin(), targets.end(), p.target);
-      if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": payload for unlisted target " + quoted(p.target)};
+      if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": payload for unlisted target " + quoted(p.target.name())};
       if (p.kind != PayloadKind::Cubin && p.kind != PayloadKind::Ptx) return Error{"kernel " + quoted(k.name) + ": unknown payload kind"};
       if (p.kind == PayloadKind::Ptx && !in.ptxFallback)
         return Error{"kernel " + quoted(k.name) + ": PTX payloads need the PTX fallback flag"};
@@ -293,10 +267,10 @@ Result<std::string> write(const BundleInput& in) {
     });
     for (size_t i = 1; i < refs.size(); ++i)
       if (refs[i].target == refs[i - 1].target && refs[i].p->kind == refs[i - 1].p->kind)
-        return Error{"kernel " + quoted(k.name) + ": two " + std::string(payloadKindName(refs[i].p->kind)) + " payloads for " + targets[refs[i].target]};
+        return Error{"kernel " + quoted(k.name) + ": two " + std::string(payloadKindName(refs[i].p->kind)) + " payloads for " + targets[refs[i].target].name()};
     for (uint32_t t = 0; t < targets.size(); ++t)
       if (std::none_of(refs.begin(), refs.end(), [&](const Ref& r) { return r.target == t; }))
-        return Error{"kernel " + quoted(k.name) + " has no payload for " + targets[t]};
+        return Error{"kernel " + quoted(k.name) + " has no payload for " + targets[t].name()};
 
     manifest.u32(static_cast<uint32_t>(refs.size()));
     for (const Ref& r : refs) {
@@ -364,13 +338,12 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
   m.ptxFallback = (flags & kFlagPtx) != 0;
   uint32_t nt = in.count("target count", 1, kMaxTargets);
   for (uint32_t i = 0; i < nt && !in.failed(); ++i) {
-    std::string t = in.str("target");
-    unsigned sm;
-    bool arch;
+    std::string text = in.str("target");
     if (in.failed()) break;
-    if (!parseTargetName(t, sm, arch)) fail("invalid target " + quoted(t));
-    else if (!m.targets.empty() && !targetLess(m.targets.back(), t)) fail("targets are not sorted and unique at " + quoted(t));
-    m.targets.push_back(std::move(t));
+    std::optional<Target> t = Target::parse(text);
+    if (!t) fail("invalid target " + quoted(text));
+    else if (!m.targets.empty() && !(m.targets.back() < *t)) fail("targets are not sorted and unique at " + quoted(text));
+    else m.targets.push_back(*t);
   }
   uint32_t nk = in.count("kernel count", 0, kMaxKernels);
   for (uint32_t ki = 0; ki < nk && !in.failed(); ++ki) {
@@ -382,7 +355,10 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     for (uint32_t i = 0; i < np && !in.failed(); ++i) {
       Param p;
       p.name = in.str("parameter name");
-      p.type = in.str("parameter type");
+      uint32_t code = in.u32();
+      std::optional<ParamType> type = ParamType::decode(code);
+      if (!in.failed() && !type) fail("kernel " + quoted(k.name) + ": parameter " + quoted(p.name) + " has unknown type code " + num(code));
+      if (type) p.type = *type;
       p.align = in.u32();
       k.params.push_back(std::move(p));
     }
@@ -438,7 +414,7 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     }
     for (uint32_t t = 0; t < nt && !in.failed(); ++t)
       if (!k.find(t, PayloadKind::Cubin) && !k.find(t, PayloadKind::Ptx))
-        fail("kernel " + quoted(k.name) + " has no payload for " + m.targets[t]);
+        fail("kernel " + quoted(k.name) + " has no payload for " + m.targets[t].name());
     m.kernels.push_back(std::move(k));
   }
   if (!in.failed() && !in.atEnd()) fail("manifest has " + num(bytes.size() - in.pos()) + " trailing bytes");
@@ -453,6 +429,9 @@ Result<Reader> Reader::open(std::span<const uint8_t> f) {
   if (std::memcmp(f.data(), kMagic, sizeof kMagic) != 0) return Error{"not a truenoc bundle (bad magic)"};
   if (f.size() < 12) return Error{"truncated bundle: " + num(f.size()) + " bytes end inside the header"};
   uint32_t version = readU32(f, 8);
+  if (version < kFormatVersion)
+    return Error{"bundle format version " + num(version) + " is older than this truenoc reads (version " + num(kFormatVersion) +
+                 "); rebuild the bundle with this truenoc"};
   if (version != kFormatVersion)
     return Error{"unsupported bundle format version " + num(version) + " (this truenoc reads version " + num(kFormatVersion) + ")"};
   size_t tableEnd = kHeaderSize + kSectionCount * kSectionEntrySize;
@@ -508,7 +487,7 @@ Result<std::string> Reader::payload(const Entry& e) const {
   if (e.target >= manifest_.targets.size() || e.offset > payloads_.size() || e.compressedSize > payloads_.size() - e.offset ||
       e.rawSize > kMaxPayloadBytes)
     return Error{"payload entry does not describe this bundle"};
-  std::string what = std::string(payloadKindName(e.kind)) + " for " + manifest_.targets[e.target] + " at payload offset " + num(e.offset);
+  std::string what = std::string(payloadKindName(e.kind)) + " for " + manifest_.targets[e.target].name() + " at payload offset " + num(e.offset);
   std::span<const uint8_t> z = payloads_.subspan(e.offset, e.compressedSize);
   unsigned long long content = ZSTD_getFrameContentSize(z.data(), z.size());
   if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content != e.rawSize)

@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "backends/bundle/LaunchRule.h"
+#include "backends/bundle/Target.h"
 
 namespace tn::bundle {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // 2: parameter types as ParamType codes
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kProducerSize = 24;
@@ -70,23 +71,20 @@ struct KernelInfo {
 
 struct Manifest {
   std::string name;
-  std::vector<std::string> targets;  // sorted by architecture: sm_80 < sm_86 < sm_90 < sm_90a < sm_100
+  std::vector<Target> targets;      // sorted by architecture: sm_80 < sm_86 < sm_90 < sm_90a < sm_100
   bool ptxFallback = false;
-  std::vector<KernelInfo> kernels;   // sorted by name
+  std::vector<KernelInfo> kernels;  // sorted by name
   const KernelInfo* find(std::string_view kernel) const;
-  int targetIndex(std::string_view target) const;  // -1 when absent
+  int targetIndex(Target target) const;  // -1 when absent
 };
 
 // FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
 uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t h = 0xcbf29ce484222325ull);
-// Orders targets as the manifest does; false when `target` is not "sm_XY" / "sm_XYa".
-bool parseTargetName(std::string_view target, unsigned& sm, bool& archSpecific);
-bool targetLess(std::string_view a, std::string_view b);
 
 // ---- writing -----------------------------------------------------------------------------------
 
 struct PayloadInput {
-  std::string target;
+  Target target;
   PayloadKind kind = PayloadKind::Cubin;
   Resources resources;
   std::string bytes;  // uncompressed
@@ -101,7 +99,7 @@ struct KernelInput {
 
 struct BundleInput {
   std::string name;
-  std::vector<std::string> targets;
+  std::vector<Target> targets;
   bool ptxFallback = false;
   std::string producer;  // e.g. "truenoc 0.1.0"; at most kProducerSize bytes
   std::vector<KernelInput> kernels;

@@ -7,37 +7,11 @@ namespace tn::bundle {
 
 namespace {
 
-constexpr std::array<std::string_view, 17> kScalarTypes = {
-    "pred", "b8", "b16", "b32", "b64", "u8", "u16", "u32", "u64",
-    "s8", "s16", "s32", "s64", "f16", "bf16", "f32", "f64"};
-constexpr std::array<std::string_view, 5> kPointerTypes = {"ptr.generic", "ptr.global", "ptr.shared",
-                                                           "ptr.param", "ptr.local"};
-
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c); }
 
 }  // namespace
-
-bool isValidParamType(std::string_view type) {
-  for (std::string_view p : kPointerTypes)
-    if (type == p) return true;
-  if (type.size() > 3 && type[0] == 'v' && (type[1] == '2' || type[1] == '4') && type[2] == '.') {
-    type.remove_prefix(3);
-    if (type == "pred") return false;
-  }
-  for (std::string_view s : kScalarTypes)
-    if (type == s) return true;
-  return false;
-}
-
-unsigned integerTypeBytes(std::string_view type) {
-  if (type.size() < 2 || (type[0] != 'u' && type[0] != 's' && type[0] != 'b')) return 0;
-  std::string_view w = type.substr(1);
-  return w == "8" ? 1 : w == "16" ? 2 : w == "32" ? 4 : w == "64" ? 8 : 0;
-}
-
-bool isSignedIntegerType(std::string_view type) { return integerTypeBytes(type) != 0 && type[0] == 's'; }
 
 bool isIdentifier(std::string_view text) {
   if (text.empty() || text.size() > 255 || !isIdentStart(text[0])) return false;
@@ -190,11 +164,34 @@ class ExprParser {
   Error err_;
 };
 
-Expr::Expr() { nodes_.push_back({Kind::Const, 0, -1, -1}); }
+Expr::Expr(uint64_t constant) { nodes_.push_back({Kind::Const, constant, -1, -1}); }
 
-Expr Expr::constant(uint64_t v) {
+Expr Expr::param(std::string name) {
   Expr e;
-  e.nodes_[0].value = v;
+  e.nodes_[0] = {Kind::Name, 0, -1, -1};
+  e.refs_.push_back({std::move(name), 0});
+  return e;
+}
+
+// a's nodes, then b's (indices shifted, names merged into a's refs in first-use order), then
+// the new root: the same nodes and refs the parser builds for "a OP b".
+Expr Expr::combine(Kind k, const Expr& a, const Expr& b) {
+  Expr e = a;
+  int32_t shift = static_cast<int32_t>(e.nodes_.size());
+  for (Node nd : b.nodes_) {
+    if (nd.lhs >= 0) nd.lhs += shift;
+    if (nd.rhs >= 0) nd.rhs += shift;
+    if (nd.kind == Kind::Name) {
+      const Ref& r = b.refs_[nd.value];
+      size_t i = 0;
+      while (i < e.refs_.size() && e.refs_[i].name != r.name) ++i;
+      if (i == e.refs_.size()) e.refs_.push_back(r);
+      nd.value = i;
+    }
+    e.nodes_.push_back(nd);
+  }
+  e.nodes_.push_back({k, 0, a.root_, b.root_ + shift});
+  e.root_ = static_cast<int32_t>(e.nodes_.size() - 1);
   return e;
 }
 
@@ -350,8 +347,8 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
       for (const Param& q : params)
         if (q.name == r.name) p = &q;
       if (!p) return RuleError{part, index, {"'" + r.name + "' is not a parameter of the kernel", r.column}};
-      if (integerTypeBytes(p->type) == 0)
-        return RuleError{part, index, {"parameter '" + r.name + "' has type '" + p->type +
+      if (p->type.integerBytes() == 0)
+        return RuleError{part, index, {"parameter '" + r.name + "' has type '" + p->type.name() +
                                      "'; launch rules may only read integer parameters", r.column}};
     }
     return std::nullopt;
@@ -369,9 +366,9 @@ Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params
       size_t i = 0;
       while (i < params.size() && params[i].name != r.name) ++i;
       if (i == params.size()) return Error{"'" + r.name + "' is not a parameter of the kernel"};
-      unsigned bytes = integerTypeBytes(params[i].type);
+      unsigned bytes = params[i].type.integerBytes();
       if (bytes == 0) return Error{"parameter '" + r.name + "' is not an integer"};
-      out.push_back({static_cast<uint32_t>(i), static_cast<uint8_t>(bytes), isSignedIntegerType(params[i].type)});
+      out.push_back({static_cast<uint32_t>(i), static_cast<uint8_t>(bytes), params[i].type.isSignedInteger()});
     }
     return std::nullopt;
   };

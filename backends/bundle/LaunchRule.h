@@ -20,6 +20,8 @@
 #include <variant>
 #include <vector>
 
+#include "backends/bundle/ParamType.h"
+
 namespace tn::bundle {
 
 // An error returned by value. column: 1-based position inside an expression text (0 = none).
@@ -52,20 +54,14 @@ class Result {
 inline constexpr size_t kMaxExprLength = 1024;
 inline constexpr unsigned kMaxExprDepth = 64;
 
-// One kernel parameter as a bundle records it: name, IR type name ("u32", "ptr.global") and the
-// guaranteed alignment of pointer parameters (0 = unknown).
+// One kernel parameter as a bundle records it: name, type and the guaranteed alignment of
+// pointer parameters (0 = unknown).
 struct Param {
   std::string name;
-  std::string type;
+  ParamType type;
   uint32_t align = 0;
   bool operator==(const Param&) const = default;
 };
-
-// True for the type names a bundle may record (scalars, v2/v4 vectors, pointers).
-bool isValidParamType(std::string_view type);
-// Byte width of an integer/bits scalar type name ("u32" -> 4), or 0 for anything else.
-unsigned integerTypeBytes(std::string_view type);
-bool isSignedIntegerType(std::string_view type);
 // Letters, digits and '_', not starting with a digit; at most 255 characters.
 bool isIdentifier(std::string_view text);
 
@@ -77,9 +73,22 @@ class Expr {
     uint32_t column;  // 1-based column of the name's first use
   };
 
-  Expr();  // the constant 0
+  Expr() : Expr(0) {}
+  Expr(uint64_t constant);  // NOLINT: a number is an expression
   static Result<Expr> parse(std::string_view text);
-  static Expr constant(uint64_t v);
+  static Expr constant(uint64_t v) { return Expr(v); }
+  // Building expressions in code (the templates' launch rules): Expr::param("n") names a
+  // parameter; ceilDiv, min, max and + - * / % combine. The result is the expression that
+  // parse() gives for its text().
+  static Expr param(std::string name);
+  friend Expr ceilDiv(const Expr& a, const Expr& b) { return combine(Kind::CeilDiv, a, b); }
+  friend Expr min(const Expr& a, const Expr& b) { return combine(Kind::Min, a, b); }
+  friend Expr max(const Expr& a, const Expr& b) { return combine(Kind::Max, a, b); }
+  friend Expr operator+(const Expr& a, const Expr& b) { return combine(Kind::Add, a, b); }
+  friend Expr operator-(const Expr& a, const Expr& b) { return combine(Kind::Sub, a, b); }
+  friend Expr operator*(const Expr& a, const Expr& b) { return combine(Kind::Mul, a, b); }
+  friend Expr operator/(const Expr& a, const Expr& b) { return combine(Kind::Div, a, b); }
+  friend Expr operator%(const Expr& a, const Expr& b) { return combine(Kind::Rem, a, b); }
 
   // Canonical text: minimal parentheses, single spaces around binary operators.
   std::string text() const;
@@ -102,6 +111,7 @@ class Expr {
     int32_t lhs, rhs;
   };
   friend class ExprParser;
+  static Expr combine(Kind k, const Expr& a, const Expr& b);
   static int precedence(Kind k);
   static const char* spelling(Kind k);
   std::string textOf(int32_t n, int parentPrec, bool rightSide) const;

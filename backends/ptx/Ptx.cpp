@@ -54,10 +54,10 @@ std::string memType(ir::Type t) {
 }
 
 KernelEmitter::KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
-                             bool reuseRegisters, ir::Diagnostics& diags)
-    : m_(m), k_(k), syms_(syms), reuse_(reuseRegisters), diags_(diags) {}
+                             const passes::RegisterAssignment* assigned, ir::Diagnostics& diags)
+    : m_(m), k_(k), syms_(syms), assigned_(assigned), diags_(diags) {}
 
-std::string KernelEmitter::target() const { return ir::targetName(m_.sm, m_.archSpecific); }
+std::string KernelEmitter::target() const { return m_.target.name(); }
 
 bool KernelEmitter::failAt(ir::SourceLoc loc, const std::string& what, const std::string& reason) {
   diags_.report(ir::Severity::Error, m_.fileName(loc), loc, "cannot emit " + what + " for " + target() + ": " + reason);
@@ -79,7 +79,7 @@ bool KernelEmitter::fail(const ir::Inst& in, const std::string& reason) {
 }
 
 std::string KernelEmitter::regName(RegClass c, uint32_t n) const {
-  return std::string(passes::regClassPrefix(c)) + std::to_string(n);
+  return std::string(regClassPrefix(c)) + std::to_string(n);
 }
 
 std::string KernelEmitter::reg(ir::ValueId v, unsigned lane) const {
@@ -124,7 +124,7 @@ bool KernelEmitter::checkSignature() {
 void KernelEmitter::assignRegisters() {
   base_.assign(k_.values.size(), 0);
   paramRaw_.assign(k_.params.size(), 0);
-  if (reuse_) assignShared();
+  if (assigned_) assignShared();
   else assignNaive();
 }
 
@@ -135,7 +135,7 @@ void KernelEmitter::assignRegisters() {
 // each is loaded straight into it and a global pointer is converted in place. Values in
 // unreachable blocks have no assigned register and get fresh ones above the assignment.
 void KernelEmitter::assignShared() {
-  passes::RegisterAssignment ra = passes::assignRegisters(k_);
+  const passes::RegisterAssignment& ra = *assigned_;
   for (size_t c = 0; c < kRegClasses; ++c) next_[c] = ra.counts[c] + 1;
   auto place = [&](ir::ValueId v) {
     const passes::Reg& r = ra.regs[v.index];
@@ -287,8 +287,8 @@ std::string KernelEmitter::regDecls() const {
   std::string s;
   for (size_t c = 0; c < kRegClasses; ++c)
     if (next_[c] > 1)
-      s += "\t.reg ." + std::string(passes::regClassName(RegClass(c))) + " " +
-           std::string(passes::regClassPrefix(RegClass(c))) + "<" + std::to_string(next_[c]) + ">;\n";
+      s += "\t.reg ." + std::string(regClassName(RegClass(c))) + " " +
+           std::string(regClassPrefix(RegClass(c))) + "<" + std::to_string(next_[c]) + ">;\n";
   return s;
 }
 
@@ -347,14 +347,19 @@ bool KernelEmitter::run(std::string& out) {
 }  // namespace detail
 
 std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir::Diagnostics& diags) {
-  std::string tgt = ir::targetName(m.sm, m.archSpecific);
+  std::string tgt = m.target.name();
   auto version = [](unsigned v) { return std::to_string(v / 10) + "." + std::to_string(v % 10); };
-  // sm_90a appeared in PTX ISA 8.0, one version after sm_90.
-  unsigned needPtx = ir::minPtxForTarget(m.sm, m.archSpecific);
+  unsigned needPtx = m.target.minPtx();
   if (m.ptx < needPtx) {
     diags.report(ir::Severity::Error, "", {},
                  "cannot emit PTX ISA " + version(m.ptx) + " for " + tgt + ": the target needs PTX ISA " +
                      version(needPtx) + " or later");
+    return std::nullopt;
+  }
+  if (!opts.registers.empty() && opts.registers.size() != m.kernels.size()) {
+    diags.report(ir::Severity::Error, "", {},
+                 "cannot emit PTX: " + std::to_string(opts.registers.size()) + " register assignments for " +
+                     std::to_string(m.kernels.size()) + " kernels");
     return std::nullopt;
   }
   bool found = opts.kernel.empty();
@@ -392,7 +397,7 @@ std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir
       continue;
     }
     out += "\n";
-    detail::KernelEmitter(m, k, syms[i], opts.reuseRegisters, diags).run(out);
+    detail::KernelEmitter(m, k, syms[i], opts.registers.empty() ? nullptr : &opts.registers[i], diags).run(out);
   }
   if (diags.errors() != errorsBefore) return std::nullopt;
   return out;

@@ -12,20 +12,13 @@
 
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
-#include "passes/RegisterLiveness.h"
+#include "backends/ptx/Registers.h"
 
 namespace tn::ptx::detail {
 
-// PTX register classes, in the order their .reg declarations are written: register-liveness's,
-// so that its assignment numbers the emitter's registers directly.
-using passes::RegClass;
-using passes::kRegClasses;
-
-// The class of one lane of t: 8/16-bit integers, f16 and bf16 share the .b16 class;
-// 32-bit pointers (shared, local) live in .b32, the others in .b64.
-inline RegClass regClass(ir::Type t) { return passes::regClassOf(t); }
+inline RegClass regClass(ir::Type t) { return regClassOf(t); }
 // The mov type of a register class ("b16", "f32", "pred", ...).
-inline std::string_view movType(RegClass c) { return passes::regClassName(c); }
+inline std::string_view movType(RegClass c) { return regClassName(c); }
 // The PTX type of one lane in memory and in .param declarations: f16/bf16 as b16, pointers as
 // u64/u32 by width, everything else under its own name.
 std::string memType(ir::Type t);
@@ -39,10 +32,10 @@ struct KernelSymbols {
 
 class KernelEmitter {
  public:
-  // reuseRegisters: take register names from register-liveness's assignment (values with
-  // disjoint live ranges share one); otherwise every value gets registers of its own.
-  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms, bool reuseRegisters,
-                ir::Diagnostics& diags);
+  // assigned: register-liveness's assignment to name registers after (values with disjoint live
+  // ranges share one); null gives every value registers of its own.
+  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
+                const passes::RegisterAssignment* assigned, ir::Diagnostics& diags);
   // Appends the kernel's PTX to out; false (with diagnostics) when something cannot be emitted.
   bool run(std::string& out);
 
@@ -89,7 +82,7 @@ class KernelEmitter {
   const ir::Module& m_;
   const ir::Kernel& k_;
   const KernelSymbols& syms_;
-  bool reuse_;
+  const passes::RegisterAssignment* assigned_;
   ir::Diagnostics& diags_;
   bool ok_ = true;
 

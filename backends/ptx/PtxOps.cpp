@@ -95,7 +95,7 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::Min:
     case Op::Max:
       if (byte) return void(fail(in, kNo8Bit));
-      if (isHalf(t) && m_.sm < 80) return void(fail(in, "PTX " + name + "." + typeSuffix(t) + " needs sm_80"));
+      if (isHalf(t) && m_.target.sm < 80) return void(fail(in, "PTX " + name + "." + typeSuffix(t) + " needs sm_80"));
       plain(in, name + ftzSat + "." + typeSuffix(t));
       return;
     case Op::Neg:
@@ -211,7 +211,7 @@ void KernelEmitter::emitCvt(const Inst& in, Type s, Type t) {
     else plain(in, "cvt" + sat + "." + cvtType(t) + "." + cvtType(s));
     return;
   }
-  if (t.scalar == Scalar::BF16 && s.scalar != Scalar::F32 && m_.sm < 90)
+  if (t.scalar == Scalar::BF16 && s.scalar != Scalar::F32 && m_.target.sm < 90)
     return void(fail(in, "PTX converts to bf16 only from f32 before sm_90"));
   if ((t.scalar == Scalar::BF16 && s.bits() == 8) || (s.scalar == Scalar::BF16 && t.bits() == 8))
     return void(fail(in, "PTX has no conversion between bf16 and 8-bit integers; go through a 16-bit integer"));

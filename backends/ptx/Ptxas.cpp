@@ -108,7 +108,7 @@ TempDir::~TempDir() {
 
 Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job) {
   Output out;
-  std::string stem = job.kernel + "." + job.target;
+  std::string stem = job.kernel + "." + job.target.name();
   std::string ptxPath = workDir + "/" + stem + ".ptx";
   std::string cubinPath = workDir + "/" + stem + ".cubin";
   std::string logPath = workDir + "/" + stem + ".log";
@@ -117,7 +117,7 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
     return out;
   }
 
-  std::vector<std::string> args = {ptxas, "-v", "-arch=" + job.target, "-o", cubinPath, ptxPath};
+  std::vector<std::string> args = {ptxas, "-v", "-arch=" + job.target.name(), "-o", cubinPath, ptxPath};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -34,7 +34,7 @@ class TempDir {
 
 struct Job {
   std::string kernel;  // the .entry name, also used for file names
-  std::string target;  // "sm_90"
+  bundle::Target target;
   std::string ptx;
 };
 

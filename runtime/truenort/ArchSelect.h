@@ -12,19 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/bundle/Target.h"
 #include "truenort/Result.h"
 
 namespace truenort {
 
-struct Target {
-  unsigned sm = 0;             // 90 for sm_90
-  bool arch_specific = false;  // sm_90a
-  bool operator==(const Target&) const = default;
-};
-
-// "sm_90", "sm_90a"; the bundle format's own parser, so every target a bundle holds parses.
-std::optional<Target> parseTarget(const std::string& text);
-std::string targetName(Target t);
+// The compiler's own target type (sm number, arch-specific flag; parse, name, order): the
+// runtime reads targets exactly as the bundle writer wrote them.
+using Target = tn::bundle::Target;
 
 struct CodeEntry {
   Target target;

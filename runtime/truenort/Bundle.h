@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/bundle/ParamType.h"
 #include "truenort/Context.h"
 
 namespace tn::bundle {
@@ -66,15 +67,16 @@ class Bundle;
 
 struct ParamInfo {
   std::string name;
-  std::string type;  // IR type name: "u32", "f32", "ptr.global", ...
+  tn::bundle::ParamType type;  // type.name(): "u32", "f32", "ptr.global", ...
   Arg::Kind kind;
 };
 
 // The argument check every launch makes before the driver sees anything: count, then each
 // argument's kind against the parameter's type. Exposed for tests; kernel names the error.
 Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel);
-// The argument kind a bundle parameter type takes ("u32" -> U32, "ptr.global" -> Pointer).
-std::optional<Arg::Kind> argKindOf(std::string_view type);
+// The argument kind a bundle parameter type takes (u32 -> U32, ptr.global -> Pointer); nullopt
+// for the types no argument can pass (vectors, predicates).
+std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
 // A kernel's signature as launches check it, built once when a bundle is loaded. A parameter
 // type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
 // parameter and the type: such a kernel would be launched from the wrong argument slot.

@@ -1,0 +1,46 @@
+// A kernel parameter's type as bundles record it: a scalar kind, a lane count (1, 2 or 4) and, for
+// pointers, an address space. It is stored in the manifest as one number (code()), and decode()
+// is the one place that number is read back: launch rules, the runtime, embed and inspect all
+// take the decoded value, never a type name. Part of the vocabulary library (truenoc_vocab).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tn::bundle {
+
+struct ParamType {
+  // Numbered as the manifest stores them: never renumber, only append.
+  enum class Scalar : uint8_t {
+    Pred = 1,
+    B8, B16, B32, B64,
+    U8, U16, U32, U64,
+    S8, S16, S32, S64,
+    F16, BF16, F32, F64,
+    Ptr,
+  };
+  enum class Space : uint8_t { None = 0, Generic, Global, Shared, Param, Local };
+
+  Scalar scalar = Scalar::U32;
+  uint8_t lanes = 1;           // 1, 2 or 4; pointers and predicates: 1
+  Space space = Space::None;   // pointers only
+
+  // The manifest's encoding: scalar | lanes << 8 | space << 16.
+  uint32_t code() const;
+  // The one decoder: the type of a manifest code, or nullopt for a code no truenoc writes.
+  static std::optional<ParamType> decode(uint32_t code);
+  bool valid() const { return decode(code()).has_value(); }
+
+  // The IR's spelling: "u32", "v4.f32", "ptr.global".
+  std::string name() const;
+  bool isPointer() const { return scalar == Scalar::Ptr; }
+  // Byte width of an integer or bits scalar (u/s/b, one lane), 0 for anything else: the types
+  // a launch rule may read.
+  unsigned integerBytes() const;
+  bool isSignedInteger() const;
+
+  bool operator==(const ParamType&) const = default;
+};
+
+}  // namespace tn::bundle
