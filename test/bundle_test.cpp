@@ -355,6 +355,25 @@ TEST_CASE("bundle: the writer refuses what the reader would reject") {
   CHECK(write(in).error().message == "invalid target 'sm_9'");
 }
 
+TEST_CASE("launch rule: expressions built in code are the ones the parser builds") {
+  Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+  Expr big = min(1, cols / 1025);
+  Expr built = (ceilDiv(rows, 8) * (1 - big) + rows * big) * min(1, cols);
+  Expr parsed = expr("(ceil_div(rows, 8) * (1 - min(1, cols / 1025)) + rows * min(1, cols / 1025)) * min(1, cols)");
+  CHECK(built.text() == parsed.text());
+  REQUIRE(built.refs().size() == 2);
+  CHECK(built.refs()[0].name == "rows");  // first-use order, each name once
+  CHECK(built.refs()[1].name == "cols");
+  for (uint64_t r : {0u, 1u, 9u, 100000u})
+    for (uint64_t c : {0u, 1u, 1024u, 1025u, 70000u}) {
+      const uint64_t values[] = {r, c};
+      CHECK(*built.evaluate(values) == *parsed.evaluate(values));
+    }
+  CHECK((ceilDiv(Expr::param("q") + Expr::param("k"), 4)).text() == "ceil_div(q + k, 4)");
+  CHECK((Expr::param("a") - (Expr::param("b") - Expr::param("c"))).text() == "a - (b - c)");
+  CHECK(Expr(7).constantValue() == 7u);
+}
+
 TEST_CASE("launch rule: parsing, canonical text and errors with columns") {
   CHECK(expr("ceil_div( n ,256 )").text() == "ceil_div(n, 256)");
   CHECK(expr("(a + b) * c - (d - e) - f").text() == "(a + b) * c - (d - e) - f");
