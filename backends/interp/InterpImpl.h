@@ -1,7 +1,8 @@
 // Internals of the interpreter shared by its three parts: the decoder (InterpDecode.cpp: IR ->
-// compact program), the op semantics (InterpSemantics.cpp integer/bit/data movement,
-// InterpFloat.cpp floating point and conversions) and the engine (InterpEngine.cpp: warps,
-// reconvergence stack, memory, barriers, collectives, checks).
+// compact program), the lane loops that instantiate the op semantics of ir/LaneSemantics.h
+// (InterpSemantics.cpp integer/bit/data movement, InterpFloat.cpp floating point and conversions)
+// and the engine (InterpEngine.cpp: warps, reconvergence stack, memory, barriers, collectives,
+// checks).
 #pragma once
 
 #include <bit>
@@ -168,6 +169,35 @@ int ternaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
   const uint64_t* c = slotPtr(regs, k.src[2]);
   forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l], b[l], c[l]); });
   return -1;
+}
+
+// An op L of ir/LaneSemantics.h (L::eval(uint64_t...), no modifiers to read) as an Op of the loops.
+template <class L>
+struct Lanes {
+  static uint64_t eval(const Code&, uint64_t a) { return L::eval(a); }
+  static uint64_t eval(const Code&, uint64_t a, uint64_t b) { return L::eval(a, b); }
+  static uint64_t eval(const Code&, uint64_t a, uint64_t b, uint64_t c) { return L::eval(a, b, c); }
+};
+
+// div/rem: a zero divisor in any lane is a fault, reported before any lane is written.
+template <class L>
+int divisionLoop(uint64_t* regs, uint32_t mask, const Code& k) {
+  uint64_t* d = slotPtr(regs, k.dst);
+  const uint64_t* a = slotPtr(regs, k.src[0]);
+  const uint64_t* b = slotPtr(regs, k.src[1]);
+  for (uint32_t m = mask; m; m &= m - 1)
+    if (L::byZero(b[std::countr_zero(m)])) return std::countr_zero(m);
+  forLanes(mask, [&](uint32_t l) { d[l] = L::eval(a[l], b[l]); });
+  return -1;
+}
+
+// The lane loop of op L of ir/LaneSemantics.h.
+template <class L>
+ComputeFn laneLoop() {
+  if constexpr (L::divides) return &divisionLoop<L>;
+  else if constexpr (L::arity == 1) return &unaryLoop<Lanes<L>>;
+  else if constexpr (L::arity == 2) return &binaryLoop<Lanes<L>>;
+  else return &ternaryLoop<Lanes<L>>;
 }
 
 }  // namespace tn::interp::detail
