@@ -1,15 +1,13 @@
 // const-fold -- does: folds int/pred/float ops on constants, integer identities, selp, extract(pack), constant cbr.
 // requires: a parsed kernel; walks the reachable blocks in reverse post-order (dce removes the unreachable ones).
-// guarantees: GPU-identical bits: IEEE round-to-nearest, no approx ops, NaN results, .sat, subnormal .ftz or x/0.
+// guarantees: GPU-identical bits (ir/LaneSemantics.h); never approx ops, NaN results, .sat, .ftz subnormals or x/0.
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <span>
 #include <vector>
 
 #include "ir/Dominance.h"
-#include "ir/Float16.h"
-#include "ir/FloatCompare.h"
+#include "ir/LaneSemantics.h"
 #include "passes/Analysis.h"
 #include "passes/IntEval.h"
 #include "passes/Passes.h"
@@ -23,126 +21,75 @@ using ir::Mod;
 using ir::Op;
 using ir::Scalar;
 using ir::Type;
+namespace lane = ir::lane;
 
-// ---- floats ---------------------------------------------------------------------------------
+// ---- floats: what is folded (docs/passes.md); the values are those of ir/LaneSemantics.h -----------
 
-double toDouble(Scalar s, uint64_t bits) {
-  switch (s) {
-    case Scalar::F16: return ir::f16ToF32(static_cast<uint16_t>(bits));
-    case Scalar::BF16: return ir::bf16ToF32(static_cast<uint16_t>(bits));
-    case Scalar::F32: return std::bit_cast<float>(static_cast<uint32_t>(bits));
-    default: return std::bit_cast<double>(bits);
-  }
+bool isHalf(Scalar s) { return s == Scalar::F16 || s == Scalar::BF16; }
+bool isDirected(Mod m) { return m == Mod::Rz || m == Mod::Rm || m == Mod::Rp; }
+bool isIntegerRounding(Mod m) { return m == Mod::Rni || m == Mod::Rzi || m == Mod::Rmi || m == Mod::Rpi; }
+
+// a + b is exact in double (two-sum).
+bool exactSum(double a, double b) {
+  double r = a + b, bb = r - a;
+  return std::isfinite(r) && (a - (r - bb)) + (b - bb) == 0;
 }
 
-std::optional<ir::RoundMode> roundMode(Mod m) {
-  switch (m) {
-    case Mod::None:
-    case Mod::Rn: return ir::RoundMode::NearestEven;
-    case Mod::Rz: return ir::RoundMode::Zero;
-    case Mod::Rm: return ir::RoundMode::Down;
-    case Mod::Rp: return ir::RoundMode::Up;
-    default: return std::nullopt;
-  }
-}
-
-// Rounds the exact-or-once-rounded double v to type s. f32 and f64 only round to nearest
-// here; f16/bf16 take every IEEE mode (ir/Float16.h).
-std::optional<uint64_t> fromDouble(Scalar s, double v, ir::RoundMode mode) {
-  switch (s) {
-    case Scalar::F16: return ir::f64ToF16(v, mode);
-    case Scalar::BF16: return ir::f64ToBf16(v, mode);
-    case Scalar::F32:
-      if (mode != ir::RoundMode::NearestEven) return std::nullopt;
-      return std::bit_cast<uint32_t>(static_cast<float>(v));
-    default:
-      if (mode != ir::RoundMode::NearestEven) return std::nullopt;
-      return std::bit_cast<uint64_t>(v);
-  }
-}
-
-bool isNan(Scalar s, uint64_t bits) { return std::isnan(toDouble(s, bits)); }
-
-bool isSubnormal(Scalar s, uint64_t bits) {
-  double v = toDouble(s, bits);
-  if (v == 0 || !std::isfinite(v)) return false;
-  double smallest = s == Scalar::F16    ? 0x1p-14
-                    : s == Scalar::BF16 ? 0x1p-126
-                    : s == Scalar::F32  ? 0x1p-126
-                                        : 0x1p-1022;
-  return std::fabs(v) < smallest;
-}
-
-// One IEEE operation on doubles holding values of type s, rounded once to s. For f16, bf16
-// and f32, + - * / and sqrt computed in double and rounded again are correctly rounded (53 >=
-// 2p+2 for p = 11, 8, 24); f64 is computed directly.
-std::optional<uint64_t> floatArith(Op op, Scalar s, std::span<const double> x, ir::RoundMode mode) {
-  // Directed modes are only exact after a double operation that did not round: check with
-  // two-sum for + and -; products of halves are always exact; / and sqrt are never folded.
-  bool directed = mode != ir::RoundMode::NearestEven;
-  auto exactSum = [](double a, double b, double r) {
-    double bb = r - a;
-    return std::isfinite(r) && (a - (r - bb)) + (b - bb) == 0;
-  };
-  double r = 0;
+// Whether float op `op` in rounding `round` is folded on the non-NaN operands x: round-to-nearest
+// arithmetic, sqrt.rn and rcp.rn; a directed mode only on halves, and for + - only where the
+// double result is exact; fma on halves only where the double sum is exact; min/max unless the
+// operands are zeros of opposite signs; never the approximate ops.
+bool folds(Op op, Scalar s, Mod round, std::span<const uint64_t> x) {
+  bool nearest = round == Mod::None || round == Mod::Rn;
+  bool halfDirected = isHalf(s) && isDirected(round);
+  auto d = [&](size_t i) { return lane::toDouble(s, x[i]); };
   switch (op) {
-    case Op::Add:
-      r = x[0] + x[1];
-      if (directed && !exactSum(x[0], x[1], r)) return std::nullopt;
-      break;
-    case Op::Sub:
-      r = x[0] - x[1];
-      if (directed && !exactSum(x[0], -x[1], r)) return std::nullopt;
-      break;
-    case Op::Mul: r = x[0] * x[1]; break;
-    case Op::Div:
+    case Op::Add: return nearest || (halfDirected && exactSum(d(0), d(1)));
+    case Op::Sub: return nearest || (halfDirected && exactSum(d(0), -d(1)));
+    case Op::Mul: return nearest || halfDirected;
+    case Op::Div: return nearest;
+    case Op::Fma: return (nearest || halfDirected) && (!isHalf(s) || exactSum(d(0) * d(1), d(2)));
     case Op::Sqrt:
-    case Op::Rcp:
-      if (directed) return std::nullopt;
-      r = op == Op::Div ? x[0] / x[1] : op == Op::Sqrt ? std::sqrt(x[0]) : 1.0 / x[0];
-      break;
-    case Op::Fma:
-      if ((s == Scalar::F32 || s == Scalar::F64) && directed) return std::nullopt;
-      if (s == Scalar::F32)
-        return std::bit_cast<uint32_t>(std::fma(static_cast<float>(x[0]), static_cast<float>(x[1]),
-                                                static_cast<float>(x[2])));
-      if (s == Scalar::F64) return std::bit_cast<uint64_t>(std::fma(x[0], x[1], x[2]));
-      {
-        // Halves: the product is exact in double; fold only when the sum is exact too (two-sum),
-        // so that the single rounding below is the fma's only one.
-        double p = x[0] * x[1];
-        r = p + x[2];
-        if (!exactSum(p, x[2], r)) return std::nullopt;
-      }
-      break;
-    default: return std::nullopt;
+    case Op::Rcp: return round == Mod::Rn;
+    case Op::Min:
+    case Op::Max: return !(d(0) == 0 && d(1) == 0 && std::signbit(d(0)) != std::signbit(d(1)));
+    case Op::Neg:
+    case Op::Abs: return true;
+    default: return false;
   }
-  return fromDouble(s, r, mode);  // f32 and f64 only take round-to-nearest there
 }
 
-// A float -> integer conversion with PTX semantics: round as asked, clamp to the range, NaN -> 0.
-std::optional<uint64_t> floatToInt(double v, Mod round, Type t) {
-  switch (round) {
-    case Mod::Rni: v = std::nearbyint(v); break;
-    case Mod::Rzi: v = std::trunc(v); break;
-    case Mod::Rmi: v = std::floor(v); break;
-    case Mod::Rpi: v = std::ceil(v); break;
-    default: return std::nullopt;
-  }
-  if (std::isnan(v)) return 0;
-  unsigned w = t.bits();
-  if (t.isSigned()) {
-    double lo = -std::ldexp(1.0, static_cast<int>(w) - 1), hi = std::ldexp(1.0, static_cast<int>(w) - 1);
-    if (v <= lo) return static_cast<uint64_t>(signExtend(uint64_t{1} << (w - 1), w)) & lowMask(w);
-    if (v >= hi) return lowMask(w - 1);
-    return static_cast<uint64_t>(static_cast<int64_t>(v)) & lowMask(w);
-  }
-  double hi = std::ldexp(1.0, static_cast<int>(w));
-  if (v <= 0) return 0;
-  if (v >= hi) return lowMask(w);
-  return static_cast<uint64_t>(v);
+std::optional<uint64_t> foldFloat(const ir::Inst& in, Type t, std::span<const uint64_t> x) {
+  Scalar s = t.scalar;
+  if (in.has(Mod::SatMod)) return std::nullopt;
+  bool ftz = in.has(Mod::FtzMod);
+  // NaN inputs give NaN results (not folded), except in comparisons, which are exact.
+  for (uint64_t b : x)
+    if ((in.op != Op::Setp && lane::isNan(s, b)) || (ftz && lane::isSubnormal(s, b))) return std::nullopt;
+  if (in.op == Op::Setp) return lane::floatSetp(in.mod(ir::ModGroup::Cmp), s, ftz, x[0], x[1]) ? 1 : 0;
+  Mod round = in.mod(ir::ModGroup::Round);
+  if (!folds(in.op, s, round, x)) return std::nullopt;
+  // .ftz changes nothing where no input or result is subnormal, and only those are folded.
+  uint64_t r = lane::floatOp(in.op, s, {round, false, false}, x[0], x.size() > 1 ? x[1] : 0, x.size() > 2 ? x[2] : 0);
+  if (lane::isNan(s, r) || (ftz && lane::isSubnormal(s, r))) return std::nullopt;
+  return r;
 }
 
+// The integer bits x of type s are exactly a double.
+bool exactInDouble(uint64_t x, Type s) {
+  if (s.isSigned()) {
+    int64_t i = lane::signExtend(x, s.bits());
+    double v = static_cast<double>(i);
+    return v < 0x1p63 && static_cast<int64_t>(v) == i;
+  }
+  uint64_t u = x & lowMask(s.bits());
+  double v = static_cast<double>(u);
+  return v < 0x1p64 && static_cast<uint64_t>(v) == u;
+}
+
+// cvt: between integers; float -> integer (NaN -> 0); float -> float except from NaN, f32/f64
+// results only to nearest, to an integral value only within a type and below 2^62; integer ->
+// float when the integer is exactly a double. No .sat, no subnormal source or result under .ftz.
 std::optional<uint64_t> foldCvt(const ir::Inst& in, uint64_t x) {
   Type s = *in.srcType, t = *in.type;
   if (s.isVector() || t.isVector() || s.isPtr() || t.isPtr() || s.isPred() || t.isPred()) return std::nullopt;
@@ -153,86 +100,23 @@ std::optional<uint64_t> foldCvt(const ir::Inst& in, uint64_t x) {
     if (round != Mod::None) return std::nullopt;
     return convertInt(x, s, t);
   }
+  bool floatRounding = round == Mod::None || round == Mod::Rn || (isDirected(round) && isHalf(t.scalar));
   if (s.isFloat()) {
-    if (ftz && isSubnormal(s.scalar, x)) return std::nullopt;
-    double v = toDouble(s.scalar, x);
-    if (!t.isFloat()) return floatToInt(v, round, t);  // NaN converts to 0
-    if (std::isnan(v)) return std::nullopt;
-    if (round == Mod::Rni || round == Mod::Rzi || round == Mod::Rmi || round == Mod::Rpi) {
-      if (s != t) return std::nullopt;
-      auto r = floatToInt(v, round, Type::of(Scalar::S64));
-      if (!r || std::fabs(v) >= 0x1p62) return std::nullopt;
-      double rounded = static_cast<double>(static_cast<int64_t>(*r));
-      if (rounded == 0) rounded = std::copysign(0.0, v);
-      return fromDouble(t.scalar, rounded, ir::RoundMode::NearestEven);
+    if (ftz && lane::isSubnormal(s.scalar, x)) return std::nullopt;
+    if (!t.isFloat()) {
+      if (!isIntegerRounding(round)) return std::nullopt;
+    } else if (lane::isNan(s.scalar, x)) {
+      return std::nullopt;
+    } else if (isIntegerRounding(round)) {
+      if (s != t || std::fabs(lane::toDouble(s.scalar, x)) >= 0x1p62) return std::nullopt;
+    } else if (!floatRounding) {
+      return std::nullopt;
     }
-    auto mode = roundMode(round);
-    if (!mode) return std::nullopt;
-    auto r = fromDouble(t.scalar, v, *mode);  // widening is exact; narrowing rounds once
-    if (!r || (ftz && isSubnormal(t.scalar, *r))) return std::nullopt;
-    return r;
+  } else if (!floatRounding || !exactInDouble(x, s)) {
+    return std::nullopt;
   }
-  // Integer -> float: exact in double first, then one rounding.
-  auto mode = roundMode(round);
-  if (!mode) return std::nullopt;
-  double v;
-  if (s.isSigned()) {
-    int64_t i = signExtend(x, s.bits());
-    v = static_cast<double>(i);
-    if (v >= 0x1p63 || static_cast<int64_t>(v) != i) return std::nullopt;
-  } else {
-    uint64_t u = x & lowMask(s.bits());
-    v = static_cast<double>(u);
-    if (v >= 0x1p64 || static_cast<uint64_t>(v) != u) return std::nullopt;
-  }
-  auto r = fromDouble(t.scalar, v, *mode);
-  if (!r || (ftz && isSubnormal(t.scalar, *r))) return std::nullopt;
-  return r;
-}
-
-std::optional<uint64_t> foldFloat(const ir::Inst& in, Type t, std::span<const uint64_t> x) {
-  Scalar s = t.scalar;
-  if (in.has(Mod::SatMod)) return std::nullopt;
-  bool ftz = in.has(Mod::FtzMod);
-  // NaN inputs give NaN results (not folded), except in comparisons, which are exact.
-  for (uint64_t b : x)
-    if ((in.op != Op::Setp && isNan(s, b)) || (ftz && isSubnormal(s, b))) return std::nullopt;
-  std::vector<double> d;
-  for (uint64_t b : x) d.push_back(toDouble(s, b));
-  Mod round = in.mod(ir::ModGroup::Round);
-  std::optional<uint64_t> r;
-  switch (in.op) {
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Fma:
-    case Op::Div: {
-      auto mode = roundMode(round);
-      if (!mode) return std::nullopt;
-      r = floatArith(in.op, s, d, *mode);
-      break;
-    }
-    case Op::Sqrt:
-    case Op::Rcp:
-      if (round != Mod::Rn) return std::nullopt;  // approx (and directed modes) are not folded
-      r = floatArith(in.op, s, d, ir::RoundMode::NearestEven);
-      break;
-    case Op::Min:
-    case Op::Max:
-      if (d[0] == 0 && d[1] == 0 && std::signbit(d[0]) != std::signbit(d[1])) return std::nullopt;
-      r = fromDouble(s, in.op == Op::Min ? std::fmin(d[0], d[1]) : std::fmax(d[0], d[1]),
-                     ir::RoundMode::NearestEven);
-      break;
-    case Op::Neg: r = x[0] ^ (uint64_t{1} << (t.bits() - 1)); break;
-    case Op::Abs: r = x[0] & lowMask(t.bits() - 1); break;
-    case Op::Setp: {
-      auto c = ir::floatCompare(in.mod(ir::ModGroup::Cmp), d[0], d[1]);
-      if (!c) return std::nullopt;
-      return *c ? 1 : 0;
-    }
-    default: return std::nullopt;
-  }
-  if (!r || isNan(s, *r) || (ftz && isSubnormal(s, *r))) return std::nullopt;
+  uint64_t r = lane::convert(s.scalar, t.scalar, {round, false, false}, x);
+  if (t.isFloat() && ftz && lane::isSubnormal(t.scalar, r)) return std::nullopt;
   return r;
 }
 

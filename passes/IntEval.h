@@ -1,5 +1,6 @@
-// Integer and predicate semantics of the pure ops, shared by const-fold and the thread-level
-// evaluator of passes/Uniformity.h: one definition of what `shr.s32` or `mul.hi.u64` computes.
+// Compile-time evaluation of the integer, bits and pred ops on constant bits, for const-fold and
+// the thread-level evaluator of passes/ThreadEval.h: the lane semantics of ir/LaneSemantics.h
+// (the interpreter's), limited to the results that are fixed by the PTX ISA and folded today.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +11,14 @@
 
 namespace tn::passes {
 
-// The low w bits of `bits` read as a signed number.
-int64_t signExtend(uint64_t bits, unsigned w);
-
 // Evaluates the integer, bits or pred op `in` whose operand type is t on constant operand bits
-// (shift amounts: 32-bit). Returns the result's bits (masked to the result width), or nullopt
-// for ops it does not cover, modifiers it does not model (.sat, rounding), division by zero and
-// the overflowing signed division MIN / -1.
+// (operands are read at t's width; shift amounts: 32-bit). Returns the result's bits (zero-extended
+// from the result width), or nullopt for ops without integer semantics, dp4a, .sat and rounding
+// modifiers (not folded), division by zero and the signed MIN / -1 (left unspecified by PTX).
 std::optional<uint64_t> evalInt(const ir::Inst& in, ir::Type t, std::span<const uint64_t> x);
 
-// Integer -> integer cvt without modifiers: sign- or zero-extends from s, truncates to t.
-uint64_t convertInt(uint64_t bits, ir::Type s, ir::Type t);
+// Integer -> integer cvt without modifiers: sign- or zero-extends from s, truncates to t; nullopt
+// unless both are integer or bits types.
+std::optional<uint64_t> convertInt(uint64_t bits, ir::Type s, ir::Type t);
 
 }  // namespace tn::passes

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ir/LaneSemantics.h"
 #include "passes/IntEval.h"
 #include "passes/Rewrite.h"
 
@@ -58,7 +59,7 @@ std::vector<SymTerm> scaled(const std::vector<SymTerm>& a, int64_t by) { return 
 // The canonical int64 form of `bits` for type t: sign-extended for signed, zero-extended else.
 int64_t canonical(uint64_t bits, ir::Type t) {
   unsigned w = t.isPred() ? 1 : t.bits();
-  return t.isSigned() ? signExtend(bits, w) : static_cast<int64_t>(bits & lowMask(w));
+  return t.isSigned() ? ir::lane::signExtend(bits, w) : static_cast<int64_t>(bits & ir::lane::lowMask(w));
 }
 
 }  // namespace
