@@ -1,3 +1,5 @@
+// Compile-time integer evaluation (passes/IntEval.h): ir/LaneSemantics.h behind the rules of what
+// const-fold and ThreadEval may evaluate.
 #include "passes/IntEval.h"
 
 #include "ir/LaneSemantics.h"
