@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ir/IR.h"
+#include "ir/LaneSemantics.h"
 
 namespace tn::passes {
 
@@ -25,7 +26,6 @@ void makeConst(ir::Inst& in, ir::Type t, uint64_t bits);
 // Removes the instructions marked in `dead` (indexed by InstId) from their blocks.
 void eraseInsts(ir::Kernel& k, const std::vector<bool>& dead);
 
-// Low `bits` bits set.
-inline uint64_t lowMask(unsigned bits) { return bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << bits) - 1; }
+using ir::lane::lowMask;  // low `bits` bits set
 
 }  // namespace tn::passes
