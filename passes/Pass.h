@@ -108,7 +108,6 @@ bool runO2(PassRunner& r);
 // Runs the named passes in order.
 bool runPasses(PassRunner& r, const std::vector<std::string>& names);
 
-
 // The --time-passes table: one line per pass (runs, runs that changed the IR, wall time, share).
 std::string formatTimingReport(const std::vector<PassStat>& stats);
 
