@@ -38,6 +38,7 @@ struct Kernel::Loaded {
   const tn::bundle::KernelInfo* info = nullptr;
   const tn::bundle::Entry* entry = nullptr;
   bool jit = false;
+  Target target;  // of the selected entry
   CUmodule module = nullptr;
   CUfunction fn = nullptr;
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
@@ -117,6 +118,7 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
     k.info = &info;
     k.entry = &info.entries[sel.value().index];
     k.jit = sel.value().jit;
+    k.target = entries[sel.value().index].target;
     k.signature = std::move(sig).value();
     k.rule = std::move(*rule);
     s->kernels.push_back(std::move(k));
@@ -170,6 +172,10 @@ LoadStats Bundle::stats() const {
 const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
+
+Target Kernel::target() const { return k_->target; }
+
+bool Kernel::is_jit() const { return k_->jit; }
 
 const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; }
 

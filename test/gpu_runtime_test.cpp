@@ -25,6 +25,7 @@ bool noGpu() { return gpu() == nullptr; }
 
 std::string gpuTestBundle() { return tn::testpaths::inBuild("test/gpu_test.tnb"); }
 std::string decodeBundle() { return tn::testpaths::inBuild("test/decode.tnb"); }
+std::string archBundle() { return tn::testpaths::inBuild("test/arch_specific.tnb"); }
 
 Bundle loadBundle(const std::string& path, LoadOptions opts = {}) {
   auto b = Bundle::load_file(*gpu(), path, opts);
@@ -62,6 +63,24 @@ TEST_CASE("gpu: H1 the bundle loads with zero JIT" * doctest::skip(noGpu())) {
                     << s.load_ms << " ms");
   CHECK(s.modules_loaded == b.kernel_names().size());
   CHECK(b.jit_events() == 0);
+}
+
+TEST_CASE("gpu: an sm_90 device runs the sm_90a cubin of a bundle that also has sm_90" * doctest::skip(noGpu())) {
+  Bundle b = loadBundle(archBundle(), {.allow_jit = false, .eager = true});
+  auto fill = b.kernel("fill");
+  REQUIRE(fill.ok());
+  MESSAGE("device sm_" << gpu()->sm() << " runs " << fill.value().target().name());
+  CHECK_FALSE(fill.value().is_jit());
+  if (gpu()->sm() == 90) CHECK(fill.value().target() == Target{90, true});
+  else CHECK_FALSE(fill.value().target().archSpecific);
+  Stream s = stream();
+  const uint32_t n = 4099;
+  auto out = deviceBuffer<uint32_t>(n);
+  REQUIRE_OK(fill.value().launch(s, out, 0x90A90Au, n));
+  REQUIRE_OK(s.synchronize());
+  std::vector<uint32_t> host(n);
+  REQUIRE_OK(out.download(host));
+  CHECK(std::count(host.begin(), host.end(), 0x90A90Au) == n);
 }
 
 TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doctest::skip(noGpu())) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/bundle/ParamType.h"
+#include "truenort/ArchSelect.h"
 #include "truenort/Context.h"
 
 namespace tn::bundle {
@@ -86,6 +87,10 @@ class Kernel {
  public:
   const std::string& name() const;
   const std::vector<ParamInfo>& signature() const;
+  // The bundle target whose code runs on this device (truenort/ArchSelect.h), and whether it is
+  // PTX for the driver to JIT.
+  Target target() const;
+  bool is_jit() const;
   // Grid, block and dynamic shared memory from the bundle's launch rule.
   template <class... A>
   Status launch(const Stream& s, const A&... args) const {
