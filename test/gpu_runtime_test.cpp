@@ -52,6 +52,16 @@ Stream stream() {
     if (!st_.ok()) FAIL(#expr, ": ", st_.error().describe()); \
   } while (0)
 
+// Launches fill(out, value, n) on a fresh buffer and checks that every element holds value.
+void checkFill(const Kernel& fill, const Stream& s, uint32_t value, uint32_t n) {
+  auto out = deviceBuffer<uint32_t>(n);
+  REQUIRE_OK(fill.launch(s, out, value, n));
+  REQUIRE_OK(s.synchronize());
+  std::vector<uint32_t> host(n);
+  REQUIRE_OK(out.download(host));
+  CHECK(std::count(host.begin(), host.end(), value) == n);
+}
+
 }  // namespace
 
 TEST_SUITE("gpu") {
@@ -74,13 +84,7 @@ TEST_CASE("gpu: an sm_90 device runs the sm_90a cubin of a bundle that also has 
   if (gpu()->sm() == 90) CHECK(fill.value().target() == Target{90, true});
   else CHECK_FALSE(fill.value().target().archSpecific);
   Stream s = stream();
-  const uint32_t n = 4099;
-  auto out = deviceBuffer<uint32_t>(n);
-  REQUIRE_OK(fill.value().launch(s, out, 0x90A90Au, n));
-  REQUIRE_OK(s.synchronize());
-  std::vector<uint32_t> host(n);
-  REQUIRE_OK(out.download(host));
-  CHECK(std::count(host.begin(), host.end(), 0x90A90Au) == n);
+  checkFill(fill.value(), s, 0x90A90Au, 4099);
 }
 
 TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doctest::skip(noGpu())) {
@@ -88,13 +92,7 @@ TEST_CASE("gpu: H2 a launch writes known values; H3 copies are byte-exact" * doc
   auto fill = b.kernel("fill");
   REQUIRE(fill.ok());
   Stream s = stream();
-  const uint32_t n = 100003;
-  auto out = deviceBuffer<uint32_t>(n);
-  REQUIRE_OK(fill.value().launch(s, out, 0xC0FFEEu, n));
-  REQUIRE_OK(s.synchronize());
-  std::vector<uint32_t> host(n);
-  REQUIRE_OK(out.download(host));
-  CHECK(std::count(host.begin(), host.end(), 0xC0FFEEu) == n);
+  checkFill(fill.value(), s, 0xC0FFEEu, 100003);
 
   std::mt19937 rng(std::random_device{}());
   std::vector<uint8_t> bytes(1 << 20), back(1 << 20);
