@@ -136,7 +136,6 @@ class Loader {
     if (!b.get("name")) error(locOf(b.source()), "[bundle] needs a 'name'");
     if (auto name = identifier(b, "name", "bundle name")) spec.name = *name;
     if (const toml::node* n = typed(b, "targets", toml::node_type::array)) {
-      spec.targetsLoc = locOf(n->source());
       spec.targets.clear();
       const toml::array& a = *n->as_array();
       if (a.empty()) error(locOf(n->source()), "'targets' must not be empty");

@@ -53,7 +53,6 @@ struct Spec {
   std::string file;  // display name used in diagnostics
   std::string name;
   std::vector<bundle::Target> targets;  // bundle::defaultTargets() unless the spec names them
-  ir::SourceLoc targetsLoc;
   bool ptxFallback = false;
   FpContract fpContract = FpContract::Fast;
   std::vector<KernelSpec> kernels;
