@@ -75,7 +75,7 @@ template <class F, bool Ftz>
 ComputeFn fastSetp(Mod cmp) {
   switch (cmp) {
 #define TN_CMP(M) \
-  case Mod::M: return &binaryLoop<FastSetp<F, Ftz, Mod::M>>;
+  case Mod::M: return &lanesLoop<FastSetp<F, Ftz, Mod::M>, 2>;
     TN_CMP(Eq) TN_CMP(Ne) TN_CMP(Lt) TN_CMP(Le) TN_CMP(Gt) TN_CMP(Ge) TN_CMP(Equ) TN_CMP(Neu) TN_CMP(Ltu)
     TN_CMP(Leu) TN_CMP(Gtu) TN_CMP(Geu) TN_CMP(Num) TN_CMP(Nan)
 #undef TN_CMP
@@ -89,27 +89,27 @@ ComputeFn fastFloat(const Code& k) {
   bool rn = k.round == Mod::None || k.round == Mod::Rn;
   bool approxOk = rn || k.round == Mod::Approx || k.round == Mod::Full;
   switch (k.op) {
-    case Op::Add: return rn ? &binaryLoop<FastArith<Arith::Add, F, Ftz>> : nullptr;
-    case Op::Sub: return rn ? &binaryLoop<FastArith<Arith::Sub, F, Ftz>> : nullptr;
-    case Op::Mul: return rn ? &binaryLoop<FastArith<Arith::Mul, F, Ftz>> : nullptr;
-    case Op::Fma: return rn ? &ternaryLoop<FastArith<Arith::Fma, F, Ftz>> : nullptr;
+    case Op::Add: return rn ? &lanesLoop<FastArith<Arith::Add, F, Ftz>, 2> : nullptr;
+    case Op::Sub: return rn ? &lanesLoop<FastArith<Arith::Sub, F, Ftz>, 2> : nullptr;
+    case Op::Mul: return rn ? &lanesLoop<FastArith<Arith::Mul, F, Ftz>, 2> : nullptr;
+    case Op::Fma: return rn ? &lanesLoop<FastArith<Arith::Fma, F, Ftz>, 3> : nullptr;
     case Op::Div:
       if constexpr (std::is_same_v<F, float>)
-        if (k.round == Mod::Approx) return &binaryLoop<FastDivApprox<Ftz>>;
-      return approxOk ? &binaryLoop<FastArith<Arith::Div, F, Ftz>> : nullptr;
-    case Op::Min: return &binaryLoop<FastMinMax<F, Ftz, false>>;
-    case Op::Max: return &binaryLoop<FastMinMax<F, Ftz, true>>;
+        if (k.round == Mod::Approx) return &lanesLoop<FastDivApprox<Ftz>, 2>;
+      return approxOk ? &lanesLoop<FastArith<Arith::Div, F, Ftz>, 2> : nullptr;
+    case Op::Min: return &lanesLoop<FastMinMax<F, Ftz, false>, 2>;
+    case Op::Max: return &lanesLoop<FastMinMax<F, Ftz, true>, 2>;
     case Op::Setp: return fastSetp<F, Ftz>(k.mode);
-    case Op::Sqrt: return approxOk ? &unaryLoop<FastApprox<F, Ftz, Op::Sqrt>> : nullptr;
+    case Op::Sqrt: return approxOk ? &lanesLoop<FastApprox<F, Ftz, Op::Sqrt>, 1> : nullptr;
     case Op::Rcp:
       if (std::is_same_v<F, double> && k.round == Mod::Approx) return nullptr;  // the gross f64 form
-      return approxOk ? &unaryLoop<FastApprox<F, Ftz, Op::Rcp>> : nullptr;
-    case Op::Rsqrt: return &unaryLoop<FastApprox<F, Ftz, Op::Rsqrt>>;
-    case Op::Ex2: return &unaryLoop<FastApprox<F, Ftz, Op::Ex2>>;
-    case Op::Lg2: return &unaryLoop<FastApprox<F, Ftz, Op::Lg2>>;
-    case Op::Sin: return &unaryLoop<FastApprox<F, Ftz, Op::Sin>>;
-    case Op::Cos: return &unaryLoop<FastApprox<F, Ftz, Op::Cos>>;
-    case Op::Tanh: return &unaryLoop<FastApprox<F, Ftz, Op::Tanh>>;
+      return approxOk ? &lanesLoop<FastApprox<F, Ftz, Op::Rcp>, 1> : nullptr;
+    case Op::Rsqrt: return &lanesLoop<FastApprox<F, Ftz, Op::Rsqrt>, 1>;
+    case Op::Ex2: return &lanesLoop<FastApprox<F, Ftz, Op::Ex2>, 1>;
+    case Op::Lg2: return &lanesLoop<FastApprox<F, Ftz, Op::Lg2>, 1>;
+    case Op::Sin: return &lanesLoop<FastApprox<F, Ftz, Op::Sin>, 1>;
+    case Op::Cos: return &lanesLoop<FastApprox<F, Ftz, Op::Cos>, 1>;
+    case Op::Tanh: return &lanesLoop<FastApprox<F, Ftz, Op::Tanh>, 1>;
     default: return nullptr;
   }
 }
@@ -132,14 +132,14 @@ ComputeFn selectFloat(const Code& k, std::string& why) {
   switch (k.op) {
     case Op::Setp:
       if (k.mode == Mod::None) break;
-      return &binaryLoop<GenericSetp>;
+      return &lanesLoop<GenericSetp, 2>;
     case Op::Neg: case Op::Abs: case Op::Ex2: case Op::Lg2: case Op::Rcp: case Op::Rsqrt: case Op::Sqrt:
     case Op::Sin: case Op::Cos: case Op::Tanh:
-      return &unaryLoop<GenericFloat>;
+      return &lanesLoop<GenericFloat, 1>;
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Min: case Op::Max:
-      return &binaryLoop<GenericFloat>;
+      return &lanesLoop<GenericFloat, 2>;
     case Op::Fma:
-      return &ternaryLoop<GenericFloat>;
+      return &lanesLoop<GenericFloat, 3>;
     default: break;
   }
   why = "'" + std::string(ir::info(k.op).name) + "' has no floating-point semantics for " +
@@ -157,7 +157,7 @@ ComputeFn selectCvt(const Code& k, std::string& why) {
   auto loop = []<class L>() -> ComputeFn { return laneLoop<L>(); };
   if (!ir::Type::of(k.srcScalar).isFloat() && !ir::Type::of(k.scalar).isFloat())
     if (ComputeFn fn = lane::withConvertInt(k.srcScalar, k.scalar, k.sat, loop)) return fn;
-  return &unaryLoop<CvtFloat>;
+  return &lanesLoop<CvtFloat, 1>;
 }
 
 uint64_t floatAtomic(const Code& k, uint64_t old, uint64_t b, bool ftz) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/interp/Interp.h"
@@ -143,40 +144,23 @@ inline void forLanes(uint32_t mask, Fn&& fn) {
   }
 }
 
-// Op::eval(const Code&, uint64_t...) -> uint64_t computes one lane from operand bits.
-template <class Op>
-int unaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
+// The loop of a pure op over N operands: Op::eval(const Code&, uint64_t...) -> uint64_t computes
+// one lane from the operands' bits.
+template <class Op, size_t N>
+int lanesLoop(uint64_t* regs, uint32_t mask, const Code& k) {
   uint64_t* d = slotPtr(regs, k.dst);
-  const uint64_t* a = slotPtr(regs, k.src[0]);
-  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l]); });
-  return -1;
-}
-
-template <class Op>
-int binaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
-  uint64_t* d = slotPtr(regs, k.dst);
-  const uint64_t* a = slotPtr(regs, k.src[0]);
-  const uint64_t* b = slotPtr(regs, k.src[1]);
-  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l], b[l]); });
-  return -1;
-}
-
-template <class Op>
-int ternaryLoop(uint64_t* regs, uint32_t mask, const Code& k) {
-  uint64_t* d = slotPtr(regs, k.dst);
-  const uint64_t* a = slotPtr(regs, k.src[0]);
-  const uint64_t* b = slotPtr(regs, k.src[1]);
-  const uint64_t* c = slotPtr(regs, k.src[2]);
-  forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, a[l], b[l], c[l]); });
-  return -1;
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    const uint64_t* src[] = {slotPtr(regs, k.src[I])...};
+    forLanes(mask, [&](uint32_t l) { d[l] = Op::eval(k, src[I][l]...); });
+    return -1;
+  }(std::make_index_sequence<N>{});
 }
 
 // An op L of ir/LaneSemantics.h (L::eval(uint64_t...), no modifiers to read) as an Op of the loops.
 template <class L>
 struct Lanes {
-  static uint64_t eval(const Code&, uint64_t a) { return L::eval(a); }
-  static uint64_t eval(const Code&, uint64_t a, uint64_t b) { return L::eval(a, b); }
-  static uint64_t eval(const Code&, uint64_t a, uint64_t b, uint64_t c) { return L::eval(a, b, c); }
+  template <class... Bits>
+  static uint64_t eval(const Code&, Bits... x) { return L::eval(x...); }
 };
 
 // div/rem: a zero divisor in any lane is a fault, reported before any lane is written.
@@ -195,9 +179,7 @@ int divisionLoop(uint64_t* regs, uint32_t mask, const Code& k) {
 template <class L>
 ComputeFn laneLoop() {
   if constexpr (L::divides) return &divisionLoop<L>;
-  else if constexpr (L::arity == 1) return &unaryLoop<Lanes<L>>;
-  else if constexpr (L::arity == 2) return &binaryLoop<Lanes<L>>;
-  else return &ternaryLoop<Lanes<L>>;
+  else return &lanesLoop<Lanes<L>, L::arity>;
 }
 
 }  // namespace tn::interp::detail

@@ -81,11 +81,11 @@ ComputeFn selectCompute(const Code& k, std::string& why) {
   ComputeFn fn = nullptr;
   switch (k.op) {
     case Op::Cvt: return selectCvt(k, why);
-    case Op::Bitcast: fn = &unaryLoop<Bitcast>; break;
-    case Op::PtrAdd: fn = is32BitSpace(k.space) ? &binaryLoop<PtrAdd32> : &binaryLoop<PtrAdd64>; break;
+    case Op::Bitcast: fn = &lanesLoop<Bitcast, 1>; break;
+    case Op::PtrAdd: fn = is32BitSpace(k.space) ? &lanesLoop<PtrAdd32, 2> : &lanesLoop<PtrAdd64, 2>; break;
     case Op::Pack: fn = &packLoop; break;
     case Op::Extract: fn = &extractLoop; break;
-    case Op::Selp: fn = &ternaryLoop<Selp>; break;
+    case Op::Selp: fn = &lanesLoop<Selp, 3>; break;
     default:
       if (ir::Type::of(k.scalar).isFloat()) return selectFloat(k, why);
       fn = intOp(k);
