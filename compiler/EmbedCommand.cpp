@@ -43,8 +43,8 @@ std::optional<std::string> cppType(bundle::ParamType type) {
   else if (type.scalar == S::F32) scalar = "float";
   else if (type.scalar == S::F64) scalar = "double";
   else if (type.scalar == S::F16 || type.scalar == S::BF16) scalar = "std::uint16_t";  // the value's bits
-  else if (unsigned bytes = bundle::ParamType{type.scalar}.integerBytes())
-    scalar = std::string(type.scalar >= S::S8 && type.scalar <= S::S64 ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
+  else if (bundle::ParamType lane{type.scalar}; unsigned bytes = lane.integerBytes())
+    scalar = std::string(lane.isSignedInteger() ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
   else return std::nullopt;
   if (type.lanes == 1) return scalar;
   if (scalar == "void*" || scalar == "bool") return std::nullopt;
