@@ -105,9 +105,7 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
   s->reader.emplace(std::move(reader.value()));
   const tn::bundle::Manifest& m = s->reader->manifest();
   for (const tn::bundle::KernelInfo& info : m.kernels) {
-    std::vector<CodeEntry> entries;
-    for (const tn::bundle::Entry& e : info.entries)
-      entries.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
+    std::vector<CodeEntry> entries = codeEntriesOf(m, info);
     auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
     if (!sel) return sel.error();
     auto sig = signatureOf(info.params, info.name);
@@ -178,6 +176,12 @@ Target Kernel::target() const { return k_->target; }
 bool Kernel::is_jit() const { return k_->jit; }
 
 const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; }
+
+std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel) {
+  std::vector<CodeEntry> out;
+  for (const tn::bundle::Entry& e : kernel.entries) out.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
+  return out;
+}
 
 Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;

@@ -72,9 +72,8 @@ TEST_CASE("a bundle built for sm_80, sm_90 and sm_90a: an sm_90 device runs the 
   REQUIRE(bytes.ok());
   Result<Reader> r = Reader::open({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
   REQUIRE(r.ok());
-  // The runtime's view of the manifest (as Bundle::load builds it): the targets the reader parsed.
-  std::vector<CodeEntry> entries;
-  for (const Entry& e : r->manifest().kernels[0].entries) entries.push_back({r->manifest().targets[e.target], false});
+  // What Bundle::load selects among: the kernel's entries with the targets the reader parsed.
+  std::vector<CodeEntry> entries = truenort::codeEntriesOf(r->manifest(), r->manifest().kernels[0]);
   REQUIRE(entries.size() == 3);
   auto pickFor = [&](unsigned sm) {
     auto s = truenort::selectCode(sm, entries, false);

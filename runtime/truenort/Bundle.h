@@ -23,6 +23,8 @@
 
 namespace tn::bundle {
 struct Param;
+struct Manifest;
+struct KernelInfo;
 }
 
 namespace truenort {
@@ -82,6 +84,9 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
 // type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
 // parameter and the type: such a kernel would be launched from the wrong argument slot.
 Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel);
+// The code a bundle holds for one kernel, as selectCode() chooses among it (entry order kept).
+// Exposed for tests.
+std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel);
 
 class Kernel {
  public:
