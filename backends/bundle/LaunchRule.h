@@ -76,7 +76,6 @@ class Expr {
   Expr() : Expr(0) {}
   Expr(uint64_t constant);  // NOLINT: a number is an expression
   static Result<Expr> parse(std::string_view text);
-  static Expr constant(uint64_t v) { return Expr(v); }
   // Building expressions in code (the templates' launch rules): Expr::param("n") names a
   // parameter; ceilDiv, min, max and + - * / % combine. The result is the expression that
   // parse() gives for its text().
@@ -127,7 +126,7 @@ class Expr {
 // shared memory bytes (an expression).
 struct LaunchRule {
   std::vector<uint32_t> block{1};
-  std::vector<Expr> grid{Expr::constant(1)};
+  std::vector<Expr> grid{Expr(1)};
   Expr dynamicShared;
   bool operator==(const LaunchRule&) const = default;
 };
