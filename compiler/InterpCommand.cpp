@@ -19,6 +19,8 @@ struct InterpOpts {
   uint32_t dynShared = 0;
   bool checkRaces = false, checkUninit = false;
   uint64_t maxInstructions = interp::Options{}.maxInstructions;
+  uint64_t maxLaunchInstructions = interp::Options{}.maxLaunchInstructions;
+  unsigned threads = 0;
 };
 
 std::optional<ir::Dim3> parseDims(const std::string& text) {
@@ -107,6 +109,8 @@ int runInterp(const InterpOpts& o) {
   opts.checkRaces = o.checkRaces;
   opts.checkUninit = o.checkUninit;
   opts.maxInstructions = o.maxInstructions;
+  opts.maxLaunchInstructions = o.maxLaunchInstructions;
+  opts.threads = o.threads;
   if (auto e = vm.launch(cfg, opts)) {
     std::fprintf(stderr, "%s\n", e->text().c_str());
     return e->kind == interp::ErrorKind::Setup ? kUsageError : kInputError;
@@ -139,6 +143,12 @@ Command interpCommand() {
             app.add_flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");
             app.add_option("--max-instructions", o->maxInstructions, "Instruction budget per thread")
                 ->capture_default_str();
+            app.add_option("--max-launch-instructions", o->maxLaunchInstructions,
+                           "Instruction budget of the whole launch (thread instructions)")
+                ->capture_default_str();
+            app.add_option("--threads", o->threads, "Host threads running blocks in parallel (0: one per core)")
+                ->capture_default_str()
+                ->check(CLI::Range(0u, 1024u));
             return std::function<int()>([o] { return runInterp(*o); });
           }};
 }

@@ -12,6 +12,7 @@ struct Interpreter::State {
   bool loaded = false;
   std::vector<std::vector<std::byte>> buffers;  // per parameter (pointer parameters only)
   std::vector<std::optional<uint64_t>> values;  // per parameter; pointers get their tag at launch
+  const DeviceMemory* device = nullptr;         // pointers are device addresses into it
   Stats stats;
 };
 
@@ -31,7 +32,9 @@ Interpreter::Interpreter(Interpreter&&) noexcept = default;
 Interpreter& Interpreter::operator=(Interpreter&&) noexcept = default;
 
 std::optional<Error> Interpreter::load(const ir::Module& m, std::string_view name) {
+  const DeviceMemory* device = s_->device;
   *s_ = State{};
+  s_->device = device;
   for (const ir::Kernel& k : m.kernels) {
     if (k.name != name) continue;
     if (auto e = detail::decode(m, k, s_->program)) return e;
@@ -71,9 +74,26 @@ std::optional<Error> findParam(const detail::Program& p, bool loaded, std::strin
 
 }  // namespace
 
+void Interpreter::useDeviceMemory(const DeviceMemory* memory) {
+  s_->device = memory;
+  s_->buffers.assign(s_->buffers.size(), {});
+  for (size_t i = 0; i < s_->program.params.size(); ++i)
+    if (s_->program.params[i].type.isPtr()) s_->values[i].reset();
+}
+
+std::optional<Error> Interpreter::setAddress(std::string_view param, uint64_t address) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, true, i)) return e;
+  if (!s_->device) return setupError("parameter '" + std::string(param) + "' takes a buffer: no device memory is in use");
+  s_->values[i] = address;
+  return std::nullopt;
+}
+
 std::optional<Error> Interpreter::bindBuffer(std::string_view param, std::vector<std::byte> bytes) {
   size_t i = 0;
   if (auto e = findParam(s_->program, s_->loaded, param, true, i)) return e;
+  if (s_->device)
+    return setupError("parameter '" + std::string(param) + "' takes a device address (setAddress): device memory is in use");
   if (bytes.size() > (uint64_t{1} << 46)) return setupError("buffer for '" + std::string(param) + "' is too large");
   s_->buffers[i] = std::move(bytes);
   s_->values[i] = 0;
@@ -121,21 +141,23 @@ std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options&
   std::vector<detail::GlobalBuffer> globals;
   for (size_t i = 0; i < p.params.size(); ++i) {
     if (!s_->values[i])
-      return setupError((p.params[i].type.isPtr() ? "no buffer bound to parameter '" : "no value for parameter '") +
+      return setupError((!p.params[i].type.isPtr() ? "no value for parameter '"
+                         : s_->device            ? "no address for parameter '"
+                                                 : "no buffer bound to parameter '") +
                         p.params[i].name + "'");
-    if (p.params[i].type.isPtr()) {
+    if (p.params[i].type.isPtr() && !s_->device) {
       globals.push_back({p.params[i].name, &s_->buffers[i]});
       bits[i] = static_cast<uint64_t>(globals.size()) << detail::kTagShift;
     } else {
       bits[i] = *s_->values[i];
     }
   }
-  return detail::execute(p, bits, globals, cfg, opts, s_->stats);
+  return detail::execute(p, bits, {globals, s_->device}, cfg, opts, s_->stats);
 }
 
 const std::vector<std::byte>* Interpreter::buffer(std::string_view param) const {
   for (size_t i = 0; i < s_->program.params.size(); ++i)
-    if (s_->program.params[i].name == param && s_->program.params[i].type.isPtr() && s_->values[i])
+    if (s_->program.params[i].name == param && s_->program.params[i].type.isPtr() && s_->values[i] && !s_->device)
       return &s_->buffers[i];
   return nullptr;
 }

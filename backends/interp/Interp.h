@@ -1,8 +1,9 @@
 // The kernel interpreter: runs an IR kernel on the CPU with the semantics the GPU gives it.
 // A launch covers a grid of blocks; the threads of a block run in warps of 32 that execute in
 // lockstep under an active mask and reconverge at immediate post-dominators, so shfl.sync, vote
-// and laneid behave as on hardware. Global memory is one bounds-checked host buffer per pointer
-// parameter. Faults (out-of-bounds or misaligned accesses, divergent or partial barriers, bad
+// and laneid behave as on hardware. Blocks may run in parallel on host threads. Global memory is
+// one bounds-checked host buffer per pointer parameter, or a DeviceMemory whose allocations the
+// pointers address directly (the simulated driver's). Faults (out-of-bounds or misaligned accesses, divergent or partial barriers, bad
 // collective masks, shared-memory races, division by zero, an exhausted instruction budget) stop
 // the launch and come back as an Error value; this library never prints.
 // Semantics, limits and the measured speed are documented in docs/interpreter.md.
@@ -34,7 +35,7 @@ enum class ErrorKind : uint8_t {
   CollectiveMask,     // shfl.sync/vote.sync membermask naming inactive, exited or missing lanes
   SharedRace,         // two threads touch one shared byte, one writes, no barrier between (optional)
   DivisionByZero,     // integer div/rem by zero
-  InstructionBudget,  // a thread executed more instructions than allowed
+  InstructionBudget,  // a thread, or the whole launch, executed more instructions than allowed
 };
 
 // A fault or setup error. diag carries file, location and the full message; text() formats it
@@ -57,6 +58,27 @@ struct Options {
   bool checkRaces = false;   // report shared-memory data races between barriers
   bool checkUninit = false;  // report reads of shared memory the block never wrote
   uint64_t maxInstructions = 100'000'000;  // per thread; exceeding it is an InstructionBudget fault
+  // Thread instructions of the whole launch (Stats::instructions); checked whenever a warp stops
+  // at a barrier or exits, so a launch may overshoot it by one warp's run.
+  uint64_t maxLaunchInstructions = 10'000'000'000;
+  // Host threads that run blocks in parallel (0: one per core). A kernel with global or generic
+  // atomics runs its blocks in order on one thread, so that its results stay deterministic.
+  unsigned threads = 1;
+};
+
+// Device memory that global pointers address directly, as on a GPU: the simulated driver's
+// allocations. It must not change while a launch runs. Addresses must lie below 2^48 with top
+// 16 bits other than 0xFFFF (the tag of generic pointers into shared memory).
+class DeviceMemory {
+ public:
+  struct Allocation {
+    uint64_t base = 0;
+    uint64_t bytes = 0;
+    std::byte* host = nullptr;  // where the allocation's bytes live
+  };
+  virtual ~DeviceMemory() = default;
+  // The live allocation with the greatest base <= address (which may end before it), if any.
+  virtual std::optional<Allocation> below(uint64_t address) const = 0;
 };
 
 struct Stats {
@@ -84,6 +106,12 @@ class Interpreter {
   std::optional<Error> load(const ir::Module& m, std::string_view name);
 
   std::vector<ParamInfo> params() const;
+
+  // Makes pointer parameters take device addresses into `memory` (setAddress) instead of
+  // buffers; null returns to buffers. The memory must outlive the launches.
+  void useDeviceMemory(const DeviceMemory* memory);
+  // Sets a pointer parameter to a device address (only with device memory).
+  std::optional<Error> setAddress(std::string_view param, uint64_t address);
 
   // Binds the global buffer of a pointer parameter (replacing any earlier one).
   std::optional<Error> bindBuffer(std::string_view param, std::vector<std::byte> bytes);

@@ -1,18 +1,22 @@
-// The interpreter's execution engine. Blocks run one after another; in a block every warp runs
-// until it reaches bar.sync or exits, then the barrier is checked and released. A warp executes
-// one Code at a time for all threads of its active mask. Divergence uses a reconvergence stack:
-// at a divergent cbr the current frame becomes the reconvergence frame (pc = the branching
-// block's immediate post-dominator) and one frame per path is pushed; a frame is popped when its
-// threads branch to its reconvergence block or return. Of two paths, one that cannot reach a
-// barrier or collective runs first (see markSyncReach in InterpDecode.cpp). Faults stop the
-// launch with an Error.
+// The interpreter's execution engine. A launch hands its blocks, in order, to one Engine per host
+// thread; in a block every warp runs until it reaches bar.sync or exits, then the barrier is
+// checked and released. A warp executes one Code at a time for all threads of its active mask.
+// Divergence uses a reconvergence stack: at a divergent cbr the current frame becomes the
+// reconvergence frame (pc = the branching block's immediate post-dominator) and one frame per
+// path is pushed; a frame is popped when its threads branch to its reconvergence block or return.
+// Of two paths, one that cannot reach a barrier or collective runs first (see markSyncReach in
+// InterpDecode.cpp). Faults stop the launch with an Error: the one of the lowest block, as if
+// the blocks had run one after another.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cfenv>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "backends/interp/InterpImpl.h"
 
@@ -81,16 +85,33 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+std::string hex64(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+// What the engines of one launch share.
+struct Launch {
+  const Program& p;
+  std::span<const uint64_t> params;
+  GlobalMemory memory;
+  const LaunchConfig& cfg;
+  const Options& opts;
+  uint32_t threadsPerBlock = 0;
+  uint64_t sharedBytes = 0;
+  std::atomic<uint64_t> instructions{0};  // thread instructions so far, for the launch budget
+};
+
+// Runs blocks of one launch, one at a time, on the calling thread.
 class Engine {
  public:
-  Engine(const Program& p, std::span<const uint64_t> params, std::span<GlobalBuffer> buffers, const LaunchConfig& cfg,
-         const Options& opts, Stats& stats)
-      : p_(p), params_(params), buffers_(buffers), cfg_(cfg), opts_(opts), stats_(stats) {}
+  explicit Engine(Launch& l);
 
-  std::optional<Error> run();
+  std::optional<Error> runBlock(uint64_t linear);
+  const Stats& stats() const { return stats_; }
 
  private:
-  std::optional<Error> runBlock();
   std::optional<Error> runWarp(Warp& w);
   bool resume(Warp& w, uint32_t& pc, uint32_t& mask);
   bool jump(Warp& w, const Edge& e, uint32_t& pc, uint32_t& mask);
@@ -99,6 +120,7 @@ class Engine {
   std::optional<Error> memory(Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
                               std::byte*& out);
+  std::optional<Error> locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, std::byte*& out);
   std::optional<Error> trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
   std::optional<Error> shuffle(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> vote(const Warp& w, const Code& k, uint32_t mask);
@@ -120,15 +142,16 @@ class Engine {
     return fault(kind, k, threadOf(w, lane), what);
   }
 
+  Launch& launch_;
   const Program& p_;
-  std::span<const uint64_t> params_;
   std::span<GlobalBuffer> buffers_;
   const LaunchConfig& cfg_;
   const Options& opts_;
-  Stats& stats_;
+  Stats stats_;
 
   uint32_t threadsPerBlock_ = 0;
   Dim3 ctaid_;
+  DeviceMemory::Allocation lastAllocation_;  // device memory: the allocation of the last access
   std::vector<Warp> warps_;
   std::vector<uint64_t> regs_;
   std::vector<uint64_t> staging_;
@@ -176,11 +199,10 @@ std::string Engine::sharedPlace(int64_t off) const {
          std::to_string(a->dynamic ? dynamicBytes_ : a->bytes) + " bytes)";
 }
 
-std::optional<Error> Engine::run() {
-  FenvGuard fenv;
-  auto t0 = std::chrono::steady_clock::now();
-  const Dim3& g = cfg_.grid;
-  const Dim3& b = cfg_.block;
+// Setup errors of a launch configuration, before anything runs.
+std::optional<Error> checkConfig(const Program& p, const LaunchConfig& cfg) {
+  const Dim3& g = cfg.grid;
+  const Dim3& b = cfg.block;
   auto setup = [](const std::string& msg) {
     Error e;
     e.diag.message = msg;
@@ -191,15 +213,18 @@ std::optional<Error> Engine::run() {
     return setup("block " + dimText(b) + " has " + std::to_string(uint64_t(b.x) * b.y * b.z) +
                  " threads; at most 1024 are allowed");
   if (g.y > 65535 || g.z > 65535 || g.x > 0x7FFFFFFFu) return setup("grid " + dimText(g) + " exceeds the launch limits");
-  if (p_.reqntid && !(*p_.reqntid == b))
-    return setup("block " + dimText(b) + " does not match the kernel's reqntid " + dimText(*p_.reqntid));
-  if (p_.maxntid && b.total() > p_.maxntid->total())
-    return setup("block " + dimText(b) + " has more threads than the kernel's maxntid " + dimText(*p_.maxntid));
-  dynamicBytes_ = cfg_.dynamicShared;
-  uint64_t sharedBytes = cfg_.dynamicShared ? uint64_t(p_.dynamicSharedStart) + cfg_.dynamicShared : p_.staticSharedEnd;
+  if (p.reqntid && !(*p.reqntid == b))
+    return setup("block " + dimText(b) + " does not match the kernel's reqntid " + dimText(*p.reqntid));
+  if (p.maxntid && b.total() > p.maxntid->total())
+    return setup("block " + dimText(b) + " has more threads than the kernel's maxntid " + dimText(*p.maxntid));
+  uint64_t sharedBytes = cfg.dynamicShared ? uint64_t(p.dynamicSharedStart) + cfg.dynamicShared : p.staticSharedEnd;
   if (sharedBytes > (uint64_t{1} << 31)) return setup("shared memory of " + std::to_string(sharedBytes) + " bytes is too large");
+  return std::nullopt;
+}
 
-  threadsPerBlock_ = b.total();
+Engine::Engine(Launch& l)
+    : launch_(l), p_(l.p), buffers_(l.memory.buffers), cfg_(l.cfg), opts_(l.opts), threadsPerBlock_(l.threadsPerBlock) {
+  dynamicBytes_ = cfg_.dynamicShared;
   uint32_t warpCount = (threadsPerBlock_ + kWarpSize - 1) / kWarpSize;
   size_t perWarp = size_t(p_.slots) * kWarpSize;
   regs_.assign(perWarp * warpCount, 0);
@@ -218,28 +243,20 @@ std::optional<Error> Engine::run() {
       w.tid[2][l] = d.z;
     }
     for (auto [slot, bits] : p_.constants) std::fill_n(slotPtr(w.regs, slot), kWarpSize, bits);
-    for (size_t i = 0; i < p_.params.size(); ++i) std::fill_n(slotPtr(w.regs, p_.params[i].slot), kWarpSize, params_[i]);
+    for (size_t i = 0; i < p_.params.size(); ++i)
+      std::fill_n(slotPtr(w.regs, p_.params[i].slot), kWarpSize, l.params[i]);
   }
-  shared_.assign(sharedBytes, std::byte{0});
-  if (opts_.checkUninit) written_.assign(sharedBytes, 0);
-  if (opts_.checkRaces) access_.assign(sharedBytes, ByteAccess{});
+  shared_.assign(l.sharedBytes, std::byte{0});
+  if (opts_.checkUninit) written_.assign(l.sharedBytes, 0);
+  if (opts_.checkRaces) access_.assign(l.sharedBytes, ByteAccess{});
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
-
-  stats_ = Stats{};
-  std::optional<Error> err;
-  for (uint32_t z = 0; z < g.z && !err; ++z)
-    for (uint32_t y = 0; y < g.y && !err; ++y)
-      for (uint32_t x = 0; x < g.x && !err; ++x) {
-        ctaid_ = {x, y, z};
-        err = runBlock();
-        ++stats_.blocks;
-      }
-  stats_.threads = stats_.blocks * threadsPerBlock_;
-  stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return err;
 }
 
-std::optional<Error> Engine::runBlock() {
+std::optional<Error> Engine::runBlock(uint64_t linear) {
+  const Dim3& g = cfg_.grid;
+  ctaid_ = {static_cast<uint32_t>(linear % g.x), static_cast<uint32_t>(linear / g.x % g.y),
+            static_cast<uint32_t>(linear / (uint64_t(g.x) * g.y))};
+  ++stats_.blocks;
   for (Warp& w : warps_) {
     w.exited = 0;
     w.state = WarpState::Running;
@@ -354,18 +371,26 @@ std::optional<Error> Engine::runWarp(Warp& w) {
   const uint64_t budget = opts_.maxInstructions;
   uint64_t steps = w.steps, insts = 0;
   const uint64_t startSteps = steps;
-  auto leave = [&](WarpState state) {
+  const Code* current = code + pc;
+  // Suspends the warp; a warp that leaves without a fault may still exhaust the launch's budget.
+  auto leave = [&](WarpState state) -> std::optional<Error> {
     w.state = state;
     w.pc = pc;
     w.mask = mask;
     stats_.instructions += insts;
     stats_.warpInstructions += steps - startSteps;
     w.steps = steps;
+    const uint64_t limit = opts_.maxLaunchInstructions;
+    if (launch_.instructions.fetch_add(insts, std::memory_order_relaxed) + insts <= limit) return std::nullopt;
+    uint32_t lane = std::countr_zero(w.existing);
+    return fault(ErrorKind::InstructionBudget, *current, w, lane,
+                 "the launch exceeded its budget of " + std::to_string(limit) + " thread instructions");
   };
   for (;;) {
     const Code& k = code[pc];
+    current = &k;
     if (++steps > budget) {
-      leave(WarpState::Done);
+      (void)leave(WarpState::Done);
       return fault(ErrorKind::InstructionBudget, k, w, std::countr_zero(mask),
                    "thread exceeded the instruction budget of " + std::to_string(budget) + " instructions");
     }
@@ -374,7 +399,7 @@ std::optional<Error> Engine::runWarp(Warp& w) {
       case Kind::Compute: {
         int bad = k.fn(regs, mask, k);
         if (bad >= 0) {
-          leave(WarpState::Done);
+          (void)leave(WarpState::Done);
           return fault(ErrorKind::DivisionByZero, k, w, static_cast<uint32_t>(bad),
                        "integer division by zero in " + std::string(ir::info(k.op).name) + "." +
                            std::string(ir::scalarName(k.scalar)));
@@ -388,14 +413,14 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         break;
       case Kind::Ld: case Kind::St: case Kind::Atom:
         if (auto e = memory(w, k, mask)) {
-          leave(WarpState::Done);
+          (void)leave(WarpState::Done);
           return e;
         }
         ++pc;
         break;
       case Kind::Shfl: case Kind::Vote:
         if (auto e = k.kind == Kind::Shfl ? shuffle(w, k, mask) : vote(w, k, mask)) {
-          leave(WarpState::Done);
+          (void)leave(WarpState::Done);
           return e;
         }
         ++pc;
@@ -406,21 +431,17 @@ std::optional<Error> Engine::runWarp(Warp& w) {
       case Kind::Bar: {
         uint32_t live = w.existing & ~w.exited;
         if (mask != live) {
-          leave(WarpState::Done);
+          (void)leave(WarpState::Done);
           return fault(ErrorKind::DivergentBarrier, k, w, std::countr_zero(mask),
                        "divergent bar.sync: only " + std::to_string(std::popcount(mask)) + " of the " +
                            std::to_string(std::popcount(live)) + " running threads of warp " + std::to_string(w.index) +
                            " arrive; the others are on another path");
         }
-        leave(WarpState::AtBarrier);
-        return std::nullopt;
+        return leave(WarpState::AtBarrier);
       }
       case Kind::Br:
         move(w, k.edge[0], mask);
-        if (!jump(w, k.edge[0], pc, mask)) {
-          leave(WarpState::Done);
-          return std::nullopt;
-        }
+        if (!jump(w, k.edge[0], pc, mask)) return leave(WarpState::Done);
         break;
       case Kind::Cbr: {
         const uint64_t* c = slotPtr(regs, k.src[0]);
@@ -449,19 +470,13 @@ std::optional<Error> Engine::runWarp(Warp& w) {
             if (blocks[i] != r) w.stack.push_back(paths[i]);
           alive = resume(w, pc, mask);
         }
-        if (!alive) {
-          leave(WarpState::Done);
-          return std::nullopt;
-        }
+        if (!alive) return leave(WarpState::Done);
         break;
       }
       case Kind::Ret:
         w.exited |= mask;
         w.stack.pop_back();
-        if (!resume(w, pc, mask)) {
-          leave(WarpState::Done);
-          return std::nullopt;
-        }
+        if (!resume(w, pc, mask)) return leave(WarpState::Done);
         break;
     }
   }
@@ -478,6 +493,8 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
     off = pointerOffset(addr);
     if (sp == AddrSpace::Generic && tag == kSharedTag) {
       shared = true;
+    } else if (launch_.memory.device) {
+      return locateDevice(k, w, lane, addr, out);
     } else {
       if (tag == 0 || tag > buffers_.size()) {
         char buf[32];
@@ -515,6 +532,35 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
                  "misaligned " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off));
   out = shared_.data() + off;
   return trackShared(k, w, lane, static_cast<uint32_t>(off), acc);
+}
+
+// A global access through a device address: it must lie inside one live allocation.
+std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr,
+                                          std::byte*& out) {
+  const unsigned bytes = k.bytes;
+  DeviceMemory::Allocation a = lastAllocation_;
+  if (addr < a.base || addr - a.base >= a.bytes) {
+    auto found = launch_.memory.device->below(addr);
+    if (found) a = *found;
+    else a = {};
+  }
+  const std::string access = memName(k) + " of " + std::to_string(bytes) + " bytes at address " + hex64(addr);
+  if (!a.host)
+    return fault(ErrorKind::InvalidPointer, k, w, lane, access + ", which is in no live allocation");
+  const uint64_t off = addr - a.base;
+  if (off >= a.bytes || a.bytes - off < bytes) {
+    uint64_t past = off + bytes - a.bytes;
+    return fault(ErrorKind::OutOfBounds, k, w, lane,
+                 "out-of-bounds " + access + ", " + std::to_string(past) + (past == 1 ? " byte" : " bytes") +
+                     " past the end of the " + std::to_string(a.bytes) + "-byte allocation at " + hex64(a.base));
+  }
+  if (addr % bytes)
+    return fault(ErrorKind::Misaligned, k, w, lane,
+                 "misaligned " + access + " (offset " + std::to_string(off) + " of the allocation at " +
+                     hex64(a.base) + ")");
+  lastAllocation_ = a;
+  out = a.host + off;
+  return std::nullopt;
 }
 
 std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc) {
@@ -668,11 +714,64 @@ std::optional<Error> Engine::vote(const Warp& w, const Code& k, uint32_t mask) {
   return std::nullopt;
 }
 
+// Whether a kernel's blocks can observe each other's order through atomics on global memory.
+bool hasGlobalAtomics(const Program& p) {
+  return std::any_of(p.code.begin(), p.code.end(),
+                     [](const Code& k) { return k.kind == Kind::Atom && k.space != AddrSpace::Shared; });
+}
+
 }  // namespace
 
-std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, std::span<GlobalBuffer> buffers,
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, GlobalMemory memory,
                              const LaunchConfig& cfg, const Options& opts, Stats& stats) {
-  return Engine(p, paramBits, buffers, cfg, opts, stats).run();
+  auto t0 = std::chrono::steady_clock::now();
+  stats = Stats{};
+  if (auto e = checkConfig(p, cfg)) return e;
+  Launch launch{p, paramBits, memory, cfg, opts};
+  launch.threadsPerBlock = cfg.block.total();
+  launch.sharedBytes = cfg.dynamicShared ? uint64_t(p.dynamicSharedStart) + cfg.dynamicShared : p.staticSharedEnd;
+  const uint64_t blocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
+  uint64_t workers = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (hasGlobalAtomics(p)) workers = 1;
+  workers = std::min(workers, blocks);
+
+  // Blocks are taken in order. After a fault in block b no block above b starts, and the blocks
+  // below it finish, so the fault reported is the lowest block's, whatever the thread count.
+  std::atomic<uint64_t> next{0};
+  std::atomic<uint64_t> stopAfter{UINT64_MAX};
+  std::mutex mu;
+  std::optional<Error> first;
+  std::vector<Stats> perWorker(workers);
+  auto work = [&](size_t index) {
+    FenvGuard fenv;  // the floating-point environment is per thread
+    Engine engine(launch);
+    for (;;) {
+      uint64_t b = next.fetch_add(1);
+      if (b >= blocks || b > stopAfter.load()) break;
+      if (auto e = engine.runBlock(b)) {
+        std::lock_guard lock(mu);
+        if (b < stopAfter.load()) {
+          first = std::move(e);
+          stopAfter.store(b);
+        }
+      }
+    }
+    perWorker[index] = engine.stats();
+  };
+  if (workers == 1) {
+    work(0);
+  } else {
+    std::vector<std::jthread> pool;
+    for (size_t i = 0; i < workers; ++i) pool.emplace_back(work, i);
+  }
+  for (const Stats& s : perWorker) {
+    stats.instructions += s.instructions;
+    stats.warpInstructions += s.warpInstructions;
+    stats.blocks += s.blocks;
+  }
+  stats.threads = stats.blocks * launch.threadsPerBlock;
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return first;
 }
 
 }  // namespace tn::interp::detail

@@ -127,10 +127,15 @@ struct GlobalBuffer {
   std::vector<std::byte>* bytes = nullptr;
 };
 
+// Where global pointers point: tagged offsets into buffers, or device addresses into `device`.
+struct GlobalMemory {
+  std::span<GlobalBuffer> buffers;
+  const DeviceMemory* device = nullptr;
+};
+
 // Runs one launch of p. paramBits holds each parameter's value (pointers already encoded).
-std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits,
-                             std::span<GlobalBuffer> buffers, const LaunchConfig& cfg, const Options& opts,
-                             Stats& stats);
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, GlobalMemory memory,
+                             const LaunchConfig& cfg, const Options& opts, Stats& stats);
 
 // ---- lane loops shared by the semantics files --------------------------------------------------
 inline uint64_t* slotPtr(uint64_t* regs, uint32_t slot) { return regs + static_cast<size_t>(slot) * kWarpSize; }
