@@ -2,7 +2,10 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
+#include <vector>
 
 namespace truenort {
 
@@ -30,6 +33,8 @@ Error Driver::fail(CUresult r, const char* call, std::string kernel) const {
   if (cuGetErrorName && cuGetErrorName(r, &name) == cu::SUCCESS && name) e.cuda_name = name;
   else e.cuda_name = "CUresult " + std::to_string(r);
   if (cuGetErrorString && cuGetErrorString(r, &text) == cu::SUCCESS && text) e.message = text;
+  if (const char* report = simReport ? simReport() : nullptr; report && *report)
+    e.message += (e.message.empty() ? "simulator: " : "; simulator: ") + std::string(report);
   return e;
 }
 
@@ -60,6 +65,8 @@ Result<std::shared_ptr<Driver>> open(const std::string& path) {
   }
   auto d = std::make_shared<Driver>();
   d->handle = h;
+  d->path = path;
+  d->simReport = reinterpret_cast<const char* (*)()>(dlsym(h, "truenortSimReport"));
   std::string missing;
   bind(h, d->cuInit, "cuInit", missing);
   bind(h, d->cuDriverGetVersion, "cuDriverGetVersion", missing);
@@ -127,17 +134,75 @@ Result<std::shared_ptr<const Driver>> loadDriverFrom(const std::string& path) {
   return std::shared_ptr<const Driver>(std::move(d.value()));
 }
 
+namespace {
+
+// Where "sim" is looked for after the dynamic loader's own search: this truenoc's build tree and
+// install prefix (TRUENORT_SIM_PATHS, colon-separated, set by runtime/CMakeLists.txt).
+#ifndef TRUENORT_SIM_PATHS
+#define TRUENORT_SIM_PATHS ""
+#endif
+
+Result<std::shared_ptr<Driver>> openChoice(const std::string& choice) {
+  if (choice.empty() || choice == "cuda") return open("libcuda.so.1");
+  if (choice != "sim") return open(choice);
+  std::vector<std::string> candidates = {"libtruenort-sim.so"};
+  std::string paths = TRUENORT_SIM_PATHS;
+  for (size_t at = 0; at < paths.size();) {
+    size_t colon = std::min(paths.find(':', at), paths.size());
+    if (colon > at) candidates.push_back(paths.substr(at, colon - at));
+    at = colon + 1;
+  }
+  std::string tried;
+  for (const std::string& c : candidates) {
+    auto d = open(c);
+    if (d || d.error().code != Errc::NoDriver) return d;
+    tried += (tried.empty() ? "" : ", ") + c;
+  }
+  return simple(Errc::NoDriver, "use_driver(sim)",
+                "the simulated driver libtruenort-sim.so was not found (tried " + tried +
+                    "); set TRUENORT_DRIVER to its path");
+}
+
+struct Loaded {
+  std::mutex mu;
+  bool chosen = false, done = false;
+  std::string choice;
+  std::shared_ptr<Driver> driver;
+  Error failure;
+};
+
+Loaded& loaded() {
+  static Loaded l;
+  return l;
+}
+
+}  // namespace
+
+Status use_driver(const std::string& choice) {
+  Loaded& l = loaded();
+  std::lock_guard lock(l.mu);
+  if (l.done && choice != l.choice)
+    return simple(Errc::InvalidArgument, "use_driver",
+                  "the driver '" + (l.choice.empty() ? std::string("cuda") : l.choice) +
+                      "' is already loaded; choose the driver before the first Context");
+  l.chosen = true;
+  l.choice = choice;
+  return {};
+}
+
 Result<const Driver*> driver() {
-  static std::once_flag once;
-  static std::shared_ptr<Driver> loaded;
-  static Error failure;
-  std::call_once(once, [] {
-    auto d = open("libcuda.so.1");
-    if (d) loaded = std::move(d.value());
-    else failure = d.error();
-  });
-  if (!loaded) return failure;
-  return static_cast<const Driver*>(loaded.get());
+  Loaded& l = loaded();
+  std::lock_guard lock(l.mu);
+  if (!l.done) {
+    if (!l.chosen)
+      if (const char* env = std::getenv("TRUENORT_DRIVER")) l.choice = env;
+    auto d = openChoice(l.choice);
+    if (d) l.driver = std::move(d.value());
+    else l.failure = d.error();
+    l.done = true;
+  }
+  if (!l.driver) return l.failure;
+  return static_cast<const Driver*>(l.driver.get());
 }
 
 }  // namespace truenort

@@ -80,8 +80,15 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
 
+  // Present only in the simulated driver (libtruenort-sim.so, docs/simulator.md): the report
+  // of the calling thread's last failing call, which fail() appends to the error message.
+  const char* (*simReport)() = nullptr;
+
   int version = 0;   // cuDriverGetVersion
   void* handle = nullptr;  // dlclose'd when the Driver is destroyed
+  std::string path;        // the library it was loaded from
+
+  bool simulated() const { return simReport != nullptr; }
 
   Driver() = default;
   Driver(const Driver&) = delete;
@@ -92,10 +99,16 @@ struct Driver {
   Error fail(CUresult r, const char* call, std::string kernel = {}) const;
 };
 
-// The process-wide driver: loaded and cuInit'ed once (thread-safe). Distinct errors for a
-// missing library (NoDriver), missing entry points or an old version (DriverTooOld), and
-// cuInit failures such as CUDA_ERROR_NO_DEVICE (NoDevice / Cuda).
+// The process-wide driver: loaded and cuInit'ed once (thread-safe). Which library: the one
+// use_driver() chose, else the environment variable TRUENORT_DRIVER, else libcuda.so.1. Distinct
+// errors for a missing library (NoDriver), missing entry points or an old version
+// (DriverTooOld), and cuInit failures such as CUDA_ERROR_NO_DEVICE (NoDevice / Cuda).
 Result<const Driver*> driver();
+// Chooses the process's driver before it is loaded: "" or "cuda" for libcuda.so.1, "sim" for
+// the simulated driver libtruenort-sim.so (looked up by the dynamic loader, then in this
+// truenoc's build and install library folders), or a library path. An error once a different
+// driver is loaded (by the first Context::create).
+Status use_driver(const std::string& choice);
 // Loads a driver library from an explicit path, uncached (used by tests of the error paths).
 Result<std::shared_ptr<const Driver>> loadDriverFrom(const std::string& path);
 

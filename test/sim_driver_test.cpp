@@ -1,0 +1,183 @@
+// The simulated driver (libtruenort-sim.so) through the Driver table truenort binds, without a
+// bundle: its device, memory, events and error codes, and a kernel loaded from .tir text that
+// runs on the interpreter, including a faulting launch whose report reaches the Error.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_paths.h"
+#include "truenort/Driver.h"
+
+using namespace truenort;
+
+namespace {
+
+const Driver& sim() {
+  static auto d = loadDriverFrom(tn::testpaths::inBuild("lib/libtruenort-sim.so"));
+  if (!d) FAIL(d.error().describe());
+  return *d.value();
+}
+
+// The primary context, current on this thread.
+void makeCurrent() {
+  CUcontext ctx = nullptr;
+  REQUIRE(sim().cuDevicePrimaryCtxRetain(&ctx, 0) == cu::SUCCESS);
+  REQUIRE(sim().cuCtxSetCurrent(ctx) == cu::SUCCESS);
+  REQUIRE(sim().cuDevicePrimaryCtxRelease(0) == cu::SUCCESS);
+}
+
+std::string readSource(const std::string& rel) {
+  std::ifstream in(std::string(TRUENOC_SOURCE_DIR) + "/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CUdeviceptr alloc(size_t bytes) {
+  CUdeviceptr p = 0;
+  REQUIRE(sim().cuMemAlloc(&p, bytes) == cu::SUCCESS);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("sim: the simulated driver is recognised and describes an H100-like device") {
+  const Driver& d = sim();
+  CHECK(d.simulated());
+  CHECK(d.version >= kMinDriverVersion);
+  int count = 0, major = 0, minor = 0, optin = 0, sms = 0;
+  REQUIRE(d.cuDeviceGetCount(&count) == cu::SUCCESS);
+  CHECK(count == 1);
+  CHECK(d.cuDeviceGetAttribute(&major, cu::DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == cu::SUCCESS);
+  CHECK(d.cuDeviceGetAttribute(&minor, cu::DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == cu::SUCCESS);
+  CHECK(d.cuDeviceGetAttribute(&optin, cu::DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0) == cu::SUCCESS);
+  CHECK(d.cuDeviceGetAttribute(&sms, 16, 0) == cu::SUCCESS);
+  CHECK(major * 10 + minor == 90);
+  CHECK(optin == 227 * 1024);
+  CHECK(sms == 132);
+  CUdevice dev = 0;
+  CHECK(d.cuDeviceGet(&dev, 1) == 101);  // CUDA_ERROR_INVALID_DEVICE
+  char name[128] = {};
+  REQUIRE(d.cuDeviceGetName(name, sizeof name, 0) == cu::SUCCESS);
+  CHECK(std::string(name).find("simulated") != std::string::npos);
+}
+
+TEST_CASE("sim: device memory round-trips and every access outside an allocation is refused") {
+  const Driver& d = sim();
+  makeCurrent();
+  size_t freeBefore = 0, total = 0;
+  REQUIRE(d.cuMemGetInfo(&freeBefore, &total) == cu::SUCCESS);
+  CHECK(total == size_t{80} << 30);
+  CUdeviceptr p = alloc(1000);
+  size_t freeAfter = 0;
+  REQUIRE(d.cuMemGetInfo(&freeAfter, &total) == cu::SUCCESS);
+  CHECK(freeBefore - freeAfter == 1000);
+
+  std::mt19937 rng(std::random_device{}());
+  std::vector<uint8_t> in(1000), out(1000);
+  for (uint8_t& b : in) b = static_cast<uint8_t>(rng());
+  REQUIRE(d.cuMemcpyHtoD(p, in.data(), in.size()) == cu::SUCCESS);
+  CUdeviceptr q = alloc(1000);
+  REQUIRE(d.cuMemcpyDtoD(q, p, 1000) == cu::SUCCESS);
+  REQUIRE(d.cuMemsetD8Async(q + 10, 0x5A, 5, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuMemcpyDtoH(out.data(), q, out.size()) == cu::SUCCESS);
+  for (size_t i = 0; i < in.size(); ++i) CHECK(out[i] == (i >= 10 && i < 15 ? 0x5A : in[i]));
+
+  // One byte too many, and a copy into freed memory, are errors with a report.
+  CHECK(d.cuMemcpyHtoD(p, in.data(), 1001) == 1);  // CUDA_ERROR_INVALID_VALUE
+  Error e = d.fail(1, "cuMemcpyHtoD_v2");
+  CHECK(e.message.find("is not inside one live device allocation") != std::string::npos);
+  REQUIRE(d.cuMemFree(q) == cu::SUCCESS);
+  CHECK(d.cuMemcpyHtoD(q, in.data(), 1) == 1);
+  CHECK(d.cuMemFree(q) == 1);
+  CHECK(d.cuMemFree(p) == cu::SUCCESS);
+
+  CUdeviceptr huge = 0;
+  CHECK(d.cuMemAlloc(&huge, size_t{1} << 50) == cu::ERROR_OUT_OF_MEMORY);
+}
+
+TEST_CASE("sim: events measure host time between records") {
+  const Driver& d = sim();
+  makeCurrent();
+  CUevent a = nullptr, b = nullptr, untimed = nullptr;
+  REQUIRE(d.cuEventCreate(&a, cu::EVENT_DEFAULT) == cu::SUCCESS);
+  REQUIRE(d.cuEventCreate(&b, cu::EVENT_DEFAULT) == cu::SUCCESS);
+  REQUIRE(d.cuEventCreate(&untimed, cu::EVENT_DISABLE_TIMING) == cu::SUCCESS);
+  float ms = -1;
+  CHECK(d.cuEventElapsedTime(&ms, a, b) == 400);  // not recorded yet: CUDA_ERROR_INVALID_HANDLE
+  REQUIRE(d.cuEventRecord(a, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuEventRecord(b, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuEventRecord(untimed, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuEventSynchronize(b) == cu::SUCCESS);
+  REQUIRE(d.cuEventElapsedTime(&ms, a, b) == cu::SUCCESS);
+  CHECK(ms >= 0);
+  CHECK(d.cuEventElapsedTime(&ms, a, untimed) == 400);
+  for (CUevent e : {a, b, untimed}) CHECK(d.cuEventDestroy(e) == cu::SUCCESS);
+  CHECK(d.cuEventDestroy(a) == 400);
+}
+
+TEST_CASE("sim: a kernel from .tir text runs on the interpreter; an out-of-bounds store is an illegal address") {
+  const Driver& d = sim();
+  makeCurrent();
+  std::string text = readSource("examples/vadd.tir");
+  CUmodule mod = nullptr;
+  REQUIRE(d.cuModuleLoadData(&mod, text.c_str()) == cu::SUCCESS);
+  CUfunction fn = nullptr;
+  REQUIRE(d.cuModuleGetFunction(&fn, mod, "vadd") == cu::SUCCESS);
+  CHECK(d.cuModuleGetFunction(&fn, mod, "nope") == 500);  // CUDA_ERROR_NOT_FOUND
+
+  const uint32_t n = 1000;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> a(n), b(n), c(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    a[i] = static_cast<float>(rng() % 10000) / 7.0f;
+    b[i] = static_cast<float>(rng() % 10000) / 3.0f;
+  }
+  CUdeviceptr da = alloc(n * 4), db = alloc(n * 4), dc = alloc(n * 4);
+  REQUIRE(d.cuMemcpyHtoD(da, a.data(), n * 4) == cu::SUCCESS);
+  REQUIRE(d.cuMemcpyHtoD(db, b.data(), n * 4) == cu::SUCCESS);
+  uint32_t count = n;
+  void* args[] = {&da, &db, &dc, &count};
+  REQUIRE(d.cuLaunchKernel(fn, (n + 255) / 256, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuMemcpyDtoH(c.data(), dc, n * 4) == cu::SUCCESS);
+  for (uint32_t i = 0; i < n; ++i) CHECK(c[i] == a[i] + b[i]);
+
+  // n larger than the buffers: the first thread past the end faults in block 3.
+  count = 1100;
+  const CUresult r = d.cuLaunchKernel(fn, 5, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
+  CHECK(r == 700);  // CUDA_ERROR_ILLEGAL_ADDRESS
+  Error e = d.fail(r, "cuLaunchKernel", "vadd");
+  CHECK(e.cuda_name == "CUDA_ERROR_ILLEGAL_ADDRESS");
+  CHECK(e.describe().find("vadd.sm_80.tir:19:8: error: out-of-bounds ld.global of 4 bytes at address ") !=
+        std::string::npos);
+  CHECK(e.describe().find("past the end of the 4000-byte allocation at ") != std::string::npos);
+  CHECK(e.describe().find("in kernel 'vadd', block (3,0,0) thread (232,0,0)") != std::string::npos);
+
+  // Launch geometry and dynamic shared memory are checked as the driver checks them.
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr) == 1);
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 64 * 1024, nullptr, args, nullptr) == 1);
+  CHECK(d.cuFuncSetAttribute(fn, cu::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 228 * 1024) == 1);
+  REQUIRE(d.cuFuncSetAttribute(fn, cu::FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024) == cu::SUCCESS);
+  count = n;
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 64 * 1024, nullptr, args, nullptr) == cu::SUCCESS);
+  for (CUdeviceptr p : {da, db, dc}) CHECK(d.cuMemFree(p) == cu::SUCCESS);
+  CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr) == 400);
+}
+
+TEST_CASE("sim: images that are not verified IR are invalid images, with the diagnostics") {
+  const Driver& d = sim();
+  makeCurrent();
+  CUmodule mod = nullptr;
+  const char elf[] = "\x7f" "ELF\x02\x01\x01";
+  CHECK(d.cuModuleLoadData(&mod, elf) == 200);  // CUDA_ERROR_INVALID_IMAGE
+  CHECK(d.fail(200, "cuModuleLoadData").message.find("runs a bundle's IR, not cubins") != std::string::npos);
+  const char* bad = "target sm_90\nptx 7.8\nkernel @k(%p: ptr.global) {\n^entry:\n  %x = ld %p : f32\n  ret\n";
+  CHECK(d.cuModuleLoadData(&mod, bad) == 200);
+  CHECK(d.fail(200, "cuModuleLoadData").message.find("k.sm_90.tir:") != std::string::npos);
+}
