@@ -496,3 +496,15 @@ TEST_CASE("ptxas: resource report parsing") {
   CHECK_FALSE(tn::ptxas::parseResources(log, "k3", r));
   CHECK_FALSE(tn::ptxas::parseResources("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k", r));
 }
+
+TEST_CASE("ptxas: version parsing") {
+  CHECK(tn::ptxas::parseVersion("ptxas: NVIDIA (R) Ptx optimizing assembler\n"
+                                "Copyright (c) 2005-2025 NVIDIA Corporation\n"
+                                "Built on Wed_Aug_20_01:55:12_PM_PDT_2025\n"
+                                "Cuda compilation tools, release 13.0, V13.0.88\n"
+                                "Build cuda_13.0.r13.0/compiler.36424714_0\n") == "13.0.88");
+  CHECK(tn::ptxas::parseVersion("Cuda compilation tools, release 12.4, V12.4.131") == "12.4.131");
+  CHECK_FALSE(tn::ptxas::parseVersion("ptxas fatal   : Unknown option '--version'\n").has_value());
+  CHECK_FALSE(tn::ptxas::parseVersion("release 13.0, V\n").has_value());
+  CHECK_FALSE(tn::ptxas::parseVersion("").has_value());
+}

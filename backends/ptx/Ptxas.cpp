@@ -196,4 +196,68 @@ bool parseResources(std::string_view log, std::string_view kernel, bundle::Resou
   return true;
 }
 
+// ---- version -------------------------------------------------------------------------------
+
+std::optional<std::string> parseVersion(std::string_view text) {
+  // Every ptxas since CUDA 7 ends its --version text with "Cuda compilation tools, release X.Y, VX.Y.Z".
+  static constexpr std::string_view kMarker = ", V";
+  for (size_t at = text.find("release "); at != std::string_view::npos; at = text.find("release ", at + 1)) {
+    std::string_view line = text.substr(at, text.find('\n', at) - at);
+    size_t v = line.find(kMarker);
+    if (v == std::string_view::npos) continue;
+    std::string_view rest = line.substr(v + kMarker.size());
+    size_t n = 0;
+    while (n < rest.size() && ((rest[n] >= '0' && rest[n] <= '9') || rest[n] == '.')) ++n;
+    if (n > 0 && rest[0] != '.' && rest[n - 1] != '.') return std::string(rest.substr(0, n));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> version(const std::string& ptxas, std::string& why) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    why = std::string("cannot create a pipe: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  std::string arg0 = ptxas, arg1 = "--version";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  pid_t pid = 0;
+  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    why = "cannot run '" + ptxas + "': " + std::strerror(rc);
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (text.size() < 65536) text.append(buf, static_cast<size_t>(n));  // keep draining, so ptxas can exit
+  }
+  ::close(fds[0]);
+  int status = 0;
+  pid_t waited = -1;
+  do waited = ::waitpid(pid, &status, 0);
+  while (waited < 0 && errno == EINTR);
+  std::string run = "'" + ptxas + " --version'";
+  std::optional<std::string> v = parseVersion(text);
+  if (waited < 0) why = "lost track of " + run + ": " + std::strerror(errno);
+  else if (WIFSIGNALED(status)) why = run + " was killed by signal " + std::to_string(WTERMSIG(status));
+  else if (WEXITSTATUS(status) != 0) why = run + " exited with status " + std::to_string(WEXITSTATUS(status));
+  else if (!v) why = run + " printed no 'release X.Y, VX.Y.Z' line";
+  else return v;
+  return std::nullopt;
+}
+
 }  // namespace tn::ptxas

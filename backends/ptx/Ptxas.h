@@ -51,4 +51,11 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
 // Reads the `-v` report of entry `kernel`; false when the report has no complete entry for it.
 bool parseResources(std::string_view log, std::string_view kernel, bundle::Resources& out);
 
+// The version of the ptxas at `ptxas`, from `ptxas --version` ("13.0.88" for a line
+// "Cuda compilation tools, release 13.0, V13.0.88"); nullopt with `why` set when it cannot be run
+// or prints no such line. Bundles record it next to the cubins it assembled.
+std::optional<std::string> version(const std::string& ptxas, std::string& why);
+// The version in `ptxas --version` output; nullopt when there is none.
+std::optional<std::string> parseVersion(std::string_view text);
+
 }  // namespace tn::ptxas
