@@ -1,6 +1,7 @@
-// truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only]
+// truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only] [--no-ir]
 // spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
-// (parallel) -> bundle, written atomically.
+// (parallel) -> bundle (cubins, the ptxas version, optional PTX, the compiled IR unless turned
+// off), written atomically.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "compiler/Command.h"
 #include "compiler/Compile.h"
 #include "compiler/Spec.h"
+#include "ir/Printer.h"
 
 
 namespace tn::cli {
@@ -28,6 +30,7 @@ struct BuildOpts {
   std::string spec, output, targets, ptxas, depfile;
   unsigned jobs = 0;
   bool ptxOnly = false;
+  bool noIr = false;
 };
 
 
@@ -36,6 +39,7 @@ struct Unit {
   size_t kernel;  // index into spec.kernels
   bundle::Target target;
   std::string ptx;
+  std::string ir;  // the module as compiled, printed; empty when the bundle carries no IR
   ptxas::Output out;
 };
 
@@ -142,6 +146,7 @@ int runBuild(const BuildOpts& o) {
   std::vector<spec::Instance> instances(spec->kernels.size());
   spec::TirCache tirs;
   compile::Options options = spec::compileOptions(*spec);
+  bool withIr = spec->ir && !o.noIr;
   bool failed = false;
   for (size_t ki = 0; ki < spec->kernels.size() && !failed; ++ki) {
     const spec::KernelSpec& k = spec->kernels[ki];
@@ -163,13 +168,14 @@ int runBuild(const BuildOpts& o) {
         failed = true;
         break;  // the other targets would mostly repeat the same errors
       }
-      units.push_back({ki, target, std::move(*out.ptx), {}});
+      units.push_back({ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), {}});
     }
     instances[ki] = std::move(*inst);
   }
   if (failed) return kInputError;
 
   // ptxas per (kernel, target), in parallel.
+  std::string ptxasVersion;
   if (!o.ptxOnly) {
     ptxas::TempDir tmp;
     if (!tmp.ok()) {
@@ -215,12 +221,21 @@ int runBuild(const BuildOpts& o) {
       failed = failed || !k.allowSpills;
     }
     if (failed) return kInputError;
+    std::string why;
+    std::optional<std::string> version = ptxas::version(ptxasPath, why);
+    if (!version) {
+      std::fprintf(stderr, "error: cannot tell which ptxas version assembled the cubins: %s\n", why.c_str());
+      return kInputError;
+    }
+    ptxasVersion = *version;
   }
 
   bundle::BundleInput in;
   in.name = spec->name;
   in.targets = spec->targets;
   in.ptxFallback = spec->ptxFallback || o.ptxOnly;
+  in.ir = withIr;
+  in.ptxasVersion = ptxasVersion;
   in.producer = std::string("truenoc ") + TRUENOC_VERSION;
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki)
     in.kernels.push_back({spec->kernels[ki].name, instances[ki].params, instances[ki].launch, {}});
@@ -228,6 +243,7 @@ int runBuild(const BuildOpts& o) {
     bundle::KernelInput& k = in.kernels[u.kernel];
     if (!o.ptxOnly) k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.out.resources, std::move(u.out.cubin)});
     if (in.ptxFallback) k.payloads.push_back({u.target, bundle::PayloadKind::Ptx, {}, std::move(u.ptx)});
+    if (in.ir) k.payloads.push_back({u.target, bundle::PayloadKind::Ir, {}, std::move(u.ir)});
   }
   auto bytes = bundle::write(in);
   if (!bytes) {
@@ -249,6 +265,7 @@ Command buildCommand() {
             app.add_option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
             app.add_option("--ptxas", o->ptxas, "The ptxas to run (default: $CUDA_HOME/bin, $CUDA_PATH/bin, then PATH)");
             app.add_flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
+            app.add_flag("--no-ir", o->noIr, "Leave out each kernel's compiled IR (which the CPU simulator runs; spec key 'ir')");
             app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
             return std::function<int()>([o] { return runBuild(*o); });
           }};

@@ -1,5 +1,6 @@
-// truenoc inspect BUNDLE [--json]: what a .tnb bundle holds. The bundle is validated completely
-// (every payload decompressed and checksummed) before anything is printed.
+// truenoc inspect BUNDLE [--json] [--extract KERNEL:TARGET:KIND]: what a .tnb bundle holds, or one
+// of its payloads. The bundle is validated completely (every payload decompressed and
+// checksummed) before anything is printed.
 #include <cstdio>
 
 #include "backends/bundle/Bundle.h"
@@ -35,6 +36,8 @@ std::string textReport(const bundle::Reader& r) {
   out += "targets: ";
   for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? " " : "") + m.targets[i].name();
   out += "\nptx fallback: " + std::string(m.ptxFallback ? "yes" : "no") + "\n";
+  out += "ir: " + std::string(m.ir ? "yes" : "no") + "\n";
+  out += "ptxas: " + (m.ptxasVersion.empty() ? std::string("none") : m.ptxasVersion) + "\n";
   out += "size: " + std::to_string(st.fileBytes) + " bytes (manifest " + std::to_string(st.manifestBytes) + ", payloads " +
          std::to_string(st.payloadSectionBytes) + " compressed from " + std::to_string(st.rawPayloadBytes) + ", ratio " +
          ratio(st.rawPayloadBytes, st.payloadSectionBytes) + ")\n";
@@ -77,6 +80,8 @@ std::string jsonReport(const bundle::Reader& r) {
   out += "  \"targets\": [";
   for (size_t i = 0; i < m.targets.size(); ++i) out += (i ? ", " : "") + jsonString(m.targets[i].name());
   out += "],\n  \"ptx_fallback\": " + std::string(m.ptxFallback ? "true" : "false") + ",\n";
+  out += "  \"ir\": " + std::string(m.ir ? "true" : "false") + ",\n";
+  out += "  \"ptxas_version\": " + jsonString(m.ptxasVersion) + ",\n";
   out += "  \"size\": {\"file\": " + num(st.fileBytes) + ", \"manifest\": " + num(st.manifestBytes) + ", \"payloads\": " +
          num(st.payloadSectionBytes) + ", \"raw_payloads\": " + num(st.rawPayloadBytes) +
          ", \"compression_ratio\": " + ratio(st.rawPayloadBytes, st.payloadSectionBytes) + "},\n";
@@ -114,16 +119,16 @@ std::string jsonReport(const bundle::Reader& r) {
 // --extract KERNEL:TARGET:KIND writes that payload, uncompressed, to standard output.
 int extract(const bundle::Reader& r, const std::string& what) {
   size_t c1 = what.find(':'), c2 = c1 == std::string::npos ? c1 : what.find(':', c1 + 1);
-  if (c2 == std::string::npos) {
-    std::fprintf(stderr, "error: --extract wants KERNEL:TARGET:KIND (KIND is cubin or ptx), not '%s'\n", what.c_str());
+  std::optional<bundle::PayloadKind> pk = c2 == std::string::npos ? std::nullopt : bundle::payloadKindNamed(what.substr(c2 + 1));
+  if (!pk) {
+    std::fprintf(stderr, "error: --extract wants KERNEL:TARGET:KIND (KIND is cubin, ptx or ir), not '%s'\n", what.c_str());
     return kUsageError;
   }
   std::string kernel = what.substr(0, c1), target = what.substr(c1 + 1, c2 - c1 - 1), kind = what.substr(c2 + 1);
   const bundle::KernelInfo* k = r.manifest().find(kernel);
   std::optional<bundle::Target> parsed = bundle::Target::parse(target);
   int t = parsed ? r.manifest().targetIndex(*parsed) : -1;
-  bundle::PayloadKind pk = kind == "ptx" ? bundle::PayloadKind::Ptx : bundle::PayloadKind::Cubin;
-  const bundle::Entry* e = k && t >= 0 && (kind == "ptx" || kind == "cubin") ? k->find(static_cast<uint32_t>(t), pk) : nullptr;
+  const bundle::Entry* e = k && t >= 0 ? k->find(static_cast<uint32_t>(t), *pk) : nullptr;
   if (!e) {
     std::fprintf(stderr, "error: the bundle has no %s payload of kernel '%s' for '%s'\n", kind.c_str(), kernel.c_str(), target.c_str());
     return kInputError;
@@ -162,7 +167,7 @@ Command inspectCommand() {
             auto payload = std::make_shared<std::string>();
             app.add_option("BUNDLE", *input, "Bundle file (.tnb), or - for stdin")->required();
             app.add_flag("--json", *json, "Print JSON instead of text");
-            app.add_option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin or ptx) to stdout");
+            app.add_option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin, ptx or ir) to stdout");
             return std::function<int()>([input, json, payload] {
               std::string bytes;
               auto r = openBundle(*input, bytes);

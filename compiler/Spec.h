@@ -54,6 +54,7 @@ struct Spec {
   std::string name;
   std::vector<bundle::Target> targets;  // bundle::defaultTargets() unless the spec names them
   bool ptxFallback = false;
+  bool ir = true;  // store each kernel's compiled IR, for the CPU simulator (docs/bundle-format.md)
   FpContract fpContract = FpContract::Fast;
   std::vector<KernelSpec> kernels;
 };

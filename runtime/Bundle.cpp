@@ -114,7 +114,9 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
     if (!rule) return make(Errc::BadBundle, "Bundle::load", "launch rule: " + rule.error().message, info.name);
     Kernel::Loaded k;
     k.info = &info;
-    k.entry = &info.entries[sel.value().index];
+    // The selection indexes the code entries, which leave out IR: find the entry by target and kind.
+    k.entry = info.find(static_cast<uint32_t>(m.targetIndex(entries[sel.value().index].target)),
+                        sel.value().jit ? tn::bundle::PayloadKind::Ptx : tn::bundle::PayloadKind::Cubin);
     k.jit = sel.value().jit;
     k.target = entries[sel.value().index].target;
     k.signature = std::move(sig).value();
@@ -179,7 +181,9 @@ const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; 
 
 std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel) {
   std::vector<CodeEntry> out;
-  for (const tn::bundle::Entry& e : kernel.entries) out.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
+  for (const tn::bundle::Entry& e : kernel.entries)
+    if (e.kind != tn::bundle::PayloadKind::Ir)  // IR is for the CPU simulator, not the driver
+      out.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
   return out;
 }
 

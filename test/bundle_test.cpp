@@ -5,10 +5,18 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "backends/bundle/Bundle.h"
 #include "backends/bundle/LaunchRule.h"
 #include "backends/ptx/Ptxas.h"
+#include "compiler/Compile.h"
+#include "compiler/Spec.h"
+#include "ir/Parser.h"
+#include "ir/Printer.h"
+#include "ir/Verifier.h"
+#include "test_paths.h"
 
 namespace {
 
@@ -54,6 +62,8 @@ BundleInput sampleInput() {
   in.name = "sample";
   in.targets = {tgt("sm_90"), tgt("sm_80")};
   in.ptxFallback = true;
+  in.ir = true;
+  in.ptxasVersion = "13.0.88";
   in.producer = "truenoc test";
   KernelInput vadd{"vadd",
                    {{"a", kPtr, 16}, {"b", kPtr, 16}, {"c", kPtr, 0}, {"n", kU32, 0}},
@@ -63,6 +73,7 @@ BundleInput sampleInput() {
     Resources r{12, 0, 0, 380, 0, 0, 0};
     vadd.payloads.push_back({tgt(t), PayloadKind::Cubin, r, "cubin of vadd for " + std::string(t) + noise(300, t[3])});
     vadd.payloads.push_back({tgt(t), PayloadKind::Ptx, {}, ".version 7.8\n.target " + std::string(t) + "\n// vadd\n"});
+    vadd.payloads.push_back({tgt(t), PayloadKind::Ir, {}, "target " + std::string(t) + "\n\nkernel @vadd() {\n^entry:\n  ret\n}\n"});
   }
   KernelInput rows{"row_sum",
                    {{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}},
@@ -71,6 +82,7 @@ BundleInput sampleInput() {
   for (const char* t : {"sm_80", "sm_90"}) {
     rows.payloads.push_back({tgt(t), PayloadKind::Ptx, {}, "// row_sum PTX for " + std::string(t)});
     rows.payloads.push_back({tgt(t), PayloadKind::Cubin, Resources{20, 1, 32, 376, 8, 4, 4}, noise(500, t[3])});
+    rows.payloads.push_back({tgt(t), PayloadKind::Ir, {}, "// row_sum IR for " + std::string(t)});
   }
   in.kernels = {vadd, rows};
   return in;
@@ -82,6 +94,7 @@ std::string smallBundle() {
   in.name = "small";
   in.targets = {tgt("sm_80")};
   in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
   in.kernels.push_back({"k", {{"n", kU32, 0}}, rule({64}, {"ceil_div(n, 64)"}), {}});
   in.kernels[0].payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, Resources{8, 0, 0, 0, 0, 0, 0}, "ELF cubin bytes"});
   Result<std::string> b = write(in);
@@ -122,6 +135,93 @@ void reseal(std::string& b) {
   putU64(b, 48, h);
 }
 
+// A zstd frame (RFC 8878) that inflates to `size` zero bytes: RLE blocks of up to 128 KiB, four
+// bytes each, so a 256 MiB payload costs 8 KiB, as in a hostile bundle.
+std::string zeroFrame(uint32_t size) {
+  std::string f = {'\x28', '\xb5', '\x2f', '\xfd', '\xa0'};  // magic; single segment, 4-byte content size
+  for (int i = 0; i < 4; ++i) f += static_cast<char>(size >> (8 * i));
+  for (uint32_t done = 0; done < size;) {
+    uint32_t n = std::min<uint32_t>(size - done, 128u << 10);
+    done += n;
+    uint32_t header = n << 3 | 1u << 1 | (done == size ? 1u : 0u);  // size, RLE block, last block
+    for (int i = 0; i < 3; ++i) f += static_cast<char>(header >> (8 * i));
+    f += '\0';  // the byte repeated
+  }
+  return f;
+}
+
+// A bundle encoded by hand from docs/bundle-format.md rather than by the writer, so that a test
+// can build what the writer refuses to write. Its kernels have no parameters and launch [1]
+// threads on a grid of [1].
+struct HandBundle {
+  uint32_t flags = 0;
+  std::string ptxas = "13.0.88";
+  std::vector<std::string> targets = {"sm_80"};
+  std::vector<std::pair<std::string, std::vector<Entry>>> kernels;
+  std::string payloads;
+
+  // Appends a payload (one zstd frame inflating to `raw`) and returns an entry referring to it.
+  Entry add(const std::string& frame, const std::string& raw, PayloadKind kind = PayloadKind::Cubin) {
+    Entry e;
+    e.kind = kind;
+    e.offset = payloads.size();
+    e.compressedSize = frame.size();
+    e.rawSize = raw.size();
+    e.rawChecksum = fnv1a64(span(raw));
+    payloads += frame;
+    return e;
+  }
+
+  std::string bytes() const {
+    std::string m;
+    auto u32 = [&](uint32_t v) { m.append(reinterpret_cast<const char*>(&v), 4); };  // test hosts are little-endian
+    auto u64 = [&](uint64_t v) { m.append(reinterpret_cast<const char*>(&v), 8); };
+    auto str = [&](const std::string& v) {
+      u32(static_cast<uint32_t>(v.size()));
+      m += v;
+    };
+    str("hand");
+    u32(flags);
+    str(ptxas);
+    u32(static_cast<uint32_t>(targets.size()));
+    for (const std::string& t : targets) str(t);
+    u32(static_cast<uint32_t>(kernels.size()));
+    for (const auto& [name, entries] : kernels) {
+      str(name);
+      u32(0);  // parameters
+      u32(1);
+      u32(1);  // block [1]
+      u32(1);
+      str("1");  // grid [1]
+      str("0");  // dynamic shared memory
+      u32(static_cast<uint32_t>(entries.size()));
+      for (const Entry& e : entries) {
+        u32(e.target);
+        u32(static_cast<uint32_t>(e.kind));
+        const Resources& r = e.resources;
+        for (uint32_t v : {r.registers, r.barriers, r.sharedBytes, r.constBytes, r.stackBytes, r.spillStores, r.spillLoads}) u32(v);
+        for (uint64_t v : {e.offset, e.compressedSize, e.rawSize, e.rawChecksum}) u64(v);
+      }
+    }
+    const uint64_t manifestAt = kHeaderSize + 2 * kSectionEntrySize;
+    std::string b(manifestAt, '\0');
+    std::memcpy(b.data(), "\x89TNB\r\n\x1a\n", 8);
+    b[8] = static_cast<char>(kFormatVersion);
+    b[12] = 2;  // sections
+    putU64(b, 16, manifestAt + m.size() + payloads.size());
+    std::memcpy(b.data() + 24, "truenoc test", 12);
+    b[kHeaderSize] = 1;  // the manifest section
+    putU64(b, kHeaderSize + 8, manifestAt);
+    putU64(b, kHeaderSize + 16, m.size());
+    b[kHeaderSize + kSectionEntrySize] = 2;  // the payload section
+    putU64(b, kHeaderSize + kSectionEntrySize + 8, manifestAt + m.size());
+    putU64(b, kHeaderSize + kSectionEntrySize + 16, payloads.size());
+    b += m + payloads;
+    reseal(b);
+    return b;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("bundle: round trip through writer and reader") {
@@ -133,6 +233,8 @@ TEST_CASE("bundle: round trip through writer and reader") {
   const Manifest& m = r->manifest();
   CHECK(m.name == "sample");
   CHECK(m.ptxFallback);
+  CHECK(m.ir);
+  CHECK(m.ptxasVersion == "13.0.88");
   CHECK(m.targets == std::vector<Target>{tgt("sm_80"), tgt("sm_90")});
   REQUIRE(m.kernels.size() == 2);
   CHECK(m.kernels[0].name == "row_sum");  // sorted by name
@@ -142,7 +244,7 @@ TEST_CASE("bundle: round trip through writer and reader") {
   CHECK(rows.params == std::vector<Param>{{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}});
   CHECK(rows.launch == rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"));
   CHECK(describe(rows.launch) == "block [128, 2], grid [rows, max(cols / 64, 1)], dynamic_shared min(cols, 1024) * 4");
-  REQUIRE(rows.entries.size() == 4);
+  REQUIRE(rows.entries.size() == 6);
   const Entry* cubin90 = rows.find(1, PayloadKind::Cubin);
   REQUIRE(cubin90);
   CHECK(cubin90->resources == Resources{20, 1, 32, 376, 8, 4, 4});
@@ -153,10 +255,16 @@ TEST_CASE("bundle: round trip through writer and reader") {
   REQUIRE(ptx80);
   CHECK(ptx80->resources == Resources{});
   CHECK(*r->payload(*ptx80) == "// row_sum PTX for sm_80");
+  const Entry* ir90 = rows.find(1, PayloadKind::Ir);
+  REQUIRE(ir90);
+  CHECK(ir90->resources == Resources{});
+  CHECK(*r->payload(*ir90) == "// row_sum IR for sm_90");
+  CHECK(payloadKindName(ir90->kind) == "ir");
 
   const KernelInfo& vadd = m.kernels[1];
   CHECK(vadd.params[0].align == 16);
   CHECK(*r->payload(*vadd.find(0, PayloadKind::Cubin)) == "cubin of vadd for sm_80" + noise(300, '8'));
+  CHECK(*r->payload(*vadd.find(0, PayloadKind::Ir)) == "target sm_80\n\nkernel @vadd() {\n^entry:\n  ret\n}\n");
   CHECK_FALSE(r->verifyPayloads().has_value());
   CHECK(r->stats().fileBytes == bytes->size());
   CHECK(r->stats().rawPayloadBytes > r->stats().payloadSectionBytes / 2);
@@ -267,10 +375,12 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   b[1] = 'X';
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
+  b[8] = 2;
+  CHECK(check(b) == "bundle format version 2 is older than this truenoc reads (version 3); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 2); rebuild the bundle with this truenoc");
-  b[8] = 3;
-  CHECK(check(b) == "unsupported bundle format version 3 (this truenoc reads version 2)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 3); rebuild the bundle with this truenoc");
+  b[8] = 4;
+  CHECK(check(b) == "unsupported bundle format version 4 (this truenoc reads version 3)");
   b = good;
   b.back() ^= 1;
   CHECK(check(b) == "corrupt bundle: payload section checksum mismatch");
@@ -318,6 +428,7 @@ TEST_CASE("bundle: oversized counts and sizes are rejected before allocation") {
   in.name = "big";
   in.targets = {tgt("sm_80")};
   in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
   in.kernels.push_back({"k", {}, rule({1}, {"1"}), {}});
   in.kernels[0].payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, {}, "x"});
   std::string b = *write(in);
@@ -342,8 +453,23 @@ TEST_CASE("bundle: the writer refuses what the reader would reject") {
   in.kernels[1].name = "vadd";
   CHECK(write(in).error().message == "duplicate kernel 'vadd'");
   in = sampleInput();
-  in.kernels[0].payloads.resize(2);  // only sm_90 left for vadd
-  CHECK(write(in).error().message == "kernel 'vadd' has no payload for sm_80");
+  in.kernels[0].payloads.resize(3);  // only sm_90 left for vadd
+  CHECK(write(in).error().message == "kernel 'vadd' has no cubin or PTX payload for sm_80");
+  in = sampleInput();
+  in.kernels[0].payloads.erase(in.kernels[0].payloads.begin() + 2);  // vadd's IR for sm_90
+  CHECK(write(in).error().message == "kernel 'vadd' has no IR payload for sm_90");
+  in = sampleInput();
+  in.ir = false;
+  CHECK(write(in).error().message == "kernel 'row_sum': IR payloads need the IR flag");
+  in = sampleInput();
+  in.ptxasVersion = "";
+  CHECK(write(in).error().message == "the bundle has cubins but does not record the ptxas version that assembled them");
+  in = sampleInput();
+  for (KernelInput& k : in.kernels)
+    std::erase_if(k.payloads, [](const PayloadInput& p) { return p.kind == PayloadKind::Cubin; });
+  CHECK(write(in).error().message == "the bundle records ptxas version '13.0.88' but has no cubins");
+  in.ptxasVersion = "";
+  CHECK(write(in).ok());  // a PTX-only bundle
   in = sampleInput();
   in.kernels[0].launch = rule({256}, {"ceil_div(count, 256)"});
   CHECK(write(in).error().message == "kernel 'vadd': launch rule grid[0]: 'count' is not a parameter of the kernel");
@@ -497,6 +623,59 @@ TEST_CASE("ptxas: resource report parsing") {
   CHECK_FALSE(tn::ptxas::parseResources("ptxas info    : Compiling entry function 'k' for 'sm_90'\n", "k", r));
 }
 
+TEST_CASE("bundle: a hand-encoded bundle reads as the format document says") {
+  // The control for the hostile bundles below: the hand encoder and the RLE frames are accepted.
+  HandBundle h;
+  h.flags = 2;  // IR
+  const std::string raw(300000, '\0');
+  Entry cubin = h.add(zeroFrame(300000), raw);
+  Entry ir = h.add(zeroFrame(300000), raw, PayloadKind::Ir);
+  h.kernels = {{"k", {cubin, ir}}};
+  std::string bytes = h.bytes();
+  Result<Reader> r = Reader::open(span(bytes));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->manifest().ir);
+  CHECK(r->manifest().ptxasVersion == "13.0.88");
+  CHECK_FALSE(r->verifyPayloads().has_value());
+  CHECK(*r->payload(r->manifest().kernels[0].entries[1]) == raw);
+}
+
+TEST_CASE("bundle: IR entries, the IR flag and the ptxas version must agree") {
+  const std::string raw(1000, '\0'), frame = zeroFrame(1000);
+  struct Case {
+    const char* what;
+    uint32_t flags;
+    const char* ptxas;
+    std::vector<PayloadKind> kinds;
+    const char* error;
+  };
+  for (const Case& c : {
+           Case{"IR flag, no IR entry", 2, "13.0.88", {PayloadKind::Cubin}, "kernel 'k' has no IR payload for sm_80"},
+           Case{"IR entry, no IR flag", 0, "13.0.88", {PayloadKind::Cubin, PayloadKind::Ir}, "kernel 'k' entry 1: IR payload in a bundle without the IR flag"},
+           Case{"IR only", 2, "", {PayloadKind::Ir}, "kernel 'k' has no cubin or PTX payload for sm_80"},
+           Case{"two IR entries", 2, "13.0.88", {PayloadKind::Cubin, PayloadKind::Ir, PayloadKind::Ir}, "kernel 'k' entry 2: entries are not sorted and unique"},
+           Case{"four entries for one target", 3, "13.0.88", {PayloadKind::Cubin, PayloadKind::Ptx, PayloadKind::Ir, PayloadKind::Ir}, "entry count is 4; expected 1 to 3"},
+           Case{"unknown kind", 2, "13.0.88", {PayloadKind::Cubin, PayloadKind::Ir, PayloadKind{4}}, "kernel 'k' entry 2: unknown payload kind 4"},
+           Case{"unknown flag", 4, "13.0.88", {PayloadKind::Cubin}, "unknown manifest flags 4"},
+           Case{"cubins, no ptxas version", 0, "", {PayloadKind::Cubin}, "the bundle has cubins but does not record the ptxas version that assembled them"},
+           Case{"ptxas version, no cubins", 1, "13.0.88", {PayloadKind::Ptx}, "the bundle records ptxas version '13.0.88' but has no cubins"},
+       }) {
+    HandBundle h;
+    h.flags = c.flags;
+    h.ptxas = c.ptxas;
+    std::vector<Entry> entries;
+    for (PayloadKind k : c.kinds) entries.push_back(h.add(frame, raw, k));
+    h.kernels = {{"k", entries}};
+    CHECK_MESSAGE(check(h.bytes()) == std::string("corrupt bundle: ") + c.error, c.what);
+  }
+  HandBundle h;
+  h.flags = 2;
+  Entry cubin = h.add(frame, raw), ir = h.add(frame, raw, PayloadKind::Ir);
+  ir.resources.registers = 8;
+  h.kernels = {{"k", {cubin, ir}}};
+  CHECK(check(h.bytes()) == "corrupt bundle: kernel 'k' entry 1: IR payload with resource usage");
+}
+
 TEST_CASE("ptxas: version parsing") {
   CHECK(tn::ptxas::parseVersion("ptxas: NVIDIA (R) Ptx optimizing assembler\n"
                                 "Copyright (c) 2005-2025 NVIDIA Corporation\n"
@@ -507,4 +686,65 @@ TEST_CASE("ptxas: version parsing") {
   CHECK_FALSE(tn::ptxas::parseVersion("ptxas fatal   : Unknown option '--version'\n").has_value());
   CHECK_FALSE(tn::ptxas::parseVersion("release 13.0, V\n").has_value());
   CHECK_FALSE(tn::ptxas::parseVersion("").has_value());
+}
+
+#ifdef TRUENOC_HAVE_EMBEDDED_DECODE
+constexpr bool kHaveDecodeBundle = true;  // test/decode.tnb, built with ptxas
+#else
+constexpr bool kHaveDecodeBundle = false;
+#endif
+
+TEST_CASE("bundle: the IR in the decode bundle is each kernel as compiled, and reads back" * doctest::skip(!kHaveDecodeBundle)) {
+  std::ifstream f(tn::testpaths::inBuild("test/decode.tnb"), std::ios::binary);
+  REQUIRE(f);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  const std::string bytes = ss.str();
+  Result<Reader> r = Reader::open(span(bytes));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  const Manifest& m = r->manifest();
+  REQUIRE(m.ir);
+
+  // The same kernels compiled here, as `truenoc build` compiles them.
+  const std::string specPath = std::string(TRUENOC_SOURCE_DIR) + "/examples/decode.toml";
+  std::ifstream sf(specPath);
+  std::ostringstream specText;
+  specText << sf.rdbuf();
+  tn::ir::Diagnostics sd;
+  std::optional<tn::spec::Spec> spec = tn::spec::parseSpec(specText.str(), specPath, std::string(TRUENOC_SOURCE_DIR) + "/examples", sd);
+  REQUIRE(spec);
+  REQUIRE(m.kernels.size() == spec->kernels.size());
+  tn::spec::TirCache tirs;
+  size_t checked = 0;
+  for (const tn::spec::KernelSpec& ks : spec->kernels) {
+    const KernelInfo* k = m.find(ks.name);
+    REQUIRE_MESSAGE(k, ks.name);
+    tn::ir::Diagnostics d;
+    std::optional<tn::spec::Instance> inst = tn::spec::instantiate(*spec, ks, tirs, d);
+    REQUIRE(inst);
+    for (uint32_t t = 0; t < m.targets.size(); ++t) {
+      const Entry* e = k->find(t, PayloadKind::Ir);
+      REQUIRE(e);
+      Result<std::string> text = r->payload(*e);
+      REQUIRE(text.ok());
+      INFO(ks.name << " for " << m.targets[t].name());
+      tn::ir::Diagnostics pd;
+      std::optional<tn::ir::Module> parsed = tn::ir::parseModule(*text, ks.name + ".tir", pd);
+      REQUIRE(parsed);
+      CHECK(tn::ir::verify(*parsed, pd));
+      CHECK(pd.all().empty());
+      CHECK(tn::ir::print(*parsed) == *text);
+      REQUIRE(parsed->kernels.size() == 1);
+      CHECK(parsed->kernels[0].name == ks.name);
+      CHECK(parsed->target == m.targets[t]);
+
+      tn::ir::Module compiled = inst->module;
+      tn::ir::Diagnostics cd;
+      tn::compile::Output out = tn::compile::compile(compiled, m.targets[t], tn::spec::compileOptions(*spec), cd);
+      REQUIRE(out.ptx);
+      CHECK(tn::ir::print(compiled) == *text);
+      ++checked;
+    }
+  }
+  CHECK(checked == spec->kernels.size() * spec->targets.size());
 }

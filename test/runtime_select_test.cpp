@@ -65,14 +65,19 @@ TEST_CASE("a bundle built for sm_80, sm_90 and sm_90a: an sm_90 device runs the 
   in.name = "arch";
   in.producer = "truenoc test";
   for (const char* t : {"sm_90a", "sm_80", "sm_90"}) in.targets.push_back(*Target::parse(t));
+  in.ptxasVersion = "13.0.88";
+  in.ir = true;  // IR entries are the simulator's: selection never sees them
   KernelInput k{"k", {{"n", PT{PT::Scalar::U32}, 0}}, {}, {}};
-  for (const Target& t : in.targets) k.payloads.push_back({t, PayloadKind::Cubin, {}, "cubin for " + t.name()});
+  for (const Target& t : in.targets) {
+    k.payloads.push_back({t, PayloadKind::Cubin, {}, "cubin for " + t.name()});
+    k.payloads.push_back({t, PayloadKind::Ir, {}, "IR for " + t.name()});
+  }
   in.kernels.push_back(k);
   Result<std::string> bytes = write(in);
   REQUIRE(bytes.ok());
   Result<Reader> r = Reader::open({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
   REQUIRE(r.ok());
-  // What Bundle::load selects among: the kernel's entries with the targets the reader parsed.
+  // What Bundle::load selects among: the kernel's cubin and PTX entries with the targets the reader parsed.
   std::vector<CodeEntry> entries = truenort::codeEntriesOf(r->manifest(), r->manifest().kernels[0]);
   REQUIRE(entries.size() == 3);
   auto pickFor = [&](unsigned sm) {

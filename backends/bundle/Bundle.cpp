@@ -15,6 +15,11 @@ constexpr uint32_t kSectionManifest = 1;
 constexpr uint32_t kSectionPayloads = 2;
 constexpr uint32_t kSectionCount = 2;
 constexpr uint32_t kFlagPtx = 1;
+constexpr uint32_t kFlagIr = 2;
+
+constexpr PayloadKind kKinds[] = {PayloadKind::Cubin, PayloadKind::Ptx, PayloadKind::Ir};
+
+bool isKnownKind(PayloadKind k) { return std::find(std::begin(kKinds), std::end(kKinds), k) != std::end(kKinds); }
 
 std::string num(uint64_t v) { return std::to_string(v); }
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
@@ -157,14 +162,41 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
   return std::nullopt;
 }
 
+// Checks what both the writer and the reader require of a kernel's payloads: code (a cubin or
+// PTX) for every target, and an IR payload for every target exactly when the bundle carries IR.
+// has(target, kind) says whether the kernel has that payload.
+template <class Has>
+std::optional<std::string> checkCoverage(const std::string& kernel, const std::vector<Target>& targets, bool ir, Has has) {
+  for (uint32_t t = 0; t < targets.size(); ++t) {
+    if (!has(t, PayloadKind::Cubin) && !has(t, PayloadKind::Ptx))
+      return "kernel " + quoted(kernel) + " has no cubin or PTX payload for " + targets[t].name();
+    if (ir && !has(t, PayloadKind::Ir)) return "kernel " + quoted(kernel) + " has no IR payload for " + targets[t].name();
+  }
+  return std::nullopt;
+}
+
+// A bundle records the ptxas that assembled its cubins, and no ptxas when it has none.
+std::optional<std::string> checkPtxasVersion(const std::string& version, bool hasCubins) {
+  if (hasCubins && version.empty()) return "the bundle has cubins but does not record the ptxas version that assembled them";
+  if (!hasCubins && !version.empty()) return "the bundle records ptxas version " + quoted(version) + " but has no cubins";
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string_view payloadKindName(PayloadKind k) {
   switch (k) {
     case PayloadKind::Cubin: return "cubin";
     case PayloadKind::Ptx: return "ptx";
+    case PayloadKind::Ir: return "ir";
   }
   return "unknown";
+}
+
+std::optional<PayloadKind> payloadKindNamed(std::string_view name) {
+  for (PayloadKind k : kKinds)
+    if (payloadKindName(k) == name) return k;
+  return std::nullopt;
 }
 
 uint64_t fnv1a64(std::span<const uint8_t> bytes, uint64_t h) {
@@ -202,6 +234,12 @@ Result<std::string> write(const BundleInput& in) {
   if (in.targets.empty() || in.targets.size() > kMaxTargets)
     return Error{"a bundle needs 1 to " + num(kMaxTargets) + " targets, not " + num(in.targets.size())};
   if (in.kernels.size() > kMaxKernels) return Error{"more than " + num(kMaxKernels) + " kernels"};
+  if (in.ptxasVersion.size() > kMaxStringBytes || !isPrintable(in.ptxasVersion))
+    return Error{"ptxas version " + quoted(in.ptxasVersion) + " must be at most " + num(kMaxStringBytes) + " printable characters"};
+  bool hasCubins = false;
+  for (const KernelInput& k : in.kernels)
+    for (const PayloadInput& p : k.payloads) hasCubins = hasCubins || p.kind == PayloadKind::Cubin;
+  if (auto bad = checkPtxasVersion(in.ptxasVersion, hasCubins)) return Error{*bad};
 
   std::vector<Target> targets = in.targets;
   for (const Target& t : targets)
@@ -226,7 +264,8 @@ Result<std::string> write(const BundleInput& in) {
   Out manifest;
   std::string payloads;
   manifest.str(in.name);
-  manifest.u32(in.ptxFallback ? kFlagPtx : 0);
+  manifest.u32((in.ptxFallback ? kFlagPtx : 0) | (in.ir ? kFlagIr : 0));
+  manifest.str(in.ptxasVersion);
   manifest.u32(static_cast<uint32_t>(targets.size()));
   for (const Target& t : targets) manifest.str(t.name());
   manifest.u32(static_cast<uint32_t>(kernels.size()));
@@ -255,9 +294,10 @@ Result<std::string> write(const BundleInput& in) {
     for (const PayloadInput& p : k.payloads) {
       auto it = std::find(targets.begin(), targets.end(), p.target);
       if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": payload for unlisted target " + quoted(p.target.name())};
-      if (p.kind != PayloadKind::Cubin && p.kind != PayloadKind::Ptx) return Error{"kernel " + quoted(k.name) + ": unknown payload kind"};
+      if (!isKnownKind(p.kind)) return Error{"kernel " + quoted(k.name) + ": unknown payload kind"};
       if (p.kind == PayloadKind::Ptx && !in.ptxFallback)
         return Error{"kernel " + quoted(k.name) + ": PTX payloads need the PTX fallback flag"};
+      if (p.kind == PayloadKind::Ir && !in.ir) return Error{"kernel " + quoted(k.name) + ": IR payloads need the IR flag"};
       if (p.bytes.empty() || p.bytes.size() > kMaxPayloadBytes)
         return Error{"kernel " + quoted(k.name) + ": payload of " + num(p.bytes.size()) + " bytes (must be 1 to " + num(kMaxPayloadBytes) + ")"};
       refs.push_back({static_cast<uint32_t>(it - targets.begin()), &p});
@@ -268,9 +308,10 @@ Result<std::string> write(const BundleInput& in) {
     for (size_t i = 1; i < refs.size(); ++i)
       if (refs[i].target == refs[i - 1].target && refs[i].p->kind == refs[i - 1].p->kind)
         return Error{"kernel " + quoted(k.name) + ": two " + std::string(payloadKindName(refs[i].p->kind)) + " payloads for " + targets[refs[i].target].name()};
-    for (uint32_t t = 0; t < targets.size(); ++t)
-      if (std::none_of(refs.begin(), refs.end(), [&](const Ref& r) { return r.target == t; }))
-        return Error{"kernel " + quoted(k.name) + " has no payload for " + targets[t].name()};
+    auto has = [&](uint32_t t, PayloadKind kind) {
+      return std::any_of(refs.begin(), refs.end(), [&](const Ref& r) { return r.target == t && r.p->kind == kind; });
+    };
+    if (auto bad = checkCoverage(k.name, targets, in.ir, has)) return Error{*bad};
 
     manifest.u32(static_cast<uint32_t>(refs.size()));
     for (const Ref& r : refs) {
@@ -334,8 +375,10 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
   m.name = in.str("bundle name");
   if (!in.failed() && !isIdentifier(m.name)) fail("bundle name " + quoted(m.name) + " is not an identifier");
   uint32_t flags = in.u32();
-  if (!in.failed() && (flags & ~kFlagPtx) != 0) fail("unknown manifest flags " + num(flags));
+  if (!in.failed() && (flags & ~(kFlagPtx | kFlagIr)) != 0) fail("unknown manifest flags " + num(flags));
   m.ptxFallback = (flags & kFlagPtx) != 0;
+  m.ir = (flags & kFlagIr) != 0;
+  m.ptxasVersion = in.str("ptxas version");
   uint32_t nt = in.count("target count", 1, kMaxTargets);
   for (uint32_t i = 0; i < nt && !in.failed(); ++i) {
     std::string text = in.str("target");
@@ -385,7 +428,7 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
       fail(*bad);
       break;
     }
-    uint32_t ne = in.count("entry count", nt, 2 * nt);
+    uint32_t ne = in.count("entry count", nt, 3 * nt);
     for (uint32_t i = 0; i < ne && !in.failed(); ++i) {
       Entry e;
       e.target = in.u32();
@@ -399,10 +442,11 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
       if (in.failed()) break;
       std::string where = "kernel " + quoted(k.name) + " entry " + num(i) + ": ";
       if (e.target >= nt) fail(where + "target index " + num(e.target) + " out of range");
-      else if (kind != static_cast<uint32_t>(PayloadKind::Cubin) && kind != static_cast<uint32_t>(PayloadKind::Ptx))
-        fail(where + "unknown payload kind " + num(kind));
+      else if (!isKnownKind(e.kind)) fail(where + "unknown payload kind " + num(kind));
       else if (e.kind == PayloadKind::Ptx && !m.ptxFallback) fail(where + "PTX payload in a bundle without the PTX flag");
-      else if (e.kind == PayloadKind::Ptx && e.resources != Resources{}) fail(where + "PTX payload with resource usage");
+      else if (e.kind == PayloadKind::Ir && !m.ir) fail(where + "IR payload in a bundle without the IR flag");
+      else if (e.kind != PayloadKind::Cubin && e.resources != Resources{})
+        fail(where + (e.kind == PayloadKind::Ptx ? "PTX" : "IR") + " payload with resource usage");
       else if (!k.entries.empty() &&
                (e.target < k.entries.back().target || (e.target == k.entries.back().target && kind <= static_cast<uint32_t>(k.entries.back().kind))))
         fail(where + "entries are not sorted and unique");
@@ -412,12 +456,18 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
         fail(where + "uncompressed size " + num(e.rawSize) + " is outside 1 to " + num(kMaxPayloadBytes));
       k.entries.push_back(e);
     }
-    for (uint32_t t = 0; t < nt && !in.failed(); ++t)
-      if (!k.find(t, PayloadKind::Cubin) && !k.find(t, PayloadKind::Ptx))
-        fail("kernel " + quoted(k.name) + " has no payload for " + m.targets[t].name());
+    if (in.failed()) break;
+    if (auto bad = checkCoverage(k.name, m.targets, m.ir, [&](uint32_t t, PayloadKind kind) { return k.find(t, kind) != nullptr; }))
+      fail(*bad);
     m.kernels.push_back(std::move(k));
   }
   if (!in.failed() && !in.atEnd()) fail("manifest has " + num(bytes.size() - in.pos()) + " trailing bytes");
+  if (!in.failed()) {
+    bool hasCubins = false;
+    for (const KernelInfo& k : m.kernels)
+      for (const Entry& e : k.entries) hasCubins = hasCubins || e.kind == PayloadKind::Cubin;
+    if (auto bad = checkPtxasVersion(m.ptxasVersion, hasCubins)) fail(*bad);
+  }
   if (in.failed()) return Error{"corrupt bundle: " + in.error()};
   return m;
 }

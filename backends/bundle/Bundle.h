@@ -1,8 +1,8 @@
 // The .tnb bundle container (docs/bundle-format.md): a header with magic, format version and
 // producer, a section table with an FNV-1a 64 checksum per section, a binary manifest (kernels,
 // signatures, launch rules, per-target resources and payload references) and zstd-compressed
-// payloads (cubins, optional PTX). Part of truenoc_bundle: no IR dependency, so the runtime can
-// read bundles without the compiler.
+// payloads (cubins, optional PTX, optional IR text). Part of truenoc_bundle: no IR dependency, so
+// the runtime can read bundles without the compiler.
 //
 // The writer is deterministic: the same input gives byte-identical output. The reader validates
 // every byte it relies on before use and reports problems as values; it never throws, prints or
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,7 +21,7 @@
 
 namespace tn::bundle {
 
-inline constexpr uint32_t kFormatVersion = 2;  // 2: parameter types as ParamType codes
+inline constexpr uint32_t kFormatVersion = 3;  // 3: IR payloads, ptxas version
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kProducerSize = 24;
@@ -35,10 +36,14 @@ inline constexpr uint32_t kMaxTargets = 64;
 inline constexpr uint32_t kMaxParams = 256;
 inline constexpr uint32_t kMaxStringBytes = 4096;
 
-enum class PayloadKind : uint32_t { Cubin = 1, Ptx = 2 };
+// Ir: the .tir text of a module holding just that kernel for that target, as compiled (after the
+// pass pipeline: what the PTX was emitted from); for truenoc's interpreter, not for the driver.
+enum class PayloadKind : uint32_t { Cubin = 1, Ptx = 2, Ir = 3 };
 std::string_view payloadKindName(PayloadKind k);
+// "cubin", "ptx" or "ir"; nullopt for any other name.
+std::optional<PayloadKind> payloadKindNamed(std::string_view name);
 
-// ptxas -v resource usage of one cubin (all zero for PTX entries).
+// ptxas -v resource usage of one cubin (all zero for PTX and IR entries).
 struct Resources {
   uint32_t registers = 0;
   uint32_t barriers = 0;
@@ -73,6 +78,8 @@ struct Manifest {
   std::string name;
   std::vector<Target> targets;      // sorted by architecture: sm_80 < sm_86 < sm_90 < sm_90a < sm_100
   bool ptxFallback = false;
+  bool ir = false;                  // every kernel has one IR entry per target (else none has any)
+  std::string ptxasVersion;         // of the ptxas that assembled the cubins; "" when there are none
   std::vector<KernelInfo> kernels;  // sorted by name
   const KernelInfo* find(std::string_view kernel) const;
   int targetIndex(Target target) const;  // -1 when absent
@@ -101,6 +108,8 @@ struct BundleInput {
   std::string name;
   std::vector<Target> targets;
   bool ptxFallback = false;
+  bool ir = false;           // then every kernel needs an IR payload for every target
+  std::string ptxasVersion;  // required when there are cubins, else empty (ptxas::version)
   std::string producer;  // e.g. "truenoc 0.1.0"; at most kProducerSize bytes
   std::vector<KernelInput> kernels;
 };

@@ -84,8 +84,8 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
 // type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
 // parameter and the type: such a kernel would be launched from the wrong argument slot.
 Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel);
-// The code a bundle holds for one kernel, as selectCode() chooses among it (entry order kept).
-// Exposed for tests.
+// The code a bundle holds for one kernel, as selectCode() chooses among it: its cubin and PTX
+// entries in entry order, not its IR entries. Exposed for tests.
 std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel);
 
 class Kernel {
