@@ -1,5 +1,6 @@
 # lit configuration for truenoc. Substitutions:
 #   %truenoc         the truenoc binary of this build
+#   %simdriver       the simulated driver of this build (libtruenort-sim.so, docs/simulator.md)
 #   %ptxas-verify    assembles PTX from stdin for the given -arch (REQUIRES: ptxas)
 #   %examples        the examples/ folder
 #   FileCheck, not   from LLVM
@@ -25,6 +26,7 @@ for tool, path in (("FileCheck", config.filecheck), ("not", config.not_tool), ("
 config.substitutions.append(("%truenoc", os.path.join(config.truenoc_bin_dir, "truenoc")))
 config.substitutions.append(("%examples", os.path.join(config.truenoc_src_dir, "examples")))
 config.substitutions.append(("%srcroot", config.truenoc_src_dir))
+config.substitutions.append(("%simdriver", os.path.join(os.path.dirname(config.truenoc_bin_dir), "lib", "libtruenort-sim.so")))
 if config.ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas-verify", config.ptxas + " -o /dev/null -"))

@@ -38,7 +38,8 @@ struct Kernel::Loaded {
   const tn::bundle::KernelInfo* info = nullptr;
   const tn::bundle::Entry* entry = nullptr;
   bool jit = false;
-  Target target;  // of the selected entry
+  bool ir = false;  // the simulated driver runs the entry's IR
+  Target target;    // of the selected entry
   CUmodule module = nullptr;
   CUfunction fn = nullptr;
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
@@ -68,7 +69,7 @@ Bundle::State::~State() {
 Status Bundle::State::loadModule(Kernel::Loaded& k) {
   auto payload = reader->payload(*k.entry);
   if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message, k.info->name);
-  if (k.jit) payload.value().push_back('\0');  // the driver reads PTX as a C string
+  if (k.jit || k.ir) payload.value().push_back('\0');  // the driver reads PTX (and IR) as a C string
   if (Status st = ctx->make_current(); !st) return st;
   auto t0 = std::chrono::steady_clock::now();
   CUresult r = ctx->driver().cuModuleLoadData(&k.module, payload.value().data());
@@ -105,7 +106,13 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
   s->reader.emplace(std::move(reader.value()));
   const tn::bundle::Manifest& m = s->reader->manifest();
   for (const tn::bundle::KernelInfo& info : m.kernels) {
-    std::vector<CodeEntry> entries = codeEntriesOf(m, info);
+    const bool simulated = ctx.simulated();
+    std::vector<CodeEntry> entries = codeEntriesOf(m, info, simulated);
+    if (simulated && entries.empty())
+      return make(Errc::NoCompatibleCode, "Bundle::load",
+                  "the bundle carries no IR, which the simulated driver runs (it was built with --no-ir or "
+                  "ir = false)",
+                  info.name);
     auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
     if (!sel) return sel.error();
     auto sig = signatureOf(info.params, info.name);
@@ -114,10 +121,13 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
     if (!rule) return make(Errc::BadBundle, "Bundle::load", "launch rule: " + rule.error().message, info.name);
     Kernel::Loaded k;
     k.info = &info;
-    // The selection indexes the code entries, which leave out IR: find the entry by target and kind.
+    // The selection indexes the code entries, a subset of the bundle's: find the entry by target and kind.
     k.entry = info.find(static_cast<uint32_t>(m.targetIndex(entries[sel.value().index].target)),
-                        sel.value().jit ? tn::bundle::PayloadKind::Ptx : tn::bundle::PayloadKind::Cubin);
+                        simulated           ? tn::bundle::PayloadKind::Ir
+                        : sel.value().jit   ? tn::bundle::PayloadKind::Ptx
+                                            : tn::bundle::PayloadKind::Cubin);
     k.jit = sel.value().jit;
+    k.ir = simulated;
     k.target = entries[sel.value().index].target;
     k.signature = std::move(sig).value();
     k.rule = std::move(*rule);
@@ -179,10 +189,11 @@ bool Kernel::is_jit() const { return k_->jit; }
 
 const std::vector<ParamInfo>& Kernel::signature() const { return k_->signature; }
 
-std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel) {
+std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel,
+                                     bool simulated) {
   std::vector<CodeEntry> out;
   for (const tn::bundle::Entry& e : kernel.entries)
-    if (e.kind != tn::bundle::PayloadKind::Ir)  // IR is for the CPU simulator, not the driver
+    if ((e.kind == tn::bundle::PayloadKind::Ir) == simulated)  // IR is for the simulated driver only
       out.push_back({m.targets[e.target], e.kind == tn::bundle::PayloadKind::Ptx});
   return out;
 }

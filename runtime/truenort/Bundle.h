@@ -85,8 +85,10 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
 // parameter and the type: such a kernel would be launched from the wrong argument slot.
 Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel);
 // The code a bundle holds for one kernel, as selectCode() chooses among it: its cubin and PTX
-// entries in entry order, not its IR entries. Exposed for tests.
-std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel);
+// entries in entry order; for the simulated driver (docs/simulator.md) its IR entries instead,
+// which are chosen by architecture as cubins are. Exposed for tests.
+std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bundle::KernelInfo& kernel,
+                                     bool simulated = false);
 
 class Kernel {
  public:

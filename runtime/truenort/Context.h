@@ -29,6 +29,8 @@ class Context {
   Status synchronize() const;
 
   const Driver& driver() const;
+  // Whether the driver is the simulated one (docs/simulator.md): kernels run on the interpreter.
+  bool simulated() const { return driver().simulated(); }
   CUcontext handle() const;
   CUdevice device() const;
   unsigned sm() const;  // compute capability major*10+minor

@@ -36,8 +36,10 @@ const char* const kUsage =
     "  --csv FILE   also write the table as CSV (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
     "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
-    "  --check      no GPU: check every case's launches against the bundle's signatures\n"
-    "               (parameter names, order, types) and list the cases with their byte counts\n";
+    "  --check      check every case's launches against the bundle's signatures (parameter\n"
+    "               names, order, types) and list the cases with their byte counts; then, if a\n"
+    "               device is there (a GPU, or TRUENORT_DRIVER=sim), run every case once at\n"
+    "               tiny sizes and check that it completes (and f32 GEMV against the CPU)\n";
 
 constexpr int kWarmup = 3;
 constexpr int kDeviceAttributeL2CacheSize = 38;  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
@@ -241,36 +243,41 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
   return c;
 }
 
-std::vector<Case> cases(bool quick) {
+// Full: the measured sizes. Quick: a smoke run on a GPU. Tiny: every launch path at sizes the
+// simulated driver runs in seconds (--check on a device), with odd sizes and the split paths.
+enum class Sizes { Full, Quick, Tiny };
+
+std::vector<Case> cases(Sizes sizes) {
+  const bool full = sizes == Sizes::Full, tiny = sizes == Sizes::Tiny;
+  auto pick = [&](uint32_t f, uint32_t q, uint32_t t) { return full ? f : tiny ? t : q; };
   std::vector<Case> out;
   std::vector<std::pair<uint32_t, uint32_t>> rows = {{8192, 8192}, {4096, 4096}, {32, 32768}};
-  uint32_t n = 1u << 26;
-  if (quick) {
-    rows = {{1024, 1024}, {4, 32768}};
-    n = 1u << 20;
-  }
+  if (sizes == Sizes::Quick) rows = {{1024, 1024}, {4, 32768}};
+  if (tiny) rows = {{40, 300}, {3, 9000}};
+  const uint32_t n = pick(1u << 26, 1u << 20, 5000);
   for (const char* op : {"softmax", "layernorm", "rmsnorm"})
     for (auto [r, c] : rows) out.push_back(rowCase(op, "f32", r, c));
   for (const char* op : {"add", "mul", "scale", "residual_add", "relu", "gelu_tanh", "gelu_erf", "silu", "swiglu"})
     out.push_back(elementwiseCase(op, "f32", n));
   for (const char* op : {"add", "silu", "swiglu"}) out.push_back(elementwiseCase(op, "bf16", n));
-  out.push_back(quick ? gemvCase("f32", 1024, 1024) : gemvCase("f32", 8192, 8192));
-  out.push_back(quick ? gemvCase("bf16", 1024, 4096) : gemvCase("bf16", 14336, 4096));
+  out.push_back(gemvCase("f32", pick(8192, 1024, 70), pick(8192, 1024, 300)));
+  out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512)));
 
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
-  const uint32_t normSide = quick ? 1024 : 4096, big = quick ? 1024 : 8192;
+  const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);
   for (const char* op : {"layernorm", "rmsnorm"}) out.push_back(rowCase(op, "bf16", normSide, normSide));
   for (const char* op : {"gelu_tanh", "gelu_erf"}) out.push_back(elementwiseCase(op, "bf16", n));
   out.push_back(rowCase("residual_rmsnorm", "f32", big, big));
   // argmax: one decode-time row of a 128k vocabulary (LLaMA 3's 128256), a batch of 64, a square.
-  for (auto [r, c] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 128256}, {quick ? 4u : 64u, 128256}, {big, big}})
+  const uint32_t vocab = pick(128256, 128256, 5000);
+  for (auto [r, c] : std::vector<std::pair<uint32_t, uint32_t>>{{1, vocab}, {pick(64, 4, 3), vocab}, {big, big}})
     out.push_back(rowCase("argmax", "f32", r, c));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
-  out.push_back(kvScatterCase("bf16", 32, 1024, 32768));
-  out.push_back(quick ? kvScatterCase("bf16", 256, 1024, 4096) : kvScatterCase("bf16", 4096, 1024, 65536));
+  out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));
+  out.push_back(kvScatterCase("bf16", pick(4096, 256, 16), 1024, pick(65536, 4096, 64)));
   // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
-  for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, quick ? 256 : 4096, 32, 8, 128));
+  for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, pick(4096, 256, 3), 32, 8, 128));
   return out;
 }
 
@@ -420,6 +427,60 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
 
 // --check: each launch's arguments against the bundle's signature of its kernel, by parameter
 // name and type, so that a case cannot pass a buffer in the wrong place.
+// A GEMV's y (buffer 2) against a double-precision reference from its w and x (f32 weights).
+std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t k) {
+  std::vector<float> w(size_t(m) * k), x(k), y(m);
+  must(mem[0].download(w.data(), w.size() * 4), "download w");
+  must(mem[1].download(x.data(), x.size() * 4), "download x");
+  must(mem[2].download(y.data(), y.size() * 4), "download y");
+  const double tol = 1e-3 * std::sqrt(double(k));  // as for the comparison with cuBLAS
+  for (uint32_t i = 0; i < m; ++i) {
+    double ref = 0;
+    for (uint32_t j = 0; j < k; ++j) ref += double(w[size_t(i) * k + j]) * x[j];
+    if (!(std::fabs(y[i] - ref) <= tol))
+      return "y[" + std::to_string(i) + "] = " + std::to_string(y[i]) + ", reference " + std::to_string(ref);
+  }
+  return "";
+}
+
+// --check on a device (a GPU, or the simulated driver in CI): every case's launches once at tiny
+// sizes. A launch the runtime refuses or the device faults (on the simulator: any out-of-bounds
+// access, shared race or barrier error its checks find) fails the check, as does a wrong f32 GEMV.
+int runTinyCases(const Context& ctx, const std::string& path) {
+  Stream stream = must(Stream::create(ctx), "stream");
+  Bundle bundle = must(Bundle::load_file(ctx, path), "load " + path);
+  std::printf("running every case at tiny sizes on %s\n", ctx.name().c_str());
+  std::mt19937 rng(12345);
+  int bad = 0;
+  for (const Case& c : cases(Sizes::Tiny)) {
+    std::string label = c.op + " " + c.shape + " " + c.dtype, why;
+    std::deque<DeviceMemory> mem;
+    for (const Buffer& b : c.buffers) {
+      mem.push_back(must(DeviceMemory::allocate(ctx, b.bytes), "allocate for " + label));
+      fillBuffer(mem.back(), b.fill, b.range, rng, stream);
+    }
+    for (const Launch& l : c.launches) {
+      auto k = bundle.kernel(l.kernel);
+      if (!k) {
+        why = k.error().describe();
+        break;
+      }
+      std::vector<Arg> args;
+      for (const ArgSpec& a : l.args) args.push_back(a.buffer >= 0 ? arg(mem[size_t(a.buffer)].ptr()) : a.scalar);
+      if (Status st = k.value().launch_args(stream, args); !st) {
+        why = st.error().describe();
+        break;
+      }
+    }
+    if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
+    if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
+    std::printf("%s %-34s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
+    bad += !why.empty();
+  }
+  if (bad) std::printf("%d case(s) failed on the device\n", bad);
+  return bad ? 1 : 0;
+}
+
 int checkCases(const std::string& path, bool quick) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -431,7 +492,7 @@ int checkCases(const std::string& path, bool quick) {
   }
   const tn::bundle::Manifest& manifest = reader.value().manifest();
   int bad = 0;
-  for (const Case& c : cases(quick)) {
+  for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
     std::string label = c.op + " " + c.shape + " " + c.dtype, why, calls;
     for (const Launch& l : c.launches) {
       const tn::bundle::KernelInfo* k = manifest.find(l.kernel);
@@ -462,8 +523,16 @@ int checkCases(const std::string& path, bool quick) {
       ++bad;
     }
   }
-  if (bad) std::printf("%d case(s) do not match the bundle\n", bad);
-  return bad ? 1 : 0;
+  if (bad) {
+    std::printf("%d case(s) do not match the bundle\n", bad);
+    return 1;
+  }
+  auto ctx = Context::create(0);
+  if (!ctx) {
+    std::printf("no device (%s): the cases were not run\n", ctx.error().describe().c_str());
+    return 0;
+  }
+  return runTinyCases(ctx.value(), path);
 }
 
 struct Row {
@@ -551,7 +620,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(12345);
   std::vector<Row> rows;
   int failures = 0;
-  for (const Case& c : cases(quick)) {
+  for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
     std::string label = c.op + " " + c.shape + " " + c.dtype;
     std::vector<Kernel> kernels;
     std::string missing;

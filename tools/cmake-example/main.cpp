@@ -1,7 +1,11 @@
 // Uses the generated header without a GPU: a launcher that records each launch stands in for
-// the runtime, and the program checks the grids the launch rules computed.
+// the runtime, and the program checks the grids the launch rules computed. Then, when a device
+// is there (a GPU, or the simulated driver: TRUENORT_DRIVER=sim, docs/simulator.md), it runs the
+// same launch functions on it through libtruenort and checks the results against the CPU.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,6 +23,47 @@ int record(void* user, const truenoc::embed::Launch& l) {
   static_cast<std::vector<Recorded>*>(user)->push_back({l.kernel, l.grid[0], l.block[0], l.num_args});
   return 0;
 }
+
+#ifdef TRUENOC_HAVE_RUNTIME
+// vadd and scale on the device, checked element by element; 0 when every value matches.
+int runOnDevice(const truenort::Context& ctx) {
+  const uint32_t n = 1000;
+  std::mt19937 rng(12345);
+  std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+  std::vector<float> a(n), b(n), sum(n), scaled(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    a[i] = dist(rng);
+    b[i] = dist(rng);
+  }
+  auto stream = truenort::Stream::create(ctx);
+  auto da = truenort::DeviceBuffer<float>::allocate(ctx, n);
+  auto db = truenort::DeviceBuffer<float>::allocate(ctx, n);
+  auto dc = truenort::DeviceBuffer<float>::allocate(ctx, n);
+  if (!stream || !da || !db || !dc || !da.value().upload(a) || !db.value().upload(b)) {
+    std::fprintf(stderr, "device setup failed\n");
+    return 1;
+  }
+  auto ptr = [](const truenort::DeviceBuffer<float>& d) { return reinterpret_cast<float*>(d.ptr()); };
+  truenort::EmbedLauncher rt(ctx);
+  truenoc::embed::Launcher launcher = truenoc::embed::runtime_launcher(rt);
+  void* s = stream.value().handle();
+  int rc = example_kernels::vadd(launcher, s, ptr(da.value()), ptr(db.value()), ptr(dc.value()), n);
+  if (rc == 0 && stream.value().synchronize() && dc.value().download(sum))
+    rc = example_kernels::scale(launcher, s, ptr(dc.value()), ptr(da.value()), 0.5f, n);
+  if (rc != 0 || !stream.value().synchronize() || !da.value().download(scaled)) {
+    std::fprintf(stderr, "device run failed: %s\n",
+                 rt.last_error() ? rt.last_error()->describe().c_str() : "launch refused");
+    return 1;
+  }
+  for (uint32_t i = 0; i < n; ++i)
+    if (sum[i] != a[i] + b[i] || scaled[i] != (a[i] + b[i]) * 0.5f) {
+      std::fprintf(stderr, "wrong value at %u: %g, %g\n", i, sum[i], scaled[i]);
+      return 1;
+    }
+  std::printf("device: vadd and scale match the CPU on %u elements (%s)\n", n, ctx.name().c_str());
+  return 0;
+}
+#endif
 
 }  // namespace
 
@@ -50,6 +95,7 @@ int main() {
   // error value, not a crash.
   auto ctx = truenort::Context::create(0);
   std::printf("runtime: linked (%s)\n", ctx.ok() ? "device found" : "no device");
+  if (ctx.ok()) return runOnDevice(ctx.value());
 #endif
   return 0;
 }

@@ -57,3 +57,20 @@ function(truenoc_add_bundle target)
     target_compile_definitions(${target} PUBLIC TRUENOC_HAVE_RUNTIME)
   endif()
 endfunction()
+
+# truenoc_add_sim_test(NAME <name> COMMAND <command> [<arg>...])
+#
+# add_test() whose command runs against the simulated driver (TRUENORT_DRIVER pointing at
+# truenoc::truenort_sim): a program using libtruenort runs its kernels on the CPU, with
+# out-of-bounds, race and barrier checks, in a CI without a GPU (docs/simulator.md).
+function(truenoc_add_sim_test)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "NAME" "COMMAND")
+  if(NOT arg_NAME OR NOT arg_COMMAND OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "truenoc_add_sim_test: usage: truenoc_add_sim_test(NAME <name> COMMAND <command> [<arg>...])")
+  endif()
+  if(NOT TARGET truenoc::truenort_sim)
+    message(FATAL_ERROR "truenoc_add_sim_test: this truenoc package has no simulated driver (truenoc::truenort_sim)")
+  endif()
+  add_test(NAME ${arg_NAME} COMMAND ${arg_COMMAND})
+  set_tests_properties(${arg_NAME} PROPERTIES ENVIRONMENT "TRUENORT_DRIVER=$<TARGET_FILE:truenoc::truenort_sim>")
+endfunction()
