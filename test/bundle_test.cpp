@@ -1,9 +1,11 @@
 // The bundle container and launch rules (truenoc_bundle): writer -> reader round trips,
 // canonical output, and rejection of every damaged input (every single-byte change and every
-// truncation of a small bundle, plus structurally hostile manifests with valid checksums).
+// truncation of a small bundle, plus structurally hostile manifests with valid checksums, and
+// payload references that would inflate a small bundle to gigabytes).
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -221,6 +223,14 @@ struct HandBundle {
     return b;
   }
 };
+
+// Reader::open's error message ("" when it accepts), and how long it took.
+std::string openTimed(const std::string& bytes, double& seconds) {
+  auto start = std::chrono::steady_clock::now();
+  Result<Reader> r = Reader::open(span(bytes));
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r ? "" : r.error().message;
+}
 
 }  // namespace
 
@@ -674,6 +684,55 @@ TEST_CASE("bundle: IR entries, the IR flag and the ptxas version must agree") {
   ir.resources.registers = 8;
   h.kernels = {{"k", {cubin, ir}}};
   CHECK(check(h.bytes()) == "corrupt bundle: kernel 'k' entry 1: IR payload with resource usage");
+}
+
+TEST_CASE("bundle: payloads shared between entries are rejected before anything is decompressed") {
+  // 64 entries sharing one 8 KiB frame that inflates to 256 MiB: 16 GiB of work for a 15 KB file.
+  HandBundle bomb;
+  const uint32_t big = 256u << 20;
+  Entry shared = bomb.add(zeroFrame(big), std::string());
+  shared.rawSize = big;
+  for (int i = 0; i < 64; ++i) bomb.kernels.push_back({"k" + std::to_string(100 + i), {shared}});
+  std::string bytes = bomb.bytes();
+  CHECK(bytes.size() < 22000);
+  double seconds = 0;
+  CHECK(openTimed(bytes, seconds) == "corrupt bundle: the cubin payload of kernel 'k100' for sm_80 [0, +8201) and the cubin payload of kernel 'k101' "
+                                     "for sm_80 [0, +8201) share payload bytes");
+  CHECK(seconds < 1.0);  // the manifest alone decides: nothing of the 16 GiB is inflated
+
+  // Overlapping by one byte is sharing too; adjacent is not.
+  const std::string raw(1000, '\0'), frame = zeroFrame(1000);
+  HandBundle h;
+  h.targets = {"sm_80", "sm_90"};
+  Entry a = h.add(frame, raw), b = h.add(frame, raw);
+  b.target = 1;
+  h.kernels = {{"k", {a, b}}};
+  CHECK(check(h.bytes()).empty());
+  b.offset -= 1;
+  h.kernels = {{"k", {a, b}}};
+  CHECK(check(h.bytes()) == "corrupt bundle: the cubin payload of kernel 'k' for sm_80 [0, +" + std::to_string(frame.size()) +
+                                ") and the cubin payload of kernel 'k' for sm_90 [" + std::to_string(frame.size() - 1) + ", +" +
+                                std::to_string(frame.size()) + ") share payload bytes");
+}
+
+TEST_CASE("bundle: payloads of more than kMaxTotalRawBytes in all are rejected before anything is decompressed") {
+  // Five distinct frames of 256 MiB each: every one within the per-payload cap, 1.25 GiB in all.
+  const uint32_t big = 256u << 20;
+  const std::string frame = zeroFrame(big);
+  auto bundleOf = [&](int kernels) {
+    HandBundle h;
+    for (int i = 0; i < kernels; ++i) {
+      Entry e = h.add(frame, std::string());
+      e.rawSize = big;
+      h.kernels.push_back({"k" + std::to_string(i), {e}});
+    }
+    return h.bytes();
+  };
+  double seconds = 0;
+  CHECK(openTimed(bundleOf(4), seconds).empty());  // exactly the cap
+  CHECK(openTimed(bundleOf(5), seconds) == "corrupt bundle: the payloads add up to 1342177280 bytes uncompressed; the limit is 1073741824");
+  CHECK(seconds < 1.0);
+  CHECK(5ull * big > kMaxTotalRawBytes);
 }
 
 TEST_CASE("ptxas: version parsing") {

@@ -182,6 +182,12 @@ std::optional<std::string> checkPtxasVersion(const std::string& version, bool ha
   return std::nullopt;
 }
 
+// No overflow: at most 4096 kernels x 3 x 64 entries of at most 2^28 bytes each.
+std::optional<std::string> checkRawTotal(uint64_t rawTotal) {
+  if (rawTotal <= kMaxTotalRawBytes) return std::nullopt;
+  return "the payloads add up to " + num(rawTotal) + " bytes uncompressed; the limit is " + num(kMaxTotalRawBytes);
+}
+
 }  // namespace
 
 std::string_view payloadKindName(PayloadKind k) {
@@ -237,9 +243,14 @@ Result<std::string> write(const BundleInput& in) {
   if (in.ptxasVersion.size() > kMaxStringBytes || !isPrintable(in.ptxasVersion))
     return Error{"ptxas version " + quoted(in.ptxasVersion) + " must be at most " + num(kMaxStringBytes) + " printable characters"};
   bool hasCubins = false;
+  uint64_t rawTotal = 0;
   for (const KernelInput& k : in.kernels)
-    for (const PayloadInput& p : k.payloads) hasCubins = hasCubins || p.kind == PayloadKind::Cubin;
+    for (const PayloadInput& p : k.payloads) {
+      hasCubins = hasCubins || p.kind == PayloadKind::Cubin;
+      rawTotal += p.bytes.size();
+    }
   if (auto bad = checkPtxasVersion(in.ptxasVersion, hasCubins)) return Error{*bad};
+  if (auto bad = checkRawTotal(rawTotal)) return Error{*bad};
 
   std::vector<Target> targets = in.targets;
   for (const Target& t : targets)
@@ -368,6 +379,36 @@ Result<std::string> write(const BundleInput& in) {
 
 namespace {
 
+// What bounds the work of decompressing a bundle, from the manifest alone: every payload byte
+// belongs to at most one entry (else one small frame shared by many entries inflates to
+// gigabytes), and the payloads together stay under kMaxTotalRawBytes.
+std::optional<std::string> checkPayloadRefs(const Manifest& m) {
+  struct Ref {
+    const Entry* e;
+    const KernelInfo* k;
+  };
+  std::vector<Ref> refs;
+  uint64_t rawTotal = 0;
+  for (const KernelInfo& k : m.kernels)
+    for (const Entry& e : k.entries) {
+      refs.push_back({&e, &k});
+      rawTotal += e.rawSize;
+    }
+  std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.e->offset < b.e->offset; });
+  for (size_t i = 1; i < refs.size(); ++i) {
+    const Entry& prev = *refs[i - 1].e;
+    const Entry& cur = *refs[i].e;
+    if (cur.offset < prev.offset + prev.compressedSize) {
+      auto name = [&](const Ref& r) {
+        return "the " + std::string(payloadKindName(r.e->kind)) + " payload of kernel " + quoted(r.k->name) + " for " + m.targets[r.e->target].name();
+      };
+      return name(refs[i - 1]) + " [" + num(prev.offset) + ", +" + num(prev.compressedSize) + ") and " + name(refs[i]) + " [" + num(cur.offset) +
+             ", +" + num(cur.compressedSize) + ") share payload bytes";
+    }
+  }
+  return checkRawTotal(rawTotal);
+}
+
 Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes) {
   In in(bytes, "manifest");
   Manifest m;
@@ -467,6 +508,7 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     for (const KernelInfo& k : m.kernels)
       for (const Entry& e : k.entries) hasCubins = hasCubins || e.kind == PayloadKind::Cubin;
     if (auto bad = checkPtxasVersion(m.ptxasVersion, hasCubins)) fail(*bad);
+    else if (auto refs = checkPayloadRefs(m)) fail(*refs);
   }
   if (in.failed()) return Error{"corrupt bundle: " + in.error()};
   return m;

@@ -21,7 +21,7 @@
 
 namespace tn::bundle {
 
-inline constexpr uint32_t kFormatVersion = 3;  // 3: IR payloads, ptxas version
+inline constexpr uint32_t kFormatVersion = 3;  // 3: IR payloads, ptxas version, payload references disjoint
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kProducerSize = 24;
@@ -31,6 +31,7 @@ inline constexpr int kCompressionLevel = 19;
 inline constexpr uint64_t kMaxBundleBytes = 1ull << 30;
 inline constexpr uint64_t kMaxManifestBytes = 16ull << 20;
 inline constexpr uint64_t kMaxPayloadBytes = 256ull << 20;  // one payload, uncompressed
+inline constexpr uint64_t kMaxTotalRawBytes = 1ull << 30;   // all payloads together, uncompressed
 inline constexpr uint32_t kMaxKernels = 4096;
 inline constexpr uint32_t kMaxTargets = 64;
 inline constexpr uint32_t kMaxParams = 256;
@@ -130,7 +131,8 @@ struct BundleStats {
 class Reader {
  public:
   // Validates the whole container (header, section checksums, manifest structure and caps,
-  // payload references, launch rules). The reader borrows `bytes`: keep them alive and unchanged.
+  // payload references: disjoint, and kMaxTotalRawBytes in all, launch rules) without
+  // decompressing anything. The reader borrows `bytes`: keep them alive and unchanged.
   static Result<Reader> open(std::span<const uint8_t> bytes);
 
   const Manifest& manifest() const { return manifest_; }
