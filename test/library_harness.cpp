@@ -250,6 +250,7 @@ std::string Call::describe() const {
 std::unique_ptr<Runner> interpRunner(bool optimize) { return std::make_unique<InterpRunner>(optimize); }
 std::unique_ptr<Runner> gpuRunner() { return std::make_unique<GpuRunner>(); }
 bool noGpu() { return context() == nullptr; }
+bool simulatedGpu() { return context() && context()->simulated(); }
 
 unsigned seed() {
   static const unsigned s = [] {

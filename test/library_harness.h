@@ -112,6 +112,9 @@ class Runner {
 std::unique_ptr<Runner> interpRunner(bool optimize = true);
 std::unique_ptr<Runner> gpuRunner();  // a runner on device 0; fails the test without one
 bool noGpu();                         // for doctest::skip
+// Whether device 0 is the simulated driver (docs/simulator.md): tests too big for the
+// interpreter shrink what is not the point of the test there (never their checks).
+bool simulatedGpu();
 
 // ---- data and comparison ------------------------------------------------------------------
 
