@@ -449,7 +449,7 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
 int runTinyCases(const Context& ctx, const std::string& path) {
   Stream stream = must(Stream::create(ctx), "stream");
   Bundle bundle = must(Bundle::load_file(ctx, path), "load " + path);
-  std::printf("running every case at tiny sizes on %s\n", ctx.name().c_str());
+  std::printf("running every case at tiny sizes on %s (sm_%u)\n", ctx.name().c_str(), ctx.sm());
   std::mt19937 rng(12345);
   int bad = 0;
   for (const Case& c : cases(Sizes::Tiny)) {
