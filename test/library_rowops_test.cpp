@@ -305,8 +305,11 @@ LIBRARY_TEST("transpose vector path and its fallback", transposeVector) {
 // (bf16/f16) rows high; 8 columns take the vector path, 3 the scalar one.
 LIBRARY_GPU_TEST("transpose beyond 65535 tile rows", transposeTall) {
   std::mt19937 rng(seed());
+  // Over four billion simulated instructions per launch: the simulator runs one (f32, 3 columns).
+  const bool sim = simulatedGpu();
   for (Dtype d : kDtypes)
-    for (uint32_t cols : {3u, 8u}) checkTranspose(r, d, 65535u * 64 + 40, cols, rng);
+    for (uint32_t cols : {3u, 8u})
+      if (!sim || (d == Dtype::F32 && cols == 3)) checkTranspose(r, d, 65535u * 64 + 40, cols, rng);
 }
 
 // ---- kv_scatter -----------------------------------------------------------------------------
