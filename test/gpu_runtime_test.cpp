@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/bundle/Bundle.h"
 #include "test_paths.h"
 #include "truenort/Bundle.h"
 
@@ -264,6 +265,23 @@ TEST_CASE("gpu: an out-of-bounds store fails its launch with an illegal address 
   auto fill = b.kernel("fill");
   REQUIRE(fill.ok());
   checkFill(fill.value(), s, 3u, n);
+}
+
+TEST_CASE("gpu: a bundle without IR is refused by the simulated driver with the reason" * doctest::skip(notSimulated())) {
+  tn::bundle::BundleInput in;
+  in.name = "no_ir";
+  in.targets = {Target{90, false}};
+  in.ptxFallback = true;
+  in.producer = "truenoc test";
+  in.kernels.push_back({"k", {}, {}, {{Target{90, false}, tn::bundle::PayloadKind::Ptx, {}, ".version 8.0\n"}}});
+  auto bytes = tn::bundle::write(in);
+  REQUIRE(bytes.ok());
+  std::span<const uint8_t> view(reinterpret_cast<const uint8_t*>(bytes.value().data()), bytes.value().size());
+  auto b = Bundle::load(*gpu(), view, {.allow_jit = true});
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().code == Errc::NoCompatibleCode);
+  CHECK(b.error().kernel == "k");
+  CHECK(b.error().message == "the bundle carries no IR, which the simulated driver runs (it was built with --no-ir or ir = false)");
 }
 
 }  // TEST_SUITE
