@@ -124,13 +124,16 @@ Memory::~Memory() {
 CUresult Memory::allocate(uint64_t bytes, uint64_t& address) {
   if (bytes == 0) return err::InvalidValue;
   if (bytes > capacity_ - used_) return err::OutOfMemory;
+  // Addresses are never reused; the interpreter needs them below 2^48 (Sim.h).
+  const uint64_t span = (bytes + 0xFFFF) / 0x10000 * 0x10000 + 0x10000;
+  if (span > (uint64_t{1} << 47) - next_) return err::OutOfMemory;
   // calloc: the pages of a large, sparsely used allocation are never touched.
   auto* host = static_cast<std::byte*>(std::calloc(bytes, 1));
   if (!host) return err::OutOfMemory;
   address = next_;
   blocks_.emplace(address, Block{host, bytes});
   used_ += bytes;
-  next_ += (bytes + 0xFFFF) / 0x10000 * 0x10000 + 0x10000;  // 64 KiB aligned, a 64 KiB gap after
+  next_ += span;  // 64 KiB aligned, a 64 KiB gap after
   return err::Success;
 }
 
