@@ -84,15 +84,17 @@ Arith arithOf(Op op) {
   }
 }
 
-// rcp.approx.ftz.f64 as the PTX ISA defines it: the reciprocal of the upper 32 bits of a (1.11.20
-// format), kept to its upper 32 bits; subnormals flush, NaN gives 0x7FFFFFFF00000000. (The GPU
-// approximates those 20 mantissa bits; here they are 1/x truncated.)
-uint64_t grossReciprocal(uint64_t a) {
+// rcp.approx.ftz.f64 and rsqrt.approx.ftz.f64 as the PTX ISA defines them (Floating Point
+// Instructions: rcp.approx.ftz.f64, rsqrt.approx.ftz.f64): computed on the upper 32 bits of a
+// (1.11.20 format) into d[63:32], with d[31:0] = 0. Subnormal inputs and results flush to
+// sign-preserving zero (+-subnormal gives +-Inf); a NaN result (NaN operand, rsqrt below -0) is
+// 0x7FFFFFFF00000000. The GPU approximates the 20 result bits; here they are truncated from double.
+uint64_t upperWordApprox(Op op, uint64_t a) {
   constexpr uint64_t kHigh = 0xFFFFFFFF00000000;
   double x = std::bit_cast<double>(a & kHigh);
-  if (std::isnan(x)) return kHigh & canonicalNan(Scalar::F64);
-  if (x == 0 || std::fpclassify(x) == FP_SUBNORMAL) return std::bit_cast<uint64_t>(std::copysign(INFINITY, x));
-  double r = 1.0 / x;
+  if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.0, x);
+  double r = op == Op::Rsqrt ? 1.0 / std::sqrt(x) : 1.0 / x;
+  if (std::isnan(r)) return kHigh & canonicalNan(Scalar::F64);
   if (std::fpclassify(r) == FP_SUBNORMAL) r = std::copysign(0.0, r);
   return std::bit_cast<uint64_t>(r) & kHigh;
 }
@@ -169,12 +171,17 @@ double roundIntegral(Mod round, double x) {
   }
 }
 
+// cvt.ftz flushes only .f32 sources and results (PTX ISA, cvt: ".ftz ... applies only to single
+// precision (.f32) inputs and results"); f16 and bf16 subnormals are kept.
+uint64_t cvtFlush(Scalar s, bool ftz, uint64_t b) { return ftz && s == Scalar::F32 ? flushSubnormal(s, b) : b; }
+
 uint64_t floatToInt(Scalar from, Scalar to, FloatMods m, uint64_t a) {
-  if (m.ftz) a = flushSubnormal(from, a);
-  double x = toDouble(from, a);
-  if (std::isnan(x)) return 0;
-  x = roundIntegral(m.round, x);
+  a = cvtFlush(from, m.ftz, a);
   unsigned w = scalarBits(to);
+  // PTX ISA, cvt, float-to-integer: NaN gives 0 unless the source is .f64 or the destination is
+  // 64 bits wide; then 1 << (w - 1) (MININT signed, (MAXINT >> 1) + 1 unsigned).
+  if (isNan(from, a)) return from == Scalar::F64 || w == 64 ? uint64_t{1} << (w - 1) : 0;
+  double x = roundIntegral(m.round, toDouble(from, a));
   bool isSigned = Type::of(to).isSigned();
   double hi = std::ldexp(1.0, isSigned ? static_cast<int>(w) - 1 : static_cast<int>(w));
   double lo = isSigned ? -hi : 0.0;
@@ -186,7 +193,8 @@ uint64_t floatToInt(Scalar from, Scalar to, FloatMods m, uint64_t a) {
 }
 
 uint64_t floatToFloat(Scalar from, Scalar to, FloatMods m, uint64_t a) {
-  if (m.ftz) a = flushSubnormal(from, a);
+  a = cvtFlush(from, m.ftz, a);
+  if (to != Scalar::F32) m.ftz = false;  // so finish() keeps f16/bf16/f64 subnormal results
   if (isNan(from, a)) return finish(to, m, canonicalNan(to));
   double x = toDouble(from, a);
   uint64_t r;
@@ -226,11 +234,17 @@ uint64_t floatOp(Op op, Scalar s, FloatMods m, uint64_t a, uint64_t b, uint64_t 
   switch (op) {
     case Op::Min: case Op::Max: return finish(s, m, minMaxOf(s, op == Op::Max, a, b));
     case Op::Neg: return finish(s, m, a ^ signBit(s));
-    case Op::Abs: return finish(s, m, a & ~signBit(s));
+    case Op::Abs:
+      // PTX ISA, abs: "For abs.f64, NaN input is passed through unchanged": the payload stays (the
+      // sign bit is cleared, as abs does to any input). Other formats give an unspecified NaN,
+      // modelled as the canonical one (docs/interpreter.md, "Where the PTX ISA leaves results open").
+      if (s == Scalar::F64 && isNan(s, a)) return a & ~signBit(s);
+      return finish(s, m, a & ~signBit(s));
     default: break;
   }
   bool isApprox = m.round == Mod::Approx || m.round == Mod::Full;
-  if (op == Op::Rcp && isApprox && s == Scalar::F64) return grossReciprocal(a);
+  // rcp.approx.f64 exists only with .ftz; rsqrt.approx.f64 without .ftz is the full-width one.
+  if (s == Scalar::F64 && isApprox && (op == Op::Rcp || (op == Op::Rsqrt && m.ftz))) return upperWordApprox(op, a);
   double x = toDouble(s, a), y = toDouble(s, b), z = toDouble(s, c);
   switch (op) {
     case Op::Ex2: case Op::Lg2: case Op::Sin: case Op::Cos: case Op::Tanh: case Op::Rsqrt:

@@ -356,7 +356,8 @@ constexpr bool isNan(Scalar s, uint64_t b) { return (b & lowMask(floatBits(s) - 
 constexpr bool isSubnormal(Scalar s, uint64_t b) {
   return (b & exponentMask(s)) == 0 && (b & lowMask(mantissaBits(s))) != 0;
 }
-// The NaN the GPU writes for every NaN result: sign clear, all other bits set.
+// The NaN written for a NaN result: sign clear, all other bits set (the GPU's for f32 arithmetic;
+// where the PTX ISA leaves a NaN open, docs/interpreter.md lists it).
 constexpr uint64_t canonicalNan(Scalar s) { return lowMask(floatBits(s) - 1); }
 constexpr uint64_t canonicalize(Scalar s, uint64_t b) { return isNan(s, b) ? canonicalNan(s) : b; }
 // .ftz: a subnormal f16/bf16/f32 input or result becomes a zero of its sign; f64 keeps subnormals.
@@ -506,8 +507,9 @@ inline bool floatSetp(Mod cmp, Scalar s, bool ftz, uint64_t a, uint64_t b) {
 
 // Every cvt between integer and float scalars: integer -> integer as ConvertInt; integer -> float
 // rounds in the given mode (default .rn); float -> integer rounds with .rni/.rzi/.rmi/.rpi
-// (default .rzi), saturates to the range and gives 0 for NaN; float -> float rounds in the given
-// mode, or to an integral value with .rni...rpi.
+// (default .rzi), saturates to the range, and maps NaN to 0, or to 1 << (width - 1) from f64 or
+// into 64 bits; float -> float rounds in the given mode, or to an integral value with .rni...rpi.
+// .ftz flushes only f32 sources and results.
 uint64_t convert(Scalar from, Scalar to, FloatMods m, uint64_t a);
 
 }  // namespace tn::ir::lane

@@ -87,9 +87,10 @@ bool exactInDouble(uint64_t x, Type s) {
   return v < 0x1p64 && static_cast<uint64_t>(v) == u;
 }
 
-// cvt: between integers; float -> integer (NaN -> 0); float -> float except from NaN, f32/f64
-// results only to nearest, to an integral value only within a type and below 2^62; integer ->
-// float when the integer is exactly a double. No .sat, no subnormal source or result under .ftz.
+// cvt: between integers; float -> integer (NaN included: lane::convert has the PTX rule); float ->
+// float except from NaN, f32/f64 results only to nearest, to an integral value only within a type
+// and below 2^62; integer -> float when the integer is exactly a double. No .sat, no subnormal
+// source or result under .ftz.
 std::optional<uint64_t> foldCvt(const ir::Inst& in, uint64_t x) {
   Type s = *in.srcType, t = *in.type;
   if (s.isVector() || t.isVector() || s.isPtr() || t.isPtr() || s.isPred() || t.isPred()) return std::nullopt;

@@ -184,9 +184,10 @@ std::string faultAt(const std::string& file, const std::string& needle, const st
 
 // ---- scalar references ----------------------------------------------------------------------
 
-// Float to integer with the PTX rules: round as given, saturate to the range, NaN gives 0.
+// Float to integer with the PTX rules: round as given, saturate to the range; NaN gives 0, or
+// 1 << 63 into 64 bits (no golden converts an f64, which gives 1 << (width - 1) into any width).
 int64_t toInt(double v, int64_t lo, int64_t hi) {
-  if (std::isnan(v)) return 0;
+  if (std::isnan(v)) return hi == INT64_MAX ? INT64_MIN : 0;
   if (v <= static_cast<double>(lo)) return lo;
   if (v >= static_cast<double>(hi)) return hi;
   return static_cast<int64_t>(v);

@@ -192,7 +192,12 @@ TEST_CASE("interp: f32 arithmetic: IEEE specials, signed zeros, denormals, fused
            {{f32(1), f32(4)}, f32(0.25f)}});
   checkOp({"f32", "f32"}, "%r = div.full %a, %b : f32", "f32", {{{f32(1), f32(0x1p127f)}, 0x00400000}});
   checkOp({"f32"}, "%r = neg %a : f32", "f32", {{{0}, 0x80000000}, {{f32(2)}, f32(-2)}});
-  checkOp({"f32"}, "%r = abs %a : f32", "f32", {{{0x80000000}, 0}, {{ninf}, inf}});
+  checkOp({"f32"}, "%r = abs %a : f32", "f32", {{{0x80000000}, 0}, {{ninf}, inf}, {{0xFFC00123}, kNan32}});
+  // PTX ISA, abs: an f64 NaN passes through (sign cleared); other formats give an unspecified NaN.
+  checkOp({"f64"}, "%r = abs %a : f64", "f64",
+          {{{0xFFF8000000000123}, 0x7FF8000000000123}, {{0x7FF0000000000001}, 0x7FF0000000000001}, {{f64(-2)}, f64(2)}});
+  checkOp({"f16"}, "%r = abs %a : f16", "f16", {{{0xFE01}, 0x7FFF}, {{0xBC00}, 0x3C00}});
+  checkOp({"f64"}, "%r = neg %a : f64", "f64", {{{0x7FF8000000000123}, 0x7FFFFFFFFFFFFFFF}, {{f64(2)}, f64(-2)}});
   checkOp({"f64", "f64"}, "%r = add %a, %b : f64", "f64",
           {{{f64(0.1), f64(0.2)}, f64(0.1 + 0.2)}, {{f64(INFINITY), f64(-INFINITY)}, 0x7FFFFFFFFFFFFFFF}});
   checkOp({"f64", "f64", "f64"}, "%r = fma %a, %b, %c : f64", "f64",
@@ -293,7 +298,7 @@ TEST_CASE("interp: cvt between floats with rounding modes") {
   checkOp({"f32"}, "%r = cvt.sat %a : f32 -> f32", "f32", {{{f32(1.5f)}, f32(1)}, {{0x7FC00000}, 0}, {{f32(-0.0f)}, 0}});
 }
 
-TEST_CASE("interp: cvt float to integer saturates, NaN gives 0") {
+TEST_CASE("interp: cvt float to integer saturates, NaN gives 0 or 1 << (width - 1)") {
   checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> s32", "s32",
           {{{f32(3.7f)}, 3}, {{f32(-3.7f)}, 0xFFFFFFFD}, {{f32(3e9f)}, 0x7FFFFFFF}, {{f32(-3e9f)}, kMin32},
            {{0x7FC00000}, 0}, {{f32(INFINITY)}, 0x7FFFFFFF}});
@@ -306,6 +311,27 @@ TEST_CASE("interp: cvt float to integer saturates, NaN gives 0") {
   checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> s64", "s64", {{{f64(1e19)}, 0x7FFFFFFFFFFFFFFF}, {{f64(-1e19)}, uint64_t{1} << 63}});
   checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> u64", "u64", {{{f64(1e20)}, ~uint64_t{0}}, {{f64(0x1p63)}, uint64_t{1} << 63}});
   checkOp({"f16"}, "%r = cvt.rni %a : f16 -> s32", "s32", {{{0x4100}, 2}, {{0x7C00}, 0x7FFFFFFF}});  // 2.5 -> 2
+  // PTX ISA, cvt: NaN gives 0 only when the source is not f64 and the destination not 64-bit;
+  // otherwise 1 << (width - 1), whatever the signedness.
+  const uint64_t nan64 = 0x7FF8000000000000, top64 = uint64_t{1} << 63;
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> u32", "u32", {{{0xFFC00000}, 0}});
+  checkOp({"f16"}, "%r = cvt.rzi %a : f16 -> s16", "s16", {{{0x7E00}, 0}});
+  checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> s32", "s32", {{{nan64}, kMin32}});
+  checkOp({"f64"}, "%r = cvt.rni %a : f64 -> u32", "u32", {{{nan64 | top64}, kMin32}});
+  checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> s16", "s16", {{{nan64}, 0x8000}});
+  checkOp({"f64"}, "%r = cvt.rzi %a : f64 -> s64", "s64", {{{nan64}, top64}});
+  checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> s64", "s64", {{{0x7FC00000}, top64}});
+  checkOp({"f32"}, "%r = cvt.rmi.ftz %a : f32 -> u64", "u64", {{{0x7FC00000}, top64}});
+  checkOp({"f16"}, "%r = cvt.rzi %a : f16 -> u64", "u64", {{{0x7E00}, top64}});
+}
+
+TEST_CASE("interp: cvt.ftz flushes f32 sources and results only") {
+  // f32 -> f16: a subnormal f32 source flushes, a subnormal f16 result (2^-24) stays.
+  checkOp({"f32"}, "%r = cvt.rn.ftz %a : f32 -> f16", "f16", {{{0x33800000}, 0x0001}, {{0x80000001}, 0x8000}});
+  // f16 -> f32: the subnormal f16 source stays (and is normal in f32).
+  checkOp({"f16"}, "%r = cvt.ftz %a : f16 -> f32", "f32", {{{0x0001}, 0x33800000}, {{0x83FF}, 0xB87FC000}});
+  // f64 -> f32: the subnormal f32 result flushes; a subnormal f64 source is not an f32 and stays.
+  checkOp({"f64"}, "%r = cvt.rn.ftz %a : f64 -> f32", "f32", {{{f64(0x1p-140)}, 0}, {{f64(-0x1p-140)}, kMin32}});
 }
 
 TEST_CASE("interp: cvt integer to float rounds in every mode") {
@@ -350,6 +376,12 @@ TEST_CASE("interp: approximate functions at exact and special values") {
   checkOp({"f64"}, "%r = rcp.approx.ftz %a : f64", "f64",
           {{{f64(3)}, 0x3FD5555500000000}, {{0x40080000FFFFFFFF}, 0x3FD5555500000000}, {{0x7FF8000000000001}, 0x7FFFFFFF00000000},
            {{0x8000000000000001}, f64(-INFINITY)}, {{f64(0.5)}, f64(2)}});
+  // So does rsqrt.approx.ftz.f64; rsqrt.approx.f64 is 1/sqrt in double (0x3FE6A09E667F3BCC for 2).
+  checkOp({"f64"}, "%r = rsqrt.approx.ftz %a : f64", "f64",
+          {{{f64(2)}, 0x3FE6A09E00000000}, {{0x40100000FFFFFFFF}, f64(0.5)}, {{0x0000000000000001}, f64(INFINITY)},
+           {{0x8000000000000001}, f64(-INFINITY)}, {{f64(-0.0)}, f64(-INFINITY)}, {{f64(-1)}, 0x7FFFFFFF00000000},
+           {{f64(-INFINITY)}, 0x7FFFFFFF00000000}, {{0xFFF8000000000001}, 0x7FFFFFFF00000000}, {{f64(INFINITY)}, 0}});
+  checkOp({"f64"}, "%r = rsqrt.approx %a : f64", "f64", {{{f64(2)}, 0x3FE6A09E667F3BCC}, {{0x0000000000000001}, 0x6180000000000000}});
 }
 
 namespace {
