@@ -546,6 +546,28 @@ GOLDEN_TEST("conversions.tir", "bitcasts") {
   });
 }
 
+// ---- bitcast-vectors.tir -----------------------------------------------------------------------
+
+// Each kernel loads its vectors from the start of src, so every bitcast is src's first bytes read
+// as one little-endian scalar (Checker::exact keeps the probe's width of them), and the kernel's
+// last store leaves the first `stored` of them in dst.
+void checkPackedLoads(Session& s, const std::vector<std::string>& names, unsigned stored) {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const uint64_t first = run.inputArray<uint64_t>("src")[0];
+    const uint64_t mask = stored == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * stored)) - 1;
+    const uint64_t before = run.inputArray<uint64_t>("dst")[0];
+    Checker chk(s.probes, o);
+    chk.complete(run.threads());
+    for (uint64_t t = 0; t < run.threads(); ++t)
+      for (const std::string& name : names) chk.exact(t, name, first);
+    chk.bits("dst", o.array<uint64_t>("dst")[0], (before & ~mask) | (first & mask));
+  });
+}
+
+GOLDEN_TEST("bitcast-vectors.tir", "bytes") { checkPackedLoads(s, {"h", "w", "f"}, 4); }
+GOLDEN_TEST("bitcast-vectors.tir", "halves") { checkPackedLoads(s, {"w", "f", "d"}, 8); }
+GOLDEN_TEST("bitcast-vectors.tir", "words") { checkPackedLoads(s, {"d", "q"}, 8); }
+
 // ---- dynamic-shared.tir ------------------------------------------------------------------------
 
 GOLDEN_TEST("dynamic-shared.tir", "scale") {

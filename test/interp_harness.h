@@ -602,6 +602,16 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      r.bits("i", g() % 2 ? g() : g() % 601 - 300);
                    });
                  }});
+  // bitcast-vectors.tir: 16 bytes of random bits to load as vectors and pack.
+  const auto bitcastRuns = [](std::mt19937& rng) {
+    return uniformRuns(rng, 20, [](Run& r, std::mt19937& g) {
+      r.buffer("src", std::vector<uint64_t>{randomBits(g, 64), randomBits(g, 64)});
+      r.buffer("dst", std::vector<uint64_t>{randomBits(g, 64), randomBits(g, 64)});
+    });
+  };
+  all.push_back({"bitcast-vectors.tir", "bytes", "entry", {"h", "w", "f"}, bitcastRuns});
+  all.push_back({"bitcast-vectors.tir", "halves", "entry", {"w", "f", "d"}, bitcastRuns});
+  all.push_back({"bitcast-vectors.tir", "words", "entry", {"d", "q"}, bitcastRuns});
   // constants-specials.tir
   all.push_back({"constants-specials.tir",
                  "constants",

@@ -552,3 +552,58 @@ kernel @k(%src: ptr.global align 16, %dst: ptr.global align 16) {
   CHECK(out[3] == 0xC0003E00);
   CHECK((uint64_t(out[7]) << 32 | out[6]) == d1);
 }
+
+TEST_CASE("interp: bitcast of a vector packs its lanes, lane 0 in the lowest bits") {
+  // Each vector is loaded from bytes the test knows, so its bitcast must be those bytes read as one
+  // little-endian scalar; the s8 lanes from cvt hold negative values, whose 16-bit PTX registers
+  // carry a sign extension that must not leak into the packed bits.
+  const std::string kernel = R"(target sm_90
+ptx 7.8
+kernel @k(%src: ptr.global align 16, %dst: ptr.global align 16) {
+^entry:
+  %c4 = const 4 : u64
+  %c8 = const 8 : u64
+  %c16 = const 16 : u64
+  %c24 = const 24 : u64
+  %b4 = ld %src : v4.s8
+  %w = bitcast %b4 : v4.s8 -> u32
+  st %dst, %w : u32
+  %b2 = ld %src : v2.u8
+  %h = bitcast %b2 : v2.u8 -> u16
+  %d4 = ptradd %dst, %c4 : ptr.global
+  st %d4, %h : u16
+  %s8 = ptradd %src, %c8 : ptr.global
+  %f2 = ld %s8 : v2.f16
+  %fb = bitcast %f2 : v2.f16 -> b32
+  %d8 = ptradd %dst, %c8 : ptr.global
+  st %d8, %fb : b32
+  %q4 = ld %src : v4.u16
+  %q = bitcast %q4 : v4.u16 -> u64
+  %d16 = ptradd %dst, %c16 : ptr.global
+  st %d16, %q : u64
+  %p2 = ld %s8 : v2.f32
+  %pd = bitcast %p2 : v2.f32 -> f64
+  %d24 = ptradd %dst, %c24 : ptr.global
+  st %d24, %pd : f64
+  %m3 = const -3 : s32
+  %m5 = const -5 : s32
+  %n3 = cvt %m3 : s32 -> s8
+  %n5 = cvt %m5 : s32 -> s8
+  %neg = pack %n3, %n5 : v2.s8
+  %nb = bitcast %neg : v2.s8 -> b16
+  %c6 = const 6 : u64
+  %d6 = ptradd %dst, %c6 : ptr.global
+  st %d6, %nb : b16
+  ret
+}
+)";
+  const std::vector<uint32_t> src = {0xFE027F81, 0x80FF1234, 0x3C00BC00, 0xC0490FDB};
+  Interpreter vm = runKernel(kernel, {{"src", src}, {"dst", std::vector<uint32_t>(8, 0)}}, {1, 1, 1}, {1, 1, 1});
+  std::vector<uint32_t> out = vm.read<uint32_t>("dst");
+  auto word = [](uint32_t lo, uint32_t hi) { return uint64_t{hi} << 32 | lo; };
+  CHECK(hex(out[0]) == hex(src[0]));                           // v4.s8 -> u32
+  CHECK(hex(out[1]) == hex(0xFBFD0000 | (src[0] & 0xFFFF)));   // v2.u8 -> u16; -3, -5 as v2.s8 -> b16
+  CHECK(hex(out[2]) == hex(src[2]));                           // v2.f16 -> b32
+  CHECK(hex(word(out[4], out[5])) == hex(word(src[0], src[1])));  // v4.u16 -> u64
+  CHECK(hex(word(out[6], out[7])) == hex(word(src[2], src[3])));  // v2.f32 -> f64
+}

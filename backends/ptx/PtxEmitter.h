@@ -62,6 +62,7 @@ class KernelEmitter {
   void emitInst(const ir::Inst& in);
   void emitConst(const ir::Inst& in, ir::Type t);
   void emitCvt(const ir::Inst& in, ir::Type s, ir::Type t);
+  void emitBitcast(const ir::Inst& in, ir::Type s, ir::Type t);
   void emitMemory(const ir::Inst& in, ir::Type t);
   // The state space a memory op addresses, as a PTX qualifier (".global", "" for generic).
   std::string spaceOf(ir::ValueId ptr) const;

@@ -124,7 +124,7 @@ void KernelEmitter::emitInst(const Inst& in) {
       plain(in, "selp." + (t.scalar == Scalar::F32 || t.scalar == Scalar::F64 ? typeSuffix(t) : regBits(t)));
       return;
     case Op::Cvt: emitCvt(in, *in.srcType, t); return;
-    case Op::Bitcast: plain(in, "mov." + regBits(t)); return;
+    case Op::Bitcast: emitBitcast(in, *in.srcType, t); return;
     case Op::PtrAdd: plain(in, "add.s" + bitsOf(t)); return;
     case Op::Pack:
       for (unsigned l = 0; l < t.lanes; ++l)
@@ -220,6 +220,27 @@ void KernelEmitter::emitCvt(const Inst& in, Type s, Type t) {
   if (round.empty() && !tf) round = ".rzi";
   if (round.empty() && ftz.empty() && sat.empty() && s == t) plain(in, "mov." + regBits(t));
   else plain(in, "cvt" + round + ftz + sat + "." + cvtType(t) + "." + cvtType(s));
+}
+
+// A scalar bitcast is a move. A vector source packs into the scalar with lane 0 in the lowest
+// bits (the interpreter's layout, and the order of PTX's {a, b} vector operand): 16- and 32-bit
+// lanes with one mov; 8-bit lanes live in 16-bit registers whose upper byte may hold anything (a
+// sign-extending load), so prmt takes the low byte of each.
+void KernelEmitter::emitBitcast(const Inst& in, Type s, Type t) {
+  if (!s.isVector()) return plain(in, "mov." + regBits(t));
+  ir::ValueId v = in.operands[0];
+  std::string d = reg(in.result);
+  if (s.bits() != 8) return line("mov.b" + bitsOf(t) + " " + d + ", " + regs(v) + ";");
+  auto pair = [&](unsigned l) { return "{" + reg(v, l) + ", " + reg(v, l + 1) + "}"; };
+  std::string lo = regName(RegClass::B32, temp(RegClass::B32));
+  line("mov.b32 " + lo + ", " + pair(0) + ";");
+  if (s.lanes == 2) {
+    line("prmt.b32 " + lo + ", " + lo + ", 0, 0x4420;");  // bytes 0 and 2 (each lane's low byte), zeros
+    line("cvt.u16.u32 " + d + ", " + lo + ";");
+    return;
+  }
+  line("mov.b32 " + d + ", " + pair(2) + ";");
+  line("prmt.b32 " + d + ", " + lo + ", " + d + ", 0x6420;");  // bytes 0 and 2 of each pair
 }
 
 // ld and st: ld{.volatile}{.space}{.cop}{.nc}{.vN}.type, st{.volatile}{.space}{.cop}{.vN}.type.
