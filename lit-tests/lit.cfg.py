@@ -2,9 +2,11 @@
 #   %truenoc         the truenoc binary of this build
 #   %simdriver       the simulated driver of this build (libtruenort-sim.so, docs/simulator.md)
 #   %ptxas-verify    assembles PTX from stdin for the given -arch (REQUIRES: ptxas)
+#   %nvdisasm        CUDA's disassembler, for tests that read the SASS of a cubin (REQUIRES: nvdisasm)
 #   %examples        the examples/ folder
 #   FileCheck, not   from LLVM
 import os
+import shutil
 import lit.formats
 import lit.util
 
@@ -22,6 +24,25 @@ in_ci = os.environ.get("CI") == "true"
 for tool, path in (("FileCheck", config.filecheck), ("not", config.not_tool), ("ptxas", config.ptxas)):
     if not path and in_ci:
         lit_config.fatal("CI=true but %s is missing" % tool)
+
+
+# nvdisasm: on PATH, next to ptxas, in the CUDA toolkit, or where tools/deps.sh installs it from
+# PyPI when the toolkit has none.
+def find_nvdisasm():
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    dirs = [os.path.dirname(config.ptxas) if config.ptxas else "",
+            os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin"),
+            os.path.join(cache, "truenoc", "tools", "bin")]
+    candidates = [os.path.join(d, "nvdisasm") for d in dirs if d]
+    return shutil.which("nvdisasm") or next((p for p in candidates if os.access(p, os.X_OK)), "")
+
+
+nvdisasm = find_nvdisasm()
+if nvdisasm:
+    config.available_features.add("nvdisasm")
+    config.substitutions.append(("%nvdisasm", nvdisasm))
+elif in_ci:
+    lit_config.fatal("CI=true but nvdisasm is missing (tools/deps.sh installs it)")
 
 config.substitutions.append(("%truenoc", os.path.join(config.truenoc_bin_dir, "truenoc")))
 config.substitutions.append(("%examples", os.path.join(config.truenoc_src_dir, "examples")))

@@ -71,8 +71,11 @@ void KernelEmitter::emitInst(const Inst& in) {
         plain(in, name + (in.op == Op::Mul ? ".lo" : "") + ftzSat + "." + typeSuffix(t));
         return;
       }
-      // .exact rounds explicitly, which keeps ptxas from contracting the op into an fma.
-      if (round.empty() && in.mod(ModGroup::Exact) != Mod::None) round = ".rn";
+      // Always an explicit rounding: ptxas may contract a mul and an add that have none into an fma
+      // (PTX ISA, add/mul: "mul/add sequences with no rounding modifiers may be optimized to use
+      // fused-multiply-add instructions"), so only fma-fusion makes fmas, and .exact and
+      // fp_contract = "off" hold in the cubin.
+      if (round.empty()) round = ".rn";
       plain(in, name + round + ftzSat + "." + typeSuffix(t));
       return;
     case Op::MulHi:
