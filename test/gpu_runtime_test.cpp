@@ -24,9 +24,8 @@ const Context* gpu() {
 }
 bool noGpu() { return gpu() == nullptr; }
 // Tests of real concurrency or timing cannot pass on the simulated driver, which runs work when
-// it is enqueued; they are skipped there (and counted as skipped). Tests of what only the
-// simulator reports run only there.
-bool noGpuOrSimulated() { return noGpu() || gpu()->simulated(); }
+// it is enqueued; they skip themselves there with a warning. Tests of what only the simulator
+// reports run only there.
 bool notSimulated() { return noGpu() || !gpu()->simulated(); }
 
 std::string gpuTestBundle() { return tn::testpaths::inBuild("test/gpu_test.tnb"); }
@@ -162,7 +161,12 @@ TEST_CASE("gpu: H9 an impossible allocation is an error and the context still wo
   CHECK(host[999] == 7u);
 }
 
-TEST_CASE("gpu: H10 independent streams overlap" * doctest::skip(noGpuOrSimulated())) {
+TEST_CASE("gpu: H10 independent streams overlap" * doctest::skip(noGpu())) {
+  if (gpu()->simulated()) {
+    // doctest's skipped count mixes this with the filtered-out tests: say it where it shows.
+    WARN_MESSAGE(false, "H10 skipped: the simulated driver runs one kernel at a time");
+    return;
+  }
   // wait_flag (stream 1) can only see the flag that set_flag (stream 2, launched after it) sets
   // if the two kernels run at the same time.
   Bundle b = loadBundle(gpuTestBundle());
