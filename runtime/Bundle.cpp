@@ -1,13 +1,18 @@
 #include "truenort/Bundle.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <bit>
+#include <cerrno>
 #include <chrono>
-#include <fstream>
-#include <iterator>
+#include <cstring>
 #include <mutex>
+#include <new>
 #include <optional>
 
 #include "backends/bundle/Bundle.h"
+#include "backends/bundle/ReadFile.h"
 #include "truenort/ArchSelect.h"
 
 namespace truenort {
@@ -141,12 +146,37 @@ Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, 
   return Bundle(std::move(s));
 }
 
+static_assert(Bundle::kMaxFileBytes == tn::bundle::kMaxBundleBytes);
+
+Result<std::vector<uint8_t>> Bundle::read_file(const std::string& path, uint64_t max_bytes) {
+  const char* call = "Bundle::read_file";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make(Errc::InvalidArgument, call, "cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<uint8_t> bytes;
+  int err = 0;
+  tn::bundle::ReadStatus st = tn::bundle::readBounded(fd, max_bytes, bytes, err);
+  ::close(fd);
+  switch (st) {
+    case tn::bundle::ReadStatus::Ok: return bytes;
+    case tn::bundle::ReadStatus::IsDirectory: return make(Errc::InvalidArgument, call, "'" + path + "' is a directory");
+    case tn::bundle::ReadStatus::TooLarge:
+      return make(Errc::InvalidArgument, call, "'" + path + "' is larger than " + std::to_string(max_bytes) + " bytes");
+    case tn::bundle::ReadStatus::CannotRead:
+      return make(Errc::InvalidArgument, call, "cannot read '" + path + "': " + std::strerror(err));
+    case tn::bundle::ReadStatus::OutOfMemory: break;
+  }
+  return make(Errc::OutOfMemory, call, "not enough memory to read '" + path + "'");
+}
+
 Result<Bundle> Bundle::load_file(const Context& ctx, const std::string& path, LoadOptions opts) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make(Errc::InvalidArgument, "Bundle::load_file", "cannot open '" + path + "'");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return make(Errc::InvalidArgument, "Bundle::load_file", "cannot read '" + path + "'");
-  return load(ctx, bytes, opts);
+  auto bytes = read_file(path);
+  if (!bytes) return bytes.error();
+  // The API never throws: load() copies the bytes and builds tables, which may not fit.
+  try {
+    return load(ctx, bytes.value(), opts);
+  } catch (const std::bad_alloc&) {
+    return make(Errc::OutOfMemory, "Bundle::load_file", "not enough memory to load '" + path + "'");
+  }
 }
 
 Result<Kernel> Bundle::kernel(std::string_view name) const {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <thread>
 
@@ -286,6 +287,13 @@ TEST_CASE("gpu: a bundle without IR is refused by the simulated driver with the 
   CHECK(b.error().code == Errc::NoCompatibleCode);
   CHECK(b.error().kernel == "k");
   CHECK(b.error().message == "the bundle carries no IR, which the simulated driver runs (it was built with --no-ir or ir = false)");
+}
+
+TEST_CASE("gpu: load_file of a folder is an error value, not an exception" * doctest::skip(noGpu())) {
+  auto b = Bundle::load_file(*gpu(), std::filesystem::temp_directory_path().string());
+  REQUIRE(!b);
+  CHECK(b.error().code == Errc::InvalidArgument);
+  CHECK(b.error().message.ends_with("' is a directory"));
 }
 
 }  // TEST_SUITE

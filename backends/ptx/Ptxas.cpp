@@ -1,17 +1,22 @@
 #include "backends/ptx/Ptxas.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -62,7 +67,118 @@ bool numberBefore(std::string_view item, std::string_view suffix, uint32_t& out)
   return true;
 }
 
+// ---- signals (see TempDir) ----
+// Only lock-free atomics are touched by the handler, so it is async-signal-safe.
+std::atomic<int> gSignal{0};
+// The running ptxas processes (each its own process group); 0 = free slot. -j is at most 1024.
+std::array<std::atomic<pid_t>, 1024> gChildren{};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<pid_t>::is_always_lock_free);
+
+constexpr int kCaught[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction gPrevious[std::size(kCaught)];
+bool gInstalled[std::size(kCaught)];
+unsigned gTempDirs = 0;  // TempDirs alive; they are made and dropped by one thread
+
+extern "C" void onSignal(int sig) {
+  int saved = errno;
+  int none = 0;
+  gSignal.compare_exchange_strong(none, sig);
+  for (std::atomic<pid_t>& c : gChildren)
+    if (pid_t pid = c.load()) ::kill(-pid, SIGKILL);
+  errno = saved;
+}
+
+void installHandlers() {
+  if (gTempDirs++ > 0) return;
+  struct sigaction sa {};
+  sa.sa_handler = onSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (size_t i = 0; i < std::size(kCaught); ++i) {
+    gInstalled[i] = false;
+    // A signal the caller ignores (nohup, a background job) stays ignored.
+    if (::sigaction(kCaught[i], nullptr, &gPrevious[i]) != 0 || gPrevious[i].sa_handler == SIG_IGN) continue;
+    gInstalled[i] = ::sigaction(kCaught[i], &sa, nullptr) == 0;
+  }
+}
+
+void restoreHandlers() {
+  if (--gTempDirs > 0) return;
+  for (size_t i = 0; i < std::size(kCaught); ++i)
+    if (gInstalled[i]) ::sigaction(kCaught[i], &gPrevious[i], nullptr);
+}
+
+// Registers a running ptxas for the handler; kills it at once if a signal came first.
+class ChildSlot {
+ public:
+  explicit ChildSlot(pid_t pid) {
+    for (std::atomic<pid_t>& c : gChildren) {
+      pid_t free = 0;
+      if (c.compare_exchange_strong(free, pid)) {
+        slot_ = &c;
+        break;
+      }
+    }
+    if (gSignal.load() || !slot_) ::kill(-pid, SIGKILL);
+  }
+  ~ChildSlot() {
+    if (slot_) slot_->store(0);
+  }
+  ChildSlot(const ChildSlot&) = delete;
+  ChildSlot& operator=(const ChildSlot&) = delete;
+
+ private:
+  std::atomic<pid_t>* slot_ = nullptr;
+};
+
+// Waits for `pid`, killing its process group after `timeoutSeconds` (0: never). false with
+// `error` set when it lost track of the process.
+bool waitFor(pid_t pid, unsigned timeoutSeconds, int& status, bool& timedOut, std::string& error) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::seconds(timeoutSeconds);
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    pid_t r = ::waitpid(pid, &status, timeoutSeconds ? WNOHANG : 0);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) {
+      error = "lost track of ptxas: " + std::string(std::strerror(errno));
+      return false;
+    }
+    if (r == 0 && Clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      timedOut = true;
+      timeoutSeconds = 0;  // now wait for it to go
+      continue;
+    }
+    if (r == 0) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> searchFolders() {
+  std::vector<std::string> out;
+  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
+    const char* root = std::getenv(var);
+    if (root && *root) out.push_back(std::string(root) + "/bin");
+  }
+  // A toolkit named by CUDA_HOME or CUDA_PATH is the one meant: no silent fallback to another.
+  const bool named = !out.empty();
+  if (const char* path = std::getenv("PATH")) {
+    std::string_view rest(path);
+    while (true) {
+      size_t colon = rest.find(':');
+      if (colon != 0 && !rest.empty()) out.emplace_back(rest.substr(0, colon));
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  if (!named) out.push_back("/usr/local/cuda/bin");
+  return out;
+}
 
 std::optional<std::string> find(const std::string& explicitPath, std::string& why) {
   if (!explicitPath.empty()) {
@@ -70,28 +186,16 @@ std::optional<std::string> find(const std::string& explicitPath, std::string& wh
     why = "--ptxas '" + explicitPath + "' is not an executable file";
     return std::nullopt;
   }
-  for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
-    const char* root = std::getenv(var);
-    if (root && *root) {
-      std::string p = std::string(root) + "/bin/ptxas";
-      if (isExecutableFile(p)) return p;
-    }
-  }
-  if (const char* path = std::getenv("PATH")) {
-    std::string_view rest(path);
-    while (true) {
-      size_t colon = rest.find(':');
-      std::string dir(rest.substr(0, colon));
-      if (!dir.empty() && isExecutableFile(dir + "/ptxas")) return dir + "/ptxas";
-      if (colon == std::string_view::npos) break;
-      rest.remove_prefix(colon + 1);
-    }
-  }
-  why = "ptxas was not found (looked at $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH)";
+  for (const std::string& dir : searchFolders())
+    if (isExecutableFile(dir + "/ptxas")) return dir + "/ptxas";
+  why = "ptxas was not found (looked in $CUDA_HOME/bin, $CUDA_PATH/bin, $PATH, and /usr/local/cuda/bin when neither variable is set)";
   return std::nullopt;
 }
 
+int interruptedBy() { return gSignal.load(); }
+
 TempDir::TempDir() {
+  installHandlers();  // first, so that no signal can leave the folder behind
   const char* base = std::getenv("TMPDIR");
   std::string templ = std::string(base && *base ? base : "/tmp") + "/truenoc-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
@@ -101,13 +205,20 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  if (path_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  if (!path_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  restoreHandlers();
 }
 
-Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job) {
+Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job, unsigned timeoutSeconds) {
   Output out;
+  if (gSignal.load()) {
+    out.interrupted = true;
+    out.log = "interrupted";
+    return out;
+  }
   std::string stem = job.kernel + "." + job.target.name();
   std::string ptxPath = workDir + "/" + stem + ".ptx";
   std::string cubinPath = workDir + "/" + stem + ".cubin";
@@ -127,19 +238,32 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // A process group of its own, so that a timeout or a signal kills whatever ptxas started too.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     out.log = "cannot run '" + ptxas + "': " + std::strerror(rc);
     return out;
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      out.log = "lost track of ptxas: " + std::string(std::strerror(errno));
-      return out;
-    }
+  {
+    ChildSlot slot(pid);
+    if (!waitFor(pid, timeoutSeconds, status, out.timedOut, out.log)) return out;
+  }
+  if (gSignal.load()) {
+    out.interrupted = true;
+    out.log = "interrupted";
+    return out;
+  }
+  if (out.timedOut) {
+    out.log = "ptxas did not finish within " + std::to_string(timeoutSeconds) + " s and was killed";
+    return out;
   }
   out.log = readFile(logPath).value_or("");
   replaceAll(out.log, workDir + "/", "");

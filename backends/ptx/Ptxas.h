@@ -1,6 +1,7 @@
 // The ptxas driver: finds ptxas, assembles one PTX module for one target in a private temporary
-// folder and reads the resource usage that `ptxas -v` reports. Runs ptxas directly (no shell);
-// never prints. Safe to call from several threads at once.
+// folder and reads the resource usage that `ptxas -v` reports. Runs ptxas directly (no shell),
+// in a process group of its own, killed when it outlives its timeout; never prints. Safe to call
+// from several threads at once.
 #pragma once
 
 #include <optional>
@@ -12,11 +13,25 @@
 
 namespace tn::ptxas {
 
-// ptxas from `explicitPath` when given (it must be an executable file), else $CUDA_HOME/bin,
-// $CUDA_PATH/bin, then each folder of $PATH. nullopt with `why` set when none is found.
+// The folders find() looks in, in order: $CUDA_HOME/bin, $CUDA_PATH/bin, each folder of $PATH,
+// then, when neither CUDA_HOME nor CUDA_PATH is set, /usr/local/cuda/bin (the toolkit's default
+// install folder).
+std::vector<std::string> searchFolders();
+
+// ptxas from `explicitPath` when given (it must be an executable file), else the first
+// executable `ptxas` in searchFolders(). nullopt with `why` set when none is found.
 std::optional<std::string> find(const std::string& explicitPath, std::string& why);
 
+// Generous: a large kernel takes ptxas seconds, not minutes; 0 means no limit.
+inline constexpr unsigned kDefaultTimeoutSeconds = 300;
+
 // A private folder made with mkdtemp and removed, with its contents, on destruction.
+//
+// While any TempDir exists, SIGINT, SIGTERM and SIGHUP (unless ignored) do not end the process
+// at once: the handler records the signal and kills every running ptxas's process group, which
+// is all it does (both async-signal-safe). assemble() then fails with `interrupted` and starts no
+// more ptxas; the caller unwinds, the destructor removes the folder and restores the previous
+// handlers, and the caller re-raises interruptedBy() so the process ends as the signal demands.
 class TempDir {
  public:
   TempDir();
@@ -40,13 +55,20 @@ struct Job {
 
 struct Output {
   bool ok = false;
+  bool timedOut = false;     // killed after the timeout
+  bool interrupted = false;  // a signal arrived (see TempDir): not run, or killed
   std::string cubin;
   bundle::Resources resources;
   std::string log;  // ptxas's messages, temporary paths removed
 };
 
-// Runs `ptxas -v -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`.
-Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job);
+// Runs `ptxas -v -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`, killing it after
+// `timeoutSeconds` (0: no limit).
+Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job,
+                unsigned timeoutSeconds = kDefaultTimeoutSeconds);
+
+// The signal that arrived while a TempDir existed, or 0.
+int interruptedBy();
 
 // Reads the `-v` report of entry `kernel`; false when the report has no complete entry for it.
 bool parseResources(std::string_view log, std::string_view kernel, bundle::Resources& out);

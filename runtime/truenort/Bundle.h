@@ -135,7 +135,14 @@ class Bundle {
  public:
   // Copies `bytes`, validates them and selects code for ctx's device.
   static Result<Bundle> load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts = {});
+  // Reads the file with read_file, then load()s it.
   static Result<Bundle> load_file(const Context& ctx, const std::string& path, LoadOptions opts = {});
+  // The bytes of a bundle file. InvalidArgument for a folder, an unreadable file, or one larger
+  // than max_bytes (default: 1 GiB, the most a bundle can hold): a regular file's size is
+  // checked before reading, a pipe or device is read to at most max_bytes + 1. OutOfMemory when
+  // the bytes do not fit in memory.
+  static Result<std::vector<uint8_t>> read_file(const std::string& path, uint64_t max_bytes = kMaxFileBytes);
+  static constexpr uint64_t kMaxFileBytes = uint64_t{1} << 30;
   Bundle(Bundle&&) noexcept;
   Bundle& operator=(Bundle&&) noexcept;
   ~Bundle();

@@ -1,0 +1,91 @@
+// The I/O guarantees that have no text form: the runtime's bounded bundle reader and where ptxas
+// is looked for.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "backends/ptx/Ptxas.h"
+#include "truenort/Bundle.h"
+
+namespace {
+
+// Sets an environment variable for one scope and puts the old value back.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? ::setenv(name, value, 1) : ::unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? ::setenv(name_, old_->c_str(), 1) : ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::filesystem::path freshDir(const char* name) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("runtime: Bundle::read_file refuses a folder and anything over its cap, without throwing") {
+  using truenort::Bundle;
+  using truenort::Errc;
+  std::filesystem::path dir = freshDir("truenoc-read-file");
+
+  auto folder = Bundle::read_file(dir.string());
+  REQUIRE(!folder);
+  CHECK(folder.error().code == Errc::InvalidArgument);
+  CHECK(folder.error().message == "'" + dir.string() + "' is a directory");
+
+  // A device is read to at most the cap + 1 bytes.
+  auto zeros = Bundle::read_file("/dev/zero", 1 << 20);
+  REQUIRE(!zeros);
+  CHECK(zeros.error().message == "'/dev/zero' is larger than 1048576 bytes");
+
+  // A regular file's size is checked before reading: a sparse file over 1 GiB is refused at once.
+  std::filesystem::path big = dir / "big.tnb";
+  std::ofstream(big).close();
+  std::filesystem::resize_file(big, Bundle::kMaxFileBytes + 1);
+  auto huge = Bundle::read_file(big.string());
+  REQUIRE(!huge);
+  CHECK(huge.error().message == "'" + big.string() + "' is larger than 1073741824 bytes");
+
+  std::filesystem::path small = dir / "small.bin";
+  std::ofstream(small, std::ios::binary) << "tnb bytes";
+  auto bytes = Bundle::read_file(small.string(), 9);
+  REQUIRE(bytes);
+  CHECK(std::string(bytes.value().begin(), bytes.value().end()) == "tnb bytes");
+  CHECK(!Bundle::read_file(small.string(), 8));
+
+  auto missing = Bundle::read_file((dir / "missing.tnb").string());
+  REQUIRE(!missing);
+  CHECK(missing.error().message == "cannot open '" + (dir / "missing.tnb").string() + "': No such file or directory");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ptxas: searched in $CUDA_HOME/bin, $CUDA_PATH/bin, $PATH, then /usr/local/cuda/bin unless a toolkit is named") {
+  using tn::ptxas::searchFolders;
+  ScopedEnv path("PATH", "/p1::/p2");
+  {
+    ScopedEnv home("CUDA_HOME", nullptr), cudaPath("CUDA_PATH", nullptr);
+    CHECK(searchFolders() == std::vector<std::string>{"/p1", "/p2", "/usr/local/cuda/bin"});
+  }
+  {
+    ScopedEnv home("CUDA_HOME", "/home-cuda"), cudaPath("CUDA_PATH", "/path-cuda");
+    CHECK(searchFolders() == std::vector<std::string>{"/home-cuda/bin", "/path-cuda/bin", "/p1", "/p2"});
+  }
+  {
+    ScopedEnv home("CUDA_HOME", nullptr), cudaPath("CUDA_PATH", "/path-cuda");
+    CHECK(searchFolders() == std::vector<std::string>{"/path-cuda/bin", "/p1", "/p2"});
+  }
+}
