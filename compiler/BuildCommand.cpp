@@ -1,15 +1,14 @@
 // truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only] [--no-ir]
+//   [--ptxas-timeout SECONDS] [--depfile FILE]
 // spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
 // (parallel) -> bundle (cubins, the ptxas version, optional PTX, the compiled IR unless turned
-// off), written atomically.
-#include <sys/stat.h>
+// off) and depfile, written all or nothing (compiler/Output.h).
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -29,6 +28,7 @@ namespace {
 struct BuildOpts {
   std::string spec, output, targets, ptxas, depfile;
   unsigned jobs = 0;
+  unsigned ptxasTimeout = ptxas::kDefaultTimeoutSeconds;
   bool ptxOnly = false;
   bool noIr = false;
 };
@@ -41,6 +41,7 @@ struct Unit {
   std::string ptx;
   std::string ir;  // the module as compiled, printed; empty when the bundle carries no IR
   ptxas::Output out;
+  bool ran = false;  // false when the build stopped before this unit's ptxas
 };
 
 std::optional<std::vector<bundle::Target>> parseTargetList(const std::string& list) {
@@ -62,36 +63,6 @@ std::string describe(const bundle::Resources& r) {
          std::to_string(r.spillLoads) + " bytes spill loads";
 }
 
-// Writes `bytes` to `path` through a temporary file in the same folder, so a failed or
-// interrupted build never leaves a partial bundle behind.
-bool writeAtomically(const std::string& path, const std::string& bytes) {
-  std::string templ = path + ".XXXXXX";
-  std::vector<char> name(templ.begin(), templ.end());
-  name.push_back('\0');
-  int fd = ::mkstemp(name.data());
-  if (fd < 0) {
-    std::fprintf(stderr, "error: cannot write '%s': %s\n", path.c_str(), std::strerror(errno));
-    return false;
-  }
-  bool ok = true;
-  for (size_t done = 0; ok && done < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  mode_t mask = ::umask(0);
-  ::umask(mask);
-  ok = ::fchmod(fd, 0666 & ~mask) == 0 && ok;
-  ok = ::close(fd) == 0 && ok;
-  if (ok && std::rename(name.data(), path.c_str()) != 0) ok = false;
-  if (!ok) {
-    ::unlink(name.data());
-    std::fprintf(stderr, "error: cannot write '%s'\n", path.c_str());
-  }
-  return ok;
-}
-
 // A path in a Makefile-syntax depfile (as CMake's DEPFILE and Ninja read them).
 std::string depPath(const std::string& path) {
   std::string out;
@@ -103,18 +74,101 @@ std::string depPath(const std::string& path) {
   return out;
 }
 
+// The files a build reads: the spec, then each .tir file once.
+std::vector<std::string> inputsOf(const BuildOpts& o, const spec::Spec& spec) {
+  std::vector<std::string> files = {o.spec};
+  for (const spec::KernelSpec& k : spec.kernels)
+    if (!k.tirPath.empty() && std::find(files.begin(), files.end(), k.tirPath) == files.end()) files.push_back(k.tirPath);
+  return files;
+}
+
 // "OUT: SPEC TIR..." so that build systems rerun the build when the spec or a .tir file changes.
-bool writeDepfile(const std::string& path, const BuildOpts& o, const spec::Spec& spec) {
+std::string depfileText(const BuildOpts& o, const std::vector<std::string>& inputs) {
   std::string text = depPath(o.output) + ":";
   if (o.spec != "-") text += " " + depPath(o.spec);
-  std::vector<std::string> tirs;
-  for (const spec::KernelSpec& k : spec.kernels)
-    if (!k.tirPath.empty() && std::find(tirs.begin(), tirs.end(), k.tirPath) == tirs.end()) tirs.push_back(k.tirPath);
-  for (const std::string& t : tirs) text += " \\\n  " + depPath(t);
-  return writeOutput(path, text + "\n");
+  for (size_t i = 1; i < inputs.size(); ++i) text += " \\\n  " + depPath(inputs[i]);
+  return text + "\n";
+}
+
+// The bundle and, with --depfile, the depfile; their bytes are filled in at the end.
+std::vector<io::OutputFile> outputsOf(const BuildOpts& o) {
+  std::vector<io::OutputFile> out = {{o.output, "-o", {}}};
+  if (!o.depfile.empty()) out.push_back({o.depfile, "--depfile", {}});
+  return out;
+}
+
+// ptxas per (kernel, target), -j at a time, in one temporary folder. false when one failed (with
+// a message) or a signal arrived (without one: the caller re-raises it).
+bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec, std::vector<Unit>& units) {
+  ptxas::TempDir tmp;
+  if (!tmp.ok()) {
+    std::fprintf(stderr, "error: %s\n", tmp.error().c_str());
+    return false;
+  }
+  unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  jobs = std::min<unsigned>(jobs, static_cast<unsigned>(units.size()));
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  std::mutex mu;  // progress lines and `thrown`
+  std::exception_ptr thrown;
+  bool tty = ::isatty(STDERR_FILENO) == 1;
+  auto worker = [&] {
+    // An exception must not end a thread (std::terminate): the first is rethrown after the join.
+    try {
+      for (size_t i = next++; i < units.size(); i = next++) {
+        Unit& u = units[i];
+        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec.kernels[u.kernel].name, u.target, u.ptx}, o.ptxasTimeout);
+        u.ran = true;
+        // A ptxas that hangs once likely hangs on every unit: start no more.
+        if (u.out.timedOut) next = units.size();
+        size_t n = ++done;
+        if (tty && !u.out.interrupted) {
+          std::lock_guard<std::mutex> lock(mu);
+          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec.kernels[u.kernel].name.c_str(), u.target.name().c_str(),
+                       u.out.ok ? (std::to_string(u.out.resources.registers) + " registers").c_str() : "failed");
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!thrown) thrown = std::current_exception();
+      next = units.size();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  if (ptxas::interruptedBy()) return false;
+
+  bool failed = false;
+  for (const Unit& u : units) {
+    const spec::KernelSpec& k = spec.kernels[u.kernel];
+    if (!u.ran) {
+      failed = true;
+      continue;
+    }
+    if (!u.out.ok) {
+      printPtxasFailure(k.name, u.target, u.out);
+      failed = true;
+      continue;
+    }
+    const bundle::Resources& r = u.out.resources;
+    if (r.spillStores == 0 && r.spillLoads == 0) continue;
+    ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec.file, k.loc,
+                     "kernel '" + k.name + "' spills registers on " + u.target.name() + " (" + describe(r) + ")" +
+                         (k.allowSpills ? "; allowed by allow_spills" : "; set allow_spills = true in its [[kernel]] entry to accept")};
+    std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
+    failed = failed || !k.allowSpills;
+  }
+  return !failed;
 }
 
 int runBuild(const BuildOpts& o) {
+  if (o.output == "-" && !o.depfile.empty()) {
+    std::fprintf(stderr, "error: --depfile needs the bundle in a file, which its rule names; -o is '-' (standard output)\n");
+    return kUsageError;
+  }
   auto text = readInput(o.spec);
   if (!text) return kInputError;
   std::string display = o.spec == "-" ? "<stdin>" : o.spec;
@@ -123,6 +177,9 @@ int runBuild(const BuildOpts& o) {
   auto spec = spec::parseSpec(*text, display, baseDir, sd);
   printDiagnostics(sd);
   if (!spec) return kInputError;
+  const std::vector<std::string> inputs = inputsOf(o, *spec);
+  std::vector<io::OutputFile> outputs = outputsOf(o);
+  if (!checkOutputs(outputs, inputs)) return kInputError;
   if (!o.targets.empty()) {
     auto list = parseTargetList(o.targets);
     if (!list) return kUsageError;
@@ -174,53 +231,9 @@ int runBuild(const BuildOpts& o) {
   }
   if (failed) return kInputError;
 
-  // ptxas per (kernel, target), in parallel.
   std::string ptxasVersion;
   if (!o.ptxOnly) {
-    ptxas::TempDir tmp;
-    if (!tmp.ok()) {
-      std::fprintf(stderr, "error: %s\n", tmp.error().c_str());
-      return kInputError;
-    }
-    unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-    jobs = std::min<unsigned>(jobs, static_cast<unsigned>(units.size()));
-    std::atomic<size_t> next{0};
-    std::atomic<size_t> done{0};
-    std::mutex progress;
-    bool tty = ::isatty(STDERR_FILENO) == 1;
-    auto worker = [&] {
-      for (size_t i = next++; i < units.size(); i = next++) {
-        Unit& u = units[i];
-        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec->kernels[u.kernel].name, u.target, u.ptx});
-        size_t n = ++done;
-        if (tty) {
-          std::lock_guard<std::mutex> lock(progress);
-          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec->kernels[u.kernel].name.c_str(), u.target.name().c_str(),
-                       u.out.ok ? (std::to_string(u.out.resources.registers) + " registers").c_str() : "failed");
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool) t.join();
-
-    for (const Unit& u : units) {
-      const spec::KernelSpec& k = spec->kernels[u.kernel];
-      if (!u.out.ok) {
-        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), u.target.name().c_str(), u.out.log.c_str());
-        failed = true;
-        continue;
-      }
-      const bundle::Resources& r = u.out.resources;
-      if (r.spillStores == 0 && r.spillLoads == 0) continue;
-      ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec->file, k.loc,
-                       "kernel '" + k.name + "' spills registers on " + u.target.name() + " (" + describe(r) + ")" +
-                           (k.allowSpills ? "; allowed by allow_spills" : "; set allow_spills = true in its [[kernel]] entry to accept")};
-      std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
-      failed = failed || !k.allowSpills;
-    }
-    if (failed) return kInputError;
+    if (!assembleAll(o, ptxasPath, *spec, units)) return kInputError;
     std::string why;
     std::optional<std::string> version = ptxas::version(ptxasPath, why);
     if (!version) {
@@ -250,8 +263,10 @@ int runBuild(const BuildOpts& o) {
     std::fprintf(stderr, "error: cannot write the bundle: %s\n", bytes.error().message.c_str());
     return kInputError;
   }
-  if (!writeAtomically(o.output, *bytes)) return kInputError;
-  return o.depfile.empty() || writeDepfile(o.depfile, o, *spec) ? kOk : kInputError;
+  outputs[0].bytes = *bytes;
+  const std::string depfile = o.depfile.empty() ? std::string() : depfileText(o, inputs);
+  if (!o.depfile.empty()) outputs[1].bytes = depfile;
+  return writeOutputs(outputs, inputs) ? kOk : kInputError;
 }
 
 }  // namespace
@@ -260,10 +275,10 @@ Command buildCommand() {
   return {"build", "Compile a kernel spec (TOML) into a .tnb bundle of cubins", [](CLI::App& app) {
             auto o = std::make_shared<BuildOpts>();
             app.add_option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin")->required();
-            app.add_option("-o,--output", o->output, "Output bundle (.tnb)")->required();
+            app.add_option("-o,--output", o->output, "Output bundle (.tnb), or - for stdout")->required();
             app.add_option("-j,--jobs", o->jobs, "Parallel ptxas jobs (default: one per CPU)")->check(CLI::Range(1u, 1024u));
             app.add_option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
-            app.add_option("--ptxas", o->ptxas, "The ptxas to run (default: $CUDA_HOME/bin, $CUDA_PATH/bin, then PATH)");
+            addPtxasOptions(app, o->ptxas, o->ptxasTimeout);
             app.add_flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
             app.add_flag("--no-ir", o->noIr, "Leave out each kernel's compiled IR (which the CPU simulator runs; spec key 'ir')");
             app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");

@@ -9,6 +9,9 @@
 #include <CLI/CLI.hpp>
 
 #include "backends/bundle/Bundle.h"
+#include "backends/ptx/Ptxas.h"
+#include "compiler/Input.h"
+#include "compiler/Output.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 
@@ -37,13 +40,30 @@ Command listTemplatesCommand();
 Command interpCommand();
 Command explainCommand();
 
+// The whole command line; no exception leaves it (see guarded).
 int run(int argc, char** argv);
+// The CLI's error boundary: runs `body`, turning any exception into "internal error: ..." on
+// stderr and exit status 1.
+int guarded(const std::function<int()>& body);
 
 // ---- helpers shared by the commands --------------------------------------------------------
-// Reads FILE, or stdin for "-". nullopt (with a message on stderr) when unreadable.
-std::optional<std::string> readInput(const std::string& path);
-// Writes to OUT, or stdout for "-". false (with a message on stderr) on failure.
-bool writeOutput(const std::string& path, const std::string& text);
+// Reads FILE, or stdin for "-", within the cap of its kind (compiler/Input.h). nullopt (with a
+// message on stderr) when unreadable or too large.
+std::optional<std::string> readInput(const std::string& path, io::InputKind kind = io::InputKind::Source);
+// Writes to OUT, or stdout for "-", under the rules of compiler/Output.h: `what` names the
+// option in messages; `inputs` are the files the command read. false (with a message on stderr)
+// on failure.
+bool writeOutput(const std::string& path, const std::string& text, const std::string& what = "-o",
+                 std::span<const std::string> inputs = {});
+// Writes all of `outputs` or none of them; false (with a message on stderr) on failure.
+bool writeOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs);
+// Refuses, before any work, outputs that writeOutputs would refuse; false with a message on stderr.
+bool checkOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs);
+// --ptxas PATH and --ptxas-timeout SECONDS, for the commands that run ptxas.
+void addPtxasOptions(CLI::App& app, std::string& path, unsigned& timeoutSeconds);
+// "error: ptxas failed for kernel K on T: LOG" (or that it timed out) on stderr; nothing for an
+// interrupted run, which ends by its signal instead.
+void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out);
 // Prints every diagnostic to stderr in file:line:col form.
 void printDiagnostics(const ir::Diagnostics& diags);
 // Reads and parses a .tir file; prints diagnostics. The display name of stdin is "<stdin>".

@@ -1,12 +1,10 @@
+#include <csignal>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <sstream>
+#include <exception>
 
+#include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
 #include "ir/Parser.h"
-
 
 namespace tn::cli {
 
@@ -17,7 +15,20 @@ const std::vector<Command>& commands() {
   return all;
 }
 
-int run(int argc, char** argv) {
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "internal error: an unknown exception\n");
+  }
+  return kInputError;
+}
+
+namespace {
+
+int runCommandLine(int argc, char** argv) {
   CLI::App app{"truenoc: an ahead-of-time kernel compiler for NVIDIA GPUs", "truenoc"};
   app.set_version_flag("--version", std::string("truenoc ") + TRUENOC_VERSION);
   app.require_subcommand(1);
@@ -38,42 +49,63 @@ int run(int argc, char** argv) {
   return action ? action() : kUsageError;
 }
 
-std::optional<std::string> readInput(const std::string& path) {
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
+}  // namespace
+
+int run(int argc, char** argv) {
+  int status = guarded([&] { return runCommandLine(argc, argv); });
+  // A SIGINT or SIGTERM that arrived while ptxas ran was deferred until its temporary folder
+  // was removed (backends/ptx/Ptxas.h); now it ends the process as the signal would have.
+  if (int sig = ptxas::interruptedBy()) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "error: cannot open '%s'\n", path.c_str());
-    return std::nullopt;
-  }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    std::fprintf(stderr, "error: cannot read '%s'\n", path.c_str());
+  return status;
+}
+
+std::optional<std::string> readInput(const std::string& path, io::InputKind kind) {
+  std::string text, error;
+  if (!io::readFile(path, kind, text, error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
     return std::nullopt;
   }
   return text;
 }
 
-bool writeOutput(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    if (std::fflush(stdout) != 0) {
-      std::fprintf(stderr, "error: cannot write to standard output\n");
-      return false;
-    }
-    return true;
-  }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.close();
-  if (!out) {
-    std::fprintf(stderr, "error: cannot write '%s'\n", path.c_str());
-    return false;
-  }
-  return true;
+bool writeOutput(const std::string& path, const std::string& text, const std::string& what,
+                 std::span<const std::string> inputs) {
+  const io::OutputFile out[] = {{path, what, text}};
+  return writeOutputs(out, inputs);
+}
+
+bool writeOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs) {
+  std::string error;
+  if (io::writeFiles(outputs, inputs, error)) return true;
+  std::fprintf(stderr, "error: %s\n", error.c_str());
+  return false;
+}
+
+bool checkOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs) {
+  std::string error;
+  if (io::checkOutputs(outputs, inputs, error)) return true;
+  std::fprintf(stderr, "error: %s\n", error.c_str());
+  return false;
+}
+
+void addPtxasOptions(CLI::App& app, std::string& path, unsigned& timeoutSeconds) {
+  app.add_option("--ptxas", path,
+                 "The ptxas to run (default: the first in $CUDA_HOME/bin, $CUDA_PATH/bin, $PATH, then "
+                 "/usr/local/cuda/bin when neither variable is set)");
+  app.add_option("--ptxas-timeout", timeoutSeconds, "Seconds one ptxas run may take before it is killed (0: no limit)")
+      ->capture_default_str();
+}
+
+void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out) {
+  if (out.interrupted) return;
+  if (out.timedOut)
+    std::fprintf(stderr, "error: kernel '%s' on %s: %s; raise the limit with --ptxas-timeout SECONDS\n", kernel.c_str(),
+                 target.name().c_str(), out.log.c_str());
+  else
+    std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", kernel.c_str(), target.name().c_str(), out.log.c_str());
 }
 
 void printDiagnostics(const ir::Diagnostics& diags) {

@@ -237,6 +237,10 @@ std::vector<std::string> splitNamespace(const std::string& ns) {
 }
 
 int runEmbed(const std::string& input, std::string ns, const std::string& outDir) {
+  if (outDir == "-") {
+    std::fprintf(stderr, "error: embed writes two files, NAME.hpp and NAME.cpp: -o needs a folder, not '-' (standard output)\n");
+    return kUsageError;
+  }
   std::string bytes;
   auto r = openBundle(input, bytes);
   if (!r) return kInputError;
@@ -312,8 +316,9 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     return kInputError;
   }
   std::string dir = outDir.empty() ? std::string(".") : outDir;
-  if (!writeOutput(dir + "/" + base + ".hpp", hpp) || !writeOutput(dir + "/" + base + ".cpp", cpp)) return kInputError;
-  return kOk;
+  const io::OutputFile outputs[] = {{dir + "/" + base + ".hpp", "-o", hpp}, {dir + "/" + base + ".cpp", "-o", cpp}};
+  const std::string inputs[] = {input};
+  return writeOutputs(outputs, inputs) ? kOk : kInputError;
 }
 
 }  // namespace

@@ -37,7 +37,8 @@ Command emitPtxCommand() {
               compile::Output out = compile::compile(*mod, *target, co, cd);
               printDiagnostics(cd);
               if (!out.ptx) return int(kInputError);
-              return writeOutput(o->output, *out.ptx) ? int(kOk) : int(kInputError);
+              const std::string inputs[] = {o->input};
+              return writeOutput(o->output, *out.ptx, "-o", inputs) ? int(kOk) : int(kInputError);
             });
           }};
 }

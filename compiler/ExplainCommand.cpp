@@ -1,4 +1,5 @@
-// truenoc explain FILE [--target sm_XY] [--kernel NAME] [--dyn-shared BYTES] [--ptxas PATH] [--json]
+// truenoc explain FILE [--target sm_XY] [--kernel NAME] [--dyn-shared BYTES] [--ptxas PATH]
+//   [--ptxas-timeout SECONDS] [--json]
 // A resource and hazard report per kernel, on the IR that `truenoc build` compiles (after -O2):
 // predicted registers (register-liveness), shared memory, block size, an occupancy estimate from
 // passes/TargetLimits, the findings of the checkers (barrier-safety, tile-validation, ...), and,
@@ -22,6 +23,7 @@ namespace {
 
 struct ExplainOptions {
   std::string input, target, kernel, ptxas;
+  unsigned ptxasTimeout = ptxas::kDefaultTimeoutSeconds;
   int64_t dynShared = -1;  // bytes of dynamic shared memory per block; -1 = not given
   bool json = false;
 };
@@ -209,7 +211,7 @@ int runExplain(const ExplainOptions& o) {
   if (vd.hasErrors()) return kInputError;
 
   std::string why;
-  // --ptxas, then $CUDA_HOME/bin, $CUDA_PATH/bin and $PATH: the same search as `truenoc build`.
+  // --ptxas, else the same search as `truenoc build` (ptxas::searchFolders).
   std::optional<std::string> ptxasPath = ptxas::find(o.ptxas, why);
   if (!ptxasPath && !o.ptxas.empty()) {
     std::fprintf(stderr, "error: %s\n", why.c_str());
@@ -257,10 +259,9 @@ int runExplain(const ExplainOptions& o) {
       return kInputError;
     }
     if (ptxasPath) {
-      ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, one.target, *compiled.ptx});
+      ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, one.target, *compiled.ptx}, o.ptxasTimeout);
       if (!out.ok) {
-        std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", k.name.c_str(), target.c_str(),
-                     out.log.c_str());
+        printPtxasFailure(k.name, one.target, out);
         return kInputError;
       }
       r.ptxasRan = true;
@@ -288,8 +289,7 @@ Command explainCommand() {
             app.add_option("--dyn-shared", o->dynShared,
                            "Bytes of dynamic shared memory per block, counted for kernels that declare dynamic arrays")
                 ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
-            app.add_option("--ptxas", o->ptxas,
-                           "The ptxas to run (default: $CUDA_HOME/bin, $CUDA_PATH/bin, then PATH)");
+            addPtxasOptions(app, o->ptxas, o->ptxasTimeout);
             app.add_flag("--json", o->json, "Print JSON instead of text");
             return std::function<int()>([o] { return runExplain(*o); });
           }};

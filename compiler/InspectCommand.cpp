@@ -144,7 +144,7 @@ int extract(const bundle::Reader& r, const std::string& what) {
 }  // namespace
 
 std::optional<bundle::Reader> openBundle(const std::string& path, std::string& bytes) {
-  auto data = readInput(path);
+  auto data = readInput(path, io::InputKind::Bundle);
   if (!data) return std::nullopt;
   bytes = std::move(*data);
   std::string name = path == "-" ? "<stdin>" : path;

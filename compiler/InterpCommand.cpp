@@ -2,8 +2,6 @@
 // Runs one kernel in the interpreter (backends/interp/Interp.h): pointer parameters get the raw bytes
 // of a file, scalars a literal of their type; --out writes a buffer back after the run.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 
 #include "backends/interp/Interp.h"
 #include "compiler/Command.h"
@@ -85,7 +83,7 @@ int runInterp(const InterpOpts& o) {
     if (*ptr) {
       if (value.empty() || value[0] != '@')
         return usage("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
-      auto text = readInput(value.substr(1));
+      auto text = readInput(value.substr(1), io::InputKind::Buffer);
       if (!text) return kInputError;
       const auto* data = reinterpret_cast<const std::byte*>(text->data());
       if (auto e = vm.bindBuffer(name, std::vector<std::byte>(data, data + text->size()))) return usage(e->diag.message);
@@ -95,14 +93,20 @@ int runInterp(const InterpOpts& o) {
   }
   for (const interp::ParamInfo& p : vm.params())
     if (!p.bound) return usage("missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
-  std::vector<std::pair<std::string, std::string>> outs;
+  std::vector<std::string> outNames;
+  std::vector<io::OutputFile> outs;
   for (const std::string& out : o.outs) {
     std::string name, file;
     if (!splitAssignment(out, name, file) || file.empty()) return usage("invalid --out '" + out + "' (expected name=FILE)");
     auto ptr = isPointer(name);
     if (!ptr || !*ptr) return usage("--out names '" + name + "', which is not a pointer parameter of '" + o.kernel + "'");
-    outs.push_back({name, file});
+    outNames.push_back(name);
+    outs.push_back({file, "--out " + name, {}});
   }
+  // Buffers are read in full before the run, so --out may update an --arg file in place; only
+  // the kernel's source is protected.
+  const std::string inputs[] = {o.input};
+  if (!checkOutputs(outs, inputs)) return kInputError;
 
   interp::LaunchConfig cfg{*grid, *block, o.dynShared};
   interp::Options opts;
@@ -119,12 +123,11 @@ int runInterp(const InterpOpts& o) {
   std::fprintf(stderr, "interp: kernel '%s' ran %llu blocks of %u threads: %llu instructions executed\n",
                o.kernel.c_str(), static_cast<unsigned long long>(st.blocks), block->total(),
                static_cast<unsigned long long>(st.instructions));
-  for (const auto& [name, file] : outs) {
-    const std::vector<std::byte>* b = vm.buffer(name);
-    std::string text(reinterpret_cast<const char*>(b->data()), b->size());
-    if (!writeOutput(file, text)) return kInputError;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::vector<std::byte>* b = vm.buffer(outNames[i]);
+    outs[i].bytes = std::string_view(reinterpret_cast<const char*>(b->data()), b->size());
   }
-  return kOk;
+  return writeOutputs(outs, inputs) ? kOk : kInputError;
 }
 
 }  // namespace

@@ -125,7 +125,8 @@ int runOpt(const OptOptions& o) {
   flush();
   if (o.timePasses) std::fputs(passes::formatTimingReport(runner.stats()).c_str(), stderr);
   if (!ok || pd.hasErrors()) return kInputError;
-  return writeOutput(o.output, ir::print(*mod)) ? kOk : kInputError;
+  const std::string inputs[] = {o.input};
+  return writeOutput(o.output, ir::print(*mod), "-o", inputs) ? kOk : kInputError;
 }
 
 }  // namespace

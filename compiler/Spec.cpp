@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 
+#include "compiler/Input.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
@@ -356,12 +356,10 @@ std::optional<Spec> parseSpec(std::string_view text, const std::string& file, co
 const ir::Module* TirCache::get(const std::string& path, const std::string& specFile, SourceLoc loc, ir::Diagnostics& diags) {
   auto it = modules_.find(path);
   if (it == modules_.end()) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
+    std::string text, error;
     std::optional<ir::Module> m;
-    if (!in) diags.report(ir::Severity::Error, specFile, loc, "cannot read tir file " + q(path));
-    else m = ir::parseModule(text.str(), path, diags);
+    if (!io::readFile(path, io::InputKind::Source, text, error)) diags.report(ir::Severity::Error, specFile, loc, "tir file: " + error);
+    else m = ir::parseModule(text, path, diags);
     it = modules_.emplace(path, std::move(m)).first;  // a failure is reported once, then cached
   }
   return it->second ? &*it->second : nullptr;

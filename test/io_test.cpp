@@ -1,18 +1,41 @@
-// The I/O guarantees that have no text form: the runtime's bounded bundle reader and where ptxas
-// is looked for.
+// The I/O guarantees that have no text form (docs/robustness.md): the CLI's error boundary, the
+// runtime's bounded bundle reader, and where ptxas is looked for. The CLI's reading and writing
+// rules are lit tests (lit-tests/robustness/).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <stdexcept>
 
 #include "backends/ptx/Ptxas.h"
+#include "compiler/Command.h"
 #include "truenort/Bundle.h"
 
 namespace {
+
+// Runs `body` with stderr sent to a file; returns what it wrote.
+template <class F>
+std::string stderrOf(F body) {
+  std::fflush(stderr);
+  FILE* file = std::tmpfile();
+  REQUIRE(file);
+  int saved = ::dup(STDERR_FILENO);
+  ::dup2(::fileno(file), STDERR_FILENO);
+  body();
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  std::string text;
+  std::rewind(file);
+  for (int c; (c = std::fgetc(file)) != EOF;) text += static_cast<char>(c);
+  std::fclose(file);
+  return text;
+}
 
 // Sets an environment variable for one scope and puts the old value back.
 class ScopedEnv {
@@ -36,6 +59,17 @@ std::filesystem::path freshDir(const char* name) {
 }
 
 }  // namespace
+
+TEST_CASE("cli: an exception that reaches the error boundary is an internal error with exit status 1") {
+  int status = -1;
+  std::string err = stderrOf([&] { status = tn::cli::guarded([]() -> int { throw std::runtime_error("boom"); }); });
+  CHECK(status == 1);
+  CHECK(err == "internal error: boom\n");
+  err = stderrOf([&] { status = tn::cli::guarded([]() -> int { throw 42; }); });
+  CHECK(status == 1);
+  CHECK(err == "internal error: an unknown exception\n");
+  CHECK(tn::cli::guarded([] { return 0; }) == 0);
+}
 
 TEST_CASE("runtime: Bundle::read_file refuses a folder and anything over its cap, without throwing") {
   using truenort::Bundle;
