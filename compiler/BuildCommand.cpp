@@ -235,7 +235,7 @@ int runBuild(const BuildOpts& o) {
   if (!o.ptxOnly) {
     if (!assembleAll(o, ptxasPath, *spec, units)) return kInputError;
     std::string why;
-    std::optional<std::string> version = ptxas::version(ptxasPath, why);
+    std::optional<std::string> version = ptxas::version(ptxasPath, why, o.ptxasTimeout);
     if (!version) {
       std::fprintf(stderr, "error: cannot tell which ptxas version assembled the cubins: %s\n", why.c_str());
       return kInputError;

@@ -271,6 +271,7 @@ int runExplain(const ExplainOptions& o) {
     }
     reports.push_back(std::move(r));
   }
+  tmp.reset();  // ptxas is done: signals take their default action again while the report is written
   std::string file = o.input == "-" ? "<stdin>" : o.input;
   std::string report = o.json ? jsonReport(reports, file, target, o) : textReport(reports, target, o);
   return writeOutput("-", report) ? kOk : kInputError;

@@ -1,6 +1,7 @@
 #include "backends/ptx/Ptxas.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -131,6 +132,18 @@ class ChildSlot {
   std::atomic<pid_t>* slot_ = nullptr;
 };
 
+// posix_spawn into a process group of its own, so that killing the group on a timeout or a
+// signal also kills whatever ptxas started. 0 or the error number.
+int spawnInGroup(pid_t& pid, const std::string& path, const posix_spawn_file_actions_t& actions, char* const argv[]) {
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  int rc = ::posix_spawn(&pid, path.c_str(), &actions, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
 // Waits for `pid`, killing its process group after `timeoutSeconds` (0: never). false with
 // `error` set when it lost track of the process.
 bool waitFor(pid_t pid, unsigned timeoutSeconds, int& status, bool& timedOut, std::string& error) {
@@ -238,14 +251,8 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
   posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, logPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  // A process group of its own, so that a timeout or a signal kills whatever ptxas started too.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
+  int rc = spawnInGroup(pid, ptxas, actions, argv.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     out.log = "cannot run '" + ptxas + "': " + std::strerror(rc);
@@ -337,7 +344,7 @@ std::optional<std::string> parseVersion(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<std::string> version(const std::string& ptxas, std::string& why) {
+std::optional<std::string> version(const std::string& ptxas, std::string& why, unsigned timeoutSeconds) {
   int fds[2];
   if (::pipe(fds) != 0) {
     why = std::string("cannot create a pipe: ") + std::strerror(errno);
@@ -353,7 +360,7 @@ std::optional<std::string> version(const std::string& ptxas, std::string& why) {
   posix_spawn_file_actions_addclose(&actions, fds[0]);
   posix_spawn_file_actions_addclose(&actions, fds[1]);
   pid_t pid = 0;
-  int rc = ::posix_spawn(&pid, ptxas.c_str(), &actions, nullptr, argv, environ);
+  int rc = spawnInGroup(pid, ptxas, actions, argv);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (rc != 0) {
@@ -363,7 +370,17 @@ std::optional<std::string> version(const std::string& ptxas, std::string& why) {
   }
   std::string text;
   char buf[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSeconds);
+  bool timedOut = false;
   while (true) {
+    if (timeoutSeconds && !timedOut) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fds[0], POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 1))) == 0) {
+        ::kill(-pid, SIGKILL);  // the pipe then reaches its end
+        timedOut = true;
+      }
+    }
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
@@ -377,6 +394,7 @@ std::optional<std::string> version(const std::string& ptxas, std::string& why) {
   std::string run = "'" + ptxas + " --version'";
   std::optional<std::string> v = parseVersion(text);
   if (waited < 0) why = "lost track of " + run + ": " + std::strerror(errno);
+  else if (timedOut) why = run + " did not finish within " + std::to_string(timeoutSeconds) + " s and was killed";
   else if (WIFSIGNALED(status)) why = run + " was killed by signal " + std::to_string(WTERMSIG(status));
   else if (WEXITSTATUS(status) != 0) why = run + " exited with status " + std::to_string(WEXITSTATUS(status));
   else if (!v) why = run + " printed no 'release X.Y, VX.Y.Z' line";

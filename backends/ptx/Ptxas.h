@@ -74,9 +74,11 @@ int interruptedBy();
 bool parseResources(std::string_view log, std::string_view kernel, bundle::Resources& out);
 
 // The version of the ptxas at `ptxas`, from `ptxas --version` ("13.0.88" for a line
-// "Cuda compilation tools, release 13.0, V13.0.88"); nullopt with `why` set when it cannot be run
-// or prints no such line. Bundles record it next to the cubins it assembled.
-std::optional<std::string> version(const std::string& ptxas, std::string& why);
+// "Cuda compilation tools, release 13.0, V13.0.88"); nullopt with `why` set when it cannot be run,
+// prints no such line, or runs past `timeoutSeconds` (0: no limit; then it is killed). Bundles
+// record it next to the cubins it assembled.
+std::optional<std::string> version(const std::string& ptxas, std::string& why,
+                                   unsigned timeoutSeconds = kDefaultTimeoutSeconds);
 // The version in `ptxas --version` output; nullopt when there is none.
 std::optional<std::string> parseVersion(std::string_view text);
 
