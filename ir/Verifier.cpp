@@ -24,7 +24,8 @@
 //     the type (add: u32 s32 u64 f32 f64 f16 bf16; min/max: u32 s32 u64 s64; and/or/xor: b32
 //     b64; inc/dec: u32; exch: b32 b64 u32 s32 u64 f32); cache operators fit the access (ld: ca
 //     cg cs lu cv; st: wb cg cs wt); ld.nc reads global pointers only; volatile excludes cache
-//     operators and nc.
+//     operators and nc, and addresses neither local nor param memory; ld.nc takes no .lu or .cv;
+//     atom.cas is 16 bits wide or wider; ld/st move at most 16 bytes.
 //  4. SSA dominance: every used value is defined, and every use is dominated by its definition
 //     (same block: defined earlier; branch arguments are used at the end of the branching block).
 //     In unreachable blocks only the existence of the definition is checked.
@@ -472,7 +473,16 @@ void KernelVerifier::checkMemory(const Inst& in) {
       error(in.loc, op + " needs a global, shared or generic pointer, but " + ptr);
     if (in.op == Op::Ld && in.has(Mod::NcMod) && as != AddrSpace::Global)
       error(in.loc, op + " reads global memory only, but " + ptr);
+    if (in.has(Mod::VolatileMod) && (as == AddrSpace::Local || as == AddrSpace::Param))
+      error(in.loc, op + " addresses global, shared or generic memory only (PTX volatile), but " + ptr);
   }
+  std::string onTarget = " on " + quoted(*in.type) + " for " + m_.target.name() + ": ";
+  if (in.op == Op::AtomCas && in.type->bits() == 8)
+    error(in.loc, op + onTarget + "PTX has no 8-bit atom.cas; use a 16-bit or wider type");
+  if ((in.op == Op::Ld || in.op == Op::St) && in.type->bytes() > 16)
+    error(in.loc, op + onTarget + "PTX vector loads and stores move at most 16 bytes");
+  if (in.op == Op::Ld && in.has(Mod::NcMod) && (in.has(Mod::Lu) || in.has(Mod::Cv)))
+    error(in.loc, op + onTarget + "PTX .nc loads take only the .ca, .cg or .cs cache operators");
   if (in.op == Op::PtrAdd && in.operands.size() == 2 && validValue(in.operands[1])) {
     Type off = k_.typeOf(in.operands[1]);
     if (!off.isVector() && (off.isInt() || off.isBits()) && off.bits() != in.type->bits())

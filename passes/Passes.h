@@ -14,5 +14,6 @@ bool fmaFusion(PassContext& ctx);         // fma-fusion
 bool barrierSafety(PassContext& ctx);     // barrier-safety
 bool tileValidation(PassContext& ctx);    // tile-validation
 bool registerLiveness(PassContext& ctx);  // register-liveness
+bool legalize(PassContext& ctx);          // legalize
 
 }  // namespace tn::passes

@@ -18,6 +18,8 @@ const std::vector<PassInfo>& allPasses() {
         {"dce", "remove unreachable blocks, unused pure ops and unused block parameters", PassKind::Transform, dce},
         {"fma-fusion", "contract float mul + add/sub into fma (honours --fp-contract, .exact, rounding modifiers)",
          PassKind::Transform, fmaFusion},
+        {"legalize", "rewrite what PTX lacks for the target (8-bit arithmetic, half div, bf16 conversions) into what it has",
+         PassKind::Transform, legalize},
         {"register-liveness", "liveness, peak register pressure per PTX class and register assignment",
          PassKind::Analysis, registerLiveness},
         {"strength-reduce", "integer mul, unsigned div/rem by powers of two to shl/shr/and", PassKind::Transform,

@@ -49,7 +49,9 @@ bool runPipeline(tn::ir::Module& m, tn::compile::Level level, tn::ir::Diagnostic
   o.level = level;
   tn::passes::PassOptions options = tn::compile::passOptions(o);
   tn::passes::PassRunner r = tn::compile::makeRunner(m, d, options);
-  return tn::compile::runPipeline(r, level) && !d.hasErrors();
+  // -O2 is legalized as compile() does before emission, so that the lowering is compared too.
+  bool ok = tn::compile::runPipeline(r, level) && (level == tn::compile::Level::O0 || r.run("legalize"));
+  return ok && !d.hasErrors();
 }
 
 Compiled compile(const tn::ir::Module& m) {

@@ -48,6 +48,7 @@ std::string unique(const std::string& base, std::set<std::string>& used) {
 }  // namespace
 
 std::string memType(ir::Type t) {
+  if (t.isPred()) return "u8";  // PTX has no predicate parameters or memory: a byte, nonzero = true
   if (t.isPtr()) return t.bits() == 64 ? "u64" : "u32";
   if (t.scalar == ir::Scalar::F16 || t.scalar == ir::Scalar::BF16) return "b16";
   return std::string(ir::scalarName(t.scalar));
@@ -108,16 +109,11 @@ void KernelEmitter::plain(const ir::Inst& in, const std::string& opcode) {
   line(s + ";");
 }
 
-// What PTX cannot express about the signature: predicate parameters and both thread-count
-// attributes on one entry (ptxas rejects the pair even when they agree).
+// What PTX cannot express about the signature: both thread-count attributes on one entry
+// (ptxas rejects the pair even when they agree). Predicate parameters travel as bytes.
 bool KernelEmitter::checkSignature() {
-  ir::NameTable names(k_);
   if (k_.reqntid && k_.maxntid)
     failAt(k_.loc, "kernel '@" + k_.name + "'", "PTX allows .reqntid or .maxntid on an entry, not both");
-  for (const ir::KernelParam& p : k_.params)
-    if (k_.typeOf(p.value).scalar == ir::Scalar::Pred)
-      failAt(k_.loc, "kernel parameter '%" + names.value(p.value) + "' on pred",
-             "PTX kernel parameters cannot be predicates; pass a u32 and compare it");
   return ok_;
 }
 
@@ -187,6 +183,12 @@ void KernelEmitter::assignValue(ir::ValueId v) {
 void KernelEmitter::emitParamLoads() {
   for (size_t i = 0; i < k_.params.size(); ++i) {
     ir::Type t = k_.typeOf(k_.params[i].value);
+    if (t.isPred()) {
+      std::string byte = regName(RegClass::B16, temp(RegClass::B16));
+      line("ld.param.u8 " + byte + ", [" + syms_.params[i] + "];");
+      line("setp.ne.b16 " + regName(RegClass::Pred, paramRaw_[i]) + ", " + byte + ", 0;");
+      continue;
+    }
     for (unsigned l = 0; l < t.lanes; ++l) {
       std::string at = syms_.params[i] + (l ? "+" + std::to_string(l * t.element().bytes()) : "");
       line("ld.param." + memType(t.element()) + " " + regName(regClass(t), paramRaw_[i] + l) + ", [" + at + "];");
