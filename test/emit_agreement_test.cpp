@@ -3,7 +3,8 @@
 // every op of ir/Ops.def with scalar operands x every element type it allows (and every source
 // type for cvt) x every combination of its modifiers x sm_75, sm_80, sm_90; the accepted kernels
 // of a target are assembled as one module. Without ptxas only the emitter half runs (a visible
-// skip message says so). docs/passes.md, "Verifier and emitter agreement".
+// message says so). Kernels legalize changed also run in the interpreter before and after.
+// docs/robustness.md, "Verifier and emitter agreement".
 #include <doctest/doctest.h>
 
 #include <cstdlib>
