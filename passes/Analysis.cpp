@@ -17,86 +17,52 @@ InstPositions::InstPositions(const Kernel& k) : block(k.insts.size()), index(k.i
     }
 }
 
-// Cooper-Harvey-Kennedy on the reverse CFG. Node n (= blocks.size()) is the virtual exit.
+// Dominators of the reverse CFG (ir::immediateDominators). Node n (= blocks.size()) is the
+// virtual exit.
 PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg, EndlessLoops endless) {
   uint32_t n = static_cast<uint32_t>(k.blocks.size());
   exit_ = n;
-  ipdom_.assign(n + 1, kNone);
-  // Reverse-graph successors of x are x's CFG predecessors; the exit's are its attached blocks.
-  std::vector<std::vector<uint32_t>> rsucc(n + 1), rpred(n + 1);
+  // Reverse-graph successors of x are x's reachable CFG predecessors; the exit's are its
+  // attached blocks, in block order.
+  std::vector<std::vector<uint32_t>> rsucc(n + 1);
   std::vector<bool> attached(n, false);
   for (BlockId b : cfg.reversePostOrder()) {
     for (BlockId p : cfg.predecessors(b))
       if (cfg.reachable(p)) rsucc[b.index].push_back(p.index);
-    for (BlockId s : cfg.successors(b)) rpred[b.index].push_back(s.index);
     if (cfg.successors(b).empty()) attached[b.index] = true;
   }
-  std::vector<uint32_t> post;
-  auto search = [&] {
-    post.clear();
-    std::vector<bool> seen(n + 1, false);
-    std::vector<std::pair<uint32_t, size_t>> stack{{n, 0}};
-    seen[n] = true;
-    while (!stack.empty()) {
-      auto& [x, next] = stack.back();
-      const std::vector<uint32_t>& out = x == n ? rsucc[n] : rsucc[x];
-      if (next < out.size()) {
-        uint32_t y = out[next++];
+  // Blocks that cannot reach a `ret` (endless loops) are attached to the exit, latest in RPO
+  // first, until every reachable block is on the reverse graph (unless they are left out). A
+  // block attached reaches everything its reverse search reaches, so the search only grows and
+  // one pass backwards over the RPO finds each next one.
+  std::vector<bool> seen(n + 1, false);
+  std::vector<uint32_t> work;
+  auto search = [&](uint32_t from) {
+    if (seen[from]) return;
+    seen[from] = true;
+    work.push_back(from);
+    while (!work.empty()) {
+      uint32_t x = work.back();
+      work.pop_back();
+      for (uint32_t y : rsucc[x])
         if (!seen[y]) {
           seen[y] = true;
-          stack.push_back({y, 0});
+          work.push_back(y);
         }
-        continue;
-      }
-      post.push_back(x);
-      stack.pop_back();
     }
-    return seen;
   };
-  // Attach blocks that cannot reach a `ret` (endless loops) to the exit, latest in RPO first,
-  // until every reachable block is on the reverse graph (unless they are left out).
-  for (;;) {
-    rsucc[n].clear();
-    for (uint32_t b = 0; b < n; ++b)
-      if (attached[b]) rsucc[n].push_back(b);
-    std::vector<bool> seen = search();
-    BlockId missing;
-    for (auto it = cfg.reversePostOrder().rbegin(); it != cfg.reversePostOrder().rend(); ++it)
-      if (!seen[it->index]) {
-        missing = *it;
-        break;
-      }
-    if (!missing.valid() || endless == EndlessLoops::LeaveOut) break;
-    attached[missing.index] = true;
+  seen[n] = true;
+  for (uint32_t b = 0; b < n; ++b)
+    if (attached[b]) search(b);
+  for (auto it = cfg.reversePostOrder().rbegin(); it != cfg.reversePostOrder().rend(); ++it) {
+    if (seen[it->index]) continue;
+    if (endless == EndlessLoops::LeaveOut) break;
+    attached[it->index] = true;
+    search(it->index);
   }
   for (uint32_t b = 0; b < n; ++b)
-    if (attached[b]) rpred[b].push_back(n);
-  std::vector<uint32_t> rpo(post.rbegin(), post.rend());
-  std::vector<uint32_t> order(n + 1, kNone);  // reverse post-order number on the reverse CFG
-  for (size_t i = 0; i < rpo.size(); ++i) order[rpo[i]] = static_cast<uint32_t>(i);
-  auto intersect = [&](uint32_t a, uint32_t b) {
-    while (a != b) {
-      while (order[a] > order[b]) a = ipdom_[a];
-      while (order[b] > order[a]) b = ipdom_[b];
-    }
-    return a;
-  };
-  ipdom_[n] = n;
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t i = 1; i < rpo.size(); ++i) {
-      uint32_t x = rpo[i];
-      uint32_t best = kNone;
-      for (uint32_t p : rpred[x]) {
-        if (ipdom_[p] == kNone) continue;
-        best = best == kNone ? p : intersect(p, best);
-      }
-      if (ipdom_[x] != best) {
-        ipdom_[x] = best;
-        changed = true;
-      }
-    }
-  }
+    if (attached[b]) rsucc[n].push_back(b);
+  ipdom_ = ir::immediateDominators(rsucc, n);
 }
 
 std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
@@ -108,7 +74,7 @@ std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::
       uint32_t x = s.index;
       while (x != stop && x != pdom.exit_ && x != kNone) {
         std::vector<BlockId>& d = deps[x];
-        if (std::find(d.begin(), d.end(), a) == d.end()) d.push_back(a);
+        if (d.empty() || d.back() != a) d.push_back(a);  // a's entries are added together
         x = pdom.ipdom_[x];
       }
     }
