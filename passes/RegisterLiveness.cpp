@@ -14,38 +14,6 @@ namespace tn::passes {
 
 namespace {
 
-// The values each block defines (parameters, results; kernel parameters on the entry) and
-// reads before defining (operands and branch arguments).
-struct BlockSets {
-  std::vector<ValueId> defs, uses;
-};
-
-BlockSets blockSets(const ir::Kernel& k, BlockId b) {
-  BlockSets s;
-  std::vector<bool> defined(k.values.size(), false);
-  auto def = [&](ValueId v) {
-    defined[v.index] = true;
-    s.defs.push_back(v);
-  };
-  auto use = [&](ValueId v) {
-    if (v.index < defined.size() && !defined[v.index]) {
-      defined[v.index] = true;  // one entry per value is enough
-      s.uses.push_back(v);
-    }
-  };
-  if (b.index == 0)
-    for (const ir::KernelParam& p : k.params) def(p.value);
-  for (ValueId p : k.block(b).params) def(p);
-  for (InstId id : k.block(b).insts) {
-    const ir::Inst& in = k.inst(id);
-    for (ValueId v : in.operands) use(v);
-    for (const ir::BlockCall& c : in.succs)
-      for (ValueId v : c.args) use(v);
-    if (in.result) def(in.result);
-  }
-  return s;
-}
-
 // Colors of one class: first fit of `count` consecutive free registers.
 struct ClassPool {
   std::vector<bool> busy;
@@ -66,35 +34,62 @@ struct ClassPool {
 
 }  // namespace
 
-Liveness computeLiveness(const ir::Kernel& k) {
-  ir::DominatorTree cfg(k);
+// Per value, from each block that reads it before any definition there, backwards over the
+// predecessors until its definition: the least solution of the dataflow equations, in time
+// proportional to the live ranges (not values x blocks). Values are taken in increasing order,
+// so every list comes out sorted.
+Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg) {
   size_t nb = k.blocks.size(), nv = k.values.size();
   Liveness lv;
-  lv.liveIn.assign(nb, std::vector<bool>(nv, false));
-  lv.liveOut.assign(nb, std::vector<bool>(nv, false));
-  std::vector<BlockSets> sets(nb);
-  std::vector<std::vector<bool>> isDef(nb);
+  lv.liveIn.resize(nb);
+  lv.liveOut.resize(nb);
+  // The block defining each value (parameters, results; kernel parameters on the entry), and the
+  // blocks reading it before defining it (operands and branch arguments).
+  constexpr uint32_t kNone = BlockId::kNone;
+  std::vector<uint32_t> defBlock(nv, kNone);
+  std::vector<std::vector<uint32_t>> readers(nv);
+  std::vector<uint32_t> stamp(nv, kNone);  // stamp[v] == b: v is defined or already read in b
   for (BlockId b : cfg.reversePostOrder()) {
-    sets[b.index] = blockSets(k, b);
-    isDef[b.index].assign(nv, false);
-    for (ValueId v : sets[b.index].defs) isDef[b.index][v.index] = true;
+    auto def = [&](ValueId v) {
+      defBlock[v.index] = b.index;
+      stamp[v.index] = b.index;
+    };
+    auto use = [&](ValueId v) {
+      if (v.index >= nv || stamp[v.index] == b.index) return;
+      stamp[v.index] = b.index;
+      readers[v.index].push_back(b.index);
+    };
+    if (b.index == 0)
+      for (const ir::KernelParam& p : k.params) def(p.value);
+    for (ValueId p : k.block(b).params) def(p);
+    for (InstId id : k.block(b).insts) {
+      const ir::Inst& in = k.inst(id);
+      for (ValueId v : in.operands) use(v);
+      for (const ir::BlockCall& c : in.succs)
+        for (ValueId v : c.args) use(v);
+      if (in.result) def(in.result);
+    }
   }
-  const std::vector<BlockId>& rpo = cfg.reversePostOrder();
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (auto it = rpo.rbegin(); it != rpo.rend(); ++it) {
-      size_t b = it->index;
-      std::vector<bool> out(nv, false);
-      for (BlockId s : cfg.successors(*it))
-        for (size_t v = 0; v < nv; ++v)
-          if (lv.liveIn[s.index][v]) out[v] = true;
-      std::vector<bool> in(nv, false);
-      for (size_t v = 0; v < nv; ++v) in[v] = out[v] && !isDef[b][v];
-      for (ValueId v : sets[b].uses) in[v.index] = true;
-      if (out != lv.liveOut[b] || in != lv.liveIn[b]) {
-        lv.liveOut[b] = std::move(out);
-        lv.liveIn[b] = std::move(in);
-        changed = true;
+  std::vector<uint32_t> inStamp(nb, kNone), outStamp(nb, kNone);
+  std::vector<uint32_t> work;
+  for (uint32_t v = 0; v < nv; ++v) {
+    ValueId value(v);
+    for (uint32_t b : readers[v]) {
+      inStamp[b] = v;
+      lv.liveIn[b].push_back(value);
+      work.push_back(b);
+    }
+    while (!work.empty()) {
+      uint32_t x = work.back();
+      work.pop_back();
+      for (BlockId p : cfg.predecessors(BlockId(x))) {
+        if (!cfg.reachable(p) || outStamp[p.index] == v) continue;
+        outStamp[p.index] = v;
+        lv.liveOut[p.index].push_back(value);
+        if (defBlock[v] == p.index || inStamp[p.index] == v) continue;
+        inStamp[p.index] = v;
+        lv.liveIn[p.index].push_back(value);
+        work.push_back(p.index);
       }
     }
   }
@@ -106,7 +101,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
   ra.regs.assign(k.values.size(), Reg{});
   if (k.blocks.empty()) return ra;
   ir::DominatorTree cfg(k);
-  Liveness lv = computeLiveness(k);
+  Liveness lv = computeLiveness(k, cfg);
   std::vector<std::vector<BlockId>> children = dominatorChildren(k, cfg);
   unsigned peakUnits = 0;
 
@@ -117,6 +112,9 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
     for (InstId id : blk.insts)
       if (k.inst(id).op == ir::Op::Const && k.inst(id).result) isConst[k.inst(id).result.index] = true;
 
+  // Per value, stamped with the block being walked: live-out of it, read in it (and where last).
+  std::vector<uint32_t> outMark(k.values.size(), BlockId::kNone), lastMark(k.values.size(), BlockId::kNone);
+  std::vector<size_t> lastAt(k.values.size(), 0);
   auto walkBlock = [&](BlockId b) {
     std::array<ClassPool, RegisterFile::kMaxClasses> pools;
     std::array<uint32_t, RegisterFile::kMaxClasses> live{};
@@ -153,22 +151,25 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
       peakUnits = std::max(peakUnits, units + extra);
     };
 
-    const std::vector<bool>& in = lv.liveIn[b.index];
-    const std::vector<bool>& out = lv.liveOut[b.index];
-    for (size_t v = 0; v < in.size(); ++v)
-      if (in[v]) occupy(ValueId(static_cast<uint32_t>(v)));
+    for (ValueId v : lv.liveIn[b.index]) occupy(v);
+    for (ValueId v : lv.liveOut[b.index]) outMark[v.index] = b.index;
+    auto out = [&](ValueId v) { return outMark[v.index] == b.index; };
 
     // Last reader of each value in this block (instruction index); values read by nobody here
     // and not live-out die at their definition.
     const ir::Block& blk = k.block(b);
-    std::vector<int64_t> last(k.values.size(), -1);
+    auto read = [&](ValueId v, size_t i) {
+      lastMark[v.index] = b.index;
+      lastAt[v.index] = i;
+    };
     for (size_t i = 0; i < blk.insts.size(); ++i) {
       const ir::Inst& ins = k.inst(blk.insts[i]);
-      for (ValueId v : ins.operands) last[v.index] = static_cast<int64_t>(i);
+      for (ValueId v : ins.operands) read(v, i);
       for (const ir::BlockCall& c : ins.succs)
-        for (ValueId v : c.args) last[v.index] = static_cast<int64_t>(i);
+        for (ValueId v : c.args) read(v, i);
     }
-    auto deadOnArrival = [&](ValueId v) { return last[v.index] < 0 && !out[v.index]; };
+    auto lastReadAt = [&](ValueId v, size_t i) { return lastMark[v.index] == b.index && lastAt[v.index] == i; };
+    auto deadOnArrival = [&](ValueId v) { return lastMark[v.index] != b.index && !out(v); };
 
     std::vector<ValueId> entryDefs;
     if (b.index == 0)
@@ -192,7 +193,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
           constants += ra.regs[v.index].count * file.units[ra.regs[v.index].cls];
       notePeak(constants);
       for (ValueId v : reads)
-        if (last[v.index] == static_cast<int64_t>(i) && !out[v.index] && v != ins.result) release(v);
+        if (lastReadAt(v, i) && !out(v) && v != ins.result) release(v);
       if (ins.result && deadOnArrival(ins.result)) release(ins.result);
     }
   };

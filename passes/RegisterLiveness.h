@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ir/Dominance.h"
 #include "ir/IR.h"
 
 namespace tn::passes {
@@ -46,12 +47,14 @@ struct RegisterAssignment {
   unsigned predicted = 0;
 };
 
-// Live-in / live-out sets per block, as bit sets over ValueIds. Block parameters are defined at
-// the top of their block (not live-in); branch arguments are read at the end of the branching block.
+// Live-in / live-out sets per block, as sorted lists of values (sparse: their total size is the
+// sum of the live ranges, in blocks). Block parameters are defined at the top of their block (not
+// live-in); branch arguments are read at the end of the branching block. Unreachable blocks have
+// empty sets.
 struct Liveness {
-  std::vector<std::vector<bool>> liveIn, liveOut;
+  std::vector<std::vector<ir::ValueId>> liveIn, liveOut;
 };
-Liveness computeLiveness(const ir::Kernel& k);
+Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg);
 
 // Computes the CFG, dominators and liveness of k, then assigns registers by walking the
 // dominator tree in pre-order (optimal per class for SSA up to vector-lane fragmentation).
