@@ -5,41 +5,55 @@
 
 namespace tn::ir {
 
-std::vector<uint32_t> immediateDominators(const std::vector<std::vector<uint32_t>>& succs, uint32_t root) {
+namespace {
+
+// Offsets for lists of the given lengths (start[x + 1] - start[x] = count[x]).
+std::vector<uint32_t> offsets(const std::vector<uint32_t>& count) {
+  std::vector<uint32_t> start(count.size() + 1, 0);
+  for (size_t x = 0; x < count.size(); ++x) start[x + 1] = start[x] + count[x];
+  return start;
+}
+
+}  // namespace
+
+std::vector<uint32_t> immediateDominators(const Digraph& g, uint32_t root) {
   constexpr uint32_t kNone = BlockId::kNone;
-  const size_t n = succs.size();
+  const uint32_t n = g.size();
   std::vector<uint32_t> idom(n, kNone);
   if (root >= n) return idom;
 
   // Depth-first numbering from 1 (0 = not reached); vertex[i] is the node numbered i, parent
   // the number of its tree parent.
-  std::vector<uint32_t> number(n, 0), vertex{kNone}, parent{0};
-  std::vector<std::pair<uint32_t, size_t>> stack{{root, 0}};
+  std::vector<uint32_t> number(n, 0), vertex{kNone, root}, parent{0, 0};
+  std::vector<std::pair<uint32_t, uint32_t>> stack{{root, g.start[root]}};
   number[root] = 1;
-  vertex.push_back(root);
-  parent.push_back(0);
   while (!stack.empty()) {
     auto& [x, next] = stack.back();
-    if (next == succs[x].size()) {
+    if (next == g.start[x + 1]) {
       stack.pop_back();
       continue;
     }
-    uint32_t y = succs[x][next++];
+    uint32_t y = g.targets[next++];
     if (y >= n || number[y]) continue;
     number[y] = static_cast<uint32_t>(vertex.size());
     vertex.push_back(y);
     parent.push_back(number[x]);
-    stack.push_back({y, 0});
+    stack.push_back({y, g.start[y]});
   }
   const uint32_t count = static_cast<uint32_t>(vertex.size() - 1);
-  std::vector<std::vector<uint32_t>> preds(count + 1);
+  // Predecessors by number, flat.
+  std::vector<uint32_t> predCount(count + 1, 0);
   for (uint32_t i = 1; i <= count; ++i)
-    for (uint32_t y : succs[vertex[i]])
-      if (y < n && number[y]) preds[number[y]].push_back(i);
+    for (uint32_t y : g.out(vertex[i]))
+      if (y < n && number[y]) ++predCount[number[y]];
+  std::vector<uint32_t> predStart = offsets(predCount), preds(predStart.back());
+  for (uint32_t i = 1; i <= count; ++i)
+    for (uint32_t y : g.out(vertex[i]))
+      if (y < n && number[y]) preds[predStart[number[y]] + --predCount[number[y]]] = i;
 
-  // Everything below works on depth-first numbers.
+  // Everything below works on depth-first numbers; buckets are linked lists through bucketNext.
   std::vector<uint32_t> semi(count + 1), label(count + 1), ancestor(count + 1, 0), dom(count + 1, 0);
-  std::vector<std::vector<uint32_t>> bucket(count + 1);
+  std::vector<uint32_t> bucketHead(count + 1, 0), bucketNext(count + 1, 0);
   for (uint32_t i = 0; i <= count; ++i) semi[i] = label[i] = i;
   std::vector<uint32_t> path;
   // The vertex of least semidominator on the forest path to v, compressing that path.
@@ -56,15 +70,16 @@ std::vector<uint32_t> immediateDominators(const std::vector<std::vector<uint32_t
     return label[v];
   };
   for (uint32_t w = count; w >= 2; --w) {
-    for (uint32_t v : preds[w]) semi[w] = std::min(semi[w], semi[eval(v)]);
-    bucket[semi[w]].push_back(w);
+    for (uint32_t i = predStart[w]; i < predStart[w + 1]; ++i) semi[w] = std::min(semi[w], semi[eval(preds[i])]);
+    bucketNext[w] = bucketHead[semi[w]];
+    bucketHead[semi[w]] = w;
     uint32_t p = parent[w];
     ancestor[w] = p;
-    for (uint32_t v : bucket[p]) {
+    for (uint32_t v = bucketHead[p]; v; v = bucketNext[v]) {
       uint32_t u = eval(v);
       dom[v] = semi[u] < semi[v] ? u : p;
     }
-    bucket[p].clear();
+    bucketHead[p] = 0;
   }
   for (uint32_t w = 2; w <= count; ++w)
     if (dom[w] != semi[w]) dom[w] = dom[dom[w]];
@@ -74,66 +89,82 @@ std::vector<uint32_t> immediateDominators(const std::vector<std::vector<uint32_t
 }
 
 DominatorTree::DominatorTree(const Kernel& k) {
-  size_t n = k.blocks.size();
-  succs_.resize(n);
-  preds_.resize(n);
+  const uint32_t n = static_cast<uint32_t>(k.blocks.size());
   rpoIndex_.assign(n, kUnreached);
   idom_.assign(n, BlockId());
   pre_.assign(n, 0);
   post_.assign(n, 0);
-  for (size_t b = 0; b < n; ++b) {
-    const Inst* term = k.terminator(BlockId(static_cast<uint32_t>(b)));
-    if (!term) continue;
-    for (const BlockCall& c : term->succs) {
-      if (!c.block.valid() || c.block.index >= n) continue;
-      std::vector<BlockId>& out = succs_[b];
-      if (std::find(out.begin(), out.end(), c.block) != out.end()) continue;
-      out.push_back(c.block);
-      preds_[c.block.index].push_back(BlockId(static_cast<uint32_t>(b)));
-    }
+  // Distinct successors in first-seen order, then predecessors in block order.
+  Digraph graph;
+  graph.start.reserve(n + 1);
+  std::vector<uint32_t> predCount(n, 0);
+  for (uint32_t b = 0; b < n; ++b) {
+    size_t first = graph.targets.size();
+    if (const Inst* term = k.terminator(BlockId(b)))
+      for (const BlockCall& c : term->succs) {
+        if (!c.block.valid() || c.block.index >= n) continue;
+        if (std::find(graph.targets.begin() + static_cast<std::ptrdiff_t>(first), graph.targets.end(), c.block.index) !=
+            graph.targets.end())
+          continue;
+        graph.targets.push_back(c.block.index);
+        ++predCount[c.block.index];
+      }
+    graph.start.push_back(static_cast<uint32_t>(graph.targets.size()));
   }
+  succStart_ = graph.start;
+  succ_.reserve(graph.targets.size());
+  for (uint32_t s : graph.targets) succ_.push_back(BlockId(s));
+  predStart_ = offsets(predCount);
+  pred_.resize(predStart_.back());
+  std::vector<uint32_t> fill(predStart_.begin(), predStart_.end() - 1);
+  for (uint32_t b = 0; b < n; ++b)
+    for (uint32_t s : graph.out(b)) pred_[fill[s]++] = BlockId(b);
+  childStart_.assign(n + 1, 0);
   if (n == 0) return;
 
   // Iterative depth-first search from the entry; post-order, then reversed.
   std::vector<bool> seen(n, false);
-  std::vector<std::pair<BlockId, size_t>> stack{{BlockId(0), 0}};
+  std::vector<std::pair<uint32_t, uint32_t>> stack{{0, graph.start[0]}};
   seen[0] = true;
   while (!stack.empty()) {
     auto& [b, next] = stack.back();
-    if (next < succs_[b.index].size()) {
-      BlockId s = succs_[b.index][next++];
-      if (!seen[s.index]) {
-        seen[s.index] = true;
-        stack.push_back({s, 0});
+    if (next < graph.start[b + 1]) {
+      uint32_t s = graph.targets[next++];
+      if (!seen[s]) {
+        seen[s] = true;
+        stack.push_back({s, graph.start[s]});
       }
       continue;
     }
-    rpo_.push_back(b);
+    rpo_.push_back(BlockId(b));
     stack.pop_back();
   }
   std::reverse(rpo_.begin(), rpo_.end());
   for (size_t i = 0; i < rpo_.size(); ++i) rpoIndex_[rpo_[i].index] = static_cast<uint32_t>(i);
 
-  std::vector<std::vector<uint32_t>> graph(n);
-  for (size_t b = 0; b < n; ++b)
-    for (BlockId s : succs_[b]) graph[b].push_back(s.index);
   std::vector<uint32_t> idom = immediateDominators(graph, 0);
+  std::vector<uint32_t> childCount(n, 0);
   for (BlockId b : rpo_)
-    if (b.index != 0) idom_[b.index] = BlockId(idom[b.index]);
+    if (b.index != 0) {
+      idom_[b.index] = BlockId(idom[b.index]);
+      ++childCount[idom[b.index]];
+    }
+  childStart_ = offsets(childCount);
+  child_.resize(childStart_.back());
+  fill.assign(childStart_.begin(), childStart_.end() - 1);
+  for (BlockId b : rpo_)
+    if (b.index != 0) child_[fill[idom[b.index]]++] = b;
 
   // Pre/post numbers of the dominator tree: a dominates b iff a's interval encloses b's.
-  std::vector<std::vector<uint32_t>> children(n);
-  for (BlockId b : rpo_)
-    if (idom_[b.index].valid()) children[idom_[b.index].index].push_back(b.index);
   uint32_t clock = 0;
-  std::vector<std::pair<uint32_t, size_t>> walk{{0, 0}};
+  std::vector<std::pair<uint32_t, uint32_t>> walk{{0, childStart_[0]}};
   pre_[0] = clock++;
   while (!walk.empty()) {
     auto& [b, next] = walk.back();
-    if (next < children[b].size()) {
-      uint32_t c = children[b][next++];
+    if (next < childStart_[b + 1]) {
+      uint32_t c = child_[next++].index;
       pre_[c] = clock++;
-      walk.push_back({c, 0});
+      walk.push_back({c, childStart_[c]});
       continue;
     }
     post_[b] = clock++;

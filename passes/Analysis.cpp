@@ -17,24 +17,18 @@ InstPositions::InstPositions(const Kernel& k) : block(k.insts.size()), index(k.i
     }
 }
 
-// Dominators of the reverse CFG (ir::immediateDominators). Node n (= blocks.size()) is the
-// virtual exit.
+// Dominators of the reverse CFG (ir::immediateDominators).
 PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& cfg, EndlessLoops endless) {
   uint32_t n = static_cast<uint32_t>(k.blocks.size());
   exit_ = n;
-  // Reverse-graph successors of x are x's reachable CFG predecessors; the exit's are its
-  // attached blocks, in block order.
-  std::vector<std::vector<uint32_t>> rsucc(n + 1);
-  std::vector<bool> attached(n, false);
-  for (BlockId b : cfg.reversePostOrder()) {
-    for (BlockId p : cfg.predecessors(b))
-      if (cfg.reachable(p)) rsucc[b.index].push_back(p.index);
-    if (cfg.successors(b).empty()) attached[b.index] = true;
-  }
   // Blocks that cannot reach a `ret` (endless loops) are attached to the exit, latest in RPO
   // first, until every reachable block is on the reverse graph (unless they are left out). A
   // block attached reaches everything its reverse search reaches, so the search only grows and
-  // one pass backwards over the RPO finds each next one.
+  // one pass backwards over the RPO finds each next one. Reverse-graph successors of a block
+  // are its reachable CFG predecessors.
+  std::vector<bool> attached(n, false);
+  for (BlockId b : cfg.reversePostOrder())
+    if (cfg.successors(b).empty()) attached[b.index] = true;
   std::vector<bool> seen(n + 1, false);
   std::vector<uint32_t> work;
   auto search = [&](uint32_t from) {
@@ -44,10 +38,10 @@ PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& c
     while (!work.empty()) {
       uint32_t x = work.back();
       work.pop_back();
-      for (uint32_t y : rsucc[x])
-        if (!seen[y]) {
-          seen[y] = true;
-          work.push_back(y);
+      for (BlockId p : cfg.predecessors(BlockId(x)))
+        if (cfg.reachable(p) && !seen[p.index]) {
+          seen[p.index] = true;
+          work.push_back(p.index);
         }
     }
   };
@@ -60,9 +54,19 @@ PostDominatorTree::PostDominatorTree(const Kernel& k, const ir::DominatorTree& c
     attached[it->index] = true;
     search(it->index);
   }
+  // The reverse graph; node n is the virtual exit, followed by the attached blocks.
+  ir::Digraph rev;
+  rev.start.reserve(n + 2);
+  for (uint32_t b = 0; b < n; ++b) {
+    if (cfg.reachable(BlockId(b)))
+      for (BlockId p : cfg.predecessors(BlockId(b)))
+        if (cfg.reachable(p)) rev.targets.push_back(p.index);
+    rev.start.push_back(static_cast<uint32_t>(rev.targets.size()));
+  }
   for (uint32_t b = 0; b < n; ++b)
-    if (attached[b]) rsucc[n].push_back(b);
-  ipdom_ = ir::immediateDominators(rsucc, n);
+    if (attached[b]) rev.targets.push_back(b);
+  rev.start.push_back(static_cast<uint32_t>(rev.targets.size()));
+  ipdom_ = ir::immediateDominators(rev, n);
 }
 
 std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
@@ -83,13 +87,6 @@ std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::
   return deps;
 }
 
-std::vector<std::vector<BlockId>> dominatorChildren(const Kernel& k, const ir::DominatorTree& cfg) {
-  std::vector<std::vector<BlockId>> children(k.blocks.size());
-  for (BlockId b : cfg.reversePostOrder())
-    if (cfg.idom(b).valid()) children[cfg.idom(b).index].push_back(b);
-  return children;
-}
-
 std::vector<bool> reachableFrom(const Kernel& k, const ir::DominatorTree& cfg, BlockId from) {
   std::vector<bool> seen(k.blocks.size(), false);
   std::vector<BlockId> work(cfg.successors(from).begin(), cfg.successors(from).end());
@@ -103,21 +100,52 @@ std::vector<bool> reachableFrom(const Kernel& k, const ir::DominatorTree& cfg, B
   return seen;
 }
 
-std::vector<bool> cycleThrough(const Kernel& k, const ir::DominatorTree& cfg, BlockId b) {
-  std::vector<bool> forward = reachableFrom(k, cfg, b);
-  std::vector<bool> onCycle(k.blocks.size(), false);
-  if (!forward[b.index]) return onCycle;
-  // Backward search from b over predecessors, restricted to blocks reachable from b.
-  std::vector<BlockId> work{b};
-  while (!work.empty()) {
-    BlockId x = work.back();
-    work.pop_back();
-    if (onCycle[x.index]) continue;
-    onCycle[x.index] = true;
-    for (BlockId p : cfg.predecessors(x))
-      if (forward[p.index]) work.push_back(p);
+StrongComponents::StrongComponents(const Kernel& k, const ir::DominatorTree& cfg) {
+  size_t n = k.blocks.size();
+  component.assign(n, kNone);
+  std::vector<uint32_t> index(n, kNone), low(n, 0);
+  std::vector<bool> onStack(n, false);
+  std::vector<uint32_t> open;  // Tarjan's stack
+  std::vector<std::pair<uint32_t, size_t>> dfs;
+  uint32_t clock = 0;
+  for (BlockId root : cfg.reversePostOrder()) {
+    if (index[root.index] != kNone) continue;
+    dfs.push_back({root.index, 0});
+    index[root.index] = low[root.index] = clock++;
+    open.push_back(root.index);
+    onStack[root.index] = true;
+    while (!dfs.empty()) {
+      auto& [x, next] = dfs.back();
+      std::span<const BlockId> out = cfg.successors(BlockId(x));
+      if (next < out.size()) {
+        uint32_t y = out[next++].index;
+        if (index[y] == kNone) {
+          index[y] = low[y] = clock++;
+          open.push_back(y);
+          onStack[y] = true;
+          dfs.push_back({y, 0});
+        } else if (onStack[y]) {
+          low[x] = std::min(low[x], index[y]);
+        }
+        continue;
+      }
+      uint32_t done = x;
+      dfs.pop_back();
+      if (!dfs.empty()) low[dfs.back().first] = std::min(low[dfs.back().first], low[done]);
+      if (low[done] != index[done]) continue;
+      uint32_t c = static_cast<uint32_t>(members.size());
+      members.emplace_back();
+      for (uint32_t y = kNone; y != done;) {
+        y = open.back();
+        open.pop_back();
+        onStack[y] = false;
+        component[y] = c;
+        members.back().push_back(BlockId(y));
+      }
+      std::span<const BlockId> succ = cfg.successors(BlockId(done));
+      cyclic.push_back(members.back().size() > 1 || std::find(succ.begin(), succ.end(), BlockId(done)) != succ.end());
+    }
   }
-  return onCycle;
 }
 
 const ir::Inst* definingInst(const Kernel& k, ValueId v) {

@@ -51,12 +51,22 @@ class PostDominatorTree {
 std::vector<std::vector<BlockId>> controlDependences(const Kernel& k, const ir::DominatorTree& cfg,
                                                      const PostDominatorTree& pdom);
 
-// Children of each block in the dominator tree, in reverse post-order.
-std::vector<std::vector<BlockId>> dominatorChildren(const Kernel& k, const ir::DominatorTree& cfg);
-
-// Blocks that lie on a cycle through b: reachable from b and reaching b. All false when b is
-// on no cycle.
-std::vector<bool> cycleThrough(const Kernel& k, const ir::DominatorTree& cfg, BlockId b);
+// Strongly connected components of the reachable blocks (Tarjan's algorithm, iterative). The
+// blocks on a cycle through b (reachable from b and reaching b) are b's component when it is
+// cyclic: more than one block, or a block branching to itself. Components are numbered in
+// reverse topological order: a block reachable from b is in a component numbered at most b's.
+struct StrongComponents {
+  StrongComponents(const Kernel& k, const ir::DominatorTree& cfg);
+  static constexpr uint32_t kNone = BlockId::kNone;
+  std::vector<uint32_t> component;              // per block; kNone for unreachable blocks
+  std::vector<std::vector<BlockId>> members;    // per component, in the order Tarjan closes them
+  std::vector<bool> cyclic;                     // per component
+  bool onCycle(BlockId b) const { return component[b.index] != kNone && cyclic[component[b.index]]; }
+  // False when `to` is certainly not reachable from `from` (its component is numbered higher).
+  bool mayReach(BlockId from, BlockId to) const {
+    return component[to.index] != kNone && component[to.index] <= component[from.index];
+  }
+};
 
 // Blocks reachable from `from` by following successors (from itself only if on a cycle).
 std::vector<bool> reachableFrom(const Kernel& k, const ir::DominatorTree& cfg, BlockId from);

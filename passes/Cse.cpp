@@ -33,7 +33,6 @@ Key keyOf(const ir::Inst& in) {
 bool cseKernel(ir::Kernel& k) {
   ir::DominatorTree cfg(k);
   if (k.blocks.empty()) return false;
-  std::vector<std::vector<BlockId>> children = dominatorChildren(k, cfg);
   std::map<Key, ValueId> available;
   std::vector<bool> dead(k.insts.size(), false);
   bool changed = false;
@@ -75,7 +74,7 @@ bool cseKernel(ir::Kernel& k) {
   enter(BlockId(0));
   while (!stack.empty()) {
     Frame& top = stack.back();
-    const std::vector<BlockId>& kids = children[top.block.index];
+    std::span<const BlockId> kids = cfg.children(top.block);
     if (top.next < kids.size()) {
       enter(kids[top.next++]);
       continue;

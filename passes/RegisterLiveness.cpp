@@ -102,7 +102,6 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
   if (k.blocks.empty()) return ra;
   ir::DominatorTree cfg(k);
   Liveness lv = computeLiveness(k, cfg);
-  std::vector<std::vector<BlockId>> children = dominatorChildren(k, cfg);
   unsigned peakUnits = 0;
 
   // Constants take registers in the assignment (the emitter may materialize them) but not in
@@ -202,7 +201,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
   walkBlock(BlockId(0));
   while (!stack.empty()) {
     auto& [b, next] = stack.back();
-    const std::vector<BlockId>& kids = children[b.index];
+    std::span<const BlockId> kids = cfg.children(b);
     if (next < kids.size()) {
       BlockId child = kids[next++];
       walkBlock(child);

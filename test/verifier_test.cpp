@@ -192,7 +192,8 @@ kernel @k(%n: u32) {
   CHECK_FALSE(dom.strictlyDominates(join, join));
   CHECK_FALSE(dom.dominates(left, join));
   CHECK_FALSE(dom.dominates(dead, exit));
-  CHECK(dom.predecessors(join) == std::vector<BlockId>{left, right, join});
-  CHECK(dom.successors(join) == std::vector<BlockId>{join, exit});
-  CHECK(dom.predecessors(exit) == std::vector<BlockId>{join, dead});
+  auto list = [](std::span<const BlockId> s) { return std::vector<BlockId>(s.begin(), s.end()); };
+  CHECK(list(dom.predecessors(join)) == std::vector<BlockId>{left, right, join});
+  CHECK(list(dom.successors(join)) == std::vector<BlockId>{join, exit});
+  CHECK(list(dom.predecessors(exit)) == std::vector<BlockId>{join, dead});
 }
