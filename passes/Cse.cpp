@@ -2,7 +2,7 @@
 // requires: SSA dominance (a verified kernel); computes the dominator tree itself.
 // guarantees: only OF_PURE ops merge (never memory ops or collectives); the replaced ops are removed.
 #include <algorithm>
-#include <map>
+#include <unordered_set>
 
 #include "ir/Dominance.h"
 #include "passes/Analysis.h"
@@ -13,27 +13,51 @@ namespace tn::passes {
 
 namespace {
 
-using Key = std::vector<uint64_t>;
-
 uint64_t typeCode(const std::optional<ir::Type>& t) {
   if (!t) return 0xFFFFFF;
   return (uint64_t{static_cast<uint8_t>(t->scalar)} << 16) | (uint64_t{t->lanes} << 8) | static_cast<uint8_t>(t->space);
 }
 
-Key keyOf(const ir::Inst& in) {
-  Key key{static_cast<uint64_t>(in.op), typeCode(in.type), typeCode(in.srcType), in.imm,
-          static_cast<uint64_t>(static_cast<int64_t>(in.symbol))};
-  for (ir::Mod m : in.mods) key.push_back(static_cast<uint64_t>(m));
-  std::vector<ValueId> ops = in.operands;
-  if (ir::hasFlag(in.op, ir::OF_COMM) && ops.size() >= 2 && ops[1] < ops[0]) std::swap(ops[0], ops[1]);
-  for (ValueId v : ops) key.push_back(v.index);
-  return key;
+// Operand i, with the two operands of a commutative op in increasing order.
+ValueId operandOf(const ir::Inst& in, size_t i) {
+  if (ir::hasFlag(in.op, ir::OF_COMM) && in.operands.size() >= 2 && i < 2 && in.operands[1] < in.operands[0])
+    return in.operands[1 - i];
+  return in.operands[i];
 }
+
+// Instructions are their own keys: equal when op, types, modifiers, immediate, symbol and
+// operands (commutative ones in either order) are. The table holds instruction ids.
+struct SameKey {
+  const ir::Kernel* k;
+  size_t operator()(uint32_t id) const {
+    const ir::Inst& in = k->insts[id];
+    uint64_t h = static_cast<uint64_t>(in.op) * 0x9E3779B97F4A7C15u;
+    auto mix = [&](uint64_t x) { h = (h ^ x) * 0xBF58476D1CE4E5B9u + (h >> 29); };
+    mix(typeCode(in.type));
+    mix(typeCode(in.srcType));
+    mix(in.imm);
+    mix(static_cast<uint64_t>(static_cast<int64_t>(in.symbol)));
+    for (ir::Mod m : in.mods) mix(static_cast<uint64_t>(m));
+    for (size_t i = 0; i < in.operands.size(); ++i) mix(operandOf(in, i).index);
+    return static_cast<size_t>(h);
+  }
+  bool operator()(uint32_t a, uint32_t b) const {
+    const ir::Inst& x = k->insts[a];
+    const ir::Inst& y = k->insts[b];
+    if (x.op != y.op || typeCode(x.type) != typeCode(y.type) || typeCode(x.srcType) != typeCode(y.srcType) ||
+        x.imm != y.imm || x.symbol != y.symbol || x.mods != y.mods || x.operands.size() != y.operands.size())
+      return false;
+    for (size_t i = 0; i < x.operands.size(); ++i)
+      if (operandOf(x, i) != operandOf(y, i)) return false;
+    return true;
+  }
+};
 
 bool cseKernel(ir::Kernel& k) {
   ir::DominatorTree cfg(k);
   if (k.blocks.empty()) return false;
-  std::map<Key, ValueId> available;
+  SameKey same{&k};
+  std::unordered_set<uint32_t, SameKey, SameKey> available(k.insts.size(), same, same);
   std::vector<bool> dead(k.insts.size(), false);
   bool changed = false;
   // Replacements are applied as the walk reaches each use (every use of a value lies in the
@@ -46,30 +70,31 @@ bool cseKernel(ir::Kernel& k) {
       for (ValueId& v : c.args) v = resolve(v);
   };
 
-  // Pre-order walk of the dominator tree; each block's additions are undone when it is left.
+  // Pre-order walk of the dominator tree; each block's additions (the tail of `added` from
+  // its frame's mark) are undone when it is left. An instruction in the table is never
+  // rewritten again, so its key stays what it was when it went in.
   struct Frame {
     BlockId block;
     size_t next = 0;
-    std::vector<Key> added;
+    size_t mark = 0;
   };
   std::vector<Frame> stack;
+  std::vector<uint32_t> added;
   auto enter = [&](BlockId b) {
-    Frame f{b, 0, {}};
+    stack.push_back({b, 0, added.size()});
     for (ir::InstId id : k.block(b).insts) {
       ir::Inst& in = k.inst(id);
       rewrite(in);
       if (!ir::hasFlag(in.op, ir::OF_PURE) || !in.result) continue;
-      Key key = keyOf(in);
-      auto [it, inserted] = available.try_emplace(key, in.result);
+      auto [it, inserted] = available.insert(id.index);
       if (inserted) {
-        f.added.push_back(std::move(key));
+        added.push_back(id.index);
         continue;
       }
-      repl[in.result.index] = it->second;
+      repl[in.result.index] = k.insts[*it].result;
       dead[id.index] = true;
       changed = true;
     }
-    stack.push_back(std::move(f));
   };
   enter(BlockId(0));
   while (!stack.empty()) {
@@ -79,7 +104,8 @@ bool cseKernel(ir::Kernel& k) {
       enter(kids[top.next++]);
       continue;
     }
-    for (const Key& key : top.added) available.erase(key);
+    for (size_t i = top.mark; i < added.size(); ++i) available.erase(added[i]);
+    added.resize(top.mark);
     stack.pop_back();
   }
   if (!changed) return false;
