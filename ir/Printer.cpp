@@ -11,11 +11,13 @@
 
 namespace tn::ir {
 
+// The sets hold views of the kernel's names and of the table's own strings, which stay put:
+// values_ and blocks_ are sized before any of them is filled.
 NameTable::NameTable(const Kernel& k) {
-  std::unordered_set<std::string> taken;
+  std::unordered_set<std::string_view> taken(k.values.size());
   for (const ValueInfo& v : k.values)
     if (!v.name.empty()) taken.insert(v.name);
-  std::unordered_set<std::string> used;
+  std::unordered_set<std::string_view> used(k.values.size());
   unsigned next = 0;
   values_.resize(k.values.size());
   for (size_t i = 0; i < k.values.size(); ++i) {
@@ -28,10 +30,10 @@ NameTable::NameTable(const Kernel& k) {
     std::string fresh;
     do fresh = base + std::to_string(next++);
     while (taken.contains(fresh) || used.contains(fresh));
-    used.insert(fresh);
-    values_[i] = fresh;
+    values_[i] = std::move(fresh);
+    used.insert(values_[i]);
   }
-  std::unordered_set<std::string> usedBlocks;
+  std::unordered_set<std::string_view> usedBlocks(k.blocks.size());
   unsigned nextBlock = 0;
   blocks_.resize(k.blocks.size());
   for (size_t i = 0; i < k.blocks.size(); ++i) {
@@ -43,8 +45,8 @@ NameTable::NameTable(const Kernel& k) {
     std::string fresh;
     do fresh = "bb" + std::to_string(nextBlock++);
     while (usedBlocks.contains(fresh));
-    usedBlocks.insert(fresh);
-    blocks_[i] = fresh;
+    blocks_[i] = std::move(fresh);
+    usedBlocks.insert(blocks_[i]);
   }
 }
 

@@ -46,6 +46,7 @@
 #include "ir/Verifier.h"
 
 #include <bit>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -111,15 +112,20 @@ std::vector<Scalar> atomTypes(Mod op) {
 
 class KernelVerifier {
  public:
-  KernelVerifier(const Module& m, const Kernel& k, Diagnostics& d) : m_(m), k_(k), d_(d), names_(k), dom_(k) {}
+  KernelVerifier(const Module& m, const Kernel& k, Diagnostics& d) : m_(m), k_(k), d_(d), dom_(k) {}
   void run();
 
  private:
   void error(SourceLoc loc, std::string msg) { d_.report(Severity::Error, m_.fileName(loc), loc, std::move(msg)); }
   bool validValue(ValueId v) const { return v.valid() && v.index < k_.values.size(); }
   bool validBlock(BlockId b) const { return b.valid() && b.index < k_.blocks.size(); }
-  std::string val(ValueId v) const { return quoted("%" + names_.value(v)); }
-  std::string blk(BlockId b) const { return quoted("^" + names_.block(b)); }
+  // Display names are only needed for messages: built on the first one.
+  const NameTable& names() const {
+    if (!names_) names_.emplace(k_);
+    return *names_;
+  }
+  std::string val(ValueId v) const { return quoted("%" + names().value(v)); }
+  std::string blk(BlockId b) const { return quoted("^" + names().block(b)); }
   // The annotated type, as "'f32'" or, for cvt/bitcast, "'s32 -> f32'".
   std::string typeText(const Inst& in) const {
     return in.srcType ? quoted(typeName(*in.srcType) + " -> " + typeName(*in.type)) : quoted(*in.type);
@@ -145,7 +151,7 @@ class KernelVerifier {
   const Module& m_;
   const Kernel& k_;
   Diagnostics& d_;
-  NameTable names_;
+  mutable std::optional<NameTable> names_;
   DominatorTree dom_;
   // Where each value is defined: its block (none for kernel parameters, which are defined
   // everywhere) and its position there (kParamPos for parameters).
@@ -273,26 +279,26 @@ void KernelVerifier::checkBlock(BlockId b) {
 
 bool KernelVerifier::checkTypes(const Inst& in) {
   const OpInfo& oi = info(in.op);
-  std::string op = quoted(opText(in));
+  auto op = [&] { return quoted(opText(in)); };
   if ((oi.types != TC_NONE) != in.type.has_value()) {
-    error(in.loc, op + (in.type ? " takes no type annotation" : " needs a type annotation"));
+    error(in.loc, op() + (in.type ? " takes no type annotation" : " needs a type annotation"));
     return false;
   }
   if (((oi.flags & OF_SRCTYPE) != 0) != in.srcType.has_value()) {
-    error(in.loc, op + (in.srcType ? " takes no source type" : " needs a source type (': S -> T')"));
+    error(in.loc, op() + (in.srcType ? " takes no source type" : " needs a source type (': S -> T')"));
     return false;
   }
   if (in.type && !typeInClasses(*in.type, oi.types)) {
-    error(in.loc, op + " does not accept type " + quoted(*in.type) + " (expected " + classText(oi.types) + ")");
+    error(in.loc, op() + " does not accept type " + quoted(*in.type) + " (expected " + classText(oi.types) + ")");
     return false;
   }
   std::optional<Type> want = resultTypeFor(in);
   if (want && !in.result) {
-    error(in.loc, op + " has no result value");
+    error(in.loc, op() + " has no result value");
   } else if (!want && in.result) {
-    error(in.loc, op + " produces no result, but defines " + (validValue(in.result) ? val(in.result) : "a value"));
+    error(in.loc, op() + " produces no result, but defines " + (validValue(in.result) ? val(in.result) : "a value"));
   } else if (want && validValue(in.result) && k_.typeOf(in.result) != *want) {
-    error(in.loc, "result " + val(in.result) + " of " + op + " has type " + quoted(k_.typeOf(in.result)) +
+    error(in.loc, "result " + val(in.result) + " of " + op() + " has type " + quoted(k_.typeOf(in.result)) +
                       ", expected " + quoted(*want));
   }
   return true;
@@ -302,9 +308,9 @@ void KernelVerifier::checkOperands(const Inst& in) {
   const OpInfo& oi = info(in.op);
   bool variadic = (oi.flags & OF_VARIADIC) != 0;
   size_t want = variadic ? in.type->lanes : oi.operands.size();
-  std::string op = quoted(opText(in));
+  auto op = [&] { return quoted(opText(in)); };
   if (in.operands.size() != want) {
-    error(in.loc, op + (variadic ? " of " + quoted(*in.type) : std::string()) + " takes " + std::to_string(want) +
+    error(in.loc, op() + (variadic ? " of " + quoted(*in.type) : std::string()) + " takes " + std::to_string(want) +
                       " operand(s), got " + std::to_string(in.operands.size()));
     return;
   }
@@ -327,11 +333,11 @@ void KernelVerifier::checkOperands(const Inst& in) {
       default: break;
     }
     if (!expected.empty())
-      error(in.loc, "operand " + std::to_string(i + 1) + " of " + op + " (" + val(v) + ") has type " + quoted(t) +
+      error(in.loc, "operand " + std::to_string(i + 1) + " of " + op() + " (" + val(v) + ") has type " + quoted(t) +
                         ", expected " + expected);
   }
   if (in.op == Op::Extract && in.imm >= in.type->lanes)
-    error(in.loc, op + " lane " + std::to_string(in.imm) + " is out of range for " + quoted(*in.type) + " (" +
+    error(in.loc, op() + " lane " + std::to_string(in.imm) + " is out of range for " + quoted(*in.type) + " (" +
                       std::to_string(in.type->lanes) + " lanes)");
 }
 
@@ -403,11 +409,11 @@ std::string KernelVerifier::cvtRoundProblem(const Inst& in, Mod r) const {
 void KernelVerifier::checkModifiers(const Inst& in) {
   if (!in.type) return;  // untyped ops (branches, bar.sync, membar) have no type-dependent modifiers
   Type t = *in.type;
-  std::string name = quoted(info(in.op).name);
+  auto name = [&] { return quoted(info(in.op).name); };
   // Groups the op does not accept were reported by checkModifierGroups.
   auto mod = [&](ModGroup g) { return info(in.op).mods & (1u << static_cast<unsigned>(g)) ? in.mod(g) : Mod::None; };
   auto bad = [&](Mod m, const std::string& why) {
-    error(in.loc, name + " does not allow '." + std::string(modName(m)) + "' on " + typeText(in) + " (" + why + ")");
+    error(in.loc, name() + " does not allow '." + std::string(modName(m)) + "' on " + typeText(in) + " (" + why + ")");
   };
   bool f32 = isScalar(t, Scalar::F32) || (in.srcType && isScalar(*in.srcType, Scalar::F32));
   bool f16 = isScalar(t, Scalar::F16);
@@ -461,39 +467,39 @@ void KernelVerifier::checkModifiers(const Inst& in) {
 // ---- 6. memory and address spaces -------------------------------------------------------------
 
 void KernelVerifier::checkMemory(const Inst& in) {
-  std::string op = quoted(opText(in));
+  auto op = [&] { return quoted(opText(in)); };
   bool access = in.op == Op::Ld || in.op == Op::St || in.op == Op::Atom || in.op == Op::AtomCas;
   if (access && !in.operands.empty() && validValue(in.operands[0]) && k_.typeOf(in.operands[0]).isPtr()) {
     ValueId p = in.operands[0];
     AddrSpace as = k_.typeOf(p).space;
-    std::string ptr = val(p) + " is " + quoted(k_.typeOf(p));
-    if (in.op == Op::St && as == AddrSpace::Param) error(in.loc, op + " cannot write param space: " + ptr);
+    auto ptr = [&] { return val(p) + " is " + quoted(k_.typeOf(p)); };
+    if (in.op == Op::St && as == AddrSpace::Param) error(in.loc, op() + " cannot write param space: " + ptr());
     if ((in.op == Op::Atom || in.op == Op::AtomCas) && as != AddrSpace::Global && as != AddrSpace::Shared &&
         as != AddrSpace::Generic)
-      error(in.loc, op + " needs a global, shared or generic pointer, but " + ptr);
+      error(in.loc, op() + " needs a global, shared or generic pointer, but " + ptr());
     if (in.op == Op::Ld && in.has(Mod::NcMod) && as != AddrSpace::Global)
-      error(in.loc, op + " reads global memory only, but " + ptr);
+      error(in.loc, op() + " reads global memory only, but " + ptr());
     if (in.has(Mod::VolatileMod) && (as == AddrSpace::Local || as == AddrSpace::Param))
-      error(in.loc, op + " addresses global, shared or generic memory only (PTX volatile), but " + ptr);
+      error(in.loc, op() + " addresses global, shared or generic memory only (PTX volatile), but " + ptr());
   }
-  std::string onTarget = " on " + quoted(*in.type) + " for " + m_.target.name() + ": ";
+  auto onTarget = [&] { return op() + " on " + quoted(*in.type) + " for " + m_.target.name() + ": "; };
   if (in.op == Op::AtomCas && in.type->bits() == 8)
-    error(in.loc, op + onTarget + "PTX has no 8-bit atom.cas; use a 16-bit or wider type");
+    error(in.loc, onTarget() + "PTX has no 8-bit atom.cas; use a 16-bit or wider type");
   if ((in.op == Op::Ld || in.op == Op::St) && in.type->bytes() > 16)
-    error(in.loc, op + onTarget + "PTX vector loads and stores move at most 16 bytes");
+    error(in.loc, onTarget() + "PTX vector loads and stores move at most 16 bytes");
   if (in.op == Op::Ld && in.has(Mod::NcMod) && (in.has(Mod::Lu) || in.has(Mod::Cv)))
-    error(in.loc, op + onTarget + "PTX .nc loads take only the .ca, .cg or .cs cache operators");
+    error(in.loc, onTarget() + "PTX .nc loads take only the .ca, .cg or .cs cache operators");
   if (in.op == Op::PtrAdd && in.operands.size() == 2 && validValue(in.operands[1])) {
     Type off = k_.typeOf(in.operands[1]);
     if (!off.isVector() && (off.isInt() || off.isBits()) && off.bits() != in.type->bits())
-      error(in.loc, op + " offset " + val(in.operands[1]) + " is " + quoted(off) + ", but " + quoted(*in.type) +
+      error(in.loc, op() + " offset " + val(in.operands[1]) + " is " + quoted(off) + ", but " + quoted(*in.type) +
                         " offsets are " + std::to_string(in.type->bits()) + "-bit");
   }
   if (in.op == Op::SharedAddr) {
     if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= k_.shared.size())
-      error(in.loc, op + " names no shared array of '@" + k_.name + "'");
+      error(in.loc, op() + " names no shared array of '@" + k_.name + "'");
     if (*in.type != Type::ptr(AddrSpace::Shared))
-      error(in.loc, op + " yields 'ptr.shared', not " + quoted(*in.type));
+      error(in.loc, op() + " yields 'ptr.shared', not " + quoted(*in.type));
   }
 }
 
@@ -501,27 +507,27 @@ void KernelVerifier::checkMemory(const Inst& in) {
 
 void KernelVerifier::checkSpecial(const Inst& in) {
   if (!in.type) return;
-  std::string op = quoted(opText(in));
+  auto op = [&] { return quoted(opText(in)); };
   Type t = *in.type;
   if (in.op == Op::VoteSync) {
     Type want = in.has(Mod::Ballot) ? Type::of(Scalar::B32) : Type::pred();
-    if (t != want) error(in.loc, op + " yields " + quoted(want) + ", not " + quoted(t));
+    if (t != want) error(in.loc, op() + " yields " + quoted(want) + ", not " + quoted(t));
   }
   if (in.op == Op::Cvt) {
     Type s = *in.srcType;
     if (s.isVector() || s.isPtr() || s.isPred())
-      error(in.loc, op + " source type " + quoted(s) + " is not a scalar integer, bits or float type");
+      error(in.loc, op() + " source type " + quoted(s) + " is not a scalar integer, bits or float type");
     else if (s == t && !(t.isFloat() && (isIntRound(in.mod(ModGroup::Round)) || in.has(Mod::SatMod) ||
                                          in.has(Mod::FtzMod))))
-      error(in.loc, op + " from " + quoted(s) + " to " + quoted(t) +
+      error(in.loc, op() + " from " + quoted(s) + " to " + quoted(t) +
                         " converts nothing (a same-type float cvt needs .rni, .rzi, .rmi, .rpi, .sat or .ftz)");
   }
   if (in.op == Op::Bitcast) {
     Type s = *in.srcType;
     if (s.scalar == Scalar::Pred)
-      error(in.loc, op + " cannot convert from 'pred'");
+      error(in.loc, op() + " cannot convert from 'pred'");
     else if (s.bits() * s.lanes != t.bits() * t.lanes)
-      error(in.loc, op + " from " + quoted(s) + " (" + std::to_string(s.bits() * s.lanes) + " bits) to " + quoted(t) +
+      error(in.loc, op() + " from " + quoted(s) + " (" + std::to_string(s.bits() * s.lanes) + " bits) to " + quoted(t) +
                         " (" + std::to_string(t.bits() * t.lanes) + " bits) changes the width");
   }
 }
@@ -551,21 +557,21 @@ void KernelVerifier::checkTarget(const Inst& in) {
 // ---- 1 and 5. branch targets and arguments ----------------------------------------------------
 
 void KernelVerifier::checkBranches(const Inst& in) {
-  std::string op = quoted(opText(in));
+  auto op = [&] { return quoted(opText(in)); };
   size_t want = in.op == Op::Br ? 1 : in.op == Op::Cbr ? 2 : 0;
   if (in.succs.size() != want) {
-    error(in.loc, op + " takes " + std::to_string(want) + " branch target(s), got " + std::to_string(in.succs.size()));
+    error(in.loc, op() + " takes " + std::to_string(want) + " branch target(s), got " + std::to_string(in.succs.size()));
     return;
   }
   for (const BlockCall& c : in.succs) {
     if (!validBlock(c.block)) {
-      error(in.loc, op + " branches to a block that does not exist");
+      error(in.loc, op() + " branches to a block that does not exist");
       continue;
     }
     const Block& target = k_.block(c.block);
-    if (c.block.index == 0) error(in.loc, op + " branches to the entry block " + blk(c.block) + ", which cannot be a target");
+    if (c.block.index == 0) error(in.loc, op() + " branches to the entry block " + blk(c.block) + ", which cannot be a target");
     if (c.args.size() != target.params.size()) {
-      error(in.loc, op + " passes " + std::to_string(c.args.size()) + " argument(s) to " + blk(c.block) + ", which takes " +
+      error(in.loc, op() + " passes " + std::to_string(c.args.size()) + " argument(s) to " + blk(c.block) + ", which takes " +
                         std::to_string(target.params.size()));
       continue;
     }
@@ -573,7 +579,7 @@ void KernelVerifier::checkBranches(const Inst& in) {
       if (!validValue(c.args[i]) || !validValue(target.params[i])) continue;
       Type have = k_.typeOf(c.args[i]), need = k_.typeOf(target.params[i]);
       if (have != need)
-        error(in.loc, "argument " + std::to_string(i + 1) + " of " + op + " to " + blk(c.block) + " (" + val(c.args[i]) +
+        error(in.loc, "argument " + std::to_string(i + 1) + " of " + op() + " to " + blk(c.block) + " (" + val(c.args[i]) +
                           ") has type " + quoted(have) + ", but parameter " + val(target.params[i]) + " is " +
                           quoted(need));
     }
