@@ -170,9 +170,9 @@ class Checker {
   }
 
   // May a thread load bytes that a different thread stored?
-  bool crossThread(const Access& st, const Access& ld, const std::vector<std::vector<bool>>& active) const {
-    const std::vector<bool>& as = active[st.block.index];
-    const std::vector<bool>& al = active[ld.block.index];
+  bool crossThread(const Access& st, const Access& ld, const std::vector<ThreadSet>& active) const {
+    const ThreadSet& as = active[st.block.index];
+    const ThreadSet& al = active[ld.block.index];
     if (st.offset != ld.offset) {
       // An unknown uniform distance between the addresses: any two distinct threads may meet.
       int writers = 0, readers = 0, single = -1;
@@ -209,7 +209,7 @@ class Checker {
       for (size_t i = 0; i < k_.block(b).insts.size(); ++i)
         if (auto a = sharedAccess(b, i, eval)) (k_.inst(a->id).op == Op::St ? stores : loads).push_back(*a);
     if (stores.empty() || loads.empty()) return;
-    std::vector<std::vector<bool>> active = activeThreads(k_, cfg_, eval);
+    std::vector<ThreadSet> active = activeThreads(k_, cfg_, eval);
     for (const Access& ld : loads)
       for (const Access& st : stores) {
         if (st.base != ld.base || !reachesWithoutBarrier(st, ld) || !crossThread(st, ld, active)) continue;

@@ -225,32 +225,32 @@ std::optional<ThreadValue> ThreadEval::compute(ValueId v, unsigned depth) {
   }
 }
 
-std::vector<std::vector<bool>> activeThreads(const Kernel& k, const ir::DominatorTree& cfg, ThreadEval& eval) {
+std::vector<ThreadSet> activeThreads(const Kernel& k, const ir::DominatorTree& cfg, ThreadEval& eval) {
   size_t n = eval.layout().threads();
-  std::vector<std::vector<bool>> active(k.blocks.size(), std::vector<bool>(n, false));
-  std::vector<uint32_t> order(k.blocks.size(), BlockId::kNone);
-  for (size_t i = 0; i < cfg.reversePostOrder().size(); ++i) order[cfg.reversePostOrder()[i].index] = static_cast<uint32_t>(i);
+  std::vector<ThreadSet> active(k.blocks.size(), ThreadSet(n));
   if (k.blocks.empty()) return active;
-  active[0].assign(n, true);
+  active[0].fill();
   for (BlockId x : cfg.reversePostOrder()) {
     if (x.index == 0) continue;
-    std::vector<bool>& mine = active[x.index];
+    ThreadSet& mine = active[x.index];
     for (BlockId p : cfg.predecessors(x)) {
-      if (order[p.index] == BlockId::kNone || order[p.index] >= order[x.index]) continue;  // back edge
+      if (!cfg.reachable(p) || cfg.rpoIndex(p) >= cfg.rpoIndex(x)) continue;  // back edge
       const ir::Inst* term = k.terminator(p);
       const ThreadValue* cond = nullptr;
-      bool taken = false, other = false;
+      bool taken = false;
       if (term && term->op == Op::Cbr && term->succs.size() == 2 && term->succs[0].block != term->succs[1].block) {
         cond = eval.get(term->operands[0]);
         if (cond && !cond->uniform.empty()) cond = nullptr;
         taken = term->succs[0].block == x;
-        other = term->succs[1].block == x;
       }
-      for (size_t t = 0; t < n; ++t) {
-        if (!active[p.index][t]) continue;
-        if (cond && ((taken && !cond->perThread[t]) || (other && cond->perThread[t]))) continue;
-        mine[t] = true;
+      if (!cond) {
+        mine.addFrom(active[p.index]);
+        continue;
       }
+      ThreadSet holds(n);  // the threads whose condition is true
+      for (size_t t = 0; t < n; ++t)
+        if (cond->perThread[t]) holds.set(t);
+      mine.addFrom(active[p.index], &holds, !taken);
     }
   }
   return active;

@@ -68,9 +68,34 @@ class ThreadEval {
   std::map<uint32_t, std::optional<ThreadValue>> memo_;
 };
 
+// A set of the threads of a block, by linear id, as bits (whole words are combined at once).
+class ThreadSet {
+ public:
+  explicit ThreadSet(size_t threads = 0) : size_(threads), words_((threads + 63) / 64, 0) {}
+  size_t size() const { return size_; }
+  bool operator[](size_t t) const { return (words_[t / 64] >> (t % 64)) & 1; }
+  void set(size_t t) { words_[t / 64] |= uint64_t{1} << (t % 64); }
+  void fill() {
+    for (size_t t = 0; t < size_; ++t) set(t);
+  }
+  // Adds the threads of `from`, only those in `mask` when one is given (its complement when
+  // `inverted`).
+  void addFrom(const ThreadSet& from, const ThreadSet* mask = nullptr, bool inverted = false) {
+    for (size_t i = 0; i < words_.size(); ++i) {
+      uint64_t w = from.words_[i];
+      if (mask) w &= inverted ? ~mask->words_[i] : mask->words_[i];
+      words_[i] |= w;
+    }
+  }
+
+ private:
+  size_t size_;
+  std::vector<uint64_t> words_;
+};
+
 // For each block, the threads (by linear id) that may execute it: thread-dependent branch
 // conditions that the evaluator can compute restrict it along forward edges; any other
 // condition lets every thread through. Sized layout.threads().
-std::vector<std::vector<bool>> activeThreads(const Kernel& k, const ir::DominatorTree& cfg, ThreadEval& eval);
+std::vector<ThreadSet> activeThreads(const Kernel& k, const ir::DominatorTree& cfg, ThreadEval& eval);
 
 }  // namespace tn::passes

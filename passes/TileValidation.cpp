@@ -188,7 +188,7 @@ class Validator {
     PostDominatorTree pdom(k_, cfg);
     Uniformity u = analyzeUniformity(k_, cfg, pdom);
     ThreadEval eval(k_, u.layout, [&](ValueId v) { return !u.block.value[v.index]; });
-    std::vector<std::vector<bool>> active;
+    std::vector<ThreadSet> active;
     for (BlockId b : cfg.reversePostOrder())
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
@@ -204,7 +204,7 @@ class Validator {
   // Bank-conflict degree: per warp and per phase (a warp's 8-byte accesses go in two halves,
   // 16-byte ones in four quarters), the most distinct 4-byte words that fall into one of the
   // 32 banks. Threads reading the same word share it (broadcast).
-  void report(const ir::Inst& in, const ThreadValue& addr, const std::vector<bool>& active) {
+  void report(const ir::Inst& in, const ThreadValue& addr, const ThreadSet& active) {
     unsigned bytes = in.type->bytes();
     unsigned phase = bytes <= 4 ? 32 : bytes == 8 ? 16 : 8;
     unsigned worst = 0, worstWarp = 0, worstBank = 0;
