@@ -70,13 +70,16 @@ ThreadEval::ThreadEval(const Kernel& k, ThreadLayout layout, std::function<bool(
 const ThreadValue* ThreadEval::get(ValueId v) { return getAt(v, 0); }
 
 const ThreadValue* ThreadEval::getAt(ValueId v, unsigned depth) {
-  if (auto it = memo_.find(v.index); it != memo_.end()) return it->second ? &*it->second : nullptr;
+  if (memo_.empty()) {
+    memo_.resize(k_.values.size());
+    seen_.assign(k_.values.size(), false);
+  }
+  if (seen_[v.index]) return memo_[v.index] ? &*memo_[v.index] : nullptr;
   if (depth > kMaxDepth) return nullptr;
-  memo_[v.index] = std::nullopt;  // a cycle through v (invalid SSA) evaluates to "unknown"
+  seen_[v.index] = true;  // a cycle through v (invalid SSA) evaluates to "unknown"
   std::optional<ThreadValue> r = compute(v, depth);
-  auto& slot = memo_[v.index];
-  slot = std::move(r);
-  return slot ? &*slot : nullptr;
+  memo_[v.index] = std::move(r);
+  return memo_[v.index] ? &*memo_[v.index] : nullptr;
 }
 
 std::optional<ThreadValue> ThreadEval::compute(ValueId v, unsigned depth) {

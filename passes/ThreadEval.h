@@ -65,7 +65,9 @@ class ThreadEval {
   const Kernel& k_;
   ThreadLayout layout_;
   std::function<bool(ValueId)> isUniform_;
-  std::map<uint32_t, std::optional<ThreadValue>> memo_;
+  // By ValueId (sized on first use; never resized, so the pointers handed out stay valid).
+  std::vector<std::optional<ThreadValue>> memo_;
+  std::vector<bool> seen_;
 };
 
 // A set of the threads of a block, by linear id, as bits (whole words are combined at once).
