@@ -3,8 +3,7 @@
 // guarantees: the IR is not changed; errors for impossible configurations, warnings with the numbers for poor ones.
 #include <algorithm>
 #include <bit>
-#include <map>
-#include <set>
+#include <array>
 
 #include "ir/Dominance.h"
 #include "passes/Analysis.h"
@@ -209,23 +208,27 @@ class Validator {
     unsigned phase = bytes <= 4 ? 32 : bytes == 8 ? 16 : 8;
     unsigned worst = 0, worstWarp = 0, worstBank = 0;
     size_t n = addr.perThread.size();
+    std::array<std::vector<int64_t>, 32> byBank;  // the words each bank serves in one phase
     for (size_t first = 0; first < n; first += phase) {
-      std::map<int64_t, std::set<int64_t>> byBank;
+      for (std::vector<int64_t>& words : byBank) words.clear();
       for (size_t t = first; t < std::min(first + phase, n); ++t) {
         if (!active[t]) continue;
         int64_t lo = addr.perThread[t];
         for (int64_t byte = lo; byte < lo + static_cast<int64_t>(bytes); byte += 4) {
           int64_t word = byte >= 0 ? byte / 4 : -((-byte + 3) / 4);
-          int64_t bank = ((word % 32) + 32) % 32;
-          byBank[bank].insert(word);
+          byBank[((word % 32) + 32) % 32].push_back(word);
         }
       }
-      for (auto& [bank, words] : byBank)
-        if (words.size() > worst) {
-          worst = static_cast<unsigned>(words.size());
+      for (unsigned bank = 0; bank < 32; ++bank) {
+        std::vector<int64_t>& words = byBank[bank];
+        std::sort(words.begin(), words.end());
+        auto distinct = static_cast<unsigned>(std::unique(words.begin(), words.end()) - words.begin());
+        if (distinct > worst) {
+          worst = distinct;
           worstWarp = static_cast<unsigned>(first / 32);
-          worstBank = static_cast<unsigned>(bank);
+          worstBank = bank;
         }
+      }
     }
     if (!worst) return;
     std::string access = std::string(in.op == Op::Ld ? "shared load" : "shared store") + " of " +
