@@ -47,7 +47,7 @@ Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg) {
   // blocks reading it before defining it (operands and branch arguments).
   constexpr uint32_t kNone = BlockId::kNone;
   std::vector<uint32_t> defBlock(nv, kNone);
-  std::vector<std::vector<uint32_t>> readers(nv);
+  std::vector<std::pair<uint32_t, uint32_t>> reads;  // (value, block), then grouped by value
   std::vector<uint32_t> stamp(nv, kNone);  // stamp[v] == b: v is defined or already read in b
   for (BlockId b : cfg.reversePostOrder()) {
     auto def = [&](ValueId v) {
@@ -57,7 +57,7 @@ Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg) {
     auto use = [&](ValueId v) {
       if (v.index >= nv || stamp[v.index] == b.index) return;
       stamp[v.index] = b.index;
-      readers[v.index].push_back(b.index);
+      reads.push_back({v.index, b.index});
     };
     if (b.index == 0)
       for (const ir::KernelParam& p : k.params) def(p.value);
@@ -70,11 +70,17 @@ Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg) {
       if (in.result) def(in.result);
     }
   }
+  std::vector<uint32_t> readerStart(nv + 1, 0), readers(reads.size());
+  for (auto [v, b] : reads) ++readerStart[v + 1];
+  for (size_t v = 0; v < nv; ++v) readerStart[v + 1] += readerStart[v];
+  std::vector<uint32_t> at(readerStart.begin(), readerStart.end() - 1);
+  for (auto [v, b] : reads) readers[at[v]++] = b;
   std::vector<uint32_t> inStamp(nb, kNone), outStamp(nb, kNone);
   std::vector<uint32_t> work;
   for (uint32_t v = 0; v < nv; ++v) {
     ValueId value(v);
-    for (uint32_t b : readers[v]) {
+    for (uint32_t i = readerStart[v]; i < readerStart[v + 1]; ++i) {
+      uint32_t b = readers[i];
       inStamp[b] = v;
       lv.liveIn[b].push_back(value);
       work.push_back(b);
@@ -114,8 +120,11 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
   // Per value, stamped with the block being walked: live-out of it, read in it (and where last).
   std::vector<uint32_t> outMark(k.values.size(), BlockId::kNone), lastMark(k.values.size(), BlockId::kNone);
   std::vector<size_t> lastAt(k.values.size(), 0);
+  // Scratch shared by the blocks: each starts with empty pools.
+  std::array<ClassPool, RegisterFile::kMaxClasses> pools;
+  std::vector<ValueId> entryDefs, reads;
   auto walkBlock = [&](BlockId b) {
-    std::array<ClassPool, RegisterFile::kMaxClasses> pools;
+    for (ClassPool& p : pools) std::fill(p.busy.begin(), p.busy.end(), false);
     std::array<uint32_t, RegisterFile::kMaxClasses> live{};
     unsigned units = 0;  // 32-bit registers live now, constants excluded
     auto weight = [&](ValueId v, const Reg& r) { return isConst[v.index] ? 0u : r.count * file.units[r.cls]; };
@@ -170,7 +179,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
     auto lastReadAt = [&](ValueId v, size_t i) { return lastMark[v.index] == b.index && lastAt[v.index] == i; };
     auto deadOnArrival = [&](ValueId v) { return lastMark[v.index] != b.index && !out(v); };
 
-    std::vector<ValueId> entryDefs;
+    entryDefs.clear();
     if (b.index == 0)
       for (const ir::KernelParam& p : k.params) entryDefs.push_back(p.value);
     for (ValueId p : blk.params) entryDefs.push_back(p);
@@ -182,7 +191,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
     for (size_t i = 0; i < blk.insts.size(); ++i) {
       const ir::Inst& ins = k.inst(blk.insts[i]);
       if (ins.result) define(ins.result);
-      std::vector<ValueId> reads = ins.operands;
+      reads.assign(ins.operands.begin(), ins.operands.end());
       for (const ir::BlockCall& c : ins.succs) reads.insert(reads.end(), c.args.begin(), c.args.end());
       std::sort(reads.begin(), reads.end());
       reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
