@@ -1,6 +1,8 @@
 // barrier-safety -- does: uniformity analysis; errors: barriers/collectives under divergent control; warns: races.
 // requires: a verified kernel; computes CFG, post-dominators, control dependence, uniformity and thread values itself.
 // guarantees: the IR is not changed; each error points at the op and names the divergent branch (note at the branch).
+#include <optional>
+
 #include "ir/Dominance.h"
 #include "ir/Printer.h"
 #include "passes/Analysis.h"
@@ -16,7 +18,7 @@ using ir::Op;
 class Checker {
  public:
   Checker(PassContext& ctx, const Kernel& k)
-      : ctx_(ctx), k_(k), cfg_(k), pdom_(k, cfg_), u_(analyzeUniformity(k, cfg_, pdom_)), names_(k) {}
+      : ctx_(ctx), k_(k), cfg_(k), pdom_(k, cfg_), u_(analyzeUniformity(k, cfg_, pdom_)) {}
 
   void run() {
     for (BlockId b : cfg_.reversePostOrder()) {
@@ -31,11 +33,15 @@ class Checker {
   }
 
  private:
+  const ir::NameTable& names() const {
+    if (!names_) names_.emplace(k_);
+    return *names_;
+  }
   const ir::Inst& branchOf(BlockId b) const { return k_.inst(k_.block(b).insts.back()); }
 
   std::string branchText(BlockId b) const {
     const ir::Inst& br = branchOf(b);
-    return "'%" + names_.value(br.operands[0]) + "' at " + lineCol(br.loc);
+    return "'%" + names().value(br.operands[0]) + "' at " + lineCol(br.loc);
   }
 
   void noteBranch(BlockId b, const Divergence& d, bool warp) {
@@ -44,7 +50,7 @@ class Checker {
     ValueId origin = d.value[cond.index] ? d.origin[cond.index] : ValueId();
     std::string why = origin.valid() ? describeSource(k_, origin) : "a value of a loop that threads leave at different iterations";
     ctx_.report(ir::Severity::Note, br.loc,
-                "'%" + names_.value(cond) + "' may differ between the " + (warp ? "lanes of a warp" : "threads of a block") +
+                "'%" + names().value(cond) + "' may differ between the " + (warp ? "lanes of a warp" : "threads of a block") +
                     ": it depends on " + why);
   }
 
@@ -100,7 +106,7 @@ class Checker {
     const ir::Block& blk = k_.block(b);
     if (blk.insts.empty() || branchOf(b).op != Op::Cbr) return;
     const ir::Inst& br = branchOf(b);
-    std::string what = "'%" + names_.value(br.operands[0]) + "'";
+    std::string what = "'%" + names().value(br.operands[0]) + "'";
     std::string msg;
     if (!u_.block.branch[b.index])
       msg = "branch on " + what + " is uniform";
@@ -225,7 +231,7 @@ class Checker {
   ir::DominatorTree cfg_;
   PostDominatorTree pdom_;
   Uniformity u_;
-  ir::NameTable names_;
+  mutable std::optional<ir::NameTable> names_;  // for messages only: built on the first one
 };
 
 }  // namespace

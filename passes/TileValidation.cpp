@@ -185,7 +185,7 @@ class Validator {
   void checkBankConflicts() {
     ir::DominatorTree& cfg = cfg_;
     PostDominatorTree pdom(k_, cfg);
-    Uniformity u = analyzeUniformity(k_, cfg, pdom);
+    Uniformity u = analyzeUniformity(k_, cfg, pdom, Scopes::BlockOnly);
     ThreadEval eval(k_, u.layout, [&](ValueId v) { return !u.block.value[v.index]; });
     std::vector<ThreadSet> active;
     for (BlockId b : cfg.reversePostOrder())

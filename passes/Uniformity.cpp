@@ -344,11 +344,13 @@ class Solver {
 
 }  // namespace
 
-Uniformity analyzeUniformity(const Kernel& k, const ir::DominatorTree& cfg, const PostDominatorTree& pdom) {
+Uniformity analyzeUniformity(const Kernel& k, const ir::DominatorTree& cfg, const PostDominatorTree& pdom,
+                             Scopes scopes) {
   Uniformity u;
   u.layout = ThreadLayout::of(k);
   Context cx(k, cfg, pdom);
   u.block = Solver(cx, Scope::Block, u.layout, nullptr).run();
+  if (scopes == Scopes::BlockOnly) return u;
   ThreadEval eval(k, u.layout, [&](ValueId v) { return !u.block.value[v.index]; });
   u.warp = Solver(cx, Scope::Warp, u.layout, &eval).run();
   return u;

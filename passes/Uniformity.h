@@ -35,7 +35,11 @@ struct Uniformity {
 // extent 1 are uniform. Divergence flows through operands, into the parameters of blocks where
 // the paths of a divergent branch join, and out of loops whose exit a divergent branch decides
 // (values defined in the loop and read after it).
-Uniformity analyzeUniformity(const Kernel& k, const ir::DominatorTree& cfg, const PostDominatorTree& pdom);
+// With Scopes::BlockOnly the warp scope is skipped (`warp` stays empty): what a caller needs
+// that only asks which values are the same in every thread (tile-validation's leaves).
+enum class Scopes : uint8_t { Both, BlockOnly };
+Uniformity analyzeUniformity(const Kernel& k, const ir::DominatorTree& cfg, const PostDominatorTree& pdom,
+                             Scopes scopes = Scopes::Both);
 
 // "tid.x at 7:9": the op that makes a value divergent, for diagnostics.
 std::string describeSource(const Kernel& k, ValueId v);

@@ -55,8 +55,9 @@ std::string memType(ir::Type t) {
 }
 
 KernelEmitter::KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
-                             const passes::RegisterAssignment* assigned, ir::Diagnostics& diags)
-    : m_(m), k_(k), syms_(syms), assigned_(assigned), diags_(diags) {}
+                             const ir::NameTable& names, const passes::RegisterAssignment* assigned,
+                             ir::Diagnostics& diags)
+    : m_(m), k_(k), syms_(syms), names_(names), assigned_(assigned), diags_(diags) {}
 
 std::string KernelEmitter::target() const { return m_.target.name(); }
 
@@ -297,10 +298,9 @@ std::string KernelEmitter::regDecls() const {
 bool KernelEmitter::run(std::string& out) {
   if (!checkSignature()) return false;
   assignRegisters();
-  ir::NameTable names(k_);
   labels_.clear();
   for (size_t b = 0; b < k_.blocks.size(); ++b)
-    labels_.push_back(unique("$L__" + sanitize(names.block(ir::BlockId(static_cast<uint32_t>(b)))), labelNames_));
+    labels_.push_back(unique("$L__" + sanitize(names_.block(ir::BlockId(static_cast<uint32_t>(b)))), labelNames_));
 
   // The entry block is never a branch target (a verifier invariant), so it needs no label.
   emitParamLoads();
@@ -377,9 +377,11 @@ std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir
   std::set<std::string> used;
   for (const ir::Kernel& k : m.kernels) used.insert(k.name);
   std::vector<detail::KernelSymbols> syms(m.kernels.size());
+  std::vector<ir::NameTable> nameTables;
+  nameTables.reserve(m.kernels.size());
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const ir::Kernel& k = m.kernels[i];
-    ir::NameTable names(k);
+    const ir::NameTable& names = nameTables.emplace_back(k);
     syms[i].entry = k.name;
     for (const ir::KernelParam& p : k.params)
       syms[i].params.push_back(detail::unique(k.name + "_param_" + detail::sanitize(names.value(p.value)), used));
@@ -399,7 +401,8 @@ std::optional<std::string> emit(const ir::Module& m, const EmitOptions& opts, ir
       continue;
     }
     out += "\n";
-    detail::KernelEmitter(m, k, syms[i], opts.registers.empty() ? nullptr : &opts.registers[i], diags).run(out);
+    detail::KernelEmitter(m, k, syms[i], nameTables[i], opts.registers.empty() ? nullptr : &opts.registers[i], diags)
+        .run(out);
   }
   if (diags.errors() != errorsBefore) return std::nullopt;
   return out;

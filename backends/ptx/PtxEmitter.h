@@ -12,6 +12,7 @@
 
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
+#include "ir/Printer.h"
 #include "backends/ptx/Registers.h"
 
 namespace tn::ptx::detail {
@@ -34,7 +35,7 @@ class KernelEmitter {
  public:
   // assigned: register-liveness's assignment to name registers after (values with disjoint live
   // ranges share one); null gives every value registers of its own.
-  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms,
+  KernelEmitter(const ir::Module& m, const ir::Kernel& k, const KernelSymbols& syms, const ir::NameTable& names,
                 const passes::RegisterAssignment* assigned, ir::Diagnostics& diags);
   // Appends the kernel's PTX to out; false (with diagnostics) when something cannot be emitted.
   bool run(std::string& out);
@@ -83,6 +84,7 @@ class KernelEmitter {
   const ir::Module& m_;
   const ir::Kernel& k_;
   const KernelSymbols& syms_;
+  const ir::NameTable& names_;
   const passes::RegisterAssignment* assigned_;
   ir::Diagnostics& diags_;
   bool ok_ = true;
