@@ -160,7 +160,7 @@ struct ParseError {};
 struct PendingSucc {
   InstId inst;
   size_t index;
-  std::string name;
+  std::string_view name;
   SourceLoc loc;
 };
 
@@ -395,9 +395,9 @@ class Parser {
   void parseBlock() {
     Token label = take();
     std::string name(label.text);
-    if (blockByName_.contains(name)) fail(label, "duplicate block '^" + name + "'");
+    if (blockByName_.contains(label.text)) fail(label, "duplicate block '^" + name + "'");
     BlockId b = k_->addBlock(name, loc(label));
-    blockByName_[name] = b;
+    blockByName_[label.text] = b;
     if (at(Tok::LParen)) {
       take();
       while (true) {
@@ -421,21 +421,21 @@ class Parser {
 
   // Resolves `name` to a value, allocating a forward-reference placeholder when undefined.
   ValueId useValue(const Token& t) {
+    if (auto it = valueByName_.find(t.text); it != valueByName_.end()) return it->second;
     std::string name(t.text);
-    if (auto it = valueByName_.find(name); it != valueByName_.end()) return it->second;
     ValueId v = k_->addValue(Type::pred(), name, DefKind::Inst, InstId::kNone);
-    valueByName_[name] = v;
+    valueByName_[t.text] = v;
     pendingValues_[name] = loc(t);
     return v;
   }
 
   void defineValue(const Token& t, ValueId fresh) {
-    std::string name(t.text);
-    auto it = valueByName_.find(name);
+    auto it = valueByName_.find(t.text);
     if (it == valueByName_.end()) {
-      valueByName_[name] = fresh;
+      valueByName_.emplace(t.text, fresh);
       return;
     }
+    std::string name(t.text);
     if (!pendingValues_.contains(name)) fail(t, "redefinition of value '%" + name + "'");
     // A forward reference: move the new definition into the placeholder's slot.
     ValueId placeholder = it->second;
@@ -463,7 +463,7 @@ class Parser {
 
   struct Item {
     Token tok;
-    std::vector<Token> args;  // block call arguments
+    size_t argsBegin = 0, argsEnd = 0;  // block call arguments: args_[argsBegin .. argsEnd)
   };
 
   void parseInst(BlockId b) {
@@ -479,20 +479,23 @@ class Parser {
     parseOpName(opTok, in);
     const OpInfo& oi = info(in.op);
 
-    std::vector<Item> items;
+    std::vector<Item>& items = items_;
+    items.clear();
+    args_.clear();
     if (!at(Tok::Newline) && !at(Tok::Colon) && !at(Tok::End) && !at(Tok::RBrace)) {
       while (true) {
-        Item it{take(), {}};
+        Item it{take(), args_.size(), args_.size()};
         if (it.tok.kind == Tok::BlockRef && at(Tok::LParen)) {
           take();
           while (true) {
-            it.args.push_back(expect(Tok::Value, "block argument (%name)"));
+            args_.push_back(expect(Tok::Value, "block argument (%name)"));
+            it.argsEnd = args_.size();
             if (!at(Tok::Comma)) break;
             take();
           }
           expect(Tok::RParen, "')'");
         }
-        items.push_back(std::move(it));
+        items.push_back(it);
         if (!at(Tok::Comma)) break;
         take();
       }
@@ -518,7 +521,8 @@ class Parser {
       failAt(in.loc, "'" + std::string(oi.name) + "' needs a source and result type (': S -> T')");
 
     size_t wantSuccs = in.op == Op::Br ? 1 : in.op == Op::Cbr ? 2 : 0;
-    std::vector<std::pair<size_t, Item*>> succItems;
+    std::vector<std::pair<size_t, Item*>>& succItems = succItems_;
+    succItems.clear();
     for (Item& it : items) {
       switch (it.tok.kind) {
         case Tok::Value:
@@ -559,7 +563,7 @@ class Parser {
     if (resultTok && !rt) fail(*resultTok, "'" + std::string(oi.name) + "' produces no result");
     in.succs.resize(succItems.size());
     for (auto& [idx, item] : succItems)
-      for (const Token& a : item->args) in.succs[idx].args.push_back(useValue(a));
+      for (size_t a = item->argsBegin; a < item->argsEnd; ++a) in.succs[idx].args.push_back(useValue(args_[a]));
     InstId id = k_->append(b, std::move(in), rt, {});
     const Inst& placed = k_->inst(id);
     if (placed.result && resultTok) {
@@ -567,7 +571,7 @@ class Parser {
       defineValue(*resultTok, placed.result);
     }
     for (auto& [idx, item] : succItems)
-      pendingSuccs_.push_back({id, idx, std::string(item->tok.text), loc(item->tok)});
+      pendingSuccs_.push_back({id, idx, item->tok.text, loc(item->tok)});
   }
 
   void parseOpName(const Token& t, Inst& in) {
@@ -628,7 +632,7 @@ class Parser {
     for (auto& [name, l] : pendingValues_) failAt(l, "use of undefined value '%" + name + "'");
     for (const PendingSucc& p : pendingSuccs_) {
       auto it = blockByName_.find(p.name);
-      if (it == blockByName_.end()) failAt(p.loc, "use of undefined block '^" + p.name + "'");
+      if (it == blockByName_.end()) failAt(p.loc, "use of undefined block '^" + std::string(p.name) + "'");
       k_->inst(p.inst).succs[p.index].block = it->second;
     }
     (void)close;
@@ -641,10 +645,15 @@ class Parser {
   Diagnostics& diags_;
   Module mod_;
   Kernel* k_ = nullptr;
-  std::unordered_map<std::string, ValueId> valueByName_;
+  // Keyed by views of the source text, which outlives the parse.
+  std::unordered_map<std::string_view, ValueId> valueByName_;
   std::unordered_map<std::string, SourceLoc> pendingValues_;
-  std::unordered_map<std::string, BlockId> blockByName_;
+  std::unordered_map<std::string_view, BlockId> blockByName_;
   std::vector<PendingSucc> pendingSuccs_;
+  // parseInst's scratch, reused from one instruction to the next.
+  std::vector<Item> items_;
+  std::vector<Token> args_;
+  std::vector<std::pair<size_t, Item*>> succItems_;
   bool sawImm_ = false;
 };
 
