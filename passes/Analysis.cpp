@@ -170,16 +170,21 @@ std::optional<uint64_t> constBits(const Kernel& k, ValueId v) {
   return in->imm;
 }
 
-std::vector<std::vector<InstId>> userLists(const Kernel& k) {
-  std::vector<std::vector<InstId>> users(k.values.size());
-  for (const ir::Block& b : k.blocks)
-    for (InstId id : b.insts) {
-      const ir::Inst& in = k.inst(id);
-      for (ValueId v : in.operands) users[v.index].push_back(id);
-      for (const ir::BlockCall& c : in.succs)
-        for (ValueId v : c.args) users[v.index].push_back(id);
-    }
-  return users;
+UserLists::UserLists(const Kernel& k) : start_(k.values.size() + 1, 0) {
+  auto eachRead = [&](auto&& f) {
+    for (const ir::Block& b : k.blocks)
+      for (InstId id : b.insts) {
+        const ir::Inst& in = k.inst(id);
+        for (ValueId v : in.operands) f(v, id);
+        for (const ir::BlockCall& c : in.succs)
+          for (ValueId v : c.args) f(v, id);
+      }
+  };
+  eachRead([&](ValueId v, InstId) { ++start_[v.index + 1]; });
+  for (size_t v = 0; v < k.values.size(); ++v) start_[v + 1] += start_[v];
+  inst_.resize(start_.back());
+  std::vector<uint32_t> at(start_.begin(), start_.end() - 1);
+  eachRead([&](ValueId v, InstId id) { inst_[at[v.index]++] = id; });
 }
 
 }  // namespace tn::passes

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "ir/Dominance.h"
@@ -79,7 +80,17 @@ BlockId definingBlock(const Kernel& k, ValueId v, const InstPositions& pos);
 std::optional<uint64_t> constBits(const Kernel& k, ValueId v);
 
 // The instructions in blocks that read each value, in block order (an inst reading a value
-// twice is listed twice).
-std::vector<std::vector<InstId>> userLists(const Kernel& k);
+// twice is listed twice); one flat array for all values.
+class UserLists {
+ public:
+  explicit UserLists(const Kernel& k);
+  std::span<const InstId> operator[](ValueId v) const {
+    return {inst_.data() + start_[v.index], start_[v.index + 1] - start_[v.index]};
+  }
+
+ private:
+  std::vector<uint32_t> start_;  // users of value v: inst_[start_[v] .. start_[v + 1])
+  std::vector<InstId> inst_;
+};
 
 }  // namespace tn::passes

@@ -203,9 +203,11 @@ bool foldKernel(ir::Kernel& k) {
   ir::DominatorTree cfg(k);
   bool changed = false;
   std::vector<bool> dead(k.insts.size(), false);
+  Replacements repl(k);
   for (BlockId b : cfg.reversePostOrder()) {
     for (ir::InstId id : k.block(b).insts) {
       ir::Inst& in = k.inst(id);
+      repl.rewrite(in);
       if (in.op == Op::Cbr && in.succs.size() == 2) {
         if (auto p = constBits(k, in.operands[0])) {
           ir::BlockCall keep = in.succs[*p & 1 ? 0 : 1];
@@ -237,13 +239,16 @@ bool foldKernel(ir::Kernel& k) {
         continue;
       }
       if (auto v = identity(k, in)) {
-        replaceAllUses(k, in.result, *v);
+        if (*v != in.result) repl.add(in.result, *v);
         dead[id.index] = true;
         changed = true;
       }
     }
   }
-  if (changed) eraseInsts(k, dead);
+  if (changed) {
+    repl.rewriteAll(k);
+    eraseInsts(k, dead);
+  }
   return changed;
 }
 

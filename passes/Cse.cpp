@@ -62,13 +62,7 @@ bool cseKernel(ir::Kernel& k) {
   bool changed = false;
   // Replacements are applied as the walk reaches each use (every use of a value lies in the
   // dominator subtree of its definition) and once more at the end for unreachable blocks.
-  std::vector<ValueId> repl(k.values.size());
-  auto resolve = [&](ValueId v) { return repl[v.index].valid() ? repl[v.index] : v; };
-  auto rewrite = [&](ir::Inst& in) {
-    for (ValueId& v : in.operands) v = resolve(v);
-    for (ir::BlockCall& c : in.succs)
-      for (ValueId& v : c.args) v = resolve(v);
-  };
+  Replacements repl(k);
 
   // Pre-order walk of the dominator tree; each block's additions (the tail of `added` from
   // its frame's mark) are undone when it is left. An instruction in the table is never
@@ -84,14 +78,14 @@ bool cseKernel(ir::Kernel& k) {
     stack.push_back({b, 0, added.size()});
     for (ir::InstId id : k.block(b).insts) {
       ir::Inst& in = k.inst(id);
-      rewrite(in);
+      repl.rewrite(in);
       if (!ir::hasFlag(in.op, ir::OF_PURE) || !in.result) continue;
       auto [it, inserted] = available.insert(id.index);
       if (inserted) {
         added.push_back(id.index);
         continue;
       }
-      repl[in.result.index] = k.insts[*it].result;
+      repl.add(in.result, k.insts[*it].result);
       dead[id.index] = true;
       changed = true;
     }
@@ -109,8 +103,7 @@ bool cseKernel(ir::Kernel& k) {
     stack.pop_back();
   }
   if (!changed) return false;
-  for (ir::Block& b : k.blocks)
-    for (ir::InstId id : b.insts) rewrite(k.inst(id));
+  repl.rewriteAll(k);
   eraseInsts(k, dead);
   return true;
 }

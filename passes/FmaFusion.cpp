@@ -27,8 +27,8 @@ bool absorbs(const ir::Inst& use, const ir::Inst& mul) {
   return std::count(use.operands.begin(), use.operands.end(), mul.result) == 1;
 }
 
-// Places -v just before `before` in block b: a negated constant, or a neg instruction.
-ValueId negateBefore(ir::Kernel& k, BlockId b, InstId before, ValueId v, ir::SourceLoc loc) {
+// Places -v just before `before`: a negated constant, or a neg instruction.
+ValueId negateBefore(ir::Kernel& k, Insertions& negations, InstId before, ValueId v, ir::SourceLoc loc) {
   ir::Type t = k.typeOf(v);
   ir::Inst in;
   if (auto bits = constBits(k, v)) {
@@ -40,34 +40,32 @@ ValueId negateBefore(ir::Kernel& k, BlockId b, InstId before, ValueId v, ir::Sou
     in.loc = loc;
   }
   InstId id = createInst(k, std::move(in));
-  std::vector<InstId>& insts = k.block(b).insts;
-  insertInst(k, b, std::find(insts.begin(), insts.end(), before) - insts.begin(), id);
+  negations.before(before, id);
   return k.inst(id).result;
 }
 
 bool fuseKernel(ir::Kernel& k) {
-  std::vector<std::vector<InstId>> users = userLists(k);
-  InstPositions pos(k);
+  UserLists users(k);
+  Insertions negations;
   std::vector<bool> dead(k.insts.size(), false);
   bool changed = false;
   for (size_t bi = 0; bi < k.blocks.size(); ++bi) {
     for (size_t ii = 0; ii < k.blocks[bi].insts.size(); ++ii) {
       InstId mid = k.blocks[bi].insts[ii];
       if (k.inst(mid).op != Op::Mul || !contractible(k.inst(mid)) || k.inst(mid).has(Mod::SatMod)) continue;
-      const std::vector<InstId>& uses = users[k.inst(mid).result.index];
+      std::span<const InstId> uses = users[k.inst(mid).result];
       if (uses.empty()) continue;
       bool all = std::all_of(uses.begin(), uses.end(), [&](InstId u) { return absorbs(k.inst(u), k.inst(mid)); });
       if (!all) continue;
       ValueId a = k.inst(mid).operands[0], b = k.inst(mid).operands[1], p = k.inst(mid).result;
       for (InstId uid : uses) {
-        BlockId ub = pos.block[uid.index];
         ir::SourceLoc loc = k.inst(uid).loc;
         bool productFirst = k.inst(uid).operands[0] == p;
         ValueId c = k.inst(uid).operands[productFirst ? 1 : 0];
         ValueId fa = a;
         if (k.inst(uid).op == Op::Sub) {
           ValueId& negated = productFirst ? c : fa;
-          negated = negateBefore(k, ub, uid, negated, loc);
+          negated = negateBefore(k, negations, uid, negated, loc);
         }
         ir::Inst& use = k.inst(uid);
         use.op = Op::Fma;
@@ -78,6 +76,7 @@ bool fuseKernel(ir::Kernel& k) {
     }
   }
   if (changed) {
+    negations.apply(k);
     dead.resize(k.insts.size(), false);
     eraseInsts(k, dead);
   }

@@ -4,13 +4,15 @@
 
 namespace tn::passes {
 
-void replaceAllUses(ir::Kernel& k, ir::ValueId from, ir::ValueId to) {
+void Replacements::rewrite(ir::Inst& in) const {
+  for (ir::ValueId& v : in.operands) v = resolve(v);
+  for (ir::BlockCall& c : in.succs)
+    for (ir::ValueId& v : c.args) v = resolve(v);
+}
+
+void Replacements::rewriteAll(ir::Kernel& k) const {
   for (ir::Block& b : k.blocks)
-    for (ir::InstId id : b.insts) {
-      ir::Inst& in = k.inst(id);
-      std::replace(in.operands.begin(), in.operands.end(), from, to);
-      for (ir::BlockCall& c : in.succs) std::replace(c.args.begin(), c.args.end(), from, to);
-    }
+    for (ir::InstId id : b.insts) rewrite(k.inst(id));
 }
 
 ir::InstId createInst(ir::Kernel& k, ir::Inst in, std::string name) {
@@ -20,9 +22,27 @@ ir::InstId createInst(ir::Kernel& k, ir::Inst in, std::string name) {
   return id;
 }
 
-void insertInst(ir::Kernel& k, ir::BlockId b, size_t pos, ir::InstId id) {
-  std::vector<ir::InstId>& insts = k.block(b).insts;
-  insts.insert(insts.begin() + static_cast<std::ptrdiff_t>(std::min(pos, insts.size())), id);
+void Insertions::apply(ir::Kernel& k) {
+  if (pending_.empty()) return;
+  std::stable_sort(pending_.begin(), pending_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<bool> target(k.insts.size(), false);
+  for (const auto& [at, id] : pending_) target[at.index] = true;
+  std::vector<ir::InstId> placed;
+  for (ir::Block& b : k.blocks) {
+    if (std::none_of(b.insts.begin(), b.insts.end(), [&](ir::InstId i) { return target[i.index]; })) continue;
+    placed.clear();
+    for (ir::InstId i : b.insts) {
+      if (target[i.index]) {
+        auto first = std::lower_bound(pending_.begin(), pending_.end(), i,
+                                      [](const auto& p, ir::InstId x) { return p.first < x; });
+        for (auto it = first; it != pending_.end() && it->first == i; ++it) placed.push_back(it->second);
+      }
+      placed.push_back(i);
+    }
+    b.insts = placed;
+  }
+  pending_.clear();
 }
 
 ir::Inst constInst(ir::Type t, uint64_t bits, ir::SourceLoc loc) {

@@ -23,6 +23,7 @@ std::optional<unsigned> powerOfTwo(const ir::Kernel& k, ValueId v, ir::Type t) {
 
 bool reduceKernel(ir::Kernel& k) {
   bool changed = false;
+  Insertions shifts;  // each new constant goes just before its instruction
   for (size_t b = 0; b < k.blocks.size(); ++b) {
     for (size_t i = 0; i < k.blocks[b].insts.size(); ++i) {
       ir::InstId id = k.blocks[b].insts[i];
@@ -47,11 +48,11 @@ bool reduceKernel(ir::Kernel& k) {
       ir::Inst& rewritten = k.inst(id);
       rewritten.op = op == ir::Op::Mul ? ir::Op::Shl : op == ir::Op::Div ? ir::Op::Shr : ir::Op::And;
       rewritten.operands = {x, c};
-      insertInst(k, BlockId(static_cast<uint32_t>(b)), i, cid);
-      ++i;
+      shifts.before(id, cid);
       changed = true;
     }
   }
+  shifts.apply(k);
   return changed;
 }
 

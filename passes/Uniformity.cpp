@@ -21,17 +21,9 @@ namespace {
 struct Context {
   Context(const Kernel& k, const ir::DominatorTree& cfg, const PostDominatorTree& pdom)
       : k(k), cfg(cfg), cdeps(controlDependences(k, cfg, pdom)), dependents(k.blocks.size()), scc(k, cfg),
-        pos(k), joins(k, cfg, pdom, scc), userStart(k.values.size() + 1, 0), readerStart(k.values.size() + 1, 0) {
+        pos(k), users(k), joins(k, cfg, pdom, scc), readerStart(k.values.size() + 1, 0) {
     for (size_t x = 0; x < cdeps.size(); ++x)
       for (BlockId d : cdeps[x]) dependents[d.index].push_back(BlockId(static_cast<uint32_t>(x)));
-    // Users of each value: the instructions in blocks reading it (counted, then filled).
-    for (const ir::Block& blk : k.blocks)
-      for (InstId id : blk.insts) forEachRead(k.inst(id), [&](ValueId v) { ++userStart[v.index + 1]; });
-    for (size_t v = 0; v < k.values.size(); ++v) userStart[v + 1] += userStart[v];
-    userInst.resize(userStart.back());
-    std::vector<uint32_t> at(userStart.begin(), userStart.end() - 1);
-    for (const ir::Block& blk : k.blocks)
-      for (InstId id : blk.insts) forEachRead(k.inst(id), [&](ValueId v) { userInst[at[v.index]++] = id; });
     // Readers of each value: instructions reading it, the parameters of blocks it is passed to,
     // the decision of a cbr on it. Counted first, then filled (one array for all values).
     for (int fill = 0; fill < 2; ++fill) {
@@ -59,15 +51,6 @@ struct Context {
     }
   }
 
-  template <class F>
-  static void forEachRead(const ir::Inst& in, F&& f) {
-    for (ValueId v : in.operands) f(v);
-    for (const ir::BlockCall& c : in.succs)
-      for (ValueId v : c.args) f(v);
-  }
-  std::span<const InstId> users(ValueId v) const {
-    return {userInst.data() + userStart[v.index], userStart[v.index + 1] - userStart[v.index]};
-  }
   static uint64_t slotPos(uint32_t rpo, size_t slot) { return (uint64_t{rpo} << 32) | slot; }
   static uint64_t branchPos(uint32_t rpo) { return (uint64_t{1} << 63) | (uint64_t{rpo} << 32); }
 
@@ -76,9 +59,8 @@ struct Context {
   std::vector<std::vector<BlockId>> cdeps, dependents;  // dependents[d]: the blocks whose deps hold d
   StrongComponents scc;
   InstPositions pos;
+  UserLists users;
   JoinFinder joins;
-  std::vector<uint32_t> userStart;  // users of value v: userInst[userStart[v] .. userStart[v + 1])
-  std::vector<InstId> userInst;
   std::vector<uint32_t> readerStart;  // readers of value v: readerPos[readerStart[v] .. readerStart[v + 1])
   std::vector<uint64_t> readerPos;
 };
@@ -283,7 +265,7 @@ class Solver {
     // Instructions outside the cycle reading its values; a branch among them passes the taint on
     // to its targets' parameters.
     auto readOutside = [&](ValueId v) {
-      for (InstId u : cx_.users(v)) {
+      for (InstId u : cx_.users[v]) {
         BlockId ub = cx_.pos.block[u.index];
         if (inCycleBlock(ub)) continue;
         taint(u, why);

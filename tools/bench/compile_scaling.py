@@ -2,8 +2,9 @@
 """Compile-time scaling benchmark (not a test): how truenoc's parse, verify, passes and emitter
 scale with the number of blocks of one kernel.
 
-It generates .tir kernels of about 3 instructions per block (default 10k, 33k and 100k blocks)
-and times each stage as its own process, with its peak resident memory:
+It generates .tir kernels of about 3 instructions per block (default 10k, 33k and 100k blocks),
+or with --shape one-block a single block of many instructions, and times each stage as its own
+process, with its peak resident memory:
 
   parse+verify   truenoc opt FILE -o /dev/null         (parse, verify, print)
   opt -O2        truenoc opt -O2 FILE -o OPT.tir
@@ -19,9 +20,10 @@ Every other loop has a uniform trip count and a shared-memory exchange around ba
 others leave on a loaded value (a divergent loop exit). The pipeline has work to do: repeated
 constants (cse), mul by 4 (strength-reduce), mul + add (fma-fusion).
 
-  tools/bench/compile_scaling.py [--truenoc build/bin/truenoc] [--blocks 10000,33334,100000]
+  tools/bench/compile_scaling.py [--truenoc build/bin/truenoc] [--sizes 10000,33334,100000]
                                  [--time-passes] [--keep DIR] [--timeout SECONDS]
-  tools/bench/compile_scaling.py --write N FILE     only write the kernel of N blocks
+  tools/bench/compile_scaling.py --shape one-block       one block of 30k, 100k, 300k instructions
+  tools/bench/compile_scaling.py [--shape S] --write N FILE    only write the kernel of size N
 
 Results and the before/after table: docs/performance.md, "Compile-time scaling".
 """
@@ -121,6 +123,35 @@ def generate(blocks):
     return "\n".join(out) + "\n"
 
 
+def generate_one_block(insts):
+    """About `insts` instructions in the entry block alone: the shape whose cost per instruction
+    must not grow with the block (in-place insertions, replacements, per-block tables)."""
+    out = []
+    w = out.append
+    w("target sm_80\nptx 7.0\n")
+    w("kernel @one_block(%x: ptr.global align 16, %s: f32) {")
+    w("^entry:")
+    w("  %zero = const 0 : u32")
+    w("  %c4 = const 4 : u32")
+    w("  %tid = tid.x : u32")
+    w("  %acc0 = const 0.0 : f32")
+    for i in range(max(1, insts // 9)):
+        # add 0 (const-fold), mul by 4 (strength-reduce), the same mul again (cse),
+        # mul + sub (fma-fusion with a negation), a load and a store.
+        w(f"  %i{i} = add %tid, %zero : u32")
+        w(f"  %o{i} = mul %i{i}, %c4 : u32")
+        w(f"  %d{i} = mul %i{i}, %c4 : u32")
+        w(f"  %w{i} = mul.wide %o{i}, %c4 : u32")
+        w(f"  %p{i} = ptradd %x, %w{i} : ptr.global")
+        w(f"  %v{i} = ld %p{i} : f32")
+        w(f"  %m{i} = mul %v{i}, %s : f32")
+        w(f"  %acc{i + 1} = sub %m{i}, %acc{i} : f32")
+        w(f"  st %p{i}, %acc{i + 1} : f32")
+    w("  ret")
+    w("}")
+    return "\n".join(out) + "\n"
+
+
 def count(text):
     blocks = sum(1 for line in text.splitlines() if line.startswith("^"))
     insts = sum(1 for line in text.splitlines() if line.startswith("  ") and not line.startswith("  shared"))
@@ -128,8 +159,9 @@ def count(text):
 
 
 def run(cmd, timeout):
-    """(seconds, peak RSS in MB, exit status, stderr) of one process, measured with wait4 (the
-    child's own ru_maxrss, as /usr/bin/time -v reports it)."""
+    """(wall seconds, CPU seconds, peak RSS in MB, exit status, stderr) of one process, measured
+    with wait4 (the child's own rusage, as /usr/bin/time -v reports it). CPU time (user + system)
+    is the steadier number on a machine shared with other jobs."""
     with tempfile.TemporaryFile() as err:
         start = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
@@ -143,32 +175,37 @@ def run(cmd, timeout):
         err.seek(0)
         text = err.read()
     if timed_out:
-        return None, None, "timeout", text
-    return seconds, usage.ru_maxrss / 1024.0, proc.returncode, text
+        return None, None, None, "timeout", text
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, proc.returncode, text
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--truenoc", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin", "truenoc"))
-    ap.add_argument("--blocks", default="10000,33334,100000", help="comma-separated block counts")
+    ap.add_argument("--shape", choices=["chain", "one-block"], default="chain",
+                    help="chain: loops of diamonds, sized in blocks; one-block: a single block, sized in instructions")
+    ap.add_argument("--sizes", help="comma-separated sizes (default: 10000,33334,100000 blocks for chain, "
+                                    "30000,100000,300000 instructions for one-block)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per stage before it is reported as a timeout")
     ap.add_argument("--time-passes", action="store_true", help="also print opt -O2's --time-passes table")
     ap.add_argument("--keep", help="write the kernels and the -O2 output to this folder")
-    ap.add_argument("--write", nargs=2, metavar=("BLOCKS", "FILE"), help="only write the kernel of BLOCKS blocks")
+    ap.add_argument("--write", nargs=2, metavar=("SIZE", "FILE"), help="only write the kernel of this size")
     args = ap.parse_args()
 
+    make = generate_one_block if args.shape == "one-block" else generate
+    sizes = args.sizes or ("30000,100000,300000" if args.shape == "one-block" else "10000,33334,100000")
     if args.write:
         with open(args.write[1], "w") as f:
-            f.write(generate(int(args.write[0])))
+            f.write(make(int(args.write[0])))
         return 0
 
     truenoc = os.path.abspath(args.truenoc)
     work = args.keep or tempfile.mkdtemp(prefix="truenoc-scaling-")
     os.makedirs(work, exist_ok=True)
-    print(f"{'blocks':>7} {'insts':>7}  {'stage':<13} {'seconds':>8} {'peak MB':>8}")
+    print(f"{'blocks':>7} {'insts':>7}  {'stage':<13} {'wall s':>8} {'cpu s':>8} {'peak MB':>8}")
     failed = False
-    for n in (int(b) for b in args.blocks.split(",")):
-        text = generate(n)
+    for n in (int(b) for b in sizes.split(",")):
+        text = make(n)
         blocks, insts = count(text)
         src = os.path.join(work, f"scaling-{n}.tir")
         opt = os.path.join(work, f"scaling-{n}.O2.tir")
@@ -180,12 +217,12 @@ def main():
             ("emit-ptx", [truenoc, "emit-ptx", opt, "--target", "sm_80", "-o", "/dev/null"]),
         ]
         for name, cmd in stages:
-            secs, mb, status, err = run(cmd, args.timeout)
+            secs, cpu, mb, status, err = run(cmd, args.timeout)
             if status == "timeout":
-                print(f"{blocks:>7} {insts:>7}  {name:<13} {'>' + str(int(args.timeout)):>8} {'-':>8}")
+                print(f"{blocks:>7} {insts:>7}  {name:<13} {'>' + str(int(args.timeout)):>8} {'-':>8} {'-':>8}")
                 failed = True
                 break
-            print(f"{blocks:>7} {insts:>7}  {name:<13} {secs:>8.2f} {mb:>8.0f}", flush=True)
+            print(f"{blocks:>7} {insts:>7}  {name:<13} {secs:>8.2f} {cpu:>8.2f} {mb:>8.0f}", flush=True)
             if status != 0:
                 sys.stderr.write(err.decode(errors="replace")[-2000:])
                 failed = True
