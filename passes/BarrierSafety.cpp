@@ -1,7 +1,9 @@
 // barrier-safety -- does: uniformity analysis; errors: barriers/collectives under divergent control; warns: races.
 // requires: a verified kernel; computes CFG, post-dominators, control dependence, uniformity and thread values itself.
 // guarantees: the IR is not changed; each error points at the op and names the divergent branch (note at the branch).
+#include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "ir/Dominance.h"
 #include "ir/Printer.h"
@@ -149,30 +151,45 @@ class Checker {
     return a;
   }
 
-  bool reachesWithoutBarrier(const Access& from, const Access& to) const {
-    auto scan = [&](BlockId b, size_t start) -> int {  // 1: found, 0: barrier, -1: end of block
-      const std::vector<InstId>& insts = k_.block(b).insts;
-      for (size_t i = start; i < insts.size(); ++i) {
-        if (insts[i] == to.id) return 1;
-        if (k_.inst(insts[i]).op == Op::BarSync) return 0;
+  // Whether `to` runs after `from` on some path with no bar.sync in between: later in from's
+  // block before a barrier, or (when none follows from there) in a block reached through blocks
+  // without barriers, before that block's first barrier. The blocks reached that way depend on
+  // from's block only, and are searched once per block.
+  bool reachesWithoutBarrier(const Access& from, const Access& to) {
+    uint32_t after = barrierAfter(from.block, from.index + 1);
+    if (to.block == from.block && to.index > from.index) return to.index < after;
+    if (after < k_.block(from.block).insts.size()) return false;
+    auto [it, fresh] = barrierFree_.try_emplace(from.block.index);
+    std::vector<uint32_t>& reached = it->second;
+    if (fresh) {
+      if (seen_.empty()) seen_.assign(k_.blocks.size(), 0);
+      uint32_t stamp = ++stamp_;
+      std::vector<BlockId> work(cfg_.successors(from.block).begin(), cfg_.successors(from.block).end());
+      while (!work.empty()) {
+        BlockId x = work.back();
+        work.pop_back();
+        if (seen_[x.index] == stamp) continue;
+        seen_[x.index] = stamp;
+        reached.push_back(x.index);
+        if (barrierAfter(x, 0) < k_.block(x).insts.size()) continue;
+        for (BlockId s : cfg_.successors(x)) work.push_back(s);
       }
-      return -1;
-    };
-    int r = scan(from.block, from.index + 1);
-    if (r >= 0) return r == 1;
-    std::vector<bool> seen(k_.blocks.size(), false);
-    std::vector<BlockId> work(cfg_.successors(from.block).begin(), cfg_.successors(from.block).end());
-    while (!work.empty()) {
-      BlockId x = work.back();
-      work.pop_back();
-      if (seen[x.index]) continue;
-      seen[x.index] = true;
-      r = scan(x, 0);
-      if (r == 1) return true;
-      if (r == 0) continue;
-      for (BlockId s : cfg_.successors(x)) work.push_back(s);
+      std::sort(reached.begin(), reached.end());
     }
-    return false;
+    return std::binary_search(reached.begin(), reached.end(), to.block.index) && to.index < barrierAfter(to.block, 0);
+  }
+
+  // Position of the first bar.sync at or after `start` in block b (its size when none).
+  uint32_t barrierAfter(BlockId b, size_t start) {
+    if (barriers_.empty()) {
+      barriers_.resize(k_.blocks.size());
+      for (size_t x = 0; x < k_.blocks.size(); ++x)
+        for (size_t i = 0; i < k_.blocks[x].insts.size(); ++i)
+          if (k_.inst(k_.blocks[x].insts[i]).op == Op::BarSync) barriers_[x].push_back(static_cast<uint32_t>(i));
+    }
+    const std::vector<uint32_t>& at = barriers_[b.index];
+    auto it = std::lower_bound(at.begin(), at.end(), start);
+    return it != at.end() ? *it : static_cast<uint32_t>(k_.block(b).insts.size());
   }
 
   // May a thread load bytes that a different thread stored?
@@ -231,6 +248,12 @@ class Checker {
   ir::DominatorTree cfg_;
   PostDominatorTree pdom_;
   Uniformity u_;
+  // For reachesWithoutBarrier, filled when first asked: the positions of each block's
+  // barriers, and by store block the blocks reached without one (a search stamps seen_).
+  std::vector<std::vector<uint32_t>> barriers_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> barrierFree_;
+  std::vector<uint32_t> seen_;
+  uint32_t stamp_ = 0;
   mutable std::optional<ir::NameTable> names_;  // for messages only: built on the first one
 };
 
