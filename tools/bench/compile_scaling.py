@@ -21,7 +21,7 @@ others leave on a loaded value (a divergent loop exit). The pipeline has work to
 constants (cse), mul by 4 (strength-reduce), mul + add (fma-fusion).
 
   tools/bench/compile_scaling.py [--truenoc build/bin/truenoc] [--sizes 10000,33334,100000]
-                                 [--time-passes] [--keep DIR] [--timeout SECONDS]
+                                 [--time-passes] [--keep DIR] [--timeout SECONDS] [--max-mb MB]
   tools/bench/compile_scaling.py --shape one-block       one block of 30k, 100k, 300k instructions
   tools/bench/compile_scaling.py [--shape S] --write N FILE    only write the kernel of size N
 
@@ -187,6 +187,7 @@ def main():
     ap.add_argument("--sizes", help="comma-separated sizes (default: 10000,33334,100000 blocks for chain, "
                                     "30000,100000,300000 instructions for one-block)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per stage before it is reported as a timeout")
+    ap.add_argument("--max-mb", type=float, help="fail when a stage's peak memory exceeds this many MB")
     ap.add_argument("--time-passes", action="store_true", help="also print opt -O2's --time-passes table")
     ap.add_argument("--keep", help="write the kernels and the -O2 output to this folder")
     ap.add_argument("--write", nargs=2, metavar=("SIZE", "FILE"), help="only write the kernel of this size")
@@ -220,6 +221,7 @@ def main():
             secs, cpu, mb, status, err = run(cmd, args.timeout)
             if status == "timeout":
                 print(f"{blocks:>7} {insts:>7}  {name:<13} {'>' + str(int(args.timeout)):>8} {'-':>8} {'-':>8}")
+                print(f"error: {name} ran past --timeout {args.timeout:.0f} s")
                 failed = True
                 break
             print(f"{blocks:>7} {insts:>7}  {name:<13} {secs:>8.2f} {cpu:>8.2f} {mb:>8.0f}", flush=True)
@@ -227,6 +229,9 @@ def main():
                 sys.stderr.write(err.decode(errors="replace")[-2000:])
                 failed = True
                 break
+            if args.max_mb and mb > args.max_mb:
+                print(f"error: {name} took {mb:.0f} MB, more than --max-mb {args.max_mb:.0f}")
+                failed = True
             if args.time_passes and name == "opt -O2":
                 sys.stdout.write(err.decode(errors="replace"))
     if not args.keep:
