@@ -43,28 +43,29 @@ def generate(blocks):
     """A kernel of about `blocks` blocks (5 per segment, 2 per loop), as .tir text."""
     per_loop = SEGMENTS_PER_LOOP * 5 + 2
     loops = max(1, round(blocks / per_loop))
-    out = []
+    out = ["""target sm_80
+ptx 7.0
+
+kernel @scaling(%x: ptr.global align 16, %y: ptr.global, %n: u32, %s: f32) reqntid(256) {
+  shared @buf: f32[256] align 4
+^entry:
+  %tid = tid.x : u32
+  %cta = ctaid.x : u32
+  %one = const 1 : u32
+  %zero = const 0 : u32
+  %fzero = const 0.0 : f32
+  %c4 = const 4 : u32
+  %sbase = shared.addr @buf : ptr.shared
+  %toff = mul %tid, %c4 : u32
+  %sp = ptradd %sbase, %toff : ptr.shared
+  %tnext = add %tid, %one : u32
+  %c255 = const 255 : u32
+  %twrap = and %tnext, %c255 : u32
+  %qoff = mul %twrap, %c4 : u32
+  %sq = ptradd %sbase, %qoff : ptr.shared
+  %inside = setp.lt %cta, %n : u32
+  cbr %inside, ^L0(%fzero, %tid, %zero), ^done"""]
     w = out.append
-    w("target sm_80\nptx 7.0\n")
-    w("kernel @scaling(%x: ptr.global align 16, %y: ptr.global, %n: u32, %s: f32) reqntid(256) {")
-    w("  shared @buf: f32[256] align 4")
-    w("^entry:")
-    w("  %tid = tid.x : u32")
-    w("  %cta = ctaid.x : u32")
-    w("  %one = const 1 : u32")
-    w("  %zero = const 0 : u32")
-    w("  %fzero = const 0.0 : f32")
-    w("  %c4 = const 4 : u32")
-    w("  %sbase = shared.addr @buf : ptr.shared")
-    w("  %toff = mul %tid, %c4 : u32")
-    w("  %sp = ptradd %sbase, %toff : ptr.shared")
-    w("  %tnext = add %tid, %one : u32")
-    w("  %c255 = const 255 : u32")
-    w("  %twrap = and %tnext, %c255 : u32")
-    w("  %qoff = mul %twrap, %c4 : u32")
-    w("  %sq = ptradd %sbase, %qoff : ptr.shared")
-    w("  %inside = setp.lt %cta, %n : u32")
-    w("  cbr %inside, ^L0(%fzero, %tid, %zero), ^done")
     seg = 0
     for m in range(loops):
         uniform = m % 2 == 0
@@ -126,15 +127,16 @@ def generate(blocks):
 def generate_one_block(insts):
     """About `insts` instructions in the entry block alone: the shape whose cost per instruction
     must not grow with the block (in-place insertions, replacements, per-block tables)."""
-    out = []
+    out = ["""target sm_80
+ptx 7.0
+
+kernel @one_block(%x: ptr.global align 16, %s: f32) {
+^entry:
+  %zero = const 0 : u32
+  %c4 = const 4 : u32
+  %tid = tid.x : u32
+  %acc0 = const 0.0 : f32"""]
     w = out.append
-    w("target sm_80\nptx 7.0\n")
-    w("kernel @one_block(%x: ptr.global align 16, %s: f32) {")
-    w("^entry:")
-    w("  %zero = const 0 : u32")
-    w("  %c4 = const 4 : u32")
-    w("  %tid = tid.x : u32")
-    w("  %acc0 = const 0.0 : f32")
     for i in range(max(1, insts // 9)):
         # add 0 (const-fold), mul by 4 (strength-reduce), the same mul again (cse),
         # mul + sub (fma-fusion with a negation), a load and a store.
