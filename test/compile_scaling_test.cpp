@@ -1,7 +1,8 @@
 // Compile-time scaling, counted rather than timed: the heap traffic (bytes the compiler asks
 // for) of parse, verify, -O2 and PTX on kernels of one size and of eight times that size. A step
 // that is linear in the kernel asks for about eight times as much; one that allocates a table
-// of values or blocks per block, per branch or per value grows with the square. Times are measured by tools/bench/compile_scaling.py (docs/performance.md).
+// of values or blocks per block, per branch or per value grows with the square. Times are
+// measured by tools/bench/compile_scaling.py (docs/performance.md).
 //
 // The count comes from this binary's replacements of operator new, which AddressSanitizer
 // builds keep their own (the test is skipped there).

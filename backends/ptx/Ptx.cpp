@@ -81,7 +81,9 @@ bool KernelEmitter::fail(const ir::Inst& in, const std::string& reason) {
 }
 
 std::string KernelEmitter::regName(RegClass c, uint32_t n) const {
-  return std::string(regClassPrefix(c)) + std::to_string(n);
+  std::string s(regClassPrefix(c));
+  s += std::to_string(n);
+  return s;
 }
 
 std::string KernelEmitter::reg(ir::ValueId v, unsigned lane) const {
@@ -101,8 +103,15 @@ uint32_t KernelEmitter::temp(RegClass c) {
   return temps_[idx(c)];
 }
 
-void KernelEmitter::line(const std::string& text) { body_ += "\t" + text + "\n"; }
-void KernelEmitter::label(const std::string& name) { body_ += name + ":\n"; }
+void KernelEmitter::line(const std::string& text) {
+  body_ += '\t';
+  body_ += text;
+  body_ += '\n';
+}
+void KernelEmitter::label(const std::string& name) {
+  body_ += name;
+  body_ += ":\n";
+}
 
 void KernelEmitter::plain(const ir::Inst& in, const std::string& opcode) {
   std::string s = opcode + " " + reg(in.result);
