@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "Sim.h"
 #include "ir/Parser.h"
@@ -16,13 +17,9 @@
 
 using truenort::sim::CUresult;
 namespace err = truenort::sim::err;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = CUctx_st*;
-using CUmodule = CUmod_st*;
-using CUfunction = CUfunc_st*;
-using CUstream = CUstream_st*;
-using CUevent = CUevent_st*;
+using truenort::CUcontext, truenort::CUdevice, truenort::CUdeviceptr, truenort::CUevent, truenort::CUfunction,
+    truenort::CUmodule, truenort::CUstream;
+using truenort::CUctx_st, truenort::CUevent_st, truenort::CUfunc_st, truenort::CUmod_st, truenort::CUstream_st;
 
 namespace {
 
@@ -574,3 +571,51 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
     return fail(launchError(e->kind), e->text());
   return err::Success;
 }
+
+// Every entry point has the type of the Driver member truenort binds it to (runtime/Driver.cpp):
+// a call through a pointer of another function type is undefined behaviour, which clang's UBSan
+// reports (the fuzz build found the handle types differing).
+#define SIM_BINDS(member, symbol) \
+  static_assert(std::is_same_v<decltype(&symbol), decltype(truenort::Driver::member)>, #symbol " != Driver::" #member)
+SIM_BINDS(cuInit, cuInit);
+SIM_BINDS(cuDriverGetVersion, cuDriverGetVersion);
+SIM_BINDS(cuGetErrorName, cuGetErrorName);
+SIM_BINDS(cuGetErrorString, cuGetErrorString);
+SIM_BINDS(cuDeviceGetCount, cuDeviceGetCount);
+SIM_BINDS(cuDeviceGet, cuDeviceGet);
+SIM_BINDS(cuDeviceGetAttribute, cuDeviceGetAttribute);
+SIM_BINDS(cuDeviceGetName, cuDeviceGetName);
+SIM_BINDS(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
+SIM_BINDS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+SIM_BINDS(cuCtxSetCurrent, cuCtxSetCurrent);
+SIM_BINDS(cuCtxGetCurrent, cuCtxGetCurrent);
+SIM_BINDS(cuCtxSynchronize, cuCtxSynchronize);
+SIM_BINDS(cuStreamCreate, cuStreamCreate);
+SIM_BINDS(cuStreamDestroy, cuStreamDestroy_v2);
+SIM_BINDS(cuStreamSynchronize, cuStreamSynchronize);
+SIM_BINDS(cuStreamQuery, cuStreamQuery);
+SIM_BINDS(cuEventCreate, cuEventCreate);
+SIM_BINDS(cuEventDestroy, cuEventDestroy_v2);
+SIM_BINDS(cuEventRecord, cuEventRecord);
+SIM_BINDS(cuEventQuery, cuEventQuery);
+SIM_BINDS(cuEventSynchronize, cuEventSynchronize);
+SIM_BINDS(cuEventElapsedTime, cuEventElapsedTime);
+SIM_BINDS(cuMemAlloc, cuMemAlloc_v2);
+SIM_BINDS(cuMemFree, cuMemFree_v2);
+SIM_BINDS(cuMemAllocHost, cuMemAllocHost_v2);
+SIM_BINDS(cuMemFreeHost, cuMemFreeHost);
+SIM_BINDS(cuMemGetInfo, cuMemGetInfo_v2);
+SIM_BINDS(cuMemcpyHtoD, cuMemcpyHtoD_v2);
+SIM_BINDS(cuMemcpyDtoH, cuMemcpyDtoH_v2);
+SIM_BINDS(cuMemcpyDtoD, cuMemcpyDtoD_v2);
+SIM_BINDS(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
+SIM_BINDS(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2);
+SIM_BINDS(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2);
+SIM_BINDS(cuMemsetD8Async, cuMemsetD8Async);
+SIM_BINDS(cuModuleLoadData, cuModuleLoadData);
+SIM_BINDS(cuModuleUnload, cuModuleUnload);
+SIM_BINDS(cuModuleGetFunction, cuModuleGetFunction);
+SIM_BINDS(cuFuncSetAttribute, cuFuncSetAttribute);
+SIM_BINDS(cuLaunchKernel, cuLaunchKernel);
+SIM_BINDS(simReport, truenortSimReport);
+#undef SIM_BINDS
