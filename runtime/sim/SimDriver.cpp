@@ -6,7 +6,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 
 #include "Sim.h"
@@ -40,6 +42,10 @@ struct State {
   std::set<CUmodule> modules;
   std::set<CUfunction> functions;
   std::set<void*> hostBuffers;
+  // The report of each thread's last call, while it failed. Not a thread_local string: the main
+  // thread's are destroyed at exit before static destructors run, which may still call the driver
+  // (a Context released at exit).
+  std::map<std::thread::id, std::string> reports;
 };
 
 // Never destroyed: a program may still call the driver from its own static destructors.
@@ -48,17 +54,16 @@ State& state() {
   return *s;
 }
 
-thread_local std::string lastReport;
 thread_local CUcontext currentContext = nullptr;
 
 // Every entry point: the one lock, and a fresh report.
 struct Call {
   std::lock_guard<std::mutex> lock{state().mu};
-  Call() { lastReport.clear(); }
+  Call() { state().reports.erase(std::this_thread::get_id()); }
 };
 
 CUresult fail(CUresult code, std::string report) {
-  lastReport = std::move(report);
+  state().reports[std::this_thread::get_id()] = std::move(report);
   return code;
 }
 
@@ -144,7 +149,11 @@ SIM_API CUresult cuGetErrorString(CUresult r, const char** text) {
 
 // The report of this thread's last failing call ("" when it left none). Not a CUDA entry point:
 // truenort binds it to recognise the simulator and to explain its errors.
-SIM_API const char* truenortSimReport() { return lastReport.c_str(); }
+SIM_API const char* truenortSimReport() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto it = state().reports.find(std::this_thread::get_id());
+  return it == state().reports.end() ? "" : it->second.c_str();
+}
 
 SIM_API CUresult cuDeviceGetCount(int* count) {
   Call c;
