@@ -16,7 +16,7 @@ namespace {
 // depend on where the tree is checked out.
 const std::string& projectRoot() {
   static const std::string root = [] {
-    std::string self = std::source_location::current().file_name();
+    std::string self = Here::current().file_name();
     size_t cut = self.rfind("ir/Builder.cpp");
     return cut == std::string::npos ? std::string() : self.substr(0, cut);
   }();

@@ -34,7 +34,31 @@ namespace tn::ir {
 class KernelBuilder;
 
 // Where a builder call was written; every helper takes it as its last, defaulted argument.
+#ifdef __cpp_lib_source_location
 using Here = std::source_location;
+#else
+// libstdc++'s std::source_location needs clang 15; the fuzz build (fuzz/) uses Debian's clang 14.
+// The part of its interface the builder uses, from the builtins both compilers have.
+class Here {
+ public:
+  static constexpr Here current(const char* file = __builtin_FILE(), uint_least32_t line = __builtin_LINE(),
+                                uint_least32_t column = __builtin_COLUMN()) noexcept {
+    Here h;
+    h.file_ = file;
+    h.line_ = line;
+    h.column_ = column;
+    return h;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr uint_least32_t line() const noexcept { return line_; }
+  constexpr uint_least32_t column() const noexcept { return column_; }
+
+ private:
+  const char* file_ = "";
+  uint_least32_t line_ = 0;
+  uint_least32_t column_ = 0;
+};
+#endif
 using Mods = std::initializer_list<Mod>;
 
 // A typed SSA value of the kernel being built. Cheap to copy; default-constructed is "no value".

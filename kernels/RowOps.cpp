@@ -168,20 +168,20 @@ std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) 
   SharedArray scratch = argmaxScratch(kb);
 
   Value tid = kb.tid(Mod::X, "tid");
-  auto [row, chunk, chunks, start, len] = rowChunk(kb, cols, kArgmaxChunk);
-  Value xchunk = kb.index(x, kb.mul_wide(row, cols) + kb.cvt(start, Type::u64()), bytesOf(s), "xchunk");
+  RowChunk c = rowChunk(kb, cols, kArgmaxChunk);  // clang 14 cannot capture structured bindings
+  Value xchunk = kb.index(x, kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64()), bytesOf(s), "xchunk");
   // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
   const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
-  Best mine = scanRange(kb, s, tid, xchunk, len, argmaxVectorOk(kb, x, cols, s),
+  Best mine = scanRange(kb, s, tid, xchunk, c.len, argmaxVectorOk(kb, x, cols, s),
                         std::max(1u, perThread / vecElems(s)), perThread);
   Best all = blockBest(kb, mine, tid, scratch);
   kb.if_then(
       tid == 0u,
       [&] {
-        Value slot = (kb.mul_wide(row, chunks) + kb.cvt(chunk, Type::u64())).named("slot");
+        Value slot = (kb.mul_wide(c.row, c.chunks) + kb.cvt(c.chunk, Type::u64())).named("slot");
         Value p = kb.index(partial, slot, 8, "ppair");
         kb.store(p, all.key);
-        kb.store(kb.ptradd(p, kb.u64(4)), start + all.idx);  // a chunk is never empty: idx is real
+        kb.store(kb.ptradd(p, kb.u64(4)), c.start + all.idx);  // a chunk is never empty: idx is real
       },
       "write");
   kb.ret();

@@ -171,9 +171,11 @@ struct Loaded {
   Error failure;
 };
 
+// Never destroyed, nor the driver unloaded: a Context, buffer or bundle in static storage may be
+// destroyed after this function's statics at exit, and still calls the driver.
 Loaded& loaded() {
-  static Loaded l;
-  return l;
+  static Loaded* l = new Loaded;
+  return *l;
 }
 
 }  // namespace

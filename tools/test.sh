@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# README command 2: build and run the whole test suite (doctest units + lit/FileCheck suite).
-#   TRUENOC_SANITIZE=1 tools/test.sh   runs it under AddressSanitizer + UBSan (build-asan/).
+# README command 2: build and run the whole test suite (doctest units + lit/FileCheck suite), then
+# the fuzzers' smoke test (fuzz/run.sh: a clang ASan+UBSan build in build-fuzz/, under a minute of
+# fuzzing; docs/robustness.md, section Fuzzing).
+#   TRUENOC_SANITIZE=1 tools/test.sh   runs the suite under AddressSanitizer + UBSan (build-asan/).
+#   TRUENOC_FUZZ=0 tools/test.sh       leaves the fuzzers out (not in CI).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/deps.sh
@@ -13,3 +16,8 @@ fi
 cmake -S . -B "$dir" "${args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
 ctest --test-dir "$dir" --output-on-failure -V
+if [ "${TRUENOC_FUZZ:-1}" = 0 ] && [ "${CI:-}" != true ]; then
+  echo "truenoc: fuzz smoke test left out (TRUENOC_FUZZ=0)" >&2
+else
+  bash fuzz/run.sh smoke
+fi

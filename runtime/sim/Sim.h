@@ -17,8 +17,12 @@
 
 #include "backends/interp/Interp.h"
 #include "ir/IR.h"
+#include "truenort/Driver.h"
 
-// The driver's opaque handle types, defined here: the simulator owns what they point to.
+// The driver's opaque handle types, defined here: the simulator owns what they point to. They
+// are the very types truenort/Driver.h declares, so that the entry points have exactly the
+// function types truenort calls them through.
+namespace truenort {
 struct CUctx_st {};
 struct CUstream_st {};
 struct CUevent_st {
@@ -27,6 +31,7 @@ struct CUevent_st {
 };
 struct CUmod_st;
 struct CUfunc_st;
+}  // namespace truenort
 
 namespace truenort::sim {
 
@@ -92,11 +97,11 @@ struct Module {
 
 }  // namespace truenort::sim
 
-struct CUmod_st {
+struct truenort::CUmod_st {
   truenort::sim::Module m;
 };
 
-struct CUfunc_st {
+struct truenort::CUfunc_st {
   const tn::ir::Kernel* kernel = nullptr;  // ir owned by the module
   tn::interp::Interpreter vm;
   uint64_t staticShared = 0;

@@ -6,7 +6,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <thread>
+#include <type_traits>
 
 #include "Sim.h"
 #include "ir/Parser.h"
@@ -16,13 +19,9 @@
 
 using truenort::sim::CUresult;
 namespace err = truenort::sim::err;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = CUctx_st*;
-using CUmodule = CUmod_st*;
-using CUfunction = CUfunc_st*;
-using CUstream = CUstream_st*;
-using CUevent = CUevent_st*;
+using truenort::CUcontext, truenort::CUdevice, truenort::CUdeviceptr, truenort::CUevent, truenort::CUfunction,
+    truenort::CUmodule, truenort::CUstream;
+using truenort::CUctx_st, truenort::CUevent_st, truenort::CUfunc_st, truenort::CUmod_st, truenort::CUstream_st;
 
 namespace {
 
@@ -43,6 +42,10 @@ struct State {
   std::set<CUmodule> modules;
   std::set<CUfunction> functions;
   std::set<void*> hostBuffers;
+  // The report of each thread's last call, while it failed. Not a thread_local string: the main
+  // thread's are destroyed at exit before static destructors run, which may still call the driver
+  // (a Context released at exit).
+  std::map<std::thread::id, std::string> reports;
 };
 
 // Never destroyed: a program may still call the driver from its own static destructors.
@@ -51,17 +54,16 @@ State& state() {
   return *s;
 }
 
-thread_local std::string lastReport;
 thread_local CUcontext currentContext = nullptr;
 
 // Every entry point: the one lock, and a fresh report.
 struct Call {
   std::lock_guard<std::mutex> lock{state().mu};
-  Call() { lastReport.clear(); }
+  Call() { state().reports.erase(std::this_thread::get_id()); }
 };
 
 CUresult fail(CUresult code, std::string report) {
-  lastReport = std::move(report);
+  state().reports[std::this_thread::get_id()] = std::move(report);
   return code;
 }
 
@@ -147,7 +149,11 @@ SIM_API CUresult cuGetErrorString(CUresult r, const char** text) {
 
 // The report of this thread's last failing call ("" when it left none). Not a CUDA entry point:
 // truenort binds it to recognise the simulator and to explain its errors.
-SIM_API const char* truenortSimReport() { return lastReport.c_str(); }
+SIM_API const char* truenortSimReport() {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto it = state().reports.find(std::this_thread::get_id());
+  return it == state().reports.end() ? "" : it->second.c_str();
+}
 
 SIM_API CUresult cuDeviceGetCount(int* count) {
   Call c;
@@ -574,3 +580,51 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
     return fail(launchError(e->kind), e->text());
   return err::Success;
 }
+
+// Every entry point has the type of the Driver member truenort binds it to (runtime/Driver.cpp):
+// a call through a pointer of another function type is undefined behaviour, which clang's UBSan
+// reports (the fuzz build found the handle types differing).
+#define SIM_BINDS(member, symbol) \
+  static_assert(std::is_same_v<decltype(&symbol), decltype(truenort::Driver::member)>, #symbol " != Driver::" #member)
+SIM_BINDS(cuInit, cuInit);
+SIM_BINDS(cuDriverGetVersion, cuDriverGetVersion);
+SIM_BINDS(cuGetErrorName, cuGetErrorName);
+SIM_BINDS(cuGetErrorString, cuGetErrorString);
+SIM_BINDS(cuDeviceGetCount, cuDeviceGetCount);
+SIM_BINDS(cuDeviceGet, cuDeviceGet);
+SIM_BINDS(cuDeviceGetAttribute, cuDeviceGetAttribute);
+SIM_BINDS(cuDeviceGetName, cuDeviceGetName);
+SIM_BINDS(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain);
+SIM_BINDS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+SIM_BINDS(cuCtxSetCurrent, cuCtxSetCurrent);
+SIM_BINDS(cuCtxGetCurrent, cuCtxGetCurrent);
+SIM_BINDS(cuCtxSynchronize, cuCtxSynchronize);
+SIM_BINDS(cuStreamCreate, cuStreamCreate);
+SIM_BINDS(cuStreamDestroy, cuStreamDestroy_v2);
+SIM_BINDS(cuStreamSynchronize, cuStreamSynchronize);
+SIM_BINDS(cuStreamQuery, cuStreamQuery);
+SIM_BINDS(cuEventCreate, cuEventCreate);
+SIM_BINDS(cuEventDestroy, cuEventDestroy_v2);
+SIM_BINDS(cuEventRecord, cuEventRecord);
+SIM_BINDS(cuEventQuery, cuEventQuery);
+SIM_BINDS(cuEventSynchronize, cuEventSynchronize);
+SIM_BINDS(cuEventElapsedTime, cuEventElapsedTime);
+SIM_BINDS(cuMemAlloc, cuMemAlloc_v2);
+SIM_BINDS(cuMemFree, cuMemFree_v2);
+SIM_BINDS(cuMemAllocHost, cuMemAllocHost_v2);
+SIM_BINDS(cuMemFreeHost, cuMemFreeHost);
+SIM_BINDS(cuMemGetInfo, cuMemGetInfo_v2);
+SIM_BINDS(cuMemcpyHtoD, cuMemcpyHtoD_v2);
+SIM_BINDS(cuMemcpyDtoH, cuMemcpyDtoH_v2);
+SIM_BINDS(cuMemcpyDtoD, cuMemcpyDtoD_v2);
+SIM_BINDS(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
+SIM_BINDS(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2);
+SIM_BINDS(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2);
+SIM_BINDS(cuMemsetD8Async, cuMemsetD8Async);
+SIM_BINDS(cuModuleLoadData, cuModuleLoadData);
+SIM_BINDS(cuModuleUnload, cuModuleUnload);
+SIM_BINDS(cuModuleGetFunction, cuModuleGetFunction);
+SIM_BINDS(cuFuncSetAttribute, cuFuncSetAttribute);
+SIM_BINDS(cuLaunchKernel, cuLaunchKernel);
+SIM_BINDS(simReport, truenortSimReport);
+#undef SIM_BINDS

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Seed corpora and dictionaries for the fuzzers, from the repo's own files (fuzz/CMakeLists.txt
+runs this at build time; docs/robustness.md, section Fuzzing).
+
+  seeds.py SOURCE_DIR OUT_DIR TRUENOC [PTXAS]
+
+OUT_DIR/seeds/tir     every .tir of examples/, lit-tests/, test/gpu/, and the compiled IR of the
+                      kernels in the seed bundles (library templates included)
+OUT_DIR/seeds/spec    every spec .toml, and the lit tests that are specs
+OUT_DIR/seeds/bundle  small bundles built with TRUENOC (cubins when PTXAS is given), and
+                      truncated and corrupted copies of them
+OUT_DIR/tir.dict, OUT_DIR/spec.dict   libFuzzer dictionaries: IR keywords, ops and modifiers
+                      from ir/Ops.def; spec keys, templates and their options
+"""
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+src, out, truenoc = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+ptxas = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+seeds = out / "seeds"
+
+
+def fresh(name):
+    d = seeds / name
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    return d
+
+
+def copy_all(dest, folders, patterns, want=lambda text: True):
+    for folder in folders:
+        for pattern in patterns:
+            for f in sorted((src / folder).rglob(pattern)):
+                text = f.read_bytes()
+                if want(text):
+                    # the path names the seed, so that a finding traces back to its origin
+                    (dest / str(f.relative_to(src)).replace("/", "_")).write_bytes(text)
+
+
+def run(*args):
+    return subprocess.run(args, check=True, capture_output=True).stdout
+
+
+tir = fresh("tir")
+copy_all(tir, ["examples", "lit-tests", "test/gpu"], ["*.tir"])
+spec = fresh("spec")
+copy_all(spec, ["examples", "test", "tools/bench", "tools/cmake-example"], ["*.toml"])
+copy_all(spec, ["lit-tests"], ["*.test"], lambda text: b"[[kernel]]" in text or b"[bundle]" in text)
+
+listing = run(truenoc, "list-templates").decode()
+templates = re.findall(r"^(\w+)$", listing, re.M)
+
+
+def extract_ir(tnb, prefix):
+    info = json.loads(run(truenoc, "inspect", str(tnb), "--json"))
+    for k in info["kernels"]:
+        ir = run(truenoc, "inspect", str(tnb), "--extract", f"{k['name']}:{info['targets'][-1]}:ir")
+        (tir / f"{prefix}_{k['name']}.tir").write_bytes(ir)
+
+
+# Small bundles: few kernels keep libFuzzer's input length, and so each run, short.
+bundle = fresh("bundle")
+build_with = ["--ptxas", ptxas] if ptxas else ["--ptx-only"]
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = pathlib.Path(tmp)
+    fill = bundle / "fill.tnb"  # one .tir kernel for five targets, sm_90a included
+    run(truenoc, "build", str(src / "test/gpu/arch_specific.toml"), "-o", str(fill), *build_with)
+    run(truenoc, "build", str(src / "test/gpu/arch_specific.toml"), "-o", str(bundle / "fill.no-ir.tnb"),
+        "--ptx-only", "--no-ir")
+    library = tmp / "library.toml"  # two templates, one with an option, two targets
+    library.write_text('[bundle]\nname = "lib"\ntargets = ["sm_80", "sm_90"]\n\n'
+                       '[[kernel]]\ntemplate = "add"\noptions = { dtype = "bf16" }\n\n'
+                       '[[kernel]]\ntemplate = "softmax"\n')
+    run(truenoc, "build", str(library), "-o", str(bundle / "library.tnb"), *build_with)
+    # Every template's compiled IR as .tir seeds: real kernels, larger than the hand-written ones.
+    everything = tmp / "templates.toml"
+    everything.write_text('[bundle]\nname = "all"\ntargets = ["sm_90"]\n' +
+                          "".join(f'\n[[kernel]]\ntemplate = "{t}"\n' for t in templates))
+    run(truenoc, "build", str(everything), "-o", str(tmp / "templates.tnb"), "--ptx-only")
+    extract_ir(tmp / "templates.tnb", "template")
+    extract_ir(fill, "fill.tnb")
+data = (bundle / "fill.tnb").read_bytes()
+for cut in (8, 56, 120, len(data) // 2, len(data) - 1):
+    (bundle / f"fill.truncated-{cut}.tnb").write_bytes(data[:cut])
+for at in (9, 60, 130, len(data) - 10):  # version, section table, manifest, payload
+    damaged = bytearray(data)
+    damaged[at] ^= 0x40
+    (bundle / f"fill.flipped-{at}.tnb").write_bytes(bytes(damaged))
+
+ops = src / "ir/Ops.def"
+words = re.findall(r'^(?:OP\(\w+,|MOD\(\w+,)\s*"([^"]+)"', ops.read_text(), re.M)
+words += ["target", "ptx", "kernel", "maxntid", "reqntid", "shared", "align", "nan", "inf", "-inf", "0x",
+          "ptr.global", "ptr.shared", "ptr.param", "ptr.local", "ptr.generic", "v2.", "v4.", "pred", "^entry:",
+          "sm_80", "sm_90a", "sm_100", "7.0", "8.0"]
+words += [p + str(b) for p in "ubs" for b in (8, 16, 32, 64)] + ["f16", "bf16", "f32", "f64"]
+(out / "tir.dict").write_text("".join(f'"{w}"\n' for w in dict.fromkeys(words)))
+
+keys = ["[bundle]", "[[kernel]]", "name", "targets", "ptx_fallback", "ir", "fp_contract", "template", "tir",
+        "kernel", "block", "grid", "dynamic_shared", "options", "allow_spills", "ceil_div", "min", "max",
+        "true", "false", "fast", "off", "sm_80", "sm_90a"]
+keys += templates + re.findall(r"^    (\w+) \(", listing, re.M)
+(out / "spec.dict").write_text("".join(f'"{k}"\n' for k in dict.fromkeys(keys)))
