@@ -1,11 +1,14 @@
 // truenoc embed BUNDLE [--name NS] -o DIR: writes DIR/NS.cpp (the bundle bytes, 16-byte aligned,
 // and the launch functions) and DIR/NS.hpp (one typed launch function per kernel that computes
-// the grid from the kernel's launch rule). The interim launch interface is in docs/specs.md.
+// the grid from the kernel's launch rule); NS's '::' is '-' in the file names. The interim launch
+// interface and the rule that renames kernels and parameters are in docs/specs.md.
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "compiler/Command.h"
+#include "compiler/StdMacroNames.h"
 
 
 namespace tn::cli {
@@ -23,12 +26,28 @@ constexpr std::string_view kCppKeywords[] = {
     "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using", "virtual", "void", "volatile",
     "wchar_t", "while", "xor", "xor_eq"};
 
-bool isReservedName(std::string_view n) {
+bool isKeyword(std::string_view n) {
   for (std::string_view k : kCppKeywords)
     if (n == k) return true;
-  // Names the implementation reserves: leading underscore + capital, or a double underscore.
+  return false;
+}
+
+// Names the implementation reserves everywhere: a double underscore, or an underscore and a
+// capital letter. A suffix cannot make them safe (`__builtin_va` + `_arg` is a builtin).
+bool isImplementationReserved(std::string_view n) {
   return (n.size() > 1 && n[0] == '_' && n[1] >= 'A' && n[1] <= 'Z') || n.find("__") != std::string_view::npos;
 }
+
+// Kernels and parameters take the bundle's name unless it is a keyword, a standard macro or a
+// name the generated code declares in the same scope; then it gets a suffix: `_` for a kernel,
+// `_arg` for a parameter (docs/specs.md).
+bool needsSuffix(std::string_view n) { return isKeyword(n) || isStdMacroName(n); }
+
+// What the generated namespace declares besides the kernels' functions.
+bool isNamespaceMember(std::string_view n) { return n == "bundle_bytes" || n == "bundle_size" || n == "truenoc_detail"; }
+
+// What a launch function declares besides its parameters: its own parameters and `truenoc_` locals.
+bool isFunctionLocal(std::string_view n) { return n == "launcher" || n == "stream" || n.starts_with("truenoc_"); }
 
 // The C++ type a parameter is passed as; nullopt when none fits.
 std::optional<std::string> cppType(bundle::ParamType type) {
@@ -153,25 +172,26 @@ inline Launcher runtime_launcher(truenort::EmbedLauncher& rt) {
 )";
 
 struct Names {
+  std::string function;             // C++ spelling of the kernel's name
   std::vector<std::string> params;  // C++ spelling of each parameter
 };
 
-// C++ parameter names: the bundle's, renamed (suffix "_arg") when they clash with a keyword, a
-// reserved name, the launcher/stream parameters or the generated locals.
-Names cppNames(const bundle::KernelInfo& k) {
-  Names n;
+// C++ parameter names: the bundle's, with the suffix "_arg" (then "_arg2", ...: parameters are
+// positional, so any free name will do) when needsSuffix or isFunctionLocal.
+std::vector<std::string> cppParamNames(const bundle::KernelInfo& k) {
+  std::vector<std::string> names;
   std::set<std::string> used;
   for (const bundle::Param& p : k.params) used.insert(p.name);
   for (const bundle::Param& p : k.params) {
     std::string name = p.name;
-    if (isReservedName(name) || name == "launcher" || name == "stream" || name.starts_with("truenoc_")) {
+    if (needsSuffix(name) || isFunctionLocal(name)) {
       name += "_arg";
-      while (used.count(name)) name += "_";
+      for (int i = 2; used.count(name); ++i) name = p.name + "_arg" + std::to_string(i);
       used.insert(name);
     }
-    n.params.push_back(name);
+    names.push_back(name);
   }
-  return n;
+  return names;
 }
 
 std::string commentSignature(const bundle::KernelInfo& k) {
@@ -181,7 +201,7 @@ std::string commentSignature(const bundle::KernelInfo& k) {
 }
 
 std::string declaration(const bundle::KernelInfo& k, const Names& names) {
-  std::string s = "int " + k.name + "(const truenoc::embed::Launcher& launcher, void* stream";
+  std::string s = "int " + names.function + "(const truenoc::embed::Launcher& launcher, void* stream";
   for (size_t i = 0; i < k.params.size(); ++i) s += ", " + *cppType(k.params[i].type) + " " + names.params[i];
   return s + ")";
 }
@@ -213,7 +233,8 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
   }
   uint32_t b[3] = {1, 1, 1};
   for (size_t i = 0; i < k.launch.block.size(); ++i) b[i] = k.launch.block[i];
-  s += "  const truenoc::embed::Launch truenoc_launch{kBundle, sizeof kBundle, \"" + k.name + "\", stream,\n";
+  s += "  const truenoc::embed::Launch truenoc_launch{truenoc_detail::kBundle, sizeof truenoc_detail::kBundle, \"" + k.name +
+       "\", stream,\n";
   s += "      {static_cast<std::uint32_t>(truenoc_grid_x), static_cast<std::uint32_t>(truenoc_grid_y), "
        "static_cast<std::uint32_t>(truenoc_grid_z)},\n";
   s += "      {" + std::to_string(b[0]) + ", " + std::to_string(b[1]) + ", " + std::to_string(b[2]) +
@@ -222,18 +243,67 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
   return s;
 }
 
-// "a::b" -> {"a", "b"}; empty when a component is not an identifier or is reserved.
+// "a::b" -> {"a", "b"}; empty when a component is not an identifier.
 std::vector<std::string> splitNamespace(const std::string& ns) {
   std::vector<std::string> parts;
   size_t start = 0;
   while (true) {
     size_t sep = ns.find("::", start);
     std::string part = ns.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
-    if (!bundle::isIdentifier(part) || isReservedName(part) || part == "truenoc") return {};
+    if (!bundle::isIdentifier(part)) return {};
     parts.push_back(part);
     if (sep == std::string::npos) return parts;
     start = sep + 2;
   }
+}
+
+// Why `part` cannot name a namespace around generated code (which spells `std::` and
+// `truenoc::embed::` unqualified); empty when it can.
+// The outermost is in the global namespace, where a leading underscore is reserved too.
+std::string namespaceProblem(const std::string& part, bool outermost) {
+  auto is = [&](const char* what) { return "'" + part + "' " + what; };
+  if (isKeyword(part)) return is("is a C++ keyword");
+  if (isStdMacroName(part)) return is("is a macro of the standard headers");
+  if (isImplementationReserved(part) || (outermost && part[0] == '_')) return is("is reserved to the C++ implementation");
+  bool stdDigits = part.size() > 3 && part.starts_with("std") &&
+                   part.find_first_not_of("0123456789", 3) == std::string::npos;
+  if (part == "std" || part == "posix" || stdDigits) return is("is reserved to the standard library");
+  if (part == "truenoc") return is("is the namespace of the launch interface");
+  if (part == "truenort") return is("is the namespace of the truenoc runtime");
+  return "";
+}
+
+constexpr const char* kReservedHint =
+    "is reserved to the C++ implementation ('__', or '_' and a capital letter); rename it in the spec";
+
+// The C++ names of every kernel and parameter; nullopt (after printing why) when a name is
+// reserved to the implementation or two kernels would share a function name.
+std::optional<std::vector<Names>> cppNames(const bundle::Manifest& m) {
+  std::vector<Names> names;
+  std::map<std::string, std::string> kernelOf;  // C++ function name -> the kernel's own name
+  for (const bundle::KernelInfo& k : m.kernels) {
+    if (isImplementationReserved(k.name)) {
+      std::fprintf(stderr, "error: kernel name '%s' %s\n", k.name.c_str(), kReservedHint);
+      return std::nullopt;
+    }
+    for (const bundle::Param& p : k.params)
+      if (isImplementationReserved(p.name)) {
+        std::fprintf(stderr, "error: kernel '%s': parameter name '%s' %s\n", k.name.c_str(), p.name.c_str(), kReservedHint);
+        return std::nullopt;
+      }
+    Names n{k.name, cppParamNames(k)};
+    if (needsSuffix(n.function) || isNamespaceMember(n.function)) n.function += "_";
+    names.push_back(n);
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto [it, fresh] = kernelOf.emplace(names[i].function, m.kernels[i].name);
+    if (!fresh) {
+      std::fprintf(stderr, "error: kernels '%s' and '%s' would both be the C++ function '%s'; rename one in the spec\n",
+                   it->second.c_str(), m.kernels[i].name.c_str(), it->first.c_str());
+      return std::nullopt;
+    }
+  }
+  return names;
 }
 
 int runEmbed(const std::string& input, std::string ns, const std::string& outDir) {
@@ -245,29 +315,36 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   auto r = openBundle(input, bytes);
   if (!r) return kInputError;
   const bundle::Manifest& m = r->manifest();
-  if (ns.empty()) ns = m.name;
+  bool fromBundle = ns.empty();
+  if (fromBundle) ns = m.name;
   std::vector<std::string> parts = splitNamespace(ns);
   if (parts.empty()) {
     std::fprintf(stderr, "error: --name '%s' is not a C++ namespace name (identifiers joined by '::')\n", ns.c_str());
     return kUsageError;
   }
-  std::vector<Names> names;
-  for (const bundle::KernelInfo& k : m.kernels) {
-    if (isReservedName(k.name) || k.name == "bundle_bytes" || k.name == "bundle_size" || k.name.starts_with("truenoc_")) {
-      std::fprintf(stderr, "error: kernel name '%s' cannot be a C++ function name here; rename it in the spec\n", k.name.c_str());
+  for (const std::string& part : parts)
+    if (std::string problem = namespaceProblem(part, &part == &parts.front()); !problem.empty()) {
+      if (!fromBundle) {
+        std::fprintf(stderr, "error: --name '%s' cannot be a C++ namespace: %s\n", ns.c_str(), problem.c_str());
+        return kUsageError;
+      }
+      std::fprintf(stderr, "error: the bundle's name '%s' cannot be a C++ namespace: %s; pass --name\n", ns.c_str(),
+                   problem.c_str());
       return kInputError;
     }
+  for (const bundle::KernelInfo& k : m.kernels)
     for (const bundle::Param& p : k.params)
       if (!cppType(p.type)) {
         std::fprintf(stderr, "error: kernel '%s': parameter '%s' of type '%s' has no C++ type\n", k.name.c_str(), p.name.c_str(),
                      p.type.name().c_str());
         return kInputError;
       }
-    names.push_back(cppNames(k));
-  }
+  std::optional<std::vector<Names>> names = cppNames(m);
+  if (!names) return kInputError;
 
+  // Components are identifiers, so '-' keeps distinct paths apart: a::b is a-b.*, a_b is a_b.*.
   std::string base;
-  for (const std::string& p : parts) base += (base.empty() ? "" : "_") + p;
+  for (const std::string& p : parts) base += (base.empty() ? "" : "-") + p;
   std::string nsOpen, nsClose;
   for (const std::string& p : parts) nsOpen += "namespace " + p + " {\n";
   nsClose = "}  // namespace " + ns + "\n";
@@ -287,12 +364,12 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const bundle::KernelInfo& k = m.kernels[i];
     hpp += "\n// " + commentSignature(k) + "\n// " + bundle::describe(k.launch) + "\n";
-    hpp += declaration(k, names[i]) + ";\n";
+    hpp += declaration(k, (*names)[i]) + ";\n";
   }
   hpp += "\n" + nsClose;
 
   std::string cpp = banner;
-  cpp += "#include \"" + base + ".hpp\"\n\n" + nsOpen + "\nnamespace {\n\n";
+  cpp += "#include \"" + base + ".hpp\"\n\n" + nsOpen + "\nnamespace truenoc_detail {\nnamespace {\n\n";
   cpp += "alignas(16) const unsigned char kBundle[" + std::to_string(bytes.size()) + "] = {\n";
   static constexpr char kHex[] = "0123456789abcdef";
   for (size_t i = 0; i < bytes.size(); ++i) {
@@ -304,9 +381,10 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     cpp += ',';
     if (i % 16 == 15 || i + 1 == bytes.size()) cpp += '\n';
   }
-  cpp += "};\n\n}  // namespace\n\n";
-  cpp += "const unsigned char* bundle_bytes() { return kBundle; }\nstd::size_t bundle_size() { return sizeof kBundle; }\n";
-  for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + definition(m.kernels[i], names[i]);
+  cpp += "};\n\n}  // namespace\n}  // namespace truenoc_detail\n\n";
+  cpp += "const unsigned char* bundle_bytes() { return truenoc_detail::kBundle; }\n"
+         "std::size_t bundle_size() { return sizeof truenoc_detail::kBundle; }\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + definition(m.kernels[i], (*names)[i]);
   cpp += "\n" + nsClose;
 
   std::error_code ec;

@@ -24,7 +24,7 @@ function(truenoc_add_bundle target)
     get_filename_component(arg_NAME "${spec}" NAME_WE)
     string(MAKE_C_IDENTIFIER "${arg_NAME}" arg_NAME)
   endif()
-  string(REPLACE "::" "_" base "${arg_NAME}")
+  string(REPLACE "::" "-" base "${arg_NAME}")
 
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/truenoc_bundles/${target}")
   set(tnb "${dir}/${base}.tnb")

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "test_shapes.hpp"
+#include "test-shapes.hpp"
 
 namespace {
 

@@ -1,0 +1,119 @@
+// The macros a C++ program may see once it includes the C and C++ standard headers that generated
+// code and its callers typically use: <cassert> <cerrno> <cfloat> <climits> <cmath> <csetjmp>
+// <csignal> <cstdarg> <cstddef> <cstdint> <cstdio> <cstdlib> <type_traits>, as glibc, libstdc++,
+// g++ and clang++ define them in -std=c++20 and -std=gnu++20 (which adds `linux` and `unix`;
+// 32-bit x86 adds `i386`). Names an implementation reserves (a leading underscore, `__`) are left
+// out: callers refuse those separately. `truenoc embed` renames kernels and parameters named like
+// these, since a macro would rewrite the generated declaration. Regenerate with
+//   for c in g++ clang++; do for s in gnu++20 c++20; do echo '#include <...>' | $c -std=$s -dM -E -x c++ -; done; done
+// keeping the #define names (sorted, LC_ALL=C) that are not reserved.
+#pragma once
+
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
+namespace tn::cli {
+
+inline constexpr std::string_view kStdMacroNames[] = {
+    "AIO_PRIO_DELTA_MAX", "BC_BASE_MAX", "BC_DIM_MAX", "BC_SCALE_MAX", "BC_STRING_MAX", "BIG_ENDIAN", "BOOL_MAX",
+    "BOOL_WIDTH", "BUFSIZ", "BUS_ADRALN", "BUS_ADRERR", "BUS_MCEERR_AO", "BUS_MCEERR_AR", "BUS_OBJERR", "BYTE_ORDER",
+    "CHARCLASS_NAME_MAX", "CHAR_BIT", "CHAR_MAX", "CHAR_MIN", "CHAR_WIDTH", "CLD_CONTINUED", "CLD_DUMPED",
+    "CLD_EXITED", "CLD_KILLED", "CLD_STOPPED", "CLD_TRAPPED", "CLOSE_RANGE_CLOEXEC", "CLOSE_RANGE_UNSHARE",
+    "COLL_WEIGHTS_MAX", "DBL_DECIMAL_DIG", "DBL_DIG", "DBL_EPSILON", "DBL_HAS_SUBNORM", "DBL_MANT_DIG", "DBL_MAX",
+    "DBL_MAX_10_EXP", "DBL_MAX_EXP", "DBL_MIN", "DBL_MIN_10_EXP", "DBL_MIN_EXP", "DBL_TRUE_MIN", "DECIMAL_DIG",
+    "DELAYTIMER_MAX", "E2BIG", "EACCES", "EADDRINUSE", "EADDRNOTAVAIL", "EADV", "EAFNOSUPPORT", "EAGAIN", "EALREADY",
+    "EBADE", "EBADF", "EBADFD", "EBADMSG", "EBADR", "EBADRQC", "EBADSLT", "EBFONT", "EBUSY", "ECANCELED", "ECHILD",
+    "ECHRNG", "ECOMM", "ECONNABORTED", "ECONNREFUSED", "ECONNRESET", "EDEADLK", "EDEADLOCK", "EDESTADDRREQ", "EDOM",
+    "EDOTDOT", "EDQUOT", "EEXIST", "EFAULT", "EFBIG", "EHOSTDOWN", "EHOSTUNREACH", "EHWPOISON", "EIDRM", "EILSEQ",
+    "EINPROGRESS", "EINTR", "EINVAL", "EIO", "EISCONN", "EISDIR", "EISNAM", "EKEYEXPIRED", "EKEYREJECTED",
+    "EKEYREVOKED", "EL2HLT", "EL2NSYNC", "EL3HLT", "EL3RST", "ELIBACC", "ELIBBAD", "ELIBEXEC", "ELIBMAX", "ELIBSCN",
+    "ELNRNG", "ELOOP", "EMEDIUMTYPE", "EMFILE", "EMLINK", "EMSGSIZE", "EMULTIHOP", "ENAMETOOLONG", "ENAVAIL",
+    "ENETDOWN", "ENETRESET", "ENETUNREACH", "ENFILE", "ENOANO", "ENOBUFS", "ENOCSI", "ENODATA", "ENODEV", "ENOENT",
+    "ENOEXEC", "ENOKEY", "ENOLCK", "ENOLINK", "ENOMEDIUM", "ENOMEM", "ENOMSG", "ENONET", "ENOPKG", "ENOPROTOOPT",
+    "ENOSPC", "ENOSR", "ENOSTR", "ENOSYS", "ENOTBLK", "ENOTCONN", "ENOTDIR", "ENOTEMPTY", "ENOTNAM",
+    "ENOTRECOVERABLE", "ENOTSOCK", "ENOTSUP", "ENOTTY", "ENOTUNIQ", "ENXIO", "EOF", "EOPNOTSUPP", "EOVERFLOW",
+    "EOWNERDEAD", "EPERM", "EPFNOSUPPORT", "EPIPE", "EPROTO", "EPROTONOSUPPORT", "EPROTOTYPE", "ERANGE", "EREMCHG",
+    "EREMOTE", "EREMOTEIO", "ERESTART", "ERFKILL", "EROFS", "ESHUTDOWN", "ESOCKTNOSUPPORT", "ESPIPE", "ESRCH",
+    "ESRMNT", "ESTALE", "ESTRPIPE", "ETIME", "ETIMEDOUT", "ETOOMANYREFS", "ETXTBSY", "EUCLEAN", "EUNATCH", "EUSERS",
+    "EWOULDBLOCK", "EXDEV", "EXFULL", "EXIT_FAILURE", "EXIT_SUCCESS", "EXPR_NEST_MAX", "FD_CLR", "FD_ISSET", "FD_SET",
+    "FD_SETSIZE", "FD_ZERO", "FILENAME_MAX", "FLT_DECIMAL_DIG", "FLT_DIG", "FLT_EPSILON", "FLT_EVAL_METHOD",
+    "FLT_HAS_SUBNORM", "FLT_MANT_DIG", "FLT_MAX", "FLT_MAX_10_EXP", "FLT_MAX_EXP", "FLT_MIN", "FLT_MIN_10_EXP",
+    "FLT_MIN_EXP", "FLT_RADIX", "FLT_ROUNDS", "FLT_TRUE_MIN", "FOPEN_MAX", "FPE_CONDTRAP", "FPE_FLTDIV", "FPE_FLTINV",
+    "FPE_FLTOVF", "FPE_FLTRES", "FPE_FLTSUB", "FPE_FLTUND", "FPE_FLTUNK", "FPE_INTDIV", "FPE_INTOVF", "FP_ILOGB0",
+    "FP_ILOGBNAN", "FP_INFINITE", "FP_INT_DOWNWARD", "FP_INT_TONEAREST", "FP_INT_TONEARESTFROMZERO",
+    "FP_INT_TOWARDZERO", "FP_INT_UPWARD", "FP_LLOGB0", "FP_LLOGBNAN", "FP_NAN", "FP_NORMAL", "FP_SUBNORMAL",
+    "FP_XSTATE_MAGIC1", "FP_XSTATE_MAGIC2", "FP_XSTATE_MAGIC2_SIZE", "FP_ZERO", "F_LOCK", "F_OK", "F_TEST", "F_TLOCK",
+    "F_ULOCK", "HOST_NAME_MAX", "HUGE_VAL", "HUGE_VALF", "HUGE_VALL", "HUGE_VAL_F128", "HUGE_VAL_F32",
+    "HUGE_VAL_F32X", "HUGE_VAL_F64", "HUGE_VAL_F64X", "ILL_BADIADDR", "ILL_BADSTK", "ILL_COPROC", "ILL_ILLADR",
+    "ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "INFINITY", "INT16_C", "INT16_MAX",
+    "INT16_MIN", "INT16_WIDTH", "INT32_C", "INT32_MAX", "INT32_MIN", "INT32_WIDTH", "INT64_C", "INT64_MAX",
+    "INT64_MIN", "INT64_WIDTH", "INT8_C", "INT8_MAX", "INT8_MIN", "INT8_WIDTH", "INTMAX_C", "INTMAX_MAX",
+    "INTMAX_MIN", "INTMAX_WIDTH", "INTPTR_MAX", "INTPTR_MIN", "INTPTR_WIDTH", "INT_FAST16_MAX", "INT_FAST16_MIN",
+    "INT_FAST16_WIDTH", "INT_FAST32_MAX", "INT_FAST32_MIN", "INT_FAST32_WIDTH", "INT_FAST64_MAX", "INT_FAST64_MIN",
+    "INT_FAST64_WIDTH", "INT_FAST8_MAX", "INT_FAST8_MIN", "INT_FAST8_WIDTH", "INT_LEAST16_MAX", "INT_LEAST16_MIN",
+    "INT_LEAST16_WIDTH", "INT_LEAST32_MAX", "INT_LEAST32_MIN", "INT_LEAST32_WIDTH", "INT_LEAST64_MAX",
+    "INT_LEAST64_MIN", "INT_LEAST64_WIDTH", "INT_LEAST8_MAX", "INT_LEAST8_MIN", "INT_LEAST8_WIDTH", "INT_MAX",
+    "INT_MIN", "INT_WIDTH", "IOV_MAX", "LDBL_DECIMAL_DIG", "LDBL_DIG", "LDBL_EPSILON", "LDBL_HAS_SUBNORM",
+    "LDBL_MANT_DIG", "LDBL_MAX", "LDBL_MAX_10_EXP", "LDBL_MAX_EXP", "LDBL_MIN", "LDBL_MIN_10_EXP", "LDBL_MIN_EXP",
+    "LDBL_TRUE_MIN", "LINE_MAX", "LITTLE_ENDIAN", "LLONG_MAX", "LLONG_MIN", "LLONG_WIDTH", "LOGIN_NAME_MAX",
+    "LONG_BIT", "LONG_LONG_MAX", "LONG_LONG_MIN", "LONG_MAX", "LONG_MIN", "LONG_WIDTH", "L_INCR", "L_SET", "L_XTND",
+    "L_ctermid", "L_cuserid", "L_tmpnam", "MATH_ERREXCEPT", "MATH_ERRNO", "MAXFLOAT", "MAX_CANON", "MAX_INPUT",
+    "MB_CUR_MAX", "MB_LEN_MAX", "MINSIGSTKSZ", "MQ_PRIO_MAX", "M_1_PI", "M_1_PIf", "M_1_PIf128", "M_1_PIf32",
+    "M_1_PIf32x", "M_1_PIf64", "M_1_PIf64x", "M_1_PIl", "M_2_PI", "M_2_PIf", "M_2_PIf128", "M_2_PIf32", "M_2_PIf32x",
+    "M_2_PIf64", "M_2_PIf64x", "M_2_PIl", "M_2_SQRTPI", "M_2_SQRTPIf", "M_2_SQRTPIf128", "M_2_SQRTPIf32",
+    "M_2_SQRTPIf32x", "M_2_SQRTPIf64", "M_2_SQRTPIf64x", "M_2_SQRTPIl", "M_E", "M_Ef", "M_Ef128", "M_Ef32", "M_Ef32x",
+    "M_Ef64", "M_Ef64x", "M_El", "M_LN10", "M_LN10f", "M_LN10f128", "M_LN10f32", "M_LN10f32x", "M_LN10f64",
+    "M_LN10f64x", "M_LN10l", "M_LN2", "M_LN2f", "M_LN2f128", "M_LN2f32", "M_LN2f32x", "M_LN2f64", "M_LN2f64x",
+    "M_LN2l", "M_LOG10E", "M_LOG10Ef", "M_LOG10Ef128", "M_LOG10Ef32", "M_LOG10Ef32x", "M_LOG10Ef64", "M_LOG10Ef64x",
+    "M_LOG10El", "M_LOG2E", "M_LOG2Ef", "M_LOG2Ef128", "M_LOG2Ef32", "M_LOG2Ef32x", "M_LOG2Ef64", "M_LOG2Ef64x",
+    "M_LOG2El", "M_PI", "M_PI_2", "M_PI_2f", "M_PI_2f128", "M_PI_2f32", "M_PI_2f32x", "M_PI_2f64", "M_PI_2f64x",
+    "M_PI_2l", "M_PI_4", "M_PI_4f", "M_PI_4f128", "M_PI_4f32", "M_PI_4f32x", "M_PI_4f64", "M_PI_4f64x", "M_PI_4l",
+    "M_PIf", "M_PIf128", "M_PIf32", "M_PIf32x", "M_PIf64", "M_PIf64x", "M_PIl", "M_SQRT1_2", "M_SQRT1_2f",
+    "M_SQRT1_2f128", "M_SQRT1_2f32", "M_SQRT1_2f32x", "M_SQRT1_2f64", "M_SQRT1_2f64x", "M_SQRT1_2l", "M_SQRT2",
+    "M_SQRT2f", "M_SQRT2f128", "M_SQRT2f32", "M_SQRT2f32x", "M_SQRT2f64", "M_SQRT2f64x", "M_SQRT2l", "NAME_MAX",
+    "NAN", "NFDBITS", "NGREG", "NGROUPS_MAX", "NL_ARGMAX", "NL_LANGMAX", "NL_MSGMAX", "NL_NMAX", "NL_SETMAX",
+    "NL_TEXTMAX", "NSIG", "NULL", "NZERO", "PATH_MAX", "PDP_ENDIAN", "PIPE_BUF", "POLL_ERR", "POLL_HUP", "POLL_IN",
+    "POLL_MSG", "POLL_OUT", "POLL_PRI", "PTHREAD_DESTRUCTOR_ITERATIONS", "PTHREAD_KEYS_MAX", "PTHREAD_STACK_MIN",
+    "PTRDIFF_MAX", "PTRDIFF_MIN", "PTRDIFF_WIDTH", "P_tmpdir", "RAND_MAX", "REG_CR2", "REG_CSGSFS", "REG_EFL",
+    "REG_ERR", "REG_OLDMASK", "REG_R10", "REG_R11", "REG_R12", "REG_R13", "REG_R14", "REG_R15", "REG_R8", "REG_R9",
+    "REG_RAX", "REG_RBP", "REG_RBX", "REG_RCX", "REG_RDI", "REG_RDX", "REG_RIP", "REG_RSI", "REG_RSP", "REG_TRAPNO",
+    "RENAME_EXCHANGE", "RENAME_NOREPLACE", "RENAME_WHITEOUT", "RE_DUP_MAX", "RTSIG_MAX", "R_OK", "SA_INTERRUPT",
+    "SA_NOCLDSTOP", "SA_NOCLDWAIT", "SA_NODEFER", "SA_NOMASK", "SA_ONESHOT", "SA_ONSTACK", "SA_RESETHAND",
+    "SA_RESTART", "SA_SIGINFO", "SA_STACK", "SCHAR_MAX", "SCHAR_MIN", "SCHAR_WIDTH", "SEEK_CUR", "SEEK_DATA",
+    "SEEK_END", "SEEK_HOLE", "SEEK_SET", "SEGV_ACCADI", "SEGV_ACCERR", "SEGV_ADIDERR", "SEGV_ADIPERR", "SEGV_BNDERR",
+    "SEGV_MAPERR", "SEGV_MTEAERR", "SEGV_MTESERR", "SEGV_PKUERR", "SEM_VALUE_MAX", "SHRT_MAX", "SHRT_MIN",
+    "SHRT_WIDTH", "SIGABRT", "SIGALRM", "SIGBUS", "SIGCHLD", "SIGCLD", "SIGCONT", "SIGEV_NONE", "SIGEV_SIGNAL",
+    "SIGEV_THREAD", "SIGEV_THREAD_ID", "SIGFPE", "SIGHUP", "SIGILL", "SIGINT", "SIGIO", "SIGIOT", "SIGKILL",
+    "SIGPIPE", "SIGPOLL", "SIGPROF", "SIGPWR", "SIGQUIT", "SIGRTMAX", "SIGRTMIN", "SIGSEGV", "SIGSTKFLT", "SIGSTKSZ",
+    "SIGSTOP", "SIGSYS", "SIGTERM", "SIGTRAP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGUSR1", "SIGUSR2",
+    "SIGVTALRM", "SIGWINCH", "SIGXCPU", "SIGXFSZ", "SIG_ATOMIC_MAX", "SIG_ATOMIC_MIN", "SIG_ATOMIC_WIDTH",
+    "SIG_BLOCK", "SIG_DFL", "SIG_ERR", "SIG_HOLD", "SIG_IGN", "SIG_SETMASK", "SIG_UNBLOCK", "SIZE_MAX", "SIZE_WIDTH",
+    "SI_ASYNCIO", "SI_ASYNCNL", "SI_DETHREAD", "SI_KERNEL", "SI_MESGQ", "SI_QUEUE", "SI_SIGIO", "SI_TIMER",
+    "SI_TKILL", "SI_USER", "SNAN", "SNANF", "SNANF128", "SNANF32", "SNANF32X", "SNANF64", "SNANF64X", "SNANL",
+    "SSIZE_MAX", "SS_DISABLE", "SS_ONSTACK", "STDERR_FILENO", "STDIN_FILENO", "STDOUT_FILENO", "TEMP_FAILURE_RETRY",
+    "TMP_MAX", "TRAP_BRANCH", "TRAP_BRKPT", "TRAP_HWBKPT", "TRAP_TRACE", "TRAP_UNK", "TTY_NAME_MAX", "UCHAR_MAX",
+    "UCHAR_WIDTH", "UINT16_C", "UINT16_MAX", "UINT16_WIDTH", "UINT32_C", "UINT32_MAX", "UINT32_WIDTH", "UINT64_C",
+    "UINT64_MAX", "UINT64_WIDTH", "UINT8_C", "UINT8_MAX", "UINT8_WIDTH", "UINTMAX_C", "UINTMAX_MAX", "UINTMAX_WIDTH",
+    "UINTPTR_MAX", "UINTPTR_WIDTH", "UINT_FAST16_MAX", "UINT_FAST16_WIDTH", "UINT_FAST32_MAX", "UINT_FAST32_WIDTH",
+    "UINT_FAST64_MAX", "UINT_FAST64_WIDTH", "UINT_FAST8_MAX", "UINT_FAST8_WIDTH", "UINT_LEAST16_MAX",
+    "UINT_LEAST16_WIDTH", "UINT_LEAST32_MAX", "UINT_LEAST32_WIDTH", "UINT_LEAST64_MAX", "UINT_LEAST64_WIDTH",
+    "UINT_LEAST8_MAX", "UINT_LEAST8_WIDTH", "UINT_MAX", "UINT_WIDTH", "ULLONG_MAX", "ULLONG_WIDTH", "ULONG_LONG_MAX",
+    "ULONG_MAX", "ULONG_WIDTH", "USHRT_MAX", "USHRT_WIDTH", "WCHAR_MAX", "WCHAR_MIN", "WCHAR_WIDTH", "WCONTINUED",
+    "WEXITED", "WEXITSTATUS", "WIFCONTINUED", "WIFEXITED", "WIFSIGNALED", "WIFSTOPPED", "WINT_MAX", "WINT_MIN",
+    "WINT_WIDTH", "WNOHANG", "WNOWAIT", "WORD_BIT", "WSTOPPED", "WSTOPSIG", "WTERMSIG", "WUNTRACED", "W_OK",
+    "XATTR_LIST_MAX", "XATTR_NAME_MAX", "XATTR_SIZE_MAX", "X_OK", "alloca", "assert", "assert_perror", "be16toh",
+    "be32toh", "be64toh", "errno", "htobe16", "htobe32", "htobe64", "htole16", "htole32", "htole64", "i386",
+    "issubnormal", "le16toh", "le32toh", "le64toh", "linux", "math_errhandling", "offsetof", "sa_handler",
+    "sa_sigaction", "setjmp", "si_addr", "si_addr_lsb", "si_arch", "si_band", "si_call_addr", "si_fd", "si_int",
+    "si_lower", "si_overrun", "si_pid", "si_pkey", "si_ptr", "si_status", "si_stime", "si_syscall", "si_timerid",
+    "si_uid", "si_upper", "si_utime", "si_value", "sigev_notify_attributes", "sigev_notify_function", "sigmask",
+    "sigsetjmp", "stderr", "stdin", "stdout", "unix", "va_arg", "va_copy", "va_end", "va_start",
+};
+static_assert(std::is_sorted(std::begin(kStdMacroNames), std::end(kStdMacroNames)));
+
+inline bool isStdMacroName(std::string_view name) {
+  return std::binary_search(std::begin(kStdMacroNames), std::end(kStdMacroNames), name);
+}
+
+}  // namespace tn::cli
