@@ -47,6 +47,9 @@ int run(int argc, char** argv);
 int guarded(const std::function<int()>& body);
 
 // ---- helpers shared by the commands --------------------------------------------------------
+// "error: MESSAGE" on stderr, the message through ir::displayText (no raw control bytes or
+// invalid UTF-8 from file names or contents reach the terminal).
+void printError(const std::string& message);
 // Reads FILE, or stdin for "-", within the cap of its kind (compiler/Input.h). nullopt (with a
 // message on stderr) when unreadable or too large.
 std::optional<std::string> readInput(const std::string& path, io::InputKind kind = io::InputKind::Source);

@@ -62,10 +62,14 @@ int run(int argc, char** argv) {
   return status;
 }
 
+void printError(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", ir::displayText(message).c_str());
+}
+
 std::optional<std::string> readInput(const std::string& path, io::InputKind kind) {
   std::string text, error;
   if (!io::readFile(path, kind, text, error)) {
-    std::fprintf(stderr, "error: %s\n", error.c_str());
+    printError(error);
     return std::nullopt;
   }
   return text;
@@ -80,14 +84,14 @@ bool writeOutput(const std::string& path, const std::string& text, const std::st
 bool writeOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs) {
   std::string error;
   if (io::writeFiles(outputs, inputs, error)) return true;
-  std::fprintf(stderr, "error: %s\n", error.c_str());
+  printError(error);
   return false;
 }
 
 bool checkOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs) {
   std::string error;
   if (io::checkOutputs(outputs, inputs, error)) return true;
-  std::fprintf(stderr, "error: %s\n", error.c_str());
+  printError(error);
   return false;
 }
 
@@ -105,7 +109,8 @@ void printPtxasFailure(const std::string& kernel, const bundle::Target& target, 
     std::fprintf(stderr, "error: kernel '%s' on %s: %s; raise the limit with --ptxas-timeout SECONDS\n", kernel.c_str(),
                  target.name().c_str(), out.log.c_str());
   else
-    std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", kernel.c_str(), target.name().c_str(), out.log.c_str());
+    std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", kernel.c_str(), target.name().c_str(),
+                 ir::displayText(out.log).c_str());
 }
 
 void printDiagnostics(const ir::Diagnostics& diags) {
@@ -115,7 +120,7 @@ void printDiagnostics(const ir::Diagnostics& diags) {
 std::optional<bundle::Target> parseTargetOption(const std::string& text, const char* option) {
   std::string why;
   std::optional<bundle::Target> t = bundle::Target::parseSupported(text, why);
-  if (!t) std::fprintf(stderr, "error: %s: %s\n", option, why.c_str());
+  if (!t) printError(std::string(option) + ": " + why);
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tn::ir {
@@ -45,7 +46,13 @@ class Diagnostics {
   unsigned warnings_ = 0;
 };
 
-// "file:line:col: error: message" (the location part is dropped when unknown).
+// "file:line:col: error: message" (the location part is dropped when unknown), both parts
+// through displayText.
 std::string formatDiagnostic(const Diagnostic& d);
+
+// `text` safe to print on a terminal: valid UTF-8, newlines and tabs as they are; every other
+// control byte (NUL included), DEL and every byte that is not part of a valid UTF-8 sequence as
+// \xNN.
+std::string displayText(std::string_view text);
 
 }  // namespace tn::ir

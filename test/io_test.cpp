@@ -1,5 +1,5 @@
 // The I/O guarantees that have no text form (docs/robustness.md): the CLI's error boundary, the
-// runtime's bounded bundle reader, and where ptxas is looked for. The CLI's reading and writing
+// runtime's bounded bundle reader, where ptxas is looked for, and how diagnostics print bytes. The CLI's reading and writing
 // rules are lit tests (lit-tests/robustness/).
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 
 #include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
+#include "ir/Diagnostics.h"
 #include "truenort/Bundle.h"
 
 namespace {
@@ -59,6 +60,23 @@ std::filesystem::path freshDir(const char* name) {
 }
 
 }  // namespace
+
+TEST_CASE("diagnostics: control bytes and invalid UTF-8 print as \\xNN, valid UTF-8 as it is") {
+  using tn::ir::displayText;
+  CHECK(displayText("plain text\twith a tab\nand a newline") == "plain text\twith a tab\nand a newline");
+  CHECK(displayText(std::string_view("a\0b", 3)) == "a\\x00b");
+  CHECK(displayText("\x1b[31mred\x7f") == "\\x1b[31mred\\x7f");
+  CHECK(displayText("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(displayText("\xff\xfe") == "\\xff\\xfe");
+  CHECK(displayText("\xc3") == "\\xc3");                  // truncated sequence
+  CHECK(displayText("\xc3(") == "\\xc3(");                // bad continuation
+  CHECK(displayText("\xc0\xaf") == "\\xc0\\xaf");          // overlong '/'
+  CHECK(displayText("\xe0\x80\xaf") == "\\xe0\\x80\\xaf");  // overlong, three bytes
+  CHECK(displayText("\xed\xa0\x80") == "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  CHECK(displayText("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // above U+10FFFF
+  tn::ir::Diagnostic d{tn::ir::Severity::Error, "f\x01.tir", {0, 2, 3}, std::string("bad \0 byte", 10)};
+  CHECK(tn::ir::formatDiagnostic(d) == "f\\x01.tir:2:3: error: bad \\x00 byte");
+}
 
 TEST_CASE("cli: an exception that reaches the error boundary is an internal error with exit status 1") {
   int status = -1;
