@@ -26,7 +26,8 @@ namespace tn::cli {
 namespace {
 
 struct BuildOpts {
-  std::string spec, output, targets, ptxas, depfile;
+  std::string spec, output, ptxas, depfile;
+  std::optional<std::string> targets;  // given, even if empty
   unsigned jobs = 0;
   unsigned ptxasTimeout = ptxas::kDefaultTimeoutSeconds;
   bool ptxOnly = false;
@@ -169,6 +170,8 @@ int runBuild(const BuildOpts& o) {
     std::fprintf(stderr, "error: --depfile needs the bundle in a file, which its rule names; -o is '-' (standard output)\n");
     return kUsageError;
   }
+  std::optional<std::vector<bundle::Target>> targets;
+  if (o.targets && !(targets = parseTargetList(*o.targets))) return kUsageError;
   auto text = readInput(o.spec);
   if (!text) return kInputError;
   std::string display = o.spec == "-" ? "<stdin>" : o.spec;
@@ -180,11 +183,7 @@ int runBuild(const BuildOpts& o) {
   const std::vector<std::string> inputs = inputsOf(o, *spec);
   std::vector<io::OutputFile> outputs = outputsOf(o);
   if (!checkOutputs(outputs, inputs)) return kInputError;
-  if (!o.targets.empty()) {
-    auto list = parseTargetList(o.targets);
-    if (!list) return kUsageError;
-    spec->targets = *list;
-  }
+  if (targets) spec->targets = *targets;
 
   std::string ptxasPath;
   if (!o.ptxOnly) {

@@ -1,5 +1,8 @@
-// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [-o OUT]
-// The module as written, verified and emitted with no pipeline (compile::Level::None).
+// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [--no-checks] [-o OUT]
+// The module as written (no optimization), verified, checked as `build` checks it (the -O0
+// pipeline: barrier-safety, tile-validation with the target's limits, register-liveness) and
+// emitted. A checker's error refuses the PTX; --no-checks skips the checkers
+// (compile::Level::None).
 #include "compiler/Command.h"
 #include "compiler/Compile.h"
 
@@ -9,7 +12,7 @@ Command emitPtxCommand() {
   return {"emit-ptx", "Verify a .tir module and emit PTX for one target", [](CLI::App& app) {
             struct Opts {
               std::string input, output = "-", target, kernel;
-              bool noRegReuse = false;
+              bool noRegReuse = false, noChecks = false;
             };
             auto o = std::make_shared<Opts>();
             app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
@@ -18,6 +21,9 @@ Command emitPtxCommand() {
             app.add_flag("--no-reg-reuse", o->noRegReuse,
                          "Give every value registers of its own instead of sharing names between values "
                          "with disjoint live ranges");
+            app.add_flag("--no-checks", o->noChecks,
+                         "Skip the checks build runs (barrier safety, shared memory and threads against the "
+                         "target's limits, register pressure) and emit what verifies");
             app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
             return std::function<int()>([o] {
               std::optional<bundle::Target> target = parseTargetOption(o->target, "--target");
@@ -25,18 +31,23 @@ Command emitPtxCommand() {
               ir::Diagnostics diags;
               auto mod = loadModule(o->input, diags);
               if (!mod) return int(kInputError);
-              if (!o->kernel.empty() && !mod->findKernel(o->kernel)) {
-                std::fprintf(stderr, "error: no kernel named '%s'\n", o->kernel.c_str());
-                return int(kInputError);
+              if (!o->kernel.empty()) {
+                const ir::Kernel* chosen = mod->findKernel(o->kernel);
+                if (!chosen) {
+                  printError("no kernel named '" + o->kernel + "'");
+                  return int(kInputError);
+                }
+                // The kernel alone, so that only its own findings count.
+                ir::Kernel one = *chosen;
+                mod->kernels.assign(1, std::move(one));
               }
               compile::Options co;
-              co.level = compile::Level::None;
-              co.kernel = o->kernel;
+              co.level = o->noChecks ? compile::Level::None : compile::Level::O0;
               co.reuseRegisters = !o->noRegReuse;
               ir::Diagnostics cd;
               compile::Output out = compile::compile(*mod, *target, co, cd);
               printDiagnostics(cd);
-              if (!out.ptx) return int(kInputError);
+              if (!out.ptx || cd.hasErrors()) return int(kInputError);
               const std::string inputs[] = {o->input};
               return writeOutput(o->output, *out.ptx, "-o", inputs) ? int(kOk) : int(kInputError);
             });

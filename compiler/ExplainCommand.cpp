@@ -41,20 +41,10 @@ struct KernelReport {
   bool hasDynamic = false;
   std::optional<Occupancy> occupancy, ptxasOccupancy;
   std::vector<ir::Diagnostic> findings;
-  bool ptxasRan = false;  // false: ptxas was not found
+  bool ptxasRan = false;  // false: ptxas was not found, or not run (hasErrors)
+  bool hasErrors = false;  // a finding is an error: ptxas is not run
   bundle::Resources resources;
 };
-
-// Static shared arrays laid out in declaration order with their alignment (as tile-validation).
-unsigned staticSharedBytes(const ir::Kernel& k) {
-  uint64_t end = 0;
-  for (const ir::SharedDecl& s : k.shared) {
-    if (s.dynamic) continue;
-    uint64_t align = std::max(1u, s.align);
-    end = (end + align - 1) / align * align + s.bytes();
-  }
-  return static_cast<unsigned>(std::min<uint64_t>(end, UINT32_MAX));
-}
 
 std::string dims(const ir::Dim3& d) {
   return std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z);
@@ -121,7 +111,7 @@ std::string textReport(const std::vector<KernelReport>& reports, const std::stri
     out += "\n  shared memory: " + sharedText(r, o) + "\n";
     out += "  occupancy: " + (r.occupancy ? occupancyText(*r.occupancy, r.threads) : "unknown without a block size\n");
     if (!r.ptxasRan) {
-      out += "  ptxas: not found\n";
+      out += r.hasErrors ? "  ptxas: not run (a finding is an error)\n" : "  ptxas: not found\n";
     } else {
       const bundle::Resources& res = r.resources;
       out += "  ptxas -v: " + std::to_string(res.registers) + " registers, " + std::to_string(res.spillStores) +
@@ -171,7 +161,7 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
     out += "      \"shared\": {\"static\": " + std::to_string(r.staticShared) + ", \"dynamic\": " + dynamic + "},\n";
     out += "      \"occupancy\": " + jsonOccupancy(r.occupancy) + ",\n";
     if (!r.ptxasRan) {
-      out += "      \"ptxas\": {\"status\": \"not found\"},\n";
+      out += r.hasErrors ? "      \"ptxas\": {\"status\": \"not run\"},\n" : "      \"ptxas\": {\"status\": \"not found\"},\n";
     } else {
       const bundle::Resources& res = r.resources;
       out += "      \"ptxas\": {\"status\": \"ok\", \"registers\": " + std::to_string(res.registers) +
@@ -229,6 +219,7 @@ int runExplain(const ExplainOptions& o) {
   std::string target = mod->target.name();
   const passes::TargetLimits& limits = passes::limitsFor(mod->target.sm);
   std::vector<KernelReport> reports;
+  bool errorFound = false;  // the report is written in full, then the exit status is 1
   for (const ir::Kernel& original : mod->kernels) {
     if (!o.kernel.empty() && original.name != o.kernel) continue;
     // The kernel alone, so that the checkers' findings are its own.
@@ -243,7 +234,7 @@ int runExplain(const ExplainOptions& o) {
     r.name = k.name;
     r.findings = found.all();
     if (!compiled.registers.empty()) r.regs = std::move(compiled.registers[0]);
-    r.staticShared = staticSharedBytes(k);
+    r.staticShared = passes::staticSharedBytes(k);
     r.hasDynamic = std::any_of(k.shared.begin(), k.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
     if (k.reqntid || k.maxntid) {
       r.blockAttr = k.reqntid ? "reqntid" : "maxntid";
@@ -258,7 +249,10 @@ int runExplain(const ExplainOptions& o) {
       printDiagnostics(found);
       return kInputError;
     }
-    if (ptxasPath) {
+    // A kernel a checker refuses is one build refuses: its report has no ptxas column.
+    r.hasErrors = found.hasErrors();
+    errorFound = errorFound || r.hasErrors;
+    if (ptxasPath && !r.hasErrors) {
       ptxas::Output out = ptxas::assemble(*ptxasPath, tmp->path(), {k.name, one.target, *compiled.ptx}, o.ptxasTimeout);
       if (!out.ok) {
         printPtxasFailure(k.name, one.target, out);
@@ -274,7 +268,7 @@ int runExplain(const ExplainOptions& o) {
   tmp.reset();  // ptxas is done: signals take their default action again while the report is written
   std::string file = o.input == "-" ? "<stdin>" : o.input;
   std::string report = o.json ? jsonReport(reports, file, target, o) : textReport(reports, target, o);
-  return writeOutput("-", report) ? kOk : kInputError;
+  return writeOutput("-", report) && !errorFound ? kOk : kInputError;
 }
 
 }  // namespace

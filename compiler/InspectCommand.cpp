@@ -164,7 +164,7 @@ Command inspectCommand() {
   return {"inspect", "Show the kernels, launch rules and per-target resources of a .tnb bundle", [](CLI::App& app) {
             auto input = std::make_shared<std::string>();
             auto json = std::make_shared<bool>(false);
-            auto payload = std::make_shared<std::string>();
+            auto payload = std::make_shared<std::optional<std::string>>();  // given, even if empty
             app.add_option("BUNDLE", *input, "Bundle file (.tnb), or - for stdin")->required();
             app.add_flag("--json", *json, "Print JSON instead of text");
             app.add_option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin, ptx or ir) to stdout");
@@ -172,7 +172,7 @@ Command inspectCommand() {
               std::string bytes;
               auto r = openBundle(*input, bytes);
               if (!r) return int(kInputError);
-              if (!payload->empty()) return extract(*r, *payload);
+              if (*payload) return extract(*r, **payload);
               return writeOutput("-", *json ? jsonReport(*r) : textReport(*r)) ? int(kOk) : int(kInputError);
             });
           }};

@@ -1,11 +1,13 @@
 // truenoc interp FILE --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] --arg name=VALUE|@file ...
 // Runs one kernel in the interpreter (backends/interp/Interp.h): pointer parameters get the raw bytes
 // of a file, scalars a literal of their type; --out writes a buffer back after the run.
+#include <algorithm>
 #include <cstdio>
 
 #include "backends/interp/Interp.h"
 #include "compiler/Command.h"
 #include "ir/Verifier.h"
+#include "passes/TargetLimits.h"
 
 namespace tn::cli {
 
@@ -45,9 +47,16 @@ bool splitAssignment(const std::string& text, std::string& name, std::string& va
   return true;
 }
 
+// A malformed command line (exit 2): an option's syntax is wrong whatever the kernel is.
 int usage(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  printError(msg);
   return kUsageError;
+}
+
+// The command line does not fit the kernel (exit 1): a name or value the kernel refuses.
+int mismatch(const std::string& msg) {
+  printError(msg);
+  return kInputError;
 }
 
 int runInterp(const InterpOpts& o) {
@@ -65,7 +74,15 @@ int runInterp(const InterpOpts& o) {
   if (vd.hasErrors()) return kInputError;
 
   interp::Interpreter vm;
-  if (!mod->findKernel(o.kernel)) return usage("no kernel named '" + o.kernel + "'");
+  const ir::Kernel* kernel = mod->findKernel(o.kernel);
+  if (!kernel) return mismatch("no kernel named '" + o.kernel + "'");
+  // A block's shared memory as the module's target allows it (the opt-in maximum).
+  const passes::TargetLimits& limits = passes::limitsFor(mod->target.sm);
+  const uint64_t shared = uint64_t(passes::staticSharedBytes(*kernel)) + o.dynShared;
+  if (o.dynShared && shared > limits.maxDynamicShared)
+    return mismatch("--dyn-shared " + std::to_string(o.dynShared) + " gives kernel '" + o.kernel + "' " +
+                    std::to_string(shared) + " bytes of shared memory per block; " + mod->target.name() +
+                    " allows at most " + std::to_string(limits.maxDynamicShared));
   if (auto e = vm.load(*mod, o.kernel)) {
     std::fprintf(stderr, "%s\n", e->text().c_str());
     return kInputError;
@@ -75,31 +92,35 @@ int runInterp(const InterpOpts& o) {
       if (p.name == name) return p.type.isPtr();
     return std::nullopt;
   };
+  std::vector<std::string> given;
   for (const std::string& arg : o.args) {
     std::string name, value;
     if (!splitAssignment(arg, name, value)) return usage("invalid --arg '" + arg + "' (expected name=VALUE or name=@FILE)");
+    if (std::find(given.begin(), given.end(), name) != given.end())
+      return usage("--arg '" + name + "' is given more than once");
+    given.push_back(name);
     auto ptr = isPointer(name);
-    if (!ptr) return usage("kernel '" + o.kernel + "' has no parameter '" + name + "'");
+    if (!ptr) return mismatch("kernel '" + o.kernel + "' has no parameter '" + name + "'");
     if (*ptr) {
       if (value.empty() || value[0] != '@')
-        return usage("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
+        return mismatch("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
       auto text = readInput(value.substr(1), io::InputKind::Buffer);
       if (!text) return kInputError;
       const auto* data = reinterpret_cast<const std::byte*>(text->data());
-      if (auto e = vm.bindBuffer(name, std::vector<std::byte>(data, data + text->size()))) return usage(e->diag.message);
+      if (auto e = vm.bindBuffer(name, std::vector<std::byte>(data, data + text->size()))) return mismatch(e->diag.message);
     } else if (auto e = vm.setScalarText(name, value)) {
-      return usage(e->diag.message);
+      return mismatch(e->diag.message);
     }
   }
   for (const interp::ParamInfo& p : vm.params())
-    if (!p.bound) return usage("missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
+    if (!p.bound) return mismatch("missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
   std::vector<std::string> outNames;
   std::vector<io::OutputFile> outs;
   for (const std::string& out : o.outs) {
     std::string name, file;
     if (!splitAssignment(out, name, file) || file.empty()) return usage("invalid --out '" + out + "' (expected name=FILE)");
     auto ptr = isPointer(name);
-    if (!ptr || !*ptr) return usage("--out names '" + name + "', which is not a pointer parameter of '" + o.kernel + "'");
+    if (!ptr || !*ptr) return mismatch("--out names '" + name + "', which is not a pointer parameter of '" + o.kernel + "'");
     outNames.push_back(name);
     outs.push_back({file, "--out " + name, {}});
   }

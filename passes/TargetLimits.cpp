@@ -60,4 +60,14 @@ std::string kbText(unsigned bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
+unsigned staticSharedBytes(const ir::Kernel& k) {
+  uint64_t end = 0;
+  for (const ir::SharedDecl& s : k.shared) {
+    if (s.dynamic) continue;
+    uint64_t align = std::max(1u, s.align);
+    end = (end + align - 1) / align * align + s.bytes();
+  }
+  return static_cast<unsigned>(std::min<uint64_t>(end, UINT32_MAX));
+}
+
 }  // namespace tn::passes

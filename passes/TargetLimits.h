@@ -4,6 +4,8 @@
 #include <span>
 #include <string>
 
+#include "ir/IR.h"
+
 namespace tn::passes {
 
 struct TargetLimits {
@@ -39,6 +41,10 @@ struct Occupancy {
   const char* limitedBy = "";
 };
 Occupancy estimateOccupancy(const TargetLimits& lim, unsigned threads, unsigned registers, unsigned sharedBytes);
+
+// The bytes of k's static shared arrays, laid out in declaration order with their alignment (as
+// tile-validation lays them out), saturated at UINT32_MAX.
+unsigned staticSharedBytes(const ir::Kernel& k);
 
 // "48 KB" when bytes is a whole number of KB, else "49153 bytes".
 std::string kbText(unsigned bytes);

@@ -114,9 +114,7 @@ class Validator {
       end = (end + align - 1) / align * align + s.bytes();
       if (end > limits_.maxStaticShared && !reported) {
         reported = true;
-        uint64_t total = 0;
-        for (const ir::SharedDecl& d : k_.shared)
-          if (!d.dynamic) total = (total + std::max(1u, d.align) - 1) / std::max(1u, d.align) * std::max(1u, d.align) + d.bytes();
+        uint64_t total = staticSharedBytes(k_);
         ctx_.report(ir::Severity::Error, s.loc,
                     "static shared memory of kernel @" + k_.name + " is " + std::to_string(total) +
                         " bytes, over the limit of " + kbText(limits_.maxStaticShared) + " (" +

@@ -127,7 +127,10 @@ std::optional<Error> Interpreter::setScalarText(std::string_view param, std::str
   size_t i = 0;
   if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
   ir::Type t = s_->program.params[i].type;
-  auto bits = ir::parseConstLiteral(text, t);
+  // The IR's literals spell bit patterns (-1 is a u32's 0xFFFFFFFF); a value given for an
+  // unsigned parameter is a number and takes no minus sign.
+  const bool negativeUnsigned = t.isInt() && !t.isSigned() && text.starts_with('-');
+  auto bits = negativeUnsigned ? std::nullopt : ir::parseConstLiteral(text, t);
   if (!bits)
     return setupError("invalid " + ir::typeName(t) + " value '" + std::string(text) + "' for parameter '" +
                       std::string(param) + "'");
