@@ -8,10 +8,12 @@
 #include <fstream>
 #include <iterator>
 
+#include "backends/bundle/Bundle.h"
 #include "compiler/Input.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/TargetLimits.h"
 
 namespace tn::spec {
 
@@ -51,6 +53,89 @@ SourceLoc exprLoc(const ExprSource& s, uint32_t column) {
   return l;
 }
 
+// toml++ builds the tables of a dotted key or table header recursively, with no depth limit of
+// its own for them (arrays and inline tables stop at 256), so a 50,000-level key overflows the
+// stack. A spec needs a handful of levels: this scan refuses anything past kMaxTomlDepth before
+// toml++ sees the text. The depth of a point is the dots of the key being read plus, for each
+// array or inline table it is in, one and the dots of the key that holds it; strings and
+// comments are skipped.
+constexpr size_t kMaxTomlDepth = 64;
+
+std::optional<SourceLoc> tooDeep(std::string_view text) {
+  enum class Mode : uint8_t { Key, Value };
+  Mode mode = Mode::Key;
+  struct Open {
+    char bracket;  // '[' or '{'
+    size_t depth;  // what it adds
+  };
+  std::vector<Open> open;
+  size_t depth = 0;       // of the open arrays and inline tables
+  size_t keyDots = 0;     // of the key being read, or of the key that holds the value being read
+  uint32_t line = 1, col = 1;
+  size_t i = 0;
+  auto advance = [&] {
+    if (text[i] == '\n') ++line, col = 1;
+    else if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++col;  // columns count characters
+    ++i;
+  };
+  auto startsWith = [&](std::string_view s) { return text.substr(i, s.size()) == s; };
+  // Skips a string starting at i (any of the four kinds); stops at an unterminated one's line end.
+  auto skipString = [&] {
+    const char quote = text[i];
+    const bool multi = startsWith(std::string(3, quote));
+    for (int k = 0; k < (multi ? 3 : 1); ++k) advance();
+    while (i < text.size()) {
+      if (multi ? startsWith(std::string(3, quote)) : text[i] == quote) {
+        for (int k = 0; k < (multi ? 3 : 1); ++k) advance();
+        return;
+      }
+      if (!multi && text[i] == '\n') return;
+      if (quote == '"' && text[i] == '\\' && i + 1 < text.size()) advance();
+      advance();
+    }
+  };
+  auto close = [&] {
+    depth -= open.back().depth;
+    open.pop_back();
+    mode = Mode::Value;
+    keyDots = 0;
+  };
+  while (i < text.size()) {
+    const char c = text[i];
+    const SourceLoc here{0, line, col};
+    if (c == '"' || c == '\'') {
+      skipString();
+      continue;
+    }
+    if (c == '#') {
+      while (i < text.size() && text[i] != '\n') advance();
+      continue;
+    }
+    if (mode == Mode::Key) {
+      if (c == '.' && depth + ++keyDots > kMaxTomlDepth) return here;
+      if (c == '=') mode = Mode::Value;
+      if (c == '\n' || c == ']') keyDots = 0;  // a header's end, or a line without '='
+      if (c == '}' && !open.empty() && open.back().bracket == '{') close();  // {}
+    } else if (c == '[' || c == '{') {
+      open.push_back({c, keyDots + 1});
+      depth += keyDots + 1;
+      if (depth > kMaxTomlDepth) return here;
+      keyDots = 0;
+      if (c == '{') mode = Mode::Key;
+    } else if ((c == ']' || c == '}') && !open.empty()) {
+      close();
+    } else if (c == ',' && !open.empty()) {
+      mode = open.back().bracket == '{' ? Mode::Key : Mode::Value;
+      keyDots = 0;
+    } else if (c == '\n' && open.empty()) {
+      mode = Mode::Key;
+      keyDots = 0;
+    }
+    advance();
+  }
+  return std::nullopt;
+}
+
 class Loader {
  public:
   Loader(const std::string& file, const std::string& baseDir, ir::Diagnostics& d, std::span<const kernels::Template> t)
@@ -58,6 +143,12 @@ class Loader {
 
   std::optional<Spec> load(std::string_view text) {
     toml::table root;
+    if (std::optional<SourceLoc> at = tooDeep(text)) {
+      diags_.report(ir::Severity::Error, file_, *at,
+                    "keys, tables or values nested deeper than " + std::to_string(kMaxTomlDepth) +
+                        " levels (refused before parsing; a spec needs a few)");
+      return std::nullopt;
+    }
     try {
       root = toml::parse(text, std::string_view(file_));
     } catch (const toml::parse_error& e) {
@@ -80,6 +171,10 @@ class Loader {
       error(locOf(kernels->source()), "'kernel' must be an array of tables ([[kernel]] entries)");
     else if (!list || list->empty())
       error(SourceLoc{0, 1, 1}, "the spec has no [[kernel]] entries");
+    else if (list->size() > bundle::kMaxKernels)  // before any kernel is compiled
+      error(locOf((*list)[bundle::kMaxKernels].source()), "the spec has " + std::to_string(list->size()) +
+                                                            " [[kernel]] entries; a bundle holds at most " +
+                                                            std::to_string(bundle::kMaxKernels));
     else
       for (const toml::node& n : *list) loadKernel(*n.as_table(), spec);
     // toml++ visits keys in sorted order; report in source order instead.
@@ -423,6 +518,11 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;
   inst.params = signatureOf(kernel);
+  if (inst.params.size() > bundle::kMaxParams) {
+    error(k.nameLoc, "kernel " + q(k.name) + " has " + std::to_string(inst.params.size()) +
+                         " parameters; a bundle kernel has at most " + std::to_string(bundle::kMaxParams));
+    return std::nullopt;
+  }
   for (size_t i = 0; i < inst.params.size(); ++i)
     if (!bundle::isIdentifier(inst.params[i].name)) {
       error(k.nameLoc, "kernel " + q(k.name) + ": parameter " + std::to_string(i) + " (" + q(inst.params[i].name) +
@@ -450,6 +550,22 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
       return std::nullopt;
     }
   }
+
+  // Dynamic shared memory that no launch can have on a target: its least value with the static
+  // arrays, over the target's opt-in maximum per block.
+  const uint64_t leastDynamic = inst.launch.dynamicShared.leastValue().value();  // checkRule: no error
+  if (leastDynamic > 0)
+    for (const bundle::Target& t : spec.targets) {
+      const passes::TargetLimits& limits = passes::limitsFor(t.sm);
+      const uint64_t total = leastDynamic + passes::staticSharedBytes(kernel);
+      if (total <= limits.maxDynamicShared) continue;
+      error(k.tmpl ? k.templateLoc : k.dynamicShared.loc,
+            "dynamic_shared: '" + inst.launch.dynamicShared.text() + "' with the kernel's static shared memory is " +
+                (inst.launch.dynamicShared.constantValue() ? "" : "at least ") + std::to_string(total) +
+                " bytes per block, over the " + std::to_string(limits.maxDynamicShared) + " bytes " + t.name() +
+                " allows");
+      return std::nullopt;
+    }
 
   // The block must fit the kernel's own thread-count attributes.
   uint32_t b[3] = {1, 1, 1};

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "backends/bundle/Bundle.h"
@@ -610,6 +611,55 @@ TEST_CASE("launch rule: evaluation against kernel arguments") {
   CHECK(checkRule(rule({1}, {"1"}, "width"), params)->where() == "dynamic_shared");
   CHECK(checkRule(rule({64, 32}, {"1"}), params)->error.message == "block has 2048 threads; the limit is 1024");
   CHECK(checkRule(rule({1, 1, 65}, {"1"}), params)->error.message == "block dimension 2 must be between 1 and 64, not 65");
+}
+
+TEST_CASE("launch rule: least values, and rules that no launch satisfies") {
+  auto least = [](const char* text) { return expr(text).leastValue(); };
+  CHECK(*least("ceil_div(n, 256)") == 0);
+  CHECK(*least("n + 99999999999") == 99999999999ull);
+  CHECK(*least("max(n, 70000) * 2") == 140000);
+  CHECK(*least("min(n, 70000)") == 0);
+  CHECK(*least("ceil_div(n + 1000, 256)") == 4);
+  CHECK(*least("(n + 10) / 3") == 3);
+  CHECK(*least("(n + 10) % 3") == 0);
+  CHECK(*least("n - 5") == 0);
+  CHECK(*least("(n + 10) - 4") == 6);
+  CHECK(*least("10 - n") == 0);
+  CHECK(*least("7 * 6 - 2") == 40);
+  CHECK(least("n / 0").error().message == "'n / 0' divides by zero for every argument value");
+  CHECK(least("n % (4 - 4)").error().message == "'n % (4 - 4)' divides by zero for every argument value");
+  CHECK(least("n + (1 - 2)").error().message == "'1 - 2' is negative (1 - 2)");
+  CHECK(least("(n + 18446744073709551615) * 2").error().message ==
+        "'(n + 18446744073709551615) * 2' overflows 64 bits for every argument value");
+  // A division by a name may be by zero for some arguments only: not an error here.
+  CHECK(*least("n / m") == 0);
+
+  // The bound is sound: every evaluation that succeeds is at least the least value.
+  std::mt19937_64 rng(7);
+  const char* exprs[] = {"ceil_div(n + 1000, m + 1)", "(n + 10) - 4", "max(n, 7) * min(m, 3) + 2", "n / (m + 1) + 5",
+                         "(n + 3) % (m + 2)", "ceil_div(n * 3, 7) + m - 1"};
+  for (const char* text : exprs) {
+    Expr e = expr(text);
+    uint64_t bound = *e.leastValue();
+    for (int i = 0; i < 2000; ++i) {
+      uint64_t n = rng() % 5000, m = rng() % 50;
+      std::vector<uint64_t> values;
+      for (const Expr::Ref& r : e.refs()) values.push_back(r.name == "n" ? n : m);
+      if (Result<uint64_t> v = e.evaluate(values)) CHECK_MESSAGE(*v >= bound, text);
+    }
+  }
+
+  std::vector<Param> params = {{"n", kU64, 0}};
+  CHECK(checkRule(rule({1}, {"99999999999"}), params)->error.message ==
+        "'99999999999' is 99999999999, over the limit of 2147483647 blocks");
+  CHECK(checkRule(rule({1}, {"1", "n + 65536"}), params)->error.message ==
+        "'n + 65536' is at least 65536, over the limit of 65535 blocks");
+  CHECK(checkRule(rule({1}, {"1", "1", "65535"}), params) == std::nullopt);
+  CHECK(checkRule(rule({1}, {"ceil_div(n, 0)"}), params)->error.message ==
+        "'ceil_div(n, 0)' divides by zero for every argument value");
+  CHECK(checkRule(rule({1}, {"1"}, "n + 4294967296"), params)->error.message ==
+        "'n + 4294967296' is at least 4294967296, over the limit of 4294967295 bytes");
+  CHECK(checkRule(rule({1}, {"2147483647", "min(n, 65535)"}, "4294967295"), params) == std::nullopt);
 }
 
 TEST_CASE("ptxas: resource report parsing") {

@@ -1,5 +1,6 @@
 #include "backends/bundle/LaunchRule.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -299,6 +300,47 @@ Result<uint64_t> Expr::eval(int32_t n, std::span<const uint64_t> values) const {
 
 Result<uint64_t> Expr::evaluate(std::span<const uint64_t> values) const { return eval(root_, values); }
 
+Result<Expr::Bound> Expr::bound(int32_t n) const {
+  const Node& nd = nodes_[static_cast<size_t>(n)];
+  if (nd.kind == Kind::Const) return Bound{nd.value, true};
+  if (nd.kind == Kind::Name) return Bound{0, false};
+  Result<Bound> a = bound(nd.lhs);
+  if (!a) return a;
+  Result<Bound> b = bound(nd.rhs);
+  if (!b) return b;
+  if (a->exact && b->exact) {  // a constant part: its value, or the error every evaluation meets
+    Result<uint64_t> v = eval(n, {});
+    if (!v) return v.error();
+    return Bound{*v, true};
+  }
+  uint64_t x = a->least, y = b->least, r = 0;
+  auto always = [&](const char* what) { return Error{"'" + textOf(n, 0, false) + "' " + what + " for every argument value"}; };
+  switch (nd.kind) {
+    case Kind::Add:
+      if (__builtin_add_overflow(x, y, &r)) return always("overflows 64 bits");
+      return Bound{r, false};
+    case Kind::Mul:
+      if (__builtin_mul_overflow(x, y, &r)) return always("overflows 64 bits");
+      return Bound{r, false};
+    case Kind::Sub: return Bound{b->exact && x >= y ? x - y : 0, false};
+    case Kind::Div:
+    case Kind::Rem:
+    case Kind::CeilDiv:
+      if (b->exact && y == 0) return always("divides by zero");
+      if (!b->exact || nd.kind == Kind::Rem) return Bound{0, false};
+      return Bound{nd.kind == Kind::Div ? x / y : x / y + (x % y != 0 ? 1 : 0), false};
+    case Kind::Min: return Bound{std::min(x, y), false};
+    case Kind::Max: return Bound{std::max(x, y), false};
+    default: return Error{"malformed expression"};
+  }
+}
+
+Result<uint64_t> Expr::leastValue() const {
+  Result<Bound> b = bound(root_);
+  if (!b) return b.error();
+  return b->least;
+}
+
 // ---- rules ------------------------------------------------------------------------------------
 
 std::string describe(const LaunchRule& rule) {
@@ -353,9 +395,23 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
     }
     return std::nullopt;
   };
-  for (size_t i = 0; i < rule.grid.size(); ++i)
-    if (auto e = checkNames(rule.grid[i], RuleError::Part::Grid, static_cast<unsigned>(i))) return e;
-  return checkNames(rule.dynamicShared, RuleError::Part::DynamicShared, 0);
+  // A part whose least value is over `limit` (or that fails whatever the arguments) never launches.
+  auto checkLeast = [](const Expr& e, RuleError::Part part, unsigned index, uint64_t limit,
+                       const char* what) -> std::optional<RuleError> {
+    Result<uint64_t> least = e.leastValue();
+    if (!least) return RuleError{part, index, least.error()};
+    if (*least <= limit) return std::nullopt;
+    return RuleError{part, index, {"'" + e.text() + "' is " + (e.constantValue() ? "" : "at least ") +
+                                   std::to_string(*least) + ", over the limit of " + std::to_string(limit) + " " + what}};
+  };
+  for (size_t i = 0; i < rule.grid.size(); ++i) {
+    auto part = RuleError::Part::Grid;
+    auto index = static_cast<unsigned>(i);
+    if (auto e = checkNames(rule.grid[i], part, index)) return e;
+    if (auto e = checkLeast(rule.grid[i], part, index, i == 0 ? kMaxGridX : kMaxGridYZ, "blocks")) return e;
+  }
+  if (auto e = checkNames(rule.dynamicShared, RuleError::Part::DynamicShared, 0)) return e;
+  return checkLeast(rule.dynamicShared, RuleError::Part::DynamicShared, 0, UINT32_MAX, "bytes");
 }
 
 Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params) {

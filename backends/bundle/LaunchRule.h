@@ -100,6 +100,10 @@ class Expr {
   std::string toCpp(std::string_view ev, const std::function<std::string(std::string_view)>& spell) const;
   // The value when the expression reads no names.
   std::optional<uint64_t> constantValue() const;
+  // A lower bound of the value over every argument value (names stand for any value >= 0), or
+  // the error that every evaluation meets: a division by a constant zero, a constant part that
+  // overflows or is negative, a least value that overflows. Exact for a constant expression.
+  Result<uint64_t> leastValue() const;
   bool operator==(const Expr& o) const { return text() == o.text(); }
 
  private:
@@ -116,6 +120,11 @@ class Expr {
   std::string textOf(int32_t n, int parentPrec, bool rightSide) const;
   std::string cppOf(int32_t n, std::string_view ev, const std::function<std::string(std::string_view)>& spell) const;
   Result<uint64_t> eval(int32_t n, std::span<const uint64_t> values) const;
+  struct Bound {
+    uint64_t least;
+    bool exact;  // the subexpression reads no names: least is its value
+  };
+  Result<Bound> bound(int32_t n) const;
 
   std::vector<Node> nodes_;
   int32_t root_ = 0;
@@ -134,8 +143,11 @@ struct LaunchRule {
 // "block [256], grid [ceil_div(n, 256)], dynamic_shared 0"
 std::string describe(const LaunchRule& rule);
 
-// Checks block sizes and that every name in the rule is an integer parameter of `params`. The
-// error says which part is wrong (grid: with its index) and the column inside the expression.
+// Checks block sizes, that every name in the rule is an integer parameter of `params`, and that
+// no part fails for every argument value (Expr::leastValue: a division by a constant zero, a
+// grid dimension or dynamic shared size whose least value is over the launch limits). The error
+// says which part is wrong (grid: with its index) and, for a name, the column inside the
+// expression.
 struct RuleError {
   enum class Part : uint8_t { Block, Grid, DynamicShared };
   Part part;
