@@ -32,42 +32,6 @@ struct Elementwise {
   bool hasApprox = false;
 };
 
-// x / (1 + 2^t), i.e. x * sigmoid(-t ln 2). For very negative x * sigmoid, 2^t overflows to
-// inf and rcp gives 0, so the result is -0 rather than inf/inf = NaN. ex2 (2 ulp) and rcp
-// (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large.
-Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) { return x * rcpApprox(kb, kb.ex2(t) + 1.0f); }
-
-Value silu(KernelBuilder& kb, Value x) { return xOverOnePlusExp2(kb, x, x * -kLog2e); }
-
-// 0.5x(1 + tanh(u)) = x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715x^3). The sigmoid form
-// avoids the cancellation of 1 + tanh(u) for negative x, where tanh.approx's 2^-11 relative
-// error would swamp the result; it costs one ex2 and one rcp.
-Value geluTanh(KernelBuilder& kb, Value x) {
-  constexpr double c0 = -2.0 * std::numbers::log2e * 0.7978845608028654;  // -2 log2(e) sqrt(2/pi)
-  constexpr double c1 = c0 * 0.044715;
-  Value t = x * kb.fma(x * x, kb.f32(static_cast<float>(c1)), kb.f32(static_cast<float>(c0)));
-  return xOverOnePlusExp2(kb, x, t);
-}
-
-// 0.5x(1 + erf(x/sqrt 2)) = x * Phi(x), Phi(x) = 0.5 erfc(-x/sqrt 2). With z = |x|/sqrt 2 and
-// h = 0.5 erfc(z), Phi is h for x < 0 and 1 - h otherwise, so no 1 - erf cancellation. erfc
-// is the Chebyshev fit of Numerical Recipes (erfcc): erfc(z) = r exp(-z^2 + P(r)), r = 1/(1 + z/2),
-// relative error below 1.2e-7 for every z >= 0. Measured in f32 (ex2, rcp correctly rounded):
-// Phi's absolute error is below 2.2e-7, the result's relative error below 4 ulp for x > -1 and
-// about x^2 ulp below that (the rounding of the exponent -z^2 log2 e), on values < 0.16|x|.
-Value geluErf(KernelBuilder& kb, Value x) {
-  static constexpr float kP[] = {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
-                                 -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f};
-  Value z = kb.abs(x) * (std::numbers::sqrt2_v<float> / 2);
-  Value r = rcpApprox(kb, kb.fma(z, kb.f32(0.5f), kb.f32(1.0f)));
-  Value p = kb.f32(kP[0]);
-  for (size_t i = 1; i < std::size(kP); ++i) p = kb.fma(p, r, kb.f32(kP[i]));
-  Value arg = kb.fma(-z, z, p);
-  Value h = r * kb.ex2(kb.fma(arg, kb.f32(kLog2e), kb.f32(-1.0f)));  // the -1 is the 0.5
-  Value phi = kb.select((x < 0.0f).named("neg"), h, 1.0f - h);
-  return x * phi;
-}
-
 // Thread t owns the 16 bytes at byte offset 16t of every tensor: elements [tV, tV + V) with
 // V = vecElems(dtype). Offsets and element indices are 64-bit, so any u32 n is safe.
 std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diagnostics& diags) {
@@ -153,9 +117,8 @@ std::vector<Elementwise> elementwiseKernels() {
        fixed([](KernelBuilder&, Args v) { return v[1] * v[0]; })},
       {"residual_add", "y += x, in place", {{"y", Role::InOut}, {"x", Role::In}},
        fixed([](KernelBuilder&, Args v) { return v[0] + v[1]; })},
-      // x < 0 ? 0 : x keeps NaN (max.f32 would turn it into 0).
       {"relu", "y = max(x, 0) (NaN stays NaN)", {{"x", Role::In}, {"y", Role::Out}},
-       fixed([](KernelBuilder& kb, Args v) { return kb.select(v[0] < 0.0f, kb.f32(0.0f), v[0]); })},
+       fixed([](KernelBuilder& kb, Args v) { return relu(kb, v[0]); })},
       {"silu", "y = x * sigmoid(x)", {{"x", Role::In}, {"y", Role::Out}},
        fixed([](KernelBuilder& kb, Args v) { return silu(kb, v[0]); })},
       {"swiglu", "y = gate * silu(up)", {{"gate", Role::In}, {"up", Role::In}, {"y", Role::Out}},

@@ -27,6 +27,10 @@ unsigned bytesOf(Storage s);
 // Elements in one 16-byte vector access (4 for f32, 8 for bf16/f16).
 inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 
+// An option whose type follows its default; Int ranges are set by the caller.
+OptionSpec option(std::string name, OptionValue def, std::string doc);
+// A String option that accepts only `choices`.
+OptionSpec choiceOption(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
 Storage storageOption(const Options& o, const std::string& name = "dtype");
@@ -64,6 +68,14 @@ Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
 // 1/v with rcp.approx.f32 (max relative error 2^-23 on the GPU), for scale factors.
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
 
+// Activations on f32 values (docs/kernels.md has their accuracy): relu keeps NaN; silu is
+// x * sigmoid(x); geluTanh the tanh form of gelu, geluErf the erf form. All written with ex2 and
+// rcp.approx, without cancellation for negative x.
+Value relu(KernelBuilder& kb, Value x);
+Value silu(KernelBuilder& kb, Value x);
+Value geluTanh(KernelBuilder& kb, Value x);
+Value geluErf(KernelBuilder& kb, Value x);
+
 // Combines one tuple of 32-bit values per thread (any 32-bit scalar types) over a 1-D block of
 // fixed size (reqntid; the warp count, a power of two, comes from it): a butterfly of shuffles
 // in each warp, lane 0 of each warp stages its tuple in `scratch` (component k of warp w at
@@ -99,5 +111,6 @@ void addNorms(std::vector<Template>& out);
 void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
 void addRope(std::vector<Template>& out);
 void addGemv(std::vector<Template>& out);
+void addGemm(std::vector<Template>& out);
 
 }  // namespace tn::kernels::lib

@@ -149,13 +149,8 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
 }
 
 OptionSpec layoutOption() {
-  OptionSpec o;
-  o.name = "layout";
-  o.type = OptionType::String;
-  o.defaultValue = std::string("neox");
-  o.doc = "which elements form a rotated pair: \"neox\" i and i + head_dim/2, \"interleaved\" 2i and 2i + 1";
-  o.choices = {"neox", "interleaved"};
-  return o;
+  return choiceOption("layout", "neox", {"neox", "interleaved"},
+                      "which elements form a rotated pair: \"neox\" i and i + head_dim/2, \"interleaved\" 2i and 2i + 1");
 }
 
 }  // namespace

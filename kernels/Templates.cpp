@@ -53,6 +53,7 @@ std::vector<Template> makeTemplates() {
   lib::addRowOps(all);
   lib::addRope(all);
   lib::addGemv(all);
+  lib::addGemm(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;
 }
