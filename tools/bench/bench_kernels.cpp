@@ -1,6 +1,8 @@
 // tools/bench kernel-library section (a benchmark, not a test): effective bandwidth of the
 // library's kernels (tools/bench/kernels.toml) against a device-to-device copy of comparable
 // size, and for f32 GEMV against cuBLAS SGEMV (dlopen'ed; the column stays empty without it).
+// f32 GEMM is compute-bound: it is reported in TFLOP/s beside cuBLAS SGEMM (no TF32), in its own
+// table, after a check that both give the same C.
 // Each timed launch reads cold data: a case's buffers are rotated among enough copies that the
 // bytes the launches touch exceed the L2 several times (a KV cache, of which a launch writes a
 // few rows, is one buffer shared by the copies). 3 warm-up launches, then the median of N
@@ -100,6 +102,8 @@ struct Case {
   std::vector<Launch> launches;  // one op may be several launches (long softmax rows)
   double bytes = 0;              // read + written, each tensor once
   uint32_t gemvM = 0, gemvK = 0;  // f32 gemv: also timed with cuBLAS on buffers 0 (w), 1 (x), 2 (y)
+  uint32_t gemmM = 0, gemmN = 0, gemmK = 0;  // f32 gemm: buffers 0 (a, m x k), 1 (b, k x n), 2 (c, m x n)
+  double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
 };
 
 size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
@@ -230,6 +234,22 @@ Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint
   return c;
 }
 
+// C = A B, all row-major f32 and dense (lda = k, ldb = ldc = n), alpha 1, beta 0.
+Case gemmCase(uint32_t m, uint32_t n, uint32_t k) {
+  Case c{"gemm", dims(m, n) + "x" + std::to_string(k), "f32", {}, {}, 0, 0, 0};
+  size_t a = size_t(m) * k * 4, b = size_t(k) * n * 4, cc = size_t(m) * n * 4;
+  c.buffers = {{a, Fill::F32}, {b, Fill::F32}, {cc, Fill::Zero}};
+  c.launches = {{"gemm_f32",
+                 {buf("a", 0), buf("b", 1), buf("c", 2), val("m", m), val("n", n), val("k", k), val("lda", k),
+                  val("ldb", n), val("ldc", n), val("batch", 1u), val("stride_a", uint64_t{0}),
+                  val("stride_b", uint64_t{0}), val("stride_c", uint64_t{0}), val("alpha", 1.0f), val("beta", 0.0f)}}};
+  c.bytes = double(a) + double(b) + double(cc);
+  c.gemmM = m;
+  c.gemmN = n;
+  c.gemmK = k;
+  return c;
+}
+
 // In place on q (tokens x qHeads x headDim) and k (tokens x kHeads x headDim), positions from 0.
 Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t tokens, uint32_t qHeads, uint32_t kHeads,
               uint32_t headDim) {
@@ -278,6 +298,19 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(kvScatterCase("bf16", pick(4096, 256, 16), 1024, pick(65536, 4096, 64)));
   // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
   for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, pick(4096, 256, 3), 32, 8, 128));
+  // GEMM: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized weights).
+  if (tiny) {
+    out.push_back(gemmCase(17, 33, 65));
+    out.push_back(gemmCase(130, 258, 72));
+  } else {
+    for (uint32_t side : full ? std::vector<uint32_t>{512, 1024, 2048, 4096, 8192} : std::vector<uint32_t>{512})
+      out.push_back(gemmCase(side, side, side));
+    std::vector<uint32_t> ms = full ? std::vector<uint32_t>{1, 8, 16, 32, 64, 128, 512} : std::vector<uint32_t>{1, 64};
+    std::vector<std::pair<uint32_t, uint32_t>> nk = {{4096, 4096}};
+    if (full) nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+    for (auto [n, k] : nk)
+      for (uint32_t m : ms) out.push_back(gemmCase(m, n, k));
+  }
   return out;
 }
 
@@ -293,6 +326,9 @@ struct Cublas {
   int (*setStream)(Handle, CUstream) = nullptr;
   int (*sgemv)(Handle, int trans, int m, int n, const float* alpha, const float* a, int lda, const float* x, int incx,
                const float* beta, float* y, int incy) = nullptr;
+  int (*sgemm)(Handle, int transa, int transb, int m, int n, int k, const float* alpha, const float* a, int lda,
+               const float* b, int ldb, const float* beta, float* c, int ldc) = nullptr;
+  static constexpr int kOpN = 0;  // CUBLAS_OP_N
   static constexpr int kOpT = 1;  // CUBLAS_OP_T
   void* lib = nullptr;
   Handle handle = nullptr;
@@ -315,8 +351,9 @@ struct Cublas {
     destroy = reinterpret_cast<decltype(destroy)>(dlsym(lib, "cublasDestroy_v2"));
     setStream = reinterpret_cast<decltype(setStream)>(dlsym(lib, "cublasSetStream_v2"));
     sgemv = reinterpret_cast<decltype(sgemv)>(dlsym(lib, "cublasSgemv_v2"));
-    if (!create || !destroy || !setStream || !sgemv) {
-      why = name + " lacks cublasCreate_v2/cublasSetStream_v2/cublasSgemv_v2";
+    sgemm = reinterpret_cast<decltype(sgemm)>(dlsym(lib, "cublasSgemm_v2"));
+    if (!create || !destroy || !setStream || !sgemv || !sgemm) {
+      why = name + " lacks cublasCreate_v2/cublasSetStream_v2/cublasSgemv_v2/cublasSgemm_v2";
       return false;
     }
     must(ctx.make_current(), "make the context current for cuBLAS");
@@ -337,6 +374,13 @@ struct Cublas {
     const float one = 1.0f, zero = 0.0f;
     return sgemv(handle, kOpT, int(k), int(m), &one, reinterpret_cast<const float*>(w), int(k),
                  reinterpret_cast<const float*>(x), 1, &zero, reinterpret_cast<float*>(y), 1) == 0;
+  }
+
+  // C = A B for row-major A (m x k), B (k x n), C (m x n): column-major, that is C^T = B^T A^T.
+  bool gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, uint32_t m, uint32_t n, uint32_t k) const {
+    const float one = 1.0f, zero = 0.0f;
+    return sgemm(handle, kOpN, kOpN, int(n), int(m), int(k), &one, reinterpret_cast<const float*>(b), int(n),
+                 reinterpret_cast<const float*>(a), int(k), &zero, reinterpret_cast<float*>(c), int(n)) == 0;
   }
 
   ~Cublas() {
@@ -446,6 +490,29 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
 // --check on a device (a GPU, or the simulated driver in CI): every case's launches once at tiny
 // sizes. A launch the runtime refuses or the device faults (on the simulator: any out-of-bounds
 // access, shared race or barrier error its checks find) fails the check, as does a wrong f32 GEMV.
+// Two C matrices of the same product, uniform [-1, 1) inputs: |c| ~ sqrt(k / 9), and summation
+// orders differ by ~2^-24 * sqrt(k) * |c| (1e-4 at k = 14336); a wrong element is off by ~|c|.
+std::string compareGemm(const std::vector<float>& got, const std::vector<double>& want, uint32_t n, uint32_t k) {
+  const double tol = 1e-3 * std::sqrt(double(k));
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= tol))
+      return "c[" + std::to_string(i / n) + "][" + std::to_string(i % n) + "] = " + std::to_string(got[i]) +
+             ", reference " + std::to_string(want[i]);
+  return "";
+}
+
+std::string checkGemm(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t n, uint32_t k) {
+  std::vector<float> a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n);
+  must(mem[0].download(a.data(), a.size() * 4), "download a");
+  must(mem[1].download(b.data(), b.size() * 4), "download b");
+  must(mem[2].download(c.data(), c.size() * 4), "download c");
+  std::vector<double> want(c.size(), 0.0);
+  for (uint32_t i = 0; i < m; ++i)
+    for (uint32_t kk = 0; kk < k; ++kk)
+      for (uint32_t j = 0; j < n; ++j) want[size_t(i) * n + j] += double(a[size_t(i) * k + kk]) * b[size_t(kk) * n + j];
+  return compareGemm(c, want, n, k);
+}
+
 int runTinyCases(const Context& ctx, const std::string& path) {
   Stream stream = must(Stream::create(ctx), "stream");
   Bundle bundle = must(Bundle::load_file(ctx, path), "load " + path);
@@ -474,6 +541,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     }
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
+    if (why.empty() && c.gemmM) why = checkGemm(mem, c.gemmM, c.gemmN, c.gemmK);
     std::printf("%s %-34s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
     bad += !why.empty();
   }
@@ -539,6 +607,12 @@ struct Row {
   std::string op, shape, dtype;
   double bytes = 0, oursUs = 0, oursGbs = 0, copyGbs = 0;
   std::optional<double> refGbs;
+};
+
+struct GemmRow {
+  std::string shape;
+  double oursUs = 0, oursTflops = 0;
+  std::optional<double> refTflops;
 };
 
 std::string fmt(double v, const char* f = "%.3f") {
@@ -614,11 +688,12 @@ int main(int argc, char** argv) {
 
   Cublas cublas;
   bool haveCublas = cublas.load(ctx, stream);
-  if (haveCublas) std::printf("reference: cuBLAS SGEMV from %s\n", cublas.name.c_str());
+  if (haveCublas) std::printf("reference: cuBLAS SGEMV and SGEMM from %s\n", cublas.name.c_str());
   else std::printf("reference: cuBLAS not available (%s); its column stays empty\n", cublas.why.c_str());
 
   std::mt19937 rng(12345);
   std::vector<Row> rows;
+  std::vector<GemmRow> gemmRows;
   int failures = 0;
   for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
     std::string label = c.op + " " + c.shape + " " + c.dtype;
@@ -666,6 +741,24 @@ int main(int argc, char** argv) {
       }
     must(stream.synchronize(), "fill");
 
+    // GEMM: the same C as cuBLAS before anything is timed.
+    if (c.gemmM && haveCublas) {
+      const size_t count = size_t(c.gemmM) * c.gemmN;
+      std::vector<float> ours(count), ref(count);
+      must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
+      must(stream.synchronize(), "sync");
+      must(mem[0][2]->download(ours.data(), count * 4), "download");
+      if (!cublas.gemm(mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK))
+        std::printf("cuBLAS SGEMM failed for %s\n", label.c_str());
+      must(stream.synchronize(), "sync");
+      must(mem[0][2]->download(ref.data(), count * 4), "download");
+      std::string why = compareGemm(ours, std::vector<double>(ref.begin(), ref.end()), c.gemmN, c.gemmK);
+      if (!why.empty()) {
+        std::printf("WARNING %s: ours and cuBLAS differ: %s\n", label.c_str(), why.c_str());
+        ++failures;
+      }
+    }
+
     Status launchError;
     double ms = bench.time(
         [&](int s) {
@@ -678,6 +771,25 @@ int main(int argc, char** argv) {
         },
         sets);
     if (ms < 0) die("launch " + label, launchError.error());
+
+    if (c.gemmM) {
+      GemmRow g{c.shape, ms * 1e3, c.flops() / (ms * 1e9), std::nullopt};
+      if (haveCublas) {
+        double cms = bench.time(
+            [&](int s) {
+              return cublas.gemm(mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN, c.gemmK);
+            },
+            sets);
+        if (cms > 0) g.refTflops = c.flops() / (cms * 1e9);
+      }
+      gemmRows.push_back(g);
+      mem.clear();
+      owned.clear();
+      ctx.pool().trim();
+      std::printf("  measured %-34s %9.1f us  (%d buffer sets)\n", label.c_str(), g.oursUs, sets);
+      std::fflush(stdout);
+      continue;
+    }
 
     Row row{c.op, c.shape, c.dtype, c.bytes, ms * 1e3, c.bytes / (ms * 1e6), 0, std::nullopt};
 
@@ -748,6 +860,15 @@ int main(int argc, char** argv) {
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
   std::printf("ref: cuBLAS SGEMV (gemv f32 only); GB/s = (bytes read + bytes written) / median time\n");
+  if (!gemmRows.empty()) {
+    std::printf("\n%-16s %-22s %12s %12s %12s %10s\n", "op", "shape (MxNxK)", "ours us", "ours TFLOP/s",
+                "ref TFLOP/s", "ours/ref");
+    for (const GemmRow& g : gemmRows)
+      std::printf("%-16s %-22s %12.1f %12.2f %12s %10s\n", "gemm f32", g.shape.c_str(), g.oursUs, g.oursTflops,
+                  g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
+                  g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
+    std::printf("ref: cuBLAS SGEMM (no TF32); TFLOP/s = 2 M N K / median time\n");
+  }
   if (!csv.empty()) {
     std::ofstream out(csv);
     out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref\n";
