@@ -578,6 +578,32 @@ Value KernelBuilder::extract(Value vec, unsigned lane, std::string_view name, He
   return emit(std::move(in), {vec}, name, loc);
 }
 
+// ---- tensor cores -------------------------------------------------------------------------------
+
+Value KernelBuilder::mma(Mod shape, Scalar inType, Value a, Value b, Value c, std::string_view name, Here loc) {
+  if (!checkOperand(c, loc)) return Value();
+  Type acc = c.type() == mmaAccFragment(Scalar::F16) ? Type::of(Scalar::F16) : c.type().element();
+  Inst in;
+  in.op = Op::Mma;
+  in.type = acc;
+  in.srcType = Type::of(inType);
+  in.setMod(shape);
+  return emit(std::move(in), {a, b, c}, name, loc);
+}
+
+Value KernelBuilder::ldmatrix(Value p, unsigned matrices, bool trans, std::string_view n, Here l) {
+  if (matrices != 1 && matrices != 2 && matrices != 4) {
+    error(l, "ldmatrix loads 1, 2 or 4 matrices, not " + std::to_string(matrices));
+    return Value();
+  }
+  Type t = Type::of(Scalar::B32, static_cast<uint8_t>(matrices));
+  return trans ? op(Op::Ldmatrix, t, {p}, {Mod::TransMod}, n, l) : op(Op::Ldmatrix, t, {p}, {}, n, l);
+}
+
+Value KernelBuilder::cvt_pack(Scalar to, Value hi, Value lo, Mod round, std::string_view n, Here l) {
+  return op(Op::CvtPack, Type::of(to), {hi, lo}, {round}, n, l);
+}
+
 // ---- pointers -----------------------------------------------------------------------------------
 
 Value KernelBuilder::ptradd(Value p, Value off, std::string_view n, Here l) {

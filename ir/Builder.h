@@ -289,6 +289,20 @@ class KernelBuilder {
   // Full-warp vote: pred for .all/.any/.uni, b32 for .ballot.
   Value vote(Mod mode, Value p, std::string_view name = {}, Here loc = Here::current());
 
+  // ---- tensor cores: mma, ldmatrix, packed conversions (docs/ir.md, "Tensor cores") ---------
+  // D = A·B + C over one full, converged warp. shape: M16n8k16, M16n8k8 or M16n8k32; in: the A/B
+  // element type (bf16, f16; f32 at m16n8k8, multiplied as tf32; s8 or u8 at m16n8k32). a is the
+  // v4.b32 A fragment, b the v2.b32 B fragment, c the accumulator fragment (v4.f32, v4.s32, or
+  // v2.b32 for f16), which also types the result.
+  Value mma(Mod shape, Scalar in, Value a, Value b, Value c, std::string_view name = {}, Here loc = Here::current());
+  // ldmatrix of 1, 2 or 4 8x8 b16 matrices through a ptr.shared (b32, v2.b32 or v4.b32).
+  Value ldmatrix(Value sharedPtr, unsigned matrices, bool trans = false, std::string_view name = {},
+                 Here loc = Here::current());
+  // Two f32 rounded to f16 or bf16 (to) and packed into one b32, in PTX's operand order: hi goes
+  // to bits 31:16, lo to bits 15:0.
+  Value cvt_pack(Scalar to, Value hi, Value lo, Mod round = Mod::Rn, std::string_view name = {},
+                 Here loc = Here::current());
+
   // ---- structured control flow --------------------------------------------------------------
   // for (i = begin; i < end; i += step) with loop-carried values: ^label(i, carried...) tests
   // i < end and branches to ^label.body or ^label.exit. The body gets i and the carried values

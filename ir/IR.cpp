@@ -74,6 +74,20 @@ Kernel* Module::findKernel(std::string_view name) {
   return nullptr;
 }
 
+Type mmaAccFragment(Scalar acc) { return acc == Scalar::F16 ? Type::of(Scalar::B32, 2) : Type::of(acc, 4); }
+
+bool mmaFormExists(Mod shape, Scalar in, Type acc) {
+  if (acc.isVector()) return false;
+  switch (shape) {
+    case Mod::M16n8k16:
+      return (in == Scalar::BF16 && acc.scalar == Scalar::F32) || (in == Scalar::F16 && acc.scalar == Scalar::F32) ||
+             (in == Scalar::F16 && acc.scalar == Scalar::F16);
+    case Mod::M16n8k8: return in == Scalar::F32 && acc.scalar == Scalar::F32;
+    case Mod::M16n8k32: return (in == Scalar::S8 || in == Scalar::U8) && acc.scalar == Scalar::S32;
+    default: return false;
+  }
+}
+
 std::optional<Type> resultTypeFor(const Inst& in) {
   const OpInfo& oi = info(in.op);
   if (oi.result == '-') return std::nullopt;
@@ -84,6 +98,8 @@ std::optional<Type> resultTypeFor(const Inst& in) {
   switch (oi.result) {
     case 'T': return t;
     case 'E': return t.element();
+    case 'F': return mmaAccFragment(t.scalar);
+    case 'B': return Type::of(Scalar::B32);
     case 'W': {
       auto w = intType(t.bits() * 2, t.isSigned() ? 's' : 'u');
       return w;

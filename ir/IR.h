@@ -135,6 +135,14 @@ struct Module {
   Kernel* findKernel(std::string_view name);
 };
 
+// Tensor-core fragments (docs/ir.md, "Tensor cores"): mma's A and B operands are 32-bit registers
+// of packed elements; its accumulator holds f32 or s32 elements one per register, f16 two per b32.
+inline constexpr Type kMmaAFragment = Type::of(Scalar::B32, 4);
+inline constexpr Type kMmaBFragment = Type::of(Scalar::B32, 2);
+Type mmaAccFragment(Scalar acc);
+// Whether PTX has mma of this shape multiplying `in` elements into accumulator type `acc`.
+bool mmaFormExists(Mod shape, Scalar in, Type acc);
+
 // Result type of an instruction under the table's result rule, or nullopt when none/invalid.
 std::optional<Type> resultTypeFor(const Inst& in);
 

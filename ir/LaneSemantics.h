@@ -512,4 +512,11 @@ inline bool floatSetp(Mod cmp, Scalar s, bool ftz, uint64_t a, uint64_t b) {
 // .ftz flushes only f32 sources and results.
 uint64_t convert(Scalar from, Scalar to, FloatMods m, uint64_t a);
 
+// cvt.pack: f32 `hi` and `lo` converted to `to` (f16 or bf16) as cvt does with `round` (.rn or
+// .rz), packed into a b32 in PTX's order: the first source, hi, goes to bits 31:16.
+inline uint64_t convertPack(Scalar to, Mod round, uint64_t hi, uint64_t lo) {
+  FloatMods m{round, false, false};
+  return (convert(Scalar::F32, to, m, hi) << 16) | convert(Scalar::F32, to, m, lo);
+}
+
 }  // namespace tn::ir::lane

@@ -43,6 +43,9 @@
 //  9. Special ops: vote.sync.ballot yields b32 and all/any/uni yield pred; shfl.sync is 32-bit;
 //     cvt's S is a scalar integer/bits/float type and differs from T, except for a float cvt that
 //     rounds to integral, saturates or flushes subnormals; bitcast keeps the total bit width and never involves pred.
+// 10. Tensor cores: mma's shape and `S -> T` are one of PTX's forms (docs/ir.md) and its operands are
+//     the A (v4.b32), B (v2.b32) and accumulator fragments; ldmatrix yields b32, v2.b32 or v4.b32
+//     through a shared pointer; cvt.pack packs two f32 into f16x2 or bf16x2 with .rn or .rz.
 #include "ir/Verifier.h"
 
 #include <bit>
@@ -142,6 +145,7 @@ class KernelVerifier {
   std::string cvtRoundProblem(const Inst& in, Mod r) const;
   void checkMemory(const Inst& in);
   void checkSpecial(const Inst& in);
+  void checkTensorCore(const Inst& in);
   void checkTarget(const Inst& in);
   void checkBranches(const Inst& in);
   // `what` names the use ("operand 2 of 'add'"); it is only built when there is an error.
@@ -330,6 +334,13 @@ void KernelVerifier::checkOperands(const Inst& in) {
           expected = "'u32', 's32' or 'b32'";
         break;
       case 'o': if (t.isVector() || !(t.isInt() || t.isBits())) expected = "an integer offset"; break;
+      case 'a': if (t != kMmaAFragment) expected = quoted(kMmaAFragment) + " (the A fragment)"; break;
+      case 'b': if (t != kMmaBFragment) expected = quoted(kMmaBFragment) + " (the B fragment)"; break;
+      case 'F': {
+        Type acc = mmaAccFragment(in.type->scalar);
+        if (t != acc) expected = quoted(acc) + " (the accumulator fragment)";
+        break;
+      }
       default: break;
     }
     if (!expected.empty())
@@ -381,6 +392,7 @@ std::string KernelVerifier::roundProblem(const Inst& in, Mod r) const {
       if (r == Mod::Approx && isScalar(t, Scalar::F64) && in.mod(ModGroup::Ftz) == Mod::None)
         return "rcp.approx on f64 exists only as rcp.approx.ftz.f64";
       return "";
+    case Op::CvtPack: return r == Mod::Rn || r == Mod::Rz ? "" : "packed conversions round with .rn or .rz";
     default:  // ex2, lg2, rsqrt, sin, cos, tanh
       return r == Mod::Approx ? "" : "only .approx exists";
   }
@@ -522,6 +534,7 @@ void KernelVerifier::checkSpecial(const Inst& in) {
       error(in.loc, op() + " from " + quoted(s) + " to " + quoted(t) +
                         " converts nothing (a same-type float cvt needs .rni, .rzi, .rmi, .rpi, .sat or .ftz)");
   }
+  if (in.op == Op::Mma || in.op == Op::Ldmatrix || in.op == Op::CvtPack) checkTensorCore(in);
   if (in.op == Op::Bitcast) {
     Type s = *in.srcType;
     if (s.scalar == Scalar::Pred)
@@ -529,6 +542,29 @@ void KernelVerifier::checkSpecial(const Inst& in) {
     else if (s.bits() * s.lanes != t.bits() * t.lanes)
       error(in.loc, op() + " from " + quoted(s) + " (" + std::to_string(s.bits() * s.lanes) + " bits) to " + quoted(t) +
                         " (" + std::to_string(t.bits() * t.lanes) + " bits) changes the width");
+  }
+}
+
+// ---- 10. tensor cores --------------------------------------------------------------------------
+
+void KernelVerifier::checkTensorCore(const Inst& in) {
+  auto op = [&] { return quoted(opText(in)); };
+  Type t = *in.type;
+  if (in.op == Op::Mma) {
+    if (!mmaFormExists(in.mod(ModGroup::Shape), in.srcType->scalar, t))
+      error(in.loc, op() + " has no form " + typeText(in) +
+                        " (m16n8k16: bf16 -> f32, f16 -> f32, f16 -> f16; m16n8k8: f32 -> f32, multiplied as tf32; "
+                        "m16n8k32: s8 -> s32, u8 -> s32)");
+  } else if (in.op == Op::Ldmatrix) {
+    if (t.scalar != Scalar::B32)
+      error(in.loc, op() + " yields 'b32', 'v2.b32' or 'v4.b32' (one register per 8x8 matrix), not " + quoted(t));
+    if (!in.operands.empty() && validValue(in.operands[0]) && k_.typeOf(in.operands[0]).isPtr() &&
+        k_.typeOf(in.operands[0]).space != AddrSpace::Shared)
+      error(in.loc, op() + " reads shared memory only, but " + val(in.operands[0]) + " is " +
+                        quoted(k_.typeOf(in.operands[0])));
+  } else if ((t.scalar != Scalar::F16 && t.scalar != Scalar::BF16) || t.isVector() ||
+             !isScalar(*in.srcType, Scalar::F32)) {
+    error(in.loc, op() + " converts 'f32 -> f16' or 'f32 -> bf16' (two f32 into one b32), not " + typeText(in));
   }
 }
 

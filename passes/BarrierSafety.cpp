@@ -28,6 +28,7 @@ class Checker {
         const ir::Inst& in = k_.inst(id);
         if (in.op == Op::BarSync) checkBarrier(b, in);
         if (in.op == Op::ShflSync || in.op == Op::VoteSync) checkCollective(b, in);
+        if (in.op == Op::Mma || in.op == Op::Ldmatrix) checkWarpInstruction(b, in);
       }
       if (ctx_.options.remarks) remarkBranch(b);
     }
@@ -101,6 +102,16 @@ class Checker {
                 std::string(ir::info(in.op).name) +
                     " with the full mask 0xFFFFFFFF is control-dependent on the warp-divergent branch on " +
                     branchText(cause) + ": lanes that branch the other way never arrive");
+    noteBranch(cause, u_.warp, true);
+  }
+
+  // mma and ldmatrix have no member mask: the whole warp must execute them together.
+  void checkWarpInstruction(BlockId b, const ir::Inst& in) {
+    if (!u_.warp.control[b.index]) return;
+    BlockId cause = u_.warp.cause[b.index];
+    ctx_.report(ir::Severity::Error, in.loc,
+                std::string(ir::info(in.op).name) + " needs the full warp, but it is control-dependent on the "
+                "warp-divergent branch on " + branchText(cause) + ": lanes that branch the other way never arrive");
     noteBranch(cause, u_.warp, true);
   }
 

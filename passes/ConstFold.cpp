@@ -130,6 +130,10 @@ std::optional<uint64_t> fold(const ir::Inst& in, std::span<const uint64_t> x) {
       return std::nullopt;
     return x[0] & lowMask(t.bits());
   }
+  if (in.op == Op::CvtPack) {
+    if (lane::isNan(Scalar::F32, x[0]) || lane::isNan(Scalar::F32, x[1])) return std::nullopt;
+    return lane::convertPack(t.scalar, in.mod(ir::ModGroup::Round), x[0], x[1]);
+  }
   if (t.isFloat()) return foldFloat(in, t, x);
   if (t.isInt() || t.isBits() || t.isPred()) return evalInt(in, t, x);
   return std::nullopt;

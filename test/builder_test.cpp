@@ -508,3 +508,27 @@ TEST_CASE("builder: misuse is reported at the caller's line") {
   check(4, emptyLine, "use of an empty Value (a default-constructed handle or the result of a failed builder call)");
   check(5, afterLine, "'bar.sync' added after the terminator of block ^loop.exit");
 }
+
+TEST_CASE("builder: ldmatrix, mma and cvt_pack build the tensor-core ops") {
+  ir::Module m = sm80();
+  KernelBuilder b(m, "tc");
+  Value out = b.param(kGlobalPtr, "out", 16);
+  Value s = b.param(kSharedPtr, "s");
+  Value c = b.param(Type::of(ir::Scalar::F32, 4), "c");
+  Value x = b.param(Type::f32(), "x");
+  Value a = b.ldmatrix(s, 4, false, "a");
+  Value bt = b.ldmatrix(s, 2, true, "bt");
+  Value d = b.mma(Mod::M16n8k16, ir::Scalar::BF16, a, bt, c, "d");
+  Value h = b.cvt_pack(ir::Scalar::BF16, x, x, Mod::Rn, "h");
+  b.store(out, d);
+  b.store(out, h);
+  CHECK_FALSE(b.ldmatrix(s, 3).valid());
+  b.ret();
+  CHECK(d.type() == Type::of(ir::Scalar::F32, 4));
+  CHECK(h.type() == Type::of(ir::Scalar::B32));
+  CHECK(ir::print(m).find(R"(  %a = ldmatrix %s : v4.b32
+  %bt = ldmatrix.trans %s : v2.b32
+  %d = mma.m16n8k16 %a, %bt, %c : bf16 -> f32
+  %h = cvt.pack.rn %x, %x : f32 -> bf16
+)") != std::string::npos);
+}

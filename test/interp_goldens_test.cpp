@@ -21,6 +21,7 @@
 #include <set>
 
 #include "interp_harness.h"
+#include "mma_reference.h"
 
 namespace {
 
@@ -1054,6 +1055,53 @@ GOLDEN_TEST("warp-reduce.tir", "warp_sum") {
           faultAt("warp-reduce.tir", "%s16 = shfl",
                   "shfl.sync.bfly membermask 0xffffffff names lane 1, which does not exist (the block has "
                   "33 threads) in kernel 'warp_sum', block (0,0,0) thread (32,0,0)"));
+  }
+}
+
+GOLDEN_TEST("tensor-cores.tir", "tensor_cores") {
+  using tn::mmaref::Form;
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> a = run.inputArray<uint32_t>("a"), b = run.inputArray<uint32_t>("b"),
+                                c = run.inputArray<uint32_t>("c");
+    std::vector<uint32_t> want = run.inputArray<uint32_t>("d");
+    // Region r of d is 128 words, 4 per lane; `used` of them are stored.
+    auto expect = [&](unsigned region, const std::vector<uint32_t>& words, unsigned used) {
+      for (unsigned l = 0; l < 32; ++l)
+        for (unsigned w = 0; w < used; ++w) want[128 * region + 4 * l + w] = words[4 * l + w];
+    };
+    const Form forms[] = {Form::Bf16F32, Form::F16F32, Form::F16F16, Form::Tf32F32, Form::S8S32, Form::U8S32};
+    for (unsigned f = 0; f < 6; ++f) expect(f, tn::mmaref::mma(forms[f], a, b, c), forms[f] == Form::F16F16 ? 2 : 4);
+    // Row R of the shared tile is lane R's A fragment, 8 b16 elements.
+    std::vector<std::vector<uint16_t>> rows(32, std::vector<uint16_t>(8));
+    for (unsigned r = 0; r < 32; ++r)
+      for (unsigned k = 0; k < 8; ++k) rows[r][k] = static_cast<uint16_t>(a[4 * r + k / 2] >> (16 * (k % 2)));
+    expect(6, tn::mmaref::ldmatrix(rows, 4, false), 4);
+    expect(7, tn::mmaref::ldmatrix(rows, 2, true), 2);
+    expect(8, tn::mmaref::ldmatrix(rows, 1, false), 1);
+    std::vector<uint32_t> packs(128);
+    for (unsigned l = 0; l < 32; ++l) {
+      float x = f32From(c[4 * l]), y = f32From(c[4 * l + 1]);
+      using tn::ir::RoundMode;
+      packs[4 * l] = uint32_t{tn::ir::f32ToBf16(x)} << 16 | tn::ir::f32ToBf16(y);
+      packs[4 * l + 1] = uint32_t{tn::ir::f32ToF16(x, RoundMode::Zero)} << 16 | tn::ir::f32ToF16(y, RoundMode::Zero);
+    }
+    expect(9, packs, 2);
+    std::vector<uint32_t> got = o.array<uint32_t>("d");
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("region " << i / 128 << " lane " << (i % 128) / 4 << " word " << i % 4);
+      CHECK(got[i] == want[i]);
+    }
+  });
+  SUBCASE("fault: a block of 16 threads is not a full warp") {
+    Run partial = s.runs.front();
+    partial.cfg.block.x = 16;
+    Outcome o = execute(s.module, "tensor_cores", partial, s.probes);
+    REQUIRE(o.error);
+    CHECK(o.error->kind == ErrorKind::DivergentBarrier);
+    CHECK(o.error->text() ==
+          faultAt("tensor-cores.tir", "%d0 = mma",
+                  "divergent mma: it needs all 32 lanes of warp 0 converged, but only 16 arrive (the block's "
+                  "threads fill only 16 lanes of the warp) in kernel 'tensor_cores', block (0,0,0) thread (0,0,0)"));
   }
 }
 

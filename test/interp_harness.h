@@ -917,6 +917,27 @@ inline std::vector<GoldenCase> makeGoldenCases() {
          }
          return runs;
        }});
+  // tensor-cores.tir: whole warps only (mma and ldmatrix need all 32 lanes). Fragments hold
+  // small integers as bf16 pairs (a, b) and f32 (c), so every mma form reads finite values.
+  all.push_back({"tensor-cores.tir", "tensor_cores", "entry", {}, [](std::mt19937& rng) {
+                   R runs;
+                   auto small = [&] { return static_cast<float>(static_cast<int>(rng() % 17) - 8); };
+                   auto bf16Pair = [&] {
+                     return (std::bit_cast<uint32_t>(small()) >> 16) | (std::bit_cast<uint32_t>(small()) & 0xFFFF0000u);
+                   };
+                   for (uint32_t grid : {1u, 3u}) {
+                     Run r = launch("tensor_cores", {grid, 1, 1}, {32, 1, 1});
+                     std::vector<uint32_t> a(128), b(64), d(1280);
+                     std::vector<float> c(128);
+                     for (uint32_t& w : a) w = bf16Pair();
+                     for (uint32_t& w : b) w = bf16Pair();
+                     for (float& x : c) x = small();
+                     for (uint32_t& w : d) w = static_cast<uint32_t>(rng());
+                     r.buffer("a", a).buffer("b", b).buffer("c", c).buffer("d", d);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   return all;
 }
 

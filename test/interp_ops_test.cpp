@@ -14,8 +14,10 @@
 
 #include "backends/interp/Interp.h"
 #include "interp_harness.h"
+#include "ir/Float16.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
+#include "mma_reference.h"
 
 namespace {
 
@@ -606,4 +608,236 @@ kernel @k(%src: ptr.global align 16, %dst: ptr.global align 16) {
   CHECK(hex(out[2]) == hex(src[2]));                           // v2.f16 -> b32
   CHECK(hex(word(out[4], out[5])) == hex(word(src[0], src[1])));  // v4.u16 -> u64
   CHECK(hex(word(out[6], out[7])) == hex(word(src[2], src[3])));  // v2.f32 -> f64
+}
+
+// ---- tensor cores -------------------------------------------------------------------------------
+
+TEST_CASE("interp: cvt.pack puts its first operand in the high half and rounds as asked") {
+  // 0x3F808000 and 0x3F818000 are halfway between two bf16 values: .rn goes to the even one.
+  checkOp({"f32", "f32"}, "%r = cvt.pack.rn %a, %b : f32 -> bf16", "b32",
+          {{{f32(1.0f), f32(2.0f)}, 0x3F804000},
+           {{0x3F808000, 0x3F818000}, 0x3F803F82},
+           {{f32(-0.0f), kNan32}, 0x80007FFF}});
+  checkOp({"f32", "f32"}, "%r = cvt.pack.rz %a, %b : f32 -> bf16", "b32", {{{0x3F81FFFF, 0xBF81FFFF}, 0x3F81BF81}});
+  checkOp({"f32", "f32"}, "%r = cvt.pack.rn %a, %b : f32 -> f16", "b32",
+          {{{f32(1.0f), f32(-2.0f)}, 0x3C00C000}, {{f32(65520.0f), f32(0.5f)}, 0x7C003800}});
+  checkOp({"f32", "f32"}, "%r = cvt.pack.rz %a, %b : f32 -> f16", "b32", {{{f32(65520.0f), f32(0.5f)}, 0x7BFF3800}});
+}
+
+namespace {
+
+// A 16x16 bf16 A (row-major) and a 16x8 B (row-major, k by n) in shared memory, loaded with
+// ldmatrix as docs/ir.md's layouts prescribe (A: lane l gives &A[l%16][8(l/16)], x4; B: lane l
+// gives &B[l%16][0], x2.trans), multiplied by mma onto C; each lane stores its D fragment.
+const char* kLdmatrixMma = R"(target sm_80
+kernel @k(%a: ptr.global align 16, %b: ptr.global align 16, %c: ptr.global align 16, %d: ptr.global align 16) {
+  shared @sa: b32[128] align 16
+  shared @sb: b32[64] align 16
+^entry:
+  %lane = laneid : u32
+  %four = const 4 : u32
+  %sixteen = const 16 : u32
+  %o16 = mul.wide %lane, %sixteen : u32
+  %sa = shared.addr @sa : ptr.shared
+  %sb = shared.addr @sb : ptr.shared
+  // Copy A (512 bytes: 4 words per lane) and B (256 bytes: 2 words per lane) into shared memory.
+  %ga = ptradd %a, %o16 : ptr.global
+  %va = ld %ga : v4.b32
+  %l16 = mul %lane, %sixteen : u32
+  %pa = ptradd %sa, %l16 : ptr.shared
+  st %pa, %va : v4.b32
+  %eight = const 8 : u32
+  %o8 = mul.wide %lane, %eight : u32
+  %gb = ptradd %b, %o8 : ptr.global
+  %vb = ld %gb : v2.b32
+  %l8 = mul %lane, %eight : u32
+  %pb = ptradd %sb, %l8 : ptr.shared
+  st %pb, %vb : v2.b32
+  bar.sync
+  %fifteen = const 15 : u32
+  %row = and %lane, %fifteen : u32
+  %half = shr %lane, %four : u32
+  %thirtytwo = const 32 : u32
+  %rowoff = mul %row, %thirtytwo : u32
+  %coloff = mul %half, %sixteen : u32
+  %aoff = add %rowoff, %coloff : u32
+  %arow = ptradd %sa, %aoff : ptr.shared
+  %fa = ldmatrix %arow : v4.b32
+  %boff = mul %row, %sixteen : u32
+  %brow = ptradd %sb, %boff : ptr.shared
+  %fb = ldmatrix.trans %brow : v2.b32
+  %gc = ptradd %c, %o16 : ptr.global
+  %fc = ld %gc : v4.f32
+  %fd = mma.m16n8k16 %fa, %fb, %fc : bf16 -> f32
+  %gd = ptradd %d, %o16 : ptr.global
+  st %gd, %fd : v4.f32
+  ret
+}
+)";
+
+uint16_t bf16Of(int v) { return static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16); }
+
+}  // namespace
+
+TEST_CASE("interp: ldmatrix feeds mma, and D = A*B + C exactly on small integers") {
+  const unsigned seed = tn::harness::testSeed();
+  INFO("random seed " << seed);
+  std::mt19937 rng(seed);
+  for (int round = 0; round < 3; ++round) {
+    int A[16][16], B[16][8], C[16][8];
+    for (auto& r : A) for (int& x : r) x = static_cast<int>(rng() % 17) - 8;
+    for (auto& r : B) for (int& x : r) x = static_cast<int>(rng() % 17) - 8;
+    for (auto& r : C) for (int& x : r) x = static_cast<int>(rng() % 201) - 100;
+    std::vector<uint32_t> a(128), b(64), c(128);
+    for (int m = 0; m < 16; ++m)
+      for (int k = 0; k < 16; k += 2) a[(16 * m + k) / 2] = bf16Of(A[m][k]) | uint32_t{bf16Of(A[m][k + 1])} << 16;
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < 8; n += 2) b[(8 * k + n) / 2] = bf16Of(B[k][n]) | uint32_t{bf16Of(B[k][n + 1])} << 16;
+    // C and D by the accumulator layout: element D[m][n] is register 2(m/8) + n%2 of lane 4(m%8) + n/2.
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) c[4 * (4 * (m % 8) + n / 2) + 2 * (m / 8) + n % 2] = f32(static_cast<float>(C[m][n]));
+    Interpreter vm = runKernel(kLdmatrixMma, {{"a", a}, {"b", b}, {"c", c}, {"d", std::vector<uint32_t>(128, 0)}},
+                               {1, 1, 1}, {32, 1, 1});
+    std::vector<uint32_t> d = vm.read<uint32_t>("d");
+    for (int m = 0; m < 16; ++m)
+      for (int n = 0; n < 8; ++n) {
+        int want = C[m][n];
+        for (int k = 0; k < 16; ++k) want += A[m][k] * B[k][n];
+        INFO("D[" << m << "][" << n << "]");
+        CHECK(std::bit_cast<float>(d[4 * (4 * (m % 8) + n / 2) + 2 * (m / 8) + n % 2]) == static_cast<float>(want));
+      }
+  }
+}
+
+TEST_CASE("interp: every mma form against the reference built from the inverse layouts") {
+  using tn::mmaref::Form;
+  const std::pair<Form, std::string> forms[] = {
+      {Form::Bf16F32, "m16n8k16 %fa, %fb, %fc : bf16 -> f32"}, {Form::F16F32, "m16n8k16 %fa, %fb, %fc : f16 -> f32"},
+      {Form::F16F16, "m16n8k16 %fa, %fb, %fh : f16 -> f16"},   {Form::Tf32F32, "m16n8k8 %fa, %fb, %fc : f32 -> f32"},
+      {Form::S8S32, "m16n8k32 %fa, %fb, %fi : s8 -> s32"},     {Form::U8S32, "m16n8k32 %fa, %fb, %fi : u8 -> s32"}};
+  const unsigned seed = tn::harness::testSeed();
+  INFO("random seed " << seed);
+  std::mt19937 rng(seed);
+  for (const auto& [form, text] : forms) {
+    INFO(text);
+    std::string result = form == Form::F16F16 ? "v2.b32" : form == Form::Bf16F32 || form == Form::F16F32 ||
+                                                                   form == Form::Tf32F32
+                                                               ? "v4.f32"
+                                                               : "v4.s32";
+    std::string kernel = std::string(R"(target sm_80
+kernel @k(%a: ptr.global align 16, %b: ptr.global align 16, %c: ptr.global align 16, %d: ptr.global align 16) {
+^entry:
+  %lane = laneid : u32
+  %eight = const 8 : u32
+  %sixteen = const 16 : u32
+  %o8 = mul.wide %lane, %eight : u32
+  %o16 = mul.wide %lane, %sixteen : u32
+  %pa = ptradd %a, %o16 : ptr.global
+  %pb = ptradd %b, %o8 : ptr.global
+  %pc = ptradd %c, %o16 : ptr.global
+  %fa = ld %pa : v4.b32
+  %fb = ld %pb : v2.b32
+  %fc = ld %pc : v4.f32
+  %fi = ld %pc : v4.s32
+  %fh = ld %pc : v2.b32
+  %fd = mma.)") + text + R"(
+  %pd = ptradd %d, %o16 : ptr.global
+  st %pd, %fd : )" + result + R"(
+  ret
+}
+)";
+    // Small integers in every element format, so every sum is exact: bf16 and f16 values of
+    // -8..8, tf32 as f32 of -8..8 with random low 13 bits (ignored), bytes at random.
+    auto smallF = [&] { return static_cast<float>(static_cast<int>(rng() % 17) - 8); };
+    auto word = [&]() -> uint32_t {
+      switch (form) {
+        case Form::Bf16F32: return bf16Of(static_cast<int>(smallF())) | uint32_t{bf16Of(static_cast<int>(smallF()))} << 16;
+        case Form::F16F32:
+        case Form::F16F16: return tn::ir::f32ToF16(smallF()) | uint32_t{tn::ir::f32ToF16(smallF())} << 16;
+        case Form::Tf32F32: return std::bit_cast<uint32_t>(smallF()) | (static_cast<uint32_t>(rng()) & 0x1FFF);
+        default: return static_cast<uint32_t>(rng());
+      }
+    };
+    std::vector<uint32_t> a(128), b(64), c(128);
+    for (uint32_t& w : a) w = word();
+    for (uint32_t& w : b) w = word();
+    for (uint32_t& w : c) {
+      if (form == Form::F16F16) w = tn::ir::f32ToF16(smallF()) | uint32_t{tn::ir::f32ToF16(smallF())} << 16;
+      else if (form == Form::S8S32 || form == Form::U8S32) w = static_cast<uint32_t>(rng());  // wraps around
+      else w = f32(smallF());
+    }
+    Interpreter vm = runKernel(kernel, {{"a", a}, {"b", b}, {"c", c}, {"d", std::vector<uint32_t>(128, 0)}},
+                               {1, 1, 1}, {32, 1, 1});
+    std::vector<uint32_t> got = vm.read<uint32_t>("d"), want = tn::mmaref::mma(form, a, b, c);
+    for (unsigned i = 0; i < 128; ++i) {
+      if (form == Form::F16F16 && i % 4 >= 2) continue;  // a v2.b32 store leaves those words
+      INFO("lane " << i / 4 << " register " << i % 4);
+      CHECK(hex(got[i]) == hex(want[i]));
+    }
+  }
+}
+
+TEST_CASE("interp: mma and ldmatrix need the whole warp; ldmatrix rows are bounds-checked") {
+  auto run = [](const std::string& body, tn::ir::Dim3 block) {
+    std::string text = R"(target sm_80
+kernel @k(%a: ptr.global align 16) {
+  shared @tile: b32[128] align 16
+^entry:
+  %lane = laneid : u32
+  %sixteen = const 16 : u32
+  %o16 = mul %lane, %sixteen : u32
+  %base = shared.addr @tile : ptr.shared
+  %row = ptradd %base, %o16 : ptr.shared
+  %zero = const 0 : b32
+  %v = pack %zero, %zero, %zero, %zero : v4.b32
+  st %row, %v : v4.b32
+  bar.sync
+)" + body + "  ret\n}\n";
+    tn::ir::Module m = parse(text);
+    Interpreter vm;
+    auto err = vm.load(m, "k");
+    REQUIRE_FALSE(err);
+    REQUIRE_FALSE(vm.bindArray("a", std::vector<uint32_t>(4, 0)));
+    return vm.launch({{1, 1, 1}, block, 0});
+  };
+  SUBCASE("a divergent mma") {
+    auto err = run(R"(  %b = const 0 : b32
+  %fb = pack %b, %b : v2.b32
+  %fc = const 0.0 : f32
+  %c = pack %fc, %fc, %fc, %fc : v4.f32
+  %half = setp.lt %lane, %sixteen : u32
+  cbr %half, ^mma, ^done
+^mma:
+  %d = mma.m16n8k16 %v, %fb, %c : bf16 -> f32
+  br ^done
+^done:
+)", {32, 1, 1});
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::DivergentBarrier);
+    CHECK(err->text().find("divergent mma: it needs all 32 lanes of warp 0 converged, but only 16 arrive (the "
+                           "others are on another path)") != std::string::npos);
+  }
+  SUBCASE("a row past the end of the tile") {
+    auto err = run("  %far = const 512 : u32\n  %past = ptradd %row, %far : ptr.shared\n"
+                   "  %m = ldmatrix %past : v4.b32\n",
+                   {32, 1, 1});
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::OutOfBounds);
+    CHECK(err->text().find("out-of-bounds ldmatrix of 16 bytes") != std::string::npos);
+    CHECK(err->text().find("thread (0,0,0)") != std::string::npos);
+  }
+  SUBCASE("a misaligned row") {
+    auto err = run("  %eight = const 8 : u32\n  %mis = ptradd %row, %eight : ptr.shared\n"
+                   "  %m = ldmatrix.trans %mis : v2.b32\n",
+                   {32, 1, 1});
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::Misaligned);
+  }
+  SUBCASE("only the first 8 lanes of an x1 give addresses") {
+    auto err = run("  %far = const 4096 : u32\n  %seven = const 7 : u32\n  %low = setp.le %lane, %seven : u32\n"
+                   "  %zero32 = const 0 : u32\n  %off = selp %zero32, %far, %low : u32\n"
+                   "  %p = ptradd %row, %off : ptr.shared\n  %m = ldmatrix %p : b32\n",
+                   {32, 1, 1});
+    CHECK_FALSE(err);
+  }
 }

@@ -94,7 +94,8 @@ class Decoder {
       if (BlockId r = pdom.ipdom(BlockId(b)); r.valid()) p_.ipdom[b] = r.index;
   }
 
-  // Blocks from which some path executes bar.sync, shfl.sync or vote.sync. At a divergent branch
+  // Blocks from which some path executes bar.sync or a warp collective (shfl.sync, vote.sync, mma,
+  // ldmatrix). At a divergent branch
   // the engine runs a path that cannot reach one of them first, so threads that return early have
   // exited by the time the others synchronize, and the report names them as exited.
   void markSyncReach(const ir::DominatorTree& cfg) {
@@ -104,7 +105,9 @@ class Decoder {
     for (uint32_t b = 0; b < n; ++b)
       for (ir::InstId id : k_.blocks[b].insts) {
         const Inst& in = k_.inst(id);
-        if ((in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync) && !p_.reachesSync[b]) {
+        bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::Mma ||
+                    in.op == Op::Ldmatrix;
+        if (sync && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
           work.push_back(BlockId(b));
         }
@@ -174,6 +177,9 @@ class Decoder {
           want = "a " + std::to_string(in.type->bits()) + "-bit integer";
           break;
         case '*': ok = t == in.type->element(); want = ir::typeName(in.type->element()); break;
+        case 'a': ok = t == ir::kMmaAFragment; want = ir::typeName(ir::kMmaAFragment); break;
+        case 'b': ok = t == ir::kMmaBFragment; want = ir::typeName(ir::kMmaBFragment); break;
+        case 'F': ok = t == ir::mmaAccFragment(in.type->scalar); want = ir::typeName(ir::mmaAccFragment(in.type->scalar)); break;
         default: break;
       }
       if (!ok)
@@ -185,6 +191,14 @@ class Decoder {
       bool ballot = in.mod(ir::ModGroup::Vote) == ir::Mod::Ballot;
       if (ballot == in.type->isPred()) return ballot ? "vote.sync.ballot produces b32" : "this vote.sync produces pred";
     }
+    if (in.op == Op::Mma && !ir::mmaFormExists(in.mod(ir::ModGroup::Shape), in.srcType->scalar, *in.type))
+      return "'mma' has no form " + ir::typeName(*in.srcType) + " -> " + ir::typeName(*in.type);
+    if (in.op == Op::Ldmatrix && (in.type->scalar != ir::Scalar::B32 ||
+                                  k_.typeOf(in.operands[0]).space != ir::AddrSpace::Shared))
+      return "'ldmatrix' yields b32, v2.b32 or v4.b32 through a shared pointer";
+    if (in.op == Op::CvtPack && (in.srcType->scalar != ir::Scalar::F32 || in.type->isVector() ||
+                                 (in.type->scalar != ir::Scalar::F16 && in.type->scalar != ir::Scalar::BF16)))
+      return "'cvt.pack' converts f32 to f16 or bf16";
     if (in.op == Op::Bitcast) {
       Type s = *in.srcType, t = *in.type;
       if (!(s.isPtr() && t.isPtr()) && s.bytes() != t.bytes())
@@ -213,7 +227,7 @@ class Decoder {
     c.ftz = in.has(ir::Mod::FtzMod);
     c.sat = in.has(ir::Mod::SatMod);
     for (ir::ModGroup g : {ir::ModGroup::Cmp, ir::ModGroup::Dim, ir::ModGroup::Shfl, ir::ModGroup::Vote,
-                           ir::ModGroup::AtomOp})
+                           ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans})
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
     if (in.result) c.dst = slot_[in.result.index];
     for (size_t i = 0; i < in.operands.size() && i < 4; ++i) c.src[i] = slot_[in.operands[i].index];
@@ -247,6 +261,14 @@ class Decoder {
         break;
       case Op::VoteSync:
         c.kind = Kind::Vote;
+        break;
+      case Op::Mma:
+        c.kind = Kind::Mma;
+        break;
+      case Op::Ldmatrix:
+        c.kind = Kind::Ldmatrix;
+        c.space = ir::AddrSpace::Shared;
+        c.bytes = 16;  // one row of 8 b16 elements per addressing lane
         break;
       case Op::Br: case Op::Cbr:
         c.kind = in.op == Op::Br ? Kind::Br : Kind::Cbr;

@@ -124,6 +124,7 @@ class Engine {
   std::optional<Error> trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
   std::optional<Error> shuffle(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> vote(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> tensorCore(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members, uint32_t mask);
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
@@ -163,6 +164,7 @@ class Engine {
 };
 
 std::string Engine::memName(const Code& k) const {
+  if (k.op == Op::Ldmatrix) return "ldmatrix";
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
   base += "." + std::string(ir::spaceName(k.space));
   if (k.op == Op::AtomCas) base += ".cas";
@@ -422,6 +424,13 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         if (auto e = k.kind == Kind::Shfl ? shuffle(w, k, mask) : vote(w, k, mask)) {
           (void)leave(WarpState::Done);
           return e;
+        }
+        ++pc;
+        break;
+      case Kind::Mma: case Kind::Ldmatrix:
+        if (auto err = tensorCore(w, k, mask)) {
+          (void)leave(WarpState::Done);
+          return err;
         }
         ++pc;
         break;
@@ -687,6 +696,37 @@ std::optional<Error> Engine::shuffle(const Warp& w, const Code& k, uint32_t mask
   }
   uint64_t* d = slotPtr(regs, k.dst);
   forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
+  return std::nullopt;
+}
+
+// mma and ldmatrix (.sync.aligned): every lane of the warp executes the same instruction together,
+// so a partial warp, a divergent one, or one with exited threads is an error. ldmatrix reads the row
+// addresses of lanes 0 .. 8·matrices-1 (16 bytes each, aligned, inside one shared array); the
+// other lanes' addresses are not used.
+std::optional<Error> Engine::tensorCore(const Warp& w, const Code& k, uint32_t mask) {
+  std::string name = k.op == Op::Mma ? "mma" : "ldmatrix";
+  if (mask != kFullMask) {
+    uint32_t missing = ~mask;
+    std::string why = (w.existing != kFullMask) ? "the block's threads fill only " +
+                                                      std::to_string(std::popcount(w.existing)) + " lanes of the warp"
+                      : (w.exited & missing) ? "some have exited"
+                                             : "the others are on another path";
+    return fault(ErrorKind::DivergentBarrier, k, w, std::countr_zero(mask),
+                 "divergent " + name + ": it needs all 32 lanes of warp " + std::to_string(w.index) +
+                     " converged, but only " + std::to_string(std::popcount(mask)) + " arrive (" + why + ")");
+  }
+  if (k.op == Op::Mma) {
+    mmaWarp(w.regs, k);
+    return std::nullopt;
+  }
+  const std::byte* rows[32];
+  const uint64_t* addr = slotPtr(w.regs, k.src[0]);
+  for (uint32_t l = 0; l < 8u * k.lanes; ++l) {
+    std::byte* row = nullptr;
+    if (auto e = locate(k, w, l, addr[l], Access::Read, row)) return e;
+    rows[l] = row;
+  }
+  ldmatrixWarp(w.regs, k, rows);
   return std::nullopt;
 }
 

@@ -119,6 +119,10 @@ struct CvtFloat {
   static uint64_t eval(const Code& k, uint64_t a) { return lane::convert(k.srcScalar, k.scalar, modsOf(k), a); }
 };
 
+struct CvtPack {
+  static uint64_t eval(const Code& k, uint64_t hi, uint64_t lo) { return lane::convertPack(k.scalar, k.round, hi, lo); }
+};
+
 }  // namespace
 
 ComputeFn selectFloat(const Code& k, std::string& why) {
@@ -150,6 +154,7 @@ ComputeFn selectFloat(const Code& k, std::string& why) {
 // Integer -> integer conversions get a loop per type pair (they index memory in hot loops); the
 // others go through lane::convert.
 ComputeFn selectCvt(const Code& k, std::string& why) {
+  if (k.op == Op::CvtPack) return &lanesLoop<CvtPack, 2>;
   if (k.srcScalar == Scalar::Pred || k.srcScalar == Scalar::Ptr || k.lanes != 1) {
     why = "cvt from " + std::string(ir::scalarName(k.srcScalar)) + " is not supported";
     return nullptr;

@@ -33,7 +33,7 @@ constexpr uint64_t kSharedTag = 0xFFFF;
 inline uint64_t pointerTag(uint64_t p) { return p >> kTagShift; }
 inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 - kTagShift)) >> (64 - kTagShift); }
 
-enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Nop, Br, Cbr, Ret };
+enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret };
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -62,7 +62,7 @@ struct Code {
   ir::Scalar srcScalar = ir::Scalar::Pred;  // S of cvt/bitcast
   uint8_t lanes = 1;                        // lanes of T
   ir::Mod round = ir::Mod::None;
-  ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote or atom operation
+  ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote, atom operation, mma shape, ldmatrix .trans
   bool ftz = false;
   bool sat = false;
   ir::AddrSpace space = ir::AddrSpace::Generic;     // memory ops: space of the pointer operand
@@ -98,7 +98,7 @@ struct Program {
   std::vector<Move> moves;
   std::vector<uint32_t> blockStart;  // per block: index of its first Code
   std::vector<uint32_t> ipdom;       // per block: immediate post-dominator or kExitBlock
-  std::vector<uint8_t> reachesSync;  // per block: some path from it runs bar.sync/shfl.sync/vote.sync
+  std::vector<uint8_t> reachesSync;  // per block: some path from it runs bar.sync or a warp collective
   uint32_t slots = 0;                // register slots per lane
   std::vector<std::pair<uint32_t, uint64_t>> constants;  // (slot, bits) preloaded in every warp
   std::vector<ParamSlot> params;
@@ -117,6 +117,11 @@ std::optional<Error> decode(const ir::Module& m, const ir::Kernel& k, Program& p
 ComputeFn selectCompute(const Code& k, std::string& why);
 ComputeFn selectFloat(const Code& k, std::string& why);  // float-typed arithmetic and setp
 ComputeFn selectCvt(const Code& k, std::string& why);
+
+// Tensor cores (InterpMma.cpp), over all 32 lanes of a warp the engine found full and converged:
+// D = A·B + C, and ldmatrix's scatter of 8·lanes rows of 16 bytes (rows[8j + r]: row r of matrix j).
+void mmaWarp(uint64_t* regs, const Code& k);
+void ldmatrixWarp(uint64_t* regs, const Code& k, const std::byte* const* rows);
 
 // Read-modify-write of one atomic: the new memory value for `old` and operands b (and c for cas).
 // Float atomics round to nearest even; `ftz` flushes f32 subnormals (atom.add.f32 on global).

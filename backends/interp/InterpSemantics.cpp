@@ -80,7 +80,8 @@ ComputeFn intOp(const Code& k) {
 ComputeFn selectCompute(const Code& k, std::string& why) {
   ComputeFn fn = nullptr;
   switch (k.op) {
-    case Op::Cvt: return selectCvt(k, why);
+    case Op::Cvt:
+    case Op::CvtPack: return selectCvt(k, why);
     case Op::Bitcast: fn = &lanesLoop<Bitcast, 1>; break;
     case Op::PtrAdd: fn = is32BitSpace(k.space) ? &lanesLoop<PtrAdd32, 2> : &lanesLoop<PtrAdd64, 2>; break;
     case Op::Pack: fn = &packLoop; break;

@@ -167,6 +167,9 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::VoteSync:
       plain(in, "vote.sync" + modText(in.mod(ModGroup::Vote)) + (t.isPred() ? ".pred" : ".b32"));
       return;
+    case Op::Mma:
+    case Op::Ldmatrix:
+    case Op::CvtPack: emitTensorCore(in, t); return;
     case Op::Br:
     case Op::Cbr:
     case Op::Ret: return;  // terminators: the block walk writes them with their moves
@@ -265,6 +268,34 @@ void KernelEmitter::emitMemory(const Inst& in, Type t) {
     line(op + " " + regs(in.result) + ", [" + reg(p) + "];");
   else
     line(op + " [" + reg(p) + "], " + regs(in.operands[1]) + ";");
+}
+
+// ---- Tensor cores: mma, ldmatrix, packed conversions -------------------------------------------
+// Fragments are vectors whose lanes are the instruction's registers, so `regs` writes them as
+// PTX's {..} lists. mma on f16 accumulates into .f16x2 data held in .b32 registers, which PTX
+// allows; tf32 operands are the f32 bits, which mma reads as tf32 (ignoring the low 13 bits).
+// cvt.pack keeps PTX's operand order: the first source goes to the upper half.
+void KernelEmitter::emitTensorCore(const Inst& in, Type t) {
+  if (in.op == Op::CvtPack) {
+    plain(in, "cvt" + modText(in.mod(ModGroup::Round)) + "." + typeSuffix(t) + "x2.f32");
+    return;
+  }
+  if (in.op == Op::Ldmatrix) {
+    std::string d = reg(in.result, 0);
+    for (unsigned l = 1; l < t.lanes; ++l) d += ", " + reg(in.result, l);
+    line("ldmatrix.sync.aligned.m8n8.x" + std::to_string(t.lanes) + modText(in.mod(ModGroup::Trans)) +
+         ".shared.b16 {" + d + "}, [" + reg(in.operands[0]) + "];");
+    return;
+  }
+  Scalar s = in.srcType->scalar;
+  if (!ir::mmaFormExists(in.mod(ModGroup::Shape), s, t))
+    return void(fail(in, "PTX has no mma" + modText(in.mod(ModGroup::Shape)) + " from " +
+                             std::string(ir::scalarName(s)) + " to " + typeSuffix(t)));
+  std::string ab = in.mod(ModGroup::Shape) == Mod::M16n8k8 ? "tf32" : typeSuffix(Type::of(s));
+  std::string acc = typeSuffix(t);
+  line("mma.sync.aligned" + modText(in.mod(ModGroup::Shape)) + ".row.col." + acc + "." + ab + "." + ab + "." + acc +
+       " " + regs(in.result) + ", " + regs(in.operands[0]) + ", " + regs(in.operands[1]) + ", " +
+       regs(in.operands[2]) + ";");
 }
 
 }  // namespace tn::ptx::detail
