@@ -2,6 +2,7 @@
 // layouts of the PTX ISA (docs/tensor-cores.md in the shared notes, sections 1 and 2; summarized in
 // docs/interpreter.md). The engine checks that the warp is full and converged and locates the
 // ldmatrix rows in shared memory; these functions only move and compute bits.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -105,6 +106,8 @@ void ldmatrixWarp(uint64_t* regs, const Code& k, const std::byte* const* rows) {
     return uint32_t{v};
   };
   const bool trans = k.mode == Mod::TransMod;
+  // A b32 result leaves the upper half of its slot: clear it, as every other result is zero-extended.
+  if (k.lanes == 1) std::fill_n(slotPtr(regs, k.dst), kWarpSize, uint64_t{0});
   for (uint32_t l = 0; l < kWarpSize; ++l)
     for (unsigned j = 0; j < k.lanes; ++j) {
       uint32_t lo = trans ? element(j, 2 * (l % 4), l / 4) : element(j, l / 4, 2 * (l % 4));
