@@ -15,6 +15,7 @@
 #include "compiler/Command.h"
 #include "compiler/Compile.h"
 #include "ir/Verifier.h"
+#include "passes/AsyncGroups.h"
 #include "passes/TargetLimits.h"
 
 namespace tn::cli {
@@ -44,6 +45,7 @@ struct KernelReport {
   bool ptxasRan = false;  // false: ptxas was not found, or not run (hasErrors)
   bool hasErrors = false;  // a finding is an error: ptxas is not run
   bundle::Resources resources;
+  passes::AsyncGroups async;  // the cp.async pipeline depth
 };
 
 std::string dims(const ir::Dim3& d) {
@@ -110,6 +112,11 @@ std::string textReport(const std::vector<KernelReport>& reports, const std::stri
              std::to_string(r.regs.peak[c]);
     out += "\n  shared memory: " + sharedText(r, o) + "\n";
     out += "  occupancy: " + (r.occupancy ? occupancyText(*r.occupancy, r.threads) : "unknown without a block size\n");
+    if (r.async.used)
+      out += "  cp.async pipeline: " +
+             (r.async.maxInFlight ? "at most " + std::to_string(*r.async.maxInFlight) +
+                                        " groups in flight per thread (committed, not yet waited for)\n"
+                                  : std::string("unbounded: a loop commits groups that no wait_group bounds\n"));
     if (!r.ptxasRan) {
       out += r.hasErrors ? "  ptxas: not run (a finding is an error)\n" : "  ptxas: not found\n";
     } else {
@@ -160,6 +167,11 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
     std::string dynamic = !r.hasDynamic ? "0" : o.dynShared >= 0 ? std::to_string(o.dynShared) : "null";
     out += "      \"shared\": {\"static\": " + std::to_string(r.staticShared) + ", \"dynamic\": " + dynamic + "},\n";
     out += "      \"occupancy\": " + jsonOccupancy(r.occupancy) + ",\n";
+    out += "      \"cp_async\": " +
+           (!r.async.used ? std::string("null")
+                          : "{\"max_groups_in_flight\": " +
+                                (r.async.maxInFlight ? std::to_string(*r.async.maxInFlight) : std::string("null")) + "}") +
+           ",\n";
     if (!r.ptxasRan) {
       out += r.hasErrors ? "      \"ptxas\": {\"status\": \"not run\"},\n" : "      \"ptxas\": {\"status\": \"not found\"},\n";
     } else {
@@ -235,6 +247,7 @@ int runExplain(const ExplainOptions& o) {
     r.findings = found.all();
     if (!compiled.registers.empty()) r.regs = std::move(compiled.registers[0]);
     r.staticShared = passes::staticSharedBytes(k);
+    r.async = passes::asyncGroups(k);
     r.hasDynamic = std::any_of(k.shared.begin(), k.shared.end(), [](const ir::SharedDecl& s) { return s.dynamic; });
     if (k.reqntid || k.maxntid) {
       r.blockAttr = k.reqntid ? "reqntid" : "maxntid";

@@ -199,9 +199,15 @@ Value KernelBuilder::emit(Inst in, const std::vector<Value>& operands, std::stri
 // beyond that are the verifier's.
 Value KernelBuilder::op(Op code, std::optional<Type> type, const std::vector<Value>& operands, Mods mods,
                         std::string_view name, Here loc) {
+  return op_imm(code, type, operands, 0, mods, name, loc);
+}
+
+Value KernelBuilder::op_imm(Op code, std::optional<Type> type, const std::vector<Value>& operands, uint64_t imm,
+                            Mods mods, std::string_view name, Here loc) {
   const OpInfo& oi = info(code);
   Inst in;
   in.op = code;
+  in.imm = imm;
   if (oi.types != TC_NONE) {
     if (!type) {
       error(loc, opText(code) + " needs a type");
@@ -213,7 +219,7 @@ Value KernelBuilder::op(Op code, std::optional<Type> type, const std::vector<Val
     return Value();
   }
   if ((oi.flags & OF_SRCTYPE) && !operands.empty()) in.srcType = operands[0].type();
-  if (!(oi.flags & OF_VARIADIC) && operands.size() != oi.operands.size()) {
+  if (!(oi.flags & OF_VARIADIC) && !operandCountFits(oi, operands.size())) {
     error(loc, opText(code) + " takes " + std::to_string(oi.operands.size()) + " operand(s), got " +
                    std::to_string(operands.size()));
     return Value();
@@ -542,6 +548,14 @@ Value KernelBuilder::dp4a(Value a, Value b, Value c, std::string_view n, Here l)
   return op(Op::Dp4a, a.type(), {a, b, c}, {}, n, l);
 }
 
+Value KernelBuilder::prmt(Value a, Value b, Value selector, Mod mode, std::string_view n, Here l) {
+  if (mode == Mod::None) return op(Op::Prmt, a.type(), {a, b, selector}, {}, n, l);
+  return op(Op::Prmt, a.type(), {a, b, selector}, {mode}, n, l);
+}
+Value KernelBuilder::lop3(Value a, Value b, Value c, uint8_t lut, std::string_view n, Here l) {
+  return op_imm(Op::Lop3, a.type(), {a, b, c}, lut, {}, n, l);
+}
+
 Value KernelBuilder::setp(Mod cmp, Value a, Value b, std::string_view n, Here l) {
   return op(Op::Setp, a.type(), {a, b}, {cmp}, n, l);
 }
@@ -683,6 +697,18 @@ Value KernelBuilder::atom_cas(Value p, Value expected, Value desired, std::strin
 }
 void KernelBuilder::membar(Mod level, Here l) { op(Op::Membar, std::nullopt, {}, {level}, {}, l); }
 void KernelBuilder::bar_sync(Here l) { op(Op::BarSync, std::nullopt, {}, {}, {}, l); }
+
+void KernelBuilder::cp_async(Value dst, Value src, unsigned bytes, Mod cache, Here l) {
+  op_imm(Op::CpAsync, std::nullopt, {dst, src}, bytes, {cache}, {}, l);
+}
+void KernelBuilder::cp_async(Value dst, Value src, unsigned bytes, Value srcSize, Mod cache, Here l) {
+  op_imm(Op::CpAsync, std::nullopt, {dst, src, srcSize}, bytes, {cache}, {}, l);
+}
+void KernelBuilder::cp_async_commit_group(Here l) { op(Op::CpAsyncCommit, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::cp_async_wait_group(unsigned pending, Here l) {
+  op_imm(Op::CpAsyncWait, std::nullopt, {}, pending, {}, {}, l);
+}
+void KernelBuilder::cp_async_wait_all(Here l) { op(Op::CpAsyncWaitAll, std::nullopt, {}, {}, {}, l); }
 
 Value KernelBuilder::shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask,
                                std::string_view n, Here l) {

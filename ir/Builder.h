@@ -187,6 +187,9 @@ class KernelBuilder {
   // from the op's result rule. Returns an invalid Value for ops without a result.
   Value op(Op op, std::optional<Type> type, const std::vector<Value>& operands, Mods mods = {},
            std::string_view name = {}, Here loc = Here::current());
+  // The same for ops that carry an immediate (OF_IMM other than const and extract).
+  Value op_imm(Op op, std::optional<Type> type, const std::vector<Value>& operands, uint64_t imm, Mods mods = {},
+               std::string_view name = {}, Here loc = Here::current());
 
   // ---- constants ----------------------------------------------------------------------------
   Value const_bits(Type t, uint64_t bits, std::string_view name = {}, Here loc = Here::current());
@@ -239,6 +242,12 @@ class KernelBuilder {
   Value popc(Value a, std::string_view name = {}, Here loc = Here::current());
   Value clz(Value a, std::string_view name = {}, Here loc = Here::current());
   Value dp4a(Value a, Value b, Value c, std::string_view name = {}, Here loc = Here::current());
+  // Bit permutation and logic: prmt (bytes of {b, a} picked by `selector`; `mode` Mod::None for
+  // the generic form, or .f4e .b4e .rc8 .ecl .ecr .rc16) and lop3 (any function of a, b, c given
+  // by its truth table: the result for a = 0xF0, b = 0xCC, c = 0xAA). b32 operands.
+  Value prmt(Value a, Value b, Value selector, Mod mode = Mod::None, std::string_view name = {},
+             Here loc = Here::current());
+  Value lop3(Value a, Value b, Value c, uint8_t lut, std::string_view name = {}, Here loc = Here::current());
 
   // ---- comparison, selection, conversion ----------------------------------------------------
   Value setp(Mod cmp, Value a, Value b, std::string_view name = {}, Here loc = Here::current());
@@ -278,6 +287,17 @@ class KernelBuilder {
   Value atom(Mod atomOp, Value ptr, Value v, std::string_view name = {}, Here loc = Here::current());
   Value atom_cas(Value ptr, Value expected, Value desired, std::string_view name = {}, Here loc = Here::current());
   void membar(Mod level, Here loc = Here::current());
+
+  // ---- asynchronous copies: cp.async (sm_80+) -----------------------------------------------------
+  // Copies `bytes` (4, 8 or 16; .cg: 16) from global `src` to shared `dst` in the background; the
+  // data is there for this thread after a wait covering the copy's group, for the others after a
+  // bar.sync that follows that wait. With srcSize, only that many bytes are read, the rest zeroed.
+  void cp_async(Value dst, Value src, unsigned bytes, Mod cache = Mod::Ca, Here loc = Here::current());
+  void cp_async(Value dst, Value src, unsigned bytes, Value srcSize, Mod cache = Mod::Ca, Here loc = Here::current());
+  void cp_async_commit_group(Here loc = Here::current());
+  // Waits until at most `pending` of this thread's most recent groups are still in flight.
+  void cp_async_wait_group(unsigned pending, Here loc = Here::current());
+  void cp_async_wait_all(Here loc = Here::current());
 
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());

@@ -261,6 +261,47 @@ struct ConvertInt : Unary {
   }
 };
 
+// ---- Bit permutation and logic: prmt, lop3 -------------------------------------------------------
+// The mode and the truth table are run-time parameters (one loop per op, not 256 instances).
+
+// prmt.b32{.mode} d, a, b, c (PTX ISA, prmt): the bytes of {b, a} are numbered 0..7 from a's lowest.
+// Without a mode, selector nibble i of c picks d's byte i: its low 3 bits name the source byte, its
+// msb replicates that byte's sign bit instead. With a mode, c[1:0] picks one of four fixed patterns.
+inline uint32_t prmt(uint32_t a, uint32_t b, uint32_t c, Mod mode) {
+  const uint64_t src = uint64_t{b} << 32 | a;
+  auto byte = [&](unsigned i) { return static_cast<uint32_t>(src >> (8 * (i & 7))) & 0xFF; };
+  const unsigned s = c & 3;
+  uint32_t d = 0;
+  for (unsigned i = 0; i < 4; ++i) {
+    uint32_t v;
+    switch (mode) {
+      case Mod::F4e: v = byte(s + i); break;
+      case Mod::B4e: v = byte(s - i); break;
+      case Mod::Rc8: v = byte(s); break;
+      case Mod::Ecl: v = byte(i > s ? i : s); break;
+      case Mod::Ecr: v = byte(i < s ? i : s); break;
+      case Mod::Rc16: v = byte((s & 1) * 2 + (i & 1)); break;
+      default: {
+        unsigned sel = (c >> (4 * i)) & 0xF;
+        v = byte(sel);
+        if (sel & 8) v = (v & 0x80) ? 0xFF : 0;
+        break;
+      }
+    }
+    d |= v << (8 * i);
+  }
+  return d;
+}
+
+// lop3.b32 d, a, b, c, lut: bit j of d is bit (a_j << 2 | b_j << 1 | c_j) of lut, which makes lut
+// the result of the function on a = 0xF0, b = 0xCC, c = 0xAA.
+inline uint32_t lop3(uint32_t a, uint32_t b, uint32_t c, uint8_t lut) {
+  uint32_t d = 0;
+  for (unsigned m = 0; m < 8; ++m)
+    if ((lut >> m) & 1) d |= ((m & 4) ? a : ~a) & ((m & 2) ? b : ~b) & ((m & 1) ? c : ~c);
+  return d;
+}
+
 // Calls pick.template operator()<T>() with the C++ type of integer, bits or pred scalar s; a
 // value-initialized result (nullptr, nullopt) for any other scalar.
 template <class Pick>

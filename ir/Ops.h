@@ -69,6 +69,7 @@ enum : uint32_t {
   OF_IMM = 1u << 9,         // carries an immediate (const value, extract lane)
   OF_VARIADIC = 1u << 10,   // operand count = lanes of T
   OF_SRCTYPE = 1u << 11,    // annotated as `: S -> T`
+  OF_OPTLAST = 1u << 12,    // the last operand letter may be left out (cp.async's src-size)
 };
 
 struct OpInfo {
@@ -106,5 +107,10 @@ std::optional<Mod> modByName(std::string_view name);
 bool typeInClasses(Type t, uint32_t mask);
 
 inline bool hasFlag(Op op, uint32_t f) { return (info(op).flags & f) != 0; }
+
+// Whether an instruction of op may have n operands (OF_VARIADIC ops: checked against T instead).
+inline bool operandCountFits(const OpInfo& oi, size_t n) {
+  return n == oi.operands.size() || ((oi.flags & OF_OPTLAST) && n + 1 == oi.operands.size());
+}
 
 }  // namespace tn::ir

@@ -552,8 +552,10 @@ class Parser {
     if ((oi.flags & OF_SYMBOL) && in.symbol < 0) failAt(in.loc, "'" + std::string(oi.name) + "' needs a shared array (@name)");
     if ((oi.flags & OF_IMM) && !sawImm_) failAt(in.loc, "'" + std::string(oi.name) + "' needs a literal operand");
     sawImm_ = false;
-    if (!(oi.flags & OF_VARIADIC) && in.operands.size() != oi.operands.size())
-      failAt(in.loc, "'" + std::string(oi.name) + "' takes " + std::to_string(oi.operands.size()) + " operand(s), got " +
+    if (!(oi.flags & OF_VARIADIC) && !operandCountFits(oi, in.operands.size()))
+      failAt(in.loc, "'" + std::string(oi.name) + "' takes " +
+                         ((oi.flags & OF_OPTLAST) ? std::to_string(oi.operands.size() - 1) + " or " : std::string()) +
+                         std::to_string(oi.operands.size()) + " operand(s), got " +
                          std::to_string(in.operands.size()));
     if (succItems.size() != wantSuccs)
       failAt(in.loc, "'" + std::string(oi.name) + "' takes " + std::to_string(wantSuccs) + " branch target(s), got " +
@@ -623,8 +625,10 @@ class Parser {
       auto bits = parseConstLiteral(t.text, *in.type);
       if (!bits) fail(t, "invalid " + typeName(*in.type) + " literal '" + std::string(t.text) + "'");
       in.imm = *bits;
-    } else {
+    } else if (in.op == Op::Extract) {
       in.imm = parseUInt(t, 3, "lane index (0..3)");
+    } else {  // cp.async's size, wait_group's count, lop3's truth table: range-checked by the verifier
+      in.imm = parseUInt(t, 255, "integer (0..255)");
     }
   }
 

@@ -90,6 +90,14 @@ std::string callText(const BlockCall& c, const NameTable& names) {
   return s;
 }
 
+// lop3's truth table in hex (0x96 reads as a xor b xor c), any other immediate in decimal.
+std::string immText(const Inst& in) {
+  if (in.op != Op::Lop3) return std::to_string(in.imm);
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", static_cast<unsigned>(in.imm & 0xFF));
+  return buf;
+}
+
 void printInst(std::string& out, const Kernel& k, const Inst& in, const NameTable& names) {
   out += "  ";
   if (in.result) out += "%" + names.value(in.result) + " = ";
@@ -109,13 +117,17 @@ void printInst(std::string& out, const Kernel& k, const Inst& in, const NameTabl
     sep();
     out += constLiteral(*in.type, in.imm);
   }
-  for (ValueId v : in.operands) {
+  // An immediate other than const's follows the operands; cp.async's size sits between the
+  // pointers and the optional src-size, as in PTX.
+  size_t immAt = in.op == Op::CpAsync ? 2 : in.operands.size();
+  for (size_t i = 0; i <= in.operands.size(); ++i) {
+    if (i == immAt && in.op != Op::Const && (info(in.op).flags & OF_IMM)) {
+      sep();
+      out += immText(in);
+    }
+    if (i == in.operands.size()) break;
     sep();
-    out += "%" + names.value(v);
-  }
-  if (in.op == Op::Extract) {
-    sep();
-    out += std::to_string(in.imm);
+    out += "%" + names.value(in.operands[i]);
   }
   for (const BlockCall& c : in.succs) {
     sep();

@@ -46,6 +46,10 @@
 // 10. Tensor cores: mma's shape and `S -> T` are one of PTX's forms (docs/ir.md) and its operands are
 //     the A (v4.b32), B (v2.b32) and accumulator fragments; ldmatrix yields b32, v2.b32 or v4.b32
 //     through a shared pointer; cvt.pack packs two f32 into f16x2 or bf16x2 with .rn or .rz.
+// 11. Asynchronous copies and bit ops: cp.async copies 4, 8 or 16 bytes (its immediate) from a
+//     ptr.global to a ptr.shared with .ca, or 16 bytes with .cg; a constant src-size is at most
+//     the copy size; lop3's truth table fits in 8 bits. (Alignment of the two addresses is a
+//     dataflow fact: tile-validation proves it or reports it, the interpreter checks it per copy.)
 #include "ir/Verifier.h"
 
 #include <bit>
@@ -146,6 +150,7 @@ class KernelVerifier {
   void checkMemory(const Inst& in);
   void checkSpecial(const Inst& in);
   void checkTensorCore(const Inst& in);
+  void checkAsyncAndBits(const Inst& in);
   void checkTarget(const Inst& in);
   void checkBranches(const Inst& in);
   // `what` names the use ("operand 2 of 'add'"); it is only built when there is an error.
@@ -264,6 +269,7 @@ void KernelVerifier::checkBlock(BlockId b) {
       checkModifiers(in);
       checkMemory(in);
       checkSpecial(in);
+      checkAsyncAndBits(in);
       checkTarget(in);
     }
     checkBranches(in);
@@ -313,6 +319,7 @@ void KernelVerifier::checkOperands(const Inst& in) {
   bool variadic = (oi.flags & OF_VARIADIC) != 0;
   size_t want = variadic ? in.type->lanes : oi.operands.size();
   auto op = [&] { return quoted(opText(in)); };
+  if (!variadic && operandCountFits(oi, in.operands.size())) want = in.operands.size();
   if (in.operands.size() != want) {
     error(in.loc, op() + (variadic ? " of " + quoted(*in.type) : std::string()) + " takes " + std::to_string(want) +
                       " operand(s), got " + std::to_string(in.operands.size()));
@@ -565,6 +572,44 @@ void KernelVerifier::checkTensorCore(const Inst& in) {
   } else if ((t.scalar != Scalar::F16 && t.scalar != Scalar::BF16) || t.isVector() ||
              !isScalar(*in.srcType, Scalar::F32)) {
     error(in.loc, op() + " converts 'f32 -> f16' or 'f32 -> bf16' (two f32 into one b32), not " + typeText(in));
+  }
+}
+
+// ---- 11. asynchronous copies and bit ops --------------------------------------------------------
+
+void KernelVerifier::checkAsyncAndBits(const Inst& in) {
+  auto op = [&] { return quoted(opText(in)); };
+  if (in.op == Op::Lop3 && in.imm > 0xFF)
+    error(in.loc, op() + " truth table " + std::to_string(in.imm) + " does not fit in 8 bits");
+  if (in.op != Op::CpAsync) return;
+  Mod cache = in.mod(ModGroup::Cache);
+  if (cache != Mod::None && cache != Mod::Ca && cache != Mod::Cg)
+    error(in.loc, op() + ": cp.async takes the cache operator .ca or .cg, not '." + std::string(modName(cache)) + "'");
+  if (in.imm != 4 && in.imm != 8 && in.imm != 16)
+    error(in.loc, op() + " copies 4, 8 or 16 bytes, not " + std::to_string(in.imm));
+  else if (cache == Mod::Cg && in.imm != 16)
+    error(in.loc, op() + " copies " + std::to_string(in.imm) + " bytes, but cp.async.cg copies 16 bytes only; use .ca");
+  auto space = [&](size_t i, AddrSpace want, const char* what) {
+    if (in.operands.size() <= i || !validValue(in.operands[i])) return;
+    Type t = k_.typeOf(in.operands[i]);
+    if (t.isPtr() && t.space != want)
+      error(in.loc, op() + " " + what + " " + val(in.operands[i]) + " is " + quoted(t) + ", expected " +
+                        quoted(Type::ptr(want)));
+  };
+  space(0, AddrSpace::Shared, "destination");
+  space(1, AddrSpace::Global, "source");
+  if (in.operands.size() == 3 && validValue(in.operands[2])) {
+    const ValueInfo& vi = k_.value(in.operands[2]);
+    if (vi.kind == DefKind::Inst && vi.owner < k_.insts.size()) {
+      const Inst& def = k_.insts[vi.owner];
+      bool sized = in.imm == 4 || in.imm == 8 || in.imm == 16;
+      if (def.op == Op::Const && def.type && !def.type->isFloat() && def.type->bits() == 32 && sized) {
+        int64_t n = def.type->isSigned() ? static_cast<int32_t>(def.imm) : static_cast<int64_t>(def.imm & 0xFFFFFFFF);
+        if (n < 0 || n > static_cast<int64_t>(in.imm))
+          error(in.loc, op() + " src-size " + std::to_string(n) + " is outside 0.." + std::to_string(in.imm) +
+                            " (the copy size)");
+      }
+    }
   }
 }
 

@@ -145,11 +145,15 @@ class Checker {
   std::optional<Access> sharedAccess(BlockId b, size_t i, ThreadEval& eval) const {
     InstId id = k_.block(b).insts[i];
     const ir::Inst& in = k_.inst(id);
-    if ((in.op != Op::Ld && in.op != Op::St) || in.operands.empty() || !in.type) return std::nullopt;
+    // A cp.async stores into shared memory (asynchronously: its wait_group/wait_all is per thread
+    // and no barrier, so another thread's load needs a bar.sync after it all the same).
+    bool async = in.op == Op::CpAsync;
+    if ((in.op != Op::Ld && in.op != Op::St && !async) || in.operands.empty() || (!in.type && !async))
+      return std::nullopt;
     if (k_.typeOf(in.operands[0]) != ir::Type::ptr(ir::AddrSpace::Shared)) return std::nullopt;
     const ThreadValue* tv = eval.get(in.operands[0]);
     if (!tv || !tv->offsetLike()) return std::nullopt;
-    Access a{id, b, i, tv, 0, {}, in.type->bytes()};
+    Access a{id, b, i, tv, 0, {}, async ? static_cast<unsigned>(in.imm) : in.type->bytes()};
     for (const SymTerm& t : tv->uniform) {
       if (t.key >= kSharedKey) {
         if (a.base || t.coef != 1) return std::nullopt;
@@ -241,7 +245,7 @@ class Checker {
     std::vector<Access> stores, loads;
     for (BlockId b : cfg_.reversePostOrder())
       for (size_t i = 0; i < k_.block(b).insts.size(); ++i)
-        if (auto a = sharedAccess(b, i, eval)) (k_.inst(a->id).op == Op::St ? stores : loads).push_back(*a);
+        if (auto a = sharedAccess(b, i, eval)) (k_.inst(a->id).op == Op::Ld ? loads : stores).push_back(*a);
     if (stores.empty() || loads.empty()) return;
     std::vector<ThreadSet> active = activeThreads(k_, cfg_, eval);
     for (const Access& ld : loads)

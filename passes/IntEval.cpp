@@ -13,6 +13,9 @@ namespace lane = ir::lane;
 
 std::optional<uint64_t> evalInt(const ir::Inst& in, Type t, std::span<const uint64_t> x) {
   if (in.has(Mod::SatMod) || in.mod(ir::ModGroup::Round) != Mod::None || in.op == Op::Dp4a) return std::nullopt;
+  auto u32 = [&](size_t i) { return static_cast<uint32_t>(x[i]); };
+  if (in.op == Op::Prmt && x.size() == 3) return lane::prmt(u32(0), u32(1), u32(2), in.mod(ir::ModGroup::Prmt));
+  if (in.op == Op::Lop3 && x.size() == 3) return lane::lop3(u32(0), u32(1), u32(2), static_cast<uint8_t>(in.imm));
   return lane::withIntType(t.scalar, [&]<class T>() {
     return lane::withIntOp<T>(in.op, in.mod(ir::ModGroup::Cmp), false, [&]<class L>() -> std::optional<uint64_t> {
       if (x.size() != L::arity) return std::nullopt;

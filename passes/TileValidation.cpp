@@ -1,4 +1,4 @@
-// tile-validation -- does: checks target limits: static shared, occupancy, vector alignment, shared bank conflicts.
+// tile-validation -- does: checks target limits: static shared, occupancy, vector and cp.async alignment, shared bank conflicts.
 // requires: a verified kernel; computes uniformity, thread values, alignment and register-liveness's prediction itself.
 // guarantees: the IR is not changed; errors for impossible configurations, warnings with the numbers for poor ones.
 #include <algorithm>
@@ -168,6 +168,10 @@ class Validator {
     for (BlockId b : cfg_.reversePostOrder())
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
+        if (in.op == Op::CpAsync) {
+          checkAsyncCopyAlignment(in, align);
+          continue;
+        }
         if ((in.op != Op::Ld && in.op != Op::St) || !in.type || !in.type->isVector() || in.operands.empty()) continue;
         uint64_t need = in.type->bytes();
         uint64_t have = align[in.operands[0].index];
@@ -180,6 +184,22 @@ class Validator {
       }
   }
 
+  // cp.async: both addresses aligned to the copy size (PTX, "Addresses as Operands").
+  void checkAsyncCopyAlignment(const ir::Inst& in, const std::vector<uint64_t>& align) {
+    for (size_t i = 0; i < 2 && i < in.operands.size(); ++i) {
+      uint64_t need = in.imm, have = align[in.operands[i].index];
+      if (have >= need) continue;
+      ctx_.report(ir::Severity::Error, in.loc,
+                  "cp.async of " + std::to_string(need) + " bytes needs its " + (i == 0 ? "destination" : "source") +
+                      " aligned to " + std::to_string(need) + " bytes, but it is only known to be aligned to " +
+                      std::to_string(have) + (have == 1 ? " byte" : " bytes") +
+                      (i == 0 ? " (align the shared array and offset it by multiples of "
+                              : " (declare the pointer with 'align " + std::to_string(need) +
+                                    "' and offset it by multiples of ") +
+                      std::to_string(need) + ")");
+    }
+  }
+
   void checkBankConflicts() {
     ir::DominatorTree& cfg = cfg_;
     PostDominatorTree pdom(k_, cfg);
@@ -189,20 +209,24 @@ class Validator {
     for (BlockId b : cfg.reversePostOrder())
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
-        if ((in.op != Op::Ld && in.op != Op::St) || !in.type || in.operands.empty()) continue;
+        // A cp.async writes its shared destination like a store of its size.
+        bool async = in.op == Op::CpAsync;
+        if ((in.op != Op::Ld && in.op != Op::St && !async) || (!in.type && !async) || in.operands.empty()) continue;
         if (k_.typeOf(in.operands[0]) != ir::Type::ptr(ir::AddrSpace::Shared)) continue;
         const ThreadValue* addr = eval.get(in.operands[0]);
         if (!addr || !addr->offsetLike()) continue;
         if (active.empty()) active = activeThreads(k_, cfg, eval);
-        report(in, *addr, active[b.index]);
+        unsigned bytes = async ? static_cast<unsigned>(in.imm) : in.type->bytes();
+        std::string what = async ? "cp.async shared store" : in.op == Op::Ld ? "shared load" : "shared store";
+        if (bytes == 4 || bytes == 8 || bytes == 16 || !async) report(in, bytes, what, *addr, active[b.index]);
       }
   }
 
   // Bank-conflict degree: per warp and per phase (a warp's 8-byte accesses go in two halves,
   // 16-byte ones in four quarters), the most distinct 4-byte words that fall into one of the
   // 32 banks. Threads reading the same word share it (broadcast).
-  void report(const ir::Inst& in, const ThreadValue& addr, const ThreadSet& active) {
-    unsigned bytes = in.type->bytes();
+  void report(const ir::Inst& in, unsigned bytes, const std::string& what, const ThreadValue& addr,
+              const ThreadSet& active) {
     unsigned phase = bytes <= 4 ? 32 : bytes == 8 ? 16 : 8;
     unsigned worst = 0, worstWarp = 0, worstBank = 0;
     size_t n = addr.perThread.size();
@@ -229,8 +253,7 @@ class Validator {
       }
     }
     if (!worst) return;
-    std::string access = std::string(in.op == Op::Ld ? "shared load" : "shared store") + " of " +
-                         std::to_string(bytes) + " bytes per thread";
+    std::string access = what + " of " + std::to_string(bytes) + " bytes per thread";
     if (worst > 1)
       ctx_.report(ir::Severity::Warning, in.loc,
                   std::to_string(worst) + "-way bank conflict: this " + access + " makes warp " +

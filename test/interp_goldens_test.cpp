@@ -569,6 +569,103 @@ GOLDEN_TEST("bitcast-vectors.tir", "bytes") { checkPackedLoads(s, {"h", "w", "f"
 GOLDEN_TEST("bitcast-vectors.tir", "halves") { checkPackedLoads(s, {"w", "f", "d"}, 8); }
 GOLDEN_TEST("bitcast-vectors.tir", "words") { checkPackedLoads(s, {"d", "q"}, 8); }
 
+// ---- bit-ops.tir -------------------------------------------------------------------------------
+
+// prmt from the PTX ISA's tables, written out independently of ir/LaneSemantics.h: for each mode
+// and c[1:0], the source byte of result bytes 3, 2, 1, 0.
+uint32_t referencePrmt(uint32_t a, uint32_t b, uint32_t c, int mode) {
+  static const int kTables[6][4][4] = {
+      {{3, 2, 1, 0}, {4, 3, 2, 1}, {5, 4, 3, 2}, {6, 5, 4, 3}},  // f4e
+      {{5, 6, 7, 0}, {6, 7, 0, 1}, {7, 0, 1, 2}, {0, 1, 2, 3}},  // b4e
+      {{0, 0, 0, 0}, {1, 1, 1, 1}, {2, 2, 2, 2}, {3, 3, 3, 3}},  // rc8
+      {{3, 2, 1, 0}, {3, 2, 1, 1}, {3, 2, 2, 2}, {3, 3, 3, 3}},  // ecl
+      {{0, 0, 0, 0}, {1, 1, 1, 0}, {2, 2, 1, 0}, {3, 2, 1, 0}},  // ecr
+      {{1, 0, 1, 0}, {3, 2, 3, 2}, {1, 0, 1, 0}, {3, 2, 3, 2}},  // rc16
+  };
+  uint8_t bytes[8];
+  for (int i = 0; i < 4; ++i) {
+    bytes[i] = static_cast<uint8_t>(a >> (8 * i));
+    bytes[4 + i] = static_cast<uint8_t>(b >> (8 * i));
+  }
+  uint32_t d = 0;
+  for (int i = 0; i < 4; ++i) {
+    uint32_t v;
+    if (mode < 0) {
+      unsigned sel = (c >> (4 * i)) & 0xF;
+      v = bytes[sel & 7];
+      if (sel & 8) v = (v & 0x80) ? 0xFF : 0;
+    } else {
+      v = bytes[kTables[mode][c & 3][3 - i]];
+    }
+    d |= v << (8 * i);
+  }
+  return d;
+}
+
+// lop3 as the sum of its minterms, bit by bit.
+uint32_t referenceLop3(uint32_t a, uint32_t b, uint32_t c, uint8_t lut) {
+  uint32_t d = 0;
+  for (int bit = 0; bit < 32; ++bit) {
+    unsigned index = ((a >> bit) & 1) << 2 | ((b >> bit) & 1) << 1 | ((c >> bit) & 1);
+    d |= static_cast<uint32_t>((lut >> index) & 1) << bit;
+  }
+  return d;
+}
+
+GOLDEN_TEST("bit-ops.tir", "bits") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> x = run.inputArray<uint32_t>("x");
+    const std::vector<uint32_t> out = o.array<uint32_t>("out");
+    REQUIRE(out.size() == run.threads() * 8);
+    for (uint64_t t = 0; t < run.threads(); ++t) {
+      uint32_t a = x[2 * t], b = x[2 * t + 1], c = b >> 16;
+      uint32_t p[7];
+      for (int m = -1; m < 6; ++m) p[m + 1] = referencePrmt(a, b, c, m);
+      const uint32_t want[8] = {p[0] ^ p[1], p[2] ^ p[3], p[4] ^ p[5], p[6] ^ referenceLop3(a, b, c, 0x96),
+                                referenceLop3(a, b, c, 0xE8), referenceLop3(a, b, c, 0xCA), p[0], p[1]};
+      for (int i = 0; i < 8; ++i) {
+        INFO("thread " << t << " word " << i << " a 0x" << std::hex << a << " b 0x" << b);
+        CHECK(out[8 * t + i] == want[i]);
+      }
+    }
+  });
+}
+
+// ---- cp-async.tir ------------------------------------------------------------------------------
+
+GOLDEN_TEST("cp-async.tir", "stage") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> src = run.inputArray<uint32_t>("src");
+    const std::vector<uint32_t> dst = o.array<uint32_t>("dst");
+    const uint32_t n = static_cast<uint32_t>(run.scalarBits("n"));
+    std::vector<uint32_t> want(224);
+    for (uint32_t t = 0; t < 32; ++t) {
+      uint32_t u = t ^ 1;
+      for (uint32_t i = 0; i < 4; ++i) want[4 * t + i] = src[4 * u + i];
+      for (uint32_t i = 0; i < 2; ++i) {  // bytes past src-size n are zero-filled
+        uint32_t w = src[128 + 2 * u + i];
+        uint32_t kept = n >= 4 * (i + 1) ? 4 : n > 4 * i ? n - 4 * i : 0;
+        want[128 + 2 * t + i] = kept == 4 ? w : w & ((1u << (8 * kept)) - 1);
+      }
+      want[192 + t] = src[192 + u];
+    }
+    for (size_t i = 0; i < want.size(); ++i) {
+      INFO("word " << i << " n " << n);
+      CHECK(dst[i] == want[i]);
+    }
+  });
+  SUBCASE("fault: src-size 9 exceeds the 8-byte copy") {
+    Run big = s.runs.front();
+    big.scalars = {{"n", 9}};
+    Outcome o = execute(s.module, "stage", big, s.probes);
+    REQUIRE(o.error);
+    CHECK(o.error->kind == ErrorKind::AsyncCopy);
+    CHECK(o.error->text() == faultAt("cp-async.tir", "cp.async.ca %t8",
+                                     "cp.async src-size 9 exceeds the copy size of 8 bytes (undefined in PTX) in "
+                                     "kernel 'stage', block (0,0,0) thread (0,0,0)"));
+  }
+}
+
 // ---- dynamic-shared.tir ------------------------------------------------------------------------
 
 GOLDEN_TEST("dynamic-shared.tir", "scale") {

@@ -602,6 +602,19 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      r.bits("i", g() % 2 ? g() : g() % 601 - 300);
                    });
                  }});
+  // bit-ops.tir: two random words per thread, eight results; one block (the kernel indexes by tid.x).
+  all.push_back({"bit-ops.tir", "bits", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (auto [grid, block] : std::vector<std::pair<uint32_t, uint32_t>>{{1, 32}, {1, 40}, {1, 256}}) {
+                     Run r = launch("bits", {grid, 1, 1}, {block, 1, 1});
+                     std::vector<uint32_t> x(size_t{grid} * block * 2), out(size_t{grid} * block * 8);
+                     for (uint32_t& w : x) w = static_cast<uint32_t>(rng());
+                     for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
+                     r.buffer("x", x).buffer("out", out);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // bitcast-vectors.tir: 16 bytes of random bits to load as vectors and pack.
   const auto bitcastRuns = [](std::mt19937& rng) {
     return uniformRuns(rng, 20, [](Run& r, std::mt19937& g) {
@@ -642,6 +655,19 @@ inline std::vector<GoldenCase> makeGoldenCases() {
   all.push_back({"constants-specials.tir", "fence", "entry", {}, [](std::mt19937&) {
                    R runs;
                    for (auto [grid, block] : uniformShapes()) runs.push_back(launch("fence", grid, block));
+                   return runs;
+                 }});
+  // cp-async.tir: reqntid(32); 896 bytes staged per block, every src-size from 0 to 8.
+  all.push_back({"cp-async.tir", "stage", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t n = 0; n <= 8; ++n) {
+                     Run r = launch("stage n=" + std::to_string(n), {n % 3 + 1, 1, 1}, {32, 1, 1});
+                     std::vector<uint32_t> src(224), dst(224);
+                     for (uint32_t& w : src) w = static_cast<uint32_t>(rng());
+                     for (uint32_t& w : dst) w = static_cast<uint32_t>(rng());
+                     r.buffer("src", src).buffer("dst", dst).bits("n", n);
+                     runs.push_back(std::move(r));
+                   }
                    return runs;
                  }});
   // conversions.tir

@@ -841,3 +841,150 @@ kernel @k(%a: ptr.global align 16) {
     CHECK_FALSE(err);
   }
 }
+
+// ---- Bit permutation and logic: prmt, lop3 -------------------------------------------------------
+
+TEST_CASE("interp: prmt in every mode and lop3 truth tables") {
+  const uint64_t a = 0x33221100, b = 0x77665544;  // byte i of {b, a} is 0x11 * i
+  auto prmt = [&](const char* mode, uint64_t sel, uint64_t want) {
+    checkOp({"b32", "b32", "b32"}, std::string("%r = prmt") + mode + " %a, %b, %c : b32", "b32", {{{a, b, sel}, want}});
+  };
+  prmt("", 0x3210, 0x33221100);
+  prmt("", 0x7654, 0x77665544);
+  prmt("", 0x0123, 0x00112233);
+  prmt("", 0xFFFF0000, 0x00000000);  // only c[15:0] selects
+  checkOp({"b32", "b32", "b32"}, "%r = prmt %a, %b, %c : b32", "b32", {{{0x80, 0, 0x0008}, 0x808080FF}});  // msb: sign
+  prmt(".f4e", 1, 0x44332211);
+  prmt(".f4e", 0xFFFFFFFC, 0x33221100);  // only c[1:0]
+  prmt(".b4e", 0, 0x55667700);
+  prmt(".b4e", 3, 0x00112233);
+  prmt(".rc8", 2, 0x22222222);
+  prmt(".ecl", 1, 0x33221111);
+  prmt(".ecr", 2, 0x22221100);
+  prmt(".rc16", 1, 0x33223322);
+  prmt(".rc16", 2, 0x11001100);
+  // lop3 of a = 0xF0, b = 0xCC, c = 0xAA is its truth table in the low byte; above it the three are 0.
+  auto lop3 = [&](const char* lut, uint64_t want) {
+    checkOp({"b32", "b32", "b32"}, std::string("%r = lop3 %a, %b, %c, ") + lut + " : b32", "b32",
+            {{{0xF0, 0xCC, 0xAA}, want}});
+  };
+  lop3("0x96", 0x96);
+  lop3("0xe8", 0xE8);
+  lop3("0x01", 0xFFFFFF01);
+  lop3("0xff", 0xFFFFFFFF);
+  lop3("0", 0);
+  checkOp({"b32", "b32", "b32"}, "%r = lop3 %a, %b, %c, 0x96 : b32", "b32",
+          {{{0x12345678, 0x9ABCDEF0, 0x0F0F0F0F}, 0x12345678 ^ 0x9ABCDEF0 ^ 0x0F0F0F0F}});
+}
+
+// ---- Asynchronous copies: cp.async --------------------------------------------------------------
+
+namespace {
+
+// Thread t of one warp copies words 4t..4t+3 of %src into the tile with .cg, and the tail word t
+// with .ca and a src-size of %n bytes; WAIT is replaced by the waiting code under test. The
+// thread then stores word (t ^ 1) of the tile's first row, and its own tail word, to %dst.
+const char* kAsyncKernel = R"(target sm_80
+kernel @k(%src: ptr.global align 16, %dst: ptr.global align 16, %n: u32) {
+  shared @tile: b32[128] align 16
+  shared @tail: b32[32] align 4
+^entry:
+  %t = tid.x : u32
+  %c16 = const 16 : u32
+  %c4 = const 4 : u32
+  %base = shared.addr @tile : ptr.shared
+  %off = mul %t, %c16 : u32
+  %s = ptradd %base, %off : ptr.shared
+  %goff = mul.wide %t, %c16 : u32
+  %g = ptradd %src, %goff : ptr.global
+  cp.async.cg %s, %g, 16
+  cp.async.commit_group
+  %tb = shared.addr @tail : ptr.shared
+  %toff = mul %t, %c4 : u32
+  %ts = ptradd %tb, %toff : ptr.shared
+  %tg0 = const 512 : u64
+  %tg1 = ptradd %src, %tg0 : ptr.global
+  %tgoff = mul.wide %t, %c4 : u32
+  %tg = ptradd %tg1, %tgoff : ptr.global
+  cp.async.ca %ts, %tg, 4, %n
+  cp.async.commit_group
+WAIT
+  %one = const 1 : u32
+  %u = xor %t, %one : u32
+  %uoff = mul %u, %c4 : u32
+  %us = ptradd %base, %uoff : ptr.shared
+  %v = ld %us : b32
+  %d = ptradd %dst, %tgoff : ptr.global
+  st %d, %v : b32
+  %w = ld %ts : b32
+  %c128 = const 128 : u64
+  %d2a = ptradd %dst, %c128 : ptr.global
+  %d2 = ptradd %d2a, %tgoff : ptr.global
+  st %d2, %w : b32
+  ret
+}
+)";
+
+std::optional<tn::interp::Error> runAsync(const std::string& wait, uint32_t n, std::vector<uint32_t>& dst) {
+  std::string text = kAsyncKernel;
+  text.replace(text.find("WAIT"), 4, wait);
+  tn::ir::Module m = parse(text);
+  Interpreter vm;
+  auto err = vm.load(m, "k");
+  REQUIRE_FALSE(err);
+  std::vector<uint32_t> src(160);
+  for (uint32_t i = 0; i < src.size(); ++i) src[i] = 0xA0000000u | i;
+  REQUIRE_FALSE(vm.bindArray("src", src));
+  REQUIRE_FALSE(vm.bindArray("dst", std::vector<uint32_t>(64, 0xDEADBEEF)));
+  REQUIRE_FALSE(vm.setScalar("n", n));
+  err = vm.launch({{1, 1, 1}, {32, 1, 1}, 0});
+  dst = vm.read<uint32_t>("dst");
+  return err;
+}
+
+}  // namespace
+
+TEST_CASE("interp: cp.async lands at the covering wait; early reads are faults") {
+  std::vector<uint32_t> dst;
+  SUBCASE("wait_all and bar.sync: the data, zero-filled past src-size") {
+    for (uint32_t n : {0u, 1u, 3u, 4u}) {
+      auto err = runAsync("  cp.async.wait_all\n  bar.sync\n", n, dst);
+      INFO((err ? err->text() : ""));
+      REQUIRE_FALSE(err);
+      for (uint32_t t = 0; t < 32; ++t) {
+        CHECK(hex(dst[t]) == hex(0xA0000000u | (t ^ 1)));  // word t ^ 1 of the tile's first row
+        uint32_t full = 0xA0000000u | (128 + t);
+        uint32_t keep = n >= 4 ? 0xFFFFFFFFu : (1u << (8 * n)) - 1;
+        CHECK(hex(dst[32 + t]) == hex(full & keep));
+      }
+    }
+  }
+  SUBCASE("wait_group 0 covers both groups") {
+    auto err = runAsync("  cp.async.wait_group 0\n  bar.sync\n", 4, dst);
+    INFO((err ? err->text() : ""));
+    CHECK_FALSE(err);
+  }
+  SUBCASE("wait_group 1 leaves the tail in flight: its own read is a fault") {
+    auto err = runAsync("  cp.async.wait_group 1\n  bar.sync\n", 4, dst);
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::AsyncCopy);
+    CHECK(err->text().find("ld.shared of 4 bytes at offset 0 of '@tail' (128 bytes) reads a byte that the cp.async "
+                           "at 23:3 of this thread may still be copying") != std::string::npos);
+    CHECK(err->thread == tn::ir::Dim3{0, 0, 0});
+  }
+  SUBCASE("a wait without bar.sync: the neighbour's word is not visible yet") {
+    auto err = runAsync("  cp.async.wait_all\n", 4, dst);
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::AsyncCopy);
+    // Lane 0 reads word 1, from its own copy; lane 1 reads word 0, from lane 0's.
+    CHECK(err->thread == tn::ir::Dim3{1, 0, 0});
+    CHECK(err->text().find("waited for at 25:3 with no bar.sync between that wait and this access") !=
+          std::string::npos);
+  }
+  SUBCASE("bar.sync without a wait guarantees nothing") {
+    auto err = runAsync("  bar.sync\n", 4, dst);
+    REQUIRE(err);
+    CHECK(err->kind == tn::interp::ErrorKind::AsyncCopy);
+    CHECK(err->text().find("may still be copying") != std::string::npos);
+  }
+}

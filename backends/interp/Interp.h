@@ -35,6 +35,8 @@ enum class ErrorKind : uint8_t {
   CollectiveMask,     // shfl.sync/vote.sync membermask naming inactive, exited or missing lanes
   SharedRace,         // two threads touch one shared byte, one writes, no barrier between (optional)
   DivisionByZero,     // integer div/rem by zero
+  AsyncCopy,          // a shared byte used before the cp.async writing it is waited for (and, for
+                      // other threads, made visible by a bar.sync after the wait); a bad src-size
   InstructionBudget,  // a thread, or the whole launch, executed more instructions than allowed
 };
 

@@ -158,7 +158,7 @@ class Decoder {
       return "'" + name + "' does not take type " + (in.type ? ir::typeName(*in.type) : std::string("(none)"));
     if ((oi.flags & ir::OF_SRCTYPE) && !in.srcType) return "'" + name + "' needs a source type";
     bool variadic = oi.flags & ir::OF_VARIADIC;
-    if (variadic ? in.operands.size() != in.type->lanes : in.operands.size() != oi.operands.size())
+    if (variadic ? in.operands.size() != in.type->lanes : !ir::operandCountFits(oi, in.operands.size()))
       return "'" + name + "' has " + std::to_string(in.operands.size()) + " operands";
     for (size_t i = 0; i < in.operands.size(); ++i) {
       if (in.operands[i].index >= k_.values.size()) return "'" + name + "' uses an undefined value";
@@ -227,7 +227,7 @@ class Decoder {
     c.ftz = in.has(ir::Mod::FtzMod);
     c.sat = in.has(ir::Mod::SatMod);
     for (ir::ModGroup g : {ir::ModGroup::Cmp, ir::ModGroup::Dim, ir::ModGroup::Shfl, ir::ModGroup::Vote,
-                           ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans})
+                           ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans, ir::ModGroup::Prmt})
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
     if (in.result) c.dst = slot_[in.result.index];
     for (size_t i = 0; i < in.operands.size() && i < 4; ++i) c.src[i] = slot_[in.operands[i].index];
@@ -252,6 +252,24 @@ class Decoder {
         break;
       case Op::Membar:
         c.kind = Kind::Nop;
+        break;
+      // Asynchronous copies: the engine keeps them pending per thread until a wait lands them.
+      case Op::CpAsync:
+        c.kind = Kind::AsyncCopy;
+        c.space = ir::AddrSpace::Shared;
+        c.bytes = static_cast<uint8_t>(in.imm);
+        c.srcSize = in.operands.size() == 3;
+        if ((in.imm != 4 && in.imm != 8 && in.imm != 16) || k_.typeOf(in.operands[0]) != Type::ptr(ir::AddrSpace::Shared) ||
+            k_.typeOf(in.operands[1]) != Type::ptr(ir::AddrSpace::Global))
+          return fail(in.loc, "cp.async copies 4, 8 or 16 bytes from a ptr.global to a ptr.shared");
+        p_.asyncCopies = true;
+        break;
+      case Op::CpAsyncCommit:
+        c.kind = Kind::AsyncCommit;
+        break;
+      case Op::CpAsyncWait:
+      case Op::CpAsyncWaitAll:
+        c.kind = Kind::AsyncWait;
         break;
       case Op::BarSync:
         c.kind = Kind::Bar;

@@ -8,6 +8,7 @@
 // InterpDecode.cpp). Faults stop the launch with an Error: the one of the lowest block, as if
 // the blocks had run one after another.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cfenv>
@@ -61,6 +62,28 @@ struct ByteAccess {
 };
 
 enum class Access : uint8_t { Read, Write, Atomic };
+
+// Asynchronous copies (docs/interpreter.md, "Asynchronous copies"): a cp.async reads its source
+// when issued and waits, per thread, in its group until a cp.async.wait_group/wait_all covers the
+// group; only then do its bytes land in shared memory.
+struct PendingCopy {
+  uint32_t group = 0;  // the thread's group number (its count of commits when issued)
+  uint32_t dst = 0;    // shared offset
+  uint32_t inst = 0;
+  uint8_t bytes = 0;
+  std::array<std::byte, 16> data{};
+};
+struct ThreadCopies {
+  std::vector<PendingCopy> pending;
+  uint32_t committed = 0;  // groups committed so far; the open group has this number
+};
+// The cp.async state of one shared byte: pending (issued, not waited for), or landed at a wait in
+// epoch landedEpoch, which makes it visible to its owner at once and to other threads after the
+// next bar.sync. owner == kNoThread: no cp.async is involved.
+struct AsyncByte {
+  uint32_t owner = kNoThread, issueInst = 0, waitInst = 0, landedEpoch = 0;
+  bool pending = false;
+};
 
 // Keeps the host's floating-point environment and runs the launch in round-to-nearest.
 class FenvGuard {
@@ -118,10 +141,15 @@ class Engine {
   void move(Warp& w, const Edge& e, uint32_t mask);
   void special(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> memory(Warp& w, const Code& k, uint32_t mask);
+  // span: the bytes accessed when fewer than k.bytes (a cp.async src-size); the alignment is k.bytes.
   std::optional<Error> locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
-                              std::byte*& out);
-  std::optional<Error> locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, std::byte*& out);
+                              std::byte*& out, unsigned span = 0);
+  std::optional<Error> locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, std::byte*& out,
+                                    unsigned span);
   std::optional<Error> trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
+  std::optional<Error> asyncCopy(Warp& w, const Code& k, uint32_t mask);
+  void asyncWait(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> checkAsync(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
   std::optional<Error> shuffle(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> vote(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> tensorCore(const Warp& w, const Code& k, uint32_t mask);
@@ -161,10 +189,14 @@ class Engine {
   std::vector<uint8_t> written_;    // --check-uninit: bytes of shared memory the block wrote
   std::vector<ByteAccess> access_;  // --check-races
   uint32_t epoch_ = 0;
+  std::vector<ThreadCopies> copies_;  // kernels with cp.async: per thread of the block
+  std::vector<AsyncByte> asyncBytes_;  // and per shared byte
+  bool asyncUsed_ = false;             // some cp.async ran in this block (the state needs a reset)
 };
 
 std::string Engine::memName(const Code& k) const {
   if (k.op == Op::Ldmatrix) return "ldmatrix";
+  if (k.op == Op::CpAsync) return k.space == AddrSpace::Shared ? "cp.async shared destination" : "cp.async global source";
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
   base += "." + std::string(ir::spaceName(k.space));
   if (k.op == Op::AtomCas) base += ".cas";
@@ -252,6 +284,10 @@ Engine::Engine(Launch& l)
   if (opts_.checkUninit) written_.assign(l.sharedBytes, 0);
   if (opts_.checkRaces) access_.assign(l.sharedBytes, ByteAccess{});
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
+  if (p_.asyncCopies) {
+    copies_.assign(threadsPerBlock_, ThreadCopies{});
+    asyncBytes_.assign(l.sharedBytes, AsyncByte{});
+  }
 }
 
 std::optional<Error> Engine::runBlock(uint64_t linear) {
@@ -269,6 +305,11 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
   }
   std::fill(shared_.begin(), shared_.end(), std::byte{0});
   if (opts_.checkUninit) std::fill(written_.begin(), written_.end(), 0);
+  if (asyncUsed_) {
+    for (ThreadCopies& c : copies_) c = ThreadCopies{};
+    std::fill(asyncBytes_.begin(), asyncBytes_.end(), AsyncByte{});
+    asyncUsed_ = false;
+  }
   ++epoch_;
   for (;;) {
     for (Warp& w : warps_)
@@ -434,6 +475,21 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         }
         ++pc;
         break;
+      case Kind::AsyncCopy:
+        if (auto e = asyncCopy(w, k, mask)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
+        ++pc;
+        break;
+      case Kind::AsyncCommit:
+        forLanes(mask, [&](uint32_t l) { ++copies_[w.index * kWarpSize + l].committed; });
+        ++pc;
+        break;
+      case Kind::AsyncWait:
+        asyncWait(w, k, mask);
+        ++pc;
+        break;
       case Kind::Nop:
         ++pc;
         break;
@@ -492,8 +548,8 @@ std::optional<Error> Engine::runWarp(Warp& w) {
 }
 
 std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
-                                    std::byte*& out) {
-  const unsigned bytes = k.bytes;
+                                    std::byte*& out, unsigned span) {
+  const unsigned bytes = span ? span : k.bytes, align = k.bytes;
   AddrSpace sp = k.space;
   bool shared = sp == AddrSpace::Shared;
   int64_t off = 0;
@@ -503,7 +559,7 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
     if (sp == AddrSpace::Generic && tag == kSharedTag) {
       shared = true;
     } else if (launch_.memory.device) {
-      return locateDevice(k, w, lane, addr, out);
+      return locateDevice(k, w, lane, addr, out, bytes);
     } else {
       if (tag == 0 || tag > buffers_.size()) {
         char buf[32];
@@ -515,7 +571,7 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
       const GlobalBuffer& b = buffers_[tag - 1];
       const uint64_t size = b.bytes->size();
       const bool outside = off < 0 || static_cast<uint64_t>(off) + bytes > size;
-      if (outside || off % bytes) {
+      if (outside || off % align) {
         std::string what = (outside ? "out-of-bounds " : "misaligned ") + memName(k) + " of " + std::to_string(bytes) +
                            " bytes at offset " + std::to_string(off) + " of '" + b.name + "' (" + std::to_string(size) +
                            " bytes)";
@@ -545,8 +601,8 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
 
 // A global access through a device address: it must lie inside one live allocation.
 std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr,
-                                          std::byte*& out) {
-  const unsigned bytes = k.bytes;
+                                          std::byte*& out, unsigned span) {
+  const unsigned bytes = span, align = k.bytes;
   DeviceMemory::Allocation a = lastAllocation_;
   if (addr < a.base || addr - a.base >= a.bytes) {
     auto found = launch_.memory.device->below(addr);
@@ -563,7 +619,7 @@ std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t
                  "out-of-bounds " + access + ", " + std::to_string(past) + (past == 1 ? " byte" : " bytes") +
                      " past the end of the " + std::to_string(a.bytes) + "-byte allocation at " + hex64(a.base));
   }
-  if (addr % bytes)
+  if (addr % align)
     return fault(ErrorKind::Misaligned, k, w, lane,
                  "misaligned " + access + " (offset " + std::to_string(off) + " of the allocation at " +
                      hex64(a.base) + ")");
@@ -574,6 +630,8 @@ std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t
 
 std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc) {
   const unsigned bytes = k.bytes;
+  if (!asyncBytes_.empty())
+    if (auto e = checkAsync(k, w, lane, off, acc)) return e;
   if (opts_.checkUninit) {
     if (acc != Access::Write)
       for (unsigned i = 0; i < bytes; ++i)
@@ -644,6 +702,95 @@ std::optional<Error> Engine::memory(Warp& w, const Code& k, uint32_t mask) {
       std::memcpy(p, &next, bytes);
       slotPtr(regs, k.dst)[l] = old;
     }
+  }
+  return std::nullopt;
+}
+
+// ---- Asynchronous copies: cp.async ------------------------------------------------------------
+
+// Issues the copies of the active lanes: bounds, alignment and hazards are checked now, the source
+// bytes (src-size of them, the rest zeros) are read now, and the copy waits in the thread's open
+// group. Its destination bytes become pending.
+std::optional<Error> Engine::asyncCopy(Warp& w, const Code& k, uint32_t mask) {
+  asyncUsed_ = true;
+  const uint64_t* dst = slotPtr(w.regs, k.src[0]);
+  const uint64_t* src = slotPtr(w.regs, k.src[1]);
+  const uint64_t* size = slotPtr(w.regs, k.src[2]);
+  Code source = k;
+  source.space = AddrSpace::Global;
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    const uint32_t t = w.index * kWarpSize + l;
+    uint64_t n = k.srcSize ? static_cast<uint32_t>(size[l]) : k.bytes;
+    if (n > k.bytes)
+      return fault(ErrorKind::AsyncCopy, k, w, l,
+                   "cp.async src-size " + std::to_string(n) + " exceeds the copy size of " + std::to_string(k.bytes) +
+                       " bytes (undefined in PTX)");
+    PendingCopy c;
+    c.group = copies_[t].committed;
+    c.inst = k.inst;
+    c.bytes = k.bytes;
+    if (n) {  // src-size 0 reads nothing (PTX leaves open whether the source is dereferenced)
+      std::byte* p = nullptr;
+      if (auto e = locate(source, w, l, src[l], Access::Read, p, static_cast<unsigned>(n))) return e;
+      std::memcpy(c.data.data(), p, n);
+    }
+    std::byte* d = nullptr;
+    if (auto e = locate(k, w, l, dst[l], Access::Write, d)) return e;
+    c.dst = static_cast<uint32_t>(dst[l]);
+    for (unsigned i = 0; i < k.bytes; ++i) asyncBytes_[c.dst + i] = {t, k.inst, 0, 0, true};
+    copies_[t].pending.push_back(c);
+  }
+  return std::nullopt;
+}
+
+// wait_group N lands every copy of the thread's committed groups but the N most recent; wait_all
+// commits the open group first and lands everything.
+void Engine::asyncWait(const Warp& w, const Code& k, uint32_t mask) {
+  forLanes(mask, [&](uint32_t l) {
+    ThreadCopies& tc = copies_[w.index * kWarpSize + l];
+    uint64_t keep = k.imm;
+    if (k.op == Op::CpAsyncWaitAll) {
+      ++tc.committed;
+      keep = 0;
+    }
+    auto covered = [&](const PendingCopy& c) { return uint64_t{c.group} + keep < tc.committed; };
+    for (const PendingCopy& c : tc.pending) {
+      if (!covered(c)) continue;
+      std::memcpy(shared_.data() + c.dst, c.data.data(), c.bytes);
+      for (unsigned i = 0; i < c.bytes; ++i) {
+        AsyncByte& a = asyncBytes_[c.dst + i];
+        a.pending = false;
+        a.waitInst = k.inst;
+        a.landedEpoch = epoch_;
+      }
+    }
+    std::erase_if(tc.pending, covered);
+  });
+}
+
+// A shared access (or a cp.async's destination) touching a byte of a cp.async: a fault while the
+// copy is pending, and for a thread other than the copy's own until a bar.sync follows its wait.
+std::optional<Error> Engine::checkAsync(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc) {
+  const uint32_t t = w.index * kWarpSize + lane;
+  for (unsigned i = 0; i < k.bytes; ++i) {
+    AsyncByte& a = asyncBytes_[off + i];
+    if (a.owner == kNoThread) continue;
+    if (!a.pending && (a.owner == t || a.landedEpoch != epoch_)) {
+      if (a.owner != t) a = AsyncByte{};  // visible to every thread from now on
+      continue;
+    }
+    std::string access = memName(k) + " of " + std::to_string(k.bytes) + " bytes " + sharedPlace(off) +
+                         (acc == Access::Read ? " reads" : " writes") + " a byte that ";
+    std::string who = a.owner == t ? "this thread" : "thread " + dimText(threadOfLinear(a.owner));
+    if (a.pending)
+      return fault(ErrorKind::AsyncCopy, k, w, lane,
+                   access + "the cp.async at " + where(a.issueInst) + " of " + who +
+                       " may still be copying: no cp.async.wait_group or cp.async.wait_all of " +
+                       (a.owner == t ? "this thread" : "that thread") + " has waited for it");
+    return fault(ErrorKind::AsyncCopy, k, w, lane,
+                 access + "the cp.async at " + where(a.issueInst) + " of " + who + " wrote, waited for at " +
+                     where(a.waitInst) + " with no bar.sync between that wait and this access");
   }
   return std::nullopt;
 }

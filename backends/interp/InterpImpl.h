@@ -33,7 +33,8 @@ constexpr uint64_t kSharedTag = 0xFFFF;
 inline uint64_t pointerTag(uint64_t p) { return p >> kTagShift; }
 inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 - kTagShift)) >> (64 - kTagShift); }
 
-enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret };
+enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
+                            AsyncCopy, AsyncCommit, AsyncWait };
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -67,7 +68,8 @@ struct Code {
   bool sat = false;
   ir::AddrSpace space = ir::AddrSpace::Generic;     // memory ops: space of the pointer operand
   ir::AddrSpace srcSpace = ir::AddrSpace::Generic;  // bitcast between pointers
-  uint8_t bytes = 0;                                // memory ops: access size
+  uint8_t bytes = 0;                                // memory ops: access size (cp.async: cp-size)
+  bool srcSize = false;                             // cp.async: src[2] holds a src-size
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
   uint32_t src[4] = {0, 0, 0, 0};
@@ -106,6 +108,7 @@ struct Program {
   uint32_t staticSharedEnd = 0;
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
+  bool asyncCopies = false;  // the kernel has cp.async: the engine tracks pending copies
 };
 
 // Decodes kernel k of m into p; an error when the kernel is malformed or uses what the

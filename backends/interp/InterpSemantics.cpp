@@ -43,6 +43,20 @@ struct Bitcast {
   }
 };
 
+// Bit permutation and logic: prmt, lop3 (ir/LaneSemantics.h); the mode and the truth table are
+// the Code's mode and immediate.
+struct Prmt {
+  static uint64_t eval(const Code& k, uint64_t a, uint64_t b, uint64_t c) {
+    return lane::prmt(static_cast<uint32_t>(a), static_cast<uint32_t>(b), static_cast<uint32_t>(c), k.mode);
+  }
+};
+struct Lop3 {
+  static uint64_t eval(const Code& k, uint64_t a, uint64_t b, uint64_t c) {
+    return lane::lop3(static_cast<uint32_t>(a), static_cast<uint32_t>(b), static_cast<uint32_t>(c),
+                      static_cast<uint8_t>(k.imm));
+  }
+};
+
 int packLoop(uint64_t* regs, uint32_t mask, const Code& k) {
   const unsigned eb = ir::scalarBits(k.scalar);
   const unsigned slots = (k.lanes * eb + 63) / 64;
@@ -87,6 +101,8 @@ ComputeFn selectCompute(const Code& k, std::string& why) {
     case Op::Pack: fn = &packLoop; break;
     case Op::Extract: fn = &extractLoop; break;
     case Op::Selp: fn = &lanesLoop<Selp, 3>; break;
+    case Op::Prmt: fn = &lanesLoop<Prmt, 3>; break;
+    case Op::Lop3: fn = &lanesLoop<Lop3, 3>; break;
     default:
       if (ir::Type::of(k.scalar).isFloat()) return selectFloat(k, why);
       fn = intOp(k);

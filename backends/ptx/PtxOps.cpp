@@ -119,6 +119,15 @@ void KernelEmitter::emitInst(const Inst& in) {
       return;
     case Op::Popc:
     case Op::Clz: plain(in, name + ".b" + bitsOf(t)); return;
+    // Bit permutation and logic: prmt, lop3
+    case Op::Prmt: plain(in, "prmt.b32" + modText(in.mod(ModGroup::Prmt))); return;
+    case Op::Lop3: {
+      char lut[8];
+      std::snprintf(lut, sizeof lut, "0x%02" PRIX64, in.imm & 0xFF);
+      line("lop3.b32 " + reg(in.result) + ", " + reg(in.operands[0]) + ", " + reg(in.operands[1]) + ", " +
+           reg(in.operands[2]) + ", " + lut + ";");
+      return;
+    }
     case Op::Setp:
       if (byte) return void(fail(in, kNo8Bit));
       plain(in, "setp" + modText(in.mod(ModGroup::Cmp)) + ftzSat + "." + typeSuffix(t));
@@ -162,6 +171,15 @@ void KernelEmitter::emitInst(const Inst& in) {
            reg(in.operands[0]) + "], " + reg(in.operands[1]) + ", " + reg(in.operands[2]) + ";");
       return;
     case Op::Membar: line("membar" + modText(in.mod(ModGroup::Level)) + ";"); return;
+    // Asynchronous copies: cp.async
+    case Op::CpAsync:
+      line("cp.async" + modText(in.mod(ModGroup::Cache)) + ".shared.global [" + reg(in.operands[0]) + "], [" +
+           reg(in.operands[1]) + "], " + std::to_string(in.imm) +
+           (in.operands.size() == 3 ? ", " + reg(in.operands[2]) : std::string()) + ";");
+      return;
+    case Op::CpAsyncCommit: line("cp.async.commit_group;"); return;
+    case Op::CpAsyncWait: line("cp.async.wait_group " + std::to_string(in.imm) + ";"); return;
+    case Op::CpAsyncWaitAll: line("cp.async.wait_all;"); return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
