@@ -209,16 +209,26 @@ class Validator {
     for (BlockId b : cfg.reversePostOrder())
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
-        // A cp.async writes its shared destination like a store of its size.
-        bool async = in.op == Op::CpAsync;
-        if ((in.op != Op::Ld && in.op != Op::St && !async) || (!in.type && !async) || in.operands.empty()) continue;
+        // A cp.async writes its shared destination like a store of its size. An ldmatrix reads
+        // one 16-byte row per lane of lanes 0 .. 8*count-1, a matrix (8 lanes) per phase.
+        bool async = in.op == Op::CpAsync, rows = in.op == Op::Ldmatrix;
+        if ((in.op != Op::Ld && in.op != Op::St && !async && !rows) || (!in.type && !async) || in.operands.empty())
+          continue;
         if (k_.typeOf(in.operands[0]) != ir::Type::ptr(ir::AddrSpace::Shared)) continue;
         const ThreadValue* addr = eval.get(in.operands[0]);
         if (!addr || !addr->offsetLike()) continue;
         if (active.empty()) active = activeThreads(k_, cfg, eval);
-        unsigned bytes = async ? static_cast<unsigned>(in.imm) : in.type->bytes();
-        std::string what = async ? "cp.async shared store" : in.op == Op::Ld ? "shared load" : "shared store";
-        if (bytes == 4 || bytes == 8 || bytes == 16 || !async) report(in, bytes, what, *addr, active[b.index]);
+        unsigned bytes = async ? static_cast<unsigned>(in.imm) : rows ? 16 : in.type->bytes();
+        std::string what = async ? "cp.async shared store" : rows ? "ldmatrix row read" : in.op == Op::Ld ? "shared load" : "shared store";
+        if (rows) {
+          ThreadSet lanes(addr->perThread.size());
+          const size_t readers = 8 * size_t(in.type->lanes);
+          for (size_t t = 0; t < addr->perThread.size(); ++t)
+            if (active[b.index][t] && t % 32 < readers) lanes.set(t);
+          report(in, bytes, what, *addr, lanes);
+        } else if (bytes == 4 || bytes == 8 || bytes == 16 || !async) {
+          report(in, bytes, what, *addr, active[b.index]);
+        }
       }
   }
 
