@@ -103,7 +103,7 @@ std::vector<io::OutputFile> outputsOf(const BuildOpts& o) {
 bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec, std::vector<Unit>& units) {
   ptxas::TempDir tmp;
   if (!tmp.ok()) {
-    std::fprintf(stderr, "error: %s\n", tmp.error().c_str());
+    printErrorf("%s", tmp.error().c_str());
     return false;
   }
   unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -167,7 +167,7 @@ bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::S
 
 int runBuild(const BuildOpts& o) {
   if (o.output == "-" && !o.depfile.empty()) {
-    std::fprintf(stderr, "error: --depfile needs the bundle in a file, which its rule names; -o is '-' (standard output)\n");
+    printErrorf("--depfile needs the bundle in a file, which its rule names; -o is '-' (standard output)");
     return kUsageError;
   }
   std::optional<std::vector<bundle::Target>> targets;
@@ -190,7 +190,7 @@ int runBuild(const BuildOpts& o) {
     std::string why;
     auto found = ptxas::find(o.ptxas, why);
     if (!found) {
-      std::fprintf(stderr, "error: %s; pass --ptxas PATH, set CUDA_HOME, or build a PTX-only bundle with --ptx-only\n", why.c_str());
+      printErrorf("%s; pass --ptxas PATH, set CUDA_HOME, or build a PTX-only bundle with --ptx-only", why.c_str());
       return kInputError;
     }
     ptxasPath = *found;
@@ -220,7 +220,7 @@ int runBuild(const BuildOpts& o) {
       printDiagnostics(td);
       if (!out.ptx || td.hasErrors()) {
         if (!td.hasErrors())
-          std::fprintf(stderr, "error: kernel '%s' failed to build for %s\n", k.name.c_str(), target.name().c_str());
+          printErrorf("kernel '%s' failed to build for %s", k.name.c_str(), target.name().c_str());
         failed = true;
         break;  // the other targets would mostly repeat the same errors
       }
@@ -236,7 +236,7 @@ int runBuild(const BuildOpts& o) {
     std::string why;
     std::optional<std::string> version = ptxas::version(ptxasPath, why, o.ptxasTimeout);
     if (!version) {
-      std::fprintf(stderr, "error: cannot tell which ptxas version assembled the cubins: %s\n", why.c_str());
+      printErrorf("cannot tell which ptxas version assembled the cubins: %s", why.c_str());
       return kInputError;
     }
     ptxasVersion = *version;
@@ -259,7 +259,7 @@ int runBuild(const BuildOpts& o) {
   }
   auto bytes = bundle::write(in);
   if (!bytes) {
-    std::fprintf(stderr, "error: cannot write the bundle: %s\n", bytes.error().message.c_str());
+    printErrorf("cannot write the bundle: %s", bytes.error().message.c_str());
     return kInputError;
   }
   outputs[0].bytes = *bytes;

@@ -50,6 +50,8 @@ int guarded(const std::function<int()>& body);
 // "error: MESSAGE" on stderr, the message through ir::displayText (no raw control bytes or
 // invalid UTF-8 from file names or contents reach the terminal).
 void printError(const std::string& message);
+// printError of a printf-style message (every "error: ..." line of the CLI goes through these).
+void printErrorf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 // Reads FILE, or stdin for "-", within the cap of its kind (compiler/Input.h). nullopt (with a
 // message on stderr) when unreadable or too large.
 std::optional<std::string> readInput(const std::string& path, io::InputKind kind = io::InputKind::Source);

@@ -1,4 +1,5 @@
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <exception>
 
@@ -19,7 +20,7 @@ int guarded(const std::function<int()>& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "internal error: %s\n", e.what());
+    std::fprintf(stderr, "internal error: %s\n", ir::displayText(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "internal error: an unknown exception\n");
   }
@@ -66,6 +67,18 @@ void printError(const std::string& message) {
   std::fprintf(stderr, "error: %s\n", ir::displayText(message).c_str());
 }
 
+void printErrorf(const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string message(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(message.data(), message.size() + 1, format, again);
+  va_end(again);
+  printError(message);
+}
+
 std::optional<std::string> readInput(const std::string& path, io::InputKind kind) {
   std::string text, error;
   if (!io::readFile(path, kind, text, error)) {
@@ -106,11 +119,11 @@ void addPtxasOptions(CLI::App& app, std::string& path, unsigned& timeoutSeconds)
 void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out) {
   if (out.interrupted) return;
   if (out.timedOut)
-    std::fprintf(stderr, "error: kernel '%s' on %s: %s; raise the limit with --ptxas-timeout SECONDS\n", kernel.c_str(),
+    printErrorf("kernel '%s' on %s: %s; raise the limit with --ptxas-timeout SECONDS", kernel.c_str(),
                  target.name().c_str(), out.log.c_str());
   else
-    std::fprintf(stderr, "error: ptxas failed for kernel '%s' on %s:\n%s\n", kernel.c_str(), target.name().c_str(),
-                 ir::displayText(out.log).c_str());
+    printErrorf("ptxas failed for kernel '%s' on %s:\n%s", kernel.c_str(), target.name().c_str(),
+                out.log.c_str());
 }
 
 void printDiagnostics(const ir::Diagnostics& diags) {

@@ -283,12 +283,12 @@ std::optional<std::vector<Names>> cppNames(const bundle::Manifest& m) {
   std::map<std::string, std::string> kernelOf;  // C++ function name -> the kernel's own name
   for (const bundle::KernelInfo& k : m.kernels) {
     if (isImplementationReserved(k.name)) {
-      std::fprintf(stderr, "error: kernel name '%s' %s\n", k.name.c_str(), kReservedHint);
+      printErrorf("kernel name '%s' %s", k.name.c_str(), kReservedHint);
       return std::nullopt;
     }
     for (const bundle::Param& p : k.params)
       if (isImplementationReserved(p.name)) {
-        std::fprintf(stderr, "error: kernel '%s': parameter name '%s' %s\n", k.name.c_str(), p.name.c_str(), kReservedHint);
+        printErrorf("kernel '%s': parameter name '%s' %s", k.name.c_str(), p.name.c_str(), kReservedHint);
         return std::nullopt;
       }
     Names n{k.name, cppParamNames(k)};
@@ -298,7 +298,7 @@ std::optional<std::vector<Names>> cppNames(const bundle::Manifest& m) {
   for (size_t i = 0; i < names.size(); ++i) {
     auto [it, fresh] = kernelOf.emplace(names[i].function, m.kernels[i].name);
     if (!fresh) {
-      std::fprintf(stderr, "error: kernels '%s' and '%s' would both be the C++ function '%s'; rename one in the spec\n",
+      printErrorf("kernels '%s' and '%s' would both be the C++ function '%s'; rename one in the spec",
                    it->second.c_str(), m.kernels[i].name.c_str(), it->first.c_str());
       return std::nullopt;
     }
@@ -308,7 +308,7 @@ std::optional<std::vector<Names>> cppNames(const bundle::Manifest& m) {
 
 int runEmbed(const std::string& input, std::string ns, const std::string& outDir) {
   if (outDir == "-") {
-    std::fprintf(stderr, "error: embed writes two files, NAME.hpp and NAME.cpp: -o needs a folder, not '-' (standard output)\n");
+    printErrorf("embed writes two files, NAME.hpp and NAME.cpp: -o needs a folder, not '-' (standard output)");
     return kUsageError;
   }
   std::string bytes;
@@ -319,23 +319,23 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   if (fromBundle) ns = m.name;
   std::vector<std::string> parts = splitNamespace(ns);
   if (parts.empty()) {
-    std::fprintf(stderr, "error: --name '%s' is not a C++ namespace name (identifiers joined by '::')\n", ns.c_str());
+    printErrorf("--name '%s' is not a C++ namespace name (identifiers joined by '::')", ns.c_str());
     return kUsageError;
   }
   for (const std::string& part : parts)
     if (std::string problem = namespaceProblem(part, &part == &parts.front()); !problem.empty()) {
       if (!fromBundle) {
-        std::fprintf(stderr, "error: --name '%s' cannot be a C++ namespace: %s\n", ns.c_str(), problem.c_str());
+        printErrorf("--name '%s' cannot be a C++ namespace: %s", ns.c_str(), problem.c_str());
         return kUsageError;
       }
-      std::fprintf(stderr, "error: the bundle's name '%s' cannot be a C++ namespace: %s; pass --name\n", ns.c_str(),
+      printErrorf("the bundle's name '%s' cannot be a C++ namespace: %s; pass --name", ns.c_str(),
                    problem.c_str());
       return kInputError;
     }
   for (const bundle::KernelInfo& k : m.kernels)
     for (const bundle::Param& p : k.params)
       if (!cppType(p.type)) {
-        std::fprintf(stderr, "error: kernel '%s': parameter '%s' of type '%s' has no C++ type\n", k.name.c_str(), p.name.c_str(),
+        printErrorf("kernel '%s': parameter '%s' of type '%s' has no C++ type", k.name.c_str(), p.name.c_str(),
                      p.type.name().c_str());
         return kInputError;
       }
@@ -390,7 +390,7 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   std::error_code ec;
   std::filesystem::create_directories(outDir, ec);
   if (ec) {
-    std::fprintf(stderr, "error: cannot create '%s': %s\n", outDir.c_str(), ec.message().c_str());
+    printErrorf("cannot create '%s': %s", outDir.c_str(), ec.message().c_str());
     return kInputError;
   }
   std::string dir = outDir.empty() ? std::string(".") : outDir;

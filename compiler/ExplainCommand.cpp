@@ -204,7 +204,7 @@ int runExplain(const ExplainOptions& o) {
   if (!mod) return kInputError;
   if (chosen) compile::retarget(*mod, *chosen);
   if (!o.kernel.empty() && !mod->findKernel(o.kernel)) {
-    std::fprintf(stderr, "error: no kernel named '%s'\n", o.kernel.c_str());
+    printErrorf("no kernel named '%s'", o.kernel.c_str());
     return kInputError;
   }
   ir::Diagnostics vd;
@@ -216,14 +216,14 @@ int runExplain(const ExplainOptions& o) {
   // --ptxas, else the same search as `truenoc build` (ptxas::searchFolders).
   std::optional<std::string> ptxasPath = ptxas::find(o.ptxas, why);
   if (!ptxasPath && !o.ptxas.empty()) {
-    std::fprintf(stderr, "error: %s\n", why.c_str());
+    printErrorf("%s", why.c_str());
     return kUsageError;
   }
   std::unique_ptr<ptxas::TempDir> tmp;
   if (ptxasPath) {
     tmp = std::make_unique<ptxas::TempDir>();
     if (!tmp->ok()) {
-      std::fprintf(stderr, "error: %s\n", tmp->error().c_str());
+      printErrorf("%s", tmp->error().c_str());
       return kInputError;
     }
   }

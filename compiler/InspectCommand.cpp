@@ -121,7 +121,7 @@ int extract(const bundle::Reader& r, const std::string& what) {
   size_t c1 = what.find(':'), c2 = c1 == std::string::npos ? c1 : what.find(':', c1 + 1);
   std::optional<bundle::PayloadKind> pk = c2 == std::string::npos ? std::nullopt : bundle::payloadKindNamed(what.substr(c2 + 1));
   if (!pk) {
-    std::fprintf(stderr, "error: --extract wants KERNEL:TARGET:KIND (KIND is cubin, ptx or ir), not '%s'\n", what.c_str());
+    printErrorf("--extract wants KERNEL:TARGET:KIND (KIND is cubin, ptx or ir), not '%s'", what.c_str());
     return kUsageError;
   }
   std::string kernel = what.substr(0, c1), target = what.substr(c1 + 1, c2 - c1 - 1), kind = what.substr(c2 + 1);
@@ -130,12 +130,12 @@ int extract(const bundle::Reader& r, const std::string& what) {
   int t = parsed ? r.manifest().targetIndex(*parsed) : -1;
   const bundle::Entry* e = k && t >= 0 ? k->find(static_cast<uint32_t>(t), *pk) : nullptr;
   if (!e) {
-    std::fprintf(stderr, "error: the bundle has no %s payload of kernel '%s' for '%s'\n", kind.c_str(), kernel.c_str(), target.c_str());
+    printErrorf("the bundle has no %s payload of kernel '%s' for '%s'", kind.c_str(), kernel.c_str(), target.c_str());
     return kInputError;
   }
   auto bytes = r.payload(*e);
   if (!bytes) {
-    std::fprintf(stderr, "error: %s\n", bytes.error().message.c_str());
+    printErrorf("%s", bytes.error().message.c_str());
     return kInputError;
   }
   return writeOutput("-", *bytes) ? kOk : kInputError;
@@ -150,11 +150,11 @@ std::optional<bundle::Reader> openBundle(const std::string& path, std::string& b
   std::string name = path == "-" ? "<stdin>" : path;
   auto r = bundle::Reader::open({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
   if (!r) {
-    std::fprintf(stderr, "error: %s: %s\n", name.c_str(), r.error().message.c_str());
+    printErrorf("%s: %s", name.c_str(), r.error().message.c_str());
     return std::nullopt;
   }
   if (auto bad = r->verifyPayloads()) {
-    std::fprintf(stderr, "error: %s: %s\n", name.c_str(), bad->message.c_str());
+    printErrorf("%s: %s", name.c_str(), bad->message.c_str());
     return std::nullopt;
   }
   return std::move(*r);

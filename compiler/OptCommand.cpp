@@ -55,17 +55,17 @@ std::optional<std::vector<std::string>> splitPasses(const std::string& text) {
   std::stringstream ss(text);
   for (std::string name; std::getline(ss, name, ',');) {
     if (name.empty()) {
-      std::fprintf(stderr, "error: empty pass name in --passes '%s'\n", text.c_str());
+      printErrorf("empty pass name in --passes '%s'", text.c_str());
       return std::nullopt;
     }
     if (!passes::findPass(name)) {
-      std::fprintf(stderr, "error: unknown pass '%s' (known passes: %s)\n", name.c_str(), passList().c_str());
+      printErrorf("unknown pass '%s' (known passes: %s)", name.c_str(), passList().c_str());
       return std::nullopt;
     }
     names.push_back(name);
   }
   if (names.empty()) {
-    std::fprintf(stderr, "error: --passes needs at least one pass (known passes: %s)\n", passList().c_str());
+    printErrorf("--passes needs at least one pass (known passes: %s)", passList().c_str());
     return std::nullopt;
   }
   return names;
@@ -76,7 +76,7 @@ int runOpt(const OptOptions& o) {
   if (!o.passes.empty() && !(names = splitPasses(o.passes))) return kUsageError;
   for (const std::string& p : o.printAfter)
     if (!passes::findPass(p)) {
-      std::fprintf(stderr, "error: --print-after names unknown pass '%s' (known passes: %s)\n", p.c_str(),
+      printErrorf("--print-after names unknown pass '%s' (known passes: %s)", p.c_str(),
                    passList().c_str());
       return kUsageError;
     }
@@ -114,7 +114,7 @@ int runOpt(const OptOptions& o) {
       ir::Diagnostics ev;
       if (!ir::verify(*mod, ev)) {
         printDiagnostics(ev);
-        std::fprintf(stderr, "error: the IR is invalid after pass '%s' (run %u)\n", std::string(pass.name).c_str(), n);
+        printErrorf("the IR is invalid after pass '%s' (run %u)", std::string(pass.name).c_str(), n);
         return false;
       }
     }
