@@ -492,7 +492,8 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
 // access, shared race or barrier error its checks find) fails the check, as does a wrong f32 GEMV.
 // Two C matrices of the same product, uniform [-1, 1) inputs: |c| ~ sqrt(k / 9), and summation
 // orders differ by ~2^-24 * sqrt(k) * |c| (1e-4 at k = 14336); a wrong element is off by ~|c|.
-std::string compareGemm(const std::vector<float>& got, const std::vector<double>& want, uint32_t n, uint32_t k) {
+template <class Ref>
+std::string compareGemm(const std::vector<float>& got, const std::vector<Ref>& want, uint32_t n, uint32_t k) {
   const double tol = 1e-3 * std::sqrt(double(k));
   for (size_t i = 0; i < got.size(); ++i)
     if (!(std::fabs(got[i] - want[i]) <= tol))
@@ -752,7 +753,7 @@ int main(int argc, char** argv) {
         std::printf("cuBLAS SGEMM failed for %s\n", label.c_str());
       must(stream.synchronize(), "sync");
       must(mem[0][2]->download(ref.data(), count * 4), "download");
-      std::string why = compareGemm(ours, std::vector<double>(ref.begin(), ref.end()), c.gemmN, c.gemmK);
+      std::string why = compareGemm(ours, ref, c.gemmN, c.gemmK);
       if (!why.empty()) {
         std::printf("WARNING %s: ours and cuBLAS differ: %s\n", label.c_str(), why.c_str());
         ++failures;
