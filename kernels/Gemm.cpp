@@ -68,11 +68,11 @@ Value activate(KernelBuilder& kb, Activation act, Value x) {
   return x;
 }
 
-// One operand (A or B) of the product, seen as its tile: `rows` is the tile's extent along M
-// (A) or N (B), K the other. Element (r, kk) of the operand is at
+// One factor (A or B) of the product, seen as its tile: `rows` is the tile's extent along M
+// (A) or N (B), K the other. Element (r, kk) of the factor is at
 //   Row-major A / column-major B: r * ld + kk   (contiguous along K)
 //   Column-major A / row-major B: kk * ld + r   (contiguous along M or N)
-struct Operand {
+struct Factor {
   Value base;     // the batch's matrix
   Value ld;       // u32
   Value extent;   // m (A) or n (B)
@@ -100,78 +100,78 @@ struct Stager {
   std::vector<unsigned> delta;   // per element: its slot - element 0's, in words (a constant)
 };
 
-Stager stagerOf(KernelBuilder& kb, const Operand& op, Value tid) {
+Stager stagerOf(KernelBuilder& kb, const Factor& f, Value tid) {
   Stager st;
-  const unsigned count = op.rows * kBK / kThreads;
-  Value last = (op.extent - op.origin - 1u).named("last_row");  // >= 0: the block exists
-  Value r0 = op.alongK ? (tid >> 3u).named("r0") : (tid % op.rows).named("r0");
-  st.kk0 = op.alongK ? (tid & 7u).named("kk0") : (tid / op.rows).named("kk0");
-  st.kkStep = op.alongK ? 0 : kThreads / op.rows;
+  const unsigned count = f.rows * kBK / kThreads;
+  Value last = (f.extent - f.origin - 1u).named("last_row");  // >= 0: the block exists
+  Value r0 = f.alongK ? (tid >> 3u).named("r0") : (tid % f.rows).named("r0");
+  st.kk0 = f.alongK ? (tid & 7u).named("kk0") : (tid / f.rows).named("kk0");
+  st.kkStep = f.alongK ? 0 : kThreads / f.rows;
   for (unsigned j = 0; j < count; ++j) {
-    Value r = op.alongK ? r0 + 32 * j : r0;
-    if (j == 0 || op.alongK) {
-      Value row = (op.origin + kb.min(r, last)).named("row");
-      Value offset = op.alongK ? kb.mul_wide(row, op.ld, "row_off") : kb.cvt(row, Type::u64(), "row_off");
-      st.rowStart.push_back(kb.index(op.base, offset, 4, "row_start"));
+    Value r = f.alongK ? r0 + 32 * j : r0;
+    if (j == 0 || f.alongK) {
+      Value row = (f.origin + kb.min(r, last)).named("row");
+      Value offset = f.alongK ? kb.mul_wide(row, f.ld, "row_off") : kb.cvt(row, Type::u64(), "row_off");
+      st.rowStart.push_back(kb.index(f.base, offset, 4, "row_start"));
     } else {
       st.rowStart.push_back(st.rowStart[0]);
     }
-    st.delta.push_back(op.alongK ? 32 * j : st.kkStep * j * (op.rows + kPad));
+    st.delta.push_back(f.alongK ? 32 * j : st.kkStep * j * (f.rows + kPad));
   }
-  st.slot0 = kb.index(kb.shared_addr(op.tile), (st.kk0 * (op.rows + kPad) + r0).named("slot"), 4, "slot0");
+  st.slot0 = kb.index(kb.shared_addr(f.tile), (st.kk0 * (f.rows + kPad) + r0).named("slot"), 4, "slot0");
   return st;
 }
 
-// The operand's values of the K step starting at k0, 0 past k. Loads read clamped addresses,
+// The factor's values of the K step starting at k0, 0 past k. Loads read clamped addresses,
 // so they are unconditional.
-std::vector<Value> loadStep(KernelBuilder& kb, const Operand& op, const Stager& st, Value k0, Value k) {
+std::vector<Value> loadStep(KernelBuilder& kb, const Factor& f, const Stager& st, Value k0, Value k) {
   std::vector<Value> out;
   Value kLeft = (k - k0).named("k_left");  // >= 1: the step exists
   for (size_t j = 0; j < st.delta.size(); ++j) {
     Value kk = (st.kk0 + static_cast<unsigned>(st.kkStep * j)).named("kk");
     Value kc = (k0 + kb.min(kk, kLeft - 1u)).named("gk");
-    Value off = op.alongK ? kb.cvt(kc, Type::u64()) : kb.mul_wide(kc, op.ld);
+    Value off = f.alongK ? kb.cvt(kc, Type::u64()) : kb.mul_wide(kc, f.ld);
     Value v = kb.load(kb.index(st.rowStart[j], off.named("off"), 4), Type::f32(), {Mod::NcMod}, "g");
     out.push_back(kb.select((kk < kLeft).named("in_k"), v, kb.f32(0.0f)).named("staged"));
   }
   return out;
 }
 
-void storeStep(KernelBuilder& kb, const Operand& op, const Stager& st, unsigned buf, const std::vector<Value>& values) {
+void storeStep(KernelBuilder& kb, const Factor& f, const Stager& st, unsigned buf, const std::vector<Value>& values) {
   for (size_t j = 0; j < values.size(); ++j) {
-    unsigned words = buf * op.bufferWords() + st.delta[j];
+    unsigned words = buf * f.bufferWords() + st.delta[j];
     kb.store(words == 0 ? st.slot0 : kb.index(st.slot0, words, 4), values[j]);
   }
 }
 
 // The 8 K steps of one shared buffer: acc[i * tn + j] += a_i * b_j over the thread's rows i and
 // columns j.
-std::vector<Value> multiplyStep(KernelBuilder& kb, const Operand& a, const Operand& b, unsigned buf, Value tx,
+std::vector<Value> multiplyStep(KernelBuilder& kb, const Factor& a, const Factor& b, unsigned buf, Value tx,
                                 Value ty, std::vector<Value> acc) {
   const Type v4 = Type::of(ir::Scalar::F32, 4);
   // The thread's column of each tile, then constant offsets: only the two columns are values.
   Value acol = kb.index(kb.shared_addr(a.tile), ty << 2u, 4, "a_col");
   Value bcol = kb.index(kb.shared_addr(b.tile), tx << 2u, 4, "b_col");
-  // The thread's values of k row kk: 4-wide group q, or all of them.
-  auto fragment = [&](Value col, const Operand& op, unsigned kk, int only = -1) {
-    std::vector<Value> f;
-    for (unsigned q = 0; q < op.rows / 64; ++q) {
-      if (only >= 0 && q != static_cast<unsigned>(only)) continue;
-      unsigned words = buf * op.bufferWords() + kk * (op.rows + kPad) + q * 64;
-      Value vec = kb.load(words == 0 ? col : kb.index(col, words, 4), v4, "frag");
-      for (unsigned l = 0; l < 4; ++l) f.push_back(kb.extract(vec, l));
-    }
-    return f;
+  // The 4 values of group q of the thread's row (A) or column (B) at k row kk: one 16-byte read.
+  auto group = [&](Value col, const Factor& f, unsigned kk, unsigned q) {
+    unsigned words = buf * f.bufferWords() + kk * (f.rows + kPad) + q * 64;
+    Value vec = kb.load(words == 0 ? col : kb.index(col, words, 4), v4, "frag");
+    std::vector<Value> out;
+    for (unsigned l = 0; l < 4; ++l) out.push_back(kb.extract(vec, l));
+    return out;
   };
-  // B's fragment first, then A's one vector at a time: 4 of A's values live, not 8.
+  // B's fragment first, then A's one group at a time: 4 of A's values live, not 8.
+  const size_t tn = b.rows / 16;
   for (unsigned kk = 0; kk < kBK; ++kk) {
-    std::vector<Value> fb = fragment(bcol, b, kk);
+    std::vector<Value> fb;
+    for (unsigned q = 0; q < b.rows / 64; ++q) {
+      std::vector<Value> g = group(bcol, b, kk, q);
+      fb.insert(fb.end(), g.begin(), g.end());
+    }
     for (unsigned q = 0; q < a.rows / 64; ++q) {
-      std::vector<Value> fa = fragment(acol, a, kk, q);
-      for (unsigned l = 0; l < 4; ++l) {
-        size_t i = q * 4 + l;
-        for (size_t j = 0; j < fb.size(); ++j) acc[i * fb.size() + j] = kb.fma(fa[l], fb[j], acc[i * fb.size() + j]);
-      }
+      std::vector<Value> fa = group(acol, a, kk, q);
+      for (unsigned l = 0; l < 4; ++l)
+        for (size_t j = 0; j < tn; ++j) acc[(q * 4 + l) * tn + j] = kb.fma(fa[l], fb[j], acc[(q * 4 + l) * tn + j]);
     }
   }
   return acc;
@@ -208,8 +208,8 @@ std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
   auto batchBase = [&](Value p, Value stride, std::string_view name) {
     return kb.ptradd(p, kb.cvt(z, Type::u64()) * stride * 4u, name);
   };
-  Operand a{batchBase(pa, strideA, "a_batch"), lda, rows, m0, c.tileM, c.a == Layout::Row, {}};
-  Operand b{batchBase(pb, strideB, "b_batch"), ldb, cols, n0, c.tileN, c.b == Layout::Col, {}};
+  Factor a{batchBase(pa, strideA, "a_batch"), lda, rows, m0, c.tileM, c.a == Layout::Row, {}};
+  Factor b{batchBase(pb, strideB, "b_batch"), ldb, cols, n0, c.tileN, c.b == Layout::Col, {}};
   a.tile = kb.shared("as", Type::f32(), 2 * a.bufferWords(), 16);
   b.tile = kb.shared("bs", Type::f32(), 2 * b.bufferWords(), 16);
 
