@@ -72,6 +72,10 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   c.tileM = static_cast<unsigned>(o.integer("tile_m"));
   c.tileN = static_cast<unsigned>(o.integer("tile_n"));
   c.stages = static_cast<unsigned>(o.integer("stages"));
+  c.warps = static_cast<unsigned>(o.integer("warps"));
+  if (c.in == Input::F32 && (c.stages != 3 || c.warps != 8))
+    return fail("stages and warps set the tensor-core members; the f32 SIMT member always runs 8 warps over two "
+                "buffers");
   c.bias = o.flag("bias");
   c.residual = o.flag("residual");
   const std::string& a = o.text("activation");
@@ -366,6 +370,12 @@ void addGemm(std::vector<Template>& out) {
                              "member always double-buffers");
   stages.min = 2;
   stages.max = 4;
+  OptionSpec warps = option("warps", int64_t{8},
+                            "tensor-core members: warps per block, 2 along M by warps/2 along N (8: 64 x 32 warp tiles "
+                            "at 128 x 128, 4: 64 x 64)");
+  warps.min = 4;
+  warps.max = 8;
+  warps.multipleOf = 4;
   out.push_back({
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
@@ -383,13 +393,14 @@ void addGemm(std::vector<Template>& out) {
        tileOption("tile_m", "rows of C per block: 64 or 128"),
        tileOption("tile_n", "columns of C per block: 64 or 128"),
        stages,
+       warps,
        option("bias", false, "add bias[j] (parameter 'bias', n elements of out_dtype) before the activation"),
        choiceOption("activation", "none", {"none", "relu", "gelu", "gelu_erf", "silu"},
                     "applied to alpha * A B + beta * C + bias (s8/u8: none or relu)"),
        option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation")},
       buildGemm,
       [](const Options& o) {
-        return LaunchRule{{kThreads},
+        return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
                           {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),
                            ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), Expr::param("batch")},
                           0};

@@ -10,7 +10,7 @@
 
 namespace tn::kernels::lib::gemm {
 
-// Every member runs blocks of 256 threads.
+// The SIMT member's block, and the tensor-core members' default: 256 threads.
 inline constexpr unsigned kThreads = 256;
 
 enum class Layout : uint8_t { Row, Col };
@@ -25,7 +25,7 @@ struct Config {
   Input in;
   Output out;
   Layout a, b;
-  unsigned tileM, tileN, stages;
+  unsigned tileM, tileN, stages, warps;
   bool bias, residual;
   Activation act;
   bool integer() const { return out == Output::S32; }

@@ -1,8 +1,9 @@
 // The tensor-core members of gemm (docs/kernels.md): tf32, bf16 and f16 with f32 accumulation,
 // s8 and u8 with s32, on mma.sync fed by ldmatrix from a cp.async pipeline.
 //
-// Block: 256 threads, 8 warps as 2 (M) x 4 (N). Warp (wm, wn) owns a (tile_m/2) x (tile_n/4)
-// piece of the block's tile: MI x NI mma tiles of 16 x 8, f32 (or s32) accumulators in registers.
+// Block: `warps` warps (8 or 4) as 2 (M) x warps/2 (N). Warp (wm, wn) owns a (tile_m/2) x
+// (tile_n/(warps/2)) piece of the block's tile: MI x NI mma tiles of 16 x 8, f32 (or s32)
+// accumulators in registers.
 // K advances in stages of 64 bytes of every row (16 tf32, 32 bf16/f16 or 64 s8/u8 elements),
 // each two mma k-steps of 32 bytes. The element width only changes the mma shape: every
 // fragment is read as 8x8 matrices of 16-bit pairs by ldmatrix, whatever the elements are.
@@ -64,6 +65,7 @@ struct Factor {
   Value extent;     // m or n
   Value origin;     // the block's first row along M or N
   unsigned rows;    // tile_m or tile_n
+  unsigned threads; // of the block
   bool alongK;      // contiguous along K in global memory
   bool kRows;       // the k-rows geometry in shared memory (ldmatrix.trans)
   bool rowHalfLow;  // ldmatrix matrix q's row half is q & 1 (A) rather than q >> 1 (B)
@@ -84,14 +86,14 @@ Value slotOf(const Factor& f, Value line, Value chunk) {
 // (bytes): rows / 64 chunks of 16 bytes. Everything is computed here from tid, not kept from
 // before the K loop: a few integer instructions per stage cost less than the registers.
 void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
-  const unsigned chunks = f.stageBytes() / 16 / kThreads;
+  const unsigned chunks = f.stageBytes() / 16 / f.threads;
   Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
   auto copy = [&](Value dst, Value offset, Value bytes) {
     Value src = assumeAligned16(kb, kb.ptradd(f.base, offset), "src");
     kb.cp_async(kb.ptradd(tile, dst, "dst"), src, 16, bytes, Mod::Cg);
   };
   if (!f.kRows) {
-    // Chunk j: row (tid >> 2) + 64 j, K chunk tid & 3. Rows past the matrix read nothing.
+    // Chunk j: row (tid >> 2) + threads/4 j, K chunk tid & 3. Rows past the matrix read nothing.
     Value r0 = (tid >> 2u).named("chunk_row"), c = (tid & 3u).named("chunk_k");
     Value dst0 = slotOf(f, r0, c);
     Value kel = (k0 + c * (16 / e.bytes)).named("chunk_k0");
@@ -100,14 +102,14 @@ void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, 
     Value kOff = kb.cvt(kb.select(in, kel, k0), Type::u64(), "k_off");
     Value last = (f.extent - f.origin - 1u).named("last_row");  // >= 0: the block exists
     for (unsigned j = 0; j < chunks; ++j) {
-      Value r = r0 + 64 * j;
+      Value r = r0 + f.threads / 4 * j;
       Value row = (f.origin + kb.min(r, last)).named("row");
       Value offset = ((kb.mul_wide(row, f.ld) + kOff) * e.bytes).named("off");
-      copy(dst0 + j * 64 * kRowBytes, offset, kb.select((r <= last).named("row_in"), kBytes, kb.u32(0), "bytes"));
+      copy(dst0 + j * f.threads / 4 * kRowBytes, offset, kb.select((r <= last).named("row_in"), kBytes, kb.u32(0), "bytes"));
     }
     return;
   }
-  // Chunk j: k row tid / perRow + (256 / perRow) j, chunk tid % perRow along M/N. Columns past
+  // Chunk j: k row tid / perRow + (threads / perRow) j, chunk tid % perRow along M/N. Columns past
   // the matrix are zero-filled (a partial chunk) or read nothing.
   const unsigned perRow = f.rows / 8;
   Value kk0 = (tid / perRow).named("chunk_kk"), c = (tid % perRow).named("chunk_col");
@@ -117,7 +119,7 @@ void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, 
   Value colBytes = kb.select(colIn, kb.min((f.extent - col) * 2u, kb.u32(16)), kb.u32(0), "col_bytes");
   Value colOff = kb.cvt(kb.select(colIn, col, f.origin), Type::u64(), "col_off");
   for (unsigned j = 0; j < chunks; ++j) {
-    const unsigned kkStep = j * (kThreads / perRow);
+    const unsigned kkStep = j * (f.threads / perRow);
     Value gk = (k0 + kk0 + kkStep).named("gk");
     Value in = (gk < k).named("k_in");
     Value offset = ((kb.mul_wide(kb.select(in, gk, k0), f.ld) + colOff) * 2u).named("off");
@@ -128,7 +130,7 @@ void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, 
 // Stages the K slice at element k0 element by element: loads clamped into the matrix, zeros
 // past its edges, stores into stage offset `stage` (bytes).
 void loadStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
-  const unsigned bk = kRowBytes / e.bytes, count = f.rows * bk / kThreads;
+  const unsigned bk = kRowBytes / e.bytes, count = f.rows * bk / f.threads;
   Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
   const Type raw = Type::of(e.raw);
   // Which element of the tile element j of the thread is: consecutive threads walk the global
@@ -142,13 +144,13 @@ void loadStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, 
   for (unsigned j = 0; j < count; ++j) {
     Value r, kk;
     if (f.alongK) {
-      r = tid / bk + (kThreads / bk) * j;
+      r = tid / bk + (f.threads / bk) * j;
       kk = tid % bk;
     } else if (f.kRows) {
       r = tid % f.rows;
-      kk = tid / f.rows + (kThreads / f.rows) * j;
+      kk = tid / f.rows + (f.threads / f.rows) * j;
     } else {
-      Value block = warp + (kThreads / 32) * j;
+      Value block = warp + (f.threads / 32) * j;
       r = (block % rowBlocks) * 8u + (lane & 7u);
       kk = (block / rowBlocks) * 4u + (lane >> 3u);
     }
@@ -224,19 +226,22 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemm");
   const Params p = declareParams(kb, c);
-  kb.reqntid(kThreads);
+  const unsigned threads = 32 * c.warps;
+  kb.reqntid(threads);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
-  Value wm = (warp >> 2u).named("wm"), wn = (warp & 3u).named("wn");
-  const unsigned warpM = c.tileM / 2, warpN = c.tileN / 4, mi = warpM / 16, ni = warpN / 8;
+  // Warps 2 (M) x warps/2 (N).
+  const unsigned warpsN = c.warps / 2;
+  Value wm = (warp / warpsN).named("wm"), wn = (warp % warpsN).named("wn");
+  const unsigned warpM = c.tileM / 2, warpN = c.tileN / warpsN, mi = warpM / 16, ni = warpN / 8;
   Value m0 = (kb.ctaid(Mod::Y) * c.tileM).named("m0");
   Value n0 = (kb.ctaid(Mod::X) * c.tileN).named("n0");
   Value z = kb.ctaid(Mod::Z, "batch_index");
 
   auto factor = [&](Value base, Value ld, Value stride, Value extent, Value origin, unsigned rows, bool alongK,
                     bool isA, std::string_view name) {
-    Factor f{batchBase(kb, base, stride, z, e.bytes, name), ld, extent, origin, rows, alongK, !alongK && e.bytes == 2,
+    Factor f{batchBase(kb, base, stride, z, e.bytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
              isA, kb.shared(isA ? "as" : "bs", Type::of(Scalar::B32), c.stages * rows * kRowBytes / 4, 128), Value()};
     if (alongK || f.kRows) {
       const unsigned mask = 16 / e.bytes - 1;
@@ -268,10 +273,16 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   Value zero = c.integer() ? kb.s32(0) : kb.f32(0.0f);
   Value accZero = kb.pack(accType, {zero, zero, zero, zero}, "acc_zero");
 
+  // The groups count stages of copies; without a cp.async path (tf32, s8, u8 stored along M or
+  // N on both sides) there is nothing to group.
+  const bool async = a.fast.valid() || b.fast.valid();
+  auto commit = [&] {
+    if (async) kb.cp_async_commit_group();
+  };
   Value steps = ((p.k / bk) + kb.select((p.k % bk) != 0u, kb.u32(1), kb.u32(0))).named("steps");
   for (unsigned s = 0; s + 1 < c.stages; ++s) {
     kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { stage(kb.u32(s), kb.u32(s)); }, "prologue");
-    kb.cp_async_commit_group();
+    commit();
   }
   std::vector<Value> init(mi * ni, accZero);
   init.push_back(kb.u32(0, "read_stage"));
@@ -280,11 +291,11 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
       kb.u32(0), steps, kb.u32(1), init,
       [&](Value kt, std::span<Value> carried) {
         Value rs = carried[mi * ni], ws = carried[mi * ni + 1];
-        kb.cp_async_wait_group(c.stages - 2);
+        if (async) kb.cp_async_wait_group(c.stages - 2);
         kb.bar_sync();
         Value next = (kt + (c.stages - 1)).named("next");
         kb.if_then((next < steps).named("has_next"), [&] { stage(next, ws); }, "issue");
-        kb.cp_async_commit_group();
+        commit();
         std::vector<Value> acc(carried.begin(), carried.begin() + mi * ni);
         Value offA = (rs * a.stageBytes()).named("read_a"), offB = (rs * b.stageBytes()).named("read_b");
         for (unsigned ks = 0; ks < kRowBytes / kStepBytes; ++ks) {
@@ -307,7 +318,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
         return acc;
       },
       {.label = "ksteps", .iv = "kt"});
-  kb.cp_async_wait_all();
+  if (async) kb.cp_async_wait_all();
 
   // Accumulator element 2h + cc of mma tile (i, j) is row g + 8h, column 2t + cc of the tile.
   Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");

@@ -220,6 +220,16 @@ constexpr Variant kS8RC{"s8_rc", false, true, false, false, Act::None, In::S8, O
 constexpr Variant kS8RR{"s8_rr_bias_relu_res", false, false, true, true, Act::Relu, In::S8, Out::S32};
 constexpr Variant kU8CC{"u8_cc", true, true, false, false, Act::None, In::U8, Out::S32};
 constexpr Variant kU8RC{"u8_rc", false, true, false, false, Act::None, In::U8, Out::S32};
+// The remaining layouts of each type; "w4": blocks of 4 warps.
+constexpr Variant kTf32RCw4{"tf32_rc_w4", false, true, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kTf32CR{"tf32_cr", true, false, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kBf16RCw4{"bf16_rc_w4", false, true, false, false, Act::None, In::BF16, Out::F32};
+constexpr Variant kF16RRw4{"f16_rr_w4", false, false, false, false, Act::None, In::F16, Out::F16};
+constexpr Variant kF16CC{"f16_cc", true, true, false, false, Act::None, In::F16, Out::F16};
+constexpr Variant kS8CR{"s8_cr", true, false, false, false, Act::None, In::S8, Out::S32};
+constexpr Variant kS8CCw4{"s8_cc_w4", true, true, false, false, Act::None, In::S8, Out::S32};
+constexpr Variant kU8RR{"u8_rr", false, false, false, false, Act::None, In::U8, Out::S32};
+constexpr Variant kU8CR{"u8_cr_bias_relu_res", true, false, true, true, Act::Relu, In::U8, Out::S32};
 
 void checkPaths(Runner& r, std::mt19937& rng, const Variant& v, float alpha = 1.0f, float beta = 0.0f) {
   for (const Problem& p : kOdd) {
@@ -232,19 +242,20 @@ void checkPaths(Runner& r, std::mt19937& rng, const Variant& v, float alpha = 1.
 
 LIBRARY_TEST("gemm tf32 layouts and paths", gemmTf32) {
   std::mt19937 rng(seed());
-  for (const Variant* v : {&kTf32RR, &kTf32CC}) checkPaths(r, rng, *v);
+  for (const Variant* v : {&kTf32RR, &kTf32CC, &kTf32RCw4, &kTf32CR}) checkPaths(r, rng, *v);
 }
 
 LIBRARY_TEST("gemm bf16 and f16 layouts, paths and epilogues", gemmBf16) {
   std::mt19937 rng(seed());
-  for (const Variant* v : {&kBf16RR, &kBf16RC, &kBf16CR}) checkPaths(r, rng, *v);
+  for (const Variant* v : {&kBf16RR, &kBf16RC, &kBf16CR, &kBf16RCw4, &kF16RRw4, &kF16CC}) checkPaths(r, rng, *v);
   for (const Variant* v : {&kBf16CC, &kF16RC, &kF16CR}) checkPaths(r, rng, *v, -1.25f, 0.75f);
 }
 
 LIBRARY_TEST("gemm s8 and u8 layouts, paths and epilogues", gemmInt8) {
   std::mt19937 rng(seed());
-  for (const Variant* v : {&kS8RC, &kU8CC, &kU8RC}) checkPaths(r, rng, *v);
+  for (const Variant* v : {&kS8RC, &kU8CC, &kU8RC, &kS8CR, &kS8CCw4, &kU8RR}) checkPaths(r, rng, *v);
   checkPaths(r, rng, kS8RR, 3.0f, -2.0f);
+  checkPaths(r, rng, kU8CR, -1.0f, 1.0f);
 }
 
 LIBRARY_TEST("gemm tensor cores: batches, padding and k = 0", gemmTcBatched) {
