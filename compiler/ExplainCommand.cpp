@@ -38,6 +38,7 @@ struct KernelReport {
   std::string blockAttr;  // "reqntid" (exact) or "maxntid" (an upper bound)
   ir::Dim3 block;
   passes::RegisterAssignment regs;
+  std::optional<unsigned> minnctapersm, maxnreg, registerLimit;  // the kernel's hints and the limit they set
   unsigned staticShared = 0;
   bool hasDynamic = false;
   std::optional<Occupancy> occupancy, ptxasOccupancy;
@@ -106,6 +107,13 @@ std::string textReport(const std::vector<KernelReport>& reports, const std::stri
              " threads (" + r.blockAttr + " " + dims(r.block) + ")\n";
     out += "  registers: " + std::to_string(r.regs.predicted) +
            " per thread predicted (32-bit registers live at the peak, in IR order)\n";
+    if (r.registerLimit) {
+      std::string hints;
+      if (r.minnctapersm)
+        hints = "minnctapersm " + std::to_string(*r.minnctapersm) + " x " + std::to_string(r.threads) + " threads";
+      if (r.maxnreg) hints += (hints.empty() ? "" : ", ") + std::string("maxnreg ") + std::to_string(*r.maxnreg);
+      out += "  register limit: " + std::to_string(*r.registerLimit) + " per thread (" + hints + ")\n";
+    }
     out += "  peak live values by class (constants included):";
     for (size_t c = 0; c < ptx::kRegClasses; ++c)
       out += (c ? ", " : " ") + std::string(ptx::regClassName(ptx::RegClass(c))) + " " +
@@ -163,7 +171,9 @@ std::string jsonReport(const std::vector<KernelReport>& reports, const std::stri
     for (size_t c = 0; c < ptx::kRegClasses; ++c)
       out += (c ? ", " : "") + jsonString(ptx::regClassName(ptx::RegClass(c))) + ": " +
              std::to_string(r.regs.peak[c]);
-    out += "}},\n";
+    out += "}, \"limit\": " + (r.registerLimit ? std::to_string(*r.registerLimit) : std::string("null")) +
+           ", \"minnctapersm\": " + (r.minnctapersm ? std::to_string(*r.minnctapersm) : std::string("null")) +
+           ", \"maxnreg\": " + (r.maxnreg ? std::to_string(*r.maxnreg) : std::string("null")) + "},\n";
     std::string dynamic = !r.hasDynamic ? "0" : o.dynShared >= 0 ? std::to_string(o.dynShared) : "null";
     out += "      \"shared\": {\"static\": " + std::to_string(r.staticShared) + ", \"dynamic\": " + dynamic + "},\n";
     out += "      \"occupancy\": " + jsonOccupancy(r.occupancy) + ",\n";
@@ -254,8 +264,12 @@ int runExplain(const ExplainOptions& o) {
       r.block = k.reqntid ? *k.reqntid : *k.maxntid;
       r.threads = r.block.total();
     }
+    r.minnctapersm = k.minnctapersm;
+    r.maxnreg = k.maxnreg;
+    r.registerLimit = passes::registerLimit(limits, k);
     unsigned dynamic = r.hasDynamic ? dynamicBytes(o) : 0;
-    if (r.threads) r.occupancy = passes::estimateOccupancy(limits, r.threads, r.regs.predicted, r.staticShared + dynamic);
+    unsigned registers = r.registerLimit ? std::min(r.regs.predicted, *r.registerLimit) : r.regs.predicted;
+    if (r.threads) r.occupancy = passes::estimateOccupancy(limits, r.threads, registers, r.staticShared + dynamic);
 
     // Emitted whether or not ptxas runs: a kernel without PTX is an input error either way.
     if (!compiled.ptx) {

@@ -285,7 +285,8 @@ class Loader {
   }
 
   void loadKernel(const toml::table& t, Spec& spec) {
-    static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills"};
+    static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills",
+                                                 "minnctapersm", "maxnreg"};
     checkKeys(t, kKeys, "in [[kernel]]");
     KernelSpec k;
     k.loc = locOf(t.source());
@@ -301,6 +302,11 @@ class Loader {
       return;
     }
     if (const toml::node* n = typed(t, "allow_spills", toml::node_type::boolean)) k.allowSpills = **n->as_boolean();
+    if (const toml::node* n = typed(t, "minnctapersm", toml::node_type::integer)) {
+      k.minnctapersmLoc = locOf(n->source());
+      k.minnctapersm = hint(*n, "minnctapersm", 32, "blocks per SM");
+    }
+    if (const toml::node* n = typed(t, "maxnreg", toml::node_type::integer)) k.maxnreg = hint(*n, "maxnreg", 255, "registers per thread");
 
     if (t.get("template")) {
       static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared"};
@@ -361,6 +367,13 @@ class Loader {
         return;
       }
     spec.kernels.push_back(std::move(k));
+  }
+
+  std::optional<unsigned> hint(const toml::node& n, std::string_view key, int64_t max, const char* what) {
+    int64_t v = **n.as_integer();
+    if (v >= 1 && v <= max) return static_cast<unsigned>(v);
+    error(locOf(n.source()), q(key) + " must be between 1 and " + std::to_string(max) + " " + what + ", not " + std::to_string(v));
+    return std::nullopt;
   }
 
   void loadOptions(const toml::table& opts, KernelSpec& k) {
@@ -523,6 +536,15 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   }
   ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;
+  if (k.maxnreg) kernel.maxnreg = k.maxnreg;
+  if (k.minnctapersm) {
+    if (!kernel.reqntid && !kernel.maxntid) {
+      error(k.minnctapersmLoc, "minnctapersm needs a block size the kernel states (reqntid or maxntid); kernel " +
+                                   q(k.name) + " has neither");
+      return std::nullopt;
+    }
+    kernel.minnctapersm = k.minnctapersm;
+  }
   inst.params = signatureOf(kernel);
   if (inst.params.size() > bundle::kMaxParams) {
     error(k.nameLoc, "kernel " + q(k.name) + " has " + std::to_string(inst.params.size()) +

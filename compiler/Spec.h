@@ -33,6 +33,9 @@ struct KernelSpec {
   ir::SourceLoc loc;      // the [[kernel]] entry
   ir::SourceLoc nameLoc;  // where the name comes from (name, template or kernel key)
   bool allowSpills = false;
+  // ptxas hints that override the kernel's own (docs/specs.md); checked for range when loaded.
+  std::optional<unsigned> minnctapersm, maxnreg;
+  ir::SourceLoc minnctapersmLoc;
 
   // template = "..."
   const kernels::Template* tmpl = nullptr;

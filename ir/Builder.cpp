@@ -129,6 +129,8 @@ SharedArray KernelBuilder::shared_dynamic(std::string_view name, Type elem, unsi
 
 void KernelBuilder::reqntid(unsigned x, unsigned y, unsigned z) { kernel().reqntid = Dim3{x, y, z}; }
 void KernelBuilder::maxntid(unsigned x, unsigned y, unsigned z) { kernel().maxntid = Dim3{x, y, z}; }
+void KernelBuilder::minnctapersm(unsigned blocks) { kernel().minnctapersm = blocks; }
+void KernelBuilder::maxnreg(unsigned registers) { kernel().maxnreg = registers; }
 
 std::string KernelBuilder::freshLabel(std::string_view label, std::initializer_list<std::string_view> suffixes) {
   for (unsigned n = 1;; ++n) {

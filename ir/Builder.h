@@ -167,6 +167,10 @@ class KernelBuilder {
   SharedArray shared_dynamic(std::string_view name, Type elem, unsigned align = 0, Here loc = Here::current());
   void reqntid(unsigned x, unsigned y = 1, unsigned z = 1);
   void maxntid(unsigned x, unsigned y = 1, unsigned z = 1);
+  // ptxas hints: keep `blocks` blocks resident per SM (needs reqntid or maxntid; caps the
+  // registers per thread), or cap the registers per thread directly.
+  void minnctapersm(unsigned blocks);
+  void maxnreg(unsigned registers);
 
   // ---- blocks and the insertion point -------------------------------------------------------
   // A new, empty block; the name is made unique by appending a number when taken.

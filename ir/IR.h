@@ -97,6 +97,10 @@ struct Kernel {
   std::vector<SharedDecl> shared;
   std::optional<Dim3> reqntid;
   std::optional<Dim3> maxntid;
+  // Hints to ptxas (PTX .minnctapersm / .maxnreg): at least this many blocks resident per SM,
+  // which caps the registers per thread; at most this many registers per thread.
+  std::optional<unsigned> minnctapersm;
+  std::optional<unsigned> maxnreg;
   std::vector<Block> blocks;  // layout order; blocks[0] is the entry block
   std::vector<Inst> insts;    // pool, addressed by InstId (removed insts just leave blocks)
   std::vector<ValueInfo> values;

@@ -300,6 +300,14 @@ class Parser {
     return {v[0], v[1], v[2]};
   }
 
+  // '(' INT ')' of minnctapersm / maxnreg; the verifier checks the range.
+  unsigned parseCount(const char* what) {
+    expect(Tok::LParen, "'('");
+    auto v = static_cast<unsigned>(parseUInt(take(), 1u << 20, what));
+    expect(Tok::RParen, "')'");
+    return v;
+  }
+
   void parseKernel() {
     Token kw = take();
     Token name = expect(Tok::Symbol, "kernel name (@name)");
@@ -342,8 +350,15 @@ class Parser {
       } else if (a.text == "maxntid") {
         if (k_->maxntid) fail(a, "duplicate maxntid");
         k_->maxntid = parseDim();
+      } else if (a.text == "minnctapersm") {
+        if (k_->minnctapersm) fail(a, "duplicate minnctapersm");
+        k_->minnctapersm = parseCount("block count");
+      } else if (a.text == "maxnreg") {
+        if (k_->maxnreg) fail(a, "duplicate maxnreg");
+        k_->maxnreg = parseCount("register count");
       } else {
-        fail(a, "unknown kernel attribute '" + std::string(a.text) + "' (expected reqntid or maxntid)");
+        fail(a, "unknown kernel attribute '" + std::string(a.text) +
+                    "' (expected reqntid, maxntid, minnctapersm or maxnreg)");
       }
     }
     expect(Tok::LBrace, "'{'");

@@ -186,6 +186,8 @@ std::string print(const Module& m, const Kernel& k) {
   out += ")";
   if (k.reqntid) out += " reqntid(" + dimText(*k.reqntid) + ")";
   if (k.maxntid) out += " maxntid(" + dimText(*k.maxntid) + ")";
+  if (k.minnctapersm) out += " minnctapersm(" + std::to_string(*k.minnctapersm) + ")";
+  if (k.maxnreg) out += " maxnreg(" + std::to_string(*k.maxnreg) + ")";
   out += " {\n";
   for (const SharedDecl& s : k.shared) {
     out += "  shared @" + s.name + ": " + typeName(s.elem) + "[";

@@ -38,7 +38,8 @@
 //     to reach its minimums; the module's PTX ISA is at least the first that supports its sm
 //     (checked once per module by verify()).
 //  8. Kernel attributes: reqntid/maxntid have x, y <= 1024, z <= 64 and at most 1024 threads in
-//     total; reqntid fits maxntid in every dimension; at most one dynamic shared array; shared
+//     total; reqntid fits maxntid in every dimension; minnctapersm is 1..32 and comes with reqntid
+//     or maxntid (ptxas ignores it without one); maxnreg is 1..255; at most one dynamic shared array; shared
 //     alignment >= element size; parameter alignments are powers of two and only on pointers.
 //  9. Special ops: vote.sync.ballot yields b32 and all/any/uni yield pred; shfl.sync is 32-bit;
 //     cvt's S is a scalar integer/bits/float type and differs from T, except for a float cvt that
@@ -224,6 +225,14 @@ void KernelVerifier::checkAttributes() {
         error(k_.loc, std::string("reqntid ") + "xyz"[i] + " = " + std::to_string(req[i]) + " exceeds maxntid " +
                           "xyz"[i] + " = " + std::to_string(max[i]));
   }
+  if (k_.minnctapersm) {
+    if (*k_.minnctapersm < 1 || *k_.minnctapersm > 32)
+      error(k_.loc, "minnctapersm(" + std::to_string(*k_.minnctapersm) + ") must be between 1 and 32 blocks per SM");
+    if (!k_.reqntid && !k_.maxntid)
+      error(k_.loc, "minnctapersm needs reqntid or maxntid: the register limit it implies depends on the block size");
+  }
+  if (k_.maxnreg && (*k_.maxnreg < 1 || *k_.maxnreg > 255))
+    error(k_.loc, "maxnreg(" + std::to_string(*k_.maxnreg) + ") must be between 1 and 255 registers per thread");
   for (const KernelParam& p : k_.params) {
     if (!p.align || !validValue(p.value)) continue;
     if (!std::has_single_bit(p.align))

@@ -55,6 +55,18 @@ Occupancy estimateOccupancy(const TargetLimits& lim, unsigned threads, unsigned 
   return o;
 }
 
+std::optional<unsigned> registerLimit(const TargetLimits& lim, const ir::Kernel& k) {
+  std::optional<unsigned> limit;
+  if (k.maxnreg) limit = std::min(*k.maxnreg, lim.regsPerThread);
+  const std::optional<ir::Dim3>& block = k.reqntid ? k.reqntid : k.maxntid;
+  if (k.minnctapersm && *k.minnctapersm && block) {
+    unsigned threads = (block->total() + 31) / 32 * 32;
+    unsigned perThread = std::min(lim.regsPerSM / (*k.minnctapersm * threads) / 8 * 8, lim.regsPerThread);
+    limit = std::min(limit.value_or(perThread), perThread);
+  }
+  return limit;
+}
+
 std::string kbText(unsigned bytes) {
   if (bytes % 1024 == 0) return std::to_string(bytes / 1024) + " KB";
   return std::to_string(bytes) + " bytes";

@@ -1,6 +1,7 @@
 // Per-target resource limits and the occupancy estimate used by tile-validation and `truenoc explain`.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 
@@ -41,6 +42,11 @@ struct Occupancy {
   const char* limitedBy = "";
 };
 Occupancy estimateOccupancy(const TargetLimits& lim, unsigned threads, unsigned registers, unsigned sharedBytes);
+
+// The registers per thread that k's hints leave ptxas on a target: its maxnreg, and what
+// minnctapersm resident blocks of its block size (reqntid or maxntid) leave of the SM's register
+// file, allocated in units of 8 per thread. nullopt when k has neither hint.
+std::optional<unsigned> registerLimit(const TargetLimits& lim, const ir::Kernel& k);
 
 // The bytes of k's static shared arrays, laid out in declaration order with their alignment (as
 // tile-validation lays them out), saturated at UINT32_MAX.

@@ -139,7 +139,24 @@ class Validator {
                         sharedText + ", about " + std::to_string(ra.predicted) + " registers per thread");
       return;
     }
-    Occupancy occ = estimateOccupancy(limits_, threads, ra.predicted, shared);
+    // ptxas fits the kernel into its register limit (minnctapersm/maxnreg) or spills; build
+    // checks the spills, so a prediction over the limit is only a remark.
+    std::optional<unsigned> limit = registerLimit(limits_, k_);
+    unsigned registers = limit ? std::min(ra.predicted, *limit) : ra.predicted;
+    if (limit && ra.predicted > *limit && ctx_.options.remarks)
+      ctx_.report(ir::Severity::Note, k_.loc,
+                  "kernel @" + k_.name + " on " + target_ + ": about " + std::to_string(ra.predicted) +
+                      " registers per thread live at the peak (in IR order), over its limit of " +
+                      std::to_string(*limit) + " (" + limitText() + "): ptxas must reorder it into " +
+                      std::to_string(*limit) + " or spill");
+    Occupancy occ = estimateOccupancy(limits_, threads, registers, shared);
+    if (k_.minnctapersm && occ.blocks < *k_.minnctapersm) {
+      ctx_.report(ir::Severity::Warning, k_.loc,
+                  "kernel @" + k_.name + " asks for minnctapersm(" + std::to_string(*k_.minnctapersm) +
+                      "), but at most " + std::to_string(occ.blocks) + " blocks of " + std::to_string(threads) +
+                      " threads fit an SM of " + target_ + " (limited by " + occ.limitedBy + ", " + sharedText + ")");
+      return;
+    }
     if (occ.byRegisters == 0) {
       unsigned cap = limits_.regsPerSM / ((threads + 31) / 32 * 32) / 8 * 8;
       ctx_.report(ir::Severity::Warning, k_.loc,
@@ -155,12 +172,20 @@ class Validator {
     std::string numbers = "estimated occupancy " + std::to_string(pct) + "% on " + target_ + " (" +
                           std::to_string(activeWarps) + " of " + std::to_string(limits_.maxWarpsPerSM) +
                           " warps per SM: " + std::to_string(occ.blocks) + " blocks of " + std::to_string(threads) +
-                          " threads), limited by " + occ.limitedBy + "; about " + std::to_string(ra.predicted) +
-                          " registers per thread, " + sharedText;
+                          " threads), limited by " + occ.limitedBy + "; about " + std::to_string(registers) +
+                          " registers per thread" + (limit ? " (" + limitText() + ": at most " + std::to_string(*limit) + ")" : "") +
+                          ", " + sharedText;
     if (pct < 25)
       ctx_.report(ir::Severity::Warning, k_.loc, "kernel @" + k_.name + ": low " + numbers);
     else if (ctx_.options.remarks)
       ctx_.report(ir::Severity::Note, k_.loc, "kernel @" + k_.name + ": " + numbers);
+  }
+
+  std::string limitText() const {
+    std::string s;
+    if (k_.minnctapersm) s = "minnctapersm(" + std::to_string(*k_.minnctapersm) + ")";
+    if (k_.maxnreg) s += (s.empty() ? "" : ", ") + std::string("maxnreg(") + std::to_string(*k_.maxnreg) + ")";
+    return s;
   }
 
   void checkAlignment() {

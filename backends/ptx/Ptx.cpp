@@ -344,6 +344,8 @@ bool KernelEmitter::run(std::string& out) {
   };
   if (k_.reqntid) out += ".reqntid " + dims(*k_.reqntid);
   if (k_.maxntid) out += ".maxntid " + dims(*k_.maxntid);
+  if (k_.minnctapersm) out += ".minnctapersm " + std::to_string(*k_.minnctapersm) + "\n";
+  if (k_.maxnreg) out += ".maxnreg " + std::to_string(*k_.maxnreg) + "\n";
   out += "{\n" + regDecls();
   for (size_t i = 0; i < k_.shared.size(); ++i) {
     const ir::SharedDecl& s = k_.shared[i];
