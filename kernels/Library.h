@@ -112,5 +112,6 @@ void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
 void addRope(std::vector<Template>& out);
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
+void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge
 
 }  // namespace tn::kernels::lib

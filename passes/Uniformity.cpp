@@ -195,8 +195,15 @@ class Solver {
     if (!in.result || d_.value[in.result.index]) return;
     ValueId why;
     if (isSource(in)) why = in.result;
-    for (ValueId o : in.operands)
+    // shfl.idx from a warp-uniform lane over the whole warp (a constant clamp operand without
+    // segment bits) hands every lane the same value: a broadcast, warp-uniform whatever the value
+    // shuffled (isSource has checked the lane).
+    std::optional<uint64_t> clamp = in.operands.size() > 2 ? constBits(k_, in.operands[2]) : std::nullopt;
+    const bool broadcast = in.op == Op::ShflSync && !isSource(in) && clamp && (*clamp & 0x1F00u) == 0;
+    for (size_t i = broadcast ? 1 : 0; i < in.operands.size(); ++i) {
+      ValueId o = in.operands[i];
       if (!why.valid() && d_.value[o.index]) why = d_.origin[o.index];
+    }
     // The evaluator sees data only: it can clear data divergence, not a loop-exit taint.
     bool tainted = taint_[id.index].valid();
     if (!why.valid() && tainted) why = taint_[id.index];

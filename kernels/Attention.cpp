@@ -1,0 +1,370 @@
+// attention_decode, attention_decode_merge (docs/kernels.md): decode attention of one new query
+// token per sequence against a KV cache, split along the sequence (flash-decoding).
+//
+// attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
+// min((s + 1) * split_len, length)) of sequence b's cache once for all `group` query heads that
+// share kv head h (grouped-query attention). Its 4 warps take every 4th position, 2 positions per
+// step (1 at group * head_dim = 1024) with all their loads issued first; each lane owns head_dim / 32 consecutive elements of q,
+// k, v and the accumulators. Scores are dot products finished by a warp butterfly, kept in the
+// log2 domain (q is pre-scaled by scale * log2 e), and folded in by online softmax: a running max
+// m, sum l and accumulator per query head, rescaled when m grows. The warps' states merge
+// through shared memory, and the split writes its normalized output and log2-sum-exp to the
+// workspace. attention_decode_merge combines a sequence's splits: one warp per (sequence, query
+// head).
+//
+// Special values: an empty split (or a zero-length sequence) has log2-sum-exp -inf and weight 0;
+// a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
+// a NaN anywhere in a head's scores or values makes that head's output NaN.
+#include <limits>
+#include <string>
+
+#include "kernels/Library.h"
+
+namespace tn::kernels::lib {
+
+namespace {
+
+using ir::Mod;
+using ir::SharedArray;
+using ir::Type;
+
+constexpr unsigned kWarps = 4;
+constexpr unsigned kBlock = 32 * kWarps;
+// Positions per warp per step: 2, or 1 at the largest group * head_dim, whose registers go to
+// the accumulators.
+unsigned unrollOf(unsigned group, unsigned dim) { return group * dim >= 1024 ? 1 : 2; }
+// group * head_dim: the accumulators and pre-scaled q of a lane are 2 * group * head_dim / 32
+// registers; 1024 keeps them at 64.
+constexpr unsigned kMaxGroupDim = 1024;
+
+struct Config {
+  Storage s;
+  unsigned dim, group;
+  unsigned perLane() const { return dim / 32; }
+};
+
+Config configOf(const Options& o) {
+  const unsigned group = o.all().count("group") ? static_cast<unsigned>(o.integer("group")) : 1;  // merge: none
+  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), group};
+}
+
+// p with its low bits cleared to a multiple of `bytes` (a power of two): the same address once a
+// run-time test has shown it aligned, and one tile-validation can prove aligned.
+Value assumeAligned(KernelBuilder& kb, Value p, unsigned bytes) {
+  return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{bytes - 1}, kGlobalPtr, "aligned");
+}
+
+// head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
+// spec entry otherwise.
+bool checkConfig(const Config& c, bool withGroup, ir::Diagnostics& diags) {
+  std::string why;
+  if (c.dim != 64 && c.dim != 128 && c.dim != 256)
+    why = "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim);
+  else if (withGroup && c.group * c.dim > kMaxGroupDim)
+    why = "group * head_dim is at most " + std::to_string(kMaxGroupDim) + " (here " + std::to_string(c.group) + " * " +
+          std::to_string(c.dim) + ")";
+  if (!why.empty()) diags.report(ir::Severity::Error, "", {}, why);
+  return why.empty();
+}
+
+Value negInf(KernelBuilder& kb) { return kb.f32(-std::numeric_limits<float>::infinity(), "neg_inf"); }
+
+// The reference for exponents: m, or 0 while m is -inf, so that -inf - -inf never makes a NaN.
+Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
+
+// The lane's perLane consecutive elements at p (element 0 of its slice) as f32: one vector load
+// when `vec` (p aligned to the slice's bytes, at most 16 per load), else element by element.
+std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool vec, std::string_view name) {
+  std::vector<Value> out;
+  const unsigned n = c.perLane(), bytes = bytesOf(c.s);
+  if (!vec) {
+    for (unsigned i = 0; i < n; ++i)
+      out.push_back(loadF32(kb, i == 0 ? p : kb.ptradd(p, kb.u64(i * bytes)), c.s, true, name));
+    return out;
+  }
+  // Pieces of up to 16 bytes, as u32 words (two bf16/f16 each) or f32.
+  const unsigned total = n * bytes, piece = std::min(total, 16u), words = piece / 4;
+  for (unsigned at = 0; at < total; at += piece) {
+    Value q = at == 0 ? p : kb.ptradd(p, kb.u64(at));
+    Type t = Type::of(c.s == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, words);
+    Value v = kb.load(q, t, {Mod::NcMod}, name);
+    for (unsigned w = 0; w < words; ++w) {
+      Value e = words == 1 ? v : kb.extract(v, w);
+      if (c.s == Storage::F32) {
+        out.push_back(e);
+      } else if (c.s == Storage::BF16) {  // bf16 widens exactly: its bits are the high half
+        out.push_back(kb.bitcast(e << 16u, Type::f32()));
+        out.push_back(kb.bitcast(e & 0xFFFF0000u, Type::f32()));
+      } else {
+        for (Value half : {e, e >> 16u})
+          out.push_back(kb.cvt(kb.bitcast(kb.cvt(half, Type::of(ir::Scalar::U16)), Type::of(ir::Scalar::F16)), Type::f32()));
+      }
+    }
+  }
+  return out;
+}
+
+// One query head's online-softmax state in a lane: max, sum, and the lane's accumulators.
+struct State {
+  Value m, l;
+  std::vector<Value> acc;
+};
+
+std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) {
+  const Config c = configOf(o);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "attention_decode");
+  if (!checkConfig(c, true, diags)) return std::nullopt;
+  Value q = kb.param(kGlobalPtr, "q");
+  Value kc = kb.param(kGlobalPtr, "k_cache");
+  Value vc = kb.param(kGlobalPtr, "v_cache");
+  Value offsets = kb.param(kGlobalPtr, "offsets");
+  Value lengths = kb.param(kGlobalPtr, "lengths");
+  Value partial = kb.param(kGlobalPtr, "partial");
+  Value stats = kb.param(kGlobalPtr, "stats");
+  kb.param(Type::u32(), "batch");  // the grid's z extent
+  Value kvHeads = kb.param(Type::u32(), "kv_heads");
+  Value splits = kb.param(Type::u32(), "splits");
+  Value splitLen = kb.param(Type::u32(), "split_len");
+  Value scale = kb.param(Type::f32(), "scale");
+  kb.reqntid(kBlock);
+  // Four blocks (16 warps) per SM, up to 128 registers a thread: ptxas's own choice for this
+  // block size (64) spills the largest groups.
+  kb.minnctapersm(4);
+  const unsigned n = c.perLane(), bytes = bytesOf(c.s), G = c.group, unroll = unrollOf(G, c.dim);
+  SharedArray shM = kb.shared("warp_m", Type::f32(), kWarps * G);
+  SharedArray shL = kb.shared("warp_l", Type::f32(), kWarps * G);
+  SharedArray shAcc = kb.shared("warp_acc", Type::f32(), kWarps * G * c.dim, 16);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  Value h = kb.ctaid(Mod::X, "kv_head"), split = kb.ctaid(Mod::Y, "split"), b = kb.ctaid(Mod::Z, "seq");
+  // Every lane loads the same word; lane 0's copy, shuffled, is visibly the same in the whole
+  // warp (uniformity analysis), which the warp's collectives inside the loop it bounds need.
+  auto uniformLoad = [&](Value p, std::string_view name) {
+    return kb.shfl(Mod::Idx, kb.load(p, Type::u32(), {Mod::NcMod}), 0, name);
+  };
+  Value len = uniformLoad(kb.index(lengths, b, 4), "len");
+  Value first = uniformLoad(kb.index(offsets, b, 4), "first_row");
+  Value t0 = (split * splitLen).named("t0");
+  Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
+  Value qHeads = (kvHeads * G).named("q_heads");
+  Value laneOff = (lane * n).named("lane_elem");
+  // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain.
+  Value qScale = (scale * kLog2e).named("q_scale");
+  std::vector<std::vector<Value>> qv;
+  // Every slice starts at a multiple of its size from its tensor's base (rows are head_dim
+  // elements), so aligned bases make every slice load aligned.
+  const unsigned sliceAlign = std::min(n * bytes, 16u);
+  Value vec = allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
+  // The head's slice of cache row `row`.
+  auto rowPtr = [&](Value cache, Value row) {
+    Value elem = ((kb.mul_wide(row, kvHeads) + kb.cvt(h, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
+    return kb.index(cache, elem.named("elem"), bytes, "slice");
+  };
+  auto run = [&](bool vectors) {
+    // On the vector path the bases are known aligned: clearing their low bits says so to
+    // tile-validation and changes nothing.
+    Value qb = vectors ? assumeAligned(kb, q, sliceAlign) : q;
+    Value kb0 = vectors ? assumeAligned(kb, kc, sliceAlign) : kc;
+    Value vb0 = vectors ? assumeAligned(kb, vc, sliceAlign) : vc;
+    std::vector<std::vector<Value>> qs;
+    for (unsigned g = 0; g < G; ++g) {
+      Value qh = (h * G + g).named("q_head");
+      Value elem = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
+      std::vector<Value> s = loadSlice(kb, kb.index(qb, elem.named("q_elem"), bytes, "q_slice"), c, vectors, "q");
+      for (Value& x : s) x = x * qScale;
+      qs.push_back(s);
+    }
+    // Carried: per head m, l, then the lane's accumulators.
+    std::vector<Value> init;
+    for (unsigned g = 0; g < G; ++g) {
+      init.push_back(negInf(kb));
+      init.push_back(kb.f32(0.0f));
+      for (unsigned i = 0; i < n; ++i) init.push_back(kb.f32(0.0f));
+    }
+    const unsigned per = 2 + n;
+    return kb.for_range(
+        (t0 + warp).named("t_start"), t1, kb.u32(kWarps * unroll), init,
+        [&](Value t, std::span<Value> carried) {
+          // Positions t and t + 4 (when inside the split): every load first.
+          std::vector<Value> valid, ks, vs;
+          std::vector<std::vector<Value>> kv, vv;
+          for (unsigned u = 0; u < unroll; ++u) {
+            Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
+            Value in = u == 0 ? kb.pred(true) : (tu < t1).named("in_split");
+            Value row = (first + kb.select(in, tu, t)).named("row");
+            valid.push_back(in);
+            kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
+            vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
+          }
+          std::vector<Value> next(carried.begin(), carried.end());
+          for (unsigned u = 0; u < unroll; ++u)
+            for (unsigned g = 0; g < G; ++g) {
+              Value dot = kb.f32(0.0f);
+              for (unsigned i = 0; i < n; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
+              Value score = kb.select(valid[u], kb.warp_reduce_sum(dot, "score"), negInf(kb), "score");
+              Value& mg = next[g * per];
+              Value& lg = next[g * per + 1];
+              Value mNew = kb.max(mg, score, "m");
+              Value ref = refOf(kb, mNew);
+              Value corr = kb.ex2(mg - ref, "corr"), p = kb.ex2(score - ref, "p");
+              lg = kb.fma(lg, corr, p, "l");
+              for (unsigned i = 0; i < n; ++i) {
+                Value& a = next[g * per + 2 + i];
+                a = kb.fma(p, vv[u][i], a * corr, "acc");
+              }
+              mg = mNew;
+            }
+          return next;
+        },
+        {.label = "positions", .iv = "t"});
+  };
+  std::vector<Value> st = kb.if_else(vec, [&] { return run(true); }, [&] { return run(false); }, {.label = "path"});
+
+  // The warps' states through shared memory; then the block's threads write the group's outputs,
+  // element e = tid + 128 j being element d = l * n + i of head g for l = e % 32, i = e / 32 % n,
+  // g = e / (32 n): consecutive threads read consecutive words.
+  const unsigned per = 2 + n;
+  Value accBase = kb.shared_addr(shAcc, "acc_base");
+  for (unsigned g = 0; g < G; ++g) {
+    kb.if_then((lane == 0u).named("lane0"), [&] {
+      kb.store(kb.index(kb.shared_addr(shM), (warp * G + g).named("slot"), 4), st[g * per]);
+      kb.store(kb.index(kb.shared_addr(shL), (warp * G + g).named("slot"), 4), st[g * per + 1]);
+    }, "state");
+    // Element i of lane l at i * 32 + l: the stores of a warp fall in 32 banks.
+    Value at = ((warp * G + g) * c.dim + lane).named("acc_slot");
+    for (unsigned i = 0; i < n; ++i) kb.store(kb.index(accBase, at + i * 32, 4), st[g * per + 2 + i]);
+  }
+  kb.bar_sync();
+  for (unsigned j = 0; j * kBlock < G * c.dim; ++j) {
+    Value e = (tid + j * kBlock).named("out_elem");
+    kb.if_then((e < G * c.dim).named("has_elem"), [&] {
+      Value ln = (e & 31u).named("l"), i = ((e >> 5u) % n).named("i"), g = (e / (32 * n)).named("g");
+      Value d = (ln * n + i).named("d");
+      std::vector<Value> ms, ls, as;
+      for (unsigned w = 0; w < kWarps; ++w) {
+        Value slot = (g + w * G).named("slot");
+        ms.push_back(kb.load(kb.index(kb.shared_addr(shM), slot, 4), Type::f32(), "wm"));
+        ls.push_back(kb.load(kb.index(kb.shared_addr(shL), slot, 4), Type::f32(), "wl"));
+        as.push_back(kb.load(kb.index(accBase, (slot * c.dim + i * 32u + ln).named("acc_slot"), 4), Type::f32(), "wa"));
+      }
+      Value mAll = ms[0];
+      for (unsigned w = 1; w < kWarps; ++w) mAll = kb.max(mAll, ms[w], "m_all");
+      Value ref = refOf(kb, mAll);
+      Value l = kb.f32(0.0f), a = kb.f32(0.0f);
+      for (unsigned w = 0; w < kWarps; ++w) {
+        Value f = kb.ex2(ms[w] - ref, "f");
+        l = kb.fma(ls[w], f, l, "l_all");
+        a = kb.fma(as[w], f, a, "acc_all");
+      }
+      // An empty split: l = 0, output 0 and log2-sum-exp -inf (lg2 of 0).
+      Value out = kb.select(l > 0.0f, a * rcpApprox(kb, l), kb.f32(0.0f), "o_split");
+      Value qh = (h * G + g).named("q_head");
+      Value slotRow = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(splits, Type::u64()) +
+                       kb.cvt(split, Type::u64()))
+                          .named("split_row");
+      kb.store(kb.index(partial, (slotRow * c.dim + kb.cvt(d, Type::u64())).named("p_elem"), 4), out);
+      kb.if_then((d == 0u).named("d0"), [&] { kb.store(kb.index(stats, slotRow, 4), ref + kb.lg2(l, "log_l")); },
+                 "lse");
+    }, "out");
+  }
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
+  const Config c = configOf(o);
+  ir::Module m = newModule();
+  if (!checkConfig(c, false, diags)) return std::nullopt;
+  KernelBuilder kb(m, "attention_decode_merge");
+  Value partial = kb.param(kGlobalPtr, "partial");
+  Value stats = kb.param(kGlobalPtr, "stats");
+  Value out = kb.param(kGlobalPtr, "o");
+  kb.param(Type::u32(), "batch");  // the grid's y extent
+  Value qHeads = kb.param(Type::u32(), "q_heads");
+  Value splits = kb.param(Type::u32(), "splits");
+  kb.reqntid(kBlock);
+  const unsigned n = c.perLane();
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane");
+  Value qh = kb.mad(kb.ctaid(Mod::X), kb.u32(kWarps), tid >> 5u, "q_head");
+  Value b = kb.ctaid(Mod::Y, "seq");
+  // The warp's (sequence, head) is uniform across it: no collective below, but the loops are.
+  kb.if_then((qh < qHeads).named("has_head"), [&] {
+    Value row = (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())).named("head_row");
+    Value first = (row * kb.cvt(splits, Type::u64())).named("first_split");
+    Value mAll = kb.for_range(kb.u32(0), splits, kb.u32(1), {negInf(kb)}, [&](Value s, std::span<Value> mm) {
+      Value lse = kb.load(kb.index(stats, first + kb.cvt(s, Type::u64()), 4), Type::f32(), {Mod::NcMod}, "lse");
+      return std::vector<Value>{kb.max(mm[0], lse, "m")};
+    }, {.label = "max", .iv = "s"})[0];
+    Value ref = refOf(kb, mAll);
+    std::vector<Value> init(n + 1, kb.f32(0.0f));
+    Value laneOff = kb.cvt((lane * n).named("lane_elem"), Type::u64());
+    std::vector<Value> sum = kb.for_range(kb.u32(0), splits, kb.u32(1), init, [&](Value s, std::span<Value> acc) {
+      Value at = (first + kb.cvt(s, Type::u64())).named("split_row");
+      Value f = kb.ex2(kb.load(kb.index(stats, at, 4), Type::f32(), {Mod::NcMod}, "lse") - ref, "w");
+      std::vector<Value> next{acc[0] + f};
+      Value base = kb.index(partial, (at * c.dim + laneOff).named("p_elem"), 4, "p_slice");
+      for (unsigned i = 0; i < n; ++i) {
+        Value p = i == 0 ? base : kb.ptradd(base, kb.u64(4 * i));
+        next.push_back(kb.fma(f, kb.load(p, Type::f32(), {Mod::NcMod}, "o_split"), acc[i + 1]));
+      }
+      return next;
+    }, {.label = "combine", .iv = "s"});
+    Value inv = kb.select(sum[0] > 0.0f, rcpApprox(kb, sum[0]), kb.f32(0.0f), "inv");
+    Value dst = kb.index(out, (row * c.dim + laneOff).named("o_elem"), bytesOf(c.s), "o_slice");
+    for (unsigned i = 0; i < n; ++i)
+      storeF32(kb, i == 0 ? dst : kb.ptradd(dst, kb.u64(i * bytesOf(c.s))), sum[i + 1] * inv, c.s);
+  }, "head");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+OptionSpec dimOption() {
+  OptionSpec s = option("head_dim", int64_t{128}, "elements per head: 64, 128 or 256");
+  s.min = 64;
+  s.max = 256;
+  s.multipleOf = 64;
+  return s;
+}
+
+OptionSpec groupOption() {
+  OptionSpec s = option("group", int64_t{1},
+                        "query heads per kv head (grouped-query attention); group * head_dim <= " +
+                            std::to_string(kMaxGroupDim));
+  s.min = 1;
+  s.max = 8;
+  return s;
+}
+
+}  // namespace
+
+void addAttention(std::vector<Template>& out) {
+  const std::string storage = "storage type of q, the caches and o; math is f32";
+  out.push_back({
+      "attention_decode",
+      "decode attention, pass 1: one query token per sequence against its KV cache rows [offsets[b], offsets[b] + "
+      "lengths[b]) (each row kv_heads x head_dim), grouped-query heads sharing one read of K and V, split along the "
+      "sequence: block (kv head, split, sequence) writes its normalized output and log2-sum-exp to the f32 "
+      "workspace partial [batch, q_heads, splits, head_dim] and stats [batch, q_heads, splits]",
+      {dtypeOption("dtype", storage), dimOption(), groupOption()},
+      buildDecode,
+      [](const Options&) {
+        return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
+      },
+  });
+  out.push_back({
+      "attention_decode_merge",
+      "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "
+      "their log2-sum-exp); a sequence without positions gets zeros; one warp per (sequence, query head)",
+      {dtypeOption("dtype", storage), dimOption()},
+      buildMerge,
+      [](const Options&) {
+        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("q_heads"), kWarps), Expr::param("batch")}, 0};
+      },
+  });
+}
+
+}  // namespace tn::kernels::lib
