@@ -10,6 +10,7 @@
 
 #include "backends/bundle/Bundle.h"
 #include "compiler/Input.h"
+#include "compiler/ParamUse.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
@@ -518,6 +519,7 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;
   inst.params = signatureOf(kernel);
+  analyzeParamUse(kernel, inst.params);
   if (inst.params.size() > bundle::kMaxParams) {
     error(k.nameLoc, "kernel " + q(k.name) + " has " + std::to_string(inst.params.size()) +
                          " parameters; a bundle kernel has at most " + std::to_string(bundle::kMaxParams));

@@ -101,7 +101,7 @@ Bundle& Bundle::operator=(Bundle&& o) noexcept {
 }
 Bundle::~Bundle() = default;
 
-Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts) {
+Result<Bundle> Bundle::load(const Context& ctx, Span<const uint8_t> bytes, LoadOptions opts) {
   auto s = std::make_unique<State>();
   s->ctx = &ctx;
   s->opts = opts;
@@ -228,7 +228,7 @@ std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bu
   return out;
 }
 
-Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel) {
+Result<std::vector<ParamInfo>> signatureOf(Span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;
   for (const tn::bundle::Param& p : params) {
     std::optional<Arg::Kind> kind = argKindOf(p.type);
@@ -241,7 +241,7 @@ Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> pa
   return out;
 }
 
-Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel) {
+Status checkSignature(Span<const ParamInfo> params, Span<const Arg> args, const std::string& kernel) {
   if (args.size() != params.size())
     return make(Errc::SignatureMismatch, "Kernel::launch",
                 "expected " + std::to_string(params.size()) + " arguments, got " + std::to_string(args.size()), kernel);
@@ -276,9 +276,9 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type) {
   return std::nullopt;
 }
 
-Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
+Status Kernel::check_args(Span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
 
-Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid, const Dim3* block,
+Status Kernel::launch_args(const Stream& s, Span<const Arg> args, const Dim3* grid, const Dim3* block,
                            unsigned dynamic_shared) const {
   if (Status st = check_args(args); !st) return st;
   const void* ptrs[tn::bundle::kMaxParams];  // args.size() is the parameter count, which the reader capped

@@ -5,6 +5,5 @@
 #include "truenort/Bundle.h"
 #include "truenort/Context.h"
 #include "truenort/Driver.h"
-#include "truenort/Embed.h"
 #include "truenort/Pool.h"
 #include "truenort/Result.h"
