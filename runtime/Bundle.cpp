@@ -212,6 +212,7 @@ LoadStats Bundle::stats() const {
 const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
+const tn::bundle::KernelInfo& Kernel::info() const { return *k_->info; }
 
 Target Kernel::target() const { return k_->target; }
 

@@ -94,6 +94,9 @@ class Kernel {
  public:
   const std::string& name() const;
   const std::vector<ParamInfo>& signature() const;
+  // The kernel's manifest entry (backends/bundle/Bundle.h): its parameters with their pointer
+  // use, and its launch rule.
+  const tn::bundle::KernelInfo& info() const;
   // The bundle target whose code runs on this device (truenort/ArchSelect.h), and whether it is
   // PTX for the driver to JIT.
   Target target() const;
