@@ -14,6 +14,7 @@
 #include "backends/bundle/Bundle.h"
 #include "backends/bundle/ReadFile.h"
 #include "truenort/ArchSelect.h"
+#include "truenort/Nvtx.h"
 
 namespace truenort {
 
@@ -318,6 +319,7 @@ Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** 
       k->shared_optin = static_cast<int>(shared);
     }
   }
+  NvtxRange range(k_->info->name);  // nothing unless NVTX ranges are on (truenort/Nvtx.h)
   CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(), args, nullptr);
   if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuLaunchKernel", k_->info->name);
   return {};
