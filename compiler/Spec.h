@@ -33,6 +33,14 @@ struct KernelSpec {
   ir::SourceLoc loc;      // the [[kernel]] entry
   ir::SourceLoc nameLoc;  // where the name comes from (name, template or kernel key)
   bool allowSpills = false;
+  // elements = { x = "bf16", ... }: element types of pointer parameters that the kernel's IR
+  // does not tell (docs/specs.md); checked against the parameters when the kernel is built.
+  struct Element {
+    std::string param;
+    bundle::ParamType::Scalar scalar;
+    ir::SourceLoc loc;
+  };
+  std::vector<Element> elements;
 
   // template = "..."
   const kernels::Template* tmpl = nullptr;

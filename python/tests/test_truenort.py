@@ -99,7 +99,9 @@ class Loading(unittest.TestCase):
         self.assertEqual(BUNDLE.vadd.launch_rule, {"block": [256], "grid": ["ceil_div(n, 256)"], "dynamic_shared": "0"})
         self.assertEqual(BUNDLE.vadd.params[2], {"name": "c", "type": "ptr.global", "access": "write", "element": "f32"})
         self.assertEqual(BUNDLE.vadd.params[3], {"name": "n", "type": "u32"})
-        self.assertEqual(BUNDLE.rmsnorm.params[0]["element"], None)  # read as raw 16-bit words
+        # read as raw 16-bit words; examples/decode.toml declares the element type (elements = ...)
+        self.assertEqual(BUNDLE.rmsnorm.params[0]["element"], "bf16")
+        self.assertEqual(BUNDLE.argmax.params[1], {"name": "index", "type": "ptr.global", "access": "write", "element": None})
         self.assertEqual(BUNDLE.vadd.target, "sm_90")  # the simulated device is an sm_90
         self.assertTrue(truenort.simulated())
 
@@ -193,6 +195,18 @@ class ArgumentChecks(unittest.TestCase):
                    self.a, self.c, 8)
         self.check(ValueError, "the tensor is on CUDA device 1, the bundle was loaded for device 0",
                    FakeDlpack(self.a, device_id=1), self.a, self.c, 8)
+
+    def test_declared_bf16_elements(self):
+        x = truenort.DeviceArray.zeros([2, 8], "float32")
+        with self.assertRaises(ValueError) as e:
+            BUNDLE.rmsnorm(x, x, x, 2, 8, 1e-5)
+        self.assertIn("argument 1 ('x', ptr.global): the kernel's elements are bfloat16, the tensor is float32", str(e.exception))
+        ones = struct.pack("16H", *([0x3F80] * 16))  # bf16 1.0
+        xb = truenort.DeviceArray.from_bytes(ones, [2, 8], "bfloat16")
+        wb = truenort.DeviceArray.from_bytes(ones[:16], [8], "bfloat16")
+        yb = truenort.DeviceArray.zeros([2, 8], "bfloat16")
+        BUNDLE.rmsnorm(xb, wb, yb, 2, 8, 0.0)
+        self.assertEqual(struct.unpack("16H", yb.to_bytes()), (0x3F80,) * 16)  # 1 / sqrt(mean(1)) * 1
 
     def test_read_only_inputs_are_fine(self):
         BUNDLE.vadd(array([1.0] * 8, readonly=True), self.a, self.c, 8)

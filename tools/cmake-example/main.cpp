@@ -90,7 +90,7 @@ int main() {
   truenoc::bf16* h = nullptr;  // this rmsnorm reads and writes bf16 rows
   rc |= decode::rmsnorm(launcher, nullptr, h, h, h, 4u, 4096u, 1e-5f);
   rc |= decode::softmax(launcher, nullptr, a, a, 20u, 100u);
-  rc |= decode::gemv_bf16(launcher, nullptr, a, a, a, 14336u, 4096u);
+  rc |= decode::gemv_bf16(launcher, nullptr, h, a, a, 14336u, 4096u);  // bf16 weights, f32 x and y
   if (rc != 0 || launches.size() != 5) {
     std::fprintf(stderr, "unexpected launch results\n");
     return 1;
