@@ -44,36 +44,87 @@ bool isImplementationReserved(std::string_view n) {
 bool needsSuffix(std::string_view n) { return isKeyword(n) || isStdMacroName(n); }
 
 // What the generated namespace declares besides the kernels' functions.
-bool isNamespaceMember(std::string_view n) { return n == "bundle_bytes" || n == "bundle_size" || n == "truenoc_detail"; }
+// `Kernels` and its members `load` and `bundle` (a kernel's method has its function's name).
+bool isNamespaceMember(std::string_view n) {
+  return n == "bundle_bytes" || n == "bundle_size" || n == "truenoc_detail" || n == "Kernels" || n == "load" || n == "bundle";
+}
 
 // What a launch function declares besides its parameters: its own parameters and `truenoc_` locals.
 bool isFunctionLocal(std::string_view n) { return n == "launcher" || n == "stream" || n.starts_with("truenoc_"); }
 
-// The C++ type a parameter is passed as; nullopt when none fits.
-std::optional<std::string> cppType(bundle::ParamType type) {
+// The C++ type of a pointer's elements: its element type when the bundle knows it, else void.
+std::string elementType(const bundle::Param& p) {
+  using S = bundle::ParamType::Scalar;
+  if (!p.element) return "void";
+  switch (*p.element) {
+    case S::F32: return "float";
+    case S::F64: return "double";
+    case S::F16: return "truenoc::f16";
+    case S::BF16: return "truenoc::bf16";
+    default: break;
+  }
+  bundle::ParamType lane{*p.element};
+  if (unsigned bytes = lane.integerBytes())
+    return std::string(lane.isSignedInteger() ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
+  return "void";
+}
+
+// The C++ type a parameter is passed as; nullopt when none fits. Global and generic pointers are
+// truenoc::embed::In<T> (read-only: from const T*) or Out<T> (from T*).
+std::optional<std::string> cppType(const bundle::Param& p) {
   using S = bundle::ParamType::Scalar;
   using Space = bundle::ParamType::Space;
+  const bundle::ParamType type = p.type;
   std::string scalar;
-  if (type.isPointer())
-    scalar = type.space == Space::Global || type.space == Space::Generic ? "void*"
-             : type.space == Space::Param                                ? "std::uint64_t"
-                                                                         : "std::uint32_t";  // shared, local
-  else if (type.scalar == S::Pred) scalar = "bool";
+  if (type.isPointer()) {
+    if (type.space == Space::Global || type.space == Space::Generic)
+      return std::string(p.readOnly() ? "truenoc::embed::In<" : "truenoc::embed::Out<") + elementType(p) + ">";
+    scalar = type.space == Space::Param ? "std::uint64_t" : "std::uint32_t";  // shared, local
+  } else if (type.scalar == S::Pred) scalar = "bool";
   else if (type.scalar == S::F32) scalar = "float";
   else if (type.scalar == S::F64) scalar = "double";
-  else if (type.scalar == S::F16 || type.scalar == S::BF16) scalar = "std::uint16_t";  // the value's bits
+  else if (type.scalar == S::F16) scalar = "truenoc::f16";
+  else if (type.scalar == S::BF16) scalar = "truenoc::bf16";
   else if (bundle::ParamType lane{type.scalar}; unsigned bytes = lane.integerBytes())
     scalar = std::string(lane.isSignedInteger() ? "std::int" : "std::uint") + std::to_string(bytes * 8) + "_t";
   else return std::nullopt;
   if (type.lanes == 1) return scalar;
-  if (scalar == "void*" || scalar == "bool") return std::nullopt;
+  if (scalar == "bool") return std::nullopt;
   return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
-const char* kInterface = R"(#ifndef TRUENOC_EMBED_INTERFACE_V1
-#define TRUENOC_EMBED_INTERFACE_V1
-// The launch interface shared by every truenoc-generated header (docs/specs.md).
-namespace truenoc::embed {
+const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V2
+#define TRUENOC_EMBED_INTERFACE_V2
+// The launch interface shared by every truenoc-generated header (docs/specs.md). C++17.
+struct CUstream_st;  // CUstream (cuda.h, truenort) and cudaStream_t are all `CUstream_st*`
+
+namespace truenoc {
+
+// 16-bit float storage, layout-compatible with CUDA's __nv_bfloat16 and __half: the bits only.
+struct alignas(2) bf16 {
+  std::uint16_t bits;
+};
+struct alignas(2) f16 {
+  std::uint16_t bits;
+};
+static_assert(sizeof(bf16) == 2 && sizeof(f16) == 2, "16-bit storage types");
+
+// float -> bf16 rounding to nearest even (NaN stays NaN), and back (exact).
+inline bf16 to_bf16(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return bf16{static_cast<std::uint16_t>((u >> 16) | 0x40u)};
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return bf16{static_cast<std::uint16_t>(u >> 16)};
+}
+inline float to_float(bf16 v) {
+  std::uint32_t u = static_cast<std::uint32_t>(v.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+namespace embed {
 
 // One kernel launch, described completely: the launcher loads `kernel` from the bundle bytes
 // (it may cache per bundle pointer) and enqueues it on `stream` (a CUstream, or null).
@@ -89,7 +140,7 @@ struct Launch {
   std::uint32_t num_args;
 };
 
-// Supplied by the caller (or by the truenoc runtime): returns 0 on success.
+// Supplied by the caller: returns 0 on success. (With the runtime, Kernels launches itself.)
 struct Launcher {
   int (*launch)(void* user, const Launch& launch);
   void* user;
@@ -102,6 +153,55 @@ inline constexpr int kNoLauncher = -2;     // Launcher::launch is null
 template <class T, int N>
 struct alignas(sizeof(T) * N) Vec {
   T lanes[N];
+};
+
+// A pointer the kernel only reads: from a `const T*` (any pointer when T is void) or, with the
+// runtime, a truenort::DeviceBuffer<T>.
+template <class T>
+class In {
+ public:
+  In(const T* p) : p_(p) {}
+  In(std::nullptr_t) : p_(nullptr) {}
+#ifdef TRUENOC_HAVE_RUNTIME
+  template <class U, class = std::enable_if_t<std::is_void_v<T> || std::is_same_v<U, T>>>
+  In(const truenort::DeviceBuffer<U>& b) : p_(reinterpret_cast<const T*>(static_cast<std::uintptr_t>(b.ptr()))) {}
+#endif
+  const T* get() const { return p_; }
+
+ private:
+  const T* p_;
+};
+
+// A pointer the kernel writes through: from a `T*` or, with the runtime, a non-const
+// truenort::DeviceBuffer<T>.
+template <class T>
+class Out {
+ public:
+  Out(T* p) : p_(p) {}
+  Out(std::nullptr_t) : p_(nullptr) {}
+#ifdef TRUENOC_HAVE_RUNTIME
+  template <class U, class = std::enable_if_t<std::is_void_v<T> || std::is_same_v<U, T>>>
+  Out(truenort::DeviceBuffer<U>& b) : p_(reinterpret_cast<T*>(static_cast<std::uintptr_t>(b.ptr()))) {}
+#endif
+  T* get() const { return p_; }
+
+ private:
+  T* p_;
+};
+
+// The stream a launch goes to: null (the default stream), a CUstream or cudaStream_t, or, with
+// the runtime, a truenort::Stream.
+class StreamRef {
+ public:
+  StreamRef(std::nullptr_t = nullptr) {}
+  StreamRef(::CUstream_st* s) : s_(s) {}
+#ifdef TRUENOC_HAVE_RUNTIME
+  StreamRef(const truenort::Stream& s) : s_(s.handle()) {}
+#endif
+  ::CUstream_st* get() const { return s_; }
+
+ private:
+  ::CUstream_st* s_ = nullptr;
 };
 
 // Checked unsigned 64-bit arithmetic for launch rules: overflow, a negative argument or
@@ -156,20 +256,46 @@ struct RuleEval {
 };
 
 #ifdef TRUENOC_HAVE_RUNTIME
-// A Launcher that runs launches on the truenoc runtime (libtruenort, docs/runtime.md).
-inline Launcher runtime_launcher(truenort::EmbedLauncher& rt) {
-  return {[](void* user, const Launch& l) {
-            return static_cast<truenort::EmbedLauncher*>(user)->launch(l.bundle, l.bundle_size, l.kernel, l.stream,
-                                                                        l.grid, l.block, l.dynamic_shared, l.args,
-                                                                        l.num_args);
-          },
-          &rt};
-}
+// How a generated Kernels object runs a launch function on its loaded bundle and turns the
+// outcome into a Status that carries the message.
+class RuntimeLaunch {
+ public:
+  explicit RuntimeLaunch(const truenort::Bundle& b) : bundle_(&b) {}
+  Launcher launcher() { return {&RuntimeLaunch::run, this}; }
+  truenort::Status finish(int rc, const char* kernel) {
+    if (rc != kInvalidLaunch) return std::move(status_);
+    truenort::Error e;
+    e.code = truenort::Errc::InvalidArgument;
+    e.call = "launch rule";
+    e.kernel = kernel;
+    e.message = "the kernel's launch rule fails for these arguments (a negative size, an overflow, a division by "
+                "zero, or a grid or shared memory beyond the hardware's limits)";
+    return e;
+  }
+
+ private:
+  static int run(void* user, const Launch& l) {
+    RuntimeLaunch* self = static_cast<RuntimeLaunch*>(user);
+    truenort::Result<truenort::Kernel> k = self->bundle_->kernel(l.kernel);
+    if (!k) {
+      self->status_ = k.error();
+      return -3;
+    }
+    self->status_ = k.value().launch_raw(truenort::Stream::wrap(self->bundle_->context(), static_cast<truenort::CUstream>(l.stream)),
+                                         truenort::Dim3{l.grid[0], l.grid[1], l.grid[2]},
+                                         truenort::Dim3{l.block[0], l.block[1], l.block[2]}, l.dynamic_shared, l.args,
+                                         l.num_args);
+    return self->status_.ok() ? 0 : -3;
+  }
+  const truenort::Bundle* bundle_;
+  truenort::Status status_;
+};
 #endif
 
-}  // namespace truenoc::embed
-#endif  // TRUENOC_EMBED_INTERFACE_V1
-)";
+}  // namespace embed
+}  // namespace truenoc
+#endif  // TRUENOC_EMBED_INTERFACE_V2
+)TNC";
 
 struct Names {
   std::string function;             // C++ spelling of the kernel's name
@@ -194,16 +320,44 @@ std::vector<std::string> cppParamNames(const bundle::KernelInfo& k) {
   return names;
 }
 
+// "vadd(a: ptr.global read f32, b: ptr.global read f32, c: ptr.global write f32, n: u32)"
 std::string commentSignature(const bundle::KernelInfo& k) {
   std::string s = k.name + "(";
-  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type.name();
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const bundle::Param& p = k.params[i];
+    s += (i ? ", " : "") + p.name + ": " + p.type.name();
+    if (p.type.isPointer()) {
+      s += " " + std::string(bundle::accessName(p.access));
+      if (p.element) s += " " + bundle::ParamType{*p.element}.name();
+    }
+  }
   return s + ")";
 }
 
+std::string paramList(const bundle::KernelInfo& k, const Names& names) {
+  std::string s;
+  for (size_t i = 0; i < k.params.size(); ++i) s += ", " + *cppType(k.params[i]) + " " + names.params[i];
+  return s;
+}
+
 std::string declaration(const bundle::KernelInfo& k, const Names& names) {
-  std::string s = "int " + names.function + "(const truenoc::embed::Launcher& launcher, void* stream";
-  for (size_t i = 0; i < k.params.size(); ++i) s += ", " + *cppType(k.params[i].type) + " " + names.params[i];
-  return s + ")";
+  return "int " + names.function + "(const truenoc::embed::Launcher& launcher, void* stream" + paramList(k, names) + ")";
+}
+
+// The Kernels method: `truenort::Status vadd(truenoc::embed::StreamRef stream, ...) const`.
+std::string methodDeclaration(const bundle::KernelInfo& k, const Names& names, bool qualified) {
+  return "truenort::Status " + std::string(qualified ? "Kernels::" : "") + names.function +
+         "(truenoc::embed::StreamRef stream" + paramList(k, names) + ") const";
+}
+
+// `ns` qualifies the free function, which the method's own name hides.
+std::string methodDefinition(const bundle::KernelInfo& k, const Names& names, const std::string& ns) {
+  std::string s = methodDeclaration(k, names, true) + " {\n";
+  s += "  truenoc::embed::RuntimeLaunch truenoc_run(bundle_);\n";
+  s += "  return truenoc_run.finish(::" + ns + "::" + names.function + "(truenoc_run.launcher(), stream.get()";
+  for (const std::string& p : names.params) s += ", " + p;
+  s += "), \"" + k.name + "\");\n}\n";
+  return s;
 }
 
 std::string definition(const bundle::KernelInfo& k, const Names& names) {
@@ -224,11 +378,22 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
        ") || truenoc_shared > UINT64_C(4294967295))\n    return truenoc::embed::kInvalidLaunch;\n";
   s += "  if (truenoc_grid_x == 0 || truenoc_grid_y == 0 || truenoc_grid_z == 0) return 0;  // nothing to launch\n";
   s += "  if (!launcher.launch) return truenoc::embed::kNoLauncher;\n";
+  // Pointer arguments go to the kernel as the raw pointers they wrap.
+  std::vector<std::string> slots;
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const std::string t = *cppType(k.params[i]);
+    if (t.starts_with("truenoc::embed::In<") || t.starts_with("truenoc::embed::Out<")) {
+      s += "  auto truenoc_p" + std::to_string(i) + " = " + names.params[i] + ".get();\n";
+      slots.push_back("&truenoc_p" + std::to_string(i));
+    } else {
+      slots.push_back("&" + names.params[i]);
+    }
+  }
   if (k.params.empty()) {
     s += "  void** truenoc_args = nullptr;\n";
   } else {
     s += "  void* truenoc_args[] = {";
-    for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + std::string("&") + names.params[i];
+    for (size_t i = 0; i < slots.size(); ++i) s += (i ? ", " : "") + slots[i];
     s += "};\n";
   }
   uint32_t b[3] = {1, 1, 1};
@@ -334,7 +499,7 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     }
   for (const bundle::KernelInfo& k : m.kernels)
     for (const bundle::Param& p : k.params)
-      if (!cppType(p.type)) {
+      if (!cppType(p)) {
         printErrorf("kernel '%s': parameter '%s' of type '%s' has no C++ type", k.name.c_str(), p.name.c_str(),
                      p.type.name().c_str());
         return kInputError;
@@ -352,10 +517,14 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   std::string banner = "// Generated by truenoc " TRUENOC_VERSION " (truenoc embed) from bundle '" + m.name + "'. Do not edit.\n";
 
   std::string hpp = banner;
-  hpp += "// Launch functions return 0 on success, truenoc::embed::kInvalidLaunch when the launch rule\n"
-         "// fails for the arguments, or the launcher's own error code. A grid with a zero dimension\n"
-         "// launches nothing and returns 0.\n";
-  hpp += "#pragma once\n\n#include <cstddef>\n#include <cstdint>\n#include <type_traits>\n\n";
+  hpp += "// With the runtime (TRUENOC_HAVE_RUNTIME, set by truenoc_add_bundle): Kernels::load(ctx) loads\n"
+         "// the bundle once, and each of its methods launches one kernel on a stream and returns a\n"
+         "// truenort::Status that carries the error's message. Pointers are truenoc::embed::In<T> (the\n"
+         "// kernel only reads them: const T* or const DeviceBuffer<T>&) or Out<T> (T* or DeviceBuffer<T>&).\n"
+         "// The free launch functions take a caller's Launcher instead and return 0 on success,\n"
+         "// truenoc::embed::kInvalidLaunch when the launch rule fails for the arguments, or the\n"
+         "// launcher's own error code. A grid with a zero dimension launches nothing and succeeds.\n";
+  hpp += "#pragma once\n\n#include <cstddef>\n#include <cstdint>\n#include <cstring>\n#include <type_traits>\n\n";
   hpp += "#ifdef TRUENOC_HAVE_RUNTIME\n#include <truenort/truenort.h>\n#endif\n\n";
   hpp += kInterface;
   hpp += "\n" + nsOpen + "\n";
@@ -366,6 +535,14 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     hpp += "\n// " + commentSignature(k) + "\n// " + bundle::describe(k.launch) + "\n";
     hpp += declaration(k, (*names)[i]) + ";\n";
   }
+  hpp += "\n#ifdef TRUENOC_HAVE_RUNTIME\n";
+  hpp += "// The bundle loaded for one context (code selected for its device), one method per kernel.\n";
+  hpp += "class Kernels {\n public:\n";
+  hpp += "  static truenort::Result<Kernels> load(const truenort::Context& ctx, truenort::LoadOptions opts = {});\n";
+  hpp += "  const truenort::Bundle& bundle() const { return bundle_; }\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) hpp += "  " + methodDeclaration(m.kernels[i], (*names)[i], false) + ";\n";
+  hpp += "\n private:\n  explicit Kernels(truenort::Bundle b) : bundle_(std::move(b)) {}\n  truenort::Bundle bundle_;\n};\n";
+  hpp += "#endif  // TRUENOC_HAVE_RUNTIME\n";
   hpp += "\n" + nsClose;
 
   std::string cpp = banner;
@@ -385,6 +562,14 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   cpp += "const unsigned char* bundle_bytes() { return truenoc_detail::kBundle; }\n"
          "std::size_t bundle_size() { return sizeof truenoc_detail::kBundle; }\n";
   for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + definition(m.kernels[i], (*names)[i]);
+  cpp += "\n#ifdef TRUENOC_HAVE_RUNTIME\n";
+  cpp += "truenort::Result<Kernels> Kernels::load(const truenort::Context& ctx, truenort::LoadOptions opts) {\n"
+         "  truenort::Result<truenort::Bundle> b =\n"
+         "      truenort::Bundle::load(ctx, truenort::Span<const std::uint8_t>(truenoc_detail::kBundle, sizeof truenoc_detail::kBundle), opts);\n"
+         "  if (!b) return b.error();\n"
+         "  return Kernels(std::move(b.value()));\n}\n";
+  for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + methodDefinition(m.kernels[i], (*names)[i], ns);
+  cpp += "#endif  // TRUENOC_HAVE_RUNTIME\n";
   cpp += "\n" + nsClose;
 
   std::error_code ec;

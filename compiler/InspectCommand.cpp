@@ -91,8 +91,16 @@ std::string jsonReport(const bundle::Reader& r) {
     out += ki ? ",\n" : "\n";
     out += "    {\n      \"name\": " + jsonString(k.name) + ",\n      \"params\": [";
     for (size_t i = 0; i < k.params.size(); ++i)
-      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(k.params[i].name) + ", \"type\": " + jsonString(k.params[i].type.name()) +
-             ", \"align\": " + num(k.params[i].align) + "}";
+    {
+      const bundle::Param& p = k.params[i];
+      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(p.name) + ", \"type\": " + jsonString(p.type.name()) +
+             ", \"align\": " + num(p.align);
+      if (p.type.isPointer()) {
+        out += ", \"access\": " + jsonString(bundle::accessName(p.access));
+        if (p.element) out += ", \"element\": " + jsonString(bundle::ParamType{*p.element}.name());
+      }
+      out += "}";
+    }
     out += "],\n      \"launch\": {\"block\": [";
     for (size_t i = 0; i < k.launch.block.size(); ++i) out += (i ? ", " : "") + num(k.launch.block[i]);
     out += "], \"grid\": [";

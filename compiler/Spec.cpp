@@ -10,6 +10,7 @@
 
 #include "backends/bundle/Bundle.h"
 #include "compiler/Input.h"
+#include "compiler/ParamUse.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
@@ -284,9 +285,33 @@ class Loader {
     return out;
   }
 
+  // elements = { param = "bf16", ... }
+  void loadElements(const toml::table& t, KernelSpec& k) {
+    using S = bundle::ParamType::Scalar;
+    static constexpr std::pair<std::string_view, S> kNames[] = {
+        {"f16", S::F16}, {"bf16", S::BF16}, {"f32", S::F32}, {"f64", S::F64}, {"s8", S::S8},   {"s16", S::S16},
+        {"s32", S::S32}, {"s64", S::S64},   {"u8", S::U8},   {"u16", S::U16}, {"u32", S::U32}, {"u64", S::U64}};
+    for (auto&& [keyNode, value] : t) {
+      const std::string key(keyNode.str());
+      SourceLoc loc = locOf(value.source());
+      const toml::value<std::string>* v = value.as_string();
+      if (!v) {
+        error(loc, "elements." + key + " must be a string (an element type such as \"bf16\"), not " + typeName(value.type()));
+        continue;
+      }
+      auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& p) { return p.first == **v; });
+      if (it == std::end(kNames)) {
+        error(loc, "elements." + key + ": unknown element type " + q(**v) +
+                       " (expected f16, bf16, f32, f64, s8, s16, s32, s64, u8, u16, u32 or u64)");
+        continue;
+      }
+      k.elements.push_back({key, it->second, loc});
+    }
+  }
+
   void loadKernel(const toml::table& t, Spec& spec) {
     static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills",
-                                                 "minnctapersm", "maxnreg"};
+                                                 "minnctapersm", "maxnreg", "elements"};
     checkKeys(t, kKeys, "in [[kernel]]");
     KernelSpec k;
     k.loc = locOf(t.source());
@@ -307,6 +332,8 @@ class Loader {
       k.minnctapersm = hint(*n, "minnctapersm", 32, "blocks per SM");
     }
     if (const toml::node* n = typed(t, "maxnreg", toml::node_type::integer)) k.maxnreg = hint(*n, "maxnreg", 255, "registers per thread");
+    if (const toml::node* n = t.get("elements"))
+      if (const toml::table* el = asTable(*n, "elements")) loadElements(*el, k);
 
     if (t.get("template")) {
       static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared"};
@@ -546,6 +573,28 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     kernel.minnctapersm = k.minnctapersm;
   }
   inst.params = signatureOf(kernel);
+  analyzeParamUse(kernel, inst.params);
+  bool elementsOk = true;
+  for (const KernelSpec::Element& e : k.elements) {
+    auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
+    std::string el = bundle::ParamType{e.scalar}.name();
+    if (p == inst.params.end()) {
+      std::string names;
+      for (const bundle::Param& x : inst.params) names += (names.empty() ? "" : ", ") + x.name;
+      error(e.loc, "kernel " + q(k.name) + " has no parameter " + q(e.param) + " (parameters: " + names + ")");
+      elementsOk = false;
+    } else if (!p->type.isPointer()) {
+      error(e.loc, "elements." + e.param + ": parameter " + q(e.param) + " is " + p->type.name() + ", not a pointer");
+      elementsOk = false;
+    } else if (p->element && *p->element != e.scalar) {
+      error(e.loc, "elements." + e.param + ": kernel " + q(k.name) + " accesses " + q(e.param) + " as " +
+                       bundle::ParamType{*p->element}.name() + ", not " + el);
+      elementsOk = false;
+    } else {
+      p->element = e.scalar;
+    }
+  }
+  if (!elementsOk) return std::nullopt;
   if (inst.params.size() > bundle::kMaxParams) {
     error(k.nameLoc, "kernel " + q(k.name) + " has " + std::to_string(inst.params.size()) +
                          " parameters; a bundle kernel has at most " + std::to_string(bundle::kMaxParams));

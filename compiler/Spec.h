@@ -36,6 +36,14 @@ struct KernelSpec {
   // ptxas hints that override the kernel's own (docs/specs.md); checked for range when loaded.
   std::optional<unsigned> minnctapersm, maxnreg;
   ir::SourceLoc minnctapersmLoc;
+  // elements = { x = "bf16", ... }: element types of pointer parameters that the kernel's IR
+  // does not tell (docs/specs.md); checked against the parameters when the kernel is built.
+  struct Element {
+    std::string param;
+    bundle::ParamType::Scalar scalar;
+    ir::SourceLoc loc;
+  };
+  std::vector<Element> elements;
 
   // template = "..."
   const kernels::Template* tmpl = nullptr;

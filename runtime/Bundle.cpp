@@ -14,6 +14,7 @@
 #include "backends/bundle/Bundle.h"
 #include "backends/bundle/ReadFile.h"
 #include "truenort/ArchSelect.h"
+#include "truenort/Nvtx.h"
 
 namespace truenort {
 
@@ -101,7 +102,7 @@ Bundle& Bundle::operator=(Bundle&& o) noexcept {
 }
 Bundle::~Bundle() = default;
 
-Result<Bundle> Bundle::load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts) {
+Result<Bundle> Bundle::load(const Context& ctx, Span<const uint8_t> bytes, LoadOptions opts) {
   auto s = std::make_unique<State>();
   s->ctx = &ctx;
   s->opts = opts;
@@ -212,6 +213,7 @@ LoadStats Bundle::stats() const {
 const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
+const tn::bundle::KernelInfo& Kernel::info() const { return *k_->info; }
 
 Target Kernel::target() const { return k_->target; }
 
@@ -228,7 +230,7 @@ std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bu
   return out;
 }
 
-Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel) {
+Result<std::vector<ParamInfo>> signatureOf(Span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;
   for (const tn::bundle::Param& p : params) {
     std::optional<Arg::Kind> kind = argKindOf(p.type);
@@ -241,7 +243,7 @@ Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> pa
   return out;
 }
 
-Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel) {
+Status checkSignature(Span<const ParamInfo> params, Span<const Arg> args, const std::string& kernel) {
   if (args.size() != params.size())
     return make(Errc::SignatureMismatch, "Kernel::launch",
                 "expected " + std::to_string(params.size()) + " arguments, got " + std::to_string(args.size()), kernel);
@@ -276,9 +278,9 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type) {
   return std::nullopt;
 }
 
-Status Kernel::check_args(std::span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
+Status Kernel::check_args(Span<const Arg> args) const { return checkSignature(k_->signature, args, k_->info->name); }
 
-Status Kernel::launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid, const Dim3* block,
+Status Kernel::launch_args(const Stream& s, Span<const Arg> args, const Dim3* grid, const Dim3* block,
                            unsigned dynamic_shared) const {
   if (Status st = check_args(args); !st) return st;
   const void* ptrs[tn::bundle::kMaxParams];  // args.size() is the parameter count, which the reader capped
@@ -317,6 +319,7 @@ Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** 
       k->shared_optin = static_cast<int>(shared);
     }
   }
+  NvtxRange range(k_->info->name);  // nothing unless NVTX ranges are on (truenort/Nvtx.h)
   CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(), args, nullptr);
   if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuLaunchKernel", k_->info->name);
   return {};

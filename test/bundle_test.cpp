@@ -69,7 +69,10 @@ BundleInput sampleInput() {
   in.ptxasVersion = "13.0.88";
   in.producer = "truenoc test";
   KernelInput vadd{"vadd",
-                   {{"a", kPtr, 16}, {"b", kPtr, 16}, {"c", kPtr, 0}, {"n", kU32, 0}},
+                   {{"a", kPtr, 16, kPtrRead, ParamType::Scalar::F32},
+                    {"b", kPtr, 16, kPtrRead, ParamType::Scalar::F32},
+                    {"c", kPtr, 0, kPtrWritten, ParamType::Scalar::F32},
+                    {"n", kU32, 0}},
                    rule({256}, {"ceil_div(n, 256)"}),
                    {}};
   for (const char* t : {"sm_90", "sm_80"}) {
@@ -79,7 +82,7 @@ BundleInput sampleInput() {
     vadd.payloads.push_back({tgt(t), PayloadKind::Ir, {}, "target " + std::string(t) + "\n\nkernel @vadd() {\n^entry:\n  ret\n}\n"});
   }
   KernelInput rows{"row_sum",
-                   {{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}},
+                   {{"x", kPtr, 0, kPtrRead | kPtrWritten}, {"y", kPtr, 0, kPtrEscapes}, {"cols", kU32, 0}, {"rows", kU64, 0}},
                    rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"),
                    {}};
   for (const char* t : {"sm_80", "sm_90"}) {
@@ -252,7 +255,7 @@ TEST_CASE("bundle: round trip through writer and reader") {
   CHECK(m.kernels[1].name == "vadd");
 
   const KernelInfo& rows = m.kernels[0];
-  CHECK(rows.params == std::vector<Param>{{"x", kPtr, 0}, {"y", kPtr, 0}, {"cols", kU32, 0}, {"rows", kU64, 0}});
+  CHECK(rows.params == std::vector<Param>{{"x", kPtr, 0, kPtrRead | kPtrWritten}, {"y", kPtr, 0, kPtrEscapes}, {"cols", kU32, 0}, {"rows", kU64, 0}});
   CHECK(rows.launch == rule({128, 2}, {"rows", "max(cols / 64, 1)"}, "min(cols, 1024) * 4"));
   CHECK(describe(rows.launch) == "block [128, 2], grid [rows, max(cols / 64, 1)], dynamic_shared min(cols, 1024) * 4");
   REQUIRE(rows.entries.size() == 6);
@@ -380,18 +383,54 @@ TEST_CASE("bundle: every truncation and any extension is rejected") {
   CHECK(check(good + "x") == "corrupt bundle: 1 bytes after the recorded end");
 }
 
+TEST_CASE("bundle: pointer access and element types are written, read back and checked") {
+  Result<std::string> b = write(sampleInput());
+  REQUIRE(b.ok());
+  auto r = Reader::open(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b->data()), b->size()));
+  REQUIRE(r.ok());
+  const KernelInfo* vadd = r->manifest().find("vadd");
+  REQUIRE(vadd != nullptr);
+  CHECK(vadd->params[0].access == kPtrRead);
+  CHECK(vadd->params[0].element == ParamType::Scalar::F32);
+  CHECK(vadd->params[0].readOnly());
+  CHECK_FALSE(vadd->params[2].readOnly());
+  CHECK(accessName(vadd->params[2].access) == "write");
+  const KernelInfo* rows = r->manifest().find("row_sum");
+  REQUIRE(rows != nullptr);
+  CHECK(accessName(rows->params[0].access) == "read-write");
+  CHECK(accessName(rows->params[1].access) == "escapes");
+  CHECK_FALSE(rows->params[1].readOnly());
+  CHECK_FALSE(rows->params[0].element.has_value());
+
+  BundleInput bad = sampleInput();
+  bad.kernels[0].params[3].access = kPtrRead;  // n: u32
+  Result<std::string> w = write(bad);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message == "kernel 'vadd': parameter 'n' has invalid pointer access 1");
+  bad = sampleInput();
+  bad.kernels[0].params[3].element = ParamType::Scalar::F32;
+  w = write(bad);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message == "kernel 'vadd': parameter 'n' has invalid element type 16");
+  bad = sampleInput();
+  bad.kernels[0].params[0].access = 8;
+  w = write(bad);
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message == "kernel 'vadd': parameter 'a' has invalid pointer access 8");
+}
+
 TEST_CASE("bundle: specific errors for magic, version, checksums") {
   const std::string good = smallBundle();
   std::string b = good;
   b[1] = 'X';
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
-  b[8] = 2;
-  CHECK(check(b) == "bundle format version 2 is older than this truenoc reads (version 3); rebuild the bundle with this truenoc");
+  b[8] = 3;
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (version 4); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 3); rebuild the bundle with this truenoc");
-  b[8] = 4;
-  CHECK(check(b) == "unsupported bundle format version 4 (this truenoc reads version 3)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 4); rebuild the bundle with this truenoc");
+  b[8] = 5;
+  CHECK(check(b) == "unsupported bundle format version 5 (this truenoc reads version 4)");
   b = good;
   b.back() ^= 1;
   CHECK(check(b) == "corrupt bundle: payload section checksum mismatch");

@@ -2,7 +2,7 @@
 # Installs the Debian packages truenoc needs, when run as root and when something is missing.
 # Sourced by quickstart.sh and test.sh; safe to run repeatedly.
 set -euo pipefail
-pkgs=(cmake g++ make python3 libcli11-dev libtomlplusplus-dev doctest-dev libzstd-dev llvm-14-tools llvm-14-dev
+pkgs=(cmake g++ make python3 python3-dev python3-venv libcli11-dev libtomlplusplus-dev doctest-dev libzstd-dev llvm-14-tools
       clang-14 libclang-rt-14-dev)  # the last two: the fuzzers (fuzz/run.sh)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -157,6 +157,11 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
     if (!p.type.valid()) return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid type code " + num(p.type.code());
     if (p.align != 0 && (p.align & (p.align - 1)) != 0)
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has alignment " + num(p.align) + ", not a power of two";
+    if ((p.access & ~kPtrAccessMask) != 0 || (!p.type.isPointer() && p.access != 0))
+      return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid pointer access " + num(p.access);
+    if (p.element && (!p.type.isPointer() || *p.element == ParamType::Scalar::Ptr))
+      return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid element type " +
+             num(static_cast<uint32_t>(*p.element));
   }
   if (auto bad = checkRule(rule, params)) return "kernel " + quoted(name) + ": launch rule " + bad->where() + ": " + bad->error.message;
   return std::nullopt;
@@ -290,6 +295,8 @@ Result<std::string> write(const BundleInput& in) {
       manifest.str(p.name);
       manifest.u32(p.type.code());
       manifest.u32(p.align);
+      manifest.u32(p.access);
+      manifest.u32(p.element ? static_cast<uint32_t>(*p.element) : 0);
     }
     manifest.u32(static_cast<uint32_t>(k.launch.block.size()));
     for (uint32_t b : k.launch.block) manifest.u32(b);
@@ -444,6 +451,14 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
       if (!in.failed() && !type) fail("kernel " + quoted(k.name) + ": parameter " + quoted(p.name) + " has unknown type code " + num(code));
       if (type) p.type = *type;
       p.align = in.u32();
+      p.access = in.u32();
+      if (uint32_t elem = in.u32(); elem != 0) {
+        // Checked with the rest of the kernel (checkKernel): a scalar of ParamType other than Ptr.
+        if (!in.failed() && (elem > static_cast<uint32_t>(ParamType::Scalar::Ptr)))
+          fail("kernel " + quoted(k.name) + ": parameter " + quoted(p.name) + " has unknown element type code " + num(elem));
+        else
+          p.element = static_cast<ParamType::Scalar>(elem);
+      }
       k.params.push_back(std::move(p));
     }
     uint32_t nb = in.count("block dimension count", 1, 3);

@@ -21,7 +21,7 @@
 
 namespace tn::bundle {
 
-inline constexpr uint32_t kFormatVersion = 3;  // 3: IR payloads, ptxas version, payload references disjoint
+inline constexpr uint32_t kFormatVersion = 4;  // 4: pointer access and element types
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kProducerSize = 24;

@@ -6,6 +6,16 @@
 
 namespace tn::bundle {
 
+std::string_view accessName(uint32_t access) {
+  if (access & kPtrEscapes) return "escapes";
+  switch (access & (kPtrRead | kPtrWritten)) {
+    case kPtrRead: return "read";
+    case kPtrWritten: return "write";
+    case kPtrRead | kPtrWritten: return "read-write";
+    default: return "unused";
+  }
+}
+
 namespace {
 
 bool isDigit(char c) { return c >= '0' && c <= '9'; }

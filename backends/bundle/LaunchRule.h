@@ -56,12 +56,26 @@ inline constexpr unsigned kMaxExprDepth = 64;
 
 // One kernel parameter as a bundle records it: name, type and the guaranteed alignment of
 // pointer parameters (0 = unknown).
+// How a kernel uses a pointer parameter, as the compiler found it in the kernel's IR
+// (compiler/ParamUse.h): bits of Param::access.
+inline constexpr uint32_t kPtrRead = 1;     // loaded from (or cp.async source)
+inline constexpr uint32_t kPtrWritten = 2;  // stored to (or an atomic's address)
+inline constexpr uint32_t kPtrEscapes = 4;  // the pointer itself is stored or given to an atomic: anything may happen
+inline constexpr uint32_t kPtrAccessMask = 7;
+
 struct Param {
   std::string name;
   ParamType type;
   uint32_t align = 0;
+  uint32_t access = 0;                          // pointers: kPtr* bits; 0 for other parameters
+  std::optional<ParamType::Scalar> element = std::nullopt;  // pointers: the element type of typed accesses, if one
   bool operator==(const Param&) const = default;
+  // Read through, never written through and not escaping: a `const T*` in generated C++.
+  bool readOnly() const { return type.isPointer() && (access & (kPtrWritten | kPtrEscapes)) == 0; }
 };
+// A pointer parameter's access as inspect, embed and the Python package spell it: "read",
+// "write", "read-write", "unused" or "escapes".
+std::string_view accessName(uint32_t access);
 // Letters, digits and '_', not starting with a digit; at most 255 characters.
 bool isIdentifier(std::string_view text);
 

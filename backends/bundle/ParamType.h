@@ -40,7 +40,8 @@ struct ParamType {
   unsigned integerBytes() const;
   bool isSignedInteger() const;
 
-  bool operator==(const ParamType&) const = default;
+  bool operator==(const ParamType& o) const { return scalar == o.scalar && lanes == o.lanes && space == o.space; }
+  bool operator!=(const ParamType& o) const { return !(*this == o); }
 };
 
 }  // namespace tn::bundle

@@ -4,9 +4,11 @@
 // (truenoc_vocab), which depends on nothing, so the IR and the runtime can both use it.
 #pragma once
 
-#include <compare>
 #include <optional>
+#if __cplusplus >= 202002L
+#include <compare>
 #include <span>
+#endif
 #include <string>
 #include <string_view>
 
@@ -29,19 +31,29 @@ struct Target {
   // The lowest PTX ISA version (x10) ptxas accepts for this target (sm_90a needs 8.0).
   unsigned minPtx() const;
 
-  bool operator==(const Target&) const = default;
+  bool operator==(const Target& o) const { return sm == o.sm && archSpecific == o.archSpecific; }
   // Architecture order, the arch-specific variant right after its base: sm_90 < sm_90a < sm_100.
+#if __cplusplus >= 202002L
   auto operator<=>(const Target& o) const {
     if (auto c = sm <=> o.sm; c != 0) return c;
     return archSpecific <=> o.archSpecific;
   }
+#else  // the runtime's C++17 consumers
+  bool operator!=(const Target& o) const { return !(*this == o); }
+  bool operator<(const Target& o) const { return sm != o.sm ? sm < o.sm : archSpecific < o.archSpecific; }
+  bool operator>(const Target& o) const { return o < *this; }
+  bool operator<=(const Target& o) const { return !(o < *this); }
+  bool operator>=(const Target& o) const { return !(*this < o); }
+#endif
 };
 
-// Every supported target, in order.
-std::span<const Target> supportedTargets();
 // "sm_75, sm_80, ..., sm_121a", for messages.
 std::string supportedTargetsText();
+#if __cplusplus >= 202002L  // the compiler's; the runtime's headers stay C++17
+// Every supported target, in order.
+std::span<const Target> supportedTargets();
 // The targets a spec builds when it names none: sm_80, sm_86, sm_89, sm_90.
 std::span<const Target> defaultTargets();
+#endif
 
 }  // namespace tn::bundle

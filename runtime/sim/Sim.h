@@ -22,16 +22,12 @@
 // The driver's opaque handle types, defined here: the simulator owns what they point to. They
 // are the very types truenort/Driver.h declares, so that the entry points have exactly the
 // function types truenort calls them through.
-namespace truenort {
 struct CUctx_st {};
 struct CUstream_st {};
 struct CUevent_st {
   bool timing = true;
   std::optional<std::chrono::steady_clock::time_point> recorded;
 };
-struct CUmod_st;
-struct CUfunc_st;
-}  // namespace truenort
 
 namespace truenort::sim {
 
@@ -97,11 +93,11 @@ struct Module {
 
 }  // namespace truenort::sim
 
-struct truenort::CUmod_st {
+struct CUmod_st {
   truenort::sim::Module m;
 };
 
-struct truenort::CUfunc_st {
+struct CUfunc_st {
   const tn::ir::Kernel* kernel = nullptr;  // ir owned by the module
   tn::interp::Interpreter vm;
   uint64_t staticShared = 0;

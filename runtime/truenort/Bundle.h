@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -20,6 +19,7 @@
 #include "backends/bundle/ParamType.h"
 #include "truenort/ArchSelect.h"
 #include "truenort/Context.h"
+#include "truenort/Span.h"
 
 namespace tn::bundle {
 struct Param;
@@ -76,14 +76,14 @@ struct ParamInfo {
 
 // The argument check every launch makes before the driver sees anything: count, then each
 // argument's kind against the parameter's type. Exposed for tests; kernel names the error.
-Status checkSignature(std::span<const ParamInfo> params, std::span<const Arg> args, const std::string& kernel);
+Status checkSignature(Span<const ParamInfo> params, Span<const Arg> args, const std::string& kernel);
 // The argument kind a bundle parameter type takes (u32 -> U32, ptr.global -> Pointer); nullopt
 // for the types no argument can pass (vectors, predicates).
 std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
 // A kernel's signature as launches check it, built once when a bundle is loaded. A parameter
 // type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
 // parameter and the type: such a kernel would be launched from the wrong argument slot.
-Result<std::vector<ParamInfo>> signatureOf(std::span<const tn::bundle::Param> params, const std::string& kernel);
+Result<std::vector<ParamInfo>> signatureOf(Span<const tn::bundle::Param> params, const std::string& kernel);
 // The code a bundle holds for one kernel, as selectCode() chooses among it: its cubin and PTX
 // entries in entry order; for the simulated driver (docs/simulator.md) its IR entries instead,
 // which are chosen by architecture as cubins are. Exposed for tests.
@@ -94,6 +94,9 @@ class Kernel {
  public:
   const std::string& name() const;
   const std::vector<ParamInfo>& signature() const;
+  // The kernel's manifest entry (backends/bundle/Bundle.h): its parameters with their pointer
+  // use, and its launch rule.
+  const tn::bundle::KernelInfo& info() const;
   // The bundle target whose code runs on this device (truenort/ArchSelect.h), and whether it is
   // PTX for the driver to JIT.
   Target target() const;
@@ -102,22 +105,22 @@ class Kernel {
   template <class... A>
   Status launch(const Stream& s, const A&... args) const {
     const Arg list[] = {arg(args)..., Arg{}};
-    return launch_args(s, std::span<const Arg>(list, sizeof...(A)));
+    return launch_args(s, Span<const Arg>(list, sizeof...(A)));
   }
   // Explicit geometry; the signature is still checked.
   template <class... A>
   Status launch_with(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, const A&... args) const {
     const Arg list[] = {arg(args)..., Arg{}};
-    return launch_args(s, std::span<const Arg>(list, sizeof...(A)), &grid, &block, dynamic_shared);
+    return launch_args(s, Span<const Arg>(list, sizeof...(A)), &grid, &block, dynamic_shared);
   }
-  Status launch_args(const Stream& s, std::span<const Arg> args, const Dim3* grid = nullptr,
+  Status launch_args(const Stream& s, Span<const Arg> args, const Dim3* grid = nullptr,
                      const Dim3* block = nullptr, unsigned dynamic_shared = 0) const;
   // Launches with explicit geometry and cuLaunchKernel-style argument pointers, whose count is
   // checked against the signature (their types cannot be: generated launch functions are typed).
   Status launch_raw(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args,
                     size_t num_args) const;
   // Checks count and types against the manifest signature (no driver involved).
-  Status check_args(std::span<const Arg> args) const;
+  Status check_args(Span<const Arg> args) const;
   CUfunction handle() const { return fn_; }
 
  private:
@@ -134,7 +137,7 @@ class Kernel {
 class Bundle {
  public:
   // Copies `bytes`, validates them and selects code for ctx's device.
-  static Result<Bundle> load(const Context& ctx, std::span<const uint8_t> bytes, LoadOptions opts = {});
+  static Result<Bundle> load(const Context& ctx, Span<const uint8_t> bytes, LoadOptions opts = {});
   // Reads the file with read_file, then load()s it.
   static Result<Bundle> load_file(const Context& ctx, const std::string& path, LoadOptions opts = {});
   // The bytes of a bundle file. InvalidArgument for a folder, an unreadable file, or one larger

@@ -8,11 +8,11 @@
 
 #include <cstring>
 #include <memory>
-#include <span>
 #include <string>
 
 #include "truenort/Driver.h"
 #include "truenort/Pool.h"
+#include "truenort/Span.h"
 
 namespace truenort {
 
@@ -120,12 +120,12 @@ class DeviceBuffer {
   }
   size_t size() const { return count_; }
   CUdeviceptr ptr() const { return mem_.ptr(); }
-  Status upload(std::span<const T> src) const { return mem_.upload(src.data(), src.size_bytes()); }
-  Status download(std::span<T> dst) const { return mem_.download(dst.data(), dst.size_bytes()); }
-  Status upload_async(std::span<const T> src, const Stream& s) const {
+  Status upload(Span<const T> src) const { return mem_.upload(src.data(), src.size_bytes()); }
+  Status download(Span<T> dst) const { return mem_.download(dst.data(), dst.size_bytes()); }
+  Status upload_async(Span<const T> src, const Stream& s) const {
     return mem_.upload_async(src.data(), src.size_bytes(), s);
   }
-  Status download_async(std::span<T> dst, const Stream& s) const {
+  Status download_async(Span<T> dst, const Stream& s) const {
     return mem_.download_async(dst.data(), dst.size_bytes(), s);
   }
 
@@ -156,7 +156,7 @@ class HostBuffer {
   ~HostBuffer() {
     if (p_ && ctx_->make_current()) (void)ctx_->driver().cuMemFreeHost(p_);
   }
-  std::span<T> span() const { return {p_, n_}; }
+  Span<T> span() const { return {p_, n_}; }
   T* data() const { return p_; }
   size_t size() const { return n_; }
 

@@ -10,16 +10,25 @@
 
 #include "truenort/Result.h"
 
+// The driver's opaque handle types, at global scope as cuda.h declares them: a CUstream from
+// cuda.h, or a cudaStream_t of the CUDA runtime, is a truenort::CUstream.
+struct CUctx_st;
+struct CUmod_st;
+struct CUfunc_st;
+struct CUstream_st;
+struct CUevent_st;
+
 namespace truenort {
 
+using ::CUctx_st, ::CUmod_st, ::CUfunc_st, ::CUstream_st, ::CUevent_st;
 using CUresult = int;
 using CUdevice = int;
 using CUdeviceptr = unsigned long long;
-using CUcontext = struct CUctx_st*;
-using CUmodule = struct CUmod_st*;
-using CUfunction = struct CUfunc_st*;
-using CUstream = struct CUstream_st*;
-using CUevent = struct CUevent_st*;
+using CUcontext = CUctx_st*;
+using CUmodule = CUmod_st*;
+using CUfunction = CUfunc_st*;
+using CUstream = CUstream_st*;
+using CUevent = CUevent_st*;
 
 namespace cu {
 constexpr CUresult SUCCESS = 0;

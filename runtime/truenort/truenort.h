@@ -5,6 +5,6 @@
 #include "truenort/Bundle.h"
 #include "truenort/Context.h"
 #include "truenort/Driver.h"
-#include "truenort/Embed.h"
+#include "truenort/Nvtx.h"
 #include "truenort/Pool.h"
 #include "truenort/Result.h"

@@ -43,16 +43,22 @@ int runOnDevice(const truenort::Context& ctx) {
     std::fprintf(stderr, "device setup failed\n");
     return 1;
   }
-  auto ptr = [](const truenort::DeviceBuffer<float>& d) { return reinterpret_cast<float*>(d.ptr()); };
-  truenort::EmbedLauncher rt(ctx);
-  truenoc::embed::Launcher launcher = truenoc::embed::runtime_launcher(rt);
-  void* s = stream.value().handle();
-  int rc = example_kernels::vadd(launcher, s, ptr(da.value()), ptr(db.value()), ptr(dc.value()), n);
-  if (rc == 0 && stream.value().synchronize() && dc.value().download(sum))
-    rc = example_kernels::scale(launcher, s, ptr(dc.value()), ptr(da.value()), 0.5f, n);
-  if (rc != 0 || !stream.value().synchronize() || !da.value().download(scaled)) {
-    std::fprintf(stderr, "device run failed: %s\n",
-                 rt.last_error() ? rt.last_error()->describe().c_str() : "launch refused");
+  // The bundle is loaded once; each method launches one kernel and returns a Status with the
+  // error's message. Device buffers go in as they are: inputs as const, outputs mutable.
+  auto kernels = example_kernels::Kernels::load(ctx);
+  if (!kernels) {
+    std::fprintf(stderr, "loading the bundle failed: %s\n", kernels.error().describe().c_str());
+    return 1;
+  }
+  const truenort::Stream& s = stream.value();
+  truenort::Status st = kernels.value().vadd(s, da.value(), db.value(), dc.value(), n);
+  if (st) st = s.synchronize();
+  if (st) st = dc.value().download(sum);
+  if (st) st = kernels.value().scale(s, dc.value(), da.value(), 0.5f, n);
+  if (st) st = s.synchronize();
+  if (st) st = da.value().download(scaled);
+  if (!st) {
+    std::fprintf(stderr, "device run failed: %s\n", st.error().describe().c_str());
     return 1;
   }
   for (uint32_t i = 0; i < n; ++i)
@@ -76,23 +82,23 @@ int main() {
   }
   std::vector<Recorded> launches;
   truenoc::embed::Launcher launcher{record, &launches};
-  float* a = nullptr;  // device pointers in a real program
+  float* a = nullptr;  // device pointers in a real program (typed: const float* for inputs)
   int rc = example_kernels::vadd(launcher, nullptr, a, a, a, 1000u);
   rc |= example_kernels::scale(launcher, nullptr, a, a, 2.0f, 1000u);
   rc |= example_kernels::vadd(launcher, nullptr, a, a, a, 0u);  // empty grid: nothing launched
   // Library kernels of the decode bundle: one block per row, one warp per short softmax row.
-  rc |= decode::rmsnorm(launcher, nullptr, a, a, a, 4u, 4096u, 1e-5f);
+  truenoc::bf16* h = nullptr;  // this rmsnorm reads and writes bf16 rows
+  rc |= decode::rmsnorm(launcher, nullptr, h, h, h, 4u, 4096u, 1e-5f);
   rc |= decode::softmax(launcher, nullptr, a, a, 20u, 100u);
-  rc |= decode::gemv_bf16(launcher, nullptr, a, a, a, 14336u, 4096u);
+  rc |= decode::gemv_bf16(launcher, nullptr, h, a, a, 14336u, 4096u);  // bf16 weights, f32 x and y
   if (rc != 0 || launches.size() != 5) {
     std::fprintf(stderr, "unexpected launch results\n");
     return 1;
   }
   for (const Recorded& r : launches) std::printf("%s grid %u block %u args %u\n", r.kernel.c_str(), r.grid, r.block, r.args);
 #ifdef TRUENOC_HAVE_RUNTIME
-  // truenoc_add_bundle linked libtruenort: on a GPU, truenoc::embed::runtime_launcher(rt) with a
-  // truenort::EmbedLauncher rt(ctx) runs these launches for real. Without a driver this is an
-  // error value, not a crash.
+  // truenoc_add_bundle linked libtruenort: on a GPU (or the simulated driver) the Kernels object
+  // runs the same kernels for real. Without a driver this is an error value, not a crash.
   auto ctx = truenort::Context::create(0);
   std::printf("runtime: linked (%s)\n", ctx.ok() ? "device found" : "no device");
   if (ctx.ok()) return runOnDevice(ctx.value());

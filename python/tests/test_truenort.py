@@ -1,0 +1,229 @@
+"""The Python package without a GPU: loading, signatures, launch rules, argument checks and
+launches on truenoc's simulated driver (TRUENORT_DRIVER=sim, docs/simulator.md).
+
+Environment: TRUENOC (the truenoc executable, to build the test bundle), TRUENORT_DRIVER (the
+simulated driver; ctest sets both), TRUENOC_EXAMPLES (examples/ of the sources).
+"""
+import ctypes
+import math
+import os
+import random
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import truenort
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.environ.get("TRUENOC_EXAMPLES", os.path.join(HERE, "..", "..", "examples"))
+
+
+def setUpModule():
+    global BUNDLE_PATH, BUNDLE, TMP
+    TMP = tempfile.TemporaryDirectory()
+    BUNDLE_PATH = os.path.join(TMP.name, "decode.tnb")
+    # PTX and IR only (no ptxas needed): the simulated driver runs each kernel's IR.
+    subprocess.run([os.environ["TRUENOC"], "build", os.path.join(EXAMPLES, "decode.toml"), "--ptx-only",
+                    "--targets", "sm_80,sm_90", "-o", BUNDLE_PATH], check=True)
+    BUNDLE = truenort.load(BUNDLE_PATH)
+
+
+def tearDownModule():
+    TMP.cleanup()
+
+
+def f32(values):
+    return struct.pack("%df" % len(values), *values)
+
+
+def array(values, dtype="float32", readonly=False):
+    return truenort.DeviceArray.from_bytes(f32(values), [len(values)], dtype, readonly=readonly)
+
+
+class FakeCai:
+    """A tensor as a framework would describe it through __cuda_array_interface__."""
+
+    def __init__(self, base, shape=None, strides=None, typestr="<f4"):
+        cai = base.__cuda_array_interface__
+        self.__cuda_array_interface__ = {"data": cai["data"], "shape": tuple(shape or cai["shape"]),
+                                         "typestr": typestr, "strides": strides, "version": 3}
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class FakeDlpack:
+    """A tensor as a framework exports it through __dlpack__ (the capsule made with ctypes)."""
+
+    def __init__(self, base, code=2, bits=32, device_type=2, device_id=0):
+        self.shape = (ctypes.c_int64 * 1)(base.shape[0])
+        self.managed = DLManagedTensor()
+        t = self.managed.dl_tensor
+        t.data = base.__cuda_array_interface__["data"][0]
+        t.device = DLDevice(device_type, device_id)
+        t.ndim = 1
+        t.dtype = DLDataType(code, bits, 1)
+        t.shape = self.shape
+        self.streams = []
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self.managed), b"dltensor", None)
+
+
+class Loading(unittest.TestCase):
+    def test_kernels_signatures_and_launch_rules(self):
+        self.assertIn("vadd", BUNDLE.kernels)
+        self.assertIn("softmax", BUNDLE.kernels)
+        self.assertEqual(BUNDLE.vadd.signature,
+                         "vadd(a: ptr.global read f32, b: ptr.global read f32, c: ptr.global write f32, n: u32)")
+        self.assertEqual(BUNDLE.vadd.launch_rule, {"block": [256], "grid": ["ceil_div(n, 256)"], "dynamic_shared": "0"})
+        self.assertEqual(BUNDLE.vadd.params[2], {"name": "c", "type": "ptr.global", "access": "write", "element": "f32"})
+        self.assertEqual(BUNDLE.vadd.params[3], {"name": "n", "type": "u32"})
+        # read as raw 16-bit words; examples/decode.toml declares the element type (elements = ...)
+        self.assertEqual(BUNDLE.rmsnorm.params[0]["element"], "bf16")
+        self.assertEqual(BUNDLE.argmax.params[1], {"name": "index", "type": "ptr.global", "access": "write", "element": None})
+        self.assertEqual(BUNDLE.vadd.target, "sm_90")  # the simulated device is an sm_90
+        self.assertTrue(truenort.simulated())
+
+    def test_unknown_kernel(self):
+        with self.assertRaises(AttributeError) as e:
+            BUNDLE.no_such_kernel
+        self.assertIn("no kernel 'no_such_kernel'", str(e.exception))
+
+    def test_missing_and_damaged_bundles_raise_error(self):
+        with self.assertRaises(truenort.Error) as e:
+            truenort.load(os.path.join(TMP.name, "missing.tnb"))
+        self.assertIn("missing.tnb", str(e.exception))
+        damaged = os.path.join(TMP.name, "damaged.tnb")
+        with open(BUNDLE_PATH, "rb") as f:
+            data = bytearray(f.read())
+        data[200] ^= 0xFF
+        with open(damaged, "wb") as f:
+            f.write(bytes(data))
+        with self.assertRaises(truenort.Error) as e:
+            truenort.load(damaged)
+        self.assertIn("corrupt", str(e.exception))
+
+
+class Launching(unittest.TestCase):
+    def test_vadd_matches_python(self):
+        n = 1000
+        a = [random.uniform(-100, 100) for _ in range(n)]
+        b = [random.uniform(-100, 100) for _ in range(n)]
+        c = truenort.DeviceArray.zeros([n], "float32")
+        BUNDLE.vadd(array(a), array(b), c, n)
+        got = struct.unpack("%df" % n, c.to_bytes())
+        want = struct.unpack("%df" % n, f32([x + y for x, y in zip(struct.unpack("%df" % n, f32(a)),
+                                                                   struct.unpack("%df" % n, f32(b)))]))
+        self.assertEqual(got, want)
+
+    def test_softmax_matches_python(self):
+        rows, cols = 3, 37
+        x = [random.uniform(-5, 5) for _ in range(rows * cols)]
+        y = truenort.DeviceArray.zeros([rows, cols], "float32")
+        BUNDLE.softmax(truenort.DeviceArray.from_bytes(f32(x), [rows, cols], "float32"), y, rows, cols)
+        got = struct.unpack("%df" % (rows * cols), y.to_bytes())
+        for r in range(rows):
+            row = x[r * cols:(r + 1) * cols]
+            m = max(row)
+            total = sum(math.exp(v - m) for v in row)
+            for c in range(cols):
+                self.assertAlmostEqual(got[r * cols + c], math.exp(row[c] - m) / total, delta=1e-6)
+
+    def test_cuda_array_interface_and_dlpack_objects(self):
+        n = 64
+        a = array([1.0] * n)
+        c = truenort.DeviceArray.zeros([n], "float32")
+        BUNDLE.vadd(FakeCai(a), FakeDlpack(a), c, n, stream=0)
+        self.assertEqual(struct.unpack("%df" % n, c.to_bytes()), (2.0,) * n)
+
+    def test_empty_grid_launches_nothing(self):
+        c = truenort.DeviceArray.zeros([4], "float32")
+        BUNDLE.vadd(c, c, c, 0)
+        self.assertEqual(c.to_bytes(), bytes(16))
+
+
+class ArgumentChecks(unittest.TestCase):
+    def setUp(self):
+        self.a = array([1.0] * 8)
+        self.c = truenort.DeviceArray.zeros([8], "float32")
+
+    def check(self, error, text, *args, **kw):
+        with self.assertRaises(error) as e:
+            BUNDLE.vadd(*args, **kw)
+        self.assertIn(text, str(e.exception))
+
+    def test_count(self):
+        self.check(TypeError, "vadd() takes 4 arguments (3 given)", self.a, self.a, self.c)
+
+    def test_numbers(self):
+        self.check(ValueError, "argument 4 ('n', u32): -1 does not fit u32", self.a, self.a, self.c, -1)
+        self.check(ValueError, "4294967296 does not fit u32", self.a, self.a, self.c, 2 ** 32)
+        self.check(TypeError, "argument 4 ('n', u32): expected an int, got a float", self.a, self.a, self.c, 8.0)
+        self.check(TypeError, "expected a Python number, got DeviceArray", self.a, self.a, self.c, self.a)
+
+    def test_tensors(self):
+        self.check(TypeError, "argument 1 ('a', ptr.global): expected a CUDA tensor", "x", self.a, self.c, 8)
+        self.check(ValueError, "the kernel's elements are float32, the tensor is float64",
+                   truenort.DeviceArray.zeros([8], "float64"), self.a, self.c, 8)
+        self.check(ValueError, "the kernel's elements are float32, the tensor is bfloat16",
+                   FakeDlpack(self.a, code=4, bits=16), self.a, self.c, 8)
+        self.check(ValueError, "the tensor is not contiguous", FakeCai(self.a, shape=[4], strides=(8,)), self.a, self.c, 4)
+        self.check(ValueError, "argument 3 ('c', ptr.global): the kernel writes through this pointer, the tensor is read-only",
+                   self.a, self.a, array([0.0] * 8, readonly=True), 8)
+        self.check(ValueError, "not in CUDA device memory (DLPack device type 1)", FakeDlpack(self.a, device_type=1),
+                   self.a, self.c, 8)
+        self.check(ValueError, "the tensor is on CUDA device 1, the bundle was loaded for device 0",
+                   FakeDlpack(self.a, device_id=1), self.a, self.c, 8)
+
+    def test_declared_bf16_elements(self):
+        x = truenort.DeviceArray.zeros([2, 8], "float32")
+        with self.assertRaises(ValueError) as e:
+            BUNDLE.rmsnorm(x, x, x, 2, 8, 1e-5)
+        self.assertIn("argument 1 ('x', ptr.global): the kernel's elements are bfloat16, the tensor is float32", str(e.exception))
+        ones = struct.pack("16H", *([0x3F80] * 16))  # bf16 1.0
+        xb = truenort.DeviceArray.from_bytes(ones, [2, 8], "bfloat16")
+        wb = truenort.DeviceArray.from_bytes(ones[:16], [8], "bfloat16")
+        yb = truenort.DeviceArray.zeros([2, 8], "bfloat16")
+        BUNDLE.rmsnorm(xb, wb, yb, 2, 8, 0.0)
+        self.assertEqual(struct.unpack("16H", yb.to_bytes()), (0x3F80,) * 16)  # 1 / sqrt(mean(1)) * 1
+
+    def test_read_only_inputs_are_fine(self):
+        BUNDLE.vadd(array([1.0] * 8, readonly=True), self.a, self.c, 8)
+        self.assertEqual(struct.unpack("8f", self.c.to_bytes()), (2.0,) * 8)
+
+    def test_streams(self):
+        self.check(TypeError, "stream: expected a CUDA stream or its handle, got str", self.a, self.a, self.c, 8,
+                   stream="s")
+        dl = FakeDlpack(self.a)
+        BUNDLE.vadd(dl, self.a, self.c, 8)
+        self.assertEqual(dl.streams, [1])  # the default stream, as DLPack spells it
+
+    def test_a_failing_launch_rule_is_an_error(self):
+        with self.assertRaises(truenort.Error) as e:
+            BUNDLE.softmax(self.a, self.c, 2 ** 31, 2 ** 31)
+        self.assertIn("softmax", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
