@@ -112,5 +112,6 @@ void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
 void addRope(std::vector<Template>& out);
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
+void addQuant(std::vector<Template>& out);  // dequantize, quantize_q8_1, gemv_q
 
 }  // namespace tn::kernels::lib

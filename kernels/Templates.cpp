@@ -54,6 +54,7 @@ std::vector<Template> makeTemplates() {
   lib::addRope(all);
   lib::addGemv(all);
   lib::addGemm(all);
+  lib::addQuant(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;
 }
