@@ -6,6 +6,7 @@
 // with 8-bit loads; no access ever needs more than 2-byte alignment of the block.
 // The decode follows ggml's fp32 operation order with explicit .rn rounding, which keeps
 // fma-fusion and ptxas from contracting D*q - M: dequantize is bit-exact with dequantize_row_*.
+// gemv_q with q8_1 activations keeps the quants as bytes and multiplies them with dp4a.
 #include <bit>
 #include <string>
 
@@ -76,13 +77,6 @@ std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off) {
   return words;
 }
 
-// Byte i (0..7) of two words, shifted right by `shift` first (bits of the next byte may remain
-// above bit 7: the caller masks).
-Value byteOf(const std::vector<Value>& words, unsigned i) {
-  Value w = words[i / 4];
-  return (i % 4) == 0 ? w : w >> (8u * (i % 4));
-}
-
 Value halfToF32(KernelBuilder& kb, Value bitsU32) {
   Value h = kb.bitcast(kb.cvt(bitsU32, Type::of(Scalar::U16)), Type::of(Scalar::F16));
   return kb.cvt(h, Type::f32());
@@ -92,30 +86,33 @@ Value mulRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Mul, Type::f
 Value subRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Sub, Type::f32(), {a, b}, {Mod::Rn}); }
 Value toF32(KernelBuilder& kb, Value i) { return kb.cvt(i, Type::f32()); }
 
-// Elements 8j .. 8j+7 of the block at blk as f32, exactly as ggml's dequantize_row_* computes them.
-std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
-  std::vector<Value> y;
+// The 8 quants of group j (elements 8j .. 8j+7 of the block at blk) as two words of 4 bytes,
+// unsigned (0..63) except q8_0's signed bytes, and how they map to weights:
+// w = scale * (q - intOffset), or for the k-quants with a min, round(scale * q) - min.
+struct IntGroup {
+  Value q[2];
+  Value scale;
+  int intOffset = 0;
+  Value min;  // q4_k, q5_k only
+};
+
+IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
+  IntGroup g;
+  auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
+    for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
+  };
   switch (f.fmt) {
     case Fmt::Q4_0: {
       // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
-      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
-      std::vector<Value> w = bytes8(kb, blk, ((j & 1u) << 3u) + 2u);
-      Value shift = (j >> 1u) << 2u;
-      for (Value& v : w) v = v >> shift;
-      for (unsigned i = 0; i < kGroup; ++i) {
-        Value q = kb.bitcast(byteOf(w, i) & 15u, Type::of(Scalar::S32)) - 8;
-        y.push_back(mulRn(kb, toF32(kb, q), d));
-      }
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      g.intOffset = 8;
       break;
     }
     case Fmt::Q8_0: {
-      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
       std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u);
-      for (unsigned i = 0; i < kGroup; ++i) {
-        Value s = kb.bitcast(w[i / 4], Type::of(Scalar::S32));
-        Value q = (s << (24u - 8u * (i % 4))) >> 24u;  // arithmetic: sign-extends byte i
-        y.push_back(mulRn(kb, toF32(kb, q), d));
-      }
+      g.q[0] = w[0], g.q[1] = w[1];
       break;
     }
     case Fmt::Q4_K:
@@ -131,40 +128,45 @@ std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value
       Value high = (s >= 4u).named("high_sub");
       Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
       Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
-      Value D = mulRn(kb, d, toF32(kb, sc)), M = mulRn(kb, dmin, toF32(kb, m));
+      g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.min = mulRn(kb, dmin, toF32(kb, m));
       unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
-      std::vector<Value> w = bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt);
-      Value nshift = (s & 1u) << 2u;
-      for (Value& v : w) v = v >> nshift;
-      std::vector<Value> h;
+      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt), (s & 1u) << 2u, 0x0F0F0F0Fu);
       if (f.fmt == Fmt::Q5_K) {
-        h = bytes8(kb, blk, l0 + 16u);  // qh[l]: bit s is the 5th bit of element l of sub-block s
-        for (Value& v : h) v = v >> s;
-      }
-      for (unsigned i = 0; i < kGroup; ++i) {
-        Value q = byteOf(w, i) & 15u;
-        if (f.fmt == Fmt::Q5_K) q = q | ((byteOf(h, i) & 1u) << 4u);
-        y.push_back(subRn(kb, mulRn(kb, D, toF32(kb, q)), M));
+        // qh[l]: bit s is the 5th bit of element l of sub-block s.
+        std::vector<Value> h = bytes8(kb, blk, l0 + 16u);
+        for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((h[i] >> s) & 0x01010101u) << 4u);
       }
       break;
     }
     case Fmt::Q6_K: {
       // Element i0 = 8j: half h = j/16, k = (j/4)%4, l0 = 8(j%4); scale i0/16 = j/2.
       Value h = j >> 4u, kq = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      std::vector<Value> lo = bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0);
+      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
       std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u);
-      Value nshift = (kq >> 1u) << 2u, hshift = kq << 1u;
-      for (Value& v : lo) v = v >> nshift;
-      for (Value& v : hi) v = v >> hshift;
+      for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
       Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8);
       Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16));
-      Value ds = mulRn(kb, d, toF32(kb, sc));
-      for (unsigned i = 0; i < kGroup; ++i) {
-        Value q = (byteOf(lo, i) & 15u) | ((byteOf(hi, i) & 3u) << 4u);
-        y.push_back(mulRn(kb, ds, toF32(kb, kb.bitcast(q, Type::of(Scalar::S32)) - 32)));
-      }
+      g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.intOffset = 32;
       break;
     }
+  }
+  return g;
+}
+
+// Elements 8j .. 8j+7 of the block at blk as f32, exactly as ggml's dequantize_row_* computes them.
+std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
+  IntGroup g = decodeInt(kb, f, blk, j);
+  std::vector<Value> y;
+  for (unsigned i = 0; i < kGroup; ++i) {
+    Value w = kb.bitcast(g.q[i / 4], Type::of(Scalar::S32));
+    unsigned at = 8 * (i % 4);
+    // Byte i: sign-extended for q8_0 (arithmetic shift), the others are below 64.
+    Value q = f.fmt == Fmt::Q8_0 ? (at == 24 ? w : w << (24u - at)) >> 24u : (at == 0 ? w : w >> at) & 0xFF;
+    if (g.intOffset) q = q - g.intOffset;
+    Value v = mulRn(kb, g.scale, toF32(kb, q));
+    y.push_back(g.min.valid() ? subRn(kb, v, g.min) : v);
   }
   return y;
 }
@@ -276,7 +278,8 @@ constexpr unsigned kRowsPerBlock = kBlock / 32;
 // every column of x, accumulating in f32; a warp reduction per column ends the row.
 std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
-  Storage s = storageOption(o, "activation");
+  bool q81 = o.text("activation") == "q8_1";
+  Storage s = q81 ? Storage::F32 : storageOption(o, "activation");
   unsigned ntok = static_cast<unsigned>(o.integer("ntok"));
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemv_q");
@@ -330,8 +333,41 @@ std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
               },
               {.label = vector ? "vec" : "scalar", .iv = "g"});
         };
-        std::vector<Value> sums = kb.if_else(
-            allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); }, {.label = "path"});
+        // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
+        // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
+        auto dp4aLoop = [&] {
+          Value xblocks = (k >> 5u).named("xblocks");
+          Value ones = kb.s32(0x01010101, "ones");
+          Value izero = kb.s32(0, "izero");
+          return kb.for_range(
+              lane, groups, kb.u32(32), zero,
+              [&](Value g, std::span<Value> acc) {
+                auto [blk, j] = groupBlock(kb, f, wrow, g);
+                IntGroup wq = decodeInt(kb, f, blk, j);
+                Value q0 = kb.bitcast(wq.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(wq.q[1], Type::of(Scalar::S32));
+                std::vector<Value> next;
+                for (unsigned t = 0; t < ntok; ++t) {
+                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(36)), "xb");
+                  Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
+                  Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
+                  Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
+                  Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+                  Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+                  Value suma;
+                  if (wq.intOffset || wq.min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+                  if (wq.intOffset) sumi = sumi - suma * wq.intOffset;
+                  Value part = wq.scale * toF32(kb, sumi);
+                  if (wq.min.valid()) part = part - wq.min * toF32(kb, suma);
+                  next.push_back(kb.fma(d8, part, acc[t]));
+                }
+                return next;
+              },
+              {.label = "dp4a", .iv = "g"});
+        };
+        std::vector<Value> sums =
+            q81 ? dp4aLoop()
+                : kb.if_else(
+                      allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); }, {.label = "path"});
         for (unsigned t = 0; t < ntok; ++t) {
           Value total = kb.warp_reduce_sum(sums[t], "total");
           kb.if_then(
@@ -370,9 +406,12 @@ void addQuant(std::vector<Template>& out) {
   out.push_back({
       "gemv_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
-      "weights dequantized in registers, f32 accumulation; one warp per row, " +
+      "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation; one warp per row, " +
           std::to_string(kRowsPerBlock) + " rows per block of " + std::to_string(kBlock) + " threads",
-      {formatSpec(), ntok, choiceOption("activation", "f32", {"f32", "bf16"}, "storage type of x (y is f32)")},
+      {formatSpec(), ntok,
+       choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
+                    "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 blocks from "
+                    "quantize_q8_1 (integer products by dp4a); y is f32")},
       buildGemvQ,
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
   });

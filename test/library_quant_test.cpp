@@ -1,5 +1,5 @@
 // Quantized weights (kernels/Quant.cpp, spec test/library/quant.toml): dequantize,
-// quantize_q8_1 and gemv_q against ggml's own test vectors (../shared/testdata/quant, both
+// quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors (../shared/testdata/quant, both
 // cases, bit for bit where ggml is exact) and against a C++ reference written from the format
 // spec (../shared/docs/ggml-quant-formats.md) on random blocks: odd row counts, several blocks
 // per row, every half field's sign, zeros and subnormals, and (on the GPU) base pointers only
@@ -191,6 +191,30 @@ void checkDequant(Runner& r, const Format& f, const std::vector<uint8_t>& q, uin
   }
 }
 
+// got (ntok x rows) against y[t][i] = sum_j deq[i][j] x[t][j] in double, or against refY (a test
+// vector, itself rounded once to f32) when given: |err| <= 2k 2^-24 sum_j |deq x| (+ 2^-24 |y| for
+// refY), where with `mins` (|M| per weight) the magnitude of a term is 2(|deq| + |M|)|x| instead.
+void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, const std::vector<float>& x,
+                const std::vector<float>* mins, uint32_t rows, uint32_t k, const std::vector<float>* refY,
+                const std::string& what) {
+  for (size_t t = 0; t < got.size() / rows; ++t)
+    for (uint32_t i = 0; i < rows; ++i) {
+      double want = 0, mag = 0;
+      for (uint32_t j = 0; j < k; ++j) {
+        size_t wi = size_t(i) * k + j, xi = t * k + j;
+        want += double(deq[wi]) * double(x[xi]);
+        double w = std::fabs(double(deq[wi]));
+        mag += (mins ? 2.0 * (w + double((*mins)[wi])) : w) * std::fabs(double(x[xi]));
+      }
+      double tol = 2.0 * k * std::ldexp(1.0, -24) * mag;
+      if (refY) {
+        tol += std::ldexp(std::fabs(want), -24);
+        want = (*refY)[t * rows + i];
+      }
+      expectClose({got[t * rows + i]}, {want}, tol, 0, what + " col " + std::to_string(t) + " row " + std::to_string(i));
+    }
+}
+
 // y[t][i] = sum_j deq[i][j] x[t][j] through gemv_q, against the double reference: f32
 // accumulation in any order of k products is within (k - 1) 2^-24 sum|w x| of the exact sum (first
 // order), bounded here by 2k 2^-24 sum|w x| as for gemv, plus the reference's own rounding to f32
@@ -208,22 +232,53 @@ void checkGemv(Runner& r, const std::string& kernel, unsigned ntok, Dtype act,
   call.buffer("y", y).scalar("m", rows).scalar("k", k);
   std::vector<float> got = r.run(call).get<float>("y");
   REQUIRE(got.size() == y.size());
-  for (unsigned t = 0; t < ntok; ++t)
-    for (uint32_t i = 0; i < rows; ++i) {
-      double want = 0, mag = 0;
-      for (uint32_t j = 0; j < k; ++j) {
-        double p = double(deq[size_t(i) * k + j]) * double(xs[size_t(t) * k + j]);
-        want += p;
-        mag += std::fabs(p);
-      }
-      double tol = 2.0 * k * std::ldexp(1.0, -24) * mag;
-      if (refY) {
-        tol += std::ldexp(std::fabs(want), -24);
-        want = (*refY)[size_t(t) * rows + i];
-      }
-      expectClose({got[size_t(t) * rows + i]}, {want}, tol, 0,
-                  what + " " + kernel + " col " + std::to_string(t) + " row " + std::to_string(i));
+  expectGemv(got, deq, xs, nullptr, rows, k, refY, what + " " + kernel);
+}
+
+// The values of q8_1 blocks: float(q) * fp32(d).
+std::vector<float> dequantQ81(const std::vector<uint8_t>& blocks) {
+  std::vector<float> x(blocks.size() / 36 * 32);
+  for (size_t c = 0; c < x.size(); ++c) {
+    const uint8_t* b = blocks.data() + 36 * (c / 32);
+    x[c] = float(int8_t(b[4 + c % 32])) * h2f(b);
+  }
+  return x;
+}
+
+// |M| = dmin * m of each element for the k-quants with a min (0 for the other formats): the
+// dequantized weight is round(D q) - M, whose two terms the q8_1 path keeps apart.
+std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q) {
+  std::vector<float> mins(q.size() / f.bytes * f.qk, 0.0f);
+  if (std::string(f.name) != "q4_k" && std::string(f.name) != "q5_k") return mins;
+  for (size_t b = 0; b < q.size() / f.bytes; ++b) {
+    const uint8_t* blk = q.data() + b * f.bytes;
+    const uint8_t* sc = blk + 4;
+    for (int s = 0; s < 8; ++s) {
+      int m = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      for (int l = 0; l < 32; ++l) mins[b * 256 + 32 * s + l] = std::fabs(h2f(blk + 2) * float(m));
     }
+  }
+  return mins;
+}
+
+// gemv_q with q8_1 activations (xq8: ntok columns of k/32 blocks) against sum_j deq[i][j] xq[j]
+// in double, xq = float(q) * fp32(d). The integer dot products are exact; what is rounded is
+// scale * sum (and min * sum(a)) per group of 8, d8 times that, and the f32 accumulation, each a
+// relative 2^-24 of terms bounded by sum (|deq| + 2|M|)|xq|, while ggml's deq itself differs from
+// the exact D q - M by up to 2^-24 (|D q| + |deq|): so 2k 2^-24 sum 2(|deq| + |M|)|xq| bounds the
+// difference with room to spare (plus the reference's own rounding, 2^-24 |y|, for a vector).
+void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<uint8_t>& q,
+                  const std::vector<float>& deq, uint32_t rows, uint32_t k, const std::vector<uint8_t>& xq8,
+                  const std::vector<float>* refY, const std::string& what, uint32_t misalign = 0) {
+  std::vector<float> mins = refMins(f, q);
+  std::vector<float> xq = dequantQ81(xq8);
+  std::string kernel = std::string("gemv_q_") + f.name + "_q8_1_n" + std::to_string(ntok);
+  std::vector<float> y(size_t(ntok) * rows, -7.0f);
+  Call call("quant", kernel);
+  call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", y).scalar("m", rows).scalar("k", k);
+  std::vector<float> got = r.run(call).get<float>("y");
+  REQUIRE(got.size() == y.size());
+  expectGemv(got, deq, xq, &mins, rows, k, refY, what + " " + kernel);
 }
 
 }  // namespace
@@ -304,7 +359,7 @@ LIBRARY_TEST("quant quantize_q8_1: random activations, f32 and bf16, zero blocks
   }
 }
 
-LIBRARY_TEST("quant gemv_q: ggml test vectors within the derived tolerance", quantGemvVectors) {
+LIBRARY_TEST("quant gemv_q: ggml test vectors, f32 and q8_1 activations, within the derived tolerances", quantGemvVectors) {
   for (const char* c : kCases) {
     std::optional<std::string> dir = caseDir(c);
     if (!dir) return;
@@ -317,15 +372,12 @@ LIBRARY_TEST("quant gemv_q: ggml test vectors within the derived tolerance", qua
       checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, x, &ref, what);
       // The f32 path on x as its q8_1 blocks dequantize (xq = float(q) * fp32(d)) meets the
       // vectors' gemv_xq8_1 reference: it checks that file and the q8_1 blocks together.
+      // The q8_1 path (dp4a) on those blocks meets the same reference.
       std::vector<uint8_t> xq8 = readFile<uint8_t>(*dir + "/x.q8_1.bin");
-      std::vector<float> xq(x.size());
-      for (size_t c = 0; c < xq.size(); ++c) {
-        const uint8_t* b = xq8.data() + 36 * (c / 32);
-        xq[c] = float(int8_t(b[4 + c % 32])) * h2f(b);
-      }
       std::vector<float> refq = readFile<float>(*dir + "/" + f.name + ".gemv_xq8_1.f32");
-      checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, xq, &refq,
-                what + " x from q8_1");
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, dequantQ81(xq8),
+                &refq, what + " x from q8_1");
+      checkGemvQ81(r, f, 1, q, deq, kVecRows, kVecK, xq8, &refq, what);
       // Three columns: x, -x and x reversed (one pass over W serves all three).
       std::vector<float> x3 = x;
       for (float v : x) x3.push_back(-v);
@@ -335,7 +387,7 @@ LIBRARY_TEST("quant gemv_q: ggml test vectors within the derived tolerance", qua
   }
 }
 
-LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf16)", quantGemvRandom) {
+LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf16), f32 and q8_1 activations", quantGemvRandom) {
   std::mt19937 rng(seed());
   for (const Format& f : kFormats) {
     uint32_t k = (f.qk == 32 ? 13 : 3) * f.qk;
@@ -349,6 +401,11 @@ LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf1
       if (r.honoursMisalign())
         checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, rows, k, x, nullptr,
                   what + " misaligned", 2);
+      // The q8_1 path (dp4a) on x as quantize_q8_1 makes it.
+      std::vector<uint8_t> xq8 = refQuantizeQ81(x);
+      checkGemvQ81(r, f, 1, q, deq, rows, k, xq8, nullptr, what);
+      checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what);
+      if (r.honoursMisalign()) checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what + " misaligned", 2);
     }
   }
   const Format& q4k = kFormats[2];
