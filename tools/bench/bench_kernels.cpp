@@ -243,6 +243,46 @@ Case gemvCase(const std::string& weight, uint32_t m, uint32_t k) {
   return c;
 }
 
+// ggml-quantized weights (kernels/Quant.cpp). A weight buffer is random halves in every 2-byte
+// slot, so every block scale is finite and in [-1, 1] (blocks start at even offsets).
+struct QuantFormat {
+  const char* name;
+  uint32_t qk, bytes;
+};
+constexpr QuantFormat kQuantFormats[] = {
+    {"q4_0", 32, 18}, {"q8_0", 32, 34}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}};
+
+// y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
+// launch included in the time and its bytes in the count. W's bytes dominate the count.
+Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok) {
+  Case c{std::string("gemv_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
+  size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
+  std::string n = "_n" + std::to_string(ntok);
+  if (act == "f32") {
+    c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
+    c.launches = {{std::string("gemv_q_") + f.name + n, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
+    c.bytes = double(w) + double(x) + double(y);
+    return c;
+  }
+  size_t xq = size_t(ntok) * (k / 32) * 36;
+  c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+  c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
+                {std::string("gemv_q_") + f.name + "_q8_1" + n,
+                 {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
+  c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
+  return c;
+}
+
+// The m x k weights dequantized to bf16 (what a bf16 GEMM would take).
+Case dequantizeCase(const QuantFormat& f, uint32_t m, uint32_t k) {
+  Case c{std::string("dequantize_") + f.name, dims(m, k), "bf16", {}, {}, 0, 0, 0};
+  size_t w = size_t(m) * (k / f.qk) * f.bytes, y = size_t(m) * k * 2;
+  c.buffers = {{w, Fill::F16}, {y, Fill::Zero}};
+  c.launches = {{std::string("dequantize_") + f.name + "_bf16", {buf("q", 0), buf("y", 1), val("rows", m), val("k", k)}}};
+  c.bytes = double(w) + double(y);
+  return c;
+}
+
 // `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
 // random positions. The caches are shared by the buffer sets: a launch touches only its rows.
 Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
@@ -331,6 +371,20 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(kvScatterCase("bf16", pick(4096, 256, 16), 1024, pick(65536, 4096, 64)));
   // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
   for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, pick(4096, 256, 3), 32, 8, 128));
+  // Quantized weights: the decode shapes of LLaMA-3-8B (and its 128k vocabulary) per format,
+  // ntok 1, 4 and 8, both activation paths; dequantize on the same shapes.
+  {
+    std::vector<std::pair<uint32_t, uint32_t>> mk = {{4096, 4096}};
+    if (full) mk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+    if (tiny) mk = {{9, 512}};
+    std::vector<uint32_t> ntoks = full ? std::vector<uint32_t>{1, 4, 8} : std::vector<uint32_t>{1, 8};
+    for (const QuantFormat& f : kQuantFormats)
+      for (auto [m, k] : mk) {
+        for (const char* act : {"f32", "q8_1"})
+          for (uint32_t t : ntoks) out.push_back(gemvQCase(f, act, m, k, t));
+        out.push_back(dequantizeCase(f, m, k));
+      }
+  }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
   for (const GemmMember& g : kGemmMembers) {

@@ -1,0 +1,420 @@
+// Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the formats are
+// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1 and gemv_q
+// (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
+// block. Blocks are only 2-byte aligned in a row (18, 34 and 210 bytes), so quant bytes are read
+// with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes
+// with 8-bit loads; no access ever needs more than 2-byte alignment of the block.
+// The decode follows ggml's fp32 operation order with explicit .rn rounding, which keeps
+// fma-fusion and ptxas from contracting D*q - M: dequantize is bit-exact with dequantize_row_*.
+// gemv_q with q8_1 activations keeps the quants as bytes and multiplies them with dp4a.
+#include <bit>
+#include <string>
+
+#include "kernels/Library.h"
+
+namespace tn::kernels::lib {
+
+namespace {
+
+using ir::Mod;
+using ir::Op;
+using ir::Scalar;
+using ir::Type;
+
+enum class Fmt : uint8_t { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K };
+
+struct FmtInfo {
+  Fmt fmt;
+  const char* name;
+  unsigned qk;     // elements per block
+  unsigned bytes;  // bytes per block
+};
+
+constexpr FmtInfo kFormats[] = {
+    {Fmt::Q4_0, "q4_0", 32, 18},  {Fmt::Q8_0, "q8_0", 32, 34},    {Fmt::Q4_K, "q4_k", 256, 144},
+    {Fmt::Q5_K, "q5_k", 256, 176}, {Fmt::Q6_K, "q6_k", 256, 210},
+};
+
+std::vector<std::string> formatNames() {
+  std::vector<std::string> names;
+  for (const FmtInfo& f : kFormats) names.push_back(f.name);
+  return names;
+}
+
+const FmtInfo& formatOption(const Options& o) {
+  for (const FmtInfo& f : kFormats)
+    if (o.text("format") == f.name) return f;
+  return kFormats[0];  // checkOption has refused anything else
+}
+
+OptionSpec formatSpec() {
+  return choiceOption("format", "q4_k", formatNames(), "ggml block format of the quantized weights (GGUF layout)");
+}
+
+constexpr unsigned kGroup = 8;  // elements decoded together
+constexpr unsigned kBlock = 256;
+
+unsigned log2u(unsigned v) { return static_cast<unsigned>(std::countr_zero(v)); }
+
+// ---- reading a block ----------------------------------------------------------------------
+
+Value at(KernelBuilder& kb, Value p, Value off) { return kb.ptradd(p, kb.cvt(off, Type::u64())); }
+Value at(KernelBuilder& kb, Value p, unsigned off) { return off == 0 ? p : kb.ptradd(p, kb.u64(off)); }
+
+// Weights are read once: evict-first, non-coherent. The value widened to u32 (s32 for s8).
+template <class Off>
+Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t) {
+  Type wide = t == Scalar::S8 ? Type::of(Scalar::S32) : Type::u32();
+  return kb.cvt(kb.load(at(kb, p, off), Type::of(t), {Mod::Cs, Mod::NcMod}), wide);
+}
+
+// Bytes [off, off + 8) of a block (off even) as two little-endian 32-bit words, by 16-bit loads.
+std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off) {
+  Value p = at(kb, blk, off);
+  std::vector<Value> words;
+  for (unsigned w = 0; w < 2; ++w)
+    words.push_back(ldQ(kb, p, 4 * w, Scalar::U16) | (ldQ(kb, p, 4 * w + 2, Scalar::U16) << 16u));
+  return words;
+}
+
+Value halfToF32(KernelBuilder& kb, Value bitsU32) {
+  Value h = kb.bitcast(kb.cvt(bitsU32, Type::of(Scalar::U16)), Type::of(Scalar::F16));
+  return kb.cvt(h, Type::f32());
+}
+
+Value mulRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Mul, Type::f32(), {a, b}, {Mod::Rn}); }
+Value subRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Sub, Type::f32(), {a, b}, {Mod::Rn}); }
+Value toF32(KernelBuilder& kb, Value i) { return kb.cvt(i, Type::f32()); }
+
+// The 8 quants of group j (elements 8j .. 8j+7 of the block at blk) as two words of 4 bytes,
+// unsigned (0..63) except q8_0's signed bytes, and how they map to weights:
+// w = scale * (q - intOffset), or for the k-quants with a min, round(scale * q) - min.
+struct IntGroup {
+  Value q[2];
+  Value scale;
+  int intOffset = 0;
+  Value min;  // q4_k, q5_k only
+};
+
+IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
+  IntGroup g;
+  auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
+    for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
+  };
+  switch (f.fmt) {
+    case Fmt::Q4_0: {
+      // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      g.intOffset = 8;
+      break;
+    }
+    case Fmt::Q8_0: {
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
+      std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u);
+      g.q[0] = w[0], g.q[1] = w[1];
+      break;
+    }
+    case Fmt::Q4_K:
+    case Fmt::Q5_K: {
+      Value s = (j >> 2u).named("sub");  // sub-block of 32
+      Value l0 = (j & 3u) << 3u;
+      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
+      Value dmin = halfToF32(kb, ldQ(kb, blk, 2u, Scalar::U16));
+      // get_scale_min_k4: bytes A[s%4], B[s%4], C[s%4] of the 12 scale bytes at offset 4.
+      Value k4 = s & 3u;
+      Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8), b = ldQ(kb, blk, k4 + 8u, Scalar::U8);
+      Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8);
+      Value high = (s >= 4u).named("high_sub");
+      Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
+      Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
+      g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.min = mulRn(kb, dmin, toF32(kb, m));
+      unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
+      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt), (s & 1u) << 2u, 0x0F0F0F0Fu);
+      if (f.fmt == Fmt::Q5_K) {
+        // qh[l]: bit s is the 5th bit of element l of sub-block s.
+        std::vector<Value> h = bytes8(kb, blk, l0 + 16u);
+        for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((h[i] >> s) & 0x01010101u) << 4u);
+      }
+      break;
+    }
+    case Fmt::Q6_K: {
+      // Element i0 = 8j: half h = j/16, k = (j/4)%4, l0 = 8(j%4); scale i0/16 = j/2.
+      Value h = j >> 4u, kq = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
+      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
+      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u);
+      for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
+      Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8);
+      Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16));
+      g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.intOffset = 32;
+      break;
+    }
+  }
+  return g;
+}
+
+// Elements 8j .. 8j+7 of the block at blk as f32, exactly as ggml's dequantize_row_* computes them.
+std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
+  IntGroup g = decodeInt(kb, f, blk, j);
+  std::vector<Value> y;
+  for (unsigned i = 0; i < kGroup; ++i) {
+    Value w = kb.bitcast(g.q[i / 4], Type::of(Scalar::S32));
+    unsigned at = 8 * (i % 4);
+    // Byte i: sign-extended for q8_0 (arithmetic shift), the others are below 64.
+    Value q = f.fmt == Fmt::Q8_0 ? (at == 24 ? w : w << (24u - at)) >> 24u : (at == 0 ? w : w >> at) & 0xFF;
+    if (g.intOffset) q = q - g.intOffset;
+    Value v = mulRn(kb, g.scale, toF32(kb, q));
+    y.push_back(g.min.valid() ? subRn(kb, v, g.min) : v);
+  }
+  return y;
+}
+
+// Group g of a tensor whose rows are whole blocks: its block's address and its index in the block.
+std::pair<Value, Value> groupBlock(KernelBuilder& kb, const FmtInfo& f, Value base, Value g) {
+  unsigned perBlock = f.qk / kGroup;
+  Value blk = kb.ptradd(base, kb.mul_wide(g >> log2u(perBlock), kb.u32(f.bytes)), "blk");
+  return {blk, (g & (perBlock - 1)).named("grp")};
+}
+
+// ---- dequantize -----------------------------------------------------------------------------
+
+std::optional<ir::Module> buildDequantize(const Options& o, ir::Diagnostics& diags) {
+  const FmtInfo& f = formatOption(o);
+  Storage s = storageOption(o);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "dequantize");
+  Value q = kb.param(kGlobalPtr, "q");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value rows = kb.param(Type::u32(), "rows");
+  Value k = kb.param(Type::u32(), "k");
+  kb.reqntid(kBlock);
+  // Rows are whole blocks stored back to back, so the tensor is one sequence of groups.
+  Value g = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock), kb.tid(Mod::X), "g");
+  Value groups = (rows * (k >> 3u)).named("groups");
+  kb.if_then(
+      (g < groups).named("has_group"),
+      [&] {
+        auto [blk, j] = groupBlock(kb, f, q, g);
+        std::vector<Value> v = decode8(kb, f, blk, j);
+        Value py = kb.ptradd(y, kb.mul_wide(g, kb.u32(kGroup * bytesOf(s))), "py");
+        kb.if_else(
+            allAligned(kb, {y}, 16),
+            [&] {
+              Value pa = assumeAligned16(kb, py, "py.a");
+              unsigned per = vecElems(s);
+              for (unsigned i = 0; i < kGroup; i += per)
+                storeVecF32(kb, i == 0 ? pa : kb.ptradd(pa, kb.u64(16 * (i / per))),
+                            std::span<const Value>(v).subspan(i, per), s);
+            },
+            [&] {
+              for (unsigned i = 0; i < kGroup; ++i) storeF32(kb, kb.ptradd(py, kb.u64(i * bytesOf(s))), v[i], s);
+            },
+            {.label = "store"});
+      },
+      "group");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- quantize_q8_1 --------------------------------------------------------------------------
+
+Value toHalfBits(KernelBuilder& kb, Value v) {
+  Value h = kb.cvt(v, Type::of(Scalar::F16));
+  return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
+}
+
+// ggml's quantize_row_q8_1_ref, one warp per block of 32: d = amax/127, q = roundf(x * (1/d))
+// (round half away from zero), s = half(d * sum(q)).
+std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
+  Storage s = storageOption(o);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "quantize_q8_1");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value n = kb.param(Type::u32(), "n");
+  kb.reqntid(kBlock);
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane");
+  Value blockIdx = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock / 32), tid >> 5u, "qblock");
+  kb.if_then(
+      (blockIdx < (n >> 5u)).named("has_block"),  // warp-uniform: the shuffles stay converged
+      [&] {
+        Value e = kb.mad(blockIdx, kb.u32(32), lane, "e");
+        Value v = loadF32(kb, kb.index(x, e, bytesOf(s), "px"), s, true, "v");
+        Value amax = kb.warp_reduce_max(kb.abs(v), "amax");
+        Value d = kb.op(Op::Div, Type::f32(), {amax, kb.f32(127.0f)}, {Mod::Rn}, "d");
+        Value inv = kb.op(Op::Div, Type::f32(), {kb.f32(1.0f), d}, {Mod::Rn}, "inv");
+        Value id = kb.select((d != 0.0f).named("nonzero"), inv, kb.f32(0.0f), "id");
+        Value t = mulRn(kb, v, id);
+        // roundf: truncate, then step away from zero when the dropped fraction is at least 1/2
+        // (t - trunc(t) is exact for |t| < 2^23; here |t| <= 127).
+        Value qt = kb.cvt(t, Type::of(Scalar::S32), "qt");
+        Value frac = subRn(kb, t, toF32(kb, qt));
+        Value qv = kb.select((frac >= 0.5f).named("up"), qt + 1,
+                             kb.select((frac <= -0.5f).named("down"), qt - 1, qt), "q");
+        Value sum = kb.warp_reduce_sum(qv, "qsum");
+        Value sv = mulRn(kb, toF32(kb, sum), d);
+        Value py = kb.ptradd(y, kb.mul_wide(blockIdx, kb.u32(36)), "py");
+        // Four lanes' bytes make one 32-bit word (blocks are 36 bytes: y 4-byte aligned suffices).
+        Value b = kb.bitcast(qv, Type::u32()) & 0xFFu;
+        Value word = b | (kb.shfl(Mod::Down, b, 1) << 8u) | (kb.shfl(Mod::Down, b, 2) << 16u) |
+                     (kb.shfl(Mod::Down, b, 3) << 24u);
+        kb.if_then((lane & 3u) == 0u, [&] { kb.store(kb.ptradd(py, kb.cvt(lane + 4u, Type::u64())), word); }, "qs");
+        kb.if_then(lane == 0u, [&] { kb.store(py, toHalfBits(kb, d) | (toHalfBits(kb, sv) << 16u)); }, "ds");
+      },
+      "block");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- gemv_q ---------------------------------------------------------------------------------
+
+constexpr unsigned kRowsPerBlock = kBlock / 32;
+
+// y[t*m + r] = sum_c deq(W)[r][c] * x[t*k + c] for t < ntok: one warp per row, each lane decodes
+// groups of 8 weights in registers (the dequantize decode, bit-exact) and multiplies them with
+// every column of x, accumulating in f32; a warp reduction per column ends the row.
+std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
+  const FmtInfo& f = formatOption(o);
+  bool q81 = o.text("activation") == "q8_1";
+  Storage s = q81 ? Storage::F32 : storageOption(o, "activation");
+  unsigned ntok = static_cast<unsigned>(o.integer("ntok"));
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "gemv_q");
+  Value w = kb.param(kGlobalPtr, "w");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value rows = kb.param(Type::u32(), "m");
+  Value k = kb.param(Type::u32(), "k");
+  kb.reqntid(kBlock);
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane");
+  Value row = kb.mad(kb.ctaid(Mod::X), kb.u32(kRowsPerBlock), tid >> 5u, "row");
+  kb.if_then(
+      (row < rows).named("has_row"),
+      [&] {
+        Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+        Value wrow = kb.ptradd(w, kb.mul_wide(row, rowBytes), "wrow");
+        Value groups = (k >> 3u).named("groups");
+        // k is a multiple of 32; saying so in the bits lets tile-validation prove x's vectors aligned.
+        Value kx = ((k >> 5u) << 5u).named("kx");
+        std::vector<Value> zero(ntok, kb.f32(0.0f, "zero"));
+        // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
+        auto loop = [&](bool vector) {
+          Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
+          return kb.for_range(
+              lane, groups, kb.u32(32), zero,
+              [&](Value g, std::span<Value> acc) {
+                auto [blk, j] = groupBlock(kb, f, wrow, g);
+                std::vector<Value> wv = decode8(kb, f, blk, j);
+                std::vector<Value> next;
+                for (unsigned t = 0; t < ntok; ++t) {
+                  Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
+                  Value px = kb.index(xa, e, bytesOf(s), "px");
+                  std::vector<Value> xv;
+                  if (vector) {
+                    unsigned per = vecElems(s);
+                    for (unsigned i = 0; i < kGroup; i += per) {
+                      std::vector<Value> part =
+                          loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
+                      xv.insert(xv.end(), part.begin(), part.end());
+                    }
+                  } else {
+                    for (unsigned i = 0; i < kGroup; ++i)
+                      xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
+                  }
+                  Value a = acc[t];
+                  for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[i], xv[i], a);
+                  next.push_back(a);
+                }
+                return next;
+              },
+              {.label = vector ? "vec" : "scalar", .iv = "g"});
+        };
+        // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
+        // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
+        auto dp4aLoop = [&] {
+          Value xblocks = (k >> 5u).named("xblocks");
+          Value ones = kb.s32(0x01010101, "ones");
+          Value izero = kb.s32(0, "izero");
+          return kb.for_range(
+              lane, groups, kb.u32(32), zero,
+              [&](Value g, std::span<Value> acc) {
+                auto [blk, j] = groupBlock(kb, f, wrow, g);
+                IntGroup wq = decodeInt(kb, f, blk, j);
+                Value q0 = kb.bitcast(wq.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(wq.q[1], Type::of(Scalar::S32));
+                std::vector<Value> next;
+                for (unsigned t = 0; t < ntok; ++t) {
+                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(36)), "xb");
+                  Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
+                  Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
+                  Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
+                  Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+                  Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+                  Value suma;
+                  if (wq.intOffset || wq.min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+                  if (wq.intOffset) sumi = sumi - suma * wq.intOffset;
+                  Value part = wq.scale * toF32(kb, sumi);
+                  if (wq.min.valid()) part = part - wq.min * toF32(kb, suma);
+                  next.push_back(kb.fma(d8, part, acc[t]));
+                }
+                return next;
+              },
+              {.label = "dp4a", .iv = "g"});
+        };
+        std::vector<Value> sums =
+            q81 ? dp4aLoop()
+                : kb.if_else(
+                      allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); }, {.label = "path"});
+        for (unsigned t = 0; t < ntok; ++t) {
+          Value total = kb.warp_reduce_sum(sums[t], "total");
+          kb.if_then(
+              lane == 0u, [&] { kb.store(kb.index(y, kb.mad(kb.u32(t), rows, row), 4, "py"), total); }, "write");
+        }
+      },
+      "row");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+}  // namespace
+
+void addQuant(std::vector<Template>& out) {
+  out.push_back({
+      "dequantize",
+      "y = the f32 values of rows x k ggml-quantized weights q (GGUF layout, k a multiple of the block), "
+      "stored as dtype; bit-exact with ggml's dequantize_row_*; one thread per 8 elements",
+      {formatSpec(), dtypeOption("dtype", "storage type of y")},
+      buildDequantize,
+      [](const Options&) {
+        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("rows") * (Expr::param("k") / kGroup), kBlock)}, 0};
+      },
+  });
+  out.push_back({
+      "quantize_q8_1",
+      "y = x (n values, n a multiple of 32) as ggml q8_1 blocks (half d, half s = d * sum(q), 32 int8), "
+      "bit-exact with ggml's quantize_row_q8_1_ref; one warp per block",
+      {choiceOption("dtype", "f32", {"f32", "bf16"}, "storage type of x")},
+      buildQuantizeQ81,
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n"), kBlock)}, 0}; },
+  });
+  OptionSpec ntok = option("ntok", int64_t{1}, "activation columns per launch (x is ntok x k, y ntok x m)");
+  ntok.min = 1;
+  ntok.max = 8;
+  out.push_back({
+      "gemv_q",
+      "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
+      "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation; one warp per row, " +
+          std::to_string(kRowsPerBlock) + " rows per block of " + std::to_string(kBlock) + " threads",
+      {formatSpec(), ntok,
+       choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
+                    "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 blocks from "
+                    "quantize_q8_1 (integer products by dp4a); y is f32")},
+      buildGemvQ,
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+  });
+}
+
+}  // namespace tn::kernels::lib

@@ -1,0 +1,416 @@
+// Quantized weights (kernels/Quant.cpp, spec test/library/quant.toml): dequantize,
+// quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors (../shared/testdata/quant, both
+// cases, bit for bit where ggml is exact) and against a C++ reference written from the format
+// spec (../shared/docs/ggml-quant-formats.md) on random blocks: odd row counts, several blocks
+// per row, every half field's sign, zeros and subnormals, and (on the GPU) base pointers only
+// 2-byte aligned. The test vectors are required in CI (CI=true): without them the tests fail.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "library_harness.h"
+
+using namespace tn::libtest;
+
+namespace {
+
+struct Format {
+  const char* name;
+  unsigned qk, bytes;
+  std::vector<unsigned> halves;  // byte offsets of the block's half fields
+};
+
+const Format kFormats[] = {
+    {"q4_0", 32, 18, {0}}, {"q8_0", 32, 34, {0}}, {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
+    {"q6_k", 256, 210, {208}},
+};
+
+// ---- the test vectors -------------------------------------------------------------------------
+
+// The folder of one case ("" is `uniform`, "varscale" the other), or nullopt (and a visible
+// skip) when the vectors are absent outside CI; in CI their absence fails the test.
+std::optional<std::string> caseDir(const std::string& name) {
+  std::string root = std::string(TRUENOC_SOURCE_DIR) + "/../shared/testdata/quant";
+  if (const char* env = std::getenv("TRUENOC_QUANT_TESTDATA")) root = env;
+  std::string dir = name.empty() ? root : root + "/" + name;
+  if (std::filesystem::exists(dir + "/x.f32")) return dir;
+  const char* ci = std::getenv("CI");
+  if (ci && std::string(ci) == "true") {
+    FAIL("the quantized test vectors are missing: " << dir << " (set TRUENOC_QUANT_TESTDATA)");
+  } else {
+    MESSAGE("skipped: no quantized test vectors at " << dir);
+  }
+  return std::nullopt;
+}
+
+template <class T>
+std::vector<T> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(raw.size() % sizeof(T) == 0);
+  std::vector<T> out(raw.size() / sizeof(T));
+  std::memcpy(out.data(), raw.data(), raw.size());
+  return out;
+}
+
+const char* const kCases[] = {"", "varscale"};
+constexpr uint32_t kVecRows = 4, kVecK = 512;
+
+// ---- a reference written from the spec ---------------------------------------------------------
+
+float h2f(const uint8_t* p) { return tn::ir::f16ToF32(uint16_t(p[0] | p[1] << 8)); }
+
+// D*q - M rounded twice, as ggml's reference build (no FMA) computes it.
+float mulSub(float d, float q, float m) {
+  volatile float p = d * q;
+  return p - m;
+}
+
+void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
+  std::string n = f.name;
+  if (n == "q4_0") {
+    float d = h2f(b);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = float((b[2 + j] & 15) - 8) * d;
+      y[j + 16] = float((b[2 + j] >> 4) - 8) * d;
+    }
+  } else if (n == "q8_0") {
+    float d = h2f(b);
+    for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
+  } else if (n == "q4_k" || n == "q5_k") {
+    float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t* sc = b + 4;
+    bool q5 = n == "q5_k";
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (q5 ? 48 : 16);
+    for (int i = 0; i < 256; ++i) {
+      int s = i / 32, l = i % 32;
+      int scale, min;
+      if (s < 4) {
+        scale = sc[s] & 63;
+        min = sc[s + 4] & 63;
+      } else {
+        scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+        min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      }
+      int byte = qs[32 * (s / 2) + l];
+      int q = (s % 2 == 0) ? (byte & 15) : (byte >> 4);
+      if (q5) q += 16 * ((qh[l] >> s) & 1);
+      float D = d * float(scale), M = dmin * float(min);
+      y[i] = mulSub(D, float(q), M);
+    }
+  } else {  // q6_k
+    float d = h2f(b + 208);
+    for (int i = 0; i < 256; ++i) {
+      int h = i / 128, r = i % 128, k = r / 32, l = r % 32;
+      int lb = b[64 * h + 32 * (k & 1) + l];
+      int lo = k < 2 ? (lb & 15) : (lb >> 4);
+      int hi = (b[128 + 32 * h + l] >> (2 * k)) & 3;
+      int q = (lo | (hi << 4)) - 32;
+      volatile float ds = d * float(int8_t(b[192 + i / 16]));
+      y[i] = ds * float(q);
+    }
+  }
+}
+
+std::vector<float> refDequant(const Format& f, const std::vector<uint8_t>& q) {
+  size_t blocks = q.size() / f.bytes;
+  std::vector<float> y(blocks * f.qk);
+  for (size_t b = 0; b < blocks; ++b) refDequantBlock(f, q.data() + b * f.bytes, y.data() + b * f.qk);
+  return y;
+}
+
+// ggml's quantize_row_q8_1_ref.
+std::vector<uint8_t> refQuantizeQ81(const std::vector<float>& x) {
+  std::vector<uint8_t> out(x.size() / 32 * 36);
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float* v = x.data() + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+    float d = amax / 127;
+    float id = d != 0 ? 1.0f / d : 0.0f;
+    int sum = 0;
+    uint8_t* o = out.data() + 36 * b;
+    for (int j = 0; j < 32; ++j) {
+      volatile float t = v[j] * id;
+      int q = int(std::roundf(t));
+      o[4 + j] = uint8_t(int8_t(q));
+      sum += q;
+    }
+    volatile float s = float(sum) * d;
+    uint16_t dh = tn::ir::f32ToF16(d), sh = tn::ir::f32ToF16(s);
+    o[0] = uint8_t(dh), o[1] = uint8_t(dh >> 8), o[2] = uint8_t(sh), o[3] = uint8_t(sh >> 8);
+  }
+  return out;
+}
+
+// A random half: mostly normal values of either sign, sometimes 0 or a subnormal.
+uint16_t randomHalf(std::mt19937& rng) {
+  unsigned pick = rng() % 16;
+  if (pick == 0) return 0;
+  if (pick == 1) return uint16_t((rng() & 0x83FF) | 1);
+  float v = std::ldexp(float(rng() % 4096 + 1) / 4096.0f, -int(rng() % 10));
+  return tn::ir::f32ToF16(rng() % 2 ? -v : v);
+}
+
+std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, size_t blocks) {
+  std::vector<uint8_t> q(blocks * f.bytes);
+  for (uint8_t& b : q) b = uint8_t(rng());
+  for (size_t b = 0; b < blocks; ++b)
+    for (unsigned off : f.halves) {
+      uint16_t h = randomHalf(rng);
+      q[b * f.bytes + off] = uint8_t(h), q[b * f.bytes + off + 1] = uint8_t(h >> 8);
+    }
+  return q;
+}
+
+// ---- the kernels ---------------------------------------------------------------------------------
+
+std::vector<float> runDequant(Runner& r, const Format& f, Dtype out, const std::vector<uint8_t>& q, uint32_t rows,
+                              uint32_t k, uint32_t misalign = 0) {
+  size_t n = size_t(rows) * k;
+  std::vector<std::byte> y(n * dtypeBytes(out), std::byte{0x7f});  // every element must be written
+  Call call("quant", std::string("dequantize_") + f.name + "_" + dtypeName(out));
+  call.buffer("q", q, misalign).buffer("y", y, misalign ? 4 : 0).scalar("rows", rows).scalar("k", k);
+  Outputs o = r.run(call);
+  return decode(out, o.get<std::byte>("y"));
+}
+
+// Exact as floats (so -0 == +0, as the vectors' README asks).
+void expectSame(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  expectClose(got, std::vector<double>(want.begin(), want.end()), 0, 0, what);
+}
+
+void checkDequant(Runner& r, const Format& f, const std::vector<uint8_t>& q, uint32_t rows, uint32_t k,
+                  const std::vector<float>& want, const std::string& what, uint32_t misalign = 0) {
+  for (Dtype d : {Dtype::F32, Dtype::BF16, Dtype::F16}) {
+    std::vector<float> got = runDequant(r, f, d, q, rows, k, misalign);
+    expectSame(got, roundTo(d, want), what + " " + f.name + " -> " + dtypeName(d));
+  }
+}
+
+// got (ntok x rows) against y[t][i] = sum_j deq[i][j] x[t][j] in double, or against refY (a test
+// vector, itself rounded once to f32) when given: |err| <= 2k 2^-24 sum_j |deq x| (+ 2^-24 |y| for
+// refY), where with `mins` (|M| per weight) the magnitude of a term is 2(|deq| + |M|)|x| instead.
+void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, const std::vector<float>& x,
+                const std::vector<float>* mins, uint32_t rows, uint32_t k, const std::vector<float>* refY,
+                const std::string& what) {
+  for (size_t t = 0; t < got.size() / rows; ++t)
+    for (uint32_t i = 0; i < rows; ++i) {
+      double want = 0, mag = 0;
+      for (uint32_t j = 0; j < k; ++j) {
+        size_t wi = size_t(i) * k + j, xi = t * k + j;
+        want += double(deq[wi]) * double(x[xi]);
+        double w = std::fabs(double(deq[wi]));
+        mag += (mins ? 2.0 * (w + double((*mins)[wi])) : w) * std::fabs(double(x[xi]));
+      }
+      double tol = 2.0 * k * std::ldexp(1.0, -24) * mag;
+      if (refY) {
+        tol += std::ldexp(std::fabs(want), -24);
+        want = (*refY)[t * rows + i];
+      }
+      expectClose({got[t * rows + i]}, {want}, tol, 0, what + " col " + std::to_string(t) + " row " + std::to_string(i));
+    }
+}
+
+// y[t][i] = sum_j deq[i][j] x[t][j] through gemv_q, against the double reference: f32
+// accumulation in any order of k products is within (k - 1) 2^-24 sum|w x| of the exact sum (first
+// order), bounded here by 2k 2^-24 sum|w x| as for gemv, plus the reference's own rounding to f32
+// (2^-24 |y|) when it is a test vector.
+void checkGemv(Runner& r, const std::string& kernel, unsigned ntok, Dtype act,
+               const std::vector<uint8_t>& q, const std::vector<float>& deq, uint32_t rows, uint32_t k,
+               const std::vector<float>& x, const std::vector<float>* refY, const std::string& what,
+               uint32_t misalign = 0) {
+  std::vector<float> xs = roundTo(act, x);
+  std::vector<float> y(size_t(ntok) * rows, -7.0f);
+  Call call("quant", kernel);
+  call.buffer("w", q, misalign);
+  if (act == Dtype::F32) call.buffer("x", xs, misalign ? 4 : 0);
+  else call.buffer("x", encode(act, xs), misalign ? 2 : 0);
+  call.buffer("y", y).scalar("m", rows).scalar("k", k);
+  std::vector<float> got = r.run(call).get<float>("y");
+  REQUIRE(got.size() == y.size());
+  expectGemv(got, deq, xs, nullptr, rows, k, refY, what + " " + kernel);
+}
+
+// The values of q8_1 blocks: float(q) * fp32(d).
+std::vector<float> dequantQ81(const std::vector<uint8_t>& blocks) {
+  std::vector<float> x(blocks.size() / 36 * 32);
+  for (size_t c = 0; c < x.size(); ++c) {
+    const uint8_t* b = blocks.data() + 36 * (c / 32);
+    x[c] = float(int8_t(b[4 + c % 32])) * h2f(b);
+  }
+  return x;
+}
+
+// |M| = dmin * m of each element for the k-quants with a min (0 for the other formats): the
+// dequantized weight is round(D q) - M, whose two terms the q8_1 path keeps apart.
+std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q) {
+  std::vector<float> mins(q.size() / f.bytes * f.qk, 0.0f);
+  if (std::string(f.name) != "q4_k" && std::string(f.name) != "q5_k") return mins;
+  for (size_t b = 0; b < q.size() / f.bytes; ++b) {
+    const uint8_t* blk = q.data() + b * f.bytes;
+    const uint8_t* sc = blk + 4;
+    for (int s = 0; s < 8; ++s) {
+      int m = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      for (int l = 0; l < 32; ++l) mins[b * 256 + 32 * s + l] = std::fabs(h2f(blk + 2) * float(m));
+    }
+  }
+  return mins;
+}
+
+// gemv_q with q8_1 activations (xq8: ntok columns of k/32 blocks) against sum_j deq[i][j] xq[j]
+// in double, xq = float(q) * fp32(d). The integer dot products are exact; what is rounded is
+// scale * sum (and min * sum(a)) per group of 8, d8 times that, and the f32 accumulation, each a
+// relative 2^-24 of terms bounded by sum (|deq| + 2|M|)|xq|, while ggml's deq itself differs from
+// the exact D q - M by up to 2^-24 (|D q| + |deq|): so 2k 2^-24 sum 2(|deq| + |M|)|xq| bounds the
+// difference with room to spare (plus the reference's own rounding, 2^-24 |y|, for a vector).
+void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<uint8_t>& q,
+                  const std::vector<float>& deq, uint32_t rows, uint32_t k, const std::vector<uint8_t>& xq8,
+                  const std::vector<float>* refY, const std::string& what, uint32_t misalign = 0) {
+  std::vector<float> mins = refMins(f, q);
+  std::vector<float> xq = dequantQ81(xq8);
+  std::string kernel = std::string("gemv_q_") + f.name + "_q8_1_n" + std::to_string(ntok);
+  std::vector<float> y(size_t(ntok) * rows, -7.0f);
+  Call call("quant", kernel);
+  call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", y).scalar("m", rows).scalar("k", k);
+  std::vector<float> got = r.run(call).get<float>("y");
+  REQUIRE(got.size() == y.size());
+  expectGemv(got, deq, xq, &mins, rows, k, refY, what + " " + kernel);
+}
+
+}  // namespace
+
+LIBRARY_TEST("quant dequantize: ggml test vectors, bit-exact", quantDequantVectors) {
+  for (const char* c : kCases) {
+    std::optional<std::string> dir = caseDir(c);
+    if (!dir) return;
+    for (const Format& f : kFormats) {
+      std::vector<uint8_t> q = readFile<uint8_t>(*dir + "/" + f.name + ".bin");
+      std::vector<float> want = readFile<float>(*dir + "/" + f.name + ".dequant.f32");
+      REQUIRE(q.size() == size_t(kVecRows) * kVecK / f.qk * f.bytes);
+      REQUIRE(want.size() == size_t(kVecRows) * kVecK);
+      std::string what = std::string("case '") + (*c ? c : "uniform") + "'";
+      // The spec reference must reproduce ggml too, or the random tests below prove nothing.
+      if (std::string(r.name()) == "interp") expectSame(refDequant(f, q), want, what + " C++ reference " + f.name);
+      checkDequant(r, f, q, kVecRows, kVecK, want, what);
+    }
+  }
+}
+
+LIBRARY_TEST("quant dequantize: random blocks, odd row counts, several blocks per row", quantDequantRandom) {
+  std::mt19937 rng(seed());
+  for (const Format& f : kFormats) {
+    uint32_t blocksPerRow = f.qk == 32 ? 7 : 3;
+    for (uint32_t rows : {1u, 3u, 5u}) {
+      uint32_t k = blocksPerRow * f.qk;
+      std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * blocksPerRow);
+      std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k);
+      checkDequant(r, f, q, rows, k, refDequant(f, q), what);
+      // Base pointers only 2-byte aligned (blocks are, in a GGUF row), y only 4-byte aligned.
+      if (r.honoursMisalign() && rows == 3) checkDequant(r, f, q, rows, k, refDequant(f, q), what + " misaligned", 2);
+    }
+  }
+}
+
+LIBRARY_TEST("quant dequantize: rows = 0 writes nothing", quantDequantEmpty) {
+  std::vector<float> y = {5.0f};
+  Call call("quant", "dequantize_q4_k_f32");
+  Outputs o = r.run(call.buffer("q", std::vector<uint8_t>{}).buffer("y", y).scalar("rows", 0u).scalar("k", 256u));
+  CHECK(o.get<float>("y") == std::vector<float>{5.0f});
+}
+
+LIBRARY_TEST("quant quantize_q8_1: ggml test vectors, bit-exact", quantQ81Vectors) {
+  for (const char* c : kCases) {
+    std::optional<std::string> dir = caseDir(c);
+    if (!dir) return;
+    std::vector<float> x = readFile<float>(*dir + "/x.f32");
+    std::vector<uint8_t> want = readFile<uint8_t>(*dir + "/x.q8_1.bin");
+    REQUIRE(want.size() == x.size() / 32 * 36);
+    if (std::string(r.name()) == "interp") CHECK(refQuantizeQ81(x) == want);
+    std::vector<uint8_t> y(want.size(), 0xA5);
+    Call call("quant", "quantize_q8_1_f32");
+    Outputs o = r.run(call.buffer("x", x).buffer("y", y).scalar("n", uint32_t(x.size())));
+    CHECK(o.get<uint8_t>("y") == want);
+  }
+}
+
+LIBRARY_TEST("quant quantize_q8_1: random activations, f32 and bf16, zero blocks, ties", quantQ81Random) {
+  std::mt19937 rng(seed());
+  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
+    std::vector<float> x = uniform(rng, 32 * 21, -3.0f, 3.0f);
+    for (int j = 0; j < 32; ++j) x[32 * 4 + j] = 0.0f;                       // an all-zero block: d = 0
+    for (int j = 0; j < 32; ++j) x[32 * 7 + j] = float(j - 16) * 0.25f;      // t = x/d on exact halves
+    for (int j = 0; j < 32; ++j) x[32 * 9 + j] = std::ldexp(x[32 * 9 + j], -20);  // tiny: d subnormal in half
+    x = roundTo(d, x);
+    std::vector<uint8_t> want = refQuantizeQ81(x);
+    std::vector<uint8_t> y(want.size(), 0xA5);
+    Call call("quant", std::string("quantize_q8_1_") + dtypeName(d));
+    if (d == Dtype::F32) call.buffer("x", x);
+    else call.buffer("x", encode(d, x));
+    Outputs o = r.run(call.buffer("y", y).scalar("n", uint32_t(x.size())));
+    std::vector<uint8_t> got = o.get<uint8_t>("y");
+    REQUIRE(got.size() == want.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+    CHECK_MESSAGE(bad == 0, dtypeName(d) << ": " << bad << " bytes differ (seed " << seed() << ")");
+  }
+}
+
+LIBRARY_TEST("quant gemv_q: ggml test vectors, f32 and q8_1 activations, within the derived tolerances", quantGemvVectors) {
+  for (const char* c : kCases) {
+    std::optional<std::string> dir = caseDir(c);
+    if (!dir) return;
+    std::vector<float> x = readFile<float>(*dir + "/x.f32");
+    std::string what = std::string("case '") + (*c ? c : "uniform") + "'";
+    for (const Format& f : kFormats) {
+      std::vector<uint8_t> q = readFile<uint8_t>(*dir + "/" + f.name + ".bin");
+      std::vector<float> deq = readFile<float>(*dir + "/" + f.name + ".dequant.f32");
+      std::vector<float> ref = readFile<float>(*dir + "/" + f.name + ".gemv.f32");
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, x, &ref, what);
+      // The f32 path on x as its q8_1 blocks dequantize (xq = float(q) * fp32(d)) meets the
+      // vectors' gemv_xq8_1 reference: it checks that file and the q8_1 blocks together.
+      // The q8_1 path (dp4a) on those blocks meets the same reference.
+      std::vector<uint8_t> xq8 = readFile<uint8_t>(*dir + "/x.q8_1.bin");
+      std::vector<float> refq = readFile<float>(*dir + "/" + f.name + ".gemv_xq8_1.f32");
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, dequantQ81(xq8),
+                &refq, what + " x from q8_1");
+      checkGemvQ81(r, f, 1, q, deq, kVecRows, kVecK, xq8, &refq, what);
+      // Three columns: x, -x and x reversed (one pass over W serves all three).
+      std::vector<float> x3 = x;
+      for (float v : x) x3.push_back(-v);
+      x3.insert(x3.end(), x.rbegin(), x.rend());
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, kVecRows, kVecK, x3, nullptr, what);
+    }
+  }
+}
+
+LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf16), f32 and q8_1 activations", quantGemvRandom) {
+  std::mt19937 rng(seed());
+  for (const Format& f : kFormats) {
+    uint32_t k = (f.qk == 32 ? 13 : 3) * f.qk;
+    for (uint32_t rows : {1u, 9u}) {
+      std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+      std::vector<float> deq = refDequant(f, q);
+      std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k);
+      std::vector<float> x = uniform(rng, 3 * size_t(k));
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, rows, k, x, nullptr, what);
+      checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, rows, k, x, nullptr, what);
+      if (r.honoursMisalign())
+        checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, rows, k, x, nullptr,
+                  what + " misaligned", 2);
+      // The q8_1 path (dp4a) on x as quantize_q8_1 makes it.
+      std::vector<uint8_t> xq8 = refQuantizeQ81(x);
+      checkGemvQ81(r, f, 1, q, deq, rows, k, xq8, nullptr, what);
+      checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what);
+      if (r.honoursMisalign()) checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what + " misaligned", 2);
+    }
+  }
+  const Format& q4k = kFormats[2];
+  uint32_t rows = 5, k = 2 * 256;
+  std::vector<uint8_t> q = randomBlocks(rng, q4k, size_t(rows) * 2);
+  std::vector<float> x = uniform(rng, 8 * size_t(k));
+  checkGemv(r, "gemv_q_q4_k_bf16_n8", 8, Dtype::BF16, q, refDequant(q4k, q), rows, k, x, nullptr, "bf16 x");
+}
