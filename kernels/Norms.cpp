@@ -24,6 +24,10 @@ constexpr unsigned kBlock = 256;
 constexpr unsigned kWarps = kBlock / 32;
 // Chunks each thread loads per main-loop iteration, so that two loads per thread are in flight.
 constexpr unsigned kUnroll = 2;
+// At its default ~32 registers ptxas sinks half of the unrolled loads below their first use
+// (residual_rmsnorm bf16's first pass, layernorm's second); 5 resident blocks (a limit of 48
+// registers) keep them all in flight at 5 blocks of 8 warps per SM (docs/performance.md).
+constexpr unsigned kMinBlocksPerSM = 5;
 // rmsnorm's overflow-safe second sum of squares scales x by 2^-kScaleLog2: the largest f32
 // (< 2^128) becomes < 2^38, whose square times 2^32 columns stays finite.
 constexpr int kScaleLog2 = 90;
@@ -152,6 +156,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
+  kb.minnctapersm(kMinBlocksPerSM);
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), (kind == Kind::LayerNorm ? 3 : 2) * kWarps);
 
   Value tid = kb.tid(Mod::X, "tid");

@@ -5,8 +5,8 @@ For every kernel and target of a bundle, the cubin is disassembled with nvdisasm
 
   regs      registers per thread (ptxas -v, as the bundle records it)
   local     bytes of spill stores + spill loads + stack frame, and LDL/STL instructions in the code
-  in flight the most global loads of one hot-loop iteration issued and not yet used (a load is in
-            flight from its LDG until the first instruction that reads its destination)
+  in flight per pass, the most global loads of one hot-loop iteration issued and not yet used (a
+            load is in flight from its LDG until the first instruction that reads its destination)
   insts/elt hot-loop instructions per element, per pass (see PASSES), '+' between passes
   passes    global passes over the main input: the hot loops (loops with 16-byte global loads;
             a remainder loop ptxas splits off after an unrolled one is not a pass), 1 without a loop
@@ -216,7 +216,7 @@ def measure(text, name):
     template = max((t for t in PASSES if name.startswith(t + "_")), key=len, default=None)
     per = PASSES.get(template)
     sizes = per(SIZES[dtype]) if per and dtype in SIZES else None
-    flight = max((in_flight(insts, *r) for r in regions), default=0)
+    flight = [in_flight(insts, *r) for r in regions]
     ipe = []
     if sizes and len(sizes) == len(regions):
         for (lo, hi), bytes_per in zip(regions, sizes):
@@ -271,7 +271,8 @@ HEADER = ["kernel", "target", "regs", "local bytes / insts", "loads in flight", 
 
 def fmt(r):
     ipe = " + ".join("%.1f" % x for x in r["per_element"]) if r["per_element"] else "-"
-    return [r["kernel"], r["target"], str(r["regs"]), "%d / %d" % (r["local"], r["local_insts"]), str(r["in_flight"]),
+    flight = " + ".join(str(x) for x in r["in_flight"]) or "0"
+    return [r["kernel"], r["target"], str(r["regs"]), "%d / %d" % (r["local"], r["local_insts"]), flight,
             ipe, str(r["passes"]), "%d (%d)" % (r["mufu"], r["mufu_fixed"])]
 
 
