@@ -161,7 +161,11 @@ Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
 }
 
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
-  return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx}, name);
+  return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
+}
+
+Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name) {
+  return kb.op(ir::Op::Ex2, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }
 
 std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
@@ -216,9 +220,13 @@ std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread,
 Value relu(KernelBuilder& kb, Value x) { return kb.select(x < 0.0f, kb.f32(0.0f), x); }
 
 // x / (1 + 2^t), i.e. x * sigmoid(-t ln 2). For very negative x * sigmoid, 2^t overflows to
-// inf and rcp gives 0, so the result is -0 rather than inf/inf = NaN. ex2 (2 ulp) and rcp
-// (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large.
-static Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) { return x * rcpApprox(kb, kb.ex2(t) + 1.0f); }
+// inf (or passes 2^126, whose reciprocal .ftz flushes) and rcp gives 0, so the result is -0
+// rather than inf/inf = NaN; the exact result is below 2^-119 there. ex2 (2 ulp) and rcp
+// (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large. A flushed
+// 2^t (t < -126) adds nothing to 1.
+static Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) {
+  return x * rcpApprox(kb, ex2Approx(kb, t) + 1.0f);
+}
 
 Value silu(KernelBuilder& kb, Value x) { return xOverOnePlusExp2(kb, x, x * -kLog2e); }
 
@@ -246,7 +254,7 @@ Value geluErf(KernelBuilder& kb, Value x) {
   Value p = kb.f32(kP[0]);
   for (size_t i = 1; i < std::size(kP); ++i) p = kb.fma(p, r, kb.f32(kP[i]));
   Value arg = kb.fma(-z, z, p);
-  Value h = r * kb.ex2(kb.fma(arg, kb.f32(kLog2e), kb.f32(-1.0f)));  // the -1 is the 0.5
+  Value h = r * ex2Approx(kb, kb.fma(arg, kb.f32(kLog2e), kb.f32(-1.0f)));  // the -1 is the 0.5
   Value phi = kb.select((x < 0.0f).named("neg"), h, 1.0f - h);
   return x * phi;
 }

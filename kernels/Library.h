@@ -65,8 +65,14 @@ Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned 
 // the aligned path pass its alignment check instead of being rejected as unprovable.
 Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
 
-// 1/v with rcp.approx.f32 (max relative error 2^-23 on the GPU), for scale factors.
+// 1/v with rcp.approx.ftz.f32 (max relative error 2^-23 on the GPU), for scale factors: a
+// subnormal v counts as 0 and a subnormal result (|v| > 2^126) becomes 0. Without .ftz ptxas
+// wraps the MUFU in range checks and rescaling (4 more instructions); callers pass values for
+// which those cases cannot matter.
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
+// 2^v with ex2.approx.ftz.f32 (2 ulp): results below 2^-126 (v < -126) are 0, a subnormal v is 0
+// (2^v = 1 either way). Without .ftz, 3 more instructions around the MUFU.
+Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name = {});
 
 // Activations on f32 values (docs/kernels.md has their accuracy): relu keeps NaN; silu is
 // x * sigmoid(x); geluTanh the tanh form of gelu, geluErf the erf form. All written with ex2 and
