@@ -30,13 +30,6 @@ Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name
   return kb.cvt(h, Type::f32(), name);
 }
 
-// The 16 storage bits of f32 v (rounded to nearest even) in the low half of a u32.
-Value halfBits(KernelBuilder& kb, Value v, Storage s) {
-  Type half = Type::of(s == Storage::BF16 ? Scalar::BF16 : Scalar::F16);
-  Value h = kb.cvt(v, half);
-  return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
-}
-
 }  // namespace
 
 unsigned bytesOf(Storage s) { return s == Storage::F32 ? 4 : 2; }
@@ -101,16 +94,13 @@ void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s) {
   }
 }
 
-std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+namespace {
+
+// The f32 values of four 32-bit words of packed bf16/f16 pairs, the lower half first (exact).
+std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name) {
   std::vector<Value> out;
-  if (s == Storage::F32) {
-    Value v = load(kb, ptr, Type::of(Scalar::F32, 4), readOnly, sub(name, ".v"));
-    for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(v, i, sub(name, "." + std::to_string(i))));
-    return out;
-  }
-  Value v = load(kb, ptr, Type::of(Scalar::U32, 4), readOnly, sub(name, ".v"));
   for (unsigned i = 0; i < 4; ++i) {
-    Value w = kb.extract(v, i);
+    Value w = kb.extract(words, i);
     std::string lo = sub(name, "." + std::to_string(2 * i)), hi = sub(name, "." + std::to_string(2 * i + 1));
     if (s == Storage::BF16) {
       out.push_back(bf16HighBitsToF32(kb, w << 16u, lo));
@@ -123,19 +113,47 @@ std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool read
   return out;
 }
 
-void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
-  if (values.size() != vecElems(s)) {
-    kb.error(ir::Here::current(), "storeVecF32 needs " + std::to_string(vecElems(s)) + " values");
-    return;
-  }
-  if (s == Storage::F32) {
-    kb.store(ptr, kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}));
-    return;
-  }
+// One cvt.rn.{bf16x2,f16x2}.f32 per pair (the element at the lower address in the low half).
+Value packHalves(KernelBuilder& kb, std::span<const Value> values, Storage s) {
   std::vector<Value> words;
-  for (size_t i = 0; i < values.size(); i += 2)
-    words.push_back(halfBits(kb, values[i], s) | (halfBits(kb, values[i + 1], s) << 16u));
-  kb.store(ptr, kb.pack(Type::of(Scalar::U32, 4), words));
+  Scalar half = s == Storage::BF16 ? Scalar::BF16 : Scalar::F16;
+  for (size_t i = 0; i < values.size(); i += 2) words.push_back(kb.cvt_pack(half, values[i + 1], values[i]));
+  return kb.pack(Type::of(Scalar::B32, 4), words);
+}
+
+bool checkVecCount(KernelBuilder& kb, std::span<const Value> values, Storage s) {
+  if (values.size() == vecElems(s)) return true;
+  kb.error(ir::Here::current(), "a 16-byte store needs " + std::to_string(vecElems(s)) + " values");
+  return false;
+}
+
+}  // namespace
+
+std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+  if (s == Storage::F32) {
+    std::vector<Value> out;
+    Value v = load(kb, ptr, Type::of(Scalar::F32, 4), readOnly, sub(name, ".v"));
+    for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(v, i, sub(name, "." + std::to_string(i))));
+    return out;
+  }
+  return unpackHalves(kb, load(kb, ptr, Type::of(Scalar::U32, 4), readOnly, sub(name, ".v")), s, name);
+}
+
+void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
+  if (!checkVecCount(kb, values, s)) return;
+  if (s == Storage::F32) kb.store(ptr, kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}));
+  else kb.store(ptr, packHalves(kb, values, s));
+}
+
+std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
+  if (!checkVecCount(kb, values, s)) return {values.begin(), values.end()};
+  if (s == Storage::F32) {
+    storeVecF32(kb, ptr, values, s);
+    return {values.begin(), values.end()};
+  }
+  Value words = packHalves(kb, values, s);
+  kb.store(ptr, words);
+  return unpackHalves(kb, words, s, {});
 }
 
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name) {

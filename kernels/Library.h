@@ -56,6 +56,9 @@ void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s);
 std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name = {});
 // Stores vecElems(s) f32 values as 16 bytes at ptr (16-byte aligned).
 void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
+// The same, returning the values as stored (rounded to s and widened back, exactly) from the
+// packed words themselves: no second rounding of values that are rounded already.
+std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
 
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});

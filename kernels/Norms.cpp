@@ -78,6 +78,13 @@ struct Path {
     if (width == 1) storeF32(kb, at(t, c), v[0], s);
     else storeVecF32(kb, at(t, c), v, s);
   }
+  // Stores v and returns what memory now holds, as f32.
+  std::vector<Value> storeRounded(unsigned t, Value c, const std::vector<Value>& v) const {
+    if (width != 1) return storeVecF32Stored(kb, at(t, c), v, s);
+    Value r = roundToStorage(kb, v[0], s);
+    storeF32(kb, at(t, c), r, s);
+    return {r};
+  }
 };
 
 // What a pass does with one chunk: load it (all loads of an unrolled iteration are issued before
@@ -230,8 +237,8 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           std::vector<Value> h(l.begin(), l.begin() + p.width);
           if (res) {
             // The statistics see h as stored, so they match a reference on the stored residual.
-            for (unsigned i = 0; i < p.width; ++i) h[i] = roundToStorage(kb, l[i] + l[p.width + i], s);
-            p.store(3, c, h);
+            for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
+            h = p.storeRounded(3, c, h);
           }
           Value ss = acc[0], scaled = acc[1];
           for (Value v : h) {
