@@ -299,7 +299,7 @@ def read_baseline(path):
 
 def check(rows, base):
     """Regressions: more registers (in allocation units of 8), local memory, instructions per element (summed over the
-    passes), passes or fix-ups; fewer loads in flight in a pass. A kernel missing from either side
+    passes), passes or MUFU fix-ups; fewer loads in flight in a pass. A kernel missing from either side
     is a failure too."""
     failures, better = [], []
     seen = set()
@@ -317,6 +317,8 @@ def check(rows, base):
             a, b = nums(old[col]), nums(new[col])
             if col == 2:  # registers are allocated 8 per thread at a time: 18 -> 19 changes nothing
                 a, b = [-(-x // 8) * 8 for x in a], [-(-x // 8) * 8 for x in b]
+            if col == 7:  # MUFU count grows with unrolling; only the fix-ups are a regression
+                a, b = a[1:], b[1:]
             if col == 5:  # the work per element: the passes' sum (ptxas moves a little between them)
                 a, b = [round(sum(a), 1)] if a else a, [round(sum(b), 1)] if b else b
             if len(a) != len(b):
