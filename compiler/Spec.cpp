@@ -503,7 +503,13 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
   Instance inst;
   if (k.tmpl) {
-    std::optional<ir::Module> built = k.tmpl->build(k.options, diags);
+    // A template's own diagnostics point into its source; those without a place (a combination
+    // of options it refuses) are the spec entry's.
+    ir::Diagnostics own;
+    std::optional<ir::Module> built = k.tmpl->build(k.options, own);
+    for (const ir::Diagnostic& d : own.all())
+      diags.report(d.severity, d.file.empty() ? spec.file : d.file, d.file.empty() ? k.templateLoc : d.loc,
+                   d.file.empty() ? "template " + q(k.tmpl->name) + ": " + d.message : d.message);
     if (!built) return std::nullopt;
     if (built->kernels.size() != 1) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " built " + std::to_string(built->kernels.size()) + " kernels instead of one");

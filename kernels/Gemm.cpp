@@ -1,6 +1,7 @@
 // gemm: C = act(alpha * op(A) op(B) + beta * C + bias) + residual, strided batched, for any
-// sizes and leading dimensions (docs/kernels.md). This file holds the SIMT f32 member of the
-// family: register-blocked FFMA over shared-memory tiles.
+// sizes and leading dimensions (docs/kernels.md). This file holds the template, the pieces its
+// members share (kernels/Gemm.h) and the SIMT f32 member: register-blocked FFMA over shared-memory
+// tiles. The tensor-core members are in kernels/GemmTc.cpp.
 //
 // A block of 256 threads (16 x 16) owns a tile_m x tile_n tile of C and walks K in steps of 8.
 // Each step, A's tile_m x 8 slice and B's 8 x tile_n slice go through registers into shared
@@ -14,48 +15,23 @@
 // Edges: a load outside the matrix reads a clamped address inside it and is replaced by 0, so
 // partial tiles need no branches in the main loop; the epilogue writes only elements inside C.
 // When beta is 0, C is not read (as BLAS specifies: it may hold anything, NaN included).
+#include "kernels/Gemm.h"
+
 #include <string>
 
-#include "kernels/Library.h"
-
-namespace tn::kernels::lib {
-
-namespace {
+namespace tn::kernels::lib::gemm {
 
 using ir::Mod;
+using ir::Scalar;
 using ir::SharedArray;
 using ir::Type;
 
-constexpr unsigned kThreads = 256;
+namespace {
+
 constexpr unsigned kBK = 8;   // K per step
 constexpr unsigned kPad = 4;  // words after each k row of a shared tile
 
-enum class Layout : uint8_t { Row, Col };
-enum class Activation : uint8_t { None, Relu, Gelu, GeluErf, Silu };
-
-struct Config {
-  Layout a, b;
-  unsigned tileM, tileN;
-  bool bias, residual;
-  Activation act;
-};
-
-Config configOf(const Options& o) {
-  Config c;
-  c.a = o.text("a_layout") == "row" ? Layout::Row : Layout::Col;
-  c.b = o.text("b_layout") == "row" ? Layout::Row : Layout::Col;
-  c.tileM = static_cast<unsigned>(o.integer("tile_m"));
-  c.tileN = static_cast<unsigned>(o.integer("tile_n"));
-  c.bias = o.flag("bias");
-  c.residual = o.flag("residual");
-  const std::string& a = o.text("activation");
-  c.act = a == "relu" ? Activation::Relu
-          : a == "gelu" ? Activation::Gelu
-          : a == "gelu_erf" ? Activation::GeluErf
-          : a == "silu" ? Activation::Silu
-                        : Activation::None;
-  return c;
-}
+Storage storageOf(Output o) { return o == Output::BF16 ? Storage::BF16 : o == Output::F16 ? Storage::F16 : Storage::F32; }
 
 Value activate(KernelBuilder& kb, Activation act, Value x) {
   switch (act) {
@@ -67,6 +43,128 @@ Value activate(KernelBuilder& kb, Activation act, Value x) {
   }
   return x;
 }
+
+}  // namespace
+
+std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
+  auto fail = [&](const std::string& message) -> std::optional<Config> {
+    if (diags) diags->report(ir::Severity::Error, "", {}, message);
+    return std::nullopt;
+  };
+  Config c;
+  const std::string& in = o.text("dtype");
+  c.in = in == "tf32" ? Input::Tf32
+         : in == "bf16" ? Input::BF16
+         : in == "f16" ? Input::F16
+         : in == "s8" ? Input::S8
+         : in == "u8" ? Input::U8
+                      : Input::F32;
+  const bool integer = c.in == Input::S8 || c.in == Input::U8;
+  const std::string& out = o.text("out_dtype");
+  if (out == "auto")
+    c.out = integer ? Output::S32 : c.in == Input::BF16 ? Output::BF16 : c.in == Input::F16 ? Output::F16 : Output::F32;
+  else
+    c.out = out == "s32" ? Output::S32 : out == "bf16" ? Output::BF16 : out == "f16" ? Output::F16 : Output::F32;
+  if (integer != (c.out == Output::S32))
+    return fail("out_dtype '" + out + "' does not go with dtype '" + in + "' (s8 and u8 give s32; float inputs f32, bf16 or f16)");
+  c.a = o.text("a_layout") == "row" ? Layout::Row : Layout::Col;
+  c.b = o.text("b_layout") == "row" ? Layout::Row : Layout::Col;
+  c.tileM = static_cast<unsigned>(o.integer("tile_m"));
+  c.tileN = static_cast<unsigned>(o.integer("tile_n"));
+  c.stages = static_cast<unsigned>(o.integer("stages"));
+  c.warps = static_cast<unsigned>(o.integer("warps"));
+  if (c.in == Input::F32 && (c.stages != 3 || c.warps != 8))
+    return fail("stages and warps set the tensor-core members; the f32 SIMT member always runs 8 warps over two "
+                "buffers");
+  c.bias = o.flag("bias");
+  c.residual = o.flag("residual");
+  const std::string& a = o.text("activation");
+  c.act = a == "relu" ? Activation::Relu
+          : a == "gelu" ? Activation::Gelu
+          : a == "gelu_erf" ? Activation::GeluErf
+          : a == "silu" ? Activation::Silu
+                        : Activation::None;
+  if (integer && c.act != Activation::None && c.act != Activation::Relu)
+    return fail("activation '" + a + "' needs a float output; s8 and u8 take 'none' or 'relu'");
+  return c;
+}
+
+Params declareParams(KernelBuilder& kb, const Config& c) {
+  Params p;
+  p.a = kb.param(kGlobalPtr, "a");
+  p.b = kb.param(kGlobalPtr, "b");
+  p.c = kb.param(kGlobalPtr, "c");
+  if (c.bias) p.bias = kb.param(kGlobalPtr, "bias");
+  if (c.residual) p.residual = kb.param(kGlobalPtr, "residual");
+  p.m = kb.param(Type::u32(), "m");
+  p.n = kb.param(Type::u32(), "n");
+  p.k = kb.param(Type::u32(), "k");
+  p.lda = kb.param(Type::u32(), "lda");
+  p.ldb = kb.param(Type::u32(), "ldb");
+  p.ldc = kb.param(Type::u32(), "ldc");
+  kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
+  p.strideA = kb.param(Type::u64(), "stride_a");
+  p.strideB = kb.param(Type::u64(), "stride_b");
+  p.strideC = kb.param(Type::u64(), "stride_c");
+  const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
+  p.alpha = kb.param(scale, "alpha");
+  p.beta = kb.param(scale, "beta");
+  return p;
+}
+
+Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned bytes, std::string_view name) {
+  return kb.ptradd(p, kb.cvt(z, Type::u64()) * stride * bytes, name);
+}
+
+void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, const std::vector<Value>& rows,
+                  const std::vector<Value>& cols, const std::vector<Value>& acc) {
+  const Storage st = storageOf(c.out);
+  const unsigned bytes = c.integer() ? 4 : bytesOf(st);
+  Value cBatch = batchBase(kb, p.c, p.strideC, z, bytes, "c_batch");
+  Value resBatch = c.residual ? batchBase(kb, p.residual, p.strideC, z, bytes, "residual_batch") : Value();
+  auto load = [&](Value ptr, bool readOnly, std::string_view name) {
+    if (c.integer()) return readOnly ? kb.load(ptr, Type::of(Scalar::S32), {Mod::NcMod}, name) : kb.load(ptr, Type::of(Scalar::S32), name);
+    return loadF32(kb, ptr, st, readOnly, name);
+  };
+  std::vector<Value> biasOf(cols.size());
+  if (c.bias)
+    for (size_t j = 0; j < cols.size(); ++j) {
+      Value col = kb.min(cols[j], p.n - 1u, "bias_col");  // clamped: used only where col < n
+      biasOf[j] = load(kb.index(p.bias, col, bytes), true, "bias");
+    }
+  auto epilogue = [&](bool readC) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      kb.if_then((rows[i] < p.m).named("row_in"), [&] {
+        Value rowOff = kb.mul_wide(rows[i], p.ldc, "row_off");
+        for (size_t j = 0; j < cols.size(); ++j) {
+          kb.if_then((cols[j] < p.n).named("col_in"), [&] {
+            Value off = (rowOff + kb.cvt(cols[j], Type::u64())).named("c_off");
+            Value pcij = kb.index(cBatch, off, bytes, "pc");
+            Value v = p.alpha * acc[i * cols.size() + j];
+            if (c.integer()) {
+              if (readC) v = v + p.beta * load(pcij, false, "c_in");
+              if (c.bias) v = v + biasOf[j];
+              if (c.act == Activation::Relu) v = kb.max(v, kb.s32(0));
+              if (c.residual) v = v + load(kb.index(resBatch, off, bytes), true, "res");
+              kb.store(pcij, v);
+              return;
+            }
+            if (readC) v = kb.fma(p.beta, load(pcij, false, "c_in"), v);
+            if (c.bias) v = v + biasOf[j];
+            v = activate(kb, c.act, v);
+            if (c.residual) v = v + load(kb.index(resBatch, off, bytes), true, "res");
+            storeF32(kb, pcij, v, st);
+          }, "col");
+        }
+      }, "row");
+    }
+  };
+  Value betaZero = (c.integer() ? p.beta == 0 : p.beta == 0.0f).named("beta_zero");
+  kb.if_then(betaZero, [&] { epilogue(false); }, "overwrite");
+  kb.if_then(!betaZero, [&] { epilogue(true); }, "accumulate");
+}
+
+namespace {
 
 // One factor (A or B) of the product, seen as its tile: `rows` is the tile's extent along M
 // (A) or N (B), K the other. Element (r, kk) of the factor is at
@@ -177,27 +275,11 @@ std::vector<Value> multiplyStep(KernelBuilder& kb, const Factor& a, const Factor
   return acc;
 }
 
-std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
-  const Config c = configOf(o);
+std::optional<ir::Module> buildSimt(const Config& c, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemm");
-  Value pa = kb.param(kGlobalPtr, "a");
-  Value pb = kb.param(kGlobalPtr, "b");
-  Value pc = kb.param(kGlobalPtr, "c");
-  Value pbias = c.bias ? kb.param(kGlobalPtr, "bias") : Value();
-  Value pres = c.residual ? kb.param(kGlobalPtr, "residual") : Value();
-  Value rows = kb.param(Type::u32(), "m");
-  Value cols = kb.param(Type::u32(), "n");
-  Value k = kb.param(Type::u32(), "k");
-  Value lda = kb.param(Type::u32(), "lda");
-  Value ldb = kb.param(Type::u32(), "ldb");
-  Value ldc = kb.param(Type::u32(), "ldc");
-  kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
-  Value strideA = kb.param(Type::u64(), "stride_a");
-  Value strideB = kb.param(Type::u64(), "stride_b");
-  Value strideC = kb.param(Type::u64(), "stride_c");
-  Value alpha = kb.param(Type::f32(), "alpha");
-  Value beta = kb.param(Type::f32(), "beta");
+  const Params p = declareParams(kb, c);
+  Value k = p.k;
   kb.reqntid(kThreads);
 
   Value tid = kb.tid(Mod::X, "tid");
@@ -205,11 +287,8 @@ std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
   Value m0 = (kb.ctaid(Mod::Y) * c.tileM).named("m0");
   Value n0 = (kb.ctaid(Mod::X) * c.tileN).named("n0");
   Value z = kb.ctaid(Mod::Z, "batch_index");
-  auto batchBase = [&](Value p, Value stride, std::string_view name) {
-    return kb.ptradd(p, kb.cvt(z, Type::u64()) * stride * 4u, name);
-  };
-  Factor a{batchBase(pa, strideA, "a_batch"), lda, rows, m0, c.tileM, c.a == Layout::Row, {}};
-  Factor b{batchBase(pb, strideB, "b_batch"), ldb, cols, n0, c.tileN, c.b == Layout::Col, {}};
+  Factor a{batchBase(kb, p.a, p.strideA, z, 4, "a_batch"), p.lda, p.m, m0, c.tileM, c.a == Layout::Row, {}};
+  Factor b{batchBase(kb, p.b, p.strideB, z, 4, "b_batch"), p.ldb, p.n, n0, c.tileN, c.b == Layout::Col, {}};
   a.tile = kb.shared("as", Type::f32(), 2 * a.bufferWords(), 16);
   b.tile = kb.shared("bs", Type::f32(), 2 * b.bufferWords(), 16);
 
@@ -255,44 +334,19 @@ std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
       },
       [&] { return std::vector<Value>(perThread, zero); }, {.label = "product"});
 
-  // Epilogue: element (i, j) of the thread's block of C.
-  Value cBatch = batchBase(pc, strideC, "c_batch");
-  Value resBatch = c.residual ? batchBase(pres, strideC, "residual_batch") : Value();
-  const unsigned tm = c.tileM / 16, tn = c.tileN / 16;
-  auto rowOf = [&](unsigned i) { return (m0 + (ty << 2u) + ((i / 4) * 64 + i % 4)).named("row"); };
-  auto colOf = [&](unsigned j) { return (n0 + (tx << 2u) + ((j / 4) * 64 + j % 4)).named("col"); };
-  std::vector<Value> biasOf(tn);
-  if (c.bias)
-    for (unsigned j = 0; j < tn; ++j) {
-      Value col = kb.min(colOf(j), cols - 1u, "bias_col");  // clamped: used only where col < n
-      biasOf[j] = kb.load(kb.index(pbias, col, 4), Type::f32(), {Mod::NcMod}, "bias");
-    }
-  auto epilogue = [&](bool readC) {
-    for (unsigned i = 0; i < tm; ++i) {
-      Value row = rowOf(i);
-      kb.if_then((row < rows).named("row_in"), [&] {
-        Value rowOff = kb.mul_wide(row, ldc, "row_off");
-        for (unsigned j = 0; j < tn; ++j) {
-          Value col = colOf(j);
-          kb.if_then((col < cols).named("col_in"), [&] {
-            Value off = (rowOff + kb.cvt(col, Type::u64())).named("c_off");
-            Value pcij = kb.index(cBatch, off, 4, "pc");
-            Value v = alpha * acc[i * tn + j];
-            if (readC) v = kb.fma(beta, kb.load(pcij, Type::f32(), "c_in"), v);
-            if (c.bias) v = v + biasOf[j];
-            v = activate(kb, c.act, v);
-            if (c.residual) v = v + kb.load(kb.index(resBatch, off, 4), Type::f32(), {Mod::NcMod}, "res");
-            kb.store(pcij, v);
-          }, "col");
-        }
-      }, "row");
-    }
-  };
-  Value betaZero = (beta == 0.0f).named("beta_zero");
-  kb.if_then(betaZero, [&] { epilogue(false); }, "overwrite");
-  kb.if_then(!betaZero, [&] { epilogue(true); }, "accumulate");
+  // Thread (tx, ty) holds rows 4ty + 64q + r and columns 4tx + 64q + c of the tile.
+  std::vector<Value> rowsOf, colsOf;
+  for (unsigned i = 0; i < c.tileM / 16; ++i) rowsOf.push_back((m0 + (ty << 2u) + ((i / 4) * 64 + i % 4)).named("row"));
+  for (unsigned j = 0; j < c.tileN / 16; ++j) colsOf.push_back((n0 + (tx << 2u) + ((j / 4) * 64 + j % 4)).named("col"));
+  storeResults(kb, c, p, z, rowsOf, colsOf, acc);
   kb.ret();
   return finish(kb, m, diags);
+}
+
+std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
+  std::optional<Config> c = configOf(o, &diags);
+  if (!c) return std::nullopt;
+  return c->in == Input::F32 ? buildSimt(*c, diags) : buildGemmTensorCore(*c, diags);
 }
 
 OptionSpec tileOption(std::string name, std::string doc) {
@@ -304,26 +358,51 @@ OptionSpec tileOption(std::string name, std::string doc) {
 }
 
 }  // namespace
+}  // namespace tn::kernels::lib::gemm
+
+namespace tn::kernels::lib {
 
 void addGemm(std::vector<Template>& out) {
+  using namespace gemm;
+  OptionSpec stages = option("stages", int64_t{3},
+                             "tensor-core members: K stages in shared memory, stages - 1 of them loading while one "
+                             "is multiplied (16 KiB each at 128x128 tiles, 48 KiB in all at most); the f32 SIMT "
+                             "member always double-buffers");
+  stages.min = 2;
+  stages.max = 4;
+  OptionSpec warps = option("warps", int64_t{8},
+                            "tensor-core members: warps per block, 2 along M by warps/2 along N (8: 64 x 32 warp tiles "
+                            "at 128 x 128, 4: 64 x 64)");
+  warps.min = 4;
+  warps.max = 8;
+  warps.multipleOf = 4;
   out.push_back({
       "gemm",
-      "C = act(alpha * A B + beta * C + bias) + residual for f32 A (m x k), B (k x n), row-major C (m x n, "
-      "ldc), strided batched (grid z = batch); SIMT FFMA over tile_m x tile_n tiles of " +
-          std::to_string(kThreads) + " threads; any sizes and leading dimensions; C is not read when beta = 0",
-      {choiceOption("a_layout", "row", {"row", "col"}, "A row-major (a[i*lda + kk]) or column-major (a[kk*lda + i])"),
+      "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
+      "batched (grid z = batch), blocks of 256 threads over tile_m x tile_n tiles: f32 by SIMT FFMA, tf32/bf16/f16 "
+      "(f32 accumulation) and s8/u8 (s32) on the tensor cores (mma.sync, sm_80+); any sizes and leading "
+      "dimensions; C is not read when beta = 0",
+      {choiceOption("dtype", "f32", {"f32", "tf32", "bf16", "f16", "s8", "u8"},
+                    "element type of A and B; tf32 stores f32 and multiplies as tf32 (inputs truncated to 10 "
+                    "mantissa bits)"),
+       choiceOption("out_dtype", "auto", {"auto", "f32", "bf16", "f16", "s32"},
+                    "element type of C, bias and residual; auto: the input's for bf16/f16, f32 for f32/tf32, s32 "
+                    "for s8/u8 (which need s32)"),
+       choiceOption("a_layout", "row", {"row", "col"}, "A row-major (a[i*lda + kk]) or column-major (a[kk*lda + i])"),
        choiceOption("b_layout", "row", {"row", "col"}, "B row-major (b[kk*ldb + j]) or column-major (b[j*ldb + kk])"),
        tileOption("tile_m", "rows of C per block: 64 or 128"),
        tileOption("tile_n", "columns of C per block: 64 or 128"),
-       option("bias", false, "add bias[j] (parameter 'bias', n floats) before the activation"),
+       stages,
+       warps,
+       option("bias", false, "add bias[j] (parameter 'bias', n elements of out_dtype) before the activation"),
        choiceOption("activation", "none", {"none", "relu", "gelu", "gelu_erf", "silu"},
-              "applied to alpha * A B + beta * C + bias"),
+                    "applied to alpha * A B + beta * C + bias (s8/u8: none or relu)"),
        option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation")},
       buildGemm,
       [](const Options& o) {
-        const Config c = configOf(o);
-        return LaunchRule{{kThreads},
-                          {ceilDiv(Expr::param("n"), c.tileN), ceilDiv(Expr::param("m"), c.tileM), Expr::param("batch")},
+        return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
+                          {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),
+                           ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), Expr::param("batch")},
                           0};
       },
   });

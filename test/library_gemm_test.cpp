@@ -4,6 +4,7 @@
 // strided batches, k = 0, beta = 0 over a C full of NaN (C must not be read), and leading
 // dimensions larger than the matrices.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "library_harness.h"
@@ -13,11 +14,16 @@ using namespace tn::libtest;
 namespace {
 
 enum class Act { None, Relu, Gelu, GeluErf, Silu };
+// A and B's element type, and C's (with bias and residual).
+enum class In { F32, Tf32, BF16, F16, S8, U8 };
+enum class Out { F32, BF16, F16, S32 };
 
 struct Variant {
   const char* kernel;
   bool aCol, bCol, bias, residual;
   Act act;
+  In in = In::F32;
+  Out out = Out::F32;
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -33,6 +39,7 @@ struct Problem {
   uint32_t m, n, k, batch = 1;
   uint32_t pad = 0;      // extra elements per leading dimension
   float alpha = 1.0f, beta = 0.0f;
+  bool align = false;    // leading dimensions rounded up to 16 elements (the cp.async path)
 };
 
 double activate(Act a, double x) {
@@ -46,57 +53,126 @@ double activate(Act a, double x) {
   return x;
 }
 
+bool integer(In in) { return in == In::S8 || in == In::U8; }
+Dtype storage(Out o) { return o == Out::BF16 ? Dtype::BF16 : o == Out::F16 ? Dtype::F16 : Dtype::F32; }
+
+// n elements of type `in` (the bytes the kernel reads) and the values they hold.
+struct Matrix {
+  std::vector<std::byte> bytes;
+  std::vector<double> values;
+};
+Matrix inputs(std::mt19937& rng, In in, size_t n) {
+  Matrix mx;
+  if (integer(in)) {
+    std::uniform_int_distribution<int> pick(0, 255);
+    for (size_t i = 0; i < n; ++i) {
+      auto byte = static_cast<uint8_t>(pick(rng));
+      mx.bytes.push_back(std::byte{byte});
+      mx.values.push_back(in == In::S8 ? static_cast<int8_t>(byte) : byte);
+    }
+    return mx;
+  }
+  const Dtype d = in == In::BF16 ? Dtype::BF16 : in == In::F16 ? Dtype::F16 : Dtype::F32;
+  mx.bytes = encode(d, uniform(rng, n));
+  for (float v : decode(d, mx.bytes)) mx.values.push_back(v);
+  return mx;
+}
+// n elements of C's type; integers small enough that nothing wraps.
+Matrix outputs(std::mt19937& rng, Out out, size_t n) {
+  Matrix mx;
+  if (out == Out::S32) {
+    std::uniform_int_distribution<int32_t> pick(-1000, 1000);
+    std::vector<int32_t> v(n);
+    for (int32_t& x : v) x = pick(rng);
+    mx.bytes.resize(n * 4);
+    std::memcpy(mx.bytes.data(), v.data(), mx.bytes.size());
+    mx.values.assign(v.begin(), v.end());
+    return mx;
+  }
+  mx.bytes = encode(storage(out), uniform(rng, n));
+  for (float v : decode(storage(out), mx.bytes)) mx.values.push_back(v);
+  return mx;
+}
+
 // Runs one problem and checks every element of C (and that C's padding is untouched).
 void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
-  const uint32_t lda = (v.aCol ? p.m : p.k) + p.pad, ldb = (v.bCol ? p.k : p.n) + p.pad, ldc = p.n + p.pad;
+  auto ld = [&](uint32_t d) { return p.align ? (d + p.pad + 15) / 16 * 16 : d + p.pad; };
+  const uint32_t lda = ld(v.aCol ? p.m : p.k), ldb = ld(v.bCol ? p.k : p.n), ldc = ld(p.n);
   const uint64_t sa = uint64_t(v.aCol ? p.k : p.m) * lda, sb = uint64_t(v.bCol ? p.n : p.k) * ldb,
                  sc = uint64_t(p.m) * ldc;
   auto sized = [](uint64_t n) { return std::max<uint64_t>(n, 1); };  // a buffer is never empty
-  std::vector<float> a = uniform(rng, sized(sa * p.batch)), b = uniform(rng, sized(sb * p.batch));
-  std::vector<float> c = uniform(rng, sized(sc * p.batch));
-  if (p.beta == 0.0f)  // C must not be read: NaN would show in every element
-    for (size_t i = 0; i < c.size(); ++i)
-      if (i % ldc < p.n) c[i] = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> bias = uniform(rng, sized(p.n)), res = uniform(rng, sized(sc * p.batch));
+  const bool ints = v.out == Out::S32;
+  Matrix a = inputs(rng, v.in, sized(sa * p.batch)), b = inputs(rng, v.in, sized(sb * p.batch));
+  Matrix c = outputs(rng, v.out, sized(sc * p.batch));
+  if (p.beta == 0.0f && !ints) {  // C must not be read: NaN would show in every element
+    std::vector<float> nan = decode(storage(v.out), c.bytes);
+    for (size_t i = 0; i < nan.size(); ++i)
+      if (i % ldc < p.n) nan[i] = std::numeric_limits<float>::quiet_NaN();
+    c.bytes = encode(storage(v.out), nan);
+  }
+  Matrix bias = outputs(rng, v.out, sized(p.n)), res = outputs(rng, v.out, sized(sc * p.batch));
   Call call("gemm", v.kernel);
-  call.buffer("a", a).buffer("b", b).buffer("c", c);
-  if (v.bias) call.buffer("bias", bias);
-  if (v.residual) call.buffer("residual", res);
+  call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
+  if (v.bias) call.buffer("bias", bias.bytes);
+  if (v.residual) call.buffer("residual", res.bytes);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
   call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
-  call.scalar("alpha", p.alpha).scalar("beta", p.beta);
+  if (ints)
+    call.scalar("alpha", static_cast<int32_t>(p.alpha)).scalar("beta", static_cast<int32_t>(p.beta));
+  else
+    call.scalar("alpha", p.alpha).scalar("beta", p.beta);
   Outputs out = r.run(call);
-  std::vector<float> got = out.get<float>("c");
-  REQUIRE(got.size() == c.size());
+  std::vector<std::byte> gotBytes = out.get<std::byte>("c");
+  REQUIRE(gotBytes.size() == c.bytes.size());
+  std::vector<float> got;
+  std::vector<int32_t> gotInt(ints ? gotBytes.size() / 4 : 0);
+  if (ints)
+    std::memcpy(gotInt.data(), gotBytes.data(), gotBytes.size());
+  else
+    got = decode(storage(v.out), gotBytes);
   std::string what = std::string(v.kernel) + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
-                     " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + " pad=" + std::to_string(p.pad);
+                     " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + " pad=" + std::to_string(p.pad) +
+                     (p.align ? " (leading dimensions of 16)" : "");
   std::vector<float> gotIn;
   std::vector<double> want;
   double worst = 0;
+  size_t intMismatches = 0;
   for (uint32_t z = 0; z < p.batch; ++z)
     for (uint32_t i = 0; i < p.m; ++i)
       for (uint32_t j = 0; j < p.n; ++j) {
         double sum = 0, mag = 0;
         for (uint32_t kk = 0; kk < p.k; ++kk) {
-          double x = a[z * sa + (v.aCol ? uint64_t(kk) * lda + i : uint64_t(i) * lda + kk)];
-          double y = b[z * sb + (v.bCol ? uint64_t(j) * ldb + kk : uint64_t(kk) * ldb + j)];
+          double x = a.values[z * sa + (v.aCol ? uint64_t(kk) * lda + i : uint64_t(i) * lda + kk)];
+          double y = b.values[z * sb + (v.bCol ? uint64_t(j) * ldb + kk : uint64_t(kk) * ldb + j)];
           sum += x * y;
           mag += std::fabs(x * y);
         }
         const uint64_t at = z * sc + uint64_t(i) * ldc + j;
-        double pre = p.alpha * sum + (p.beta != 0.0f ? p.beta * double(c[at]) : 0.0) + (v.bias ? bias[j] : 0.0);
-        double y = activate(v.act, pre) + (v.residual ? res[at] : 0.0);
+        double pre = p.alpha * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
+        double y = activate(v.act, pre) + (v.residual ? res.values[at] : 0.0);
+        if (ints) {
+          if (gotInt[at] != static_cast<int32_t>(y) && ++intMismatches <= 5)
+            FAIL_CHECK(what << ": c[" << at << "] = " << gotInt[at] << ", want " << y);
+          continue;
+        }
         gotIn.push_back(got[at]);
         want.push_back(y);
-        // f32 products accumulated by fma in K order: |error| <= k * 2^-24 * sum|a b| (first
-        // order), scaled by alpha; the epilogue adds a few roundings of the result's size, and
-        // the activations' own error (ex2/rcp.approx: a few ulp of their argument's size).
-        worst = std::max(worst, std::fabs(p.alpha) * (p.k + 2) * std::ldexp(1.0, -24) * mag);
+        // Products exact (f32: by fma; tf32, bf16, f16: on the tensor cores), accumulated in f32:
+        // |error| <= (k + 2) * 2^-24 * sum|a b| (first order), scaled by alpha; tf32 truncates
+        // each input to 10 fraction bits first, 2^-9 * sum|a b| more. The epilogue adds a few
+        // roundings of the result's size, and the activations' own error (ex2/rcp.approx: a few
+        // ulp of their argument's size).
+        const double perProduct = (p.k + 2) * std::ldexp(1.0, -24) + (v.in == In::Tf32 ? std::ldexp(1.0, -9) : 0.0);
+        worst = std::max(worst, std::fabs(p.alpha) * perProduct * mag);
       }
-  // The activations are within ~1e-6 relative of the reference (docs/kernels.md).
-  expectClose(gotIn, want, worst + 1e-6, 4e-6, what);
-  for (size_t i = 0; i < got.size(); ++i)
-    if (i % ldc >= p.n || i >= sc * p.batch) CHECK_MESSAGE(std::isnan(got[i]) == std::isnan(c[i]), what << " padding at " << i);
+  CHECK_MESSAGE(intMismatches == 0, what << ": " << intMismatches << " elements differ");
+  // The activations are within ~1e-6 relative of the reference (docs/kernels.md); a bf16 or f16
+  // C adds its rounding.
+  if (!ints) expectClose(gotIn, want, worst + 1e-6, 4e-6 + roundoff(storage(v.out)), what);
+  const size_t elem = ints ? 4 : dtypeBytes(storage(v.out));
+  for (size_t i = 0; i < gotBytes.size() / elem; ++i)
+    if (i % ldc >= p.n || i >= sc * p.batch)
+      CHECK_MESSAGE(std::memcmp(&gotBytes[i * elem], &c.bytes[i * elem], elem) == 0, what << " padding at " << i);
 }
 
 const Problem kOdd[] = {{1, 1, 1}, {17, 33, 65}, {130, 258, 72}};
@@ -125,4 +201,70 @@ LIBRARY_TEST("gemm f32 alpha, beta, batches, padding and k = 0", gemmBatched) {
   checkGemm(r, rng, kCR, {20, 30, 0, 1, 0, 1.0f, 0.0f});     // k = 0, beta = 0: C = 0
   checkGemm(r, rng, kBiasRelu, {8, 300, 40, 1, 0, 1.0f, 0.0f});
   if (r.fast() && !simulatedGpu()) checkGemm(r, rng, kRR, {1000, 1000, 1000});
+}
+
+// The tensor-core members. Each layout pair appears with the cp.async path (leading dimensions
+// of 16 elements; partial chunks at the edges of K, M and N) and the path through registers
+// (odd leading dimensions), for every element type.
+namespace {
+
+constexpr Variant kTf32RR{"tf32_rr", false, false, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kTf32CC{"tf32_cc", true, true, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kBf16RR{"bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16};
+constexpr Variant kBf16RC{"bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16};
+constexpr Variant kBf16CR{"bf16_cr_f32", true, false, false, false, Act::None, In::BF16, Out::F32};
+constexpr Variant kBf16CC{"bf16_cc_bias_gelu_res", true, true, true, true, Act::Gelu, In::BF16, Out::BF16};
+constexpr Variant kF16RC{"f16_rc_bias_relu", false, true, true, false, Act::Relu, In::F16, Out::F16};
+constexpr Variant kF16CR{"f16_cr_f32_silu", true, false, false, false, Act::Silu, In::F16, Out::F32};
+constexpr Variant kS8RC{"s8_rc", false, true, false, false, Act::None, In::S8, Out::S32};
+constexpr Variant kS8RR{"s8_rr_bias_relu_res", false, false, true, true, Act::Relu, In::S8, Out::S32};
+constexpr Variant kU8CC{"u8_cc", true, true, false, false, Act::None, In::U8, Out::S32};
+constexpr Variant kU8RC{"u8_rc", false, true, false, false, Act::None, In::U8, Out::S32};
+// The remaining layouts of each type; "w4": blocks of 4 warps.
+constexpr Variant kTf32RCw4{"tf32_rc_w4", false, true, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kTf32CR{"tf32_cr", true, false, false, false, Act::None, In::Tf32, Out::F32};
+constexpr Variant kBf16RCw4{"bf16_rc_w4", false, true, false, false, Act::None, In::BF16, Out::F32};
+constexpr Variant kF16RRw4{"f16_rr_w4", false, false, false, false, Act::None, In::F16, Out::F16};
+constexpr Variant kF16CC{"f16_cc", true, true, false, false, Act::None, In::F16, Out::F16};
+constexpr Variant kS8CR{"s8_cr", true, false, false, false, Act::None, In::S8, Out::S32};
+constexpr Variant kS8CCw4{"s8_cc_w4", true, true, false, false, Act::None, In::S8, Out::S32};
+constexpr Variant kU8RR{"u8_rr", false, false, false, false, Act::None, In::U8, Out::S32};
+constexpr Variant kU8CR{"u8_cr_bias_relu_res", true, false, true, true, Act::Relu, In::U8, Out::S32};
+
+void checkPaths(Runner& r, std::mt19937& rng, const Variant& v, float alpha = 1.0f, float beta = 0.0f) {
+  for (const Problem& p : kOdd) {
+    checkGemm(r, rng, v, {p.m, p.n, p.k, 1, 0, alpha, beta});
+    checkGemm(r, rng, v, {p.m, p.n, p.k, 1, 0, alpha, beta, true});
+  }
+}
+
+}  // namespace
+
+LIBRARY_TEST("gemm tf32 layouts and paths", gemmTf32) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kTf32RR, &kTf32CC, &kTf32RCw4, &kTf32CR}) checkPaths(r, rng, *v);
+}
+
+LIBRARY_TEST("gemm bf16 and f16 layouts, paths and epilogues", gemmBf16) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kBf16RR, &kBf16RC, &kBf16CR, &kBf16RCw4, &kF16RRw4, &kF16CC}) checkPaths(r, rng, *v);
+  for (const Variant* v : {&kBf16CC, &kF16RC, &kF16CR}) checkPaths(r, rng, *v, -1.25f, 0.75f);
+}
+
+LIBRARY_TEST("gemm s8 and u8 layouts, paths and epilogues", gemmInt8) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kS8RC, &kU8CC, &kU8RC, &kS8CR, &kS8CCw4, &kU8RR}) checkPaths(r, rng, *v);
+  checkPaths(r, rng, kS8RR, 3.0f, -2.0f);
+  checkPaths(r, rng, kU8CR, -1.0f, 1.0f);
+}
+
+LIBRARY_TEST("gemm tensor cores: batches, padding and k = 0", gemmTcBatched) {
+  std::mt19937 rng(seed());
+  checkGemm(r, rng, kBf16RR, {33, 70, 40, 3, 5, 2.0f, -0.5f, true});  // batched, cp.async path
+  checkGemm(r, rng, kF16CR, {33, 70, 40, 2, 3, 1.0f, 1.0f});          // batched, through registers
+  checkGemm(r, rng, kTf32CC, {65, 65, 17, 2, 1, 1.0f, 1.0f, true});
+  checkGemm(r, rng, kS8RC, {20, 30, 100, 2, 0, 1.0f, 1.0f, true});
+  checkGemm(r, rng, kBf16RC, {20, 30, 0, 2, 0, 1.0f, 0.5f});  // k = 0: C = beta C
+  checkGemm(r, rng, kU8CC, {20, 30, 0, 1, 0, 1.0f, 0.0f});    // k = 0, beta = 0: C = 0
+  if (r.fast() && !simulatedGpu()) checkGemm(r, rng, kBf16RC, {1000, 1000, 1000, 1, 0, 1.0f, 0.0f, true});
 }

@@ -264,12 +264,15 @@ class Decoder {
           return fail(in.loc, "cp.async copies 4, 8 or 16 bytes from a ptr.global to a ptr.shared");
         p_.asyncCopies = true;
         break;
+      // Groups are counted per thread even in a kernel whose copies are all elsewhere (or none).
       case Op::CpAsyncCommit:
         c.kind = Kind::AsyncCommit;
+        p_.asyncCopies = true;
         break;
       case Op::CpAsyncWait:
       case Op::CpAsyncWaitAll:
         c.kind = Kind::AsyncWait;
+        p_.asyncCopies = true;
         break;
       case Op::BarSync:
         c.kind = Kind::Bar;

@@ -108,7 +108,7 @@ struct Program {
   uint32_t staticSharedEnd = 0;
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
-  bool asyncCopies = false;  // the kernel has cp.async: the engine tracks pending copies
+  bool asyncCopies = false;  // the kernel has cp.async or its waits: the engine tracks copies and groups
 };
 
 // Decodes kernel k of m into p; an error when the kernel is malformed or uses what the

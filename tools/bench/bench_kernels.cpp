@@ -1,8 +1,9 @@
 // tools/bench kernel-library section (a benchmark, not a test): effective bandwidth of the
 // library's kernels (tools/bench/kernels.toml) against a device-to-device copy of comparable
 // size, and for f32 GEMV against cuBLAS SGEMV (dlopen'ed; the column stays empty without it).
-// f32 GEMM is compute-bound: it is reported in TFLOP/s beside cuBLAS SGEMM (no TF32), in its own
-// table, after a check that both give the same C.
+// GEMM is compute-bound: it is reported in TFLOP/s (TOPS for s8) beside cuBLAS, in its own table,
+// after a check that both give the same C: f32 against SGEMM (no TF32), tf32, bf16, f16 and s8
+// against cublasGemmEx (TF32 compute, f32 compute, s32 compute).
 // Each timed launch reads cold data: a case's buffers are rotated among enough copies that the
 // bytes the launches touch exceed the L2 several times (a KV cache, of which a launch writes a
 // few rows, is one buffer shared by the copies). 3 warm-up launches, then the median of N
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "backends/bundle/Bundle.h"
+#include "ir/Float16.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;
@@ -68,8 +70,9 @@ double median(std::vector<double> v) {
 
 // ---- cases --------------------------------------------------------------------------------
 
-// Random in [-1, 1) as f32 or bf16, zeros (outputs), or u32 row indices (kv_scatter positions).
-enum class Fill { F32, BF16, Zero, Positions };
+// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), or u32 row indices
+// (kv_scatter positions).
+enum class Fill { F32, BF16, F16, S8, Zero, Positions };
 
 struct Buffer {
   size_t bytes;
@@ -102,9 +105,33 @@ struct Case {
   std::vector<Launch> launches;  // one op may be several launches (long softmax rows)
   double bytes = 0;              // read + written, each tensor once
   uint32_t gemvM = 0, gemvK = 0;  // f32 gemv: also timed with cuBLAS on buffers 0 (w), 1 (x), 2 (y)
-  uint32_t gemmM = 0, gemmN = 0, gemmK = 0;  // f32 gemm: buffers 0 (a, m x k), 1 (b, k x n), 2 (c, m x n)
+  // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n); dtype names the
+  // member (gemmMember).
+  uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
   double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
 };
+
+// The gemm members measured. f32 multiplies row-major A and B (cuBLAS SGEMM's best case among
+// row-major layouts); the tensor-core members B column-major, as x W^T for a weight W kept n x k
+// (PyTorch's Linear), the layout inference uses and cuBLAS's tensor-core kernels prefer.
+struct GemmMember {
+  const char* dtype;
+  unsigned inBytes, outBytes;
+  Fill fill;
+  int cudaIn, cudaOut, compute;  // cudaDataType_t and cublasComputeType_t of cublasGemmEx
+};
+constexpr GemmMember kGemmMembers[] = {
+    {"f32", 4, 4, Fill::F32, 0, 0, 68},
+    {"tf32", 4, 4, Fill::F32, 0, 0, 77},   // CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32
+    {"bf16", 2, 2, Fill::BF16, 14, 14, 68},  // CUDA_R_16BF, CUBLAS_COMPUTE_32F
+    {"f16", 2, 2, Fill::F16, 2, 2, 68},      // CUDA_R_16F
+    {"s8", 1, 4, Fill::S8, 3, 10, 72},       // CUDA_R_8I -> CUDA_R_32I, CUBLAS_COMPUTE_32I
+};
+const GemmMember& gemmMember(const std::string& dtype) {
+  for (const GemmMember& g : kGemmMembers)
+    if (dtype == g.dtype) return g;
+  return kGemmMembers[0];
+}
 
 size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 Fill fillOf(const std::string& dtype) { return dtype == "f32" ? Fill::F32 : Fill::BF16; }
@@ -234,15 +261,21 @@ Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint
   return c;
 }
 
-// C = A B, all row-major f32 and dense (lda = k, ldb = ldc = n), alpha 1, beta 0.
-Case gemmCase(uint32_t m, uint32_t n, uint32_t k) {
-  Case c{"gemm", dims(m, n) + "x" + std::to_string(k), "f32", {}, {}, 0, 0, 0};
-  size_t a = size_t(m) * k * 4, b = size_t(k) * n * 4, cc = size_t(m) * n * 4;
-  c.buffers = {{a, Fill::F32}, {b, Fill::F32}, {cc, Fill::Zero}};
-  c.launches = {{"gemm_f32",
+// C = A B, dense (lda = k, ldb = n for f32 and k for the others, ldc = n), alpha 1, beta 0. The
+// tensor-core members run their 64-row-tile kernel for m <= 64 (the bundle's gemm_DTYPE_m64).
+Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k) {
+  const GemmMember& g = gemmMember(dtype);
+  Case c{"gemm", dims(m, n) + "x" + std::to_string(k), dtype, {}, {}, 0, 0, 0};
+  size_t a = size_t(m) * k * g.inBytes, b = size_t(k) * n * g.inBytes, cc = size_t(m) * n * g.outBytes;
+  c.buffers = {{a, g.fill}, {b, g.fill}, {cc, Fill::Zero}};
+  const bool f32 = dtype == "f32";
+  std::string kernel = "gemm_" + dtype + (!f32 && m <= 64 ? "_m64" : "");
+  ArgSpec alpha = dtype == "s8" ? val("alpha", int32_t{1}) : val("alpha", 1.0f);
+  ArgSpec beta = dtype == "s8" ? val("beta", int32_t{0}) : val("beta", 0.0f);
+  c.launches = {{kernel,
                  {buf("a", 0), buf("b", 1), buf("c", 2), val("m", m), val("n", n), val("k", k), val("lda", k),
-                  val("ldb", n), val("ldc", n), val("batch", 1u), val("stride_a", uint64_t{0}),
-                  val("stride_b", uint64_t{0}), val("stride_c", uint64_t{0}), val("alpha", 1.0f), val("beta", 0.0f)}}};
+                  val("ldb", f32 ? n : k), val("ldc", n), val("batch", 1u), val("stride_a", uint64_t{0}),
+                  val("stride_b", uint64_t{0}), val("stride_c", uint64_t{0}), alpha, beta}}};
   c.bytes = double(a) + double(b) + double(cc);
   c.gemmM = m;
   c.gemmN = n;
@@ -298,18 +331,21 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(kvScatterCase("bf16", pick(4096, 256, 16), 1024, pick(65536, 4096, 64)));
   // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
   for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, pick(4096, 256, 3), 32, 8, 128));
-  // GEMM: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized weights).
-  if (tiny) {
-    out.push_back(gemmCase(17, 33, 65));
-    out.push_back(gemmCase(130, 258, 72));
-  } else {
+  // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
+  // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
+  for (const GemmMember& g : kGemmMembers) {
+    if (tiny) {
+      out.push_back(gemmCase(g.dtype, 17, 33, 65));
+      out.push_back(gemmCase(g.dtype, 130, 258, 72));
+      continue;
+    }
     for (uint32_t side : full ? std::vector<uint32_t>{512, 1024, 2048, 4096, 8192} : std::vector<uint32_t>{512})
-      out.push_back(gemmCase(side, side, side));
+      out.push_back(gemmCase(g.dtype, side, side, side));
     std::vector<uint32_t> ms = full ? std::vector<uint32_t>{1, 8, 16, 32, 64, 128, 512} : std::vector<uint32_t>{1, 64};
     std::vector<std::pair<uint32_t, uint32_t>> nk = {{4096, 4096}};
     if (full) nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
     for (auto [n, k] : nk)
-      for (uint32_t m : ms) out.push_back(gemmCase(m, n, k));
+      for (uint32_t m : ms) out.push_back(gemmCase(g.dtype, m, n, k));
   }
   return out;
 }
@@ -328,6 +364,9 @@ struct Cublas {
                const float* beta, float* y, int incy) = nullptr;
   int (*sgemm)(Handle, int transa, int transb, int m, int n, int k, const float* alpha, const float* a, int lda,
                const float* b, int ldb, const float* beta, float* c, int ldc) = nullptr;
+  int (*gemmEx)(Handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* a, int atype,
+                int lda, const void* b, int btype, int ldb, const void* beta, void* c, int ctype, int ldc, int compute,
+                int algo) = nullptr;  // optional: the tensor-core members' reference
   static constexpr int kOpN = 0;  // CUBLAS_OP_N
   static constexpr int kOpT = 1;  // CUBLAS_OP_T
   void* lib = nullptr;
@@ -352,6 +391,7 @@ struct Cublas {
     setStream = reinterpret_cast<decltype(setStream)>(dlsym(lib, "cublasSetStream_v2"));
     sgemv = reinterpret_cast<decltype(sgemv)>(dlsym(lib, "cublasSgemv_v2"));
     sgemm = reinterpret_cast<decltype(sgemm)>(dlsym(lib, "cublasSgemm_v2"));
+    gemmEx = reinterpret_cast<decltype(gemmEx)>(dlsym(lib, "cublasGemmEx"));
     if (!create || !destroy || !setStream || !sgemv || !sgemm) {
       why = name + " lacks cublasCreate_v2/cublasSetStream_v2/cublasSgemv_v2/cublasSgemm_v2";
       return false;
@@ -376,11 +416,22 @@ struct Cublas {
                  reinterpret_cast<const float*>(x), 1, &zero, reinterpret_cast<float*>(y), 1) == 0;
   }
 
-  // C = A B for row-major A (m x k), B (k x n), C (m x n): column-major, that is C^T = B^T A^T.
-  bool gemm(CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, uint32_t m, uint32_t n, uint32_t k) const {
+  // The case's C = A B in cuBLAS's column-major terms, C^T = B^T A^T. f32: row-major A (m x k) and
+  // B (k x n), SGEMM. The others: B given as W (n x k, row-major), so C^T = W A^T: cublasGemmEx
+  // with W transposed.
+  bool gemm(const GemmMember& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, uint32_t m, uint32_t n,
+            uint32_t k) const {
     const float one = 1.0f, zero = 0.0f;
-    return sgemm(handle, kOpN, kOpN, int(n), int(m), int(k), &one, reinterpret_cast<const float*>(b), int(n),
-                 reinterpret_cast<const float*>(a), int(k), &zero, reinterpret_cast<float*>(c), int(n)) == 0;
+    const int32_t ione = 1, izero = 0;
+    if (std::string_view(g.dtype) == "f32")
+      return sgemm(handle, kOpN, kOpN, int(n), int(m), int(k), &one, reinterpret_cast<const float*>(b), int(n),
+                   reinterpret_cast<const float*>(a), int(k), &zero, reinterpret_cast<float*>(c), int(n)) == 0;
+    if (!gemmEx) return false;
+    const bool ints = g.compute == 72;
+    return gemmEx(handle, kOpT, kOpN, int(n), int(m), int(k), ints ? static_cast<const void*>(&ione) : &one,
+                  reinterpret_cast<const void*>(b), g.cudaIn, int(k), reinterpret_cast<const void*>(a), g.cudaIn, int(k),
+                  ints ? static_cast<const void*>(&izero) : &zero, reinterpret_cast<void*>(c), g.cudaOut, int(n),
+                  g.compute, -1) == 0;  // CUBLAS_GEMM_DEFAULT
   }
 
   ~Cublas() {
@@ -453,15 +504,19 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
   const size_t chunk = std::min(size_t{4} << 20, (m.bytes() + 3) / 4 * 4);
   std::vector<unsigned char> host(chunk);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
   for (size_t i = 0; i < chunk; i += 4) {
     float v[2] = {d(rng), d(rng)};
     if (f == Fill::F32) {
       std::memcpy(&host[i], &v[0], 4);
-    } else {  // two bf16 (the high halves)
+    } else if (f == Fill::S8) {
+      for (size_t j = 0; j < 4; ++j) host[i + j] = static_cast<unsigned char>(byte(rng));
+    } else {  // two bf16 (the high halves) or f16
       uint32_t b0, b1;
       std::memcpy(&b0, &v[0], 4);
       std::memcpy(&b1, &v[1], 4);
       uint16_t h[2] = {uint16_t(b0 >> 16), uint16_t(b1 >> 16)};
+      if (f == Fill::F16) h[0] = tn::ir::f32ToF16(v[0]), h[1] = tn::ir::f32ToF16(v[1]);
       std::memcpy(&host[i], h, 4);
     }
   }
@@ -490,28 +545,53 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
 // --check on a device (a GPU, or the simulated driver in CI): every case's launches once at tiny
 // sizes. A launch the runtime refuses or the device faults (on the simulator: any out-of-bounds
 // access, shared race or barrier error its checks find) fails the check, as does a wrong f32 GEMV.
-// Two C matrices of the same product, uniform [-1, 1) inputs: |c| ~ sqrt(k / 9), and summation
-// orders differ by ~2^-24 * sqrt(k) * |c| (1e-4 at k = 14336); a wrong element is off by ~|c|.
-template <class Ref>
-std::string compareGemm(const std::vector<float>& got, const std::vector<Ref>& want, uint32_t n, uint32_t k) {
-  const double tol = 1e-3 * std::sqrt(double(k));
+// `count` elements of one of a gemm's matrices as doubles: an input (A, B) or C.
+std::vector<double> gemmValues(const DeviceMemory& mem, size_t count, const GemmMember& g, bool output) {
+  const unsigned bytes = output ? g.outBytes : g.inBytes;
+  std::vector<unsigned char> raw(count * bytes);
+  must(mem.download(raw.data(), raw.size()), "download");
+  std::vector<double> out(count);
+  const std::string_view dt = g.dtype;
+  for (size_t i = 0; i < count; ++i) {
+    const unsigned char* p = &raw[i * bytes];
+    uint16_t h;
+    float f;
+    int32_t s32;
+    if (bytes == 4 && dt == "s8") std::memcpy(&s32, p, 4), out[i] = s32;
+    else if (bytes == 4) std::memcpy(&f, p, 4), out[i] = f;
+    else if (bytes == 1) out[i] = static_cast<int8_t>(*p);
+    else std::memcpy(&h, p, 2), out[i] = dt == "f16" ? tn::ir::f16ToF32(h) : tn::ir::bf16ToF32(h);
+  }
+  return out;
+}
+
+// Two C matrices of the same product, uniform [-1, 1) inputs: |c| ~ sqrt(k / 9), and f32
+// summation orders differ by ~2^-24 * sqrt(k) * |c| (1e-4 at k = 14336); tf32 inputs rounded
+// (cuBLAS) or truncated (ours) to 10 fraction bits differ by ~2^-10 per product; a bf16 or f16 C
+// adds one rounding on each side (2^-7, 2^-10 of |c|); s8 products sum exactly in s32. A wrong
+// element is off by ~|c|.
+std::string compareGemm(const std::vector<double>& got, const std::vector<double>& want, uint32_t n, uint32_t k,
+                        const GemmMember& g) {
+  const std::string_view dt = g.dtype;
+  const double abs = dt == "s8" ? 0.0 : (dt == "tf32" ? 4e-3 : 1e-3) * std::sqrt(double(k));
+  const double rel = dt == "bf16" ? std::ldexp(1.0, -7) : dt == "f16" ? std::ldexp(1.0, -10) : 0.0;
   for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= tol))
+    if (!(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i])))
       return "c[" + std::to_string(i / n) + "][" + std::to_string(i % n) + "] = " + std::to_string(got[i]) +
              ", reference " + std::to_string(want[i]);
   return "";
 }
 
-std::string checkGemm(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t n, uint32_t k) {
-  std::vector<float> a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n);
-  must(mem[0].download(a.data(), a.size() * 4), "download a");
-  must(mem[1].download(b.data(), b.size() * 4), "download b");
-  must(mem[2].download(c.data(), c.size() * 4), "download c");
-  std::vector<double> want(c.size(), 0.0);
+// C against a double-precision product of the case's A and B (B is k x n for f32, n x k else).
+std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k) {
+  const bool f32 = std::string_view(g.dtype) == "f32";
+  std::vector<double> a = gemmValues(mem[0], size_t(m) * k, g, false), b = gemmValues(mem[1], size_t(k) * n, g, false);
+  std::vector<double> c = gemmValues(mem[2], size_t(m) * n, g, true), want(c.size(), 0.0);
   for (uint32_t i = 0; i < m; ++i)
-    for (uint32_t kk = 0; kk < k; ++kk)
-      for (uint32_t j = 0; j < n; ++j) want[size_t(i) * n + j] += double(a[size_t(i) * k + kk]) * b[size_t(kk) * n + j];
-  return compareGemm(c, want, n, k);
+    for (uint32_t j = 0; j < n; ++j)
+      for (uint32_t kk = 0; kk < k; ++kk)
+        want[size_t(i) * n + j] += a[size_t(i) * k + kk] * b[f32 ? size_t(kk) * n + j : size_t(j) * k + kk];
+  return compareGemm(c, want, n, k, g);
 }
 
 int runTinyCases(const Context& ctx, const std::string& path) {
@@ -542,7 +622,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     }
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
-    if (why.empty() && c.gemmM) why = checkGemm(mem, c.gemmM, c.gemmN, c.gemmK);
+    if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
     std::printf("%s %-34s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
     bad += !why.empty();
   }
@@ -611,7 +691,7 @@ struct Row {
 };
 
 struct GemmRow {
-  std::string shape;
+  std::string dtype, shape;
   double oursUs = 0, oursTflops = 0;
   std::optional<double> refTflops;
 };
@@ -689,7 +769,9 @@ int main(int argc, char** argv) {
 
   Cublas cublas;
   bool haveCublas = cublas.load(ctx, stream);
-  if (haveCublas) std::printf("reference: cuBLAS SGEMV and SGEMM from %s\n", cublas.name.c_str());
+  if (haveCublas)
+    std::printf("reference: cuBLAS SGEMV, SGEMM and %s from %s\n",
+                cublas.gemmEx ? "GemmEx" : "no GemmEx (the tensor-core rows stay without one)", cublas.name.c_str());
   else std::printf("reference: cuBLAS not available (%s); its column stays empty\n", cublas.why.c_str());
 
   std::mt19937 rng(12345);
@@ -743,17 +825,20 @@ int main(int argc, char** argv) {
     must(stream.synchronize(), "fill");
 
     // GEMM: the same C as cuBLAS before anything is timed.
-    if (c.gemmM && haveCublas) {
+    const GemmMember& member = gemmMember(c.dtype);
+    bool haveRef = haveCublas && (c.dtype == "f32" || cublas.gemmEx);
+    if (c.gemmM && haveRef) {
       const size_t count = size_t(c.gemmM) * c.gemmN;
-      std::vector<float> ours(count), ref(count);
       must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
       must(stream.synchronize(), "sync");
-      must(mem[0][2]->download(ours.data(), count * 4), "download");
-      if (!cublas.gemm(mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK))
-        std::printf("cuBLAS SGEMM failed for %s\n", label.c_str());
+      std::vector<double> ours = gemmValues(*mem[0][2], count, member, true);
+      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK)) {
+        std::printf("cuBLAS failed for %s: no reference\n", label.c_str());
+        haveRef = false;
+      }
       must(stream.synchronize(), "sync");
-      must(mem[0][2]->download(ref.data(), count * 4), "download");
-      std::string why = compareGemm(ours, ref, c.gemmN, c.gemmK);
+      std::vector<double> ref = gemmValues(*mem[0][2], count, member, true);
+      std::string why = haveRef ? compareGemm(ours, ref, c.gemmN, c.gemmK, member) : "";
       if (!why.empty()) {
         std::printf("WARNING %s: ours and cuBLAS differ: %s\n", label.c_str(), why.c_str());
         ++failures;
@@ -774,11 +859,12 @@ int main(int argc, char** argv) {
     if (ms < 0) die("launch " + label, launchError.error());
 
     if (c.gemmM) {
-      GemmRow g{c.shape, ms * 1e3, c.flops() / (ms * 1e9), std::nullopt};
-      if (haveCublas) {
+      GemmRow g{c.dtype, c.shape, ms * 1e3, c.flops() / (ms * 1e9), std::nullopt};
+      if (haveRef) {
         double cms = bench.time(
             [&](int s) {
-              return cublas.gemm(mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN, c.gemmK);
+              return cublas.gemm(member, mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
+                                 c.gemmK);
             },
             sets);
         if (cms > 0) g.refTflops = c.flops() / (cms * 1e9);
@@ -865,10 +951,11 @@ int main(int argc, char** argv) {
     std::printf("\n%-16s %-22s %12s %12s %12s %10s\n", "op", "shape (MxNxK)", "ours us", "ours TFLOP/s",
                 "ref TFLOP/s", "ours/ref");
     for (const GemmRow& g : gemmRows)
-      std::printf("%-16s %-22s %12.1f %12.2f %12s %10s\n", "gemm f32", g.shape.c_str(), g.oursUs, g.oursTflops,
-                  g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
+      std::printf("%-16s %-22s %12.1f %12.2f %12s %10s\n", ("gemm " + g.dtype).c_str(), g.shape.c_str(), g.oursUs,
+                  g.oursTflops, g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
-    std::printf("ref: cuBLAS SGEMM (no TF32); TFLOP/s = 2 M N K / median time\n");
+    std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
+                "s32 compute), B column-major (x W^T); TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
   }
   if (!csv.empty()) {
     std::ofstream out(csv);

@@ -1,0 +1,339 @@
+// The tensor-core members of gemm (docs/kernels.md): tf32, bf16 and f16 with f32 accumulation,
+// s8 and u8 with s32, on mma.sync fed by ldmatrix from a cp.async pipeline.
+//
+// Block: `warps` warps (8 or 4) as 2 (M) x warps/2 (N). Warp (wm, wn) owns a (tile_m/2) x
+// (tile_n/(warps/2)) piece of the block's tile: MI x NI mma tiles of 16 x 8, f32 (or s32)
+// accumulators in registers.
+// K advances in stages of 64 bytes of every row (16 tf32, 32 bf16/f16 or 64 s8/u8 elements),
+// each two mma k-steps of 32 bytes. The element width only changes the mma shape: every
+// fragment is read as 8x8 matrices of 16-bit pairs by ldmatrix, whatever the elements are.
+//
+// Shared memory: per factor and stage 64 * rows bytes (rows = tile_m for A, tile_n for B), in one
+// of two geometries, both free of bank conflicts for ldmatrix and the 16-byte cp.async stores
+// (tile-validation checks it: lit-tests/tile-validation/gemm-tc.test):
+//  - rows of K: row r (along M for A, along N for B) holds its 64 bytes of the stage as four
+//    16-byte chunks, chunk c at position c ^ ((r >> 1) & 3); ldmatrix reads it untransposed.
+//  - k rows (16-bit elements stored contiguous along M or N in global memory): k row kk holds the
+//    stage's `rows` elements as rows/8 chunks, chunk c at position c ^ (kk & 7); ldmatrix.trans
+//    reads it.
+// Staging: when the factor's base, leading dimension and batch stride are multiples of 16 bytes
+// (a run-time test, uniform over the launch), 16-byte cp.async.cg; edges zero-filled through
+// cp.async's src-size, out-of-range chunks read nothing. Otherwise, and always for 8- and 32-bit
+// elements stored contiguous along M or N (ldmatrix cannot transpose them), element by element
+// through registers into the rows-of-K geometry, zeros past the edges. `stages` stages rotate:
+// stage s + stages - 1 is issued before stage s is multiplied, one barrier per stage.
+#include "kernels/Gemm.h"
+
+namespace tn::kernels::lib::gemm {
+
+namespace {
+
+using ir::Mod;
+using ir::Scalar;
+using ir::SharedArray;
+using ir::Type;
+
+constexpr unsigned kRowBytes = 64;   // K bytes of one row per stage
+constexpr unsigned kStepBytes = 32;  // K bytes of one mma
+constexpr unsigned kSharedLimit = 48 * 1024;  // static shared memory per block
+
+struct Element {
+  unsigned bytes;  // of one element of A and B
+  Scalar mmaIn;    // the mma's input type
+  Mod shape;
+  Scalar raw;      // the element's bits, for the path through registers
+};
+
+Element elementOf(Input in) {
+  switch (in) {
+    case Input::Tf32: return {4, Scalar::F32, Mod::M16n8k8, Scalar::U32};
+    case Input::BF16: return {2, Scalar::BF16, Mod::M16n8k16, Scalar::U16};
+    case Input::F16: return {2, Scalar::F16, Mod::M16n8k16, Scalar::U16};
+    case Input::S8: return {1, Scalar::S8, Mod::M16n8k32, Scalar::U8};
+    case Input::U8:
+    case Input::F32: break;
+  }
+  return {1, Scalar::U8, Mod::M16n8k32, Scalar::U8};
+}
+
+// One factor of the product as the block sees it. Element (r, kk) of the factor (r along M for
+// A, N for B) is at base[r * ld + kk] when it is contiguous along K (row-major A, column-major
+// B), else at base[kk * ld + r].
+struct Factor {
+  Value base;       // the batch's matrix
+  Value ld;         // u32, in elements
+  Value extent;     // m or n
+  Value origin;     // the block's first row along M or N
+  unsigned rows;    // tile_m or tile_n
+  unsigned threads; // of the block
+  bool alongK;      // contiguous along K in global memory
+  bool kRows;       // the k-rows geometry in shared memory (ldmatrix.trans)
+  bool rowHalfLow;  // ldmatrix matrix q's row half is q & 1 (A) rather than q >> 1 (B)
+  SharedArray tile;
+  Value fast;       // pred: the 16-byte cp.async path applies
+  unsigned stageBytes() const { return rows * kRowBytes; }
+  unsigned rowBytes() const { return kRows ? rows * 2 : kRowBytes; }
+};
+
+// Byte offset inside a stage of 16-byte chunk `chunk` of line `line` (a row, or a k row in the
+// k-rows geometry).
+Value slotOf(const Factor& f, Value line, Value chunk) {
+  Value swizzle = f.kRows ? (line & 7u) : ((line >> 1u) & 3u);
+  return (line * f.rowBytes() + ((chunk ^ swizzle) << 4u)).named("slot");
+}
+
+// Issues this thread's cp.async copies of the stage at K element k0 into stage offset `stage`
+// (bytes): rows / 64 chunks of 16 bytes. Everything is computed here from tid, not kept from
+// before the K loop: a few integer instructions per stage cost less than the registers.
+void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
+  const unsigned chunks = f.stageBytes() / 16 / f.threads;
+  Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
+  auto copy = [&](Value dst, Value offset, Value bytes) {
+    Value src = assumeAligned16(kb, kb.ptradd(f.base, offset), "src");
+    kb.cp_async(kb.ptradd(tile, dst, "dst"), src, 16, bytes, Mod::Cg);
+  };
+  if (!f.kRows) {
+    // Chunk j: row (tid >> 2) + threads/4 j, K chunk tid & 3. Rows past the matrix read nothing.
+    Value r0 = (tid >> 2u).named("chunk_row"), c = (tid & 3u).named("chunk_k");
+    Value dst0 = slotOf(f, r0, c);
+    Value kel = (k0 + c * (16 / e.bytes)).named("chunk_k0");
+    Value in = (kel < k).named("k_in");
+    Value kBytes = kb.select(in, kb.min((k - kel) * e.bytes, kb.u32(16)), kb.u32(0), "k_bytes");
+    Value kOff = kb.cvt(kb.select(in, kel, k0), Type::u64(), "k_off");
+    Value last = (f.extent - f.origin - 1u).named("last_row");  // >= 0: the block exists
+    for (unsigned j = 0; j < chunks; ++j) {
+      Value r = r0 + f.threads / 4 * j;
+      Value row = (f.origin + kb.min(r, last)).named("row");
+      Value offset = ((kb.mul_wide(row, f.ld) + kOff) * e.bytes).named("off");
+      copy(dst0 + j * f.threads / 4 * kRowBytes, offset, kb.select((r <= last).named("row_in"), kBytes, kb.u32(0), "bytes"));
+    }
+    return;
+  }
+  // Chunk j: k row tid / perRow + (threads / perRow) j, chunk tid % perRow along M/N. Columns past
+  // the matrix are zero-filled (a partial chunk) or read nothing.
+  const unsigned perRow = f.rows / 8;
+  Value kk0 = (tid / perRow).named("chunk_kk"), c = (tid % perRow).named("chunk_col");
+  Value dst0 = slotOf(f, kk0, c);
+  Value col = (f.origin + (c << 3u)).named("col");
+  Value colIn = (col < f.extent).named("col_in");
+  Value colBytes = kb.select(colIn, kb.min((f.extent - col) * 2u, kb.u32(16)), kb.u32(0), "col_bytes");
+  Value colOff = kb.cvt(kb.select(colIn, col, f.origin), Type::u64(), "col_off");
+  for (unsigned j = 0; j < chunks; ++j) {
+    const unsigned kkStep = j * (f.threads / perRow);
+    Value gk = (k0 + kk0 + kkStep).named("gk");
+    Value in = (gk < k).named("k_in");
+    Value offset = ((kb.mul_wide(kb.select(in, gk, k0), f.ld) + colOff) * 2u).named("off");
+    copy(dst0 + kkStep * f.rowBytes(), offset, kb.select(in, colBytes, kb.u32(0), "bytes"));
+  }
+}
+
+// Stages the K slice at element k0 element by element: loads clamped into the matrix, zeros
+// past its edges, stores into stage offset `stage` (bytes).
+void loadStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
+  const unsigned bk = kRowBytes / e.bytes, count = f.rows * bk / f.threads;
+  Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
+  const Type raw = Type::of(e.raw);
+  // Which element of the tile element j of the thread is: consecutive threads walk the global
+  // layout's contiguous direction, and a warp's stores are free of bank conflicts. Along K, a
+  // warp covers 32 consecutive elements of K in one or more rows; k rows (16-bit), 32
+  // consecutive rows of one k row; 8- and 32-bit elements contiguous along M/N, which go into
+  // rows of K, a block of 8 rows x 4 elements of K (rows of one swizzle period: 8 distinct
+  // bank groups).
+  const unsigned rowBlocks = f.rows / 8;
+  Value lane = tid & 31u, warp = tid >> 5u;
+  for (unsigned j = 0; j < count; ++j) {
+    Value r, kk;
+    if (f.alongK) {
+      r = tid / bk + (f.threads / bk) * j;
+      kk = tid % bk;
+    } else if (f.kRows) {
+      r = tid % f.rows;
+      kk = tid / f.rows + (f.threads / f.rows) * j;
+    } else {
+      Value block = warp + (f.threads / 32) * j;
+      r = (block % rowBlocks) * 8u + (lane & 7u);
+      kk = (block / rowBlocks) * 4u + (lane >> 3u);
+    }
+    Value row = (f.origin + r).named("row"), gk = (k0 + kk).named("gk");
+    Value in = ((row < f.extent) & (gk < k)).named("in");
+    Value rc = kb.min(row, f.extent - 1u), kc = kb.min(gk, k - 1u);
+    Value index = f.alongK ? kb.mul_wide(rc, f.ld) + kb.cvt(kc, Type::u64()) : kb.mul_wide(kc, f.ld) + kb.cvt(rc, Type::u64());
+    Value v = kb.load(kb.index(f.base, index.named("index"), e.bytes), raw, {Mod::NcMod}, "g");
+    v = kb.select(in, v, kb.const_bits(raw, 0), "staged");
+    Value line = f.kRows ? kk : r, byte = f.kRows ? r * 2u : kk * e.bytes;
+    Value slot = slotOf(f, line, byte >> 4u) + (byte & 15u);
+    kb.store(kb.ptradd(tile, slot), v);
+  }
+}
+
+// Where lane `lane` of the warp points ldmatrix for group i (16 rows of the warp's piece) and
+// k-step ks of a stage: matrix q = lane / 8 is rows 8 * (row half) .. + 7 and K bytes 16 * (k
+// half) .. + 15 of the group, its row lane % 8 addressed by this lane.
+struct Reader {
+  Value laneOff;    // rows of K: the lane's row * 64 + its row's swizzled chunk for ks = 0
+  Value laneOff1;   // ... for ks = 1
+  Value chunkBase;  // k rows: the lane's chunk along M/N for group 0, before the swizzle
+  Value lane7;
+};
+
+Reader readerOf(const Factor& f, Value lane, Value warpBase) {
+  Reader rd;
+  Value q = lane >> 3u;
+  rd.lane7 = (lane & 7u).named("lane7");
+  Value rowHalf = f.rowHalfLow ? (q & 1u) : (q >> 1u);
+  Value kHalf = f.rowHalfLow ? (q >> 1u) : (q & 1u);
+  if (!f.kRows) {
+    Value row = (warpBase + rd.lane7 + (rowHalf << 3u)).named("ld_row");
+    rd.laneOff = slotOf(f, row, kHalf);
+    rd.laneOff1 = slotOf(f, row, kHalf + kStepBytes / 16);
+  } else {
+    Value kk = (rd.lane7 + (kHalf << 3u)).named("ld_kk");
+    rd.laneOff = (kk * f.rowBytes()).named("ld_line");
+    rd.chunkBase = ((warpBase >> 3u) + rowHalf).named("ld_chunk");
+  }
+  return rd;
+}
+
+// ldmatrix x4 of group i, k-step ks, from stage offset `stage`.
+Value readGroup(KernelBuilder& kb, const Factor& f, const Reader& rd, Value stage, unsigned i, unsigned ks) {
+  Value off;
+  if (!f.kRows) {
+    off = (ks == 0 ? rd.laneOff : rd.laneOff1) + i * 16 * kRowBytes;
+  } else {
+    Value chunk = ((rd.chunkBase + 2 * i) ^ rd.lane7) << 4u;
+    off = rd.laneOff + ks * 16 * f.rowBytes() + chunk;
+  }
+  Value p = kb.ptradd(kb.shared_addr(f.tile), stage + off, "frag_addr");
+  return kb.ldmatrix(p, 4, f.kRows, "frag");
+}
+
+Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
+  return kb.pack(Type::of(Scalar::B32, 2), {kb.extract(v4, first), kb.extract(v4, first + 1)}, "frag_b");
+}
+
+}  // namespace
+
+std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& diags) {
+  const Element e = elementOf(c.in);
+  const unsigned bk = kRowBytes / e.bytes;
+  const unsigned sharedBytes = c.stages * (c.tileM + c.tileN) * kRowBytes;
+  if (sharedBytes > kSharedLimit) {
+    diags.report(ir::Severity::Error, "", {}, "stages = " + std::to_string(c.stages) + " with " + std::to_string(c.tileM) + "x" +
+                        std::to_string(c.tileN) + " tiles needs " + std::to_string(sharedBytes / 1024) +
+                        " KiB of shared memory; the tensor-core members use static shared memory, at most 48 KiB");
+    return std::nullopt;
+  }
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "gemm");
+  const Params p = declareParams(kb, c);
+  const unsigned threads = 32 * c.warps;
+  kb.reqntid(threads);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  // Warps 2 (M) x warps/2 (N).
+  const unsigned warpsN = c.warps / 2;
+  Value wm = (warp / warpsN).named("wm"), wn = (warp % warpsN).named("wn");
+  const unsigned warpM = c.tileM / 2, warpN = c.tileN / warpsN, mi = warpM / 16, ni = warpN / 8;
+  Value m0 = (kb.ctaid(Mod::Y) * c.tileM).named("m0");
+  Value n0 = (kb.ctaid(Mod::X) * c.tileN).named("n0");
+  Value z = kb.ctaid(Mod::Z, "batch_index");
+
+  auto factor = [&](Value base, Value ld, Value stride, Value extent, Value origin, unsigned rows, bool alongK,
+                    bool isA, std::string_view name) {
+    Factor f{batchBase(kb, base, stride, z, e.bytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
+             isA, kb.shared(isA ? "as" : "bs", Type::of(Scalar::B32), c.stages * rows * kRowBytes / 4, 128), Value()};
+    if (alongK || f.kRows) {
+      const unsigned mask = 16 / e.bytes - 1;
+      f.fast = (allAligned(kb, {base}, 16) & ((ld & mask) == 0u) & ((stride & uint64_t{mask}) == uint64_t{0}))
+                   .named(isA ? "a_fast" : "b_fast");
+    }
+    return f;
+  };
+  Factor a = factor(p.a, p.lda, p.strideA, p.m, m0, c.tileM, c.a == Layout::Row, true, "a_batch");
+  Factor b = factor(p.b, p.ldb, p.strideB, p.n, n0, c.tileN, c.b == Layout::Col, false, "b_batch");
+
+  // Stage `step` of K into stage index `s`, through cp.async where the factor allows it.
+  auto stage = [&](Value step, Value s) {
+    Value k0 = (step * bk).named("k0");
+    auto one = [&](const Factor& f) {
+      Value offset = (s * f.stageBytes()).named("stage_off");
+      if (!f.fast.valid()) return loadStage(kb, f, e, tid, k0, p.k, offset);
+      kb.if_else(f.fast, [&] { copyStage(kb, f, e, tid, k0, p.k, offset); return std::vector<Value>{}; },
+                 [&] { loadStage(kb, f, e, tid, k0, p.k, offset); return std::vector<Value>{}; },
+                 {.label = "stage"});
+    };
+    one(a);
+    one(b);
+  };
+
+  const Reader ra = readerOf(a, lane, (wm * warpM).named("warp_m"));
+  const Reader rb = readerOf(b, lane, (wn * warpN).named("warp_n"));
+  const Type accType = Type::of(c.integer() ? Scalar::S32 : Scalar::F32, 4);
+  Value zero = c.integer() ? kb.s32(0) : kb.f32(0.0f);
+  Value accZero = kb.pack(accType, {zero, zero, zero, zero}, "acc_zero");
+
+  // The groups count stages of copies; without a cp.async path (tf32, s8, u8 stored along M or
+  // N on both sides) there is nothing to group.
+  const bool async = a.fast.valid() || b.fast.valid();
+  auto commit = [&] {
+    if (async) kb.cp_async_commit_group();
+  };
+  Value steps = ((p.k / bk) + kb.select((p.k % bk) != 0u, kb.u32(1), kb.u32(0))).named("steps");
+  for (unsigned s = 0; s + 1 < c.stages; ++s) {
+    kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { stage(kb.u32(s), kb.u32(s)); }, "prologue");
+    commit();
+  }
+  std::vector<Value> init(mi * ni, accZero);
+  init.push_back(kb.u32(0, "read_stage"));
+  init.push_back(kb.u32(c.stages - 1, "write_stage"));
+  std::vector<Value> loop = kb.for_range(
+      kb.u32(0), steps, kb.u32(1), init,
+      [&](Value kt, std::span<Value> carried) {
+        Value rs = carried[mi * ni], ws = carried[mi * ni + 1];
+        if (async) kb.cp_async_wait_group(c.stages - 2);
+        kb.bar_sync();
+        Value next = (kt + (c.stages - 1)).named("next");
+        kb.if_then((next < steps).named("has_next"), [&] { stage(next, ws); }, "issue");
+        commit();
+        std::vector<Value> acc(carried.begin(), carried.begin() + mi * ni);
+        Value offA = (rs * a.stageBytes()).named("read_a"), offB = (rs * b.stageBytes()).named("read_b");
+        for (unsigned ks = 0; ks < kRowBytes / kStepBytes; ++ks) {
+          // B's fragments of the k-step, then A's one group at a time (in IR order 4 of A's
+          // registers live instead of 16; ptxas schedules the loads as it likes).
+          std::vector<Value> fb;
+          for (unsigned j = 0; j < ni / 2; ++j) {
+            Value quad = readGroup(kb, b, rb, offB, j, ks);
+            fb.push_back(pack2(kb, quad, 0));
+            fb.push_back(pack2(kb, quad, 2));
+          }
+          for (unsigned i = 0; i < mi; ++i) {
+            Value fa = readGroup(kb, a, ra, offA, i, ks);
+            for (unsigned j = 0; j < ni; ++j) acc[i * ni + j] = kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
+          }
+        }
+        auto rotate = [&](Value x) { return kb.select(x == c.stages - 1, kb.u32(0), x + 1u); };
+        acc.push_back(rotate(rs).named("read_stage"));
+        acc.push_back(rotate(ws).named("write_stage"));
+        return acc;
+      },
+      {.label = "ksteps", .iv = "kt"});
+  if (async) kb.cp_async_wait_all();
+
+  // Accumulator element 2h + cc of mma tile (i, j) is row g + 8h, column 2t + cc of the tile.
+  Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
+  std::vector<Value> rows, cols, acc;
+  for (unsigned i = 0; i < mi; ++i)
+    for (unsigned h = 0; h < 2; ++h) rows.push_back((m0 + wm * warpM + (i * 16 + 8 * h) + g).named("row"));
+  for (unsigned j = 0; j < ni; ++j)
+    for (unsigned cc = 0; cc < 2; ++cc) cols.push_back((n0 + wn * warpN + (j * 8 + cc) + (t << 1u)).named("col"));
+  for (unsigned i = 0; i < mi; ++i)
+    for (unsigned h = 0; h < 2; ++h)
+      for (unsigned j = 0; j < ni; ++j)
+        for (unsigned cc = 0; cc < 2; ++cc) acc.push_back(kb.extract(loop[i * ni + j], 2 * h + cc));
+  storeResults(kb, c, p, z, rows, cols, acc);
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+}  // namespace tn::kernels::lib::gemm
