@@ -936,6 +936,28 @@ GOLDEN_TEST("kernel-select.tir", "second") {
   });
 }
 
+// ---- kernel-hints.tir --------------------------------------------------------------------------
+
+namespace {
+
+// minnctapersm and maxnreg are hints to ptxas; the kernels compute what they would without them:
+// every thread loads x[0] and stores it to y[0].
+void checkCopyFirst(const Session& s) {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    Checker chk(s.probes, o);
+    chk.complete(run.threads());
+    const uint32_t x = run.inputArray<uint32_t>("x")[0];
+    for (uint64_t t = 0; t < run.threads(); ++t) chk.exact(t, "v", x);
+    chk.bits("y", o.array<uint32_t>("y")[0], x);
+  });
+}
+
+}  // namespace
+
+GOLDEN_TEST("kernel-hints.tir", "copy") { checkCopyFirst(s); }
+GOLDEN_TEST("kernel-hints.tir", "exact") { checkCopyFirst(s); }
+GOLDEN_TEST("kernel-hints.tir", "capped") { checkCopyFirst(s); }
+
 // ---- loop-carried.tir --------------------------------------------------------------------------
 
 GOLDEN_TEST("loop-carried.tir", "fib") {

@@ -815,6 +815,19 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      r.buffer("out", std::vector<uint32_t>{static_cast<uint32_t>(g()) | 1});
                    });
                  }});
+  // kernel-hints.tir: every thread copies x[0] to y[0]; blocks within each kernel's reqntid/maxntid.
+  for (auto [kernel, blocks] : std::vector<std::pair<const char*, std::vector<uint32_t>>>{
+           {"copy", {1, 64, 256}}, {"exact", {128}}, {"capped", {1, 33, 512}}})
+    all.push_back({"kernel-hints.tir", kernel, "entry", {"v"}, [blocks](std::mt19937& rng) {
+                     R runs;
+                     for (uint32_t block : blocks) {
+                       Run r = launch("block " + std::to_string(block), {2, 1, 1}, {block, 1, 1});
+                       r.buffer("x", std::vector<float>{randomF32(rng)});
+                       r.buffer("y", std::vector<uint32_t>{static_cast<uint32_t>(rng())});
+                       runs.push_back(std::move(r));
+                     }
+                     return runs;
+                   }});
   // loop-carried.tir
   all.push_back({"loop-carried.tir", "fib", "", {}, [](std::mt19937& rng) {
                    R runs = uniformRuns(rng, 12, [](Run& r, std::mt19937& g) {
