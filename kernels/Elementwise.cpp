@@ -32,8 +32,14 @@ struct Elementwise {
   bool hasApprox = false;
 };
 
-// Thread t owns the 16 bytes at byte offset 16t of every tensor: elements [tV, tV + V) with
-// V = vecElems(dtype). Offsets and element indices are 64-bit, so any u32 n is safe.
+// 16-byte vectors per thread: two, a block apart (a warp's accesses stay contiguous), so that
+// the fixed cost of a thread (indices, the alignment test, the bounds) is spread over twice the
+// elements and twice the loads are in flight.
+constexpr unsigned kVectors = 2;
+
+// Block b's thread t owns vectors v_k = b * block * kVectors + t + k * block (k < kVectors) of
+// every tensor: elements [v_k V, v_k V + V), V = vecElems(dtype). Vector indices fit in u32 for
+// every u32 n (n / V < 2^30); byte offsets are 64-bit.
 std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const unsigned block = static_cast<unsigned>(o.integer("block"));
@@ -46,23 +52,20 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
   Value n = kb.param(Type::u32(), "n");
   kb.reqntid(block);
 
-  Value t = kb.mad(kb.ctaid(Mod::X, "ctaid"), kb.u32(block), kb.tid(Mod::X, "tid"), "t");
-  Value first = kb.mul_wide(t, kb.u32(V), "first");
-  Value n64 = kb.cvt(n, Type::u64(), "n64");
+  Value v0 = kb.mad(kb.ctaid(Mod::X, "ctaid"), kb.u32(block * kVectors), kb.tid(Mod::X, "tid"), "v0");
+  Value full = (n / V).named("full");                     // whole vectors
+  Value nvec = (full + kb.select(n % V != 0u, kb.u32(1), kb.u32(0))).named("nvec");
+  std::vector<Value> vs;
+  for (unsigned k = 0; k < kVectors; ++k) vs.push_back(k == 0 ? v0 : (v0 + k * block).named("v"));
   kb.if_then(
-      (first < n64).named("live"),
+      (v0 < nvec).named("live"),
       [&] {
-        Value off = kb.mul_wide(t, kb.u32(16), "off");
-        std::vector<Value> bases, ptrs;  // per parameter (invalid for scalars); the pointers
-        for (size_t i = 0; i < params.size(); ++i) {
-          bool ptr = e.params[i].role != Role::Scalar;
-          bases.push_back(ptr ? kb.ptradd(params[i], off, std::string(e.params[i].name) + ".base") : Value());
-          if (ptr) ptrs.push_back(params[i]);
-        }
+        std::vector<Value> ptrs;
+        for (size_t i = 0; i < params.size(); ++i)
+          if (e.params[i].role != Role::Scalar) ptrs.push_back(params[i]);
         Value aligned = ptrs.size() == 2 ? allAligned(kb, {ptrs[0], ptrs[1]}, 16)
                                          : allAligned(kb, {ptrs[0], ptrs[1], ptrs[2]}, 16);
-        Value left = (n64 - first).named("left");
-        Value vec = (aligned & (left >= uint64_t{V})).named("vec");
+        Value vec = (aligned & (vs.back() < full)).named("vec");
         // fn's value for one element, load(i) giving tensor parameter i's value there.
         auto apply = [&](const std::function<Value(size_t)>& load) {
           std::vector<Value> args;
@@ -75,26 +78,39 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
         };
         size_t out = 0;
         while (e.params[out].role != Role::Out && e.params[out].role != Role::InOut) ++out;
-        auto vecBase = [&](size_t i) { return kb.ptradd(assumeAligned16(kb, params[i]), off); };
         kb.if_else(
             vec,
             [&] {
-              std::vector<std::vector<Value>> lanes(params.size());
+              // Every vector's loads first, then the math and the stores.
+              std::vector<Value> aligned16(params.size());
               for (size_t i = 0; i < params.size(); ++i)
-                if (e.params[i].role == Role::In || e.params[i].role == Role::InOut)
-                  lanes[i] = loadVecF32(kb, vecBase(i), s, e.params[i].role == Role::In, e.params[i].name);
-              std::vector<Value> ys;
-              for (unsigned k = 0; k < V; ++k) ys.push_back(apply([&](size_t i) { return lanes[i][k]; }));
-              storeVecF32(kb, vecBase(out), ys, s);
+                if (e.params[i].role != Role::Scalar) aligned16[i] = assumeAligned16(kb, params[i]);
+              auto at = [&](size_t i, unsigned k) { return kb.index(aligned16[i], vs[k], 16); };
+              std::vector<std::vector<std::vector<Value>>> lanes(kVectors, std::vector<std::vector<Value>>(params.size()));
+              for (unsigned k = 0; k < kVectors; ++k)
+                for (size_t i = 0; i < params.size(); ++i)
+                  if (e.params[i].role == Role::In || e.params[i].role == Role::InOut)
+                    lanes[k][i] = loadVecF32(kb, at(i, k), s, e.params[i].role == Role::In, e.params[i].name);
+              for (unsigned k = 0; k < kVectors; ++k) {
+                std::vector<Value> ys;
+                for (unsigned j = 0; j < V; ++j) ys.push_back(apply([&](size_t i) { return lanes[k][i][j]; }));
+                storeVecF32(kb, at(out, k), ys, s);
+              }
             },
             [&] {
-              Value count = kb.cvt(kb.min(left, kb.u64(V)), Type::u32(), "count");
-              kb.for_range(0u, count, 1u, [&](Value k) {
-                Value y = apply([&](size_t i) {
-                  return loadF32(kb, kb.index(bases[i], k, bytes), s, e.params[i].role == Role::In, e.params[i].name);
-                });
-                storeF32(kb, kb.index(bases[out], k, bytes), y, s);
-              });
+              for (unsigned k = 0; k < kVectors; ++k)
+                kb.if_then((vs[k] < nvec).named("has"), [&] {
+                  Value first = (vs[k] * V).named("first");
+                  Value count = kb.min(n - first, kb.u32(V), "count");
+                  kb.for_range(0u, count, 1u, [&](Value j) {
+                    Value idx = kb.cvt(first + j, Type::u64());
+                    Value y = apply([&](size_t i) {
+                      return loadF32(kb, kb.index(params[i], idx, bytes), s, e.params[i].role == Role::In,
+                                     e.params[i].name);
+                    });
+                    storeF32(kb, kb.index(params[out], idx, bytes), y, s);
+                  });
+                }, "scalar");
             },
             {.label = "vec"});
       },
@@ -140,8 +156,8 @@ void addElementwise(std::vector<Template>& out) {
     Template t;
     t.name = e.name;
     t.summary = std::string(e.summary) +
-                ", for n elements; each thread handles 16 bytes of every tensor, with one vector access each when all "
-                "are 16-byte aligned";
+                ", for n elements; each thread handles two 16-byte pieces of every tensor, a block apart, with "
+                "vector accesses when all are 16-byte aligned";
     t.options = {dtypeOption(), {"block", OptionType::Int, int64_t{256}, "threads per block", 32, 1024, 32, {}}};
     if (e.hasApprox) {
       OptionSpec a;
@@ -155,7 +171,7 @@ void addElementwise(std::vector<Template>& out) {
     t.build = [e](const Options& o, ir::Diagnostics& diags) { return build(e, o, diags); };
     t.launch = [](const Options& o) {
       uint32_t block = static_cast<uint32_t>(o.integer("block"));
-      uint64_t perBlock = uint64_t{block} * vecElems(storageOption(o));
+      uint64_t perBlock = uint64_t{block} * kVectors * vecElems(storageOption(o));
       return LaunchRule{{block}, {ceilDiv(Expr::param("n"), perBlock)}, 0};
     };
     out.push_back(std::move(t));

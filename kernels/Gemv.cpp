@@ -19,6 +19,11 @@ constexpr unsigned kRowsPerBlock = kBlock / 32;
 // 16-byte vectors of W each lane loads per main-loop iteration: enough bytes in flight per SM to
 // cover DRAM latency at the occupancy this kernel gets.
 constexpr unsigned kUnroll = 4;
+// Left to itself ptxas aims at ~40 registers and sinks all but one of an iteration's W loads
+// below the first FFMA. Asking for 3 resident blocks (a limit of 80 registers) lets it issue all
+// of them first; it settles at 48 (f32) or 64 (bf16) registers: 4 or 5 blocks per SM
+// (docs/performance.md, "Machine code").
+constexpr unsigned kMinBlocksPerSM = 3;
 
 // W is read exactly once: evict-first (.cs) keeps it from pushing x out of L1 and L2.
 Value loadW(KernelBuilder& kb, Value ptr, Type t, std::string_view name) {
@@ -72,6 +77,7 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   kb.reqntid(kBlock);
+  kb.minnctapersm(kMinBlocksPerSM);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");

@@ -30,13 +30,6 @@ Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name
   return kb.cvt(h, Type::f32(), name);
 }
 
-// The 16 storage bits of f32 v (rounded to nearest even) in the low half of a u32.
-Value halfBits(KernelBuilder& kb, Value v, Storage s) {
-  Type half = Type::of(s == Storage::BF16 ? Scalar::BF16 : Scalar::F16);
-  Value h = kb.cvt(v, half);
-  return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
-}
-
 }  // namespace
 
 unsigned bytesOf(Storage s) { return s == Storage::F32 ? 4 : 2; }
@@ -101,16 +94,13 @@ void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s) {
   }
 }
 
-std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+namespace {
+
+// The f32 values of four 32-bit words of packed bf16/f16 pairs, the lower half first (exact).
+std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name) {
   std::vector<Value> out;
-  if (s == Storage::F32) {
-    Value v = load(kb, ptr, Type::of(Scalar::F32, 4), readOnly, sub(name, ".v"));
-    for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(v, i, sub(name, "." + std::to_string(i))));
-    return out;
-  }
-  Value v = load(kb, ptr, Type::of(Scalar::U32, 4), readOnly, sub(name, ".v"));
   for (unsigned i = 0; i < 4; ++i) {
-    Value w = kb.extract(v, i);
+    Value w = kb.extract(words, i);
     std::string lo = sub(name, "." + std::to_string(2 * i)), hi = sub(name, "." + std::to_string(2 * i + 1));
     if (s == Storage::BF16) {
       out.push_back(bf16HighBitsToF32(kb, w << 16u, lo));
@@ -123,19 +113,47 @@ std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool read
   return out;
 }
 
-void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
-  if (values.size() != vecElems(s)) {
-    kb.error(ir::Here::current(), "storeVecF32 needs " + std::to_string(vecElems(s)) + " values");
-    return;
-  }
-  if (s == Storage::F32) {
-    kb.store(ptr, kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}));
-    return;
-  }
+// One cvt.rn.{bf16x2,f16x2}.f32 per pair (the element at the lower address in the low half).
+Value packHalves(KernelBuilder& kb, std::span<const Value> values, Storage s) {
   std::vector<Value> words;
-  for (size_t i = 0; i < values.size(); i += 2)
-    words.push_back(halfBits(kb, values[i], s) | (halfBits(kb, values[i + 1], s) << 16u));
-  kb.store(ptr, kb.pack(Type::of(Scalar::U32, 4), words));
+  Scalar half = s == Storage::BF16 ? Scalar::BF16 : Scalar::F16;
+  for (size_t i = 0; i < values.size(); i += 2) words.push_back(kb.cvt_pack(half, values[i + 1], values[i]));
+  return kb.pack(Type::of(Scalar::B32, 4), words);
+}
+
+bool checkVecCount(KernelBuilder& kb, std::span<const Value> values, Storage s) {
+  if (values.size() == vecElems(s)) return true;
+  kb.error(ir::Here::current(), "a 16-byte store needs " + std::to_string(vecElems(s)) + " values");
+  return false;
+}
+
+}  // namespace
+
+std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name) {
+  if (s == Storage::F32) {
+    std::vector<Value> out;
+    Value v = load(kb, ptr, Type::of(Scalar::F32, 4), readOnly, sub(name, ".v"));
+    for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(v, i, sub(name, "." + std::to_string(i))));
+    return out;
+  }
+  return unpackHalves(kb, load(kb, ptr, Type::of(Scalar::U32, 4), readOnly, sub(name, ".v")), s, name);
+}
+
+void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
+  if (!checkVecCount(kb, values, s)) return;
+  if (s == Storage::F32) kb.store(ptr, kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}));
+  else kb.store(ptr, packHalves(kb, values, s));
+}
+
+std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s) {
+  if (!checkVecCount(kb, values, s)) return {values.begin(), values.end()};
+  if (s == Storage::F32) {
+    storeVecF32(kb, ptr, values, s);
+    return {values.begin(), values.end()};
+  }
+  Value words = packHalves(kb, values, s);
+  kb.store(ptr, words);
+  return unpackHalves(kb, words, s, {});
 }
 
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name) {
@@ -161,7 +179,11 @@ Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
 }
 
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
-  return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx}, name);
+  return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
+}
+
+Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name) {
+  return kb.op(ir::Op::Ex2, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }
 
 std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
@@ -216,9 +238,13 @@ std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread,
 Value relu(KernelBuilder& kb, Value x) { return kb.select(x < 0.0f, kb.f32(0.0f), x); }
 
 // x / (1 + 2^t), i.e. x * sigmoid(-t ln 2). For very negative x * sigmoid, 2^t overflows to
-// inf and rcp gives 0, so the result is -0 rather than inf/inf = NaN. ex2 (2 ulp) and rcp
-// (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large.
-static Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) { return x * rcpApprox(kb, kb.ex2(t) + 1.0f); }
+// inf (or passes 2^126, whose reciprocal .ftz flushes) and rcp gives 0, so the result is -0
+// rather than inf/inf = NaN; the exact result is below 2^-119 there. ex2 (2 ulp) and rcp
+// (1 ulp) are the .approx instructions; t's own rounding dominates when |t| is large. A flushed
+// 2^t (t < -126) adds nothing to 1.
+static Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) {
+  return x * rcpApprox(kb, ex2Approx(kb, t) + 1.0f);
+}
 
 Value silu(KernelBuilder& kb, Value x) { return xOverOnePlusExp2(kb, x, x * -kLog2e); }
 
@@ -246,7 +272,7 @@ Value geluErf(KernelBuilder& kb, Value x) {
   Value p = kb.f32(kP[0]);
   for (size_t i = 1; i < std::size(kP); ++i) p = kb.fma(p, r, kb.f32(kP[i]));
   Value arg = kb.fma(-z, z, p);
-  Value h = r * kb.ex2(kb.fma(arg, kb.f32(kLog2e), kb.f32(-1.0f)));  // the -1 is the 0.5
+  Value h = r * ex2Approx(kb, kb.fma(arg, kb.f32(kLog2e), kb.f32(-1.0f)));  // the -1 is the 0.5
   Value phi = kb.select((x < 0.0f).named("neg"), h, 1.0f - h);
   return x * phi;
 }

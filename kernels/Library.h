@@ -56,6 +56,9 @@ void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s);
 std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name = {});
 // Stores vecElems(s) f32 values as 16 bytes at ptr (16-byte aligned).
 void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
+// The same, returning the values as stored (rounded to s and widened back, exactly) from the
+// packed words themselves: no second rounding of values that are rounded already.
+std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
 
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
@@ -65,8 +68,14 @@ Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned 
 // the aligned path pass its alignment check instead of being rejected as unprovable.
 Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
 
-// 1/v with rcp.approx.f32 (max relative error 2^-23 on the GPU), for scale factors.
+// 1/v with rcp.approx.ftz.f32 (max relative error 2^-23 on the GPU), for scale factors: a
+// subnormal v counts as 0 and a subnormal result (|v| > 2^126) becomes 0. Without .ftz ptxas
+// wraps the MUFU in range checks and rescaling (4 more instructions); callers pass values for
+// which those cases cannot matter.
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
+// 2^v with ex2.approx.ftz.f32 (2 ulp): results below 2^-126 (v < -126) are 0, a subnormal v is 0
+// (2^v = 1 either way). Without .ftz, 3 more instructions around the MUFU.
+Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name = {});
 
 // Activations on f32 values (docs/kernels.md has their accuracy): relu keeps NaN; silu is
 // x * sigmoid(x); geluTanh the tanh form of gelu, geluErf the erf form. All written with ex2 and

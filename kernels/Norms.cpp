@@ -24,6 +24,10 @@ constexpr unsigned kBlock = 256;
 constexpr unsigned kWarps = kBlock / 32;
 // Chunks each thread loads per main-loop iteration, so that two loads per thread are in flight.
 constexpr unsigned kUnroll = 2;
+// At its default ~32 registers ptxas sinks half of the unrolled loads below their first use
+// (residual_rmsnorm bf16's first pass, layernorm's second); 5 resident blocks (a limit of 48
+// registers) keep them all in flight at 5 blocks of 8 warps per SM (docs/performance.md).
+constexpr unsigned kMinBlocksPerSM = 5;
 // rmsnorm's overflow-safe second sum of squares scales x by 2^-kScaleLog2: the largest f32
 // (< 2^128) becomes < 2^38, whose square times 2^32 columns stays finite.
 constexpr int kScaleLog2 = 90;
@@ -73,6 +77,13 @@ struct Path {
   void store(unsigned t, Value c, const std::vector<Value>& v) const {
     if (width == 1) storeF32(kb, at(t, c), v[0], s);
     else storeVecF32(kb, at(t, c), v, s);
+  }
+  // Stores v and returns what memory now holds, as f32.
+  std::vector<Value> storeRounded(unsigned t, Value c, const std::vector<Value>& v) const {
+    if (width != 1) return storeVecF32Stored(kb, at(t, c), v, s);
+    Value r = roundToStorage(kb, v[0], s);
+    storeF32(kb, at(t, c), r, s);
+    return {r};
   }
 };
 
@@ -152,6 +163,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
+  kb.minnctapersm(kMinBlocksPerSM);
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), (kind == Kind::LayerNorm ? 3 : 2) * kWarps);
 
   Value tid = kb.tid(Mod::X, "tid");
@@ -225,8 +237,8 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           std::vector<Value> h(l.begin(), l.begin() + p.width);
           if (res) {
             // The statistics see h as stored, so they match a reference on the stored residual.
-            for (unsigned i = 0; i < p.width; ++i) h[i] = roundToStorage(kb, l[i] + l[p.width + i], s);
-            p.store(3, c, h);
+            for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
+            h = p.storeRounded(3, c, h);
           }
           Value ss = acc[0], scaled = acc[1];
           for (Value v : h) {

@@ -87,11 +87,14 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
         Value firstHead = (kb.ctaid(Mod::X) * kHeadsPerBlock).named("first_head");
         Value blockUnits = (kb.min(allHeads - firstHead, kb.u32(kHeadsPerBlock)) * units).named("block_units");
         Value tid = kb.mad(kb.tid(Mod::Y), kb.u32(32), kb.tid(Mod::X), "tid");
+        // Unit u is unit j = u % units of head u / units. The divisions happen once: each step
+        // (u += kBlock) advances (head, j) by (kBlock / units, kBlock % units) with one carry.
+        Value stepHeads = kb.div(kb.u32(kBlock), units, "step_heads");
+        Value stepJ = kb.rem(kb.u32(kBlock), units, "step_j");
         kb.for_range(
-            tid, blockUnits, kBlock,
-            [&](Value u) {
-              Value head = (firstHead + kb.div(u, units)).named("head");
-              Value j = kb.rem(u, units, "j");
+            tid, blockUnits, kBlock, {(firstHead + kb.div(tid, units)).named("head0"), kb.rem(tid, units, "j0")},
+            [&](Value, std::span<Value> c) {
+              Value head = c[0], j = c[1];
               Head hd = headOf(head);
               Value e = (j * V).named("e");
               Value firstPair = (j * pairsPerUnit).named("first_pair");
@@ -115,8 +118,12 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
                 storeVecF32(kb, pa, ya, s);
                 if (neox) storeVecF32(kb, pb, yb, s);
               });
+              Value jNext = (j + stepJ).named("j.next");
+              Value wrap = (jNext >= units).named("wrap");
+              return std::vector<Value>{head + stepHeads + kb.select(wrap, kb.u32(1), kb.u32(0)),
+                                        kb.select(wrap, jNext - units, jNext)};
             },
-            {.label = "units", .iv = "u"});
+            {.label = "units", .iv = "u", .carried = {"head", "j"}});
       },
       [&] {
         Value lane = kb.tid(Mod::X, "lane");

@@ -59,39 +59,49 @@ Best better(KernelBuilder& kb, Best a, Best b) {
 Best nothing(KernelBuilder& kb) { return {kb.u32(0), kb.u32(0xFFFFFFFFu, "none")}; }
 
 // This thread's best over `count` loads of `perLoad` elements each, loads tid, tid + 256, ...
-// (`unroll` of them in flight per step); indices are j * perLoad + e for element e of load j.
-// Each thread visits its elements in increasing index order, so a strictly larger key is the
-// only way to replace its best: the first occurrence stays.
+// (`unroll` of them in flight per step of the main loop, then one at a time); indices are
+// j * perLoad + e for element e of load j. The loop compares floats, 4 instructions an element
+// (the order key costs 6 more): starting from this thread's first element, v replaces the best b
+// when v > b or v is NaN (setp.gtu) unless b is NaN already. Elements come in increasing index
+// order, so equal values (-0 and +0 too) and later NaNs keep the first occurrence. The key is
+// formed once, for the merge across threads.
 template <class LoadGroup>
 Best scanLoads(KernelBuilder& kb, Value tid, Value count, unsigned perLoad, unsigned unroll, LoadGroup loadGroup) {
   Best none = nothing(kb);
-  Value last = count - 1u;
-  std::vector<Value> best = kb.for_range(
-      tid, count, kArgmaxBlock * unroll, {none.key, none.idx},
-      [&](Value i, std::span<Value> carried) {
-        Value bk = carried[0], bi = carried[1];
-        // All loads first (clamped into the range, so no branch), then the comparisons. Load 0
-        // is in range by the loop condition.
-        std::vector<std::vector<Value>> groups;
-        std::vector<Value> valid;
-        for (unsigned u = 0; u < unroll; ++u) {
-          Value j = i + u * kArgmaxBlock;
-          valid.push_back(u == 0 ? Value() : j < count);
-          groups.push_back(loadGroup(u == 0 ? j : kb.min(j, last)));
-        }
-        for (unsigned u = 0; u < unroll; ++u) {
-          Value j = i + u * kArgmaxBlock;
+  std::vector<Value> best = kb.if_else(
+      tid < count,
+      [&] {
+        auto visit = [&](std::span<Value> carried, const std::vector<Value>& group, Value j) {
+          Value bv = carried[0], bi = carried[1];
           for (unsigned e = 0; e < perLoad; ++e) {
-            Value key = orderKey(kb, groups[u][e]);
-            if (u > 0) key = kb.select(valid[u], key, kb.u32(0));
-            Value take = key > bk;
-            bk = kb.select(take, key, bk);
+            Value take = kb.setp(Mod::Gtu, group[e], bv) & kb.setp(Mod::Num, bv, bv);
+            bv = kb.select(take, group[e], bv);
             bi = kb.select(take, perLoad == 1 ? j : j * perLoad + e, bi);
           }
-        }
-        return std::vector<Value>{bk, bi};
+          return std::vector<Value>{bv, bi};
+        };
+        std::vector<Value> first = loadGroup(tid);
+        std::vector<Value> init{first[0], perLoad == 1 ? tid : tid * perLoad};
+        const uint32_t step = kArgmaxBlock * unroll;
+        Value nmain = unroll == 1 ? count : (count - count % step).named("nmain");
+        std::vector<Value> carried = kb.for_range(
+            tid, nmain, step, init,
+            [&](Value i, std::span<Value> c) {
+              std::vector<std::vector<Value>> groups;  // all loads first, then the comparisons
+              for (unsigned u = 0; u < unroll; ++u) groups.push_back(loadGroup(u == 0 ? i : i + u * kArgmaxBlock));
+              std::vector<Value> acc(c.begin(), c.end());
+              for (unsigned u = 0; u < unroll; ++u) acc = visit(acc, groups[u], u == 0 ? i : i + u * kArgmaxBlock);
+              return acc;
+            },
+            {.label = "scan", .iv = "i", .carried = {"best", "best_idx"}});
+        if (unroll > 1)
+          carried = kb.for_range(
+              nmain + tid, count, kArgmaxBlock, carried,
+              [&](Value j, std::span<Value> c) { return visit(c, loadGroup(j), j); },
+              {.label = "tail", .iv = "j", .carried = {"best", "best_idx"}});
+        return std::vector<Value>{orderKey(kb, carried[0]), carried[1]};
       },
-      {.label = "scan", .iv = "i", .carried = {"best_key", "best_idx"}});
+      [&] { return std::vector<Value>{none.key, none.idx}; }, {.label = "scan", .results = {"key", "idx"}});
   return {best[0], best[1]};
 }
 

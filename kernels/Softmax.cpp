@@ -46,7 +46,8 @@ Stat empty(KernelBuilder& kb) { return {negInf(kb), kb.f32(0.0f, "zero")}; }
 // NaN reaches s through e^(NaN - ref) instead.
 Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
 
-Value expFrom(KernelBuilder& kb, Value v, Value ref) { return kb.ex2((v - ref) * kLog2e); }
+// ex2 of a value <= 0: a result below 2^-126 is 0, a weight no f32 sum of at least 1 can see.
+Value expFrom(KernelBuilder& kb, Value v, Value ref) { return ex2Approx(kb, (v - ref) * kLog2e); }
 
 // (a, b) combined. Callers pass the pair in an order every lane agrees on, so the lanes of a
 // butterfly end with bit-identical results and a row is scaled by one factor.

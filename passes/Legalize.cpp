@@ -1,4 +1,4 @@
-// legalize -- does: rewrites ops PTX lacks for the module's target into ones it has: 8-bit integer arithmetic and compares in 16 bits, f16/bf16 div and f16 min/max before sm_80 in f32, cvt to bf16 and from bf16 with .sat (or to 8 bits) through f32.
+// legalize -- does: rewrites ops PTX lacks for the module's target into ones it has: 8-bit integer arithmetic and compares in 16 bits, f16/bf16 div and f16 min/max before sm_80 in f32, cvt to bf16 and from bf16 with .sat (or to 8 bits) through f32, cvt.pack to f16 before sm_80 as two cvt.
 // requires: a verified module with its target set; compile() runs it after every pipeline, right before the emitter.
 // guarantees: every lane computes the same bits as before (the rounding argument is in docs/passes.md); running it again changes nothing.
 #include "passes/Passes.h"
@@ -60,6 +60,7 @@ class KernelLegalizer {
     if (in.op == Op::Div && isHalf(t)) return halfThroughF32(id, in);
     if ((in.op == Op::Min || in.op == Op::Max) && t.scalar == Scalar::F16 && sm_ < 80) return halfThroughF32(id, in);
     if (in.op == Op::Cvt) return lowerCvt(id, in);
+    if (in.op == Op::CvtPack && sm_ < 80) return packHalves(id, in);
     return false;
   }
 
@@ -214,6 +215,23 @@ class KernelLegalizer {
       return true;
     }
     return false;
+  }
+
+  // cvt.pack.RND %hi, %lo : f32 -> f16 (PTX's f16x2 form is sm_80+): each half rounded by its
+  // own cvt, the same rounding, then {hi, lo} assembled in a b32.
+  bool packHalves(ir::InstId id, const Inst& in) {
+    Type half = *in.type, b16 = *ir::intType(16, 'b'), b32 = *ir::intType(32, 'b');
+    Mod round = in.mod(ir::ModGroup::Round);
+    auto bits = [&](ir::ValueId v) { return cvt(b32, b16, bitcast(b16, half, cvt(half, Type::f32(), v, round))); };
+    ir::ValueId hi = bits(in.operands[0]), lo = bits(in.operands[1]);
+    ir::ValueId high = op(Op::Shl, b32, {hi, constant(Type::u32(), 16)});
+    Inst& out = k_.inst(id);
+    out.op = Op::Or;
+    out.type = b32;
+    out.srcType.reset();
+    out.operands = {high, lo};
+    out.mods = {};
+    return true;
   }
 
   ir::Kernel& k_;
