@@ -4,8 +4,8 @@
 // attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
 // min((s + 1) * split_len, length)) of sequence b's cache once for all `group` query heads that
 // share kv head h (grouped-query attention). Its 4 warps take every 4th position, 2 positions per
-// step (1 at group * head_dim = 1024) with all their loads issued first; each lane owns head_dim / 32 consecutive elements of q,
-// k, v and the accumulators. Scores are dot products finished by a warp butterfly, kept in the
+// step (1 at group * head_dim = 1024) with all their loads issued first; each lane owns
+// head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot products finished by a warp butterfly, kept in the
 // log2 domain (q is pre-scaled by scale * log2 e), and folded in by online softmax: a running max
 // m, sum l and accumulator per query head, rescaled when m grows. The warps' states merge
 // through shared memory, and the split writes its normalized output and log2-sum-exp to the
@@ -14,7 +14,8 @@
 //
 // Special values: an empty split (or a zero-length sequence) has log2-sum-exp -inf and weight 0;
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
-// a NaN anywhere in a head's scores or values makes that head's output NaN.
+// a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
+// elements it feeds.
 #include <limits>
 #include <string>
 
