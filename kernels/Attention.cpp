@@ -16,7 +16,6 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
-#include <limits>
 #include <string>
 
 #include "kernels/Library.h"
@@ -49,12 +48,6 @@ Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), group};
 }
 
-// p with its low bits cleared to a multiple of `bytes` (a power of two): the same address once a
-// run-time test has shown it aligned, and one tile-validation can prove aligned.
-Value assumeAligned(KernelBuilder& kb, Value p, unsigned bytes) {
-  return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{bytes - 1}, kGlobalPtr, "aligned");
-}
-
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
 // spec entry otherwise.
 bool checkConfig(const Config& c, bool withGroup, ir::Diagnostics& diags) {
@@ -67,11 +60,6 @@ bool checkConfig(const Config& c, bool withGroup, ir::Diagnostics& diags) {
   if (!why.empty()) diags.report(ir::Severity::Error, "", {}, why);
   return why.empty();
 }
-
-Value negInf(KernelBuilder& kb) { return kb.f32(-std::numeric_limits<float>::infinity(), "neg_inf"); }
-
-// The reference for exponents: m, or 0 while m is -inf, so that -inf - -inf never makes a NaN.
-Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
 
 // The lane's perLane consecutive elements at p (element 0 of its slice) as f32: one vector load
 // when `vec` (p aligned to the slice's bytes, at most 16 per load), else element by element.
@@ -166,9 +154,9 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   auto run = [&](bool vectors) {
     // On the vector path the bases are known aligned: clearing their low bits says so to
     // tile-validation and changes nothing.
-    Value qb = vectors ? assumeAligned(kb, q, sliceAlign) : q;
-    Value kb0 = vectors ? assumeAligned(kb, kc, sliceAlign) : kc;
-    Value vb0 = vectors ? assumeAligned(kb, vc, sliceAlign) : vc;
+    Value qb = vectors ? assumeAligned(kb, q, sliceAlign, "aligned") : q;
+    Value kb0 = vectors ? assumeAligned(kb, kc, sliceAlign, "aligned") : kc;
+    Value vb0 = vectors ? assumeAligned(kb, vc, sliceAlign, "aligned") : vc;
     std::vector<std::vector<Value>> qs;
     for (unsigned g = 0; g < G; ++g) {
       Value qh = (h * G + g).named("q_head");

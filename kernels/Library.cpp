@@ -1,6 +1,7 @@
 #include "kernels/Library.h"
 
 #include <bit>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -174,9 +175,13 @@ RowChunk rowChunk(KernelBuilder& kb, Value cols, unsigned size) {
           kb.min(cols - start, kb.u32(size), "len")};
 }
 
-Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name) {
-  return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{15}, kGlobalPtr, name);
+Value assumeAligned(KernelBuilder& kb, Value p, unsigned bytes, std::string_view name) {
+  return kb.bitcast(kb.bitcast(p, Type::u64()) & ~uint64_t{bytes - 1}, kGlobalPtr, name);
 }
+
+Value negInf(KernelBuilder& kb) { return kb.f32(-std::numeric_limits<float>::infinity(), "neg_inf"); }
+
+Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
 
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);

@@ -63,10 +63,21 @@ std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<con
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
 
-// p with its low four bits cleared. Once a run-time test has shown p is 16-byte aligned this
-// is the same address, and one tile-validation can prove aligned, so the vector accesses of
-// the aligned path pass its alignment check instead of being rejected as unprovable.
-Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {});
+// p with its low bits cleared to a multiple of `bytes` (a power of two). Once a run-time test has
+// shown p so aligned this is the same address, and one tile-validation can prove aligned, so the
+// vector accesses of the aligned path pass its alignment check instead of being rejected as
+// unprovable. assumeAligned16: bytes = 16.
+Value assumeAligned(KernelBuilder& kb, Value p, unsigned bytes, std::string_view name = {});
+inline Value assumeAligned16(KernelBuilder& kb, Value p, std::string_view name = {}) {
+  return assumeAligned(kb, p, 16, name);
+}
+
+// Online softmax (softmax, attention): the f32 -inf a running max starts from, and the reference
+// exponents are taken from: m, or 0 while m is -inf (nothing but -inf seen), so that -inf - -inf
+// never makes a NaN. m itself is never NaN: max.f32 drops NaN operands, and a NaN reaches the sum
+// through e^(NaN - ref) instead.
+Value negInf(KernelBuilder& kb);
+Value refOf(KernelBuilder& kb, Value m);
 
 // 1/v with rcp.approx.ftz.f32 (max relative error 2^-23 on the GPU), for scale factors: a
 // subnormal v counts as 0 and a subnormal result (|v| > 2^126) becomes 0. Without .ftz ptxas

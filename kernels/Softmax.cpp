@@ -7,7 +7,6 @@
 // Special values follow PyTorch: an -inf entry gets weight 0; a row that is all -inf (0 / 0),
 // holds a NaN, or holds +inf (inf - inf) comes out all NaN.
 #include <bit>
-#include <limits>
 #include <string>
 
 #include "kernels/Library.h"
@@ -37,15 +36,9 @@ struct Stat {
   Value m, s;
 };
 
-Value negInf(KernelBuilder& kb) { return kb.f32(-std::numeric_limits<float>::infinity(), "neg_inf"); }
-
 Stat empty(KernelBuilder& kb) { return {negInf(kb), kb.f32(0.0f, "zero")}; }
 
-// Exponents are taken relative to m, or to 0 while m is -inf (nothing but -inf seen), so that
-// -inf - -inf never makes a NaN. m itself is never NaN: max.f32 drops NaN operands, and the
-// NaN reaches s through e^(NaN - ref) instead.
-Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
-
+// Exponents are taken relative to refOf(m) (kernels/Library.h).
 // ex2 of a value <= 0: a result below 2^-126 is 0, a weight no f32 sum of at least 1 can see.
 Value expFrom(KernelBuilder& kb, Value v, Value ref) { return ex2Approx(kb, (v - ref) * kLog2e); }
 
