@@ -29,6 +29,9 @@ struct Problem {
   // A NaN planted in K (or V) at sequence 0, position `at`, kv head 0, element 3.
   enum class Nan { None, K, V } nan = Nan::None;
   uint32_t at = 0;
+  // Bytes the caches are shifted by on the GPU (the element-by-element path when not a multiple
+  // of a lane's slice; the interpreter binds buffers aligned and runs the vector path).
+  uint32_t misalign = 0;
 };
 
 void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
@@ -51,8 +54,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   std::vector<float> partial(size_t(B) * QH * splits * D, -7.0f), stats(size_t(B) * QH * splits, -7.0f);
   Outputs first = r.run(Call("attention", v.decode)
                             .buffer("q", encode(v.d, q))
-                            .buffer("k_cache", encode(v.d, k))
-                            .buffer("v_cache", encode(v.d, val))
+                            .buffer("k_cache", encode(v.d, k), p.misalign)
+                            .buffer("v_cache", encode(v.d, val), p.misalign)
                             .buffer("offsets", offsets)
                             .buffer("lengths", p.lengths)
                             .buffer("partial", partial)
@@ -113,6 +116,9 @@ LIBRARY_TEST("attention_decode: mixed lengths, one and many splits, every storag
   }
   checkDecode(r, rng, kBf16G4, {{257}, 3, 50});
   checkDecode(r, rng, kF32, {{0, 0}, 2, 16});  // nothing to attend to: zeros
+  // Caches only element-aligned: the element-by-element loads (on the GPU and the simulator).
+  checkDecode(r, rng, kF32, {mixed, 2, 64, Problem::Nan::None, 0, 4});
+  checkDecode(r, rng, kBf16G4, {mixed, 1, 64, Problem::Nan::None, 0, 2});
 }
 
 LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements", attentionDecodeNan) {
