@@ -133,6 +133,7 @@ void addRope(std::vector<Template>& out);
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge
+void addAttentionPrefill(std::vector<Template>& out);  // attention_prefill (kernels/AttentionPrefill.cpp)
 void addQuant(std::vector<Template>& out);  // dequantize, quantize_q8_1, gemv_q
 
 }  // namespace tn::kernels::lib

@@ -126,3 +126,153 @@ LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements",
   checkDecode(r, rng, kF32, {{40, 5}, 1, 16, Problem::Nan::K, 17});
   checkDecode(r, rng, kBf16G4, {{40, 5}, 2, 16, Problem::Nan::V, 17});
 }
+
+// ---- attention_prefill ------------------------------------------------------------------------
+
+namespace {
+
+struct PrefillVariant {
+  const char* kernel;
+  Dtype d;
+  uint32_t dim;
+  bool causal, lse;
+};
+
+constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
+constexpr PrefillVariant kPrefillBf16Causal{"prefill_bf16_d128_causal", Dtype::BF16, 128, true, true};
+constexpr PrefillVariant kPrefillF16{"prefill_f16_d64", Dtype::F16, 64, false, false};
+constexpr PrefillVariant kPrefillF16Causal{"prefill_f16_d64_causal", Dtype::F16, 64, true, false};
+
+struct Prefill {
+  uint32_t batch, seqQ, seqK, qHeads, kvHeads;
+  uint32_t kvSpare = 0;   // rows of the cache past seq_k (kv_stride = seq_k + kvSpare)
+  uint32_t misalign = 0;  // bytes q, k and v are shifted by on the GPU (the path through registers)
+  // A NaN planted in K or V at sequence 0, key `at`, kv head 0, element 5.
+  enum class Nan { None, K, V } nan = Nan::None;
+  uint32_t at = 0;
+};
+
+void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const Prefill& p) {
+  const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim;
+  const uint32_t stride = SK + p.kvSpare, group = QH / KH;
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<float> q = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * SQ * QH * D)));
+  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
+  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
+  const size_t nanAt = size_t(p.at) * KH * D + 5;
+  if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
+  Call call("attention", v.kernel);
+  call.buffer("q", encode(v.d, q), p.misalign)
+      .buffer("k", encode(v.d, k), p.misalign)
+      .buffer("v", encode(v.d, val), p.misalign)
+      .buffer("o", encode(v.d, o))
+      .scalar("batch", B)
+      .scalar("seq_q", SQ)
+      .scalar("seq_k", SK)
+      .scalar("kv_stride", stride)
+      .scalar("q_heads", QH)
+      .scalar("kv_heads", KH)
+      .scalar("scale", scale);
+  if (v.lse) call.buffer("lse", lse);
+  Outputs out = r.run(call);
+
+  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
+  auto sees = [&](uint32_t i, uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + SK - SQ; };
+  // Rows of a block (64 query rows) multiply every key of the tiles (64 keys) some row of the
+  // block sees, so a NaN in V reaches them all (docs/kernels.md).
+  auto tileLoaded = [&](uint32_t i, uint32_t j) {
+    const uint32_t last = std::min(SQ, (i / 64 + 1) * 64) - 1;  // the block's last row
+    return j < SK && sees(last, j / 64 * 64);
+  };
+  std::vector<double> want, wantLse;
+  for (uint32_t b = 0; b < B; ++b)
+    for (uint32_t i = 0; i < SQ; ++i)
+      for (uint32_t qh = 0; qh < QH; ++qh) {
+        const uint32_t h = qh / group;
+        const float* qrow = &q[((size_t(b) * SQ + i) * QH + qh) * D];
+        auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(b) * stride + j) * KH + h) * D]; };
+        std::vector<double> s;
+        std::vector<uint32_t> keys;
+        double m = -std::numeric_limits<double>::infinity();
+        for (uint32_t j = 0; j < SK; ++j) {
+          if (!sees(i, j)) continue;
+          double dot = 0;
+          for (uint32_t d = 0; d < D; ++d) dot += double(qrow[d]) * row(k, j)[d];
+          keys.push_back(j);
+          s.push_back(dot * scale);
+          m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
+        }
+        double sum = 0;
+        for (double& x : s) sum += x = std::exp(x - m);
+        for (uint32_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (size_t n = 0; n < keys.size(); ++n) acc += s[n] * row(val, keys[n])[d];
+          double w = keys.empty() ? 0.0 : acc / sum;
+          if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && d == 5 && tileLoaded(i, p.at))
+            w = std::numeric_limits<double>::quiet_NaN();
+          want.push_back(w);
+        }
+        wantLse.push_back(keys.empty() ? -std::numeric_limits<double>::infinity() : m + std::log(sum));
+      }
+  std::string what = std::string(v.kernel) + " batch " + std::to_string(B) + " seq_q " + std::to_string(SQ) + " seq_k " +
+                     std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH);
+  // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
+  // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
+  // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
+  std::vector<float> got = decode(v.d, out.get<std::byte>("o"));
+  got.resize(want.size());  // buffers hold at least one element
+  expectClose(got, want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
+  // lse: ln of the f32 sum of unrounded weights; its error is the scores' and ex2's (relative to
+  // the largest score of the row, |s| <= head_dim * scale).
+  if (v.lse) {
+    std::vector<float> gotLse = out.get<float>("lse");
+    gotLse.resize(wantLse.size());
+    // The kernel writes [batch, q_heads, seq_q]; the reference was built [batch, seq_q, q_heads].
+    std::vector<double> reordered(wantLse.size());
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t i = 0; i < SQ; ++i)
+        for (uint32_t qh = 0; qh < QH; ++qh)
+          reordered[(size_t(b) * QH + qh) * SQ + i] = wantLse[(size_t(b) * SQ + i) * QH + qh];
+    expectClose(gotLse, reordered, 1e-4, 1e-5, what + " lse");
+  }
+}
+
+}  // namespace
+
+LIBRARY_TEST("attention_prefill: seq 1, 17 and 130, causal and not, grouped-query heads", attentionPrefill) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&kPrefillBf16, &kPrefillBf16Causal, &kPrefillF16, &kPrefillF16Causal}) {
+    checkPrefill(r, rng, *v, {1, 1, 1, 2, 2});
+    checkPrefill(r, rng, *v, {2, 17, 17, 4, 1, 3});
+    checkPrefill(r, rng, *v, {1, 130, 130, 2, 2});
+  }
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 130, 130, 8, 1});
+}
+
+LIBRARY_TEST("attention_prefill: new tokens after a cached prefix", attentionPrefillChunk) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&kPrefillBf16Causal, &kPrefillBf16, &kPrefillF16Causal}) {
+    checkPrefill(r, rng, *v, {2, 17, 67, 4, 2, 13});
+    checkPrefill(r, rng, *v, {1, 3, 200, 2, 2});  // a few tokens at a time over a long cache
+  }
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 170, 2, 1});
+}
+
+LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned tensors", attentionPrefillEdges) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 5, 2, 2});  // rows 0..64 see no key: zeros, lse -inf
+  checkPrefill(r, rng, kPrefillBf16, {2, 9, 0, 2, 1});         // seq_k 0: zeros
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 0, 4, 2, 2});     // seq_q 0: nothing launched
+  // 2-byte aligned: element by element through registers (on the GPU and the simulator).
+  checkPrefill(r, rng, kPrefillBf16Causal, {2, 17, 40, 2, 1, 0, 2});
+  checkPrefill(r, rng, kPrefillF16, {1, 70, 70, 2, 2, 0, 2});
+}
+
+LIBRARY_TEST("attention_prefill: a NaN in K poisons the rows that see it, in V the rows of its tiles", attentionPrefillNan) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::K, 70});
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::V, 70});
+  checkPrefill(r, rng, kPrefillBf16, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
+}
