@@ -70,14 +70,15 @@ double median(std::vector<double> v) {
 
 // ---- cases --------------------------------------------------------------------------------
 
-// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), or u32 row indices
-// (kv_scatter positions).
-enum class Fill { F32, BF16, F16, S8, Zero, Positions };
+// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), u32 row indices
+// (kv_scatter positions), or u32 i * range (Strided: attention's cache offsets) or range
+// (Constant: its lengths).
+enum class Fill { F32, BF16, F16, S8, Zero, Positions, Strided, Constant };
 
 struct Buffer {
   size_t bytes;
   Fill fill;
-  uint32_t range = 0;   // Positions: distinct random rows in [0, range)
+  uint32_t range = 0;   // Positions: distinct random rows in [0, range); Strided, Constant: see Fill
   bool shared = false;  // one allocation for every buffer set (a cache the case touches a little of)
 };
 
@@ -109,6 +110,15 @@ struct Case {
   // member (gemmMember).
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
   double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
+  // Attention: the problem, for the check of sampled output rows against a CPU reference, and
+  // the FLOPs of prefill (its table reports TFLOP/s beside the bandwidth).
+  struct Attention {
+    bool decode;
+    uint32_t batch, seqQ, seqK, qHeads, kvHeads, dim;
+    bool causal;
+  };
+  std::optional<Attention> attention = std::nullopt;
+  double attentionFlops = 0;
 };
 
 // The gemm members measured. f32 multiplies row-major A and B (cuBLAS SGEMM's best case among
@@ -336,6 +346,52 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
   return c;
 }
 
+// Decode attention (attention_decode + attention_decode_merge, bf16, head_dim 128, group 4):
+// one query token for each of `batch` sequences of `context` cached positions, kv_heads = q_heads
+// / 4. Splits along the sequence bring the blocks (kv_heads x splits x batch) to about 528, 4 per
+// SM of an H100. Bytes: K and V (what the kernel streams; q, o and the workspace are small).
+Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
+  const uint32_t kvHeads = qHeads / 4, dim = 128;
+  const uint32_t splits = std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
+  const uint32_t splitLen = (context + splits - 1) / splits;
+  Case c{"attention_decode", std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
+                                 std::to_string(dim),
+         "bf16", {}, {}, 0, 0, 0};
+  const size_t q = size_t(batch) * qHeads * dim * 2, cache = size_t(batch) * context * kvHeads * dim * 2;
+  const size_t partial = size_t(batch) * qHeads * splits * dim * 4, stats = size_t(batch) * qHeads * splits * 4;
+  c.buffers = {{q, Fill::BF16},           {cache, Fill::BF16},         {cache, Fill::BF16},
+               {batch * 4u, Fill::Strided, context}, {batch * 4u, Fill::Constant, context},
+               {partial, Fill::Zero},     {stats, Fill::Zero},         {q, Fill::Zero}};
+  c.launches = {{"attention_decode_bf16_d128_g4",
+                 {buf("q", 0), buf("k_cache", 1), buf("v_cache", 2), buf("offsets", 3), buf("lengths", 4),
+                  buf("partial", 5), buf("stats", 6), val("batch", batch), val("kv_heads", kvHeads),
+                  val("splits", splits), val("split_len", splitLen), val("scale", 1.0f / std::sqrt(float(dim)))}},
+                {"attention_decode_merge_bf16_d128",
+                 {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
+                  val("splits", splits)}}};
+  c.bytes = 2.0 * double(cache);
+  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false};
+  return c;
+}
+
+// Flash-attention prefill (attention_prefill, bf16): `batch` sequences of `seq` tokens, `heads`
+// query and kv heads, keys = queries. Bytes: q, k, v and o once; FLOPs 4 batch heads seq^2 dim,
+// half of it causal (the masked half is not computed).
+Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal) {
+  Case c{causal ? "attention_prefill_causal" : "attention_prefill",
+         std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim), "bf16", {}, {}, 0, 0, 0};
+  const size_t t = size_t(batch) * seq * heads * dim * 2;
+  c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
+  c.launches = {{"attention_prefill_bf16_d" + std::to_string(dim) + (causal ? "_causal" : ""),
+                 {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
+                  val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
+                  val("scale", 1.0f / std::sqrt(float(dim)))}}};
+  c.bytes = 4.0 * double(t);
+  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal};
+  c.attentionFlops = 4.0 * batch * heads * double(seq) * seq * dim / (causal ? 2.0 : 1.0);
+  return c;
+}
+
 // Full: the measured sizes. Quick: a smoke run on a GPU. Tiny: every launch path at sizes the
 // simulated driver runs in seconds (--check on a device), with odd sizes and the split paths.
 enum class Sizes { Full, Quick, Tiny };
@@ -384,6 +440,18 @@ std::vector<Case> cases(Sizes sizes) {
           for (uint32_t t : ntoks) out.push_back(gemvQCase(f, act, m, k, t));
         out.push_back(dequantizeCase(f, m, k));
       }
+  }
+  // Attention. Decode: batch 1, 8, 32 x context 512, 4096, 32768, 32 query heads of 128 over 8
+  // kv heads. Prefill: batch 4 x 16 heads x seq 1024, 4096 x head_dim 64, 128, causal and not.
+  {
+    std::vector<uint32_t> batches = {1, 8, 32}, contexts = {512, 4096, 32768}, seqs = {1024, 4096};
+    if (!full) batches = {1, 8}, contexts = {4096}, seqs = {1024};
+    if (tiny) batches = {2}, contexts = {70}, seqs = {70};
+    for (uint32_t b : batches)
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32));
+    for (uint32_t dim : {64u, 128u})
+      for (uint32_t seq : seqs)
+        for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
@@ -541,6 +609,12 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
     must(m.fill_async(0, stream), "fill");
     return;
   }
+  if (f == Fill::Strided || f == Fill::Constant) {
+    std::vector<uint32_t> v(m.bytes() / 4);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = f == Fill::Strided ? uint32_t(i) * range : range;
+    must(m.upload(v.data(), v.size() * 4), "upload");
+    return;
+  }
   if (f == Fill::Positions) {  // a partial Fisher-Yates shuffle of [0, range)
     size_t count = m.bytes() / 4;
     if (count > range) {
@@ -592,6 +666,49 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
     for (uint32_t j = 0; j < k; ++j) ref += double(w[size_t(i) * k + j]) * x[j];
     if (!(std::fabs(y[i] - ref) <= tol))
       return "y[" + std::to_string(i) + "] = " + std::to_string(y[i]) + ", reference " + std::to_string(ref);
+  }
+  return "";
+}
+
+// Attention: 16 sampled output rows (sequence, query head, query row) against a double-precision
+// reference from the case's bf16 q, K and V, downloading only the rows they need. The weights are
+// f32 (decode) or rounded to bf16 as mma inputs (prefill): each off by at most 2^-9 relative, so
+// an output row by 2^-9 max|v|, plus its rounding to bf16 (2^-9 of |o|). A row of the wrong head
+// or position is off by ~|o|.
+std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Case::Attention& a) {
+  auto bf16s = [&](const DeviceMemory& m, size_t first, size_t count) {
+    std::vector<uint16_t> raw(count);
+    must(m.download(raw.data(), count * 2, first * 2), "download");
+    return raw;
+  };
+  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads;
+  const double scale = 1.0 / std::sqrt(double(D));
+  const DeviceMemory& out = *mem[a.decode ? 7 : 3];
+  for (uint32_t s = 0; s < 16; ++s) {
+    const uint32_t b = s % a.batch, h = (s * 7) % a.qHeads, i = (s * 131) % a.seqQ, kv = h / group;
+    const size_t row = (size_t(b) * a.seqQ + i) * a.qHeads + h;  // q and o: [batch, seq_q, q_heads, D]
+    const int64_t last = a.causal ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
+    const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
+    const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
+    const std::vector<uint16_t> k = bf16s(*mem[1], first, keys * a.kvHeads * D), v = bf16s(*mem[2], first, keys * a.kvHeads * D);
+    auto at = [&](const std::vector<uint16_t>& t, size_t j, uint32_t d) { return double(tn::ir::bf16ToF32(t[(j * a.kvHeads + kv) * D + d])); };
+    std::vector<double> p(keys);
+    double mx = -INFINITY, sum = 0;
+    for (size_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d);
+      mx = std::max(mx, p[j] = dot * scale);
+    }
+    for (double& x : p) sum += x = std::exp(x - mx);
+    for (uint32_t d = 0; d < D; ++d) {
+      double want = 0;
+      for (size_t j = 0; j < keys; ++j) want += p[j] * at(v, j, d);
+      want = keys ? want / sum : 0.0;
+      const double got = tn::ir::bf16ToF32(o[d]);
+      if (!(std::fabs(got - want) <= std::ldexp(1.0, -9) * (1.0 + std::fabs(want)) + 1e-6))
+        return "o[sequence " + std::to_string(b) + ", row " + std::to_string(i) + ", head " + std::to_string(h) + "][" +
+               std::to_string(d) + "] = " + std::to_string(got) + ", reference " + std::to_string(want);
+    }
   }
   return "";
 }
@@ -677,6 +794,11 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
     if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
+    if (why.empty() && c.attention) {
+      std::vector<const DeviceMemory*> set;
+      for (const DeviceMemory& m : mem) set.push_back(&m);
+      why = checkAttention(set, *c.attention);
+    }
     std::printf("%s %-34s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
     bad += !why.empty();
   }
@@ -742,6 +864,7 @@ struct Row {
   std::string op, shape, dtype;
   double bytes = 0, oursUs = 0, oursGbs = 0, copyGbs = 0;
   std::optional<double> refGbs;
+  double tflops = 0;  // attention prefill
 };
 
 struct GemmRow {
@@ -899,6 +1022,17 @@ int main(int argc, char** argv) {
       }
     }
 
+    // Attention: sampled rows against a CPU reference before anything is timed.
+    if (c.attention) {
+      for (size_t i = 0; i < kernels.size(); ++i) must(kernels[i].launch_args(stream, args[0][i]), "launch " + label);
+      must(stream.synchronize(), "sync");
+      std::string why = checkAttention(std::vector<const DeviceMemory*>(mem[0].begin(), mem[0].end()), *c.attention);
+      if (!why.empty()) {
+        std::printf("WARNING %s: wrong against the CPU reference: %s\n", label.c_str(), why.c_str());
+        ++failures;
+      }
+    }
+
     Status launchError;
     double ms = bench.time(
         [&](int s) {
@@ -933,6 +1067,7 @@ int main(int argc, char** argv) {
     }
 
     Row row{c.op, c.shape, c.dtype, c.bytes, ms * 1e3, c.bytes / (ms * 1e6), 0, std::nullopt};
+    row.tflops = c.attentionFlops / (ms * 1e9);
 
     if (c.gemvM && haveCublas) {
       const uint32_t m = c.gemvM, k = c.gemvK;
@@ -1000,7 +1135,14 @@ int main(int argc, char** argv) {
                 r.oursGbs, r.copyGbs, r.refGbs ? fmt(*r.refGbs, "%.1f").c_str() : "-", r.oursGbs / r.copyGbs,
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
-  std::printf("ref: cuBLAS SGEMV (gemv f32 only); GB/s = (bytes read + bytes written) / median time\n");
+  std::printf("ref: cuBLAS SGEMV (gemv f32 only); GB/s = (bytes read + bytes written) / median time; attention "
+              "decode counts K and V only\n");
+  if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tflops > 0; })) {
+    std::printf("\n%-26s %-18s %12s %12s\n", "op", "shape (BxHxSxD)", "ours us", "ours TFLOP/s");
+    for (const Row& r : rows)
+      if (r.tflops > 0) std::printf("%-26s %-18s %12.1f %12.2f\n", r.op.c_str(), r.shape.c_str(), r.oursUs, r.tflops);
+    std::printf("TFLOP/s = 4 B H S^2 D (causal: half) / median time; tools/bench/torch_ref.py adds PyTorch SDPA's\n");
+  }
   if (!gemmRows.empty()) {
     std::printf("\n%-16s %-22s %12s %12s %12s %10s\n", "op", "shape (MxNxK)", "ours us", "ours TFLOP/s",
                 "ref TFLOP/s", "ours/ref");
@@ -1013,12 +1155,13 @@ int main(int argc, char** argv) {
   }
   if (!csv.empty()) {
     std::ofstream out(csv);
-    out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref\n";
+    out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref,ours_tflops\n";
     for (const Row& r : rows) {
       out << r.op << "," << r.shape << "," << r.dtype << "," << fmt(r.bytes, "%.0f") << "," << fmt(r.oursUs) << ","
           << fmt(r.oursGbs, "%.2f") << "," << fmt(r.copyGbs, "%.2f") << ","
           << (r.refGbs ? fmt(*r.refGbs, "%.2f") : "") << "," << fmt(r.oursGbs / r.copyGbs, "%.4f") << ","
-          << (r.refGbs ? fmt(r.oursGbs / *r.refGbs, "%.4f") : "") << "\n";
+          << (r.refGbs ? fmt(r.oursGbs / *r.refGbs, "%.4f") : "") << "," << (r.tflops > 0 ? fmt(r.tflops, "%.2f") : "")
+          << "\n";
     }
     if (!out) {
       std::fprintf(stderr, "error: cannot write %s\n", csv.c_str());
