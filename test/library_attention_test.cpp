@@ -147,8 +147,8 @@ struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
   uint32_t kvSpare = 0;   // rows of the cache past seq_k (kv_stride = seq_k + kvSpare)
   uint32_t misalign = 0;  // bytes q, k and v are shifted by on the GPU (the path through registers)
-  // A NaN planted in K or V at sequence 0, key `at`, kv head 0, element 5.
-  enum class Nan { None, K, V } nan = Nan::None;
+  // A NaN planted in K or V (or -inf in K) at sequence 0, key `at`, kv head 0, element 5.
+  enum class Nan { None, K, V, KNegInf } nan = Nan::None;
   uint32_t at = 0;
 };
 
@@ -162,6 +162,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   const size_t nanAt = size_t(p.at) * KH * D + 5;
   if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
   std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
   Call call("attention", v.kernel);
   call.buffer("q", encode(v.d, q), p.misalign)
@@ -270,9 +271,12 @@ LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned t
   checkPrefill(r, rng, kPrefillF16, {1, 70, 70, 2, 2, 0, 2});
 }
 
-LIBRARY_TEST("attention_prefill: a NaN in K poisons the rows that see it, in V the rows of its tiles", attentionPrefillNan) {
+LIBRARY_TEST("attention_prefill: NaN and -inf in K poison or drop the key for the rows that see it, NaN in V the rows of its tiles",
+             attentionPrefillNan) {
   std::mt19937 rng(seed());
   checkPrefill(r, rng, kPrefillBf16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::K, 70});
   checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::V, 70});
   checkPrefill(r, rng, kPrefillBf16, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
+  // -inf in K: a score of -inf (q[5] > 0) weighs 0, +inf (q[5] < 0) makes the row NaN.
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
 }
