@@ -53,7 +53,7 @@ constexpr float kLn2 = std::numbers::ln2_v<float>;
 struct Config {
   Storage s;
   unsigned dim;
-  bool causal, lse;
+  bool causal, lse, varlen;
   Scalar half() const { return s == Storage::BF16 ? Scalar::BF16 : Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
@@ -123,7 +123,8 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
 
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
-  const Config c{storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse")};
+  const Config c{storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
+                 o.flag("varlen")};
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
   if (c.dim != 64 && c.dim != 128) {
@@ -135,10 +136,23 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value v = kb.param(kGlobalPtr, "v");
   Value out = kb.param(kGlobalPtr, "o");
   Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
+  // Sequence b: one length each for a launch, q and o [batch, seq_q, ...], k and v [batch,
+  // kv_stride, ...]; or (varlen) its own lengths and first rows in q/o and k/v [rows, heads, ...].
+  Value qOffsets, qLengths, kvOffsets, kvLengths, seqQ, seqK, kvStride;
+  if (c.varlen) {
+    qOffsets = kb.param(kGlobalPtr, "q_offsets");
+    qLengths = kb.param(kGlobalPtr, "q_lengths");
+    kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
+    kvLengths = kb.param(kGlobalPtr, "kv_lengths");
+  }
   kb.param(Type::u32(), "batch");  // the grid's z extent
-  Value seqQ = kb.param(Type::u32(), "seq_q");
-  Value seqK = kb.param(Type::u32(), "seq_k");
-  Value kvStride = kb.param(Type::u32(), "kv_stride");
+  if (c.varlen) {
+    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
+  } else {
+    seqQ = kb.param(Type::u32(), "seq_q");
+    seqK = kb.param(Type::u32(), "seq_k");
+    kvStride = kb.param(Type::u32(), "kv_stride");
+  }
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kvHeads = kb.param(Type::u32(), "kv_heads");
   Value scale = kb.param(Type::f32(), "scale");
@@ -158,6 +172,22 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   // The last query tiles see the most keys under a causal mask: they go first.
   Value q0 = ((kb.nctaid(Mod::X) - 1u - kb.ctaid(Mod::X)) * kRows).named("q0");
   Value qh = kb.ctaid(Mod::Y, "q_head"), b = kb.ctaid(Mod::Z, "seq");
+  // The first rows of the sequence in q/o and in k/v (u64). The varlen arrays are read with
+  // ld.global.nc at a block-uniform address: the same value in every thread (barrier-safety
+  // knows it), so the lengths may bound the key loop and its barriers.
+  Value qFirst, kvFirst;
+  if (c.varlen) {
+    auto perSeq = [&](Value p, std::string_view name) { return kb.load(kb.index(p, b, 4), Type::u32(), {Mod::NcMod}, name); };
+    seqQ = perSeq(qLengths, "seq_q");
+    seqK = perSeq(kvLengths, "seq_k");
+    qFirst = kb.cvt(perSeq(qOffsets, "q_first"), Type::u64());
+    kvFirst = kb.cvt(perSeq(kvOffsets, "kv_first"), Type::u64());
+    // Query tiles past this sequence's length: nothing to do.
+    kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
+  } else {
+    qFirst = kb.mul_wide(b, seqQ, "q_first");
+    kvFirst = kb.mul_wide(b, kvStride, "kv_first");
+  }
   // q_heads / kv_heads query heads per kv head (at least 1, whatever the arguments).
   Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
   Value h = (qh / group).named("kv_head");
@@ -170,14 +200,14 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
 
   const unsigned elemBytes = 2;
-  auto headBase = [&](Value p, Value rowsPerSeq, Value heads, Value head, std::string_view name) {
-    Value elem = (kb.mul_wide(b, rowsPerSeq) * kb.cvt(heads, Type::u64()) + kb.cvt(head, Type::u64())) * c.dim;
+  auto headBase = [&](Value p, Value firstRow, Value heads, Value head, std::string_view name) {
+    Value elem = (firstRow * kb.cvt(heads, Type::u64()) + kb.cvt(head, Type::u64())) * c.dim;
     return kb.index(p, elem.named("elem"), elemBytes, name);
   };
-  Tile qTile{qMem, headBase(q, seqQ, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
+  Tile qTile{qMem, headBase(q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
   Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
-  Tile kTile{kMem, headBase(k, kvStride, kvHeads, h, "k_base"), kvRow, seqK};
-  Tile vTile{vMem, headBase(v, kvStride, kvHeads, h, "v_base"), kvRow, seqK};
+  Tile kTile{kMem, headBase(k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
+  Tile vTile{vMem, headBase(v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
   Value fast = allAligned(kb, {q, k, v}, 16, "fast");
   auto stage = [&](const Tile& tile, Value first) {
     kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
@@ -310,7 +340,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), zero, "inv");
   }
   Value pairs = allAligned(kb, {out}, 4, "pairs");
-  Value oBase = headBase(out, seqQ, qHeads, qh, "o_base");
+  Value oBase = headBase(out, qFirst, qHeads, qh, "o_base");
   Value oStride = (qHeads * c.rowBytes()).named("o_stride");
   for (unsigned half = 0; half < 2; ++half)
     kb.if_then((rows[half] < seqQ).named("has_row"), [&] {
@@ -338,8 +368,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
         kb.if_then((t == 0u).named("t0"), [&] {
           // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
           Value ref = (refOf(kb, st[half]) * scale2).named("ref");
-          Value lseAt = (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(seqQ, Type::u64()) +
-                        kb.cvt(rows[half], Type::u64());
+          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
+          Value row = kb.cvt(rows[half], Type::u64());
+          Value lseAt = c.varlen ? (qFirst + row) * kb.cvt(qHeads, Type::u64()) + kb.cvt(qh, Type::u64())
+                                 : (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(seqQ, Type::u64()) + row;
           kb.store(kb.index(lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
         }, "lse");
     }, "row");
@@ -363,11 +395,17 @@ void addAttentionPrefill(std::vector<Template>& out) {
       {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim,
        option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
        option("lse", false,
-              "also write the natural log-sum-exp of each row's scaled scores to lse [batch, q_heads, seq_q] (f32), "
-              "-inf for a row without keys")},
+              "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
+              "or [rows, q_heads] with varlen; -inf for a row without keys"),
+       option("varlen", false,
+              "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
+              "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
+              "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
+              "sizes the grid")},
       buildPrefill,
-      [](const Options&) {
-        return LaunchRule{{kThreads}, {ceilDiv(Expr::param("seq_q"), kRows), Expr::param("q_heads"), Expr::param("batch")}, 0};
+      [](const Options& o) {
+        Expr rows = Expr::param(o.flag("varlen") ? "max_seq_q" : "seq_q");
+        return LaunchRule{{kThreads}, {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")}, 0};
       },
   });
 }

@@ -3,6 +3,7 @@
 // in one batch with gaps between their cache rows, grouped-query ratios 1, 4 and 8, head dims
 // 64, 128 and 256, many splits and one, and NaN in K and in V.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "library_harness.h"
@@ -142,6 +143,8 @@ constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, fal
 constexpr PrefillVariant kPrefillBf16Causal{"prefill_bf16_d128_causal", Dtype::BF16, 128, true, true};
 constexpr PrefillVariant kPrefillF16{"prefill_f16_d64", Dtype::F16, 64, false, false};
 constexpr PrefillVariant kPrefillF16Causal{"prefill_f16_d64_causal", Dtype::F16, 64, true, false};
+constexpr PrefillVariant kVarlenBf16Causal{"prefill_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true};
+constexpr PrefillVariant kVarlenF16{"prefill_f16_d64_varlen", Dtype::F16, 64, false, false};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -151,6 +154,32 @@ struct Prefill {
   enum class Nan { None, K, V, KNegInf } nan = Nan::None;
   uint32_t at = 0;
 };
+
+// Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
+// it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none).
+double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_t)>& sees,
+                 const std::function<const float*(uint32_t)>& k, const std::function<const float*(uint32_t)>& v,
+                 uint32_t d, float scale, std::vector<double>& out) {
+  std::vector<double> s;
+  std::vector<uint32_t> seen;
+  double m = -std::numeric_limits<double>::infinity();
+  for (uint32_t j = 0; j < keys; ++j) {
+    if (!sees(j)) continue;
+    double dot = 0;
+    for (uint32_t e = 0; e < d; ++e) dot += double(q[e]) * k(j)[e];
+    seen.push_back(j);
+    s.push_back(dot * scale);
+    m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
+  }
+  double sum = 0;
+  for (double& x : s) sum += x = std::exp(x - m);
+  for (uint32_t e = 0; e < d; ++e) {
+    double acc = 0;
+    for (size_t n = 0; n < seen.size(); ++n) acc += s[n] * v(seen[n])[e];
+    out.push_back(seen.empty() ? 0.0 : acc / sum);
+  }
+  return seen.empty() ? -std::numeric_limits<double>::infinity() : m + std::log(sum);
+}
 
 void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const Prefill& p) {
   const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim;
@@ -192,30 +221,13 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
     for (uint32_t i = 0; i < SQ; ++i)
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const uint32_t h = qh / group;
-        const float* qrow = &q[((size_t(b) * SQ + i) * QH + qh) * D];
         auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(b) * stride + j) * KH + h) * D]; };
-        std::vector<double> s;
-        std::vector<uint32_t> keys;
-        double m = -std::numeric_limits<double>::infinity();
-        for (uint32_t j = 0; j < SK; ++j) {
-          if (!sees(i, j)) continue;
-          double dot = 0;
-          for (uint32_t d = 0; d < D; ++d) dot += double(qrow[d]) * row(k, j)[d];
-          keys.push_back(j);
-          s.push_back(dot * scale);
-          m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
-        }
-        double sum = 0;
-        for (double& x : s) sum += x = std::exp(x - m);
-        for (uint32_t d = 0; d < D; ++d) {
-          double acc = 0;
-          for (size_t n = 0; n < keys.size(); ++n) acc += s[n] * row(val, keys[n])[d];
-          double w = keys.empty() ? 0.0 : acc / sum;
-          if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && d == 5 && tileLoaded(i, p.at))
-            w = std::numeric_limits<double>::quiet_NaN();
-          want.push_back(w);
-        }
-        wantLse.push_back(keys.empty() ? -std::numeric_limits<double>::infinity() : m + std::log(sum));
+        const size_t at = want.size();
+        wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
+                                    [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
+                                    scale, want));
+        if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
+          want[at + 5] = std::numeric_limits<double>::quiet_NaN();
       }
   std::string what = std::string(v.kernel) + " batch " + std::to_string(B) + " seq_q " + std::to_string(SQ) + " seq_k " +
                      std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH);
@@ -279,4 +291,72 @@ LIBRARY_TEST("attention_prefill: NaN and -inf in K poison or drop the key for th
   checkPrefill(r, rng, kPrefillBf16, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
   // -inf in K: a score of -inf (q[5] > 0) weighs 0, +inf (q[5] < 0) makes the row NaN.
   checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
+}
+
+namespace {
+
+// Sequences of their own (q, kv) lengths packed into one q/o and one k/v buffer with gaps of 2 and
+// 3 rows between them; the gaps of o and lse must keep their sentinel.
+void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
+                 uint32_t QH, uint32_t KH) {
+  const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
+  uint32_t qRows = 0, kvRows = 0, maxQ = 0;
+  for (auto [lq, lk] : seqs) {
+    qOff.push_back(qRows + 2);
+    qLen.push_back(lq);
+    kvOff.push_back(kvRows + 3);
+    kvLen.push_back(lk);
+    qRows += lq + 2;
+    kvRows += lk + 3;
+    maxQ = std::max(maxQ, lq);
+  }
+  std::vector<float> q = roundTo(v.d, uniform(rng, size_t(qRows) * QH * D));
+  std::vector<float> k = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
+  std::vector<float> val = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
+  const float sentinel = -7.0f;
+  Call call("attention", v.kernel);
+  call.buffer("q", encode(v.d, q))
+      .buffer("k", encode(v.d, k))
+      .buffer("v", encode(v.d, val))
+      .buffer("o", encode(v.d, std::vector<float>(q.size(), sentinel)))
+      .buffer("q_offsets", qOff)
+      .buffer("q_lengths", qLen)
+      .buffer("kv_offsets", kvOff)
+      .buffer("kv_lengths", kvLen)
+      .scalar("batch", B)
+      .scalar("max_seq_q", maxQ)
+      .scalar("q_heads", QH)
+      .scalar("kv_heads", KH)
+      .scalar("scale", scale);
+  if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
+  Outputs out = r.run(call);
+
+  std::vector<double> want(q.size(), sentinel), wantLse(size_t(qRows) * QH, sentinel);
+  for (uint32_t b = 0; b < B; ++b)
+    for (uint32_t i = 0; i < qLen[b]; ++i)
+      for (uint32_t qh = 0; qh < QH; ++qh) {
+        const size_t row = size_t(qOff[b]) + i, h = qh / group;
+        auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(kvOff[b]) + j) * KH + h) * D]; };
+        auto sees = [&](uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + kvLen[b] - qLen[b]; };
+        std::vector<double> o;
+        wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
+                                           [&](uint32_t j) { return key(val, j); }, D, scale, o);
+        std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * D));
+      }
+  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences";
+  expectClose(decode(v.d, out.get<std::byte>("o")), want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
+  if (v.lse) expectClose(out.get<float>("lse"), wantLse, 1e-4, 1e-5, what + " lse");
+}
+
+}  // namespace
+
+LIBRARY_TEST("attention_prefill varlen: sequences of their own lengths in one launch", attentionPrefillVarlen) {
+  std::mt19937 rng(seed());
+  // Lengths (q, kv): equal, a prefix, none to attend to, rows without keys, nothing to compute.
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kVarlenBf16Causal, mixed, 4, 2);
+  checkVarlen(r, rng, kVarlenF16, mixed, 2, 2);
+  checkVarlen(r, rng, kVarlenBf16Causal, {{65, 200}}, 8, 1);
 }
