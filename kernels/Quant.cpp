@@ -1,6 +1,7 @@
 // Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the formats are
-// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1, gemv_q and the
-// fused decode kernels gemv_q_swiglu and rmsnorm_quantize_q8_1 (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
+// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1, gemv_q, the
+// fused decode kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the
+// int8 tensor cores (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
 // block. Blocks are only 2-byte aligned in a row (18, 34 and 210 bytes), so quant bytes are read
 // with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes
 // with 8-bit loads; no access ever needs more than 2-byte alignment of the block.
@@ -493,6 +494,141 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   return finish(kb, m, diags);
 }
 
+// ---- gemm_q ---------------------------------------------------------------------------------
+
+constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128;
+// A tile row: one block's 32 quants as int8, then 16 bytes of padding: a 48-byte stride puts the
+// 16-byte chunks of 8 consecutive rows (3r + c mod 8) in 8 distinct bank groups, so ldmatrix row
+// reads and the 16-byte staging stores are free of bank conflicts.
+constexpr unsigned kQRowBytes = 48;
+
+// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, q8_0 or q4_0) and q8_1 activations X
+// (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x
+// 32 (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
+// K advances one 32-value block at a time: the block's quants of 64 rows and 32 tokens are staged
+// into shared memory as int8 (q4_0's nibbles minus 8 become bytes), their scales as f32 beside;
+// one mma.sync m16n8k32 (s8, s32 accumulation from zero) per tile gives the block's integer dot
+// products, which are scaled by d_w * d_x and added into f32 accumulators. Rows and tokens past
+// the edges stage clamped copies (their results are not stored).
+std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
+  const FmtInfo& f = formatOption(o);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "gemm_q");
+  Value w = kb.param(kGlobalPtr, "w");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value rows = kb.param(Type::u32(), "m");
+  Value k = kb.param(Type::u32(), "k");
+  Value ntok = kb.param(Type::u32(), "ntok");
+  kb.reqntid(kQThreads);
+  ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
+  ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
+  ir::SharedArray wd = kb.shared("wd", Type::f32(), kQTileM);
+  ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN);
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
+  Value n0 = (kb.ctaid(Mod::Y) * kQTileN).named("n0");
+  Value blocks = (k >> 5u).named("kblocks");
+
+  // Staging: thread tid writes quant bytes 16h .. 16h + 15 of W row r = tid % 64 (h = tid / 64)
+  // and, for h = 0, its scale; threads below 64 do the same for token tid % 32 (h = tid / 32).
+  // 8 consecutive threads write 8 consecutive rows of one half: distinct bank groups.
+  Value ar = (tid & 63u).named("w_row"), ah = (tid >> 6u).named("w_half");
+  Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + ar, rows - 1u), blocks * f.bytes), "wrow");
+  Value wSlot = kb.ptradd(kb.shared_addr(wq), ar * kQRowBytes + (ah << 4u), "w_slot");
+  Value stagesX = (tid < 64u).named("stages_x");
+  Value xr = (tid & 31u).named("x_row"), xh = ((tid >> 5u) & 1u).named("x_half");
+  Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + xr, ntok - 1u), blocks * 36u), "xrow");
+  Value xSlot = kb.ptradd(kb.shared_addr(xq), xr * kQRowBytes + (xh << 4u), "x_slot");
+  auto storeWords = [&](Value slot, const std::vector<Value>& words) {
+    kb.store(slot, kb.pack(Type::of(Scalar::U32, 4), words, "chunk"));
+  };
+  auto stage = [&](Value b) {
+    Value blk = kb.ptradd(wrow, kb.mul_wide(b, kb.u32(f.bytes)), "blk");
+    std::vector<Value> words;
+    if (f.fmt == Fmt::Q8_0) {
+      for (unsigned i = 0; i < 2; ++i) {
+        std::vector<Value> w8 = bytes8(kb, blk, (ah << 4u) + (2u + 8 * i));
+        words.insert(words.end(), w8.begin(), w8.end());
+      }
+    } else {
+      // q4_0: elements 16h .. 16h + 15 are nibble h of qs[0 .. 15]; q - 8 byte by byte without
+      // borrows: ((v | 0x80) - 8) ^ 0x80 per byte.
+      for (unsigned i = 0; i < 2; ++i)
+        for (Value v : bytes8(kb, blk, kb.u32(2 + 8 * i)))
+          words.push_back((((((v >> (ah << 2u)) & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u));
+    }
+    storeWords(wSlot, words);
+    kb.if_then((ah == 0u).named("w_scale"), [&] {
+      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16)));
+    }, "wd");
+    kb.if_then(stagesX, [&] {
+      Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(36)), "xb");
+      std::vector<Value> xw;
+      for (unsigned i = 0; i < 4; ++i)
+        xw.push_back(kb.load(kb.ptradd(xb, kb.cvt((xh << 4u) + (4u + 4 * i), Type::u64())), Type::u32(), {Mod::NcMod}, "xw"));
+      storeWords(xSlot, xw);
+      kb.if_then((xh == 0u).named("x_scale"), [&] {
+        Value d = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+        kb.store(kb.ptradd(kb.shared_addr(xd), xr << 2u), d);
+      }, "xd");
+    }, "x");
+  };
+
+  // ldmatrix x4 addresses: A (rows of W): matrix q is rows 8(q & 1) .. + 7, bytes 16(q >> 1) ..;
+  // B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and 16 .. 31 of tokens 8j .. 8j + 7.
+  Value q = (lane >> 3u).named("q"), l7 = (lane & 7u).named("lane7");
+  Value aOff = (((warp << 4u) + l7 + ((q & 1u) << 3u)) * kQRowBytes + ((q >> 1u) << 4u)).named("a_frag");
+  Value bOff = ((l7 + ((q >> 1u) << 3u)) * kQRowBytes + ((q & 1u) << 4u)).named("b_frag");
+  Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
+  Value izero = kb.s32(0, "izero");
+  Value accZero = kb.pack(Type::of(Scalar::S32, 4), {izero, izero, izero, izero}, "acc_zero");
+  constexpr unsigned kTiles = kQTileN / 8;
+  std::vector<Value> init(4 * kTiles, kb.f32(0.0f, "zero"));
+  std::vector<Value> acc = kb.for_range(
+      kb.u32(0), blocks, kb.u32(1), init,
+      [&](Value b, std::span<Value> carried) {
+        stage(b);
+        kb.bar_sync();
+        Value fa = kb.ldmatrix(kb.ptradd(kb.shared_addr(wq), aOff), 4, false, "fa");
+        std::vector<Value> fb;
+        for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
+          Value quad = kb.ldmatrix(kb.ptradd(kb.shared_addr(xq), bOff + jp * 16 * kQRowBytes), 4, false, "fb");
+          for (unsigned first : {0u, 2u})
+            fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
+        }
+        // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
+        Value dw[2];
+        for (unsigned h = 0; h < 2; ++h)
+          dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), ((warp << 4u) + g + 8 * h) << 2u), Type::f32(), "dw");
+        std::vector<Value> next(carried.begin(), carried.end());
+        for (unsigned j = 0; j < kTiles; ++j) {
+          Value sum = kb.mma(Mod::M16n8k32, Scalar::S8, fa, fb[j], accZero, "sumi");
+          for (unsigned c = 0; c < 2; ++c) {
+            Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), ((t << 1u) + (8 * j + c)) << 2u), Type::f32(), "dx");
+            for (unsigned h = 0; h < 2; ++h) {
+              Value& a = next[4 * j + 2 * h + c];
+              a = kb.fma(mulRn(kb, dw[h], dx), toF32(kb, kb.extract(sum, 2 * h + c)), a);
+            }
+          }
+        }
+        kb.bar_sync();  // the next block's staging overwrites the tiles
+        return next;
+      },
+      {.label = "kblocks", .iv = "b"});
+  for (unsigned j = 0; j < kTiles; ++j)
+    for (unsigned h = 0; h < 2; ++h)
+      for (unsigned c = 0; c < 2; ++c) {
+        Value row = (m0 + (warp << 4u) + g + 8 * h).named("row");
+        Value tok = (n0 + (t << 1u) + (8 * j + c)).named("tok");
+        kb.if_then(((row < rows) & (tok < ntok)).named("in"),
+                   [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), acc[4 * j + 2 * h + c]); }, "write");
+      }
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
 }  // namespace
 
 void addQuant(std::vector<Template>& out) {
@@ -539,6 +675,17 @@ void addQuant(std::vector<Template>& out) {
       {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y")},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+  });
+  out.push_back({
+      "gemm_q",
+      "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout; q8_0 or q4_0) and "
+      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block, s32 sums scaled by "
+      "the blocks' d into f32; 64 x 32 tiles of y per block of 128 threads",
+      {choiceOption("format", "q8_0", {"q8_0", "q4_0"}, "ggml block format of the quantized weights (GGUF layout)")},
+      buildGemmQ,
+      [](const Options&) {
+        return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};
+      },
   });
   out.push_back({
       "rmsnorm_quantize_q8_1",

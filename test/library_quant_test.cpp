@@ -395,6 +395,24 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
   }
 }
 
+// gemm_q (prefill) on fresh random weights and activations (quantized by the C++ quantize_q8_1):
+// y = sum_j deq[i][j] xq[t][j] against the double reference. The integer block sums are exact;
+// rounded are d_w d_x, its product with the sum and the f32 accumulation over k/32 blocks, well
+// inside gemv_q's bound 2k 2^-24 sum |deq xq|.
+void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32_t k, std::mt19937& rng,
+                uint32_t misalign = 0) {
+  std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+  std::vector<uint8_t> xq8 = refQuantizeQ81(uniform(rng, size_t(ntok) * k));
+  std::string kernel = std::string("gemm_q_") + f.name;
+  Call call("quant", kernel);
+  call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", std::vector<float>(size_t(ntok) * rows, -7.0f));
+  std::vector<float> got = r.run(call.scalar("m", rows).scalar("k", k).scalar("ntok", ntok)).get<float>("y");
+  REQUIRE(got.size() == size_t(ntok) * rows);
+  std::string what = kernel + " m=" + std::to_string(rows) + " ntok=" + std::to_string(ntok) + " k=" + std::to_string(k) +
+                     (misalign ? " misaligned" : "");
+  expectGemv(got, refDequant(f, q), dequantQ81(xq8), nullptr, rows, k, nullptr, what);
+}
+
 }  // namespace
 
 LIBRARY_TEST("quant dequantize: ggml test vectors, bit-exact", quantDequantVectors) {
@@ -568,5 +586,17 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
       checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what);
       if (r.honoursMisalign()) checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what + " misaligned", d == Dtype::F32 ? 4 : 2);
     }
+  }
+}
+
+LIBRARY_TEST("quant gemm_q: q8_0 and q4_0 weights x q8_1 tokens, masked edges, several blocks", quantGemmQ) {
+  std::mt19937 rng(seed());
+  for (const Format& f : {kFormats[1], kFormats[0]}) {
+    // One element; odd sizes inside one tile; exactly one tile; edges of a 2 x 2 grid of tiles.
+    checkGemmQ(r, f, 1, 1, 32, rng);
+    checkGemmQ(r, f, 9, 5, 160, rng);
+    checkGemmQ(r, f, 64, 32, 64, rng);
+    checkGemmQ(r, f, 70, 37, 96, rng);
+    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, 96, rng, 2);
   }
 }

@@ -261,6 +261,18 @@ struct QuantFormat {
 constexpr QuantFormat kQuantFormats[] = {
     {"q4_0", 32, 18}, {"q8_0", 32, 34}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}};
 
+// The dequantize-then-cuBLAS reference of a case whose buffer 0 is W (m x k), buffer 1 the f32 x
+// (ntok x k) and last buffer y (ntok x m, f32): its buffers go after y.
+void addDequantRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
+  int ref = int(c.buffers.size());
+  c.buffers.push_back({size_t(m) * k * 2, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * k * 2, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * m * 4, Fill::Zero});
+  c.refLaunches = {{std::string("dequantize_") + f.name + "_bf16", {buf("q", 0), buf("y", ref), val("rows", m), val("k", k)}}};
+  c.refM = m, c.refK = k, c.refNtok = ntok;
+  c.refW = ref, c.refX = ref + 1, c.refY = ref + 2;
+}
+
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
 // launch included in the time and its bytes in the count. W's bytes dominate the count. The
 // reference: W dequantized to bf16 by our dequantize, then cublasGemmEx (bf16 x), both timed.
@@ -280,14 +292,22 @@ Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_
                    {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
     c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
   }
-  // The reference's buffers go after y, which stays the last of the case's own.
-  int ref = int(c.buffers.size());
-  c.buffers.push_back({size_t(m) * k * 2, Fill::Zero});
-  c.buffers.push_back({size_t(ntok) * k * 2, Fill::Zero});
-  c.buffers.push_back({y, Fill::Zero});
-  c.refLaunches = {{std::string("dequantize_") + f.name + "_bf16", {buf("q", 0), buf("y", ref), val("rows", m), val("k", k)}}};
-  c.refM = m, c.refK = k, c.refNtok = ntok;
-  c.refW = ref, c.refX = ref + 1, c.refY = ref + 2;
+  addDequantRef(c, f, m, k, ntok);
+  return c;
+}
+
+// Prefill (gemm_q): ntok tokens quantized by quantize_q8_1 (in the time), then the int8 mma
+// product; the same dequantize-then-cublasGemmEx reference as gemv_q.
+Case gemmQCase(const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
+  Case c{std::string("gemm_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), "q8_1", {}, {}, 0, 0, 0};
+  size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, xq = size_t(ntok) * (k / 32) * 36,
+         y = size_t(ntok) * m * 4;
+  c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+  c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
+                {std::string("gemm_q_") + f.name,
+                 {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k), val("ntok", ntok)}}};
+  c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
+  addDequantRef(c, f, m, k, ntok);
   return c;
 }
 
@@ -440,6 +460,17 @@ std::vector<Case> cases(Sizes sizes) {
         for (uint32_t t : ntoks) out.push_back(gemvQSwigluCase(f, act, ffn, hidden, t));
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
+    // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
+    // weights.
+    for (const QuantFormat& f : kQuantFormats) {
+      if (f.qk != 32) continue;  // gemm_q: q8_0 and q4_0
+      if (tiny) {
+        out.push_back(gemmQCase(f, 70, 512, 37));
+        continue;
+      }
+      for (auto [m, k] : full ? mk : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
+        out.push_back(gemmQCase(f, m, k, pick(512, 128, 37)));
+    }
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
