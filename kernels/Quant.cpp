@@ -502,14 +502,16 @@ constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128;
 // reads and the 16-byte staging stores are free of bank conflicts.
 constexpr unsigned kQRowBytes = 48;
 
-// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, q8_0 or q4_0) and q8_1 activations X
-// (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x
-// 32 (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
-// K advances one 32-value block at a time: the block's quants of 64 rows and 32 tokens are staged
-// into shared memory as int8 (q4_0's nibbles minus 8 become bytes), their scales as f32 beside;
-// one mma.sync m16n8k32 (s8, s32 accumulation from zero) per tile gives the block's integer dot
-// products, which are scaled by d_w * d_x and added into f32 accumulators. Rows and tokens past
-// the edges stage clamped copies (their results are not stored).
+// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k: q8_0, q4_0, q4_k or q5_k, the formats
+// with one scale per 32 values) and q8_1 activations X (ntok rows of k/32 blocks, as
+// quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32 (tokens) tile of Y; warp w
+// owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8. K advances one 32-value
+// block at a time: the block's quants of 64 rows (decodeInt's groups; q4_0's q - 8 made signed
+// bytes) and 32 tokens are staged into shared memory as int8, the scales as f32 beside (and for
+// the k-quants the mins and each token's sum of quants); one mma.sync m16n8k32 (s8, s32 from
+// zero) per tile gives the block's integer dot products, scaled into f32 accumulators:
+// d_w d_x sum, or d_x (D sum - M sum_a) with a min. Rows and tokens past the edges stage clamped
+// copies (their results are not stored).
 std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   ir::Module m = newModule();
@@ -525,6 +527,13 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
   ir::SharedArray wd = kb.shared("wd", Type::f32(), kQTileM);
   ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN);
+  // The k-quants' mins (W) and the tokens' sums of quants by half block (X: half h at 32h + token).
+  const bool withMin = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  ir::SharedArray wmin, xsum;
+  if (withMin) {
+    wmin = kb.shared("wmin", Type::f32(), kQTileM);
+    xsum = kb.shared("xsum", Type::of(Scalar::S32), 2 * kQTileN);
+  }
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
@@ -535,7 +544,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   // and, for h = 0, its scale; threads below 64 do the same for token tid % 32 (h = tid / 32).
   // 8 consecutive threads write 8 consecutive rows of one half: distinct bank groups.
   Value ar = (tid & 63u).named("w_row"), ah = (tid >> 6u).named("w_half");
-  Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + ar, rows - 1u), blocks * f.bytes), "wrow");
+  const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block
+  Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+  Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + ar, rows - 1u), rowBytes), "wrow");
   Value wSlot = kb.ptradd(kb.shared_addr(wq), ar * kQRowBytes + (ah << 4u), "w_slot");
   Value stagesX = (tid < 64u).named("stages_x");
   Value xr = (tid & 31u).named("x_row"), xh = ((tid >> 5u) & 1u).named("x_half");
@@ -545,23 +556,24 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     kb.store(slot, kb.pack(Type::of(Scalar::U32, 4), words, "chunk"));
   };
   auto stage = [&](Value b) {
-    Value blk = kb.ptradd(wrow, kb.mul_wide(b, kb.u32(f.bytes)), "blk");
+    // Groups 2h, 2h + 1 of the 32 values: the ggml block's groups j0, j0 + 1.
+    Value blk = kb.ptradd(wrow, kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes)), "blk");
+    Value j0 = (((b & (perBlock - 1)) << 2u) + (ah << 1u)).named("j0");
     std::vector<Value> words;
-    if (f.fmt == Fmt::Q8_0) {
-      for (unsigned i = 0; i < 2; ++i) {
-        std::vector<Value> w8 = bytes8(kb, blk, (ah << 4u) + (2u + 8 * i));
-        words.insert(words.end(), w8.begin(), w8.end());
+    IntGroup first;
+    for (unsigned i = 0; i < 2; ++i) {
+      IntGroup g = decodeInt(kb, f, blk, i == 0 ? j0 : j0 + 1u);
+      if (i == 0) first = g;
+      for (Value v : g.q) {
+        // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
+        uint32_t off = 0x01010101u * uint32_t(g.intOffset);
+        words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
       }
-    } else {
-      // q4_0: elements 16h .. 16h + 15 are nibble h of qs[0 .. 15]; q - 8 byte by byte without
-      // borrows: ((v | 0x80) - 8) ^ 0x80 per byte.
-      for (unsigned i = 0; i < 2; ++i)
-        for (Value v : bytes8(kb, blk, kb.u32(2 + 8 * i)))
-          words.push_back((((((v >> (ah << 2u)) & 0x0F0F0F0Fu) | 0x80808080u) - 0x08080808u) ^ 0x80808080u));
     }
     storeWords(wSlot, words);
     kb.if_then((ah == 0u).named("w_scale"), [&] {
-      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16)));
+      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), first.scale);
+      if (withMin) kb.store(kb.ptradd(kb.shared_addr(wmin), ar << 2u), first.min);
     }, "wd");
     kb.if_then(stagesX, [&] {
       Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(36)), "xb");
@@ -569,6 +581,11 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       for (unsigned i = 0; i < 4; ++i)
         xw.push_back(kb.load(kb.ptradd(xb, kb.cvt((xh << 4u) + (4u + 4 * i), Type::u64())), Type::u32(), {Mod::NcMod}, "xw"));
       storeWords(xSlot, xw);
+      if (withMin) {
+        Value ones = kb.s32(0x01010101, "ones"), sum = kb.s32(0, "izero");
+        for (Value v : xw) sum = kb.dp4a(ones, kb.bitcast(v, Type::of(Scalar::S32)), sum, "xsum");
+        kb.store(kb.ptradd(kb.shared_addr(xsum), ((xh << 5u) + xr) << 2u), sum);
+      }
       kb.if_then((xh == 0u).named("x_scale"), [&] {
         Value d = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
         kb.store(kb.ptradd(kb.shared_addr(xd), xr << 2u), d);
@@ -599,17 +616,29 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
             fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
         }
         // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
-        Value dw[2];
-        for (unsigned h = 0; h < 2; ++h)
-          dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), ((warp << 4u) + g + 8 * h) << 2u), Type::f32(), "dw");
+        Value dw[2], mw[2];
+        for (unsigned h = 0; h < 2; ++h) {
+          Value at = ((warp << 4u) + g + 8 * h) << 2u;
+          dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), at), Type::f32(), "dw");
+          if (withMin) mw[h] = kb.load(kb.ptradd(kb.shared_addr(wmin), at), Type::f32(), "mw");
+        }
         std::vector<Value> next(carried.begin(), carried.end());
         for (unsigned j = 0; j < kTiles; ++j) {
           Value sum = kb.mma(Mod::M16n8k32, Scalar::S8, fa, fb[j], accZero, "sumi");
           for (unsigned c = 0; c < 2; ++c) {
-            Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), ((t << 1u) + (8 * j + c)) << 2u), Type::f32(), "dx");
+            Value tok = (t << 1u) + (8 * j + c);
+            Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), tok << 2u), Type::f32(), "dx");
+            Value suma;
+            if (withMin) {
+              Value lo = kb.load(kb.ptradd(kb.shared_addr(xsum), tok << 2u), Type::of(Scalar::S32), "suma_lo");
+              Value hi = kb.load(kb.ptradd(kb.shared_addr(xsum), (tok + 32u) << 2u), Type::of(Scalar::S32), "suma_hi");
+              suma = toF32(kb, lo + hi);
+            }
             for (unsigned h = 0; h < 2; ++h) {
               Value& a = next[4 * j + 2 * h + c];
-              a = kb.fma(mulRn(kb, dw[h], dx), toF32(kb, kb.extract(sum, 2 * h + c)), a);
+              Value sumi = toF32(kb, kb.extract(sum, 2 * h + c));
+              if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
+              else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
             }
           }
         }
@@ -678,10 +707,11 @@ void addQuant(std::vector<Template>& out) {
   });
   out.push_back({
       "gemm_q",
-      "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout; q8_0 or q4_0) and "
+      "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
       "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block, s32 sums scaled by "
-      "the blocks' d into f32; 64 x 32 tiles of y per block of 128 threads",
-      {choiceOption("format", "q8_0", {"q8_0", "q4_0"}, "ggml block format of the quantized weights (GGUF layout)")},
+      "the blocks' d (and the k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
+      {choiceOption("format", "q8_0", {"q8_0", "q4_0", "q4_k", "q5_k"},
+                    "ggml block format of the quantized weights (GGUF layout; one scale per 32 values)")},
       buildGemmQ,
       [](const Options&) {
         return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};

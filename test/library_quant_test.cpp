@@ -398,7 +398,8 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
 // gemm_q (prefill) on fresh random weights and activations (quantized by the C++ quantize_q8_1):
 // y = sum_j deq[i][j] xq[t][j] against the double reference. The integer block sums are exact;
 // rounded are d_w d_x, its product with the sum and the f32 accumulation over k/32 blocks, well
-// inside gemv_q's bound 2k 2^-24 sum |deq xq|.
+// inside gemv_q's bound 2k 2^-24 sum |deq xq|; with the k-quants' mins (D sum - M sum_a, then
+// times d_x) the bound of gemv_q's q8_1 path, 2k 2^-24 sum 2(|deq| + |M|)|xq|.
 void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32_t k, std::mt19937& rng,
                 uint32_t misalign = 0) {
   std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
@@ -410,7 +411,8 @@ void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32
   REQUIRE(got.size() == size_t(ntok) * rows);
   std::string what = kernel + " m=" + std::to_string(rows) + " ntok=" + std::to_string(ntok) + " k=" + std::to_string(k) +
                      (misalign ? " misaligned" : "");
-  expectGemv(got, refDequant(f, q), dequantQ81(xq8), nullptr, rows, k, nullptr, what);
+  std::vector<float> mins = refMins(f, q);
+  expectGemv(got, refDequant(f, q), dequantQ81(xq8), f.qk == 256 ? &mins : nullptr, rows, k, nullptr, what);
 }
 
 }  // namespace
@@ -589,14 +591,15 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
   }
 }
 
-LIBRARY_TEST("quant gemm_q: q8_0 and q4_0 weights x q8_1 tokens, masked edges, several blocks", quantGemmQ) {
+LIBRARY_TEST("quant gemm_q: q8_0, q4_0, q4_k and q5_k weights x q8_1 tokens, masked edges, several blocks", quantGemmQ) {
   std::mt19937 rng(seed());
-  for (const Format& f : {kFormats[1], kFormats[0]}) {
-    // One element; odd sizes inside one tile; exactly one tile; edges of a 2 x 2 grid of tiles.
-    checkGemmQ(r, f, 1, 1, 32, rng);
-    checkGemmQ(r, f, 9, 5, 160, rng);
-    checkGemmQ(r, f, 64, 32, 64, rng);
-    checkGemmQ(r, f, 70, 37, 96, rng);
-    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, 96, rng, 2);
+  for (const Format& f : {kFormats[1], kFormats[0], kFormats[2], kFormats[3]}) {
+    // One block of K; odd sizes inside one tile; exactly one tile; edges of a 2 x 2 grid of tiles.
+    uint32_t qk = f.qk, few = qk == 32 ? 3 : 1;
+    checkGemmQ(r, f, 1, 1, qk, rng);
+    checkGemmQ(r, f, 9, 5, (qk == 32 ? 5 : 2) * qk, rng);
+    checkGemmQ(r, f, 64, 32, 2 * qk, rng);
+    checkGemmQ(r, f, 70, 37, few * qk, rng);
+    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, 2);
   }
 }
