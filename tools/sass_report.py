@@ -48,6 +48,9 @@ PASSES = {
     "residual_rmsnorm": lambda d: [2 * d, 2 * d],
     "argmax": lambda d: [d], "argmax_partial": lambda d: [d],
     "gemv": lambda d: [d + 4],
+    # rope: q or k, rotated in place (neox loads both halves of a pair); transpose: x, through a
+    # shared tile; kv_scatter: one element of k_new and one of v_new (the u32 position is per row).
+    "rope": lambda d: [d], "transpose": lambda d: [d], "kv_scatter": lambda d: [2 * d],
 }
 SIZES = {"f32": 4, "bf16": 2, "f16": 2}
 # Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
