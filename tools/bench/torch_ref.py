@@ -46,8 +46,8 @@ def make_case(torch, op, shape, dtype):
     """(make_inputs, run[, touched]): make_inputs() builds one set of tensors, run(set) does the op
     once; touched, when given, is the bytes one run moves where that is not the set's size (the
     set shares tensors it only partly touches, like kv_scatter's caches)."""
-    if op.startswith(("gemv_q_", "dequantize_")):
-        return None  # ggml-quantized weights: PyTorch has no kernel for them (nor these shapes' ":ntok")
+    if op.startswith(("gemv_q_", "dequantize_", "rmsnorm_quantize_")):
+        return None  # ggml-quantized weights and q8_1 blocks: PyTorch has no kernel for them
     F = torch.nn.functional
     dev = "cuda"
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
@@ -200,8 +200,8 @@ def print_table(rows):
                  fmt(r.get("ours_over_copy"), ".3f"), fmt(r.get("ours_over_ref"), ".3f"),
                  fmt(r.get("ours_over_torch"), ".3f")]
         print(f"{r['op']:<16} {r['shape']:<16} {r['dtype']:<6}" + "".join(f" {c:>11}" for c in cells))
-    print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV, gemv f32 only; "
-          "attention_decode: K and V bytes; torch: SDPA for attention")
+    print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV for gemv f32, "
+          "dequantize to bf16 + cublasGemmEx for gemv_q; attention_decode: K and V bytes; torch: SDPA for attention")
 
 
 def main():
