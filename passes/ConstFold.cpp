@@ -1,4 +1,4 @@
-// const-fold -- does: folds int/pred/float ops on constants, integer identities, selp, extract(pack), constant cbr.
+// const-fold -- does: folds int/pred/float ops on constants, integer identities, selp, extract(pack), cvt round trips, constant cbr.
 // requires: a parsed kernel; walks the reachable blocks in reverse post-order (dce removes the unreachable ones).
 // guarantees: GPU-identical bits (ir/LaneSemantics.h); never approx ops, NaN results, .sat, .ftz subnormals or x/0.
 #include <algorithm>
@@ -139,8 +139,30 @@ std::optional<uint64_t> fold(const ir::Inst& in, std::span<const uint64_t> x) {
   return std::nullopt;
 }
 
-// An operand the result simply equals (integer identities, selp), or nullopt.
+// cvt back from a widening cvt: x : T -> U -> T gives x when T -> U is exact (an integer
+// sign- or zero-extended, a float to a wider float) and neither cvt saturates or flushes. A float
+// x qualifies only when a cvt produced it: then it is already rounded to T and a NaN in it is
+// the canonical one that the round trip writes (a loaded NaN's payload would change).
+std::optional<ValueId> roundTrip(const ir::Kernel& k, const ir::Inst& in) {
+  const ir::Inst* wide = definingInst(k, in.operands[0]);
+  if (!wide || wide->op != Op::Cvt || !in.type || !wide->srcType || *wide->srcType != *in.type) return std::nullopt;
+  for (const ir::Inst* c : {&in, wide})
+    if (c->has(Mod::SatMod) || c->has(Mod::FtzMod)) return std::nullopt;
+  Type t = *in.type, u = *wide->type;
+  if (t.isVector() || u.isVector() || u.bits() < t.bits()) return std::nullopt;
+  if (t.isInt() && u.isInt() && in.mod(ir::ModGroup::Round) == Mod::None) return wide->operands[0];
+  if (!t.isFloat() || !u.isFloat() || u.bits() == t.bits()) return std::nullopt;
+  Mod round = in.mod(ir::ModGroup::Round);
+  if (isIntegerRounding(round) || wide->mod(ir::ModGroup::Round) != Mod::None) return std::nullopt;
+  const ir::Inst* source = definingInst(k, wide->operands[0]);
+  if (!source || source->op != Op::Cvt || !source->srcType || !source->srcType->isFloat()) return std::nullopt;
+  return wide->operands[0];
+}
+
+// An operand the result simply equals (integer identities, selp, a cvt undoing a widening cvt),
+// or nullopt.
 std::optional<ValueId> identity(const ir::Kernel& k, const ir::Inst& in) {
+  if (in.op == Op::Cvt) return roundTrip(k, in);
   if (in.op == Op::Selp) {
     if (in.operands[0] == in.operands[1]) return in.operands[0];
     if (auto p = constBits(k, in.operands[2])) return in.operands[*p & 1 ? 0 : 1];
