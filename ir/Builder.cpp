@@ -722,6 +722,9 @@ Value KernelBuilder::mbarrier_try_wait_parity(Value bar, Value parity, std::stri
 }
 Value KernelBuilder::elect_sync(Value mask, std::string_view n, Here l) { return op(Op::ElectSync, std::nullopt, {mask}, {}, n, l); }
 void KernelBuilder::fence_proxy_async(Here l) { op(Op::FenceProxyAsync, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::setmaxnreg(bool increase, unsigned count, Here l) {
+  op_imm(increase ? Op::SetMaxNRegInc : Op::SetMaxNRegDec, std::nullopt, {}, count, {}, {}, l);
+}
 
 Value KernelBuilder::shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask,
                                std::string_view n, Here l) {

@@ -314,6 +314,9 @@ class KernelBuilder {
   // True in exactly one lane of `mask` (which one is unspecified; the interpreter picks the lowest).
   Value elect_sync(Value mask, std::string_view name = {}, Here loc = Here::current());
   void fence_proxy_async(Here loc = Here::current());
+  // setmaxnreg.inc / .dec (sm_90a): this warp's register budget becomes `count` (24 ... 256, a
+  // multiple of 8); every warp of the warpgroup executes the same one.
+  void setmaxnreg(bool increase, unsigned count, Here loc = Here::current());
 
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());

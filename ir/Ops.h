@@ -70,6 +70,7 @@ enum : uint32_t {
   OF_VARIADIC = 1u << 10,   // operand count = lanes of T
   OF_SRCTYPE = 1u << 11,    // annotated as `: S -> T`
   OF_OPTLAST = 1u << 12,    // the last operand letter may be left out (cp.async's src-size)
+  OF_SM90A = 1u << 13,      // exists on sm_90a only (an arch-specific op: not on sm_90, nor on sm_100)
 };
 
 struct OpInfo {

@@ -588,6 +588,14 @@ void KernelVerifier::checkTensorCore(const Inst& in) {
 
 void KernelVerifier::checkAsyncAndBits(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
+  if (in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec) {
+    if (in.imm < 24 || in.imm > 256 || in.imm % 8)
+      error(in.loc, op() + " sets " + std::to_string(in.imm) + " registers, but the count must be a multiple of 8 from 24 to 256");
+    // ptxas drops a setmaxnreg (C7508) unless it knows the register count at entry.
+    if (!k_.maxnreg && !(k_.minnctapersm && (k_.reqntid || k_.maxntid)))
+      error(in.loc, op() + " needs the kernel's register count at entry: give the kernel maxnreg(N), or " +
+                        "minnctapersm(N) with reqntid or maxntid (ptxas ignores it otherwise)");
+  }
   if (in.op == Op::Lop3 && in.imm > 0xFF)
     error(in.loc, op() + " truth table " + std::to_string(in.imm) + " does not fit in 8 bits");
   if (in.op == Op::MbarInit || in.op == Op::MbarArrive || in.op == Op::MbarArriveTx || in.op == Op::MbarTryWait) {
@@ -634,6 +642,11 @@ void KernelVerifier::checkAsyncAndBits(const Inst& in) {
 void KernelVerifier::checkTarget(const Inst& in) {
   auto fits = [&](unsigned sm, unsigned ptx) { return m_.target.sm >= sm && m_.ptx >= ptx; };
   const OpInfo& oi = info(in.op);
+  if ((oi.flags & OF_SM90A) && !(m_.target == Target{90, true} && m_.ptx >= oi.minPTX)) {
+    error(in.loc, quoted(opText(in)) + " requires sm_90a and " + ptxText(oi.minPTX) + " (it is specific to that " +
+                      "architecture), but the module targets " + m_.target.name() + " with " + ptxText(m_.ptx));
+    return;
+  }
   std::string what;
   unsigned needSM = oi.minSM, needPTX = oi.minPTX;
   if (fits(oi.minSM, oi.minPTX)) {

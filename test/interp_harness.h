@@ -684,6 +684,18 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // setmaxnreg.tir: maxntid(256); two warpgroups change their register budgets, then write tid.
+  all.push_back({"setmaxnreg.tir", "split", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t grid : {1u, 2u}) {
+                     Run r = launch("split", {grid, 1, 1}, {256, 1, 1});
+                     std::vector<uint32_t> out(256);
+                     for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
+                     r.buffer("out", out);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // conversions.tir
   all.push_back({"conversions.tir",
                  "floats",

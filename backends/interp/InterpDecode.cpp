@@ -106,7 +106,8 @@ class Decoder {
       for (ir::InstId id : k_.blocks[b].insts) {
         const Inst& in = k_.inst(id);
         bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::Mma ||
-                    in.op == Op::Ldmatrix || in.op == Op::ElectSync;
+                    in.op == Op::Ldmatrix || in.op == Op::ElectSync || in.op == Op::SetMaxNRegInc ||
+                    in.op == Op::SetMaxNRegDec;
         if (sync && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
           work.push_back(BlockId(b));
@@ -289,6 +290,9 @@ class Decoder {
         break;
       case Op::ElectSync:
         c.kind = Kind::Elect;
+        break;
+      case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // registers are not a resource here
+        c.kind = Kind::Aligned;
         break;
       case Op::FenceProxyAsync:  // no async proxy is modelled yet (docs/hopper.md)
         c.kind = Kind::Nop;

@@ -526,7 +526,7 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         }
         ++pc;
         break;
-      case Kind::Mma: case Kind::Ldmatrix:
+      case Kind::Mma: case Kind::Ldmatrix: case Kind::Aligned:
         if (auto err = tensorCore(w, k, mask)) {
           (void)leave(WarpState::Done);
           return err;
@@ -933,12 +933,12 @@ std::optional<Error> Engine::shuffle(const Warp& w, const Code& k, uint32_t mask
   return std::nullopt;
 }
 
-// mma and ldmatrix (.sync.aligned): every lane of the warp executes the same instruction together,
-// so a partial warp, a divergent one, or one with exited threads is an error. ldmatrix reads the row
-// addresses of lanes 0 .. 8·matrices-1 (16 bytes each, aligned, inside one shared array); the
-// other lanes' addresses are not used.
+// mma, ldmatrix and setmaxnreg (.sync.aligned): every lane of the warp executes the same
+// instruction together, so a partial warp, a divergent one, or one with exited threads is an
+// error. ldmatrix reads the row addresses of lanes 0 .. 8·matrices-1 (16 bytes each, aligned,
+// inside one shared array); the other lanes' addresses are not used. setmaxnreg does nothing more.
 std::optional<Error> Engine::tensorCore(const Warp& w, const Code& k, uint32_t mask) {
-  std::string name = k.op == Op::Mma ? "mma" : "ldmatrix";
+  std::string name(ir::info(k.op).name);
   if (mask != kFullMask) {
     uint32_t missing = ~mask;
     std::string why = (w.existing != kFullMask) ? "the block's threads fill only " +
@@ -949,6 +949,7 @@ std::optional<Error> Engine::tensorCore(const Warp& w, const Code& k, uint32_t m
                  "divergent " + name + ": it needs all 32 lanes of warp " + std::to_string(w.index) +
                      " converged, but only " + std::to_string(std::popcount(mask)) + " arrive (" + why + ")");
   }
+  if (k.kind == Kind::Aligned) return std::nullopt;
   if (k.op == Op::Mma) {
     mmaWarp(w.regs, k);
     return std::nullopt;

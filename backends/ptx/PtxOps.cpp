@@ -191,6 +191,9 @@ void KernelEmitter::emitInst(const Inst& in) {
       return;
     case Op::ElectSync: line("elect.sync _|" + reg(in.result) + ", " + reg(in.operands[0]) + ";"); return;
     case Op::FenceProxyAsync: line("fence.proxy.async.shared::cta;"); return;
+    case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:
+      line(std::string(ir::info(in.op).name) + ".sync.aligned.u32 " + std::to_string(in.imm) + ";");
+      return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
