@@ -725,6 +725,11 @@ void KernelBuilder::fence_proxy_async(Here l) { op(Op::FenceProxyAsync, std::nul
 void KernelBuilder::setmaxnreg(bool increase, unsigned count, Here l) {
   op_imm(increase ? Op::SetMaxNRegInc : Op::SetMaxNRegDec, std::nullopt, {}, count, {}, {}, l);
 }
+void KernelBuilder::wgmma_fence(Here l) { op(Op::WgmmaFence, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::wgmma_commit_group(Here l) { op(Op::WgmmaCommit, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::wgmma_wait_group(unsigned pending, Here l) {
+  op_imm(Op::WgmmaWait, std::nullopt, {}, pending, {}, {}, l);
+}
 
 Value KernelBuilder::shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask,
                                std::string_view n, Here l) {

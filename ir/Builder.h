@@ -317,6 +317,10 @@ class KernelBuilder {
   // setmaxnreg.inc / .dec (sm_90a): this warp's register budget becomes `count` (24 ... 256, a
   // multiple of 8); every warp of the warpgroup executes the same one.
   void setmaxnreg(bool increase, unsigned count, Here loc = Here::current());
+  // wgmma.fence, wgmma.commit_group, wgmma.wait_group N (sm_90a; wgmma.mma_async: docs/hopper.md).
+  void wgmma_fence(Here loc = Here::current());
+  void wgmma_commit_group(Here loc = Here::current());
+  void wgmma_wait_group(unsigned pending, Here loc = Here::current());
 
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());

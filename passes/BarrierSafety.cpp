@@ -28,7 +28,8 @@ class Checker {
         const ir::Inst& in = k_.inst(id);
         if (in.op == Op::BarSync) checkBarrier(b, in);
         if (in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::ElectSync) checkCollective(b, in);
-        if (in.op == Op::Mma || in.op == Op::Ldmatrix || in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec)
+        if (in.op == Op::Mma || in.op == Op::Ldmatrix || in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec ||
+            in.op == Op::WgmmaFence || in.op == Op::WgmmaCommit || in.op == Op::WgmmaWait)
           checkWarpInstruction(b, in);
       }
       if (ctx_.options.remarks) remarkBranch(b);

@@ -559,3 +559,24 @@ TEST_CASE("builder: the transaction-barrier ops, elect.sync and fence.proxy.asyn
   fence.proxy.async
 )") != std::string::npos);
 }
+
+TEST_CASE("builder: setmaxnreg and the wgmma group ops (sm_90a)") {
+  ir::Module m;
+  m.target = ir::Target{90, true};
+  m.ptx = 80;
+  KernelBuilder b(m, "wg");
+  b.maxnreg(168);
+  b.setmaxnreg(true, 232);
+  b.setmaxnreg(false, 40);
+  b.wgmma_fence();
+  b.wgmma_commit_group();
+  b.wgmma_wait_group(1);
+  b.ret();
+  checkWellFormed(m);
+  CHECK(ir::print(m).find(R"(  setmaxnreg.inc 232
+  setmaxnreg.dec 40
+  wgmma.fence
+  wgmma.commit_group
+  wgmma.wait_group 1
+)") != std::string::npos);
+}

@@ -674,9 +674,9 @@ GOLDEN_TEST("mbarrier.tir", "handoff") {
   });
 }
 
-// ---- setmaxnreg.tir ----------------------------------------------------------------------------
+// ---- warpgroup.tir -----------------------------------------------------------------------------
 
-GOLDEN_TEST("setmaxnreg.tir", "split") {
+GOLDEN_TEST("warpgroup.tir", "split") {
   s.forEach([&](const Run&, const Outcome& o) {
     std::vector<uint32_t> want(256);
     for (uint32_t t = 0; t < 256; ++t) want[t] = t;
@@ -688,7 +688,7 @@ GOLDEN_TEST("setmaxnreg.tir", "split") {
     Outcome o = execute(s.module, "split", partial, s.probes);
     REQUIRE(o.error);
     CHECK(o.error->kind == ErrorKind::DivergentBarrier);
-    CHECK(o.error->text() == faultAt("setmaxnreg.tir", "setmaxnreg.inc 232",
+    CHECK(o.error->text() == faultAt("warpgroup.tir", "setmaxnreg.inc 232",
                                      "divergent setmaxnreg.inc: it needs all 32 lanes of warp 4 converged, but only 16 "
                                      "arrive (the block's threads fill only 16 lanes of the warp) in kernel 'split', "
                                      "block (0,0,0) thread (128,0,0)"));

@@ -684,8 +684,9 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
-  // setmaxnreg.tir: maxntid(256); two warpgroups change their register budgets, then write tid.
-  all.push_back({"setmaxnreg.tir", "split", "", {}, [](std::mt19937& rng) {
+  // warpgroup.tir: maxntid(256); two warpgroups change their register budgets, the second fences
+  // and waits for (no) wgmma groups, then each thread writes its tid.
+  all.push_back({"warpgroup.tir", "split", "", {}, [](std::mt19937& rng) {
                    R runs;
                    for (uint32_t grid : {1u, 2u}) {
                      Run r = launch("split", {grid, 1, 1}, {256, 1, 1});

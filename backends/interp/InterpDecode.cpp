@@ -107,7 +107,8 @@ class Decoder {
         const Inst& in = k_.inst(id);
         bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::Mma ||
                     in.op == Op::Ldmatrix || in.op == Op::ElectSync || in.op == Op::SetMaxNRegInc ||
-                    in.op == Op::SetMaxNRegDec;
+                    in.op == Op::SetMaxNRegDec || in.op == Op::WgmmaFence || in.op == Op::WgmmaCommit ||
+                    in.op == Op::WgmmaWait;
         if (sync && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
           work.push_back(BlockId(b));
@@ -292,6 +293,7 @@ class Decoder {
         c.kind = Kind::Elect;
         break;
       case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // registers are not a resource here
+      case Op::WgmmaFence: case Op::WgmmaCommit: case Op::WgmmaWait:  // no wgmma.mma_async yet
         c.kind = Kind::Aligned;
         break;
       case Op::FenceProxyAsync:  // no async proxy is modelled yet (docs/hopper.md)

@@ -35,7 +35,7 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
-                            Aligned };  // Aligned: a .sync.aligned op without effect here (setmaxnreg)
+                            Aligned };  // Aligned: a .sync.aligned op without effect here (setmaxnreg, wgmma.fence/commit/wait)
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that

@@ -194,6 +194,9 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:
       line(std::string(ir::info(in.op).name) + ".sync.aligned.u32 " + std::to_string(in.imm) + ";");
       return;
+    case Op::WgmmaFence: line("wgmma.fence.sync.aligned;"); return;
+    case Op::WgmmaCommit: line("wgmma.commit_group.sync.aligned;"); return;
+    case Op::WgmmaWait: line("wgmma.wait_group.sync.aligned " + std::to_string(in.imm) + ";"); return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
