@@ -96,7 +96,8 @@ struct IntGroup {
   Value q[2];
   Value scale;
   int intOffset = 0;
-  Value min;  // q4_k, q5_k only
+  Value min;          // q4_k, q5_k only
+  Value d, subScale;  // q6_k only: scale = d * subScale (s32), apart for gemm_q's integer scaling
 };
 
 IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
@@ -151,6 +152,7 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
       Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8);
       Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16));
       g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.d = d, g.subScale = sc;
       g.intOffset = 32;
       break;
     }
@@ -502,16 +504,19 @@ constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128;
 // reads and the 16-byte staging stores are free of bank conflicts.
 constexpr unsigned kQRowBytes = 48;
 
-// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k: q8_0, q4_0, q4_k or q5_k, the formats
-// with one scale per 32 values) and q8_1 activations X (ntok rows of k/32 blocks, as
-// quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32 (tokens) tile of Y; warp w
-// owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8. K advances one 32-value
-// block at a time: the block's quants of 64 rows (decodeInt's groups; q4_0's q - 8 made signed
-// bytes) and 32 tokens are staged into shared memory as int8, the scales as f32 beside (and for
-// the k-quants the mins and each token's sum of quants); one mma.sync m16n8k32 (s8, s32 from
-// zero) per tile gives the block's integer dot products, scaled into f32 accumulators:
-// d_w d_x sum, or d_x (D sum - M sum_a) with a min. Rows and tokens past the edges stage clamped
-// copies (their results are not stored).
+// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, any format) and q8_1 activations X
+// (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32
+// (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
+// K advances one 32-value block at a time: the block's quants of 64 rows (decodeInt's groups;
+// q4_0's q - 8 and q6_k's q - 32 made signed bytes) and 32 tokens are staged into shared memory
+// as int8, the scales as f32 beside (and for the k-quants the mins and each token's sum of
+// quants); one mma.sync m16n8k32 (s8, s32 from zero) per tile gives the block's integer dot
+// products, scaled into f32 accumulators: d_w d_x sum, or d_x (D sum - M sum_a) with a min.
+// q6_k has one int8 scale per 16 values, two in a block of 32: two mma per tile, on the A
+// fragment with its K 16..31 registers zeroed and with its K 0..15 registers zeroed, give the
+// halves' sums, combined exactly in s32 as sc_0 sum_0 + sc_1 sum_1 (at most 2^24 in magnitude,
+// so exact in f32 too), then scaled by d_w d_x.
+// Rows and tokens past the edges stage clamped copies (their results are not stored).
 std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   ir::Module m = newModule();
@@ -534,6 +539,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     wmin = kb.shared("wmin", Type::f32(), kQTileM);
     xsum = kb.shared("xsum", Type::of(Scalar::S32), 2 * kQTileN);
   }
+  // q6_k: wd holds d, wsc the int8 scales of the two 16-value halves (half h of row r at 64h + r).
+  const bool halfScales = f.fmt == Fmt::Q6_K;
+  ir::SharedArray wsc;
+  if (halfScales) wsc = kb.shared("wsc", Type::of(Scalar::S32), 2 * kQTileM);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
@@ -571,8 +580,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       }
     }
     storeWords(wSlot, words);
+    // q6_k: groups j0, j0 + 1 are the 16 values of scale j0 / 2.
+    if (halfScales) kb.store(kb.ptradd(kb.shared_addr(wsc), ((ah << 6u) + ar) << 2u), first.subScale);
     kb.if_then((ah == 0u).named("w_scale"), [&] {
-      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), first.scale);
+      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), halfScales ? first.d : first.scale);
       if (withMin) kb.store(kb.ptradd(kb.shared_addr(wmin), ar << 2u), first.min);
     }, "wd");
     kb.if_then(stagesX, [&] {
@@ -609,6 +620,13 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         stage(b);
         kb.bar_sync();
         Value fa = kb.ldmatrix(kb.ptradd(kb.shared_addr(wq), aOff), 4, false, "fa");
+        // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
+        std::vector<Value> fas = {fa};
+        if (halfScales) {
+          Value z = kb.b32(0, "bzero");
+          fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
+                 kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
+        }
         std::vector<Value> fb;
         for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
           Value quad = kb.ldmatrix(kb.ptradd(kb.shared_addr(xq), bOff + jp * 16 * kQRowBytes), 4, false, "fb");
@@ -616,15 +634,23 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
             fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
         }
         // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
-        Value dw[2], mw[2];
+        Value dw[2], mw[2], sc[2][2];
         for (unsigned h = 0; h < 2; ++h) {
           Value at = ((warp << 4u) + g + 8 * h) << 2u;
           dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), at), Type::f32(), "dw");
           if (withMin) mw[h] = kb.load(kb.ptradd(kb.shared_addr(wmin), at), Type::f32(), "mw");
+          if (halfScales)
+            for (unsigned kh = 0; kh < 2; ++kh)
+              sc[h][kh] = kb.load(kb.ptradd(kb.shared_addr(wsc), at + kh * 4 * kQTileM), Type::of(Scalar::S32), "sc");
         }
         std::vector<Value> next(carried.begin(), carried.end());
         for (unsigned j = 0; j < kTiles; ++j) {
-          Value sum = kb.mma(Mod::M16n8k32, Scalar::S8, fa, fb[j], accZero, "sumi");
+          std::vector<Value> sums;
+          for (Value a : fas) sums.push_back(kb.mma(Mod::M16n8k32, Scalar::S8, a, fb[j], accZero, "sumi"));
+          auto blockSum = [&](unsigned e, unsigned h) {
+            if (!halfScales) return kb.extract(sums[0], e);
+            return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
+          };
           for (unsigned c = 0; c < 2; ++c) {
             Value tok = (t << 1u) + (8 * j + c);
             Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), tok << 2u), Type::f32(), "dx");
@@ -636,7 +662,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
             }
             for (unsigned h = 0; h < 2; ++h) {
               Value& a = next[4 * j + 2 * h + c];
-              Value sumi = toF32(kb, kb.extract(sum, 2 * h + c));
+              Value sumi = toF32(kb, blockSum(2 * h + c, h));
               if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
               else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
             }
@@ -708,10 +734,10 @@ void addQuant(std::vector<Template>& out) {
   out.push_back({
       "gemm_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
-      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block, s32 sums scaled by "
-      "the blocks' d (and the k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
-      {choiceOption("format", "q8_0", {"q8_0", "q4_0", "q4_k", "q5_k"},
-                    "ggml block format of the quantized weights (GGUF layout; one scale per 32 values)")},
+      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block (q6_k: one per "
+      "16-value half, the halves' s32 sums times their int8 scales), s32 sums scaled by the blocks' d (and the "
+      "k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
+      {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)")},
       buildGemmQ,
       [](const Options&) {
         return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};

@@ -519,7 +519,6 @@ std::vector<Case> cases(Sizes sizes) {
     // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
     // weights.
     for (const QuantFormat& f : kQuantFormats) {
-      if (std::string_view(f.name) == "q6_k") continue;  // gemm_q: one scale per 32 values
       if (tiny) {
         out.push_back(gemmQCase(f, 70, 512, 37));
         continue;
