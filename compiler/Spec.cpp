@@ -14,6 +14,7 @@
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/Passes.h"
 #include "passes/TargetLimits.h"
 
 namespace tn::spec {
@@ -560,6 +561,10 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     inst.module.ptx = src->ptx;
     inst.module.files = src->files;
     inst.module.kernels.push_back(*chosen);
+    if (!src->functions.empty()) {  // inlined now, so that the parameters' uses below see the calls' bodies
+      inst.module.functions = src->functions;
+      if (!ir::verify(inst.module, diags) || !passes::inlineFunctions(inst.module, diags)) return std::nullopt;
+    }
   }
   ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;
