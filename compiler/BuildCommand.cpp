@@ -213,6 +213,11 @@ int runBuild(const BuildOpts& o) {
       failed = true;
       break;
     }
+    if (k.tmpl && !spec::templateFitsTargets(*spec, k, inst->module, d)) {
+      printDiagnostics(d);
+      failed = true;
+      break;
+    }
     for (const bundle::Target& target : spec->targets) {
       ir::Diagnostics td;
       ir::Module m = inst->module;

@@ -520,6 +520,27 @@ std::vector<bundle::Param> signatureOf(const ir::Kernel& k) {
   return out;
 }
 
+bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags) {
+  const unsigned need = ir::requiredSm(built);
+  std::string below;
+  size_t count = 0;
+  for (const bundle::Target& t : spec.targets)
+    if (t.sm < need) below += (count++ ? ", " : "") + t.name();
+  if (!count) return true;
+  std::string with;
+  const kernels::Options defaults = k.tmpl->defaults();
+  for (const auto& [name, value] : k.options.all()) {
+    auto d = defaults.all().find(name);
+    if (d != defaults.all().end() && d->second == value) continue;
+    const std::string* text = std::get_if<std::string>(&value);
+    with += (with.empty() ? " with " : ", ") + name + "=" + (text ? *text : kernels::optionValueText(value));
+  }
+  diags.report(ir::Severity::Error, spec.file, k.templateLoc,
+               "template " + q(k.tmpl->name) + with + " needs " + bundle::Target{need, false}.name() + " (target" +
+                   (count > 1 ? "s " : " ") + below + ")");
+  return false;
+}
+
 compile::Options compileOptions(const Spec& spec) {
   compile::Options o;
   o.level = compile::Level::O2;

@@ -97,6 +97,10 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
 // How `truenoc build` compiles a spec's kernels (and the library tests, exactly so): the -O2
 // pipeline with the spec's fp_contract.
 compile::Options compileOptions(const Spec& spec);
+// Whether a template instance's ops exist on every target of the spec; if not, one error at the
+// entry's template key names the options that differ from the defaults, the SM the kernel needs
+// and the targets below it ("template 'rmsnorm' with dtype=bf16 needs sm_80 (target sm_75)").
+bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags);
 
 // The bundle signature of a kernel: its parameters' names, types and alignments.
 std::vector<bundle::Param> signatureOf(const ir::Kernel& k);

@@ -783,6 +783,24 @@ bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
   return diags.errors() == before;
 }
 
+unsigned requiredSm(const Module& m) {
+  unsigned need = 0;
+  auto visit = [&](const Kernel& k) {
+    for (const Block& b : k.blocks)
+      for (InstId id : b.insts) {
+        const Inst& in = k.inst(id);
+        need = std::max(need, info(in.op).minSM);
+        for (const TypeGate& g : typeGates()) {
+          std::optional<Type> gated = g.which == 'S' ? in.srcType : in.type;
+          if (g.op == in.op && gated && gated->scalar == g.scalar) need = std::max(need, g.minSM);
+        }
+      }
+  };
+  for (const Kernel& f : m.functions) visit(f);
+  for (const Kernel& k : m.kernels) visit(k);
+  return need;
+}
+
 bool verify(const Module& m, Diagnostics& diags) {
   unsigned before = diags.errors();
   if (unsigned need = m.target.minPtx(); m.ptx < need) {
