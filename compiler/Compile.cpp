@@ -50,6 +50,7 @@ Output compile(ir::Module& m, bundle::Target target, const Options& o, ir::Diagn
   out.registers = runner.takeAssignments();
   ptx::EmitOptions eo;
   eo.kernel = o.kernel;
+  eo.lineInfo = o.lineInfo;
   if (o.reuseRegisters) eo.registers = out.registers;
   out.ptx = ptx::emit(m, eo, diags);
   return out;

@@ -228,7 +228,7 @@ class Loader {
   }
 
   void loadBundle(const toml::table& b, Spec& spec) {
-    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract"};
+    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract", "debug"};
     checkKeys(b, kKeys, "in [bundle]");
     if (!b.get("name")) error(locOf(b.source()), "[bundle] needs a 'name'");
     if (auto name = identifier(b, "name", "bundle name")) spec.name = *name;
@@ -251,6 +251,7 @@ class Loader {
     }
     if (const toml::node* n = typed(b, "ptx_fallback", toml::node_type::boolean)) spec.ptxFallback = **n->as_boolean();
     if (const toml::node* n = typed(b, "ir", toml::node_type::boolean)) spec.ir = **n->as_boolean();
+    if (const toml::node* n = typed(b, "debug", toml::node_type::boolean)) spec.debug = **n->as_boolean();
     if (const toml::node* n = typed(b, "fp_contract", toml::node_type::string)) {
       std::string v = **n->as_string();
       if (v == "fast") spec.fpContract = FpContract::Fast;
@@ -545,6 +546,7 @@ compile::Options compileOptions(const Spec& spec) {
   compile::Options o;
   o.level = compile::Level::O2;
   o.fpContract = spec.fpContract == FpContract::Fast;
+  o.lineInfo = spec.debug;
   return o;
 }
 

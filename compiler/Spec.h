@@ -67,6 +67,7 @@ struct Spec {
   bool ptxFallback = false;
   bool ir = true;  // store each kernel's compiled IR, for the CPU simulator (docs/bundle-format.md)
   FpContract fpContract = FpContract::Fast;
+  bool debug = false;  // line info in PTX and cubins (as `build --line-info`)
   std::vector<KernelSpec> kernels;
 };
 
