@@ -157,6 +157,13 @@ std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<con
   return unpackHalves(kb, words, s, {});
 }
 
+StoredVec packVecF32(KernelBuilder& kb, std::span<const Value> values, Storage s) {
+  if (!checkVecCount(kb, values, s)) return {Value(), {values.begin(), values.end()}};
+  if (s == Storage::F32) return {kb.pack(Type::of(Scalar::F32, 4), {values.begin(), values.end()}), {values.begin(), values.end()}};
+  Value words = packHalves(kb, values, s);
+  return {words, unpackHalves(kb, words, s, {})};
+}
+
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name) {
   Value bits;
   for (Value p : ptrs) {
@@ -189,6 +196,10 @@ Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
 
 Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Ex2, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
+}
+
+Value rsqrtApprox(KernelBuilder& kb, Value v, std::string_view name) {
+  return kb.op(ir::Op::Rsqrt, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }
 
 std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,

@@ -60,6 +60,14 @@ void storeVecF32(KernelBuilder& kb, Value ptr, std::span<const Value> values, St
 // packed words themselves: no second rounding of values that are rounded already.
 std::vector<Value> storeVecF32Stored(KernelBuilder& kb, Value ptr, std::span<const Value> values, Storage s);
 
+// What storeVecF32Stored would store, without the store (for a store the caller guards): the
+// 16 bytes (kb.store them at a 16-byte aligned address) and the values as stored, in f32.
+struct StoredVec {
+  Value bytes;
+  std::vector<Value> values;
+};
+StoredVec packVecF32(KernelBuilder& kb, std::span<const Value> values, Storage s);
+
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
 
@@ -87,6 +95,10 @@ Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name = {});
 // 2^v with ex2.approx.ftz.f32 (2 ulp): results below 2^-126 (v < -126) are 0, a subnormal v is 0
 // (2^v = 1 either way). Without .ftz, 3 more instructions around the MUFU.
 Value ex2Approx(KernelBuilder& kb, Value v, std::string_view name = {});
+// 1/sqrt(v) with rsqrt.approx.ftz.f32 (max relative error 2^-22.9 on the GPU): a subnormal v
+// counts as 0 (result +inf). The result of a normal v is always normal. Without .ftz ptxas
+// rescales subnormal inputs around the MUFU (3 more instructions).
+Value rsqrtApprox(KernelBuilder& kb, Value v, std::string_view name = {});
 
 // Activations on f32 values (docs/kernels.md has their accuracy): relu keeps NaN; silu is
 // x * sigmoid(x); geluTanh the tanh form of gelu, geluErf the erf form. All written with ex2 and
@@ -133,6 +145,8 @@ void addRope(std::vector<Template>& out);
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge
-void addQuant(std::vector<Template>& out);  // dequantize, quantize_q8_1, gemv_q
+void addAttentionPrefill(std::vector<Template>& out);  // attention_prefill (kernels/AttentionPrefill.cpp)
+void addQuant(std::vector<Template>& out);  // dequantize, quantize_q8_1, gemv_q(_swiglu), gemm_q,
+                                            // rmsnorm_quantize_q8_1
 
 }  // namespace tn::kernels::lib

@@ -1,9 +1,12 @@
-// layernorm, rmsnorm and residual_rmsnorm (docs/kernels.md). One block of 256 threads per row and
-// one skeleton for all three: a first pass reduces the row (per-thread partials, merged across
-// lanes with shuffles and across warps through shared memory), a second pass re-reads the row
-// (an L2 hit) and writes y. Both passes move 16-byte vectors when every pointer is aligned and
-// the row length is a multiple of the vector width, otherwise the same threads go element by
-// element; the two passes take the same path, so every thread re-reads exactly what it wrote.
+// layernorm, rmsnorm and residual_rmsnorm (docs/kernels.md). One block of 256 threads per row.
+// A row of 16-byte vectors that fits in the block's registers (kSlots vectors per thread: f32
+// up to 8192, bf16/f16 up to 16384 elements) is read once: loaded, reduced (per-thread
+// partials, merged across lanes with shuffles and across warps through shared memory),
+// normalized from the registers and written. Longer rows, misaligned pointers and lengths that
+// are not a multiple of the vector width take two passes: the first reduces the row, the second
+// re-reads it (an L2 hit) and writes y, both by 16-byte vectors where they can, element by
+// element otherwise; the two passes take the same path, so every thread re-reads exactly what
+// it wrote.
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -25,12 +28,17 @@ constexpr unsigned kWarps = kBlock / 32;
 // Chunks each thread loads per main-loop iteration, so that two loads per thread are in flight.
 constexpr unsigned kUnroll = 2;
 // At its default ~32 registers ptxas sinks half of the unrolled loads below their first use
-// (residual_rmsnorm bf16's first pass, layernorm's second); 5 resident blocks (a limit of 48
-// registers) keep them all in flight at 5 blocks of 8 warps per SM (docs/performance.md).
-constexpr unsigned kMinBlocksPerSM = 5;
-// rmsnorm's overflow-safe second sum of squares scales x by 2^-kScaleLog2: the largest f32
-// (< 2^128) becomes < 2^38, whose square times 2^32 columns stays finite.
+// (residual_rmsnorm bf16's first pass, layernorm's second); the one-pass path holds up to 64
+// values per thread. 3 resident blocks (a limit of 80 registers) keep every load in flight and
+// the row in registers without spills (docs/performance.md).
+constexpr unsigned kMinBlocksPerSM = 3;
+// bf16/f16 rows hold twice the elements (64 f32 values per thread): 2 blocks (128 registers).
+constexpr unsigned kMinBlocksPerSM16 = 2;
+// rmsnorm's overflow-safe sum of squares scales x by 2^-kScaleLog2: the largest f32 (< 2^128)
+// becomes < 2^38, whose square times 2^32 columns stays finite.
 constexpr int kScaleLog2 = 90;
+// 16-byte vectors per thread on the one-pass path (rows up to kBlock * kSlots * vecElems).
+constexpr unsigned kSlots = 8;
 
 Value divRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Div, Type::f32(), {a, b}, {Mod::Rn}); }
 
@@ -125,22 +133,73 @@ struct Row {
     };
     return kb.if_else(vector, [&] { return walk(vecElems(s)); }, [&] { return walk(1); }, {.label = label + ".path"});
   }
+  // The 16-byte vector path's tensors, for code that runs only where `vector` holds.
+  Path vectorPath() const {
+    Path p{kb, s, vecElems(s), {}};
+    for (Value ptr : ptrs) p.bases.push_back(assumeAligned16(kb, ptr));
+    return p;
+  }
 };
 
 enum class Kind { LayerNorm, RmsNorm, ResidualRmsNorm };
 
-// Chan et al.'s merge of (count, mean, M2 = sum of squared deviations) summaries. Deviations
-// are taken from each part's own mean, so a large common offset is removed before anything is
-// squared instead of swamping the variance (as E[x^2] - E[x]^2 in f32 does); merging equal
-// means is exact, so a constant row has M2 = 0 exactly.
-std::vector<Value> chanMerge(KernelBuilder& kb, const std::vector<Value>& a, const std::vector<Value>& b) {
-  Value na = a[0], ma = a[1], m2a = a[2], nb = b[0], mb = b[1], m2b = b[2];
-  Value n = na + nb;
-  Value delta = mb - ma;
-  Value w = nb * rcpApprox(kb, kb.max(n, kb.f32(1.0f)));  // nb / n; 0 when nb is
-  Value mean = kb.select(na == 0.0f, mb, kb.fma(delta, w, ma));
-  Value m2 = kb.fma(delta, delta * (na * w), m2a + m2b);
-  return {n, mean, m2};
+// The one-pass path: a row of up to kBlock * kSlots 16-byte vectors (f32 8192, bf16/f16 16384
+// elements) is read once and kept in registers; thread tid holds vectors tid + 256k, k < kSlots.
+// Every slot is loaded, without a branch, so that all loads are in flight together: a slot past
+// the row's end loads the row's last vector again (nvec >= 1 on this path) and its values are
+// left out of every sum (`only`) and never stored.
+struct Slots {
+  KernelBuilder& kb;
+  const Path& p;
+  Value tid, nvec;
+
+  Value chunk(unsigned k) const { return k == 0 ? tid : tid + kBlock * k; }
+  Value valid(unsigned k) const { return (chunk(k) < nvec).named("slot" + std::to_string(k)); }
+  Value loaded(unsigned k) const { return kb.min(chunk(k), nvec - 1u, "chunk" + std::to_string(k)); }
+  std::vector<std::vector<Value>> load(const std::function<std::vector<Value>(Value c)>& fn) const {
+    std::vector<std::vector<Value>> out;
+    for (unsigned k = 0; k < kSlots; ++k) out.push_back(fn(loaded(k)));
+    return out;
+  }
+  // v where slot k is inside the row, else 0.
+  Value only(unsigned k, Value v) const { return kb.select(valid(k), v, kb.f32(0.0f)); }
+  // Stores `bytes` (packVecF32's) into tensor t at slot k if the slot is inside the row.
+  void store(unsigned t, unsigned k, Value bytes) const {
+    kb.if_then(valid(k), [&] { kb.store(p.at(t, chunk(k)), bytes); }, "store" + std::to_string(k));
+  }
+  // y = fn(k, chunk) for every slot, stored into tensor t; fn loads its per-column parameters.
+  void write(unsigned t, const std::function<std::vector<Value>(unsigned k, Value c)>& fn) const {
+    for (unsigned k = 0; k < kSlots; ++k) store(t, k, packVecF32(kb, fn(k, loaded(k)), p.s).bytes);
+  }
+};
+
+// rmsnorm's statistics are a plain sum of squares per thread (one fma per element). Where a
+// thread's sum overflows (|x| beyond about 1e19), the thread sums (x * 2^-90)^2 again, from its
+// registers or, on the two-pass path, by re-reading its elements; every other thread's sum is
+// scaled by 2^-180 (exact, or below what a row that overflows can notice). The block combines
+// both sums; the scaled one is used when the plain total overflowed.
+std::vector<Value> withScaledSum(KernelBuilder& kb, Value ss, const std::function<Value(Value scale)>& rescan) {
+  Value scale = kb.f32(std::ldexp(1.0f, -kScaleLog2), "scale");
+  Value over = (ss == std::numeric_limits<float>::infinity()).named("thread_overflow");
+  Value scaled = kb.if_else(
+      over, [&] { return rescan(scale); }, [&] { return (ss * scale) * scale; },
+      {.label = "rescale", .results = {"scaled"}})[0];
+  return {ss, scaled};
+}
+
+// 1 / rms from the block's (plain, scaled) sums of squares.
+Value invRms(KernelBuilder& kb, const std::vector<Value>& sums, Value colsF, Value eps) {
+  Value plain = rsqrtApprox(kb, divRn(kb, sums[0], colsF) + eps);
+  // Where the plain sum overflowed, eps (scaled by 2^-180 it would vanish) does not matter.
+  Value safe = rsqrtApprox(kb, divRn(kb, sums[1], colsF)) * kb.f32(std::ldexp(1.0f, -kScaleLog2));
+  Value overflow = (sums[0] == std::numeric_limits<float>::infinity()).named("overflow");
+  return kb.select(overflow, safe, plain, "inv_rms");
+}
+
+Value sumOf(KernelBuilder& kb, Value tid, ir::SharedArray scratch, Value v) {
+  return blockCombine(
+      kb, {v}, tid, scratch, [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0]}; },
+      Order::Commutative)[0];
 }
 
 std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics& diags) {
@@ -163,8 +222,11 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
-  kb.minnctapersm(kMinBlocksPerSM);
-  ir::SharedArray scratch = kb.shared("scratch", Type::f32(), (kind == Kind::LayerNorm ? 3 : 2) * kWarps);
+  kb.minnctapersm(s == Storage::F32 ? kMinBlocksPerSM : kMinBlocksPerSM16);
+  // The one-pass path combines twice (layernorm: sum, then squared deviations) on two arrays, so
+  // that no barrier is needed between the combines.
+  ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * kWarps);
+  ir::SharedArray scratch2 = kb.shared("scratch2", Type::f32(), kWarps);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value rowOff = kb.mul_wide(kb.ctaid(Mod::X, "row"), cols, "row_off");
@@ -172,107 +234,205 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
   Value zero = kb.f32(0.0f, "zero");
   Value rowsFit = ((cols & (V - 1)) == 0u).named("cols_fit");
+  Value nvec = (cols >> static_cast<uint32_t>(std::countr_zero(V))).named("nvec");
+  Value inRegs = ((cols != 0u) & (cols <= kBlock * kSlots * V)).named("fits");
 
   if (kind == Kind::LayerNorm) {
     // Tensors: 0 x, 1 gamma, 2 beta, 3 y.
     Value vec = (allAligned(kb, {x, gamma, beta, y}, 16) & rowsFit).named("vector");
     Row row{kb, s, tid, cols, vec, {rowOf(x, "xrow"), gamma, beta, rowOf(y, "yrow")}};
-    std::vector<Value> stats = row.pass(
-        {zero, zero, zero},
-        [&](const Path& p, Value c) { return p.load(0, c, true); },
-        [&](const Path&, Value, const std::vector<Value>& xs, std::span<Value> acc) {
-          if (xs.size() == 1) return chanMerge(kb, {acc[0], acc[1], acc[2]}, {kb.f32(1.0f), xs[0], zero});
-          // The chunk's own mean and M2 first (exact for a constant chunk), then one merge.
-          Value sum = treeSum(xs);
-          Value mean = sum * (1.0f / float(xs.size()));
-          Value m2;
-          for (Value v : xs) {
-            Value d = kb.fma(sum, kb.f32(-1.0f / float(xs.size())), v);
-            m2 = m2.valid() ? kb.fma(d, d, m2) : d * d;
+    // Deviations are taken from the row's first element k (read by every thread), so a large
+    // common offset is removed before anything is squared, and a constant row has d = 0 exactly.
+    Value k = kb.if_else(
+        cols != 0u, [&] { return loadF32(kb, row.ptrs[0], s, true, "k"); }, [&] { return zero; },
+        {.label = "first", .results = {"k"}})[0];
+    kb.if_else(
+        (vec & inRegs).named("one_pass"),
+        [&] {
+          // Mean of d from the registers, then the squared deviations from it (two-pass
+          // statistics at no extra read).
+          Path p = row.vectorPath();
+          Slots sl{kb, p, tid, nvec};
+          std::vector<std::vector<Value>> d = sl.load([&](Value c) { return p.load(0, c, true); });
+          std::vector<Value> parts;
+          for (unsigned j = 0; j < kSlots; ++j) {
+            for (Value& e : d[j]) e = e - k;
+            parts.push_back(sl.only(j, treeSum(d[j])));
           }
-          return chanMerge(kb, {acc[0], acc[1], acc[2]}, {kb.f32(float(xs.size())), mean, m2});
+          Value meanD = divRn(kb, sumOf(kb, tid, scratch, treeSum(parts)), colsF).named("mean_d");
+          parts.clear();
+          for (unsigned j = 0; j < kSlots; ++j) {
+            Value part;
+            for (Value& e : d[j]) {
+              e = e - meanD;
+              part = part.valid() ? kb.fma(e, e, part) : e * e;
+            }
+            parts.push_back(sl.only(j, part));
+          }
+          Value rstd = rsqrtApprox(kb, divRn(kb, sumOf(kb, tid, scratch2, treeSum(parts)), colsF) + eps, "rstd");
+          sl.write(3, [&](unsigned j, Value c) {
+            std::vector<Value> g = p.load(1, c, true), b = p.load(2, c, true), out;
+            for (unsigned i = 0; i < V; ++i) out.push_back(kb.fma(d[j][i] * rstd, g[i], b[i]));
+            return out;
+          });
         },
-        "stats");
-    // Chan's merge is not commutative bit for bit: combined in lane order, every thread gets the
-    // same statistics.
-    stats = blockCombine(kb, stats, tid, scratch, [&](const auto& a, const auto& b) { return chanMerge(kb, a, b); });
-    Value mean = stats[1].named("mean");
-    Value rstd = kb.rsqrt(divRn(kb, stats[2], colsF) + eps, "rstd");
-    row.pass(
-        {},
-        [&](const Path& p, Value c) {
-          std::vector<Value> l = p.load(0, c, true), g = p.load(1, c, true), b = p.load(2, c, true);
-          l.insert(l.end(), g.begin(), g.end());
-          l.insert(l.end(), b.begin(), b.end());
-          return l;
+        [&] {
+          // Two passes: plain sums of d and d^2 per thread and over the block; the variance is
+          // (S2 - S1^2 / n) / n, accurate while the row's mean is within a few standard
+          // deviations of its first element (docs/kernels.md).
+          std::vector<Value> sums = row.pass(
+              {zero, zero},
+              [&](const Path& p, Value c) { return p.load(0, c, true); },
+              [&](const Path&, Value, const std::vector<Value>& xs, std::span<Value> acc) {
+                Value s1 = acc[0], s2 = acc[1];
+                for (Value v : xs) {
+                  Value dv = v - k;
+                  s1 = s1 + dv;
+                  s2 = kb.fma(dv, dv, s2);
+                }
+                return std::vector<Value>{s1, s2};
+              },
+              "stats");
+          sums = blockCombine(
+              kb, sums, tid, scratch,
+              [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
+              Order::Commutative);
+          Value meanD = divRn(kb, sums[0], colsF).named("mean_d");
+          Value var = kb.max(divRn(kb, kb.fma(-sums[0], meanD, sums[1]), colsF), zero, "var");
+          Value mean = (k + meanD).named("mean");
+          Value rstd = rsqrtApprox(kb, var + eps, "rstd");
+          row.pass(
+              {},
+              [&](const Path& p, Value c) {
+                std::vector<Value> l = p.load(0, c, true), g = p.load(1, c, true), b = p.load(2, c, true);
+                l.insert(l.end(), g.begin(), g.end());
+                l.insert(l.end(), b.begin(), b.end());
+                return l;
+              },
+              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
+                unsigned w = p.width;
+                std::vector<Value> out;
+                for (unsigned i = 0; i < w; ++i) out.push_back(kb.fma((l[i] - mean) * rstd, l[w + i], l[2 * w + i]));
+                p.store(3, c, out);
+                return std::vector<Value>{};
+              },
+              "write");
         },
-        [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
-          unsigned w = p.width;
-          std::vector<Value> out;
-          for (unsigned i = 0; i < w; ++i) out.push_back(kb.fma((l[i] - mean) * rstd, l[w + i], l[2 * w + i]));
-          p.store(3, c, out);
-          return std::vector<Value>{};
-        },
-        "write");
+        {.label = "path"});
   } else {
     bool res = kind == Kind::ResidualRmsNorm;
     // Tensors: 0 x, 1 weight, 2 y, 3 residual (residual_rmsnorm only; written, so never .nc).
     Value vec = (res ? allAligned(kb, {x, residual, weight, y}, 16) : allAligned(kb, {x, weight, y}, 16)) & rowsFit;
     Row row{kb, s, tid, cols, vec.named("vector"), {rowOf(x, "xrow"), weight, rowOf(y, "yrow")}};
     if (res) row.ptrs.push_back(rowOf(residual, "rrow"));
-    Value scale = kb.f32(std::ldexp(1.0f, -kScaleLog2), "scale");
-    // Two sums of squares: plain, and of x * 2^-90, which stays finite where the plain one
-    // overflows (rows with |x| beyond about 1e19) and is used only then.
-    std::vector<Value> sums = row.pass(
-        {zero, zero},
-        [&](const Path& p, Value c) {
-          std::vector<Value> l = p.load(0, c, true);
+    kb.if_else(
+        (vec & inRegs).named("one_pass"),
+        [&] {
+          Path p = row.vectorPath();
+          Slots sl{kb, p, tid, nvec};
+          std::vector<std::vector<Value>> h = sl.load([&](Value c) {
+            std::vector<Value> l = p.load(0, c, true);
+            if (res) {
+              std::vector<Value> r = p.load(3, c, false);
+              l.insert(l.end(), r.begin(), r.end());
+            }
+            return l;
+          });
           if (res) {
-            std::vector<Value> r = p.load(3, c, false);
-            l.insert(l.end(), r.begin(), r.end());
+            // h = x + residual, stored; the statistics see h as stored.
+            for (unsigned j = 0; j < kSlots; ++j) {
+              std::vector<Value> sum;
+              for (unsigned i = 0; i < V; ++i) sum.push_back(h[j][i] + h[j][V + i]);
+              StoredVec st = packVecF32(kb, sum, s);
+              sl.store(3, j, st.bytes);
+              h[j] = st.values;
+            }
           }
-          return l;
+          auto sumSquares = [&](Value scale) {
+            std::vector<Value> parts;
+            for (unsigned j = 0; j < kSlots; ++j) {
+              Value part;
+              for (Value e : h[j]) {
+                Value u = scale.valid() ? e * scale : e;
+                part = part.valid() ? kb.fma(u, u, part) : u * u;
+              }
+              parts.push_back(sl.only(j, part));
+            }
+            return treeSum(parts);
+          };
+          std::vector<Value> sums = withScaledSum(kb, sumSquares(Value()), sumSquares);
+          sums = blockCombine(
+              kb, sums, tid, scratch,
+              [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
+              Order::Commutative);
+          Value inv = invRms(kb, sums, colsF, eps);
+          sl.write(2, [&](unsigned j, Value c) {
+            std::vector<Value> w = p.load(1, c, true), out;
+            for (unsigned i = 0; i < V; ++i) out.push_back((h[j][i] * inv) * w[i]);
+            return out;
+          });
         },
-        [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value> acc) {
-          std::vector<Value> h(l.begin(), l.begin() + p.width);
-          if (res) {
-            // The statistics see h as stored, so they match a reference on the stored residual.
-            for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
-            h = p.storeRounded(3, c, h);
-          }
-          Value ss = acc[0], scaled = acc[1];
-          for (Value v : h) {
-            ss = kb.fma(v, v, ss);
-            Value t = v * scale;
-            scaled = kb.fma(t, t, scaled);
-          }
-          return std::vector<Value>{ss, scaled};
+        [&] {
+          auto loadH = [&](const Path& p, Value c) {
+            std::vector<Value> l = p.load(0, c, true);
+            if (res) {
+              std::vector<Value> r = p.load(3, c, false);
+              l.insert(l.end(), r.begin(), r.end());
+            }
+            return l;
+          };
+          Value ss = row.pass(
+              {zero}, loadH,
+              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value> acc) {
+                std::vector<Value> h(l.begin(), l.begin() + p.width);
+                if (res) {
+                  // The statistics see h as stored, so they match a reference on the stored residual.
+                  for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
+                  h = p.storeRounded(3, c, h);
+                }
+                Value t = acc[0];
+                for (Value v : h) t = kb.fma(v, v, t);
+                return std::vector<Value>{t};
+              },
+              "stats")[0];
+          std::vector<Value> sums = withScaledSum(kb, ss, [&](Value scale) {
+            // residual now holds h; this thread wrote exactly these elements.
+            return row.pass(
+                {zero},
+                [&](const Path& p, Value c) { return res ? p.load(3, c, false) : p.load(0, c, true); },
+                [&](const Path&, Value, const std::vector<Value>& l, std::span<Value> acc) {
+                  Value t = acc[0];
+                  for (Value v : l) {
+                    Value u = v * scale;
+                    t = kb.fma(u, u, t);
+                  }
+                  return std::vector<Value>{t};
+                },
+                "rescan")[0];
+          });
+          sums = blockCombine(
+              kb, sums, tid, scratch,
+              [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
+              Order::Commutative);
+          Value inv = invRms(kb, sums, colsF, eps);
+          row.pass(
+              {},
+              [&](const Path& p, Value c) {
+                // residual now holds h; this thread wrote exactly these elements in the first pass.
+                std::vector<Value> l = res ? p.load(3, c, false) : p.load(0, c, true);
+                std::vector<Value> w = p.load(1, c, true);
+                l.insert(l.end(), w.begin(), w.end());
+                return l;
+              },
+              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
+                std::vector<Value> out;
+                for (unsigned i = 0; i < p.width; ++i) out.push_back((l[i] * inv) * l[p.width + i]);
+                p.store(2, c, out);
+                return std::vector<Value>{};
+              },
+              "write");
         },
-        "stats");
-    sums = blockCombine(
-        kb, sums, tid, scratch,
-        [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; }, Order::Commutative);
-    Value plain = kb.rsqrt(divRn(kb, sums[0], colsF) + eps);
-    // Where the plain sum overflowed, eps (scaled by 2^-180 it would vanish) does not matter.
-    Value safe = kb.rsqrt(divRn(kb, sums[1], colsF)) * kb.f32(std::ldexp(1.0f, -kScaleLog2));
-    Value overflow = (sums[0] == std::numeric_limits<float>::infinity()).named("overflow");
-    Value inv = kb.select(overflow, safe, plain, "inv_rms");
-    row.pass(
-        {},
-        [&](const Path& p, Value c) {
-          // residual now holds h; this thread wrote exactly these elements in the first pass.
-          std::vector<Value> l = res ? p.load(3, c, false) : p.load(0, c, true);
-          std::vector<Value> w = p.load(1, c, true);
-          l.insert(l.end(), w.begin(), w.end());
-          return l;
-        },
-        [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
-          std::vector<Value> out;
-          for (unsigned i = 0; i < p.width; ++i) out.push_back((l[i] * inv) * l[p.width + i]);
-          p.store(2, c, out);
-          return std::vector<Value>{};
-        },
-        "write");
+        {.label = "path"});
   }
   kb.ret();
   return finish(kb, m, diags);
@@ -292,14 +452,17 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
 
 void addNorms(std::vector<Template>& out) {
   out.push_back(normTemplate(Kind::LayerNorm, "layernorm",
-                             "y = (x - mean) / sqrt(var + eps) * gamma + beta per row (biased variance, Chan's merge of "
-                             "per-thread mean/M2); one block of 256 threads per row"));
+                             "y = (x - mean) / sqrt(var + eps) * gamma + beta per row (biased variance of x minus its first "
+                             "element); one block of 256 threads per row, the row read once when it fits in registers "
+                             "(16-byte aligned, cols a multiple of 16 bytes, up to 8192 f32 or 16384 bf16/f16)"));
   out.push_back(normTemplate(Kind::RmsNorm, "rmsnorm",
                              "y = x / sqrt(mean(x^2) + eps) * weight per row (overflow-safe for |x| up to the f32 "
-                             "range); one block of 256 threads per row"));
+                             "range); one block of 256 threads per row, the row read once when it fits in registers "
+                             "(as layernorm)"));
   out.push_back(normTemplate(Kind::ResidualRmsNorm, "residual_rmsnorm",
                              "h = x + residual (stored back into residual), y = rmsnorm(h) * weight per row, "
-                             "statistics of h as stored; one block of 256 threads per row"));
+                             "statistics of h as stored; one block of 256 threads per row, x and residual read once when the row fits "
+                             "in registers (as layernorm)"));
 }
 
 }  // namespace tn::kernels::lib

@@ -1,6 +1,7 @@
 // Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the formats are
-// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1 and gemv_q
-// (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
+// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1, gemv_q, the
+// fused decode kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the
+// int8 tensor cores (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
 // block. Blocks are only 2-byte aligned in a row (18, 34 and 210 bytes), so quant bytes are read
 // with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes
 // with 8-bit loads; no access ever needs more than 2-byte alignment of the block.
@@ -8,6 +9,8 @@
 // fma-fusion and ptxas from contracting D*q - M: dequantize is bit-exact with dequantize_row_*.
 // gemv_q with q8_1 activations keeps the quants as bytes and multiplies them with dp4a.
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "kernels/Library.h"
@@ -225,8 +228,30 @@ Value toHalfBits(KernelBuilder& kb, Value v) {
   return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
 }
 
-// ggml's quantize_row_q8_1_ref, one warp per block of 32: d = amax/127, q = roundf(x * (1/d))
-// (round half away from zero), s = half(d * sum(q)).
+// ggml's quantize_row_q8_1_ref of one block of 32 values, one per lane of a converged warp (v:
+// the lane's value, stored at the 36-byte block py, 4-byte aligned): d = amax/127,
+// q = roundf(x * (1/d)) (round half away from zero), s = half(d * sum(q)).
+void quantizeBlockQ81(KernelBuilder& kb, Value v, Value lane, Value py) {
+  Value amax = kb.warp_reduce_max(kb.abs(v), "amax");
+  Value d = kb.op(Op::Div, Type::f32(), {amax, kb.f32(127.0f)}, {Mod::Rn}, "d");
+  Value inv = kb.op(Op::Div, Type::f32(), {kb.f32(1.0f), d}, {Mod::Rn}, "inv");
+  Value id = kb.select((d != 0.0f).named("nonzero"), inv, kb.f32(0.0f), "id");
+  Value t = mulRn(kb, v, id);
+  // roundf: truncate, then step away from zero when the dropped fraction is at least 1/2
+  // (t - trunc(t) is exact for |t| < 2^23; here |t| <= 127).
+  Value qt = kb.cvt(t, Type::of(Scalar::S32), "qt");
+  Value frac = subRn(kb, t, toF32(kb, qt));
+  Value qv = kb.select((frac >= 0.5f).named("up"), qt + 1, kb.select((frac <= -0.5f).named("down"), qt - 1, qt), "q");
+  Value sum = kb.warp_reduce_sum(qv, "qsum");
+  Value sv = mulRn(kb, toF32(kb, sum), d);
+  // Four lanes' bytes make one 32-bit word.
+  Value b = kb.bitcast(qv, Type::u32()) & 0xFFu;
+  Value word = b | (kb.shfl(Mod::Down, b, 1) << 8u) | (kb.shfl(Mod::Down, b, 2) << 16u) |
+               (kb.shfl(Mod::Down, b, 3) << 24u);
+  kb.if_then((lane & 3u) == 0u, [&] { kb.store(kb.ptradd(py, kb.cvt(lane + 4u, Type::u64())), word); }, "qs");
+  kb.if_then(lane == 0u, [&] { kb.store(py, toHalfBits(kb, d) | (toHalfBits(kb, sv) << 16u)); }, "ds");
+}
+
 std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   ir::Module m = newModule();
@@ -243,28 +268,93 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
       [&] {
         Value e = kb.mad(blockIdx, kb.u32(32), lane, "e");
         Value v = loadF32(kb, kb.index(x, e, bytesOf(s), "px"), s, true, "v");
-        Value amax = kb.warp_reduce_max(kb.abs(v), "amax");
-        Value d = kb.op(Op::Div, Type::f32(), {amax, kb.f32(127.0f)}, {Mod::Rn}, "d");
-        Value inv = kb.op(Op::Div, Type::f32(), {kb.f32(1.0f), d}, {Mod::Rn}, "inv");
-        Value id = kb.select((d != 0.0f).named("nonzero"), inv, kb.f32(0.0f), "id");
-        Value t = mulRn(kb, v, id);
-        // roundf: truncate, then step away from zero when the dropped fraction is at least 1/2
-        // (t - trunc(t) is exact for |t| < 2^23; here |t| <= 127).
-        Value qt = kb.cvt(t, Type::of(Scalar::S32), "qt");
-        Value frac = subRn(kb, t, toF32(kb, qt));
-        Value qv = kb.select((frac >= 0.5f).named("up"), qt + 1,
-                             kb.select((frac <= -0.5f).named("down"), qt - 1, qt), "q");
-        Value sum = kb.warp_reduce_sum(qv, "qsum");
-        Value sv = mulRn(kb, toF32(kb, sum), d);
-        Value py = kb.ptradd(y, kb.mul_wide(blockIdx, kb.u32(36)), "py");
-        // Four lanes' bytes make one 32-bit word (blocks are 36 bytes: y 4-byte aligned suffices).
-        Value b = kb.bitcast(qv, Type::u32()) & 0xFFu;
-        Value word = b | (kb.shfl(Mod::Down, b, 1) << 8u) | (kb.shfl(Mod::Down, b, 2) << 16u) |
-                     (kb.shfl(Mod::Down, b, 3) << 24u);
-        kb.if_then((lane & 3u) == 0u, [&] { kb.store(kb.ptradd(py, kb.cvt(lane + 4u, Type::u64())), word); }, "qs");
-        kb.if_then(lane == 0u, [&] { kb.store(py, toHalfBits(kb, d) | (toHalfBits(kb, sv) << 16u)); }, "ds");
+        quantizeBlockQ81(kb, v, lane, kb.ptradd(y, kb.mul_wide(blockIdx, kb.u32(36)), "py"));
       },
       "block");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- rmsnorm_quantize_q8_1 -------------------------------------------------------------------
+
+// rmsnorm's overflow-safe second sum of squares (kernels/Norms.cpp) scales x by 2^-90.
+constexpr int kRmsScaleLog2 = 90;
+
+// rmsnorm (kernels/Norms.cpp) of each row, then quantize_q8_1 of the result, in one launch: one
+// block of 256 threads per row. The sums of squares are taken exactly as rmsnorm takes them
+// (the same elements per thread in the same order, 16-byte vectors when x and weight are aligned
+// and cols is a multiple of the vector, the same block combine and the same 1/rms), and each
+// value is rounded to dtype as rmsnorm stores it, so the blocks are those of the unfused pair
+// whenever rmsnorm takes the same path. Then each warp quantizes blocks of 32 of the row,
+// re-reading x (an L2 hit).
+std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
+  Storage s = storageOption(o);
+  unsigned bytes = bytesOf(s), V = vecElems(s);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "rmsnorm_quantize_q8_1");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value weight = kb.param(kGlobalPtr, "weight");
+  Value y = kb.param(kGlobalPtr, "y");
+  kb.param(Type::u32(), "rows");
+  Value cols = kb.param(Type::u32(), "cols");
+  Value eps = kb.param(Type::f32(), "eps");
+  kb.reqntid(kBlock);
+  ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * (kBlock / 32));
+  Value tid = kb.tid(Mod::X, "tid");
+  Value row = kb.ctaid(Mod::X, "row");
+  Value xrow = kb.index(x, kb.mul_wide(row, cols), bytes, "xrow");
+  Value zero = kb.f32(0.0f, "zero");
+  Value scale = kb.f32(std::ldexp(1.0f, -kRmsScaleLog2), "scale");
+  Value vector = (allAligned(kb, {x, weight}, 16) & ((cols & (V - 1)) == 0u)).named("vector");
+  auto walk = [&](unsigned width) {
+    Value base = width == 1 ? xrow : assumeAligned16(kb, xrow, "xrow.a");
+    Value n = width == 1 ? cols : cols >> log2u(width);
+    return kb.for_range(
+        tid, n, kb.u32(kBlock), {zero, zero},
+        [&](Value c, std::span<Value> acc) {
+          std::vector<Value> l = width == 1 ? std::vector<Value>{loadF32(kb, kb.index(base, c, bytes), s, true, "x")}
+                                            : loadVecF32(kb, kb.index(base, c, 16), s, true, "x");
+          Value ss = acc[0], scaled = acc[1];
+          for (Value v : l) {
+            ss = kb.fma(v, v, ss);
+            Value t = v * scale;
+            scaled = kb.fma(t, t, scaled);
+          }
+          return std::vector<Value>{ss, scaled};
+        },
+        {.label = width == 1 ? "stats.scalar" : "stats.vec", .iv = "c"});
+  };
+  std::vector<Value> sums =
+      kb.if_else(vector, [&] { return walk(V); }, [&] { return walk(1); }, {.label = "stats.path"});
+  sums = blockCombine(
+      kb, sums, tid, scratch,
+      [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; }, Order::Commutative);
+  Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
+  Value plain = kb.rsqrt(kb.op(Op::Div, Type::f32(), {sums[0], colsF}, {Mod::Rn}) + eps);
+  Value safe = kb.rsqrt(kb.op(Op::Div, Type::f32(), {sums[1], colsF}, {Mod::Rn})) *
+               kb.f32(std::ldexp(1.0f, -kRmsScaleLog2));
+  Value overflow = (sums[0] == std::numeric_limits<float>::infinity()).named("overflow");
+  Value inv = kb.select(overflow, safe, plain, "inv_rms");
+
+  Value lane = (tid & 31u).named("lane");
+  Value blocks = (cols >> 5u).named("qblocks");
+  Value yrow = kb.ptradd(y, kb.mul_wide(row, blocks * 36u), "yrow");
+  // Warp-uniform trip counts: the quantizer's shuffles stay converged.
+  kb.for_range(
+      tid >> 5u, blocks, kb.u32(kBlock / 32), {},
+      [&](Value b, std::span<Value>) {
+        Value e = kb.mad(b, kb.u32(32), lane, "e");
+        Value xv = loadF32(kb, kb.index(xrow, e, bytes), s, true, "xv");
+        Value wv = loadF32(kb, kb.index(weight, e, bytes), s, true, "wv");
+        Value v = (xv * inv) * wv;
+        if (s == Storage::BF16) {  // as rmsnorm's store leaves it
+          Value bits = kb.cvt(kb.bitcast(kb.cvt(v, Type::of(Scalar::BF16)), Type::of(Scalar::U16)), Type::u32());
+          v = kb.bitcast(bits << 16u, Type::f32());
+        }
+        quantizeBlockQ81(kb, v, lane, kb.ptradd(yrow, kb.mul_wide(b, kb.u32(36)), "py"));
+        return std::vector<Value>{};
+      },
+      {.label = "quantize", .iv = "b"});
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -276,14 +366,24 @@ constexpr unsigned kRowsPerBlock = kBlock / 32;
 // y[t*m + r] = sum_c deq(W)[r][c] * x[t*k + c] for t < ntok: one warp per row, each lane decodes
 // groups of 8 weights in registers (the dequantize decode, bit-exact) and multiplies them with
 // every column of x, accumulating in f32; a warp reduction per column ends the row.
-std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
+// gemv_q_swiglu reads two matrices, gate and up, in the same pass (each group of x is loaded
+// once for both) and writes silu(gate.x) * (up.x).
+std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   bool q81 = o.text("activation") == "q8_1";
   Storage s = q81 ? Storage::F32 : storageOption(o, "activation");
+  Storage out = swiglu ? storageOption(o, "out_dtype") : Storage::F32;
   unsigned ntok = static_cast<unsigned>(o.integer("ntok"));
   ir::Module m = newModule();
-  KernelBuilder kb(m, "gemv_q");
-  Value w = kb.param(kGlobalPtr, "w");
+  KernelBuilder kb(m, swiglu ? "gemv_q_swiglu" : "gemv_q");
+  std::vector<Value> ws;
+  if (swiglu) {
+    ws.push_back(kb.param(kGlobalPtr, "gate"));
+    ws.push_back(kb.param(kGlobalPtr, "up"));
+  } else {
+    ws.push_back(kb.param(kGlobalPtr, "w"));
+  }
+  unsigned mats = static_cast<unsigned>(ws.size());
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
   Value rows = kb.param(Type::u32(), "m");
@@ -296,20 +396,25 @@ std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
       (row < rows).named("has_row"),
       [&] {
         Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
-        Value wrow = kb.ptradd(w, kb.mul_wide(row, rowBytes), "wrow");
+        std::vector<Value> wrows;
+        for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(row, rowBytes), "wrow"));
         Value groups = (k >> 3u).named("groups");
         // k is a multiple of 32; saying so in the bits lets tile-validation prove x's vectors aligned.
         Value kx = ((k >> 5u) << 5u).named("kx");
-        std::vector<Value> zero(ntok, kb.f32(0.0f, "zero"));
+        // Accumulator of matrix mi and column t: acc[mi * ntok + t].
+        std::vector<Value> zero(size_t(mats) * ntok, kb.f32(0.0f, "zero"));
         // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
         auto loop = [&](bool vector) {
           Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
           return kb.for_range(
               lane, groups, kb.u32(32), zero,
               [&](Value g, std::span<Value> acc) {
-                auto [blk, j] = groupBlock(kb, f, wrow, g);
-                std::vector<Value> wv = decode8(kb, f, blk, j);
-                std::vector<Value> next;
+                std::vector<std::vector<Value>> wv;
+                for (Value wrow : wrows) {
+                  auto [blk, j] = groupBlock(kb, f, wrow, g);
+                  wv.push_back(decode8(kb, f, blk, j));
+                }
+                std::vector<Value> next(acc.begin(), acc.end());
                 for (unsigned t = 0; t < ntok; ++t) {
                   Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
                   Value px = kb.index(xa, e, bytesOf(s), "px");
@@ -325,9 +430,10 @@ std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
                     for (unsigned i = 0; i < kGroup; ++i)
                       xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
                   }
-                  Value a = acc[t];
-                  for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[i], xv[i], a);
-                  next.push_back(a);
+                  for (unsigned mi = 0; mi < mats; ++mi) {
+                    Value& a = next[mi * ntok + t];
+                    for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[mi][i], xv[i], a);
+                  }
                 }
                 return next;
               },
@@ -342,23 +448,30 @@ std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
           return kb.for_range(
               lane, groups, kb.u32(32), zero,
               [&](Value g, std::span<Value> acc) {
-                auto [blk, j] = groupBlock(kb, f, wrow, g);
-                IntGroup wq = decodeInt(kb, f, blk, j);
-                Value q0 = kb.bitcast(wq.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(wq.q[1], Type::of(Scalar::S32));
-                std::vector<Value> next;
+                std::vector<IntGroup> wq;
+                for (Value wrow : wrows) {
+                  auto [blk, j] = groupBlock(kb, f, wrow, g);
+                  wq.push_back(decodeInt(kb, f, blk, j));
+                }
+                std::vector<Value> next(acc.begin(), acc.end());
                 for (unsigned t = 0; t < ntok; ++t) {
                   Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(36)), "xb");
                   Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
                   Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
                   Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
                   Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
-                  Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
                   Value suma;
-                  if (wq.intOffset || wq.min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
-                  if (wq.intOffset) sumi = sumi - suma * wq.intOffset;
-                  Value part = wq.scale * toF32(kb, sumi);
-                  if (wq.min.valid()) part = part - wq.min * toF32(kb, suma);
-                  next.push_back(kb.fma(d8, part, acc[t]));
+                  if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+                  for (unsigned mi = 0; mi < mats; ++mi) {
+                    const IntGroup& q = wq[mi];
+                    Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
+                    Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+                    if (q.intOffset) sumi = sumi - suma * q.intOffset;
+                    Value part = q.scale * toF32(kb, sumi);
+                    if (q.min.valid()) part = part - q.min * toF32(kb, suma);
+                    Value& a = next[mi * ntok + t];
+                    a = kb.fma(d8, part, a);
+                  }
                 }
                 return next;
               },
@@ -370,11 +483,177 @@ std::optional<ir::Module> buildGemvQ(const Options& o, ir::Diagnostics& diags) {
                       allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); }, {.label = "path"});
         for (unsigned t = 0; t < ntok; ++t) {
           Value total = kb.warp_reduce_sum(sums[t], "total");
+          if (swiglu) total = silu(kb, total) * kb.warp_reduce_sum(sums[ntok + t], "total_up");
           kb.if_then(
-              lane == 0u, [&] { kb.store(kb.index(y, kb.mad(kb.u32(t), rows, row), 4, "py"), total); }, "write");
+              lane == 0u, [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, row), bytesOf(out), "py"), total, out); },
+              "write");
         }
       },
       "row");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- gemm_q ---------------------------------------------------------------------------------
+
+constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128;
+// A tile row: one block's 32 quants as int8, then 16 bytes of padding: a 48-byte stride puts the
+// 16-byte chunks of 8 consecutive rows (3r + c mod 8) in 8 distinct bank groups, so ldmatrix row
+// reads and the 16-byte staging stores are free of bank conflicts.
+constexpr unsigned kQRowBytes = 48;
+
+// Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k: q8_0, q4_0, q4_k or q5_k, the formats
+// with one scale per 32 values) and q8_1 activations X (ntok rows of k/32 blocks, as
+// quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32 (tokens) tile of Y; warp w
+// owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8. K advances one 32-value
+// block at a time: the block's quants of 64 rows (decodeInt's groups; q4_0's q - 8 made signed
+// bytes) and 32 tokens are staged into shared memory as int8, the scales as f32 beside (and for
+// the k-quants the mins and each token's sum of quants); one mma.sync m16n8k32 (s8, s32 from
+// zero) per tile gives the block's integer dot products, scaled into f32 accumulators:
+// d_w d_x sum, or d_x (D sum - M sum_a) with a min. Rows and tokens past the edges stage clamped
+// copies (their results are not stored).
+std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
+  const FmtInfo& f = formatOption(o);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "gemm_q");
+  Value w = kb.param(kGlobalPtr, "w");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value rows = kb.param(Type::u32(), "m");
+  Value k = kb.param(Type::u32(), "k");
+  Value ntok = kb.param(Type::u32(), "ntok");
+  kb.reqntid(kQThreads);
+  ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
+  ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
+  ir::SharedArray wd = kb.shared("wd", Type::f32(), kQTileM);
+  ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN);
+  // The k-quants' mins (W) and the tokens' sums of quants by half block (X: half h at 32h + token).
+  const bool withMin = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  ir::SharedArray wmin, xsum;
+  if (withMin) {
+    wmin = kb.shared("wmin", Type::f32(), kQTileM);
+    xsum = kb.shared("xsum", Type::of(Scalar::S32), 2 * kQTileN);
+  }
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
+  Value n0 = (kb.ctaid(Mod::Y) * kQTileN).named("n0");
+  Value blocks = (k >> 5u).named("kblocks");
+
+  // Staging: thread tid writes quant bytes 16h .. 16h + 15 of W row r = tid % 64 (h = tid / 64)
+  // and, for h = 0, its scale; threads below 64 do the same for token tid % 32 (h = tid / 32).
+  // 8 consecutive threads write 8 consecutive rows of one half: distinct bank groups.
+  Value ar = (tid & 63u).named("w_row"), ah = (tid >> 6u).named("w_half");
+  const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block
+  Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+  Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + ar, rows - 1u), rowBytes), "wrow");
+  Value wSlot = kb.ptradd(kb.shared_addr(wq), ar * kQRowBytes + (ah << 4u), "w_slot");
+  Value stagesX = (tid < 64u).named("stages_x");
+  Value xr = (tid & 31u).named("x_row"), xh = ((tid >> 5u) & 1u).named("x_half");
+  Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + xr, ntok - 1u), blocks * 36u), "xrow");
+  Value xSlot = kb.ptradd(kb.shared_addr(xq), xr * kQRowBytes + (xh << 4u), "x_slot");
+  auto storeWords = [&](Value slot, const std::vector<Value>& words) {
+    kb.store(slot, kb.pack(Type::of(Scalar::U32, 4), words, "chunk"));
+  };
+  auto stage = [&](Value b) {
+    // Groups 2h, 2h + 1 of the 32 values: the ggml block's groups j0, j0 + 1.
+    Value blk = kb.ptradd(wrow, kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes)), "blk");
+    Value j0 = (((b & (perBlock - 1)) << 2u) + (ah << 1u)).named("j0");
+    std::vector<Value> words;
+    IntGroup first;
+    for (unsigned i = 0; i < 2; ++i) {
+      IntGroup g = decodeInt(kb, f, blk, i == 0 ? j0 : j0 + 1u);
+      if (i == 0) first = g;
+      for (Value v : g.q) {
+        // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
+        uint32_t off = 0x01010101u * uint32_t(g.intOffset);
+        words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
+      }
+    }
+    storeWords(wSlot, words);
+    kb.if_then((ah == 0u).named("w_scale"), [&] {
+      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), first.scale);
+      if (withMin) kb.store(kb.ptradd(kb.shared_addr(wmin), ar << 2u), first.min);
+    }, "wd");
+    kb.if_then(stagesX, [&] {
+      Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(36)), "xb");
+      std::vector<Value> xw;
+      for (unsigned i = 0; i < 4; ++i)
+        xw.push_back(kb.load(kb.ptradd(xb, kb.cvt((xh << 4u) + (4u + 4 * i), Type::u64())), Type::u32(), {Mod::NcMod}, "xw"));
+      storeWords(xSlot, xw);
+      if (withMin) {
+        Value ones = kb.s32(0x01010101, "ones"), sum = kb.s32(0, "izero");
+        for (Value v : xw) sum = kb.dp4a(ones, kb.bitcast(v, Type::of(Scalar::S32)), sum, "xsum");
+        kb.store(kb.ptradd(kb.shared_addr(xsum), ((xh << 5u) + xr) << 2u), sum);
+      }
+      kb.if_then((xh == 0u).named("x_scale"), [&] {
+        Value d = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+        kb.store(kb.ptradd(kb.shared_addr(xd), xr << 2u), d);
+      }, "xd");
+    }, "x");
+  };
+
+  // ldmatrix x4 addresses: A (rows of W): matrix q is rows 8(q & 1) .. + 7, bytes 16(q >> 1) ..;
+  // B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and 16 .. 31 of tokens 8j .. 8j + 7.
+  Value q = (lane >> 3u).named("q"), l7 = (lane & 7u).named("lane7");
+  Value aOff = (((warp << 4u) + l7 + ((q & 1u) << 3u)) * kQRowBytes + ((q >> 1u) << 4u)).named("a_frag");
+  Value bOff = ((l7 + ((q >> 1u) << 3u)) * kQRowBytes + ((q & 1u) << 4u)).named("b_frag");
+  Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
+  Value izero = kb.s32(0, "izero");
+  Value accZero = kb.pack(Type::of(Scalar::S32, 4), {izero, izero, izero, izero}, "acc_zero");
+  constexpr unsigned kTiles = kQTileN / 8;
+  std::vector<Value> init(4 * kTiles, kb.f32(0.0f, "zero"));
+  std::vector<Value> acc = kb.for_range(
+      kb.u32(0), blocks, kb.u32(1), init,
+      [&](Value b, std::span<Value> carried) {
+        stage(b);
+        kb.bar_sync();
+        Value fa = kb.ldmatrix(kb.ptradd(kb.shared_addr(wq), aOff), 4, false, "fa");
+        std::vector<Value> fb;
+        for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
+          Value quad = kb.ldmatrix(kb.ptradd(kb.shared_addr(xq), bOff + jp * 16 * kQRowBytes), 4, false, "fb");
+          for (unsigned first : {0u, 2u})
+            fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
+        }
+        // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
+        Value dw[2], mw[2];
+        for (unsigned h = 0; h < 2; ++h) {
+          Value at = ((warp << 4u) + g + 8 * h) << 2u;
+          dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), at), Type::f32(), "dw");
+          if (withMin) mw[h] = kb.load(kb.ptradd(kb.shared_addr(wmin), at), Type::f32(), "mw");
+        }
+        std::vector<Value> next(carried.begin(), carried.end());
+        for (unsigned j = 0; j < kTiles; ++j) {
+          Value sum = kb.mma(Mod::M16n8k32, Scalar::S8, fa, fb[j], accZero, "sumi");
+          for (unsigned c = 0; c < 2; ++c) {
+            Value tok = (t << 1u) + (8 * j + c);
+            Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), tok << 2u), Type::f32(), "dx");
+            Value suma;
+            if (withMin) {
+              Value lo = kb.load(kb.ptradd(kb.shared_addr(xsum), tok << 2u), Type::of(Scalar::S32), "suma_lo");
+              Value hi = kb.load(kb.ptradd(kb.shared_addr(xsum), (tok + 32u) << 2u), Type::of(Scalar::S32), "suma_hi");
+              suma = toF32(kb, lo + hi);
+            }
+            for (unsigned h = 0; h < 2; ++h) {
+              Value& a = next[4 * j + 2 * h + c];
+              Value sumi = toF32(kb, kb.extract(sum, 2 * h + c));
+              if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
+              else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
+            }
+          }
+        }
+        kb.bar_sync();  // the next block's staging overwrites the tiles
+        return next;
+      },
+      {.label = "kblocks", .iv = "b"});
+  for (unsigned j = 0; j < kTiles; ++j)
+    for (unsigned h = 0; h < 2; ++h)
+      for (unsigned c = 0; c < 2; ++c) {
+        Value row = (m0 + (warp << 4u) + g + 8 * h).named("row");
+        Value tok = (n0 + (t << 1u) + (8 * j + c)).named("tok");
+        kb.if_then(((row < rows) & (tok < ntok)).named("in"),
+                   [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), acc[4 * j + 2 * h + c]); }, "write");
+      }
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -403,17 +682,50 @@ void addQuant(std::vector<Template>& out) {
   OptionSpec ntok = option("ntok", int64_t{1}, "activation columns per launch (x is ntok x k, y ntok x m)");
   ntok.min = 1;
   ntok.max = 8;
+  OptionSpec activation = choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
+                                       "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 "
+                                       "blocks from quantize_q8_1 (integer products by dp4a)");
+  std::string layout = "one warp per row, " + std::to_string(kRowsPerBlock) + " rows per block of " +
+                       std::to_string(kBlock) + " threads";
   out.push_back({
       "gemv_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
-      "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation; one warp per row, " +
-          std::to_string(kRowsPerBlock) + " rows per block of " + std::to_string(kBlock) + " threads",
-      {formatSpec(), ntok,
-       choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
-                    "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 blocks from "
-                    "quantize_q8_1 (integer products by dp4a); y is f32")},
-      buildGemvQ,
+      "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation, "
+      "y f32; " + layout,
+      {formatSpec(), ntok, activation},
+      [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+  });
+  out.push_back({
+      "gemv_q_swiglu",
+      "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
+      "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices; "
+      "the products as gemv_q's; " + layout,
+      {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y")},
+      [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+  });
+  out.push_back({
+      "gemm_q",
+      "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
+      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block, s32 sums scaled by "
+      "the blocks' d (and the k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
+      {choiceOption("format", "q8_0", {"q8_0", "q4_0", "q4_k", "q5_k"},
+                    "ggml block format of the quantized weights (GGUF layout; one scale per 32 values)")},
+      buildGemmQ,
+      [](const Options&) {
+        return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};
+      },
+  });
+  out.push_back({
+      "rmsnorm_quantize_q8_1",
+      "y = quantize_q8_1(rmsnorm(x) * weight) per row (x rows x cols, cols a multiple of 32; y rows x cols/32 "
+      "q8_1 blocks): the blocks of rmsnorm followed by quantize_q8_1 (same dtype) when rmsnorm takes the "
+      "same path; one block of 256 threads per row",
+      {choiceOption("dtype", "f32", {"f32", "bf16"}, "storage type of x and weight (the normalized value is "
+                                                      "rounded to it, as rmsnorm stores it)")},
+      buildRmsnormQuantizeQ81,
+      [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   });
 }
 

@@ -44,7 +44,8 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
   Value d64 = kb.cvt(headDim, Type::u64());
   // Pair i turns at theta^(-2i/head_dim) = 2^(i * expStep) radians per position.
   Value expStep = (kb.lg2(theta) * kb.rcp(kb.cvt(headDim, Type::f32())) * -2.0f).named("exp_step");
-  auto freqOf = [&](Value i) { return kb.ex2(kb.cvt(i, Type::f32()) * expStep, "freq"); };
+  // .ftz (no range fix-ups around the MUFU): the frequency lies in [1/theta, 1], never subnormal.
+  auto freqOf = [&](Value i) { return ex2Approx(kb, kb.cvt(i, Type::f32()) * expStep, "freq"); };
   // (sin, cos) of pos * freq.
   auto sinCos = [&](Value pos, Value freq) {
     Value angle = (pos * freq).named("angle");
@@ -52,7 +53,9 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
     Value turns = kb.cvt(angle * kInvTwoPi, Type::f32(), {Mod::Rni}, "turns");
     Value r = kb.fma(-turns, kb.f32(kTwoPiHi), angle);
     r = kb.fma(-turns, kb.f32(kTwoPiLo), r).named("reduced");
-    return std::pair{kb.sin(r, "sin"), kb.cos(r, "cos")};
+    // .ftz: only a subnormal r changes (sin r = 0 instead of r, an error below 2^-126 of |x|).
+    auto approx = [&](ir::Op op, const char* n) { return kb.op(op, Type::f32(), {r}, {Mod::Approx, Mod::FtzMod}, n); };
+    return std::pair{approx(ir::Op::Sin, "sin"), approx(ir::Op::Cos, "cos")};
   };
   // Head `head` counts q's heads, then k's; rowOf gives its first element in token t.
   struct Head {

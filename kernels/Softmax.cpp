@@ -1,8 +1,11 @@
 // softmax, softmax_partial, softmax_merge (docs/kernels.md): the softmax of each row of x.
-// Pass 1 keeps per thread a running max m and sum s of e^(x - m), rescaling s whenever m grows
-// (online softmax), and merges the (m, s) pairs across lanes, warps and, for long rows, blocks;
-// pass 2 re-reads the row (an L1/L2 hit) and writes e^(x - m) / s. e^t is ex2(t * log2 e) with
-// x - m formed first: it is exact when x is near m, whatever the magnitude of m.
+// A row of 16-byte vectors that fits in registers (kSlots vectors per thread) is read once: its
+// max, then e^(x - max) once per element, their sum, and y = e / sum from the registers.
+// Otherwise pass 1 keeps per thread a running max m and sum s of e^(x - m), rescaling s
+// whenever m grows (online softmax), and merges the (m, s) pairs across lanes, warps and, for
+// long rows, blocks; pass 2 re-reads the row (an L1/L2 hit) and writes e^(x - m) / s. e^t is
+// ex2(t * log2 e) with x - m formed first: it is exact when x is near m, whatever the magnitude
+// of m.
 //
 // Special values follow PyTorch: an -inf entry gets weight 0; a row that is all -inf (0 / 0),
 // holds a NaN, or holds +inf (inf - inf) comes out all NaN.
@@ -28,6 +31,8 @@ constexpr unsigned kWarpRowMax = 1024;
 constexpr unsigned kStep = 16;
 // Elements per thread per main-loop step of the scalar path (misaligned or odd rows).
 constexpr unsigned kScalarUnroll = 8;
+// 16-byte vectors per thread of softmax's one-pass path.
+constexpr unsigned kSlots = 8;
 // Row elements per block of softmax_partial / softmax_merge: one main-loop step per thread.
 constexpr unsigned kChunk = kBlock * kStep;
 
@@ -220,6 +225,54 @@ void writeWith(KernelBuilder& kb, const Slice& sl, Storage s, Stat total) {
   sliceWrite(kb, sl, s, refOf(kb, total.m), kb.rcp(total.s, "inv"));
 }
 
+// The one-pass path of softmax: this thread's vectors first + k * stride (k < kSlots) of the
+// row, all loaded together without a branch (a slot past the row's end loads the row's last
+// vector again: it cannot change the max, and its exponents are left out of the sum), the row's
+// max, the exponents once, their sum, and y = e * (1 / sum). The max and the sum are combined
+// over the block (sc, then sc2: no barrier between them) or the warp. nlast: the index of the
+// row's last vector (cols >= 1 here).
+void oneRowInRegisters(KernelBuilder& kb, const Slice& sl, Storage s, Value big, Value tid, Value nlast,
+                       SharedArray sc, SharedArray sc2) {
+  unsigned V = vecElems(s);
+  Value nvec = (sl.n >> static_cast<unsigned>(std::countr_zero(V))).named("nvec");
+  std::vector<Value> chunk, valid;
+  std::vector<std::vector<Value>> x;
+  for (unsigned k = 0; k < kSlots; ++k) {
+    chunk.push_back(k == 0 ? sl.first : sl.first + sl.stride * k);
+    valid.push_back((chunk[k] < nvec).named("slot" + std::to_string(k)));
+    x.push_back(loadAt(kb, sl, s, true, kb.min(chunk[k], nlast, "chunk" + std::to_string(k))));
+  }
+  auto rowWide = [&](Value v, bool max) {
+    return kb.if_else(
+        big,
+        [&] {
+          return blockCombine(
+              kb, {v}, tid, max ? sc : sc2,
+              [&](const auto& a, const auto& b) { return std::vector<Value>{max ? kb.max(a[0], b[0]) : a[0] + b[0]}; },
+              Order::Commutative);
+        },
+        [&] { return max ? kb.warp_reduce_max(v) : kb.warp_reduce_sum(v); },
+        {.label = max ? "row_max" : "row_sum"})[0];
+  };
+  std::vector<Value> all;
+  for (auto& v : x) all.insert(all.end(), v.begin(), v.end());
+  Value ref = refOf(kb, rowWide(tree(kb, all, true), true));
+  std::vector<Value> parts;
+  for (unsigned k = 0; k < kSlots; ++k) {
+    for (Value& e : x[k]) e = expFrom(kb, e, ref);
+    parts.push_back(kb.select(valid[k], tree(kb, x[k], false), kb.f32(0.0f)));
+  }
+  // The sum is at least 1 (the max contributes 1), where .ftz cannot matter; an all -inf row has
+  // sum 0: 0 * (1/0) = NaN, as documented above.
+  Value inv = rcpApprox(kb, rowWide(tree(kb, parts, false), false), "inv");
+  for (unsigned k = 0; k < kSlots; ++k) {
+    std::vector<Value> out;
+    for (Value e : x[k]) out.push_back(e * inv);
+    Value bytes = packVecF32(kb, out, s).bytes;
+    kb.if_then(valid[k], [&] { kb.store(kb.index(sl.yvec, chunk[k], 16, "py"), bytes); }, "store" + std::to_string(k));
+  }
+}
+
 // blockCombine's staging area: (max, sum) of each warp.
 SharedArray declareScratch(KernelBuilder& kb) { return kb.shared("scratch", Type::f32(), 2 * kWarps); }
 
@@ -233,6 +286,7 @@ std::optional<ir::Module> buildSoftmax(const Options& o, ir::Diagnostics& diags)
   Value cols = kb.param(Type::u32(), "cols");
   kb.reqntid(kBlock);
   SharedArray sc = declareScratch(kb);
+  SharedArray sc2 = kb.shared("scratch2", Type::f32(), kWarps);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
@@ -247,21 +301,34 @@ std::optional<ir::Module> buildSoftmax(const Options& o, ir::Diagnostics& diags)
   // Warps past the last row take an empty row instead of returning, so every thread still
   // reaches the shuffles (and the checker needs no proof that warp mode has no barrier).
   Value n = kb.select(row < rows, cols, kb.u32(0), "n");
-  Slice sl = makeSlice(kb, x, y, row, cols, Value(), s, n, first, stride);
-
-  Stat st = sliceStats(kb, sl, s);
-  std::vector<Value> total = kb.if_else(
-      big,
+  // Their loads (one-pass path) read the last row, so that every load has a valid address.
+  Value rowLoaded = kb.min(row, rows - 1u, "row_loaded");
+  Slice sl = makeSlice(kb, x, y, rowLoaded, cols, Value(), s, n, first, stride);
+  // Rows of up to kSlots vectors per thread (block mode: f32 8192, bf16/f16 16384 elements; warp
+  // mode: every row) on the vector path are read once and kept in registers.
+  Value fits = (cols <= kb.select(big, kb.u32(kBlock * kSlots * vecElems(s)), kb.u32(32 * kSlots * vecElems(s))));
+  kb.if_else(
+      (sl.vector & fits).named("one_pass"),
       [&] {
-        Stat b = blockMerge(kb, st, sc, tid);
-        return std::vector<Value>{b.m, b.s};
+        Value nlast = ((cols >> static_cast<unsigned>(std::countr_zero(vecElems(s)))) - 1u).named("nlast");
+        oneRowInRegisters(kb, sl, s, big, tid, nlast, sc, sc2);
       },
       [&] {
-        Stat w = warpMerge(kb, st, lane);
-        return std::vector<Value>{w.m, w.s};
+        Stat st = sliceStats(kb, sl, s);
+        std::vector<Value> total = kb.if_else(
+            big,
+            [&] {
+              Stat b = blockMerge(kb, st, sc, tid);
+              return std::vector<Value>{b.m, b.s};
+            },
+            [&] {
+              Stat w = warpMerge(kb, st, lane);
+              return std::vector<Value>{w.m, w.s};
+            },
+            {.label = "merge", .results = {"row_m", "row_s"}});
+        writeWith(kb, sl, s, {total[0], total[1]});
       },
-      {.label = "merge", .results = {"row_m", "row_s"}});
-  writeWith(kb, sl, s, {total[0], total[1]});
+      {.label = "path"});
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -345,7 +412,9 @@ void addSoftmax(std::vector<Template>& out) {
       "softmax",
       "y = softmax of each row of x (rows x cols); one warp per row (" + std::to_string(kWarps) +
           " rows per block) when cols <= " + std::to_string(kWarpRowMax) + ", else one block of " +
-          std::to_string(kBlock) + " threads per row. A row holding NaN or +inf, or all -inf, gives NaN",
+          std::to_string(kBlock) + " threads per row; read once when the row fits in registers (16-byte aligned, cols "
+          "a multiple of 16 bytes, up to " + std::to_string(kBlock * kSlots * 4) + " f32 or " +
+          std::to_string(kBlock * kSlots * 8) + " bf16/f16 elements). A row holding NaN or +inf, or all -inf, gives NaN",
       {dtypeOption()},
       buildSoftmax,
       [](const Options&) {

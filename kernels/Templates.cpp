@@ -55,6 +55,7 @@ std::vector<Template> makeTemplates() {
   lib::addGemv(all);
   lib::addGemm(all);
   lib::addAttention(all);
+  lib::addAttentionPrefill(all);
   lib::addQuant(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;

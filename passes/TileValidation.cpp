@@ -175,7 +175,9 @@ class Validator {
                           " threads), limited by " + occ.limitedBy + "; about " + std::to_string(registers) +
                           " registers per thread" + (limit ? " (" + limitText() + ": at most " + std::to_string(*limit) + ")" : "") +
                           ", " + sharedText;
-    if (pct < 25)
+    // A kernel that states the blocks per SM it was designed for (minnctapersm), and gets them,
+    // has chosen its occupancy: only a remark then.
+    if (pct < 25 && !k_.minnctapersm)
       ctx_.report(ir::Severity::Warning, k_.loc, "kernel @" + k_.name + ": low " + numbers);
     else if (ctx_.options.remarks)
       ctx_.report(ir::Severity::Note, k_.loc, "kernel @" + k_.name + ": " + numbers);

@@ -153,6 +153,11 @@ class Solver {
         if (scope_ == Scope::Warp && in.has(Mod::Idx) && in.operands.size() > 1 && !d_.value[in.operands[1].index])
           return false;
         return true;
+      case Op::Ld:
+        // ld.global.nc reads memory that stays unchanged while the kernel runs (PTX's contract for
+        // the non-coherent path): from a uniform address every thread gets the same value. The
+        // address's own divergence still flows in as an operand.
+        return !(in.has(Mod::NcMod) && !in.operands.empty() && !d_.value[in.operands[0].index]);
       default:
         return ir::hasFlag(in.op, ir::OF_DIVERGENT);
     }

@@ -3,6 +3,7 @@
 // in one batch with gaps between their cache rows, grouped-query ratios 1, 4 and 8, head dims
 // 64, 128 and 256, many splits and one, and NaN in K and in V.
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "library_harness.h"
@@ -125,4 +126,237 @@ LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements",
   std::mt19937 rng(seed());
   checkDecode(r, rng, kF32, {{40, 5}, 1, 16, Problem::Nan::K, 17});
   checkDecode(r, rng, kBf16G4, {{40, 5}, 2, 16, Problem::Nan::V, 17});
+}
+
+// ---- attention_prefill ------------------------------------------------------------------------
+
+namespace {
+
+struct PrefillVariant {
+  const char* kernel;
+  Dtype d;
+  uint32_t dim;
+  bool causal, lse;
+};
+
+constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
+constexpr PrefillVariant kPrefillBf16Causal{"prefill_bf16_d128_causal", Dtype::BF16, 128, true, true};
+constexpr PrefillVariant kPrefillF16{"prefill_f16_d64", Dtype::F16, 64, false, false};
+constexpr PrefillVariant kPrefillF16Causal{"prefill_f16_d64_causal", Dtype::F16, 64, true, false};
+constexpr PrefillVariant kVarlenBf16Causal{"prefill_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true};
+constexpr PrefillVariant kVarlenF16{"prefill_f16_d64_varlen", Dtype::F16, 64, false, false};
+
+struct Prefill {
+  uint32_t batch, seqQ, seqK, qHeads, kvHeads;
+  uint32_t kvSpare = 0;   // rows of the cache past seq_k (kv_stride = seq_k + kvSpare)
+  uint32_t misalign = 0;  // bytes q, k and v are shifted by on the GPU (the path through registers)
+  // A NaN planted in K or V (or -inf in K) at sequence 0, key `at`, kv head 0, element 5.
+  enum class Nan { None, K, V, KNegInf } nan = Nan::None;
+  uint32_t at = 0;
+};
+
+// Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
+// it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none).
+double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_t)>& sees,
+                 const std::function<const float*(uint32_t)>& k, const std::function<const float*(uint32_t)>& v,
+                 uint32_t d, float scale, std::vector<double>& out) {
+  std::vector<double> s;
+  std::vector<uint32_t> seen;
+  double m = -std::numeric_limits<double>::infinity();
+  for (uint32_t j = 0; j < keys; ++j) {
+    if (!sees(j)) continue;
+    double dot = 0;
+    for (uint32_t e = 0; e < d; ++e) dot += double(q[e]) * k(j)[e];
+    seen.push_back(j);
+    s.push_back(dot * scale);
+    m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
+  }
+  double sum = 0;
+  for (double& x : s) sum += x = std::exp(x - m);
+  for (uint32_t e = 0; e < d; ++e) {
+    double acc = 0;
+    for (size_t n = 0; n < seen.size(); ++n) acc += s[n] * v(seen[n])[e];
+    out.push_back(seen.empty() ? 0.0 : acc / sum);
+  }
+  return seen.empty() ? -std::numeric_limits<double>::infinity() : m + std::log(sum);
+}
+
+void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const Prefill& p) {
+  const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim;
+  const uint32_t stride = SK + p.kvSpare, group = QH / KH;
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<float> q = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * SQ * QH * D)));
+  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
+  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
+  const size_t nanAt = size_t(p.at) * KH * D + 5;
+  if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
+  std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
+  Call call("attention", v.kernel);
+  call.buffer("q", encode(v.d, q), p.misalign)
+      .buffer("k", encode(v.d, k), p.misalign)
+      .buffer("v", encode(v.d, val), p.misalign)
+      .buffer("o", encode(v.d, o))
+      .scalar("batch", B)
+      .scalar("seq_q", SQ)
+      .scalar("seq_k", SK)
+      .scalar("kv_stride", stride)
+      .scalar("q_heads", QH)
+      .scalar("kv_heads", KH)
+      .scalar("scale", scale);
+  if (v.lse) call.buffer("lse", lse);
+  Outputs out = r.run(call);
+
+  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
+  auto sees = [&](uint32_t i, uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + SK - SQ; };
+  // Rows of a block (64 query rows) multiply every key of the tiles (64 keys) some row of the
+  // block sees, so a NaN in V reaches them all (docs/kernels.md).
+  auto tileLoaded = [&](uint32_t i, uint32_t j) {
+    const uint32_t last = std::min(SQ, (i / 64 + 1) * 64) - 1;  // the block's last row
+    return j < SK && sees(last, j / 64 * 64);
+  };
+  std::vector<double> want, wantLse;
+  for (uint32_t b = 0; b < B; ++b)
+    for (uint32_t i = 0; i < SQ; ++i)
+      for (uint32_t qh = 0; qh < QH; ++qh) {
+        const uint32_t h = qh / group;
+        auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(b) * stride + j) * KH + h) * D]; };
+        const size_t at = want.size();
+        wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
+                                    [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
+                                    scale, want));
+        if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
+          want[at + 5] = std::numeric_limits<double>::quiet_NaN();
+      }
+  std::string what = std::string(v.kernel) + " batch " + std::to_string(B) + " seq_q " + std::to_string(SQ) + " seq_k " +
+                     std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH);
+  // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
+  // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
+  // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
+  std::vector<float> got = decode(v.d, out.get<std::byte>("o"));
+  got.resize(want.size());  // buffers hold at least one element
+  expectClose(got, want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
+  // lse: ln of the f32 sum of unrounded weights; its error is the scores' and ex2's (relative to
+  // the largest score of the row, |s| <= head_dim * scale).
+  if (v.lse) {
+    std::vector<float> gotLse = out.get<float>("lse");
+    gotLse.resize(wantLse.size());
+    // The kernel writes [batch, q_heads, seq_q]; the reference was built [batch, seq_q, q_heads].
+    std::vector<double> reordered(wantLse.size());
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t i = 0; i < SQ; ++i)
+        for (uint32_t qh = 0; qh < QH; ++qh)
+          reordered[(size_t(b) * QH + qh) * SQ + i] = wantLse[(size_t(b) * SQ + i) * QH + qh];
+    expectClose(gotLse, reordered, 1e-4, 1e-5, what + " lse");
+  }
+}
+
+}  // namespace
+
+LIBRARY_TEST("attention_prefill: seq 1, 17 and 130, causal and not, grouped-query heads", attentionPrefill) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&kPrefillBf16, &kPrefillBf16Causal, &kPrefillF16, &kPrefillF16Causal}) {
+    checkPrefill(r, rng, *v, {1, 1, 1, 2, 2});
+    checkPrefill(r, rng, *v, {2, 17, 17, 4, 1, 3});
+    checkPrefill(r, rng, *v, {1, 130, 130, 2, 2});
+  }
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 130, 130, 8, 1});
+}
+
+LIBRARY_TEST("attention_prefill: new tokens after a cached prefix", attentionPrefillChunk) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&kPrefillBf16Causal, &kPrefillBf16, &kPrefillF16Causal}) {
+    checkPrefill(r, rng, *v, {2, 17, 67, 4, 2, 13});
+    checkPrefill(r, rng, *v, {1, 3, 200, 2, 2});  // a few tokens at a time over a long cache
+  }
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 170, 2, 1});
+}
+
+LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned tensors", attentionPrefillEdges) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 5, 2, 2});  // rows 0..64 see no key: zeros, lse -inf
+  checkPrefill(r, rng, kPrefillBf16, {2, 9, 0, 2, 1});         // seq_k 0: zeros
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 0, 4, 2, 2});     // seq_q 0: nothing launched
+  // 2-byte aligned: element by element through registers (on the GPU and the simulator).
+  checkPrefill(r, rng, kPrefillBf16Causal, {2, 17, 40, 2, 1, 0, 2});
+  checkPrefill(r, rng, kPrefillF16, {1, 70, 70, 2, 2, 0, 2});
+}
+
+LIBRARY_TEST("attention_prefill: NaN and -inf in K poison or drop the key for the rows that see it, NaN in V the rows of its tiles",
+             attentionPrefillNan) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::K, 70});
+  checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::V, 70});
+  checkPrefill(r, rng, kPrefillBf16, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
+  // -inf in K: a score of -inf (q[5] > 0) weighs 0, +inf (q[5] < 0) makes the row NaN.
+  checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
+}
+
+namespace {
+
+// Sequences of their own (q, kv) lengths packed into one q/o and one k/v buffer with gaps of 2 and
+// 3 rows between them; the gaps of o and lse must keep their sentinel.
+void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
+                 uint32_t QH, uint32_t KH) {
+  const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
+  uint32_t qRows = 0, kvRows = 0, maxQ = 0;
+  for (auto [lq, lk] : seqs) {
+    qOff.push_back(qRows + 2);
+    qLen.push_back(lq);
+    kvOff.push_back(kvRows + 3);
+    kvLen.push_back(lk);
+    qRows += lq + 2;
+    kvRows += lk + 3;
+    maxQ = std::max(maxQ, lq);
+  }
+  std::vector<float> q = roundTo(v.d, uniform(rng, size_t(qRows) * QH * D));
+  std::vector<float> k = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
+  std::vector<float> val = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
+  const float sentinel = -7.0f;
+  Call call("attention", v.kernel);
+  call.buffer("q", encode(v.d, q))
+      .buffer("k", encode(v.d, k))
+      .buffer("v", encode(v.d, val))
+      .buffer("o", encode(v.d, std::vector<float>(q.size(), sentinel)))
+      .buffer("q_offsets", qOff)
+      .buffer("q_lengths", qLen)
+      .buffer("kv_offsets", kvOff)
+      .buffer("kv_lengths", kvLen)
+      .scalar("batch", B)
+      .scalar("max_seq_q", maxQ)
+      .scalar("q_heads", QH)
+      .scalar("kv_heads", KH)
+      .scalar("scale", scale);
+  if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
+  Outputs out = r.run(call);
+
+  std::vector<double> want(q.size(), sentinel), wantLse(size_t(qRows) * QH, sentinel);
+  for (uint32_t b = 0; b < B; ++b)
+    for (uint32_t i = 0; i < qLen[b]; ++i)
+      for (uint32_t qh = 0; qh < QH; ++qh) {
+        const size_t row = size_t(qOff[b]) + i, h = qh / group;
+        auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(kvOff[b]) + j) * KH + h) * D]; };
+        auto sees = [&](uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + kvLen[b] - qLen[b]; };
+        std::vector<double> o;
+        wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
+                                           [&](uint32_t j) { return key(val, j); }, D, scale, o);
+        std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * D));
+      }
+  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences";
+  expectClose(decode(v.d, out.get<std::byte>("o")), want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
+  if (v.lse) expectClose(out.get<float>("lse"), wantLse, 1e-4, 1e-5, what + " lse");
+}
+
+}  // namespace
+
+LIBRARY_TEST("attention_prefill varlen: sequences of their own lengths in one launch", attentionPrefillVarlen) {
+  std::mt19937 rng(seed());
+  // Lengths (q, kv): equal, a prefix, none to attend to, rows without keys, nothing to compute.
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kVarlenBf16Causal, mixed, 4, 2);
+  checkVarlen(r, rng, kVarlenF16, mixed, 2, 2);
+  checkVarlen(r, rng, kVarlenBf16Causal, {{65, 200}}, 8, 1);
 }

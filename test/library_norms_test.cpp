@@ -292,6 +292,45 @@ LIBRARY_TEST("norms residual_rmsnorm shapes", residualRmsnormShapes) {
     }
 }
 
+// The one-pass path (the row kept in registers: cols <= 8192 f32, 16384 bf16/f16, 16-byte
+// vectors) at its bound, one vector past it (two passes) and one element past it (the scalar
+// path): random rows, a row with a large mean and a constant row (layernorm), rows whose sum of
+// squares overflows (rmsnorm, residual_rmsnorm).
+LIBRARY_TEST("norms one-pass bound", normsOnePassBound) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) {
+    uint32_t bound = d == Dtype::F32 ? 8192 : 16384, vec = d == Dtype::F32 ? 4 : 8;
+    for (uint32_t cols : {bound, bound + vec, bound + 1}) {
+      std::string at = std::to_string(cols);
+      uint32_t rows = 3;
+      float spread = d == Dtype::F32 ? 1.0f : d == Dtype::F16 ? 64.0f : 512.0f;
+      std::vector<float> x = uniform(rng, cols, -1.0f, 3.0f), big = uniform(rng, cols, 1e4f - spread, 1e4f + spread);
+      x.insert(x.end(), big.begin(), big.end());
+      x.resize(size_t(rows) * cols, -7.5f);
+      x = roundTo(d, x);
+      auto gamma = roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols));
+      auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, 1e-5f);
+      checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, y, label("layernorm", d, rows, cols));
+      // The constant row: exactly beta.
+      expectClose(slice(y, 2, cols), std::vector<double>(beta.begin(), beta.end()), 0, 0,
+                  label("layernorm", d, rows, cols, "constant row"));
+
+      float m = d == Dtype::F16 ? 6e4f : 1e30f;
+      std::vector<float> xr = uniform(rng, cols, -2.0f, 2.0f), huge = uniform(rng, cols, -m, m);
+      xr.insert(xr.end(), huge.begin(), huge.end());
+      xr = roundTo(d, xr);
+      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      checkRmsnorm(d, 2, cols, xr, weight, 1e-6f, runRmsnorm(r, d, 2, cols, xr, weight, 1e-6f),
+                   label("rmsnorm", d, 2, cols, "large magnitudes"));
+      auto residual = roundTo(d, uniform(rng, xr.size(), -2.0f, 2.0f));
+      std::vector<float> h = residualSum(d, xr, residual);
+      auto y2 = runResidualRmsnorm(r, d, 2, cols, xr, residual, weight, 1e-6f);
+      expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, label("residual_rmsnorm", d, 2, cols, "residual"));
+      checkRmsnorm(d, 2, cols, h, weight, 1e-6f, y2, label("residual_rmsnorm", d, 2, cols, "large magnitudes"));
+    }
+  }
+}
+
 // Big problems on the GPU only: long rows (many iterations per thread) and many rows.
 LIBRARY_GPU_TEST("norms big", normsBig) {
   std::mt19937 rng(seed());

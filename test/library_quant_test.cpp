@@ -1,10 +1,14 @@
 // Quantized weights (kernels/Quant.cpp, spec test/library/quant.toml): dequantize,
-// quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors (../shared/testdata/quant, both
-// cases, bit for bit where ggml is exact) and against a C++ reference written from the format
-// spec (../shared/docs/ggml-quant-formats.md) on random blocks: odd row counts, several blocks
-// per row, every half field's sign, zeros and subnormals, and (on the GPU) base pointers only
-// 2-byte aligned. The test vectors are required in CI (CI=true): without them the tests fail.
+// quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors
+// (../shared/testdata/quant, both cases, bit for bit where ggml is exact) and against a C++
+// reference written from the format spec (../shared/docs/ggml-quant-formats.md) on random blocks:
+// odd row counts, several blocks per row, every half field's sign, zeros and subnormals, and (on
+// the GPU) base pointers only 2-byte aligned. The fused decode kernels likewise: gemv_q_swiglu
+// against the reference, rmsnorm_quantize_q8_1 against the unfused pair bit for bit and against
+// rmsnorm in double. The test vectors are required in CI (CI=true): without them the tests fail.
+#include <algorithm>
 #include <cstdlib>
+#include <numbers>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -191,13 +195,16 @@ void checkDequant(Runner& r, const Format& f, const std::vector<uint8_t>& q, uin
   }
 }
 
-// got (ntok x rows) against y[t][i] = sum_j deq[i][j] x[t][j] in double, or against refY (a test
-// vector, itself rounded once to f32) when given: |err| <= 2k 2^-24 sum_j |deq x| (+ 2^-24 |y| for
-// refY), where with `mins` (|M| per weight) the magnitude of a term is 2(|deq| + |M|)|x| instead.
-void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, const std::vector<float>& x,
-                const std::vector<float>* mins, uint32_t rows, uint32_t k, const std::vector<float>* refY,
-                const std::string& what) {
-  for (size_t t = 0; t < got.size() / rows; ++t)
+// y[t][i] = sum_j deq[i][j] x[t][j] in double for t < x.size() / k, with the bound of its f32
+// computation: |err| <= 2k 2^-24 sum_j |deq x|, where with `mins` (|M| per weight) the magnitude
+// of a term is 2(|deq| + |M|)|x| instead.
+struct RefY {
+  std::vector<double> want, tol;
+};
+RefY refGemv(const std::vector<float>& deq, const std::vector<float>& x, const std::vector<float>* mins,
+             uint32_t rows, uint32_t k) {
+  RefY out;
+  for (size_t t = 0; t < x.size() / k; ++t)
     for (uint32_t i = 0; i < rows; ++i) {
       double want = 0, mag = 0;
       for (uint32_t j = 0; j < k; ++j) {
@@ -206,13 +213,26 @@ void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, co
         double w = std::fabs(double(deq[wi]));
         mag += (mins ? 2.0 * (w + double((*mins)[wi])) : w) * std::fabs(double(x[xi]));
       }
-      double tol = 2.0 * k * std::ldexp(1.0, -24) * mag;
-      if (refY) {
-        tol += std::ldexp(std::fabs(want), -24);
-        want = (*refY)[t * rows + i];
-      }
-      expectClose({got[t * rows + i]}, {want}, tol, 0, what + " col " + std::to_string(t) + " row " + std::to_string(i));
+      out.want.push_back(want);
+      out.tol.push_back(2.0 * k * std::ldexp(1.0, -24) * mag);
     }
+  return out;
+}
+
+// got (ntok x rows) against refGemv, or against refY (a test vector, itself rounded once to f32)
+// when given, with 2^-24 |y| more tolerance for that rounding.
+void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, const std::vector<float>& x,
+                const std::vector<float>* mins, uint32_t rows, uint32_t k, const std::vector<float>* refY,
+                const std::string& what) {
+  RefY ref = refGemv(deq, x, mins, rows, k);
+  for (size_t n = 0; n < got.size(); ++n) {
+    double want = ref.want[n], tol = ref.tol[n];
+    if (refY) {
+      tol += std::ldexp(std::fabs(want), -24);
+      want = (*refY)[n];
+    }
+    expectClose({got[n]}, {want}, tol, 0, what + " col " + std::to_string(n / rows) + " row " + std::to_string(n % rows));
+  }
 }
 
 // y[t][i] = sum_j deq[i][j] x[t][j] through gemv_q, against the double reference: f32
@@ -279,6 +299,120 @@ void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<u
   std::vector<float> got = r.run(call).get<float>("y");
   REQUIRE(got.size() == y.size());
   expectGemv(got, deq, xq, &mins, rows, k, refY, what + " " + kernel);
+}
+
+// ---- the fused decode kernels ----------------------------------------------------------------------
+
+double silu(double v) { return v / (1 + std::exp(-v)); }
+
+// gemv_q_swiglu: y = silu(g) u with g, u the gemv of gate and up (refGemv, each within its bound
+// tg, tu). The kernel's silu is within (4 + 0.5 |g log2 e|) ulp of silu(g) (ex2, rcp and the
+// rounding of the exponent: test/library_elementwise_test.cpp) and |silu'| < 1.1, so
+// |y - silu(g) u| <= 1.1 tg (|u| + tu) + |silu(g)| tu + the silu error and the product's rounding
+// relative to |y|; a bf16 y adds its rounding, 2^-8 |y|.
+void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& act, Dtype out,
+                 const std::vector<uint8_t>& gate, const std::vector<uint8_t>& up, uint32_t rows, uint32_t k,
+                 const std::vector<float>& x, const std::string& what, uint32_t misalign = 0) {
+  std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_" + act) + "_n" +
+                       std::to_string(ntok) + (out == Dtype::F32 ? "" : std::string("_") + dtypeName(out));
+  Call call("quant", kernel);
+  call.buffer("gate", gate, misalign).buffer("up", up, misalign);
+  std::vector<float> xs;  // the values the kernel multiplies
+  std::vector<float> mins = refMins(f, gate), minsUp = refMins(f, up);
+  bool q81 = act == "q8_1";
+  if (q81) {
+    std::vector<uint8_t> xq8 = refQuantizeQ81(x);
+    xs = dequantQ81(xq8);
+    call.buffer("x", xq8, misalign ? 4 : 0);
+  } else if (act == "bf16") {
+    xs = roundTo(Dtype::BF16, x);
+    call.buffer("x", encode(Dtype::BF16, xs), misalign ? 2 : 0);
+  } else {
+    xs = x;
+    call.buffer("x", xs, misalign ? 4 : 0);
+  }
+  call.buffer("y", encode(out, std::vector<float>(size_t(ntok) * rows, -7.0f))).scalar("m", rows).scalar("k", k);
+  std::vector<float> got = decode(out, r.run(call).get<std::byte>("y"));
+  REQUIRE(got.size() == size_t(ntok) * rows);
+  RefY g = refGemv(refDequant(f, gate), xs, q81 ? &mins : nullptr, rows, k);
+  RefY u = refGemv(refDequant(f, up), xs, q81 ? &minsUp : nullptr, rows, k);
+  for (size_t n = 0; n < got.size(); ++n) {
+    double sg = silu(g.want[n]), want = sg * u.want[n];
+    double ulps = 4 + 0.5 * std::fabs(g.want[n] * std::numbers::log2e) + 1;
+    double tol = 1.1 * g.tol[n] * (std::fabs(u.want[n]) + u.tol[n]) + std::fabs(sg) * u.tol[n] +
+                 std::fabs(want) * (ulps * std::ldexp(1.0, -24) + (out == Dtype::F32 ? 0 : roundoff(out)));
+    expectClose({got[n]}, {want}, tol, 0,
+                what + " " + kernel + " col " + std::to_string(n / rows) + " row " + std::to_string(n % rows));
+  }
+}
+
+// rmsnorm_quantize_q8_1 against the unfused pair, norms' rmsnorm then quantize_q8_1, on the same
+// runner: bit for bit, as both take the same path (weight misaligned for both, or everything
+// aligned). And the blocks' values against rmsnorm in double: within half a step (d/2) and the
+// step's rounding to half (127 d 2^-11), plus rmsnorm's own error (2^-20, and a bf16 rounding).
+void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                     const std::vector<float>& weight, float eps, const std::string& what, uint32_t misalign = 0) {
+  std::string suffix = std::string("_") + dtypeName(d);
+  size_t nblocks = size_t(rows) * cols / 32;
+  std::vector<uint8_t> fused = r.run(Call("quant", "rmsnorm_quantize_q8_1" + suffix)
+                                         .buffer("x", encode(d, x))
+                                         .buffer("weight", encode(d, weight), misalign)
+                                         .buffer("y", std::vector<uint8_t>(nblocks * 36, 0xA5))
+                                         .scalar("rows", rows)
+                                         .scalar("cols", cols)
+                                         .scalar("eps", eps))
+                                  .get<uint8_t>("y");
+  std::vector<std::byte> normed = r.run(Call("norms", "rmsnorm" + suffix)
+                                            .buffer("x", encode(d, x))
+                                            .buffer("weight", encode(d, weight), misalign)
+                                            .buffer("y", encode(d, std::vector<float>(size_t(rows) * cols, 7.0f)))
+                                            .scalar("rows", rows)
+                                            .scalar("cols", cols)
+                                            .scalar("eps", eps))
+                                     .get<std::byte>("y");
+  std::vector<uint8_t> unfused = r.run(Call("quant", "quantize_q8_1" + suffix)
+                                           .buffer("x", normed)
+                                           .buffer("y", std::vector<uint8_t>(nblocks * 36, 0x5A))
+                                           .scalar("n", uint32_t(rows * cols)))
+                                    .get<uint8_t>("y");
+  REQUIRE(fused.size() == unfused.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < fused.size(); ++i) bad += fused[i] != unfused[i];
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " bytes differ from rmsnorm + quantize_q8_1 (seed " << seed() << ")");
+  std::vector<float> got = dequantQ81(fused);
+  for (uint32_t row = 0; row < rows; ++row) {
+    double ss = 0;
+    for (uint32_t c = 0; c < cols; ++c) ss += double(x[row * cols + c]) * x[row * cols + c];
+    double inv = 1.0 / std::sqrt(ss / cols + double(eps));
+    for (uint32_t c = 0; c < cols; ++c) {
+      size_t e = size_t(row) * cols + c;
+      double want = double(x[e]) * inv * weight[c];
+      double step = h2f(fused.data() + 36 * (e / 32));
+      double tol = step * (0.5 + 127 * std::ldexp(1.0, -11)) * 1.01 +
+                   std::fabs(want) * (std::ldexp(1.0, -20) + (d == Dtype::F32 ? 0 : roundoff(d)));
+      expectClose({got[e]}, {want}, tol, 0, what + " element " + std::to_string(e));
+    }
+  }
+}
+
+// gemm_q (prefill) on fresh random weights and activations (quantized by the C++ quantize_q8_1):
+// y = sum_j deq[i][j] xq[t][j] against the double reference. The integer block sums are exact;
+// rounded are d_w d_x, its product with the sum and the f32 accumulation over k/32 blocks, well
+// inside gemv_q's bound 2k 2^-24 sum |deq xq|; with the k-quants' mins (D sum - M sum_a, then
+// times d_x) the bound of gemv_q's q8_1 path, 2k 2^-24 sum 2(|deq| + |M|)|xq|.
+void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32_t k, std::mt19937& rng,
+                uint32_t misalign = 0) {
+  std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+  std::vector<uint8_t> xq8 = refQuantizeQ81(uniform(rng, size_t(ntok) * k));
+  std::string kernel = std::string("gemm_q_") + f.name;
+  Call call("quant", kernel);
+  call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", std::vector<float>(size_t(ntok) * rows, -7.0f));
+  std::vector<float> got = r.run(call.scalar("m", rows).scalar("k", k).scalar("ntok", ntok)).get<float>("y");
+  REQUIRE(got.size() == size_t(ntok) * rows);
+  std::string what = kernel + " m=" + std::to_string(rows) + " ntok=" + std::to_string(ntok) + " k=" + std::to_string(k) +
+                     (misalign ? " misaligned" : "");
+  std::vector<float> mins = refMins(f, q);
+  expectGemv(got, refDequant(f, q), dequantQ81(xq8), f.qk == 256 ? &mins : nullptr, rows, k, nullptr, what);
 }
 
 }  // namespace
@@ -413,4 +547,59 @@ LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf1
   std::vector<uint8_t> q = randomBlocks(rng, q4k, size_t(rows) * 2);
   std::vector<float> x = uniform(rng, 8 * size_t(k));
   checkGemv(r, "gemv_q_q4_k_bf16_n8", 8, Dtype::BF16, q, refDequant(q4k, q), rows, k, x, nullptr, "bf16 x");
+}
+
+LIBRARY_TEST("quant gemv_q_swiglu: random gate and up, odd row counts, f32, bf16 and q8_1 activations", quantSwigluRandom) {
+  std::mt19937 rng(seed());
+  for (const Format& f : kFormats) {
+    uint32_t k = (f.qk == 32 ? 13 : 3) * f.qk;
+    for (uint32_t rows : {1u, 9u}) {
+      std::vector<uint8_t> gate = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+      std::vector<uint8_t> up = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+      std::vector<float> x = uniform(rng, 3 * size_t(k));
+      std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k);
+      for (const char* act : {"f32", "q8_1"}) {
+        checkSwiglu(r, f, 3, act, Dtype::F32, gate, up, rows, k, x, what);
+        if (r.honoursMisalign()) checkSwiglu(r, f, 3, act, Dtype::F32, gate, up, rows, k, x, what + " misaligned", 2);
+      }
+    }
+  }
+  const Format& q4k = kFormats[2];
+  uint32_t rows = 5, k = 2 * 256;
+  std::vector<uint8_t> gate = randomBlocks(rng, q4k, size_t(rows) * 2), up = randomBlocks(rng, q4k, size_t(rows) * 2);
+  std::vector<float> x = uniform(rng, 8 * size_t(k));
+  std::vector<float> x1(x.begin(), x.begin() + k);
+  checkSwiglu(r, q4k, 1, "f32", Dtype::F32, gate, up, rows, k, x1, "ntok 1");
+  checkSwiglu(r, q4k, 1, "q8_1", Dtype::F32, gate, up, rows, k, x1, "ntok 1");
+  checkSwiglu(r, q4k, 8, "bf16", Dtype::BF16, gate, up, rows, k, x, "bf16 x and y");
+}
+
+LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, odd rows, zero and huge rows", quantRmsnormQ81) {
+  std::mt19937 rng(seed());
+  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
+    for (uint32_t cols : {32u, 160u, 1312u, 2080u}) {
+      uint32_t rows = 3;
+      std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+      std::vector<float> weight = roundTo(d, uniform(rng, cols, 0.5f, 1.5f));
+      if (cols == 160) std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);  // inv = rsqrt(eps), every d = 0
+      if (cols == 1312)  // squares overflow f32: rmsnorm's scaled second sum
+        for (uint32_t c = 0; c < cols; ++c) x[2 * cols + c] = roundTo(d, {x[2 * cols + c] * 1e20f})[0];
+      std::string what = std::string(dtypeName(d)) + " rows=3 cols=" + std::to_string(cols);
+      checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what);
+      if (r.honoursMisalign()) checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what + " misaligned", d == Dtype::F32 ? 4 : 2);
+    }
+  }
+}
+
+LIBRARY_TEST("quant gemm_q: q8_0, q4_0, q4_k and q5_k weights x q8_1 tokens, masked edges, several blocks", quantGemmQ) {
+  std::mt19937 rng(seed());
+  for (const Format& f : {kFormats[1], kFormats[0], kFormats[2], kFormats[3]}) {
+    // One block of K; odd sizes inside one tile; exactly one tile; edges of a 2 x 2 grid of tiles.
+    uint32_t qk = f.qk, few = qk == 32 ? 3 : 1;
+    checkGemmQ(r, f, 1, 1, qk, rng);
+    checkGemmQ(r, f, 9, 5, (qk == 32 ? 5 : 2) * qk, rng);
+    checkGemmQ(r, f, 64, 32, 2 * qk, rng);
+    checkGemmQ(r, f, 70, 37, few * qk, rng);
+    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, 2);
+  }
 }

@@ -213,6 +213,22 @@ LIBRARY_TEST("softmax sizes", softmaxSizes) {
       }
 }
 
+// The one-pass path (the row kept in registers: cols <= 8192 f32, 16384 bf16/f16, 16-byte vectors)
+// at its bound, one vector past it (two passes), and one element past it (the scalar path), with
+// ordinary and extreme rows.
+LIBRARY_TEST("softmax one-pass bound", softmaxOnePassBound) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) {
+    uint32_t bound = d == Dtype::F32 ? 8192 : 16384, vec = d == Dtype::F32 ? 4 : 8;
+    for (uint32_t cols : {bound, bound + vec, bound + 1, bound - vec}) {
+      std::vector<float> x = roundTo(d, uniform(rng, size_t(2) * cols, -8.0f, 8.0f));
+      expectSoftmax(runSoftmax(r, d, x, 2, cols), x, 2, cols, d, label("softmax", d, 2, cols));
+    }
+    std::vector<float> x = roundTo(d, extremeRows(rng, 9, bound, d));
+    expectSoftmax(runSoftmax(r, d, x, 9, bound), x, 9, bound, d, label("softmax extreme", d, 9, bound));
+  }
+}
+
 LIBRARY_TEST("softmax extreme values", softmaxExtreme) {
   std::mt19937 rng(seed());
   for (Dtype d : kDtypes)

@@ -10,6 +10,11 @@ For every kernel and target of a bundle, the cubin is disassembled with nvdisasm
   insts/elt hot-loop instructions per element, per pass (see PASSES), '+' between passes
   passes    global passes over the main input: the hot loops (loops with 16-byte global loads;
             a remainder loop ptxas splits off after an unrolled one is not a pass), 1 without a loop
+  in regs   the one-pass path of a template that keeps a row in registers (ONE_PASS): its loads in
+            flight, and its instructions per element -- the shortest path through it (the rare
+            branches, e.g. rmsnorm's overflow rescan, and the cheaper of the warp or block merge,
+            drop out) from its first 16-byte load to its EXIT, cross-thread reductions included,
+            divided by the elements a thread holds at the bound. '-' for other kernels
   mufu      MUFU instructions, and how many of them come with range fix-ups (non-.ftz ex2, rcp,
             rsqrt, div.approx: FSETP + predicated or FSEL-scaled FMUL around the MUFU)
 
@@ -43,8 +48,18 @@ PASSES = {
     "residual_rmsnorm": lambda d: [2 * d, 2 * d],
     "argmax": lambda d: [d], "argmax_partial": lambda d: [d],
     "gemv": lambda d: [d + 4],
+    # rope: q or k, rotated in place (neox loads both halves of a pair); transpose: x, through a
+    # shared tile; kv_scatter: one element of k_new and one of v_new (the u32 position is per row).
+    "rope": lambda d: [d], "transpose": lambda d: [d], "kv_scatter": lambda d: [2 * d],
 }
 SIZES = {"f32": 4, "bf16": 2, "f16": 2}
+# Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
+# whose sum of squares overflowed (indices into the hot loops, in order).
+RARE = {"rmsnorm": [1], "residual_rmsnorm": [1]}
+# Templates with a one-pass path (the row in registers, no loop): bytes of 16-byte loads per
+# element of the row on that path (x, then the per-column parameters).
+ONE_PASS = {"softmax": lambda d: d, "rmsnorm": lambda d: 2 * d, "residual_rmsnorm": lambda d: 3 * d,
+            "layernorm": lambda d: 3 * d}
 
 INST = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -129,16 +144,49 @@ def parse_sass(text):
     return insts, labels
 
 
+def target(inst, labels):
+    m = re.search(r"\(\s*(\.L_x_\d+)\s*\)", inst.text)
+    return labels.get(m.group(1)) if inst.base == "BRA" and m else None
+
+
+def all_loops(insts, labels):
+    """(start, end) index pairs of every loop: backward branches to a label."""
+    return [(t, i) for i, inst in enumerate(insts) for t in [target(inst, labels)] if t is not None and t <= i]
+
+
 def loops(insts, labels):
-    """(start, end) index pairs of the innermost loops: backward branches to a label."""
-    found = []
-    for i, inst in enumerate(insts):
-        if inst.base != "BRA":
-            continue
-        m = re.search(r"\(\s*(\.L_x_\d+)\s*\)", inst.text)
-        if m and m.group(1) in labels and labels[m.group(1)] <= i:
-            found.append((labels[m.group(1)], i))
+    """(start, end) index pairs of the innermost loops."""
+    found = all_loops(insts, labels)
     return [l for l in found if not any(o != l and l[0] <= o[0] and o[1] <= l[1] for o in found)]
+
+
+def one_pass(insts, labels):
+    """The loop-free path that keeps a row in registers: (first, exit) indices of the span from the first 16-byte
+    global load outside every loop to the EXIT after the last 16-byte access outside every loop, its loads in flight
+    and the length of the shortest path through it (forward branches only), or None."""
+    spans = all_loops(insts, labels)
+    outside = [i for i, x in enumerate(insts)
+               if x.base in ("LDG", "STG") and x.width() == 16 and not any(a <= i <= b for a, b in spans)]
+    loads = [i for i in outside if insts[i].base == "LDG"]
+    if not loads:
+        return None
+    lo = loads[0]
+    hi = next((i for i in range(outside[-1], len(insts)) if insts[i].base == "EXIT"), len(insts) - 1)
+    # dist[i]: fewest instructions executed from lo to reach i (inclusive); a predicated EXIT or BRA may fall through.
+    inf = float("inf")
+    dist = [inf] * (hi + 2)
+    dist[lo] = 1
+    for i in range(lo, hi + 1):
+        if dist[i] == inf:
+            continue
+        inst = insts[i]
+        t = target(inst, labels)
+        if t is not None and lo <= t <= hi + 1 and t > i:
+            dist[t] = min(dist[t], dist[i] + 1)
+        ends = inst.base in ("EXIT", "BRA") and not inst.pred
+        if not ends and i + 1 <= hi:
+            dist[i + 1] = min(dist[i + 1], dist[i] + 1)
+    return lo, hi, in_flight(insts, lo, hi), dist[hi]
 
 
 def global_loads(insts, lo, hi, width=None):
@@ -216,7 +264,17 @@ def measure(text, name):
     template = max((t for t in PASSES if name.startswith(t + "_")), key=len, default=None)
     per = PASSES.get(template)
     sizes = per(SIZES[dtype]) if per and dtype in SIZES else None
+    rare = RARE.get(template, [])
+    if looped and len(regions) > max(rare, default=-1):
+        regions = [r for k, r in enumerate(regions) if k not in rare]
     flight = [in_flight(insts, *r) for r in regions]
+    regs_path = None
+    if template in ONE_PASS and dtype in SIZES:
+        found = one_pass(insts, labels)
+        if found:
+            lo, hi, fl, length = found
+            loaded = sum(insts[i].width() for i in global_loads(insts, lo, hi, width=16))
+            regs_path = (fl, length * ONE_PASS[template](SIZES[dtype]) / loaded)
     ipe = []
     if sizes and len(sizes) == len(regions):
         for (lo, hi), bytes_per in zip(regions, sizes):
@@ -231,6 +289,7 @@ def measure(text, name):
         "local_insts": local_insts,
         "mufu": mufu,
         "mufu_fixed": fixed,
+        "in_regs": regs_path,
     }
 
 
@@ -266,14 +325,15 @@ def report(bundle, truenoc, nvdisasm):
 
 
 HEADER = ["kernel", "target", "regs", "local bytes / insts", "loads in flight", "insts per element", "passes",
-          "MUFU (with fix-ups)"]
+          "MUFU (with fix-ups)", "row in registers: in flight / insts per element"]
 
 
 def fmt(r):
     ipe = " + ".join("%.1f" % x for x in r["per_element"]) if r["per_element"] else "-"
     flight = " + ".join(str(x) for x in r["in_flight"]) or "0"
     return [r["kernel"], r["target"], str(r["regs"]), "%d / %d" % (r["local"], r["local_insts"]), flight,
-            ipe, str(r["passes"]), "%d (%d)" % (r["mufu"], r["mufu_fixed"])]
+            ipe, str(r["passes"]), "%d (%d)" % (r["mufu"], r["mufu_fixed"]),
+            "%d / %.1f" % r["in_regs"] if r["in_regs"] else "-"]
 
 
 def table(rows):
@@ -299,8 +359,8 @@ def read_baseline(path):
 
 def check(rows, base):
     """Regressions: more registers (in allocation units of 8), local memory, instructions per element (summed over the
-    passes), passes or MUFU fix-ups; fewer loads in flight in a pass. A kernel missing from either side
-    is a failure too."""
+    passes), passes or MUFU fix-ups; fewer loads in flight in a pass; on the one-pass path fewer loads in flight or
+    more instructions per element. A kernel missing from either side is a failure too."""
     failures, better = [], []
     seen = set()
     for r in rows:
@@ -313,8 +373,16 @@ def check(rows, base):
             continue
         def nums(cell):
             return [float(x) for x in re.findall(r"[0-9.]+", cell)]
-        for col, worse_if_higher in ((2, True), (3, True), (4, False), (5, True), (6, True), (7, True)):
+        for col, worse_if_higher in ((2, True), (3, True), (4, False), (5, True), (6, True), (7, True), (8, None)):
             a, b = nums(old[col]), nums(new[col])
+            if col == 8:  # the one-pass path: fewer loads in flight or more instructions per element
+                if len(a) == len(b) == 2 and (b[0] < a[0] or b[1] > a[1] + 1e-9):
+                    failures.append("%s %s: %s regressed: %s -> %s" % (key + (HEADER[col], old[col], new[col])))
+                elif len(a) != len(b):
+                    failures.append("%s %s: %s changed shape: %s -> %s" % (key + (HEADER[col], old[col], new[col])))
+                elif a != b:
+                    better.append("%s %s: %s improved: %s -> %s" % (key + (HEADER[col], old[col], new[col])))
+                continue
             if col == 2:  # registers are allocated 8 per thread at a time: 18 -> 19 changes nothing
                 a, b = [-(-x // 8) * 8 for x in a], [-(-x // 8) * 8 for x in b]
             if col == 7:  # MUFU count grows with unrolling; only the fix-ups are a regression

@@ -1,6 +1,7 @@
 // tools/bench kernel-library section (a benchmark, not a test): effective bandwidth of the
 // library's kernels (tools/bench/kernels.toml) against a device-to-device copy of comparable
-// size, and for f32 GEMV against cuBLAS SGEMV (dlopen'ed; the column stays empty without it).
+// size, and for f32 GEMV against cuBLAS SGEMV (dlopen'ed; the column stays empty without it),
+// for gemv_q against our dequantize to bf16 followed by cublasGemmEx (checked to agree first).
 // GEMM is compute-bound: it is reported in TFLOP/s (TOPS for s8) beside cuBLAS, in its own table,
 // after a check that both give the same C: f32 against SGEMM (no TF32), tf32, bf16, f16 and s8
 // against cublasGemmEx (TF32 compute, f32 compute, s32 compute).
@@ -70,14 +71,15 @@ double median(std::vector<double> v) {
 
 // ---- cases --------------------------------------------------------------------------------
 
-// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), or u32 row indices
-// (kv_scatter positions).
-enum class Fill { F32, BF16, F16, S8, Zero, Positions };
+// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), u32 row indices
+// (kv_scatter positions), or u32 i * range (Strided: attention's cache offsets) or range
+// (Constant: its lengths).
+enum class Fill { F32, BF16, F16, S8, Zero, Positions, Strided, Constant };
 
 struct Buffer {
   size_t bytes;
   Fill fill;
-  uint32_t range = 0;   // Positions: distinct random rows in [0, range)
+  uint32_t range = 0;   // Positions: distinct random rows in [0, range); Strided, Constant: see Fill
   bool shared = false;  // one allocation for every buffer set (a cache the case touches a little of)
 };
 
@@ -108,7 +110,22 @@ struct Case {
   // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n); dtype names the
   // member (gemmMember).
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
+  // gemv_q: the second reference, our dequantize to bf16 (refLaunches) then cublasGemmEx of
+  // those weights (buffer refW) with the activations rounded to bf16 (refX, from the f32 x in
+  // buffer 1) into refY; y = the last buffer of the case.
+  std::vector<Launch> refLaunches{};
+  uint32_t refM = 0, refK = 0, refNtok = 0;
+  int refW = -1, refX = -1, refY = -1;
   double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
+  // Attention: the problem, for the check of sampled output rows against a CPU reference, and
+  // the FLOPs of prefill (its table reports TFLOP/s beside the bandwidth).
+  struct Attention {
+    bool decode;
+    uint32_t batch, seqQ, seqK, qHeads, kvHeads, dim;
+    bool causal;
+  };
+  std::optional<Attention> attention = std::nullopt;
+  double attentionFlops = 0;
 };
 
 // The gemm members measured. f32 multiplies row-major A and B (cuBLAS SGEMM's best case among
@@ -127,6 +144,8 @@ constexpr GemmMember kGemmMembers[] = {
     {"f16", 2, 2, Fill::F16, 2, 2, 68},      // CUDA_R_16F
     {"s8", 1, 4, Fill::S8, 3, 10, 72},       // CUDA_R_8I -> CUDA_R_32I, CUBLAS_COMPUTE_32I
 };
+// The dequantize-then-cuBLAS reference of gemv_q: bf16 weights and activations, f32 y and compute.
+constexpr GemmMember kDequantRef = {"bf16", 2, 4, Fill::BF16, 14, 0, 68};  // CUDA_R_16BF -> CUDA_R_32F
 const GemmMember& gemmMember(const std::string& dtype) {
   for (const GemmMember& g : kGemmMembers)
     if (dtype == g.dtype) return g;
@@ -252,8 +271,21 @@ struct QuantFormat {
 constexpr QuantFormat kQuantFormats[] = {
     {"q4_0", 32, 18}, {"q8_0", 32, 34}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}};
 
+// The dequantize-then-cuBLAS reference of a case whose buffer 0 is W (m x k), buffer 1 the f32 x
+// (ntok x k) and last buffer y (ntok x m, f32): its buffers go after y.
+void addDequantRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
+  int ref = int(c.buffers.size());
+  c.buffers.push_back({size_t(m) * k * 2, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * k * 2, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * m * 4, Fill::Zero});
+  c.refLaunches = {{std::string("dequantize_") + f.name + "_bf16", {buf("q", 0), buf("y", ref), val("rows", m), val("k", k)}}};
+  c.refM = m, c.refK = k, c.refNtok = ntok;
+  c.refW = ref, c.refX = ref + 1, c.refY = ref + 2;
+}
+
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
-// launch included in the time and its bytes in the count. W's bytes dominate the count.
+// launch included in the time and its bytes in the count. W's bytes dominate the count. The
+// reference: W dequantized to bf16 by our dequantize, then cublasGemmEx (bf16 x), both timed.
 Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok) {
   Case c{std::string("gemv_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
@@ -262,14 +294,60 @@ Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_
     c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
     c.launches = {{std::string("gemv_q_") + f.name + n, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
     c.bytes = double(w) + double(x) + double(y);
+  } else {
+    size_t xq = size_t(ntok) * (k / 32) * 36;
+    c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+    c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
+                  {std::string("gemv_q_") + f.name + "_q8_1" + n,
+                   {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
+    c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
+  }
+  addDequantRef(c, f, m, k, ntok);
+  return c;
+}
+
+// Prefill (gemm_q): ntok tokens quantized by quantize_q8_1 (in the time), then the int8 mma
+// product; the same dequantize-then-cublasGemmEx reference as gemv_q.
+Case gemmQCase(const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
+  Case c{std::string("gemm_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), "q8_1", {}, {}, 0, 0, 0};
+  size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, xq = size_t(ntok) * (k / 32) * 36,
+         y = size_t(ntok) * m * 4;
+  c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+  c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
+                {std::string("gemm_q_") + f.name,
+                 {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k), val("ntok", ntok)}}};
+  c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
+  addDequantRef(c, f, m, k, ntok);
+  return c;
+}
+
+// The fused gate+up projection (gemv_q_swiglu): two m x k matrices, one pass.
+Case gemvQSwigluCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok) {
+  Case c{std::string("gemv_q_swiglu_") + f.name, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
+  size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
+  std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_q8_1") + "_n" + std::to_string(ntok);
+  if (act == "f32") {
+    c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
+    c.launches = {{kernel, {buf("gate", 0), buf("up", 1), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
+    c.bytes = 2.0 * double(w) + double(x) + double(y);
     return c;
   }
   size_t xq = size_t(ntok) * (k / 32) * 36;
-  c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
-  c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
-                {std::string("gemv_q_") + f.name + "_q8_1" + n,
-                 {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
-  c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
+  c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+  c.launches = {{"quantize_q8_1_f32", {buf("x", 2), buf("y", 3), val("n", ntok * k)}},
+                {kernel, {buf("gate", 0), buf("up", 1), buf("x", 3), buf("y", 4), val("m", m), val("k", k)}}};
+  c.bytes = 2.0 * double(w) + double(x) + 2.0 * double(xq) + double(y);
+  return c;
+}
+
+// rmsnorm fused into the q8_1 quantization of the activations (rmsnorm_quantize_q8_1).
+Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
+  Case c{"rmsnorm_quantize_q8_1", dims(rows, cols), dtype, {}, {}, 0, 0, 0};
+  size_t es = sizeOf(dtype), n = size_t(rows) * cols, yq = n / 32 * 36;
+  c.buffers = {{n * es, fillOf(dtype)}, {cols * es, fillOf(dtype)}, {yq, Fill::Zero}};
+  c.launches = {{"rmsnorm_quantize_q8_1_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows),
+                                                    val("cols", cols), val("eps", 1e-5f)}}};
+  c.bytes = double(n * es) + double(cols * es) + double(yq);
   return c;
 }
 
@@ -336,6 +414,52 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
   return c;
 }
 
+// Decode attention (attention_decode + attention_decode_merge, bf16, head_dim 128, group 4):
+// one query token for each of `batch` sequences of `context` cached positions, kv_heads = q_heads
+// / 4. Splits along the sequence bring the blocks (kv_heads x splits x batch) to about 528, 4 per
+// SM of an H100. Bytes: K and V (what the kernel streams; q, o and the workspace are small).
+Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
+  const uint32_t kvHeads = qHeads / 4, dim = 128;
+  const uint32_t splits = std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
+  const uint32_t splitLen = (context + splits - 1) / splits;
+  Case c{"attention_decode", std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
+                                 std::to_string(dim),
+         "bf16", {}, {}, 0, 0, 0};
+  const size_t q = size_t(batch) * qHeads * dim * 2, cache = size_t(batch) * context * kvHeads * dim * 2;
+  const size_t partial = size_t(batch) * qHeads * splits * dim * 4, stats = size_t(batch) * qHeads * splits * 4;
+  c.buffers = {{q, Fill::BF16},           {cache, Fill::BF16},         {cache, Fill::BF16},
+               {batch * 4u, Fill::Strided, context}, {batch * 4u, Fill::Constant, context},
+               {partial, Fill::Zero},     {stats, Fill::Zero},         {q, Fill::Zero}};
+  c.launches = {{"attention_decode_bf16_d128_g4",
+                 {buf("q", 0), buf("k_cache", 1), buf("v_cache", 2), buf("offsets", 3), buf("lengths", 4),
+                  buf("partial", 5), buf("stats", 6), val("batch", batch), val("kv_heads", kvHeads),
+                  val("splits", splits), val("split_len", splitLen), val("scale", 1.0f / std::sqrt(float(dim)))}},
+                {"attention_decode_merge_bf16_d128",
+                 {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
+                  val("splits", splits)}}};
+  c.bytes = 2.0 * double(cache);
+  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false};
+  return c;
+}
+
+// Flash-attention prefill (attention_prefill, bf16): `batch` sequences of `seq` tokens, `heads`
+// query and kv heads, keys = queries. Bytes: q, k, v and o once; FLOPs 4 batch heads seq^2 dim,
+// half of it causal (the masked half is not computed).
+Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal) {
+  Case c{causal ? "attention_prefill_causal" : "attention_prefill",
+         std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim), "bf16", {}, {}, 0, 0, 0};
+  const size_t t = size_t(batch) * seq * heads * dim * 2;
+  c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
+  c.launches = {{"attention_prefill_bf16_d" + std::to_string(dim) + (causal ? "_causal" : ""),
+                 {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
+                  val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
+                  val("scale", 1.0f / std::sqrt(float(dim)))}}};
+  c.bytes = 4.0 * double(t);
+  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal};
+  c.attentionFlops = 4.0 * batch * heads * double(seq) * seq * dim / (causal ? 2.0 : 1.0);
+  return c;
+}
+
 // Full: the measured sizes. Quick: a smoke run on a GPU. Tiny: every launch path at sizes the
 // simulated driver runs in seconds (--check on a device), with odd sizes and the split paths.
 enum class Sizes { Full, Quick, Tiny };
@@ -384,6 +508,37 @@ std::vector<Case> cases(Sizes sizes) {
           for (uint32_t t : ntoks) out.push_back(gemvQCase(f, act, m, k, t));
         out.push_back(dequantizeCase(f, m, k));
       }
+    // The fused decode kernels: LLaMA-3-8B's gate and up projections (14336 x 4096 each), and
+    // rmsnorm + quantization of the decode tokens' activations (and of a prefill's).
+    uint32_t ffn = pick(14336, 14336, 9), hidden = pick(4096, 4096, 512);
+    for (const QuantFormat& f : kQuantFormats)
+      for (const char* act : {"f32", "q8_1"})
+        for (uint32_t t : ntoks) out.push_back(gemvQSwigluCase(f, act, ffn, hidden, t));
+    for (const char* dt : {"f32", "bf16"})
+      for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
+    // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
+    // weights.
+    for (const QuantFormat& f : kQuantFormats) {
+      if (std::string_view(f.name) == "q6_k") continue;  // gemm_q: one scale per 32 values
+      if (tiny) {
+        out.push_back(gemmQCase(f, 70, 512, 37));
+        continue;
+      }
+      for (auto [m, k] : full ? mk : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
+        out.push_back(gemmQCase(f, m, k, pick(512, 128, 37)));
+    }
+  }
+  // Attention. Decode: batch 1, 8, 32 x context 512, 4096, 32768, 32 query heads of 128 over 8
+  // kv heads. Prefill: batch 4 x 16 heads x seq 1024, 4096 x head_dim 64, 128, causal and not.
+  {
+    std::vector<uint32_t> batches = {1, 8, 32}, contexts = {512, 4096, 32768}, seqs = {1024, 4096};
+    if (!full) batches = {1, 8}, contexts = {4096}, seqs = {1024};
+    if (tiny) batches = {2}, contexts = {70}, seqs = {70};
+    for (uint32_t b : batches)
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32));
+    for (uint32_t dim : {64u, 128u})
+      for (uint32_t seq : seqs)
+        for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
@@ -541,6 +696,12 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
     must(m.fill_async(0, stream), "fill");
     return;
   }
+  if (f == Fill::Strided || f == Fill::Constant) {
+    std::vector<uint32_t> v(m.bytes() / 4);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = f == Fill::Strided ? uint32_t(i) * range : range;
+    must(m.upload(v.data(), v.size() * 4), "upload");
+    return;
+  }
   if (f == Fill::Positions) {  // a partial Fisher-Yates shuffle of [0, range)
     size_t count = m.bytes() / 4;
     if (count > range) {
@@ -592,6 +753,49 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t 
     for (uint32_t j = 0; j < k; ++j) ref += double(w[size_t(i) * k + j]) * x[j];
     if (!(std::fabs(y[i] - ref) <= tol))
       return "y[" + std::to_string(i) + "] = " + std::to_string(y[i]) + ", reference " + std::to_string(ref);
+  }
+  return "";
+}
+
+// Attention: 16 sampled output rows (sequence, query head, query row) against a double-precision
+// reference from the case's bf16 q, K and V, downloading only the rows they need. The weights are
+// f32 (decode) or rounded to bf16 as mma inputs (prefill): each off by at most 2^-9 relative, so
+// an output row by 2^-9 max|v|, plus its rounding to bf16 (2^-9 of |o|). A row of the wrong head
+// or position is off by ~|o|.
+std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Case::Attention& a) {
+  auto bf16s = [&](const DeviceMemory& m, size_t first, size_t count) {
+    std::vector<uint16_t> raw(count);
+    must(m.download(raw.data(), count * 2, first * 2), "download");
+    return raw;
+  };
+  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads;
+  const double scale = 1.0 / std::sqrt(double(D));
+  const DeviceMemory& out = *mem[a.decode ? 7 : 3];
+  for (uint32_t s = 0; s < 16; ++s) {
+    const uint32_t b = s % a.batch, h = (s * 7) % a.qHeads, i = (s * 131) % a.seqQ, kv = h / group;
+    const size_t row = (size_t(b) * a.seqQ + i) * a.qHeads + h;  // q and o: [batch, seq_q, q_heads, D]
+    const int64_t last = a.causal ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
+    const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
+    const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
+    const std::vector<uint16_t> k = bf16s(*mem[1], first, keys * a.kvHeads * D), v = bf16s(*mem[2], first, keys * a.kvHeads * D);
+    auto at = [&](const std::vector<uint16_t>& t, size_t j, uint32_t d) { return double(tn::ir::bf16ToF32(t[(j * a.kvHeads + kv) * D + d])); };
+    std::vector<double> p(keys);
+    double mx = -INFINITY, sum = 0;
+    for (size_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d);
+      mx = std::max(mx, p[j] = dot * scale);
+    }
+    for (double& x : p) sum += x = std::exp(x - mx);
+    for (uint32_t d = 0; d < D; ++d) {
+      double want = 0;
+      for (size_t j = 0; j < keys; ++j) want += p[j] * at(v, j, d);
+      want = keys ? want / sum : 0.0;
+      const double got = tn::ir::bf16ToF32(o[d]);
+      if (!(std::fabs(got - want) <= std::ldexp(1.0, -9) * (1.0 + std::fabs(want)) + 1e-6))
+        return "o[sequence " + std::to_string(b) + ", row " + std::to_string(i) + ", head " + std::to_string(h) + "][" +
+               std::to_string(d) + "] = " + std::to_string(got) + ", reference " + std::to_string(want);
+    }
   }
   return "";
 }
@@ -648,6 +852,21 @@ std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, 
   return compareGemm(c, want, n, k, g);
 }
 
+// gemv_q against dequantize + cublasGemmEx on the same weights: the reference rounds the weights
+// and x to bf16 (2^-9 relative each, random in sign: ~2^-8.5 of the rms of y over a row), and
+// q8_1 activations are off by up to half a step (amax/254) each; a wrong element is off by about
+// the rms of y, so 3% of it separates the two.
+std::string compareDequantRef(const std::vector<float>& ours, const std::vector<float>& ref) {
+  double ss = 0;
+  for (float v : ref) ss += double(v) * v;
+  const double tol = 0.03 * std::sqrt(ss / double(std::max<size_t>(ref.size(), 1)));
+  for (size_t i = 0; i < ref.size(); ++i)
+    if (!(std::fabs(double(ours[i]) - ref[i]) <= tol))
+      return "y[" + std::to_string(i) + "] = " + std::to_string(ours[i]) + ", reference " + std::to_string(ref[i]) +
+             " (tolerance " + std::to_string(tol) + ")";
+  return "";
+}
+
 int runTinyCases(const Context& ctx, const std::string& path) {
   Stream stream = must(Stream::create(ctx), "stream");
   Bundle bundle = must(Bundle::load_file(ctx, path), "load " + path);
@@ -661,7 +880,10 @@ int runTinyCases(const Context& ctx, const std::string& path) {
       mem.push_back(must(DeviceMemory::allocate(ctx, b.bytes), "allocate for " + label));
       fillBuffer(mem.back(), b.fill, b.range, rng, stream);
     }
-    for (const Launch& l : c.launches) {
+    // The reference's own launches (dequantize) run too; cuBLAS is not there.
+    std::vector<Launch> all = c.launches;
+    all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
+    for (const Launch& l : all) {
       auto k = bundle.kernel(l.kernel);
       if (!k) {
         why = k.error().describe();
@@ -677,7 +899,12 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
     if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
-    std::printf("%s %-34s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
+    if (why.empty() && c.attention) {
+      std::vector<const DeviceMemory*> set;
+      for (const DeviceMemory& m : mem) set.push_back(&m);
+      why = checkAttention(set, *c.attention);
+    }
+    std::printf("%s %-40s %s\n", why.empty() ? "ran " : "FAIL", label.c_str(), why.c_str());
     bad += !why.empty();
   }
   if (bad) std::printf("%d case(s) failed on the device\n", bad);
@@ -697,7 +924,10 @@ int checkCases(const std::string& path, bool quick) {
   int bad = 0;
   for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
     std::string label = c.op + " " + c.shape + " " + c.dtype, why, calls;
-    for (const Launch& l : c.launches) {
+    std::vector<Launch> all = c.launches;
+    all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
+    for (size_t li = 0; li < all.size(); ++li) {
+      const Launch& l = all[li];
       const tn::bundle::KernelInfo* k = manifest.find(l.kernel);
       if (!k) {
         why = l.kernel + " is not in the bundle";
@@ -717,12 +947,13 @@ int checkCases(const std::string& path, bool quick) {
           why = l.kernel + ": parameter " + std::to_string(i) + " is " + params[i].name + ", the case passes " +
                 l.args[i].param;
       if (!why.empty()) break;
-      calls += (calls.empty() ? "" : " + ") + l.kernel;
+      calls += (li == 0 ? "" : li == c.launches.size() ? ", ref: " : " + ") + l.kernel;
     }
+    if (!c.refLaunches.empty()) calls += " + cublasGemmEx";
     if (why.empty()) {
-      std::printf("ok   %-34s %10.3f MB  %s\n", label.c_str(), c.bytes / 1e6, calls.c_str());
+      std::printf("ok   %-40s %10.3f MB  %s\n", label.c_str(), c.bytes / 1e6, calls.c_str());
     } else {
-      std::printf("FAIL %-34s %s\n", label.c_str(), why.c_str());
+      std::printf("FAIL %-40s %s\n", label.c_str(), why.c_str());
       ++bad;
     }
   }
@@ -742,6 +973,7 @@ struct Row {
   std::string op, shape, dtype;
   double bytes = 0, oursUs = 0, oursGbs = 0, copyGbs = 0;
   std::optional<double> refGbs;
+  double tflops = 0;  // attention prefill
 };
 
 struct GemmRow {
@@ -867,16 +1099,41 @@ int main(int argc, char** argv) {
     std::vector<std::vector<DeviceMemory*>> mem(sets);
     for (auto& set : mem)
       for (size_t i = 0; i < c.buffers.size(); ++i) set.push_back(shared[i] ? shared[i] : allocate(c.buffers[i]));
-    // The arguments of every launch of every set, built once.
-    std::vector<std::vector<std::vector<Arg>>> args(sets);
+    // The arguments of every launch of every set (and of the reference's launches), built once.
+    std::vector<std::vector<std::vector<Arg>>> args(sets), refArgs(sets);
     for (int s = 0; s < sets; ++s)
-      for (const Launch& l : c.launches) {
-        std::vector<Arg> a;
-        for (const ArgSpec& spec : l.args)
-          a.push_back(spec.buffer >= 0 ? arg(mem[s][spec.buffer]->ptr()) : spec.scalar);
-        args[s].push_back(std::move(a));
-      }
+      for (auto [launches, out] : {std::pair{&c.launches, &args[s]}, std::pair{&c.refLaunches, &refArgs[s]}})
+        for (const Launch& l : *launches) {
+          std::vector<Arg> a;
+          for (const ArgSpec& spec : l.args)
+            a.push_back(spec.buffer >= 0 ? arg(mem[s][spec.buffer]->ptr()) : spec.scalar);
+          out->push_back(std::move(a));
+        }
     must(stream.synchronize(), "fill");
+
+    // gemv_q's second reference: dequantize to bf16, then cublasGemmEx on x rounded to bf16.
+    bool haveDequantRef = c.refM && haveCublas && cublas.gemmEx;
+    std::vector<Kernel> refKernels;
+    for (const Launch& l : c.refLaunches) {
+      auto k = bundle.kernel(l.kernel);
+      if (k) refKernels.push_back(k.value());
+      else haveDequantRef = false;
+    }
+    if (haveDequantRef) {
+      std::vector<float> x(size_t(c.refNtok) * c.refK);
+      std::vector<uint16_t> xb(x.size());
+      for (int s = 0; s < sets; ++s) {
+        must(mem[s][1]->download(x.data(), x.size() * 4), "download x");
+        for (size_t i = 0; i < x.size(); ++i) xb[i] = tn::ir::f32ToBf16(x[i]);
+        must(mem[s][size_t(c.refX)]->upload(xb.data(), xb.size() * 2), "upload bf16 x");
+      }
+    }
+    auto enqueueRef = [&](int s) {
+      for (size_t i = 0; i < refKernels.size(); ++i)
+        if (!refKernels[i].launch_args(stream, refArgs[s][i])) return false;
+      return cublas.gemm(kDequantRef, mem[s][size_t(c.refX)]->ptr(), mem[s][size_t(c.refW)]->ptr(),
+                         mem[s][size_t(c.refY)]->ptr(), c.refNtok, c.refM, c.refK);
+    };
 
     // GEMM: the same C as cuBLAS before anything is timed.
     const GemmMember& member = gemmMember(c.dtype);
@@ -895,6 +1152,17 @@ int main(int argc, char** argv) {
       std::string why = haveRef ? compareGemm(ours, ref, c.gemmN, c.gemmK, member) : "";
       if (!why.empty()) {
         std::printf("WARNING %s: ours and cuBLAS differ: %s\n", label.c_str(), why.c_str());
+        ++failures;
+      }
+    }
+
+    // Attention: sampled rows against a CPU reference before anything is timed.
+    if (c.attention) {
+      for (size_t i = 0; i < kernels.size(); ++i) must(kernels[i].launch_args(stream, args[0][i]), "launch " + label);
+      must(stream.synchronize(), "sync");
+      std::string why = checkAttention(std::vector<const DeviceMemory*>(mem[0].begin(), mem[0].end()), *c.attention);
+      if (!why.empty()) {
+        std::printf("WARNING %s: wrong against the CPU reference: %s\n", label.c_str(), why.c_str());
         ++failures;
       }
     }
@@ -927,12 +1195,13 @@ int main(int argc, char** argv) {
       mem.clear();
       owned.clear();
       ctx.pool().trim();
-      std::printf("  measured %-34s %9.1f us  (%d buffer sets)\n", label.c_str(), g.oursUs, sets);
+      std::printf("  measured %-40s %9.1f us  (%d buffer sets)\n", label.c_str(), g.oursUs, sets);
       std::fflush(stdout);
       continue;
     }
 
     Row row{c.op, c.shape, c.dtype, c.bytes, ms * 1e3, c.bytes / (ms * 1e6), 0, std::nullopt};
+    row.tflops = c.attentionFlops / (ms * 1e9);
 
     if (c.gemvM && haveCublas) {
       const uint32_t m = c.gemvM, k = c.gemvK;
@@ -959,6 +1228,25 @@ int main(int argc, char** argv) {
           std::printf("WARNING %s: ours and cuBLAS differ by up to %g (tolerance %g)\n", label.c_str(), worst, tol);
           ++failures;
         }
+      }
+    }
+    if (haveDequantRef) {
+      // Same weights and x, two answers, before the reference is timed.
+      const size_t count = size_t(c.refNtok) * c.refM;
+      std::vector<float> ours(count), ref(count);
+      for (size_t i = 0; i < kernels.size(); ++i) must(kernels[i].launch_args(stream, args[0][i]), "launch " + label);
+      must(stream.synchronize(), "sync");
+      must(mem[0][size_t(c.refW) - 1]->download(ours.data(), count * 4), "download");
+      if (!enqueueRef(0) || !stream.synchronize()) {
+        std::printf("dequantize + cuBLAS failed for %s: no reference\n", label.c_str());
+      } else {
+        must(mem[0][size_t(c.refY)]->download(ref.data(), count * 4), "download");
+        if (std::string why = compareDequantRef(ours, ref); !why.empty()) {
+          std::printf("WARNING %s: ours and dequantize + cuBLAS differ: %s\n", label.c_str(), why.c_str());
+          ++failures;
+        }
+        double rms = bench.time(enqueueRef, sets);
+        if (rms > 0) row.refGbs = c.bytes / (rms * 1e6);
       }
     }
     mem.clear();
@@ -989,18 +1277,26 @@ int main(int argc, char** argv) {
     must(stream.synchronize(), "sync");
     ctx.pool().trim();
     rows.push_back(row);
-    std::printf("  measured %-34s %9.1f us  (%d buffer sets)\n", label.c_str(), row.oursUs, sets);
+    std::printf("  measured %-40s %9.1f us  (%d buffer sets)\n", label.c_str(), row.oursUs, sets);
     std::fflush(stdout);
   }
 
-  std::printf("\n%-16s %-16s %-6s %10s %10s %10s %10s %10s\n", "op", "shape", "dtype", "ours GB/s", "copy GB/s",
+  std::printf("\n%-22s %-16s %-6s %10s %10s %10s %10s %10s\n", "op", "shape", "dtype", "ours GB/s", "copy GB/s",
               "ref GB/s", "ours/copy", "ours/ref");
   for (const Row& r : rows) {
-    std::printf("%-16s %-16s %-6s %10.1f %10.1f %10s %10.3f %10s\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
+    std::printf("%-22s %-16s %-6s %10.1f %10.1f %10s %10.3f %10s\n", r.op.c_str(), r.shape.c_str(), r.dtype.c_str(),
                 r.oursGbs, r.copyGbs, r.refGbs ? fmt(*r.refGbs, "%.1f").c_str() : "-", r.oursGbs / r.copyGbs,
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
-  std::printf("ref: cuBLAS SGEMV (gemv f32 only); GB/s = (bytes read + bytes written) / median time\n");
+  std::printf("ref: cuBLAS SGEMV (gemv f32); gemv_q: our dequantize to bf16 + cublasGemmEx (bf16 x, f32 y), the "
+              "same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
+              "and V only\n");
+  if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tflops > 0; })) {
+    std::printf("\n%-26s %-18s %12s %12s\n", "op", "shape (BxHxSxD)", "ours us", "ours TFLOP/s");
+    for (const Row& r : rows)
+      if (r.tflops > 0) std::printf("%-26s %-18s %12.1f %12.2f\n", r.op.c_str(), r.shape.c_str(), r.oursUs, r.tflops);
+    std::printf("TFLOP/s = 4 B H S^2 D (causal: half) / median time; tools/bench/torch_ref.py adds PyTorch SDPA's\n");
+  }
   if (!gemmRows.empty()) {
     std::printf("\n%-16s %-22s %12s %12s %12s %10s\n", "op", "shape (MxNxK)", "ours us", "ours TFLOP/s",
                 "ref TFLOP/s", "ours/ref");
@@ -1013,12 +1309,13 @@ int main(int argc, char** argv) {
   }
   if (!csv.empty()) {
     std::ofstream out(csv);
-    out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref\n";
+    out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref,ours_tflops\n";
     for (const Row& r : rows) {
       out << r.op << "," << r.shape << "," << r.dtype << "," << fmt(r.bytes, "%.0f") << "," << fmt(r.oursUs) << ","
           << fmt(r.oursGbs, "%.2f") << "," << fmt(r.copyGbs, "%.2f") << ","
           << (r.refGbs ? fmt(*r.refGbs, "%.2f") : "") << "," << fmt(r.oursGbs / r.copyGbs, "%.4f") << ","
-          << (r.refGbs ? fmt(r.oursGbs / *r.refGbs, "%.4f") : "") << "\n";
+          << (r.refGbs ? fmt(r.oursGbs / *r.refGbs, "%.4f") : "") << "," << (r.tflops > 0 ? fmt(r.tflops, "%.2f") : "")
+          << "\n";
     }
     if (!out) {
       std::fprintf(stderr, "error: cannot write %s\n", csv.c_str());

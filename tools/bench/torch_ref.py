@@ -46,8 +46,8 @@ def make_case(torch, op, shape, dtype):
     """(make_inputs, run[, touched]): make_inputs() builds one set of tensors, run(set) does the op
     once; touched, when given, is the bytes one run moves where that is not the set's size (the
     set shares tensors it only partly touches, like kv_scatter's caches)."""
-    if op.startswith(("gemv_q_", "dequantize_")):
-        return None  # ggml-quantized weights: PyTorch has no kernel for them (nor these shapes' ":ntok")
+    if op.startswith(("gemv_q_", "dequantize_", "rmsnorm_quantize_")):
+        return None  # ggml-quantized weights and q8_1 blocks: PyTorch has no kernel for them
     F = torch.nn.functional
     dev = "cuda"
     dt = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype]
@@ -87,6 +87,20 @@ def make_case(torch, op, shape, dtype):
         if op == "transpose":
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
+    if op == "attention_decode":
+        # One query token per sequence, q_heads / kv_heads of them per kv head. SDPA on [B, KH, G,
+        # D] queries against [B, KH, ctx, D] keys: the group's heads become query rows of one kv
+        # head (no mask, so the same softmax), with no copy of K and V for grouped-query heads.
+        batch, ctx, q_heads, kv_heads, dim = dims
+        group = q_heads // kv_heads
+        return (lambda: (rand(batch, kv_heads, group, dim), rand(batch, kv_heads, ctx, dim),
+                         rand(batch, kv_heads, ctx, dim))), (
+            lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
+    if op in ("attention_prefill", "attention_prefill_causal"):
+        batch, heads, seq, dim = dims
+        causal = op.endswith("_causal")
+        return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
+            lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2], is_causal=causal))
     if op == "kv_scatter":
         tokens, row, cache_rows = dims
         # One pair of caches for every input set, as in the benchmark: a run writes only `tokens`
@@ -186,7 +200,8 @@ def print_table(rows):
                  fmt(r.get("ours_over_copy"), ".3f"), fmt(r.get("ours_over_ref"), ".3f"),
                  fmt(r.get("ours_over_torch"), ".3f")]
         print(f"{r['op']:<16} {r['shape']:<16} {r['dtype']:<6}" + "".join(f" {c:>11}" for c in cells))
-    print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV, gemv f32 only")
+    print("GB/s = (bytes read + bytes written, each tensor once) / median time; cuBLAS: SGEMV for gemv f32, "
+          "dequantize to bf16 + cublasGemmEx for gemv_q; attention_decode: K and V bytes; torch: SDPA for attention")
 
 
 def main():

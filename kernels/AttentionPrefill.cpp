@@ -1,0 +1,413 @@
+// attention_prefill (docs/kernels.md): flash-attention forward on the tensor cores: bf16 or f16
+// storage, mma.sync m16n8k16 with f32 accumulation, f32 online softmax, causal or not,
+// grouped-query heads, an optional log-sum-exp output.
+//
+// Tensors: q and o are [batch, seq_q, q_heads, head_dim]; k and v [batch, kv_stride, kv_heads,
+// head_dim], of which rows [0, seq_k) are read. With seq_k > seq_q the first seq_k - seq_q keys
+// are a cached prefix (chunked prefill), and `causal` lets query row i see keys j <= i + seq_k -
+// seq_q (the rows are aligned at the bottom right). Query head h reads kv head h / (q_heads /
+// kv_heads).
+//
+// Block (query tile, query head, sequence): 4 warps, 64 query rows, 16 per warp. The Q tile stays
+// in shared memory, read as mma A fragments for every key tile. K and V come in tiles of 64 keys through shared
+// memory: V tile j is loaded while S = Q K^T of tile j is computed, K tile j + 1 while O += P V of
+// tile j. The scores of a warp's 16 rows stay in the mma accumulators: lane (g = lane / 4, t =
+// lane % 4) holds rows g and g + 8, and the softmax state (running max m, partial sum l) of those
+// rows; the exponentiated scores, rounded to the storage type, become the A fragments of P V
+// without leaving the registers (the accumulator of n-tiles 2k and 2k + 1 is the A fragment of
+// k-step k). Scores stay in raw units: p = 2^(s * scale * log2 e - m'), m' the scaled max.
+//
+// Shared tiles: 64 rows of head_dim 16-bit elements, row r's 16-byte chunk c stored at
+// r * 2 head_dim + ((c ^ (r & 7)) << 4). The 8 rows of every ldmatrix matrix (K and Q
+// untransposed, V transposed) and every 8 16-byte cp.async stores of a quarter warp then fall
+// in 8 different groups of banks (tile-validation checks it:
+// lit-tests/tile-validation/attention-prefill.test).
+//
+// Staging: when q, k and v are 16-byte aligned (a run-time test) 16-byte cp.async.cg, rows past
+// the sequence zero-filled; otherwise element by element through registers.
+//
+// Special values: keys past seq_k or masked weigh exactly 0; a row that sees no key (causal,
+// seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every
+// key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
+// whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
+#include <cmath>
+#include <string>
+
+#include "kernels/Library.h"
+
+namespace tn::kernels::lib {
+
+namespace {
+
+using ir::Mod;
+using ir::Scalar;
+using ir::SharedArray;
+using ir::Type;
+
+constexpr unsigned kWarps = 4;
+constexpr unsigned kThreads = 32 * kWarps;
+constexpr unsigned kRows = 16 * kWarps;  // query rows of a block
+constexpr unsigned kKeys = 64;           // keys of a K/V tile
+constexpr float kLn2 = std::numbers::ln2_v<float>;
+
+struct Config {
+  Storage s;
+  unsigned dim;
+  bool causal, lse, varlen;
+  Scalar half() const { return s == Storage::BF16 ? Scalar::BF16 : Scalar::F16; }
+  unsigned rowBytes() const { return dim * 2; }
+};
+
+// A tile of 64 rows in shared memory and where its rows come from: row r is sequence position
+// first + r of the tensor at `base` (this sequence's and head's element 0), `stride` bytes apart,
+// present while the position is below `extent`, zeros past it.
+struct Tile {
+  SharedArray mem;
+  Value base;    // global pointer
+  Value stride;  // u32 bytes between positions
+  Value extent;  // u32 positions
+};
+
+// Byte offset of 16-byte chunk `chunk` of row `row`; `low` is row & 7 when the caller has it.
+Value slotOf(const Config& c, Value row, Value chunk, Value low = Value()) {
+  return (row * c.rowBytes() + ((chunk ^ (low.valid() ? low : (row & 7u))) << 4u)).named("slot");
+}
+
+// 16-byte cp.async copies: chunk tid % (dim / 8) of rows tid / (dim / 8) + passes apart.
+void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
+  const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow;
+  Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
+  Value dst0 = kb.ptradd(kb.shared_addr(t.mem), slotOf(c, r0, chunk), "dst");
+  Value last = (t.extent - 1u).named("last");  // first < extent: the tile holds a position
+  for (unsigned j = 0; j < kRows / rowsPerPass; ++j) {
+    Value pos = (first + r0 + j * rowsPerPass).named("pos");
+    Value in = (pos < t.extent).named("in");
+    Value offset = (kb.mul_wide(kb.min(pos, last), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
+    Value src = assumeAligned16(kb, kb.ptradd(t.base, offset), "src");
+    // Row r0 + j rowsPerPass has r & 7 == r0 & 7 (rowsPerPass is a multiple of 8).
+    Value dst = j == 0 ? dst0 : kb.ptradd(dst0, kb.u32(j * rowsPerPass * c.rowBytes()), "dst");
+    kb.cp_async(dst, src, 16, kb.select(in, kb.u32(16), kb.u32(0), "bytes"), Mod::Cg);
+  }
+}
+
+// The same tile element by element (any 2-byte alignment): consecutive threads, consecutive
+// elements of a row. A loop of kBatch elements a turn: unrolled, the stores' shared addresses
+// (the same for every key tile) would be hoisted out of the key loop by ptxas, 64 registers at
+// head_dim 128 held across it.
+constexpr unsigned kBatch = 4;
+
+void loadTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
+  const unsigned count = kRows * c.dim / kThreads;
+  Value last = (t.extent - 1u).named("last");
+  Value tile = kb.shared_addr(t.mem, "tile");
+  kb.for_range(kb.u32(0), kb.u32(count), kb.u32(kBatch), [&](Value j0) {
+    std::vector<Value> staged, slots;
+    for (unsigned u = 0; u < kBatch; ++u) {
+      Value e = (tid + (j0 + u) * kThreads).named("elem");
+      Value r = (e / c.dim).named("r"), col = (e % c.dim).named("col");
+      Value pos = (first + r).named("pos");
+      Value offset = (kb.mul_wide(kb.min(pos, last), t.stride) + kb.cvt(col << 1u, Type::u64())).named("off");
+      Value v = kb.load(kb.ptradd(t.base, offset), Type::of(Scalar::U16), {Mod::NcMod}, "g");
+      staged.push_back(kb.select((pos < t.extent).named("in"), v, kb.const_bits(Type::of(Scalar::U16), 0), "staged"));
+      slots.push_back(slotOf(c, r, col >> 3u) + ((col & 7u) << 1u));
+    }
+    for (unsigned u = 0; u < kBatch; ++u) kb.store(kb.ptradd(tile, slots[u]), staged[u]);
+  }, {.label = "elements", .iv = "j0"});
+}
+
+Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
+  return kb.pack(Type::of(Scalar::B32, 2), {kb.extract(v4, first), kb.extract(v4, first + 1)}, "frag_b");
+}
+
+// Two f32 rounded to the storage type as one b32: lo in bits 15:0.
+Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
+
+std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
+  const Config c{storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
+                 o.flag("varlen")};
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "attention_prefill");
+  if (c.dim != 64 && c.dim != 128) {
+    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64 or 128, not " + std::to_string(c.dim));
+    return std::nullopt;
+  }
+  Value q = kb.param(kGlobalPtr, "q");
+  Value k = kb.param(kGlobalPtr, "k");
+  Value v = kb.param(kGlobalPtr, "v");
+  Value out = kb.param(kGlobalPtr, "o");
+  Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
+  // Sequence b: one length each for a launch, q and o [batch, seq_q, ...], k and v [batch,
+  // kv_stride, ...]; or (varlen) its own lengths and first rows in q/o and k/v [rows, heads, ...].
+  Value qOffsets, qLengths, kvOffsets, kvLengths, seqQ, seqK, kvStride;
+  if (c.varlen) {
+    qOffsets = kb.param(kGlobalPtr, "q_offsets");
+    qLengths = kb.param(kGlobalPtr, "q_lengths");
+    kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
+    kvLengths = kb.param(kGlobalPtr, "kv_lengths");
+  }
+  kb.param(Type::u32(), "batch");  // the grid's z extent
+  if (c.varlen) {
+    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
+  } else {
+    seqQ = kb.param(Type::u32(), "seq_q");
+    seqK = kb.param(Type::u32(), "seq_k");
+    kvStride = kb.param(Type::u32(), "kv_stride");
+  }
+  Value qHeads = kb.param(Type::u32(), "q_heads");
+  Value kvHeads = kb.param(Type::u32(), "kv_heads");
+  Value scale = kb.param(Type::f32(), "scale");
+  kb.reqntid(kThreads);
+  // The blocks per SM the design aims at (ptxas's own register target for 128 threads spills
+  // head_dim 64): 2 at head_dim 128 (up to 255 registers; 48 KiB of shared memory), 3 at 64.
+  kb.minnctapersm(c.dim == 128 ? 2 : 3);
+  const unsigned tileWords = kRows * c.rowBytes() / 4;
+  SharedArray qMem = kb.shared("q_tile", Type::of(Scalar::B32), tileWords, 128);
+  SharedArray kMem = kb.shared("k_tile", Type::of(Scalar::B32), tileWords, 128);
+  SharedArray vMem = kb.shared("v_tile", Type::of(Scalar::B32), tileWords, 128);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
+  Value quad = (lane >> 3u).named("matrix"), lane7 = (lane & 7u).named("lane7");
+  // The last query tiles see the most keys under a causal mask: they go first.
+  Value q0 = ((kb.nctaid(Mod::X) - 1u - kb.ctaid(Mod::X)) * kRows).named("q0");
+  Value qh = kb.ctaid(Mod::Y, "q_head"), b = kb.ctaid(Mod::Z, "seq");
+  // The first rows of the sequence in q/o and in k/v (u64). The varlen arrays are read with
+  // ld.global.nc at a block-uniform address: the same value in every thread (barrier-safety
+  // knows it), so the lengths may bound the key loop and its barriers.
+  Value qFirst, kvFirst;
+  if (c.varlen) {
+    auto perSeq = [&](Value p, std::string_view name) { return kb.load(kb.index(p, b, 4), Type::u32(), {Mod::NcMod}, name); };
+    seqQ = perSeq(qLengths, "seq_q");
+    seqK = perSeq(kvLengths, "seq_k");
+    qFirst = kb.cvt(perSeq(qOffsets, "q_first"), Type::u64());
+    kvFirst = kb.cvt(perSeq(kvOffsets, "kv_first"), Type::u64());
+    // Query tiles past this sequence's length: nothing to do.
+    kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
+  } else {
+    qFirst = kb.mul_wide(b, seqQ, "q_first");
+    kvFirst = kb.mul_wide(b, kvStride, "kv_first");
+  }
+  // q_heads / kv_heads query heads per kv head (at least 1, whatever the arguments).
+  Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
+  Value h = (qh / group).named("kv_head");
+  // Keys [0, kEnd) are seen by some row of the block.
+  Value kEnd = seqK;
+  if (c.causal) {
+    Value reach = (q0 + kRows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
+    kEnd = kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
+  }
+  Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
+
+  const unsigned elemBytes = 2;
+  auto headBase = [&](Value p, Value firstRow, Value heads, Value head, std::string_view name) {
+    Value elem = (firstRow * kb.cvt(heads, Type::u64()) + kb.cvt(head, Type::u64())) * c.dim;
+    return kb.index(p, elem.named("elem"), elemBytes, name);
+  };
+  Tile qTile{qMem, headBase(q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
+  Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
+  Tile kTile{kMem, headBase(k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
+  Tile vTile{vMem, headBase(v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
+  Value fast = allAligned(kb, {q, k, v}, 16, "fast");
+  auto stage = [&](const Tile& tile, Value first) {
+    kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
+               [&] { loadTile(kb, c, tile, tid, first); return std::vector<Value>{}; }, {.label = "stage"});
+  };
+
+  // The Q tile and the first K tile; every key tile starts by waiting for its copies.
+  stage(qTile, q0);
+  kb.if_then((tiles > 0u).named("has_keys"), [&] { stage(kTile, kb.u32(0)); }, "first_keys");
+  kb.cp_async_commit_group();
+  // Q's A fragment kk covers head elements [16 kk, 16 kk + 16) of the warp's rows: matrix `quad` of
+  // ldmatrix x4 is rows 8 (quad & 1) and elements 8 (quad >> 1) on from there. Read again for
+  // every key tile: in registers it would take 32 more (at head_dim 128).
+  const unsigned steps = c.dim / 16;
+  Value qRow = (warp * 16u + lane7 + ((quad & 1u) << 3u)).named("q_row"), qChunk = (quad >> 1u).named("q_chunk");
+  // K (untransposed, B of Q K^T): matrix `quad` is keys 8 (quad >> 1) and elements 8 (quad & 1)
+  // of a 16 x 16 piece. V (transposed, B of P V): keys 8 (quad & 1), elements 8 (quad >> 1).
+  Value kRow = (lane7 + ((quad >> 1u) << 3u)).named("k_row"), kChunk = (quad & 1u).named("k_chunk");
+  Value vRow = (lane7 + ((quad & 1u) << 3u)).named("v_row"), vChunk = (quad >> 1u).named("v_chunk");
+  Value scale2 = (scale * kLog2e).named("scale2");
+  Value row0 = (q0 + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
+  const unsigned nTiles = kKeys / 8, oTiles = c.dim / 8;
+  const Type v4f = Type::of(Scalar::F32, 4);
+  Value zero = kb.f32(0.0f);
+  Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
+
+  // Carried: m and l of rows g and g + 8, then the output accumulators.
+  std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
+  init.insert(init.end(), oTiles, acc0);
+  std::vector<Value> st = kb.for_range(
+      kb.u32(0), tiles, kb.u32(1), init,
+      [&](Value jt, std::span<Value> carried) {
+        Value k0 = (jt * kKeys).named("k0");
+        kb.cp_async_wait_all();
+        kb.bar_sync();
+        stage(vTile, k0);
+        kb.cp_async_commit_group();
+
+        std::vector<Value> s(nTiles, acc0);
+        for (unsigned kk = 0; kk < steps; ++kk) {
+          Value qf = kb.ldmatrix(kb.ptradd(kb.shared_addr(qMem), slotOf(c, qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
+          for (unsigned i = 0; i < nTiles / 2; ++i) {
+            Value slot = slotOf(c, kRow + 16 * i, kChunk + 2 * kk, lane7);
+            Value frag = kb.ldmatrix(kb.ptradd(kb.shared_addr(kMem), slot), 4, false, "k_frag");
+            s[2 * i] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 0), s[2 * i], "s");
+            s[2 * i + 1] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 2), s[2 * i + 1], "s");
+          }
+        }
+        // Element e of n-tile j is row g + 8 (e >> 1), key k0 + 8 j + 2 t + (e & 1).
+        std::vector<Value> sv;
+        for (unsigned j = 0; j < nTiles; ++j)
+          for (unsigned e = 0; e < 4; ++e) sv.push_back(kb.extract(s[j], e, "score"));
+        // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
+        Value partial = (k0 + kKeys > seqK).named("partial_tile");
+        if (c.causal)
+          partial = (partial | ((k0 + kKeys + seqQ).named("tile_reach") > (q0 + 1u + seqK).named("row_reach")))
+                        .named("masked_tile");
+        sv = kb.if_else(partial, [&] {
+          std::vector<Value> masked = sv;
+          Value key0 = (k0 + (t << 1u) + (c.causal ? seqQ : kb.u32(0))).named("key0");
+          Value lim0 = c.causal ? (row0 + 1u + seqK).named("lim_g") : seqK;
+          Value lim1 = c.causal ? (row1 + 1u + seqK).named("lim_g8") : seqK;
+          for (unsigned j = 0; j < nTiles; ++j)
+            for (unsigned e = 0; e < 4; ++e) {
+              Value key = key0 + (8 * j + (e & 1));
+              masked[4 * j + e] = kb.select(key < (e < 2 ? lim0 : lim1), masked[4 * j + e], negInf(kb), "masked");
+            }
+          return masked;
+        }, [&] { return sv; }, {.label = "mask"});
+
+        std::vector<Value> next(carried.begin(), carried.end());
+        std::vector<Value> p(sv.size());
+        Value corr[2];
+        for (unsigned half = 0; half < 2; ++half) {
+          Value mx = negInf(kb);
+          for (unsigned j = 0; j < nTiles; ++j)
+            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) mx = kb.max(mx, sv[4 * j + e], "row_max");
+          mx = kb.warp_reduce(ir::Op::Max, mx, 4, "row_max");
+          Value mOld = carried[half];
+          Value mNew = kb.max(mOld, mx, "m");
+          Value ref = (refOf(kb, mNew) * scale2).named("ref");
+          corr[half] = ex2Approx(kb, kb.fma(mOld, scale2, -ref), "corr");
+          Value sum = zero;
+          for (unsigned j = 0; j < nTiles; ++j)
+            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) {
+              p[4 * j + e] = ex2Approx(kb, kb.fma(sv[4 * j + e], scale2, -ref), "p");
+              sum = sum + p[4 * j + e];
+            }
+          next[half] = mNew;
+          next[2 + half] = kb.fma(carried[2 + half], corr[half], sum, "l");
+        }
+        // P's A fragment of k-step kk: n-tiles 2 kk and 2 kk + 1, rows g and g + 8.
+        std::vector<Value> pf;
+        for (unsigned kk = 0; kk < nTiles / 2; ++kk) {
+          const unsigned a = 8 * kk, bq = 8 * kk + 4;
+          pf.push_back(kb.pack(Type::of(Scalar::B32, 4),
+                               {packHalf(kb, c, p[a], p[a + 1]), packHalf(kb, c, p[a + 2], p[a + 3]),
+                                packHalf(kb, c, p[bq], p[bq + 1]), packHalf(kb, c, p[bq + 2], p[bq + 3])},
+                               "p_frag"));
+        }
+        for (unsigned i = 0; i < oTiles; ++i) {
+          Value& acc = next[4 + i];
+          std::vector<Value> e;
+          for (unsigned x = 0; x < 4; ++x) e.push_back(kb.extract(acc, x) * corr[x >> 1]);
+          acc = kb.pack(v4f, e, "o_scaled");
+        }
+
+        kb.cp_async_wait_all();
+        kb.bar_sync();  // V is in; every warp is done with K
+        kb.if_then(((jt + 1u) < tiles).named("has_next"), [&] { stage(kTile, k0 + kKeys); }, "next_keys");
+        kb.cp_async_commit_group();
+        for (unsigned kk = 0; kk < nTiles / 2; ++kk)
+          for (unsigned i = 0; i < oTiles / 2; ++i) {
+            Value slot = slotOf(c, vRow + 16 * kk, vChunk + 2 * i, lane7);
+            Value frag = kb.ldmatrix(kb.ptradd(kb.shared_addr(vMem), slot), 4, true, "v_frag");
+            next[4 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 0), next[4 + 2 * i], "o");
+            next[5 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 2), next[5 + 2 * i], "o");
+          }
+        return next;
+      },
+      {.label = "key_tiles", .iv = "jt"});
+  kb.cp_async_wait_all();
+
+  // Rows g and g + 8: l summed over the quad, o = acc / l (0 for a row without keys).
+  Value rows[2] = {row0, row1};
+  Value inv[2];
+  Value l[2];
+  for (unsigned half = 0; half < 2; ++half) {
+    l[half] = kb.warp_reduce(ir::Op::Add, st[2 + half], 4, "l_row");
+    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), zero, "inv");
+  }
+  Value pairs = allAligned(kb, {out}, 4, "pairs");
+  Value oBase = headBase(out, qFirst, qHeads, qh, "o_base");
+  Value oStride = (qHeads * c.rowBytes()).named("o_stride");
+  for (unsigned half = 0; half < 2; ++half)
+    kb.if_then((rows[half] < seqQ).named("has_row"), [&] {
+      Value rowPtr = kb.ptradd(oBase, kb.mul_wide(rows[half], oStride), "o_row");
+      std::vector<Value> words;
+      for (unsigned i = 0; i < oTiles; ++i) {
+        Value x0 = kb.extract(st[4 + i], 2 * half) * inv[half], x1 = kb.extract(st[4 + i], 2 * half + 1) * inv[half];
+        words.push_back(packHalf(kb, c, x0, x1));
+      }
+      // Elements 8 i + 2 t and + 1: one 4-byte store when o allows it, else two 2-byte ones.
+      Value at = kb.ptradd(rowPtr, kb.cvt(t << 2u, Type::u64()), "o_pair");
+      kb.if_else(pairs, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) kb.store(i == 0 ? at : kb.ptradd(at, kb.u64(16 * i)), words[i]);
+        return std::vector<Value>{};
+      }, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) {
+          Value w = kb.bitcast(words[i], Type::u32());
+          Value p0 = i == 0 ? at : kb.ptradd(at, kb.u64(16 * i));
+          kb.store(p0, kb.cvt(w, Type::of(Scalar::U16)));
+          kb.store(kb.ptradd(p0, kb.u64(2)), kb.cvt(w >> 16u, Type::of(Scalar::U16)));
+        }
+        return std::vector<Value>{};
+      }, {.label = "store"});
+      if (c.lse)
+        kb.if_then((t == 0u).named("t0"), [&] {
+          // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
+          Value ref = (refOf(kb, st[half]) * scale2).named("ref");
+          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
+          Value row = kb.cvt(rows[half], Type::u64());
+          Value lseAt = c.varlen ? (qFirst + row) * kb.cvt(qHeads, Type::u64()) + kb.cvt(qh, Type::u64())
+                                 : (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(seqQ, Type::u64()) + row;
+          kb.store(kb.index(lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
+        }, "lse");
+    }, "row");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+}  // namespace
+
+void addAttentionPrefill(std::vector<Template>& out) {
+  OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64 or 128");
+  dim.min = 64;
+  dim.max = 128;
+  dim.multipleOf = 64;
+  out.push_back({
+      "attention_prefill",
+      "flash-attention forward on the tensor cores: o = softmax(scale q k^T) v for q, o [batch, seq_q, q_heads, "
+      "head_dim] and k, v [batch, kv_stride, kv_heads, head_dim] (keys [0, seq_k), the first seq_k - seq_q a cached "
+      "prefix), q_heads a multiple of kv_heads; f32 accumulation and softmax; a row without keys gets zeros; blocks of "
+      "64 query rows of one head (4 warps), K and V in tiles of 64 keys",
+      {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim,
+       option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
+       option("lse", false,
+              "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
+              "or [rows, q_heads] with varlen; -inf for a row without keys"),
+       option("varlen", false,
+              "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
+              "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
+              "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
+              "sizes the grid")},
+      buildPrefill,
+      [](const Options& o) {
+        Expr rows = Expr::param(o.flag("varlen") ? "max_seq_q" : "seq_q");
+        return LaunchRule{{kThreads}, {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")}, 0};
+      },
+  });
+}
+
+}  // namespace tn::kernels::lib
