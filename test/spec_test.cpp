@@ -178,6 +178,19 @@ TEST_CASE("spec: default and arch-specific targets") {
   }
 }
 
+TEST_CASE("spec: the registry refuses a generator's template with a taken or malformed name, or no build") {
+  // Refusals leave the registry as it was (a generator's templates are added in its own process).
+  const size_t before = kernels::templates().size();
+  kernels::Template t = *kernels::findTemplate(kernels::templates(), "vadd");
+  CHECK(kernels::addTemplate(t) == "a template named 'vadd' already exists");
+  t.name = "2x";
+  CHECK(kernels::addTemplate(t) == "template name '2x' is not an identifier");
+  t.name = "my_vadd";
+  t.build = nullptr;
+  CHECK(kernels::addTemplate(t) == "template 'my_vadd' needs a build and a launch function");
+  CHECK(kernels::templates().size() == before);
+}
+
 TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
   for (const kernels::Template& t : kernels::templates()) {
     spec::Spec s;
