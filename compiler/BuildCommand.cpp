@@ -225,6 +225,7 @@ int runBuild(const BuildOpts& o) {
       ir::Diagnostics td;
       ir::Module m = inst->module;
       compile::Output out = compile::compile(m, target, options, td);
+      if (k.tmpl && td.hasErrors()) spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
       printDiagnostics(td);
       if (!out.ptx || td.hasErrors()) {
         if (!td.hasErrors())

@@ -521,13 +521,7 @@ std::vector<bundle::Param> signatureOf(const ir::Kernel& k) {
   return out;
 }
 
-bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags) {
-  const unsigned need = ir::requiredSm(built);
-  std::string below;
-  size_t count = 0;
-  for (const bundle::Target& t : spec.targets)
-    if (t.sm < need) below += (count++ ? ", " : "") + t.name();
-  if (!count) return true;
+std::string describeInstance(const KernelSpec& k) {
   std::string with;
   const kernels::Options defaults = k.tmpl->defaults();
   for (const auto& [name, value] : k.options.all()) {
@@ -536,9 +530,23 @@ bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module
     const std::string* text = std::get_if<std::string>(&value);
     with += (with.empty() ? " with " : ", ") + name + "=" + (text ? *text : kernels::optionValueText(value));
   }
+  return "template " + q(k.tmpl->name) + with;
+}
+
+void noteTemplateEntry(const Spec& spec, const KernelSpec& k, const std::string& what, ir::Diagnostics& diags) {
+  diags.report(ir::Severity::Note, spec.file, k.templateLoc, "in " + describeInstance(k) + ", " + what);
+}
+
+bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags) {
+  const unsigned need = ir::requiredSm(built);
+  std::string below;
+  size_t count = 0;
+  for (const bundle::Target& t : spec.targets)
+    if (t.sm < need) below += (count++ ? ", " : "") + t.name();
+  if (!count) return true;
   diags.report(ir::Severity::Error, spec.file, k.templateLoc,
-               "template " + q(k.tmpl->name) + with + " needs " + bundle::Target{need, false}.name() + " (target" +
-                   (count > 1 ? "s " : " ") + below + ")");
+               describeInstance(k) + " needs " + bundle::Target{need, false}.name() + " (target" + (count > 1 ? "s " : " ") +
+                   below + ")");
   return false;
 }
 
@@ -554,13 +562,17 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
   Instance inst;
   if (k.tmpl) {
-    // A template's own diagnostics point into its source; those without a place (a combination
-    // of options it refuses) are the spec entry's.
+    // A template's own diagnostics point into its source, followed by a note at the spec entry;
+    // those without a place (a combination of options it refuses) are the spec entry's.
     ir::Diagnostics own;
     std::optional<ir::Module> built = k.tmpl->build(k.options, own);
-    for (const ir::Diagnostic& d : own.all())
+    bool inSource = false;
+    for (const ir::Diagnostic& d : own.all()) {
       diags.report(d.severity, d.file.empty() ? spec.file : d.file, d.file.empty() ? k.templateLoc : d.loc,
                    d.file.empty() ? "template " + q(k.tmpl->name) + ": " + d.message : d.message);
+      inSource = inSource || (d.severity == ir::Severity::Error && !d.file.empty());
+    }
+    if (inSource) noteTemplateEntry(spec, k, "instantiated here", diags);
     if (!built) return std::nullopt;
     if (built->kernels.size() != 1) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " built " + std::to_string(built->kernels.size()) + " kernels instead of one");

@@ -98,6 +98,11 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
 // How `truenoc build` compiles a spec's kernels (and the library tests, exactly so): the -O2
 // pipeline with the spec's fp_contract.
 compile::Options compileOptions(const Spec& spec);
+// "template 'rmsnorm' with dtype=bf16": a template entry and its options that differ from the defaults.
+std::string describeInstance(const KernelSpec& k);
+// After errors inside a template's sources (its builder calls), a note at the spec entry that
+// names the instance: "spec.toml:L:C: note: in template 'rmsnorm' with dtype=bf16, <what>".
+void noteTemplateEntry(const Spec& spec, const KernelSpec& k, const std::string& what, ir::Diagnostics& diags);
 // Whether a template instance's ops exist on every target of the spec; if not, one error at the
 // entry's template key names the options that differ from the defaults, the SM the kernel needs
 // and the targets below it ("template 'rmsnorm' with dtype=bf16 needs sm_80 (target sm_75)").
