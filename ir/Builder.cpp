@@ -712,6 +712,17 @@ void KernelBuilder::cp_async_wait_group(unsigned pending, Here l) {
 }
 void KernelBuilder::cp_async_wait_all(Here l) { op(Op::CpAsyncWaitAll, std::nullopt, {}, {}, {}, l); }
 
+void KernelBuilder::mbarrier_init(Value bar, Value count, Here l) { op(Op::MbarInit, std::nullopt, {bar, count}, {}, {}, l); }
+void KernelBuilder::mbarrier_arrive(Value bar, Here l) { op(Op::MbarArrive, std::nullopt, {bar}, {}, {}, l); }
+void KernelBuilder::mbarrier_arrive_expect_tx(Value bar, Value bytes, Here l) {
+  op(Op::MbarArriveTx, std::nullopt, {bar, bytes}, {}, {}, l);
+}
+Value KernelBuilder::mbarrier_try_wait_parity(Value bar, Value parity, std::string_view n, Here l) {
+  return op(Op::MbarTryWait, std::nullopt, {bar, parity}, {}, n, l);
+}
+Value KernelBuilder::elect_sync(Value mask, std::string_view n, Here l) { return op(Op::ElectSync, std::nullopt, {mask}, {}, n, l); }
+void KernelBuilder::fence_proxy_async(Here l) { op(Op::FenceProxyAsync, std::nullopt, {}, {}, {}, l); }
+
 Value KernelBuilder::shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask,
                                std::string_view n, Here l) {
   return op(Op::ShflSync, v.type(), {v, laneOrOffset, clamp, memberMask}, {mode}, n, l);

@@ -303,6 +303,18 @@ class KernelBuilder {
   void cp_async_wait_group(unsigned pending, Here loc = Here::current());
   void cp_async_wait_all(Here loc = Here::current());
 
+  // ---- transaction barriers, elect, proxy fence (sm_90; docs/ir.md, "Transaction barriers") --
+  // bar is the ptr.shared address of an 8-byte mbarrier object; count, bytes, parity and mask
+  // are u32 values.
+  void mbarrier_init(Value bar, Value count, Here loc = Here::current());
+  void mbarrier_arrive(Value bar, Here loc = Here::current());
+  void mbarrier_arrive_expect_tx(Value bar, Value bytes, Here loc = Here::current());
+  // True once the phase with the given parity (0 or 1) has completed; loop until it is.
+  Value mbarrier_try_wait_parity(Value bar, Value parity, std::string_view name = {}, Here loc = Here::current());
+  // True in exactly one lane of `mask` (which one is unspecified; the interpreter picks the lowest).
+  Value elect_sync(Value mask, std::string_view name = {}, Here loc = Here::current());
+  void fence_proxy_async(Here loc = Here::current());
+
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());
   Value shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask, std::string_view name = {},

@@ -598,6 +598,13 @@ void KernelVerifier::checkAsyncAndBits(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
   if (in.op == Op::Lop3 && in.imm > 0xFF)
     error(in.loc, op() + " truth table " + std::to_string(in.imm) + " does not fit in 8 bits");
+  if (in.op == Op::MbarInit || in.op == Op::MbarArrive || in.op == Op::MbarArriveTx || in.op == Op::MbarTryWait) {
+    if (!in.operands.empty() && validValue(in.operands[0]) && k_.typeOf(in.operands[0]).isPtr() &&
+        k_.typeOf(in.operands[0]).space != AddrSpace::Shared)
+      error(in.loc, op() + " takes the mbarrier's ptr.shared address, but " + val(in.operands[0]) + " is " +
+                        quoted(k_.typeOf(in.operands[0])));
+    return;
+  }
   if (in.op != Op::CpAsync) return;
   Mod cache = in.mod(ModGroup::Cache);
   if (cache != Mod::None && cache != Mod::Ca && cache != Mod::Cg)

@@ -27,7 +27,7 @@ class Checker {
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
         if (in.op == Op::BarSync) checkBarrier(b, in);
-        if (in.op == Op::ShflSync || in.op == Op::VoteSync) checkCollective(b, in);
+        if (in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::ElectSync) checkCollective(b, in);
         if (in.op == Op::Mma || in.op == Op::Ldmatrix) checkWarpInstruction(b, in);
       }
       if (ctx_.options.remarks) remarkBranch(b);
@@ -93,7 +93,7 @@ class Checker {
 
   void checkCollective(BlockId b, const ir::Inst& in) {
     if (!u_.warp.control[b.index]) return;
-    size_t maskIndex = in.op == Op::ShflSync ? 3 : 1;
+    size_t maskIndex = in.op == Op::ShflSync ? 3 : in.op == Op::ElectSync ? 0 : 1;
     if (in.operands.size() <= maskIndex) return;
     auto mask = constBits(k_, in.operands[maskIndex]);
     if (!mask || (*mask & 0xFFFFFFFFu) != 0xFFFFFFFFu) return;  // a computed mask names its lanes

@@ -532,3 +532,30 @@ TEST_CASE("builder: ldmatrix, mma and cvt_pack build the tensor-core ops") {
   %h = cvt.pack.rn %x, %x : f32 -> bf16
 )") != std::string::npos);
 }
+
+TEST_CASE("builder: the transaction-barrier ops, elect.sync and fence.proxy.async (sm_90)") {
+  ir::Module m;
+  m.target = ir::Target{90, false};
+  m.ptx = 80;
+  KernelBuilder b(m, "bar");
+  Value bar = b.param(kSharedPtr, "bar");
+  Value n = b.param(Type::u32(), "n");
+  b.mbarrier_init(bar, n);
+  b.mbarrier_arrive(bar);
+  b.mbarrier_arrive_expect_tx(bar, n);
+  Value done = b.mbarrier_try_wait_parity(bar, n, "done");
+  Value one = b.elect_sync(b.u32(0xffffffffu, "all"), "one");
+  b.fence_proxy_async();
+  b.ret();
+  CHECK(done.type() == Type::pred());
+  CHECK(one.type() == Type::pred());
+  checkWellFormed(m);
+  CHECK(ir::print(m).find(R"(  mbarrier.init %bar, %n
+  mbarrier.arrive %bar
+  mbarrier.arrive.expect_tx %bar, %n
+  %done = mbarrier.try_wait.parity %bar, %n
+  %all = const 4294967295 : u32
+  %one = elect.sync %all
+  fence.proxy.async
+)") != std::string::npos);
+}

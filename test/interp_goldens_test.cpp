@@ -666,6 +666,14 @@ GOLDEN_TEST("cp-async.tir", "stage") {
   }
 }
 
+// ---- mbarrier.tir ------------------------------------------------------------------------------
+
+GOLDEN_TEST("mbarrier.tir", "handoff") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    CHECK(o.array<uint32_t>("dst") == run.inputArray<uint32_t>("src"));
+  });
+}
+
 // ---- dynamic-shared.tir ------------------------------------------------------------------------
 
 GOLDEN_TEST("dynamic-shared.tir", "scale") {

@@ -670,6 +670,20 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // mbarrier.tir: reqntid(64); warp 0 hands 32 words to warp 1 through an mbarrier.
+  all.push_back({"mbarrier.tir", "handoff", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t grid : {1u, 3u}) {
+                     Run r = launch("handoff", {grid, 1, 1}, {64, 1, 1});
+                     std::vector<uint32_t> src(32), dst(32);
+                     for (uint32_t& w : src) w = static_cast<uint32_t>(rng());
+                     for (uint32_t& w : dst) w = static_cast<uint32_t>(rng());
+                     r.buffer("src", src).buffer("dst", dst);
+                     r.opts.checkRaces = r.opts.checkUninit = true;  // the phase orders the handoff
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // conversions.tir
   all.push_back({"conversions.tir",
                  "floats",

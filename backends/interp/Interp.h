@@ -38,6 +38,9 @@ enum class ErrorKind : uint8_t {
   AsyncCopy,          // a shared byte used before the cp.async writing it is waited for (and, for
                       // other threads, made visible by a bar.sync after the wait); a bad src-size
   InstructionBudget,  // a thread, or the whole launch, executed more instructions than allowed
+  Mbarrier,           // an mbarrier used before mbarrier.init, re-initialised while in use, given
+                      // more arrivals than its phase expects, or a tx-count out of range
+  Deadlock,           // every running thread of a block waits on an mbarrier phase that cannot complete
 };
 
 // A fault or setup error. diag carries file, location and the full message; text() formats it

@@ -106,7 +106,7 @@ class Decoder {
       for (ir::InstId id : k_.blocks[b].insts) {
         const Inst& in = k_.inst(id);
         bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::Mma ||
-                    in.op == Op::Ldmatrix;
+                    in.op == Op::Ldmatrix || in.op == Op::ElectSync;
         if (sync && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
           work.push_back(BlockId(b));
@@ -276,6 +276,22 @@ class Decoder {
         break;
       case Op::BarSync:
         c.kind = Kind::Bar;
+        break;
+      case Op::MbarInit: case Op::MbarArrive: case Op::MbarArriveTx:
+        c.kind = Kind::Mbarrier;
+        c.space = ir::AddrSpace::Shared;
+        c.bytes = 8;
+        break;
+      case Op::MbarTryWait:
+        c.kind = Kind::MbarWait;
+        c.space = ir::AddrSpace::Shared;
+        c.bytes = 8;
+        break;
+      case Op::ElectSync:
+        c.kind = Kind::Elect;
+        break;
+      case Op::FenceProxyAsync:  // no async proxy is modelled yet (docs/hopper.md)
+        c.kind = Kind::Nop;
         break;
       case Op::ShflSync:
         c.kind = Kind::Shfl;

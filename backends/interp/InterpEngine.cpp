@@ -16,6 +16,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -39,7 +40,9 @@ struct Frame {
   uint32_t rpc;   // block at which the frame ends (kExitBlock: the virtual exit)
 };
 
-enum class WarpState : uint8_t { Running, AtBarrier, Done };
+// Waiting: parked after an mbarrier.try_wait that returned false in some lane, until an mbarrier
+// of the block changes.
+enum class WarpState : uint8_t { Running, AtBarrier, Waiting, Done };
 
 struct Warp {
   uint32_t index = 0;
@@ -49,16 +52,22 @@ struct Warp {
   uint32_t pc = 0;    // where a suspended warp continues
   uint32_t mask = 0;  // and with which threads
   uint64_t steps = 0;
+  // Waiting: the mbarrier changes seen when it parked, and the wait it parked at.
+  uint64_t parkedAt = 0;
+  uint32_t waitPc = 0, waitLane = 0, waitBarrier = 0, waitParity = 0;
   std::vector<Frame> stack;
   uint64_t* regs = nullptr;
   uint32_t tid[3][kWarpSize] = {};
 };
 
 // Who touched a shared byte in the current barrier interval (epoch), for race detection.
+// Each access is stamped with its thread's count of mbarrier arrivals before it (always 0 in a
+// kernel without mbarriers), which tells whether a completed phase orders it before another
+// thread's access.
 struct ByteAccess {
-  uint32_t writeEpoch = 0, writer = 0, writeInst = 0;
-  uint32_t readEpoch = 0, reader = 0, readInst = 0;
-  uint32_t reader2 = kNoThread, reader2Inst = 0;  // a second, different reader
+  uint32_t writeEpoch = 0, writer = 0, writeInst = 0, writeStamp = 0;
+  uint32_t readEpoch = 0, reader = 0, readInst = 0, readStamp = 0;
+  uint32_t reader2 = kNoThread, reader2Inst = 0, reader2Stamp = 0;  // a second, different reader
 };
 
 enum class Access : uint8_t { Read, Write, Atomic };
@@ -154,6 +163,12 @@ class Engine {
   std::optional<Error> vote(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> tensorCore(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members, uint32_t mask);
+  std::optional<Error> mbarrierAt(const Code& k, const Warp& w, uint32_t lane, uint32_t& off);
+  std::optional<Error> mbarrier(const Warp& w, const Code& k, uint32_t mask);
+  // Sets `parked` when some lane's phase has not completed (the warp then yields).
+  std::optional<Error> mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked);
+  std::optional<Error> elect(const Warp& w, const Code& k, uint32_t mask);
+  Error deadlock() const;
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
   Dim3 threadOfLinear(uint32_t t) const {
@@ -192,10 +207,32 @@ class Engine {
   std::vector<ThreadCopies> copies_;  // kernels with cp.async: per thread of the block
   std::vector<AsyncByte> asyncBytes_;  // and per shared byte
   bool asyncUsed_ = false;             // some cp.async ran in this block (the state needs a reset)
+  // Initialised mbarriers of the block by shared offset (TC§5.3: phase, pending and expected
+  // arrivals, tx-count), and a count of their changes, which wakes waiting warps.
+  // With --check-races, also the happens-before the phases carry: `open` joins what the current
+  // phase's arrivals release, done[p] what the last completed phase of parity p released.
+  struct Mbarrier {
+    uint32_t phase = 0, pending = 0, expected = 0;
+    int64_t tx = 0;
+    std::vector<uint32_t> open, done[2];
+  };
+  std::map<uint32_t, Mbarrier> mbarriers_;
+  uint64_t mbarrierChanges_ = 0;
+  // --check-races in a kernel with mbarriers: each thread's arrivals so far, and what it has
+  // acquired: knows_[u * threads + t] > s when thread u waited for a completed phase to which
+  // thread t had arrived after an access stamped s (a vector clock per thread).
+  std::vector<uint32_t> arrivals_, knows_;
+  uint32_t stamp(uint32_t t) const { return arrivals_.empty() ? 0 : arrivals_[t]; }
+  bool ordered(uint32_t before, uint32_t stamp, uint32_t after) const {
+    return !arrivals_.empty() && knows_[size_t(after) * threadsPerBlock_ + before] > stamp;
+  }
+  void release(Mbarrier& b, uint32_t t);
+  void acquire(const Mbarrier& b, uint32_t parity, uint32_t t);
 };
 
 std::string Engine::memName(const Code& k) const {
   if (k.op == Op::Ldmatrix) return "ldmatrix";
+  if (k.kind == Kind::Mbarrier || k.kind == Kind::MbarWait) return std::string(ir::info(k.op).name);
   if (k.op == Op::CpAsync) return k.space == AddrSpace::Shared ? "cp.async shared destination" : "cp.async global source";
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
   base += "." + std::string(ir::spaceName(k.space));
@@ -283,6 +320,11 @@ Engine::Engine(Launch& l)
   shared_.assign(l.sharedBytes, std::byte{0});
   if (opts_.checkUninit) written_.assign(l.sharedBytes, 0);
   if (opts_.checkRaces) access_.assign(l.sharedBytes, ByteAccess{});
+  bool mbarriers = std::any_of(p_.code.begin(), p_.code.end(), [](const Code& c) { return c.kind == Kind::Mbarrier; });
+  if (opts_.checkRaces && mbarriers) {
+    arrivals_.assign(threadsPerBlock_, 0);
+    knows_.assign(size_t(threadsPerBlock_) * threadsPerBlock_, 0);
+  }
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
   if (p_.asyncCopies) {
     copies_.assign(threadsPerBlock_, ThreadCopies{});
@@ -310,11 +352,27 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     std::fill(asyncBytes_.begin(), asyncBytes_.end(), AsyncByte{});
     asyncUsed_ = false;
   }
+  mbarriers_.clear();
+  std::fill(arrivals_.begin(), arrivals_.end(), 0);
+  std::fill(knows_.begin(), knows_.end(), 0);
   ++epoch_;
   for (;;) {
     for (Warp& w : warps_)
       if (w.state == WarpState::Running)
         if (auto e = runWarp(w)) return e;
+    // Warps parked on an mbarrier try again once some mbarrier has changed; when none has, no
+    // warp can make progress: every phase they wait for needs an arrival that never comes.
+    bool woke = false, parked = false;
+    for (Warp& w : warps_) {
+      if (w.state != WarpState::Waiting) continue;
+      parked = true;
+      if (w.parkedAt != mbarrierChanges_) {
+        w.state = WarpState::Running;
+        woke = true;
+      }
+    }
+    if (woke) continue;
+    if (parked) return deadlock();
     const Warp* waiting = nullptr;
     uint32_t arrived = 0;
     for (const Warp& w : warps_) {
@@ -493,6 +551,24 @@ std::optional<Error> Engine::runWarp(Warp& w) {
       case Kind::Nop:
         ++pc;
         break;
+      case Kind::Mbarrier: case Kind::Elect:
+        if (auto e = k.kind == Kind::Mbarrier ? mbarrier(w, k, mask) : elect(w, k, mask)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
+        ++pc;
+        break;
+      case Kind::MbarWait: {
+        bool parked = false;
+        if (auto e = mbarrierWait(w, k, mask, parked)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
+        w.waitPc = pc;
+        ++pc;
+        if (parked) return leave(WarpState::Waiting);
+        break;
+      }
       case Kind::Bar: {
         uint32_t live = w.existing & ~w.exited;
         if (mask != live) {
@@ -647,25 +723,34 @@ std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t 
     return fault(ErrorKind::SharedRace, k, w, lane,
                  "shared-memory race: " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
                      (acc == Access::Write ? " writes" : " reads") + " a byte that thread " +
-                     dimText(threadOfLinear(other)) + " " + did + " at " + where(otherInst) + " with no bar.sync between");
+                     dimText(threadOfLinear(other)) + " " + did + " at " + where(otherInst) +
+                     (arrivals_.empty() ? " with no bar.sync between" : " with no bar.sync or completed mbarrier phase between"));
   };
+  const uint32_t s = stamp(t);
   for (unsigned i = 0; i < bytes; ++i) {
     ByteAccess& a = access_[off + i];
-    if (a.writeEpoch == epoch_ && a.writer != t) return race(a.writer, a.writeInst, "wrote");
+    if (a.writeEpoch == epoch_ && a.writer != t && !ordered(a.writer, a.writeStamp, t))
+      return race(a.writer, a.writeInst, "wrote");
     if (acc == Access::Write) {
-      if (a.readEpoch == epoch_ && a.reader != t) return race(a.reader, a.readInst, "read");
-      if (a.readEpoch == epoch_ && a.reader2 != kNoThread) return race(a.reader2, a.reader2Inst, "read");
+      if (a.readEpoch == epoch_ && a.reader != t && !ordered(a.reader, a.readStamp, t))
+        return race(a.reader, a.readInst, "read");
+      if (a.readEpoch == epoch_ && a.reader2 != kNoThread && a.reader2 != t && !ordered(a.reader2, a.reader2Stamp, t))
+        return race(a.reader2, a.reader2Inst, "read");
       a.writeEpoch = epoch_;
       a.writer = t;
       a.writeInst = k.inst;
-    } else if (a.readEpoch != epoch_) {
+      a.writeStamp = s;
+      a.readEpoch = 0;  // the write is ordered after every read so far
+    } else if (a.readEpoch != epoch_ || ordered(a.reader, a.readStamp, t)) {
       a.readEpoch = epoch_;
       a.reader = t;
       a.readInst = k.inst;
+      a.readStamp = s;
       a.reader2 = kNoThread;
     } else if (a.reader != t && a.reader2 == kNoThread) {
       a.reader2 = t;
       a.reader2Inst = k.inst;
+      a.reader2Stamp = s;
     }
   }
   return std::nullopt;
@@ -798,7 +883,9 @@ std::optional<Error> Engine::checkAsync(const Code& k, const Warp& w, uint32_t l
 std::optional<Error> Engine::checkMembers(const Warp& w, const Code& k, uint32_t lane, uint32_t members,
                                           uint32_t mask) {
   // Called for every active lane of every collective: the op's name is only built on a fault.
-  auto op = [&] { return std::string(ir::info(k.op).name) + "." + std::string(ir::modName(k.mode)); };
+  auto op = [&] {
+    return std::string(ir::info(k.op).name) + (k.mode == Mod::None ? "" : "." + std::string(ir::modName(k.mode)));
+  };
   if (!((members >> lane) & 1))
     return fault(ErrorKind::CollectiveMask, k, w, lane,
                  op() + " executed by lane " + std::to_string(lane) + ", which is not in its membermask " + hex32(members));
@@ -899,6 +986,149 @@ std::optional<Error> Engine::vote(const Warp& w, const Code& k, uint32_t mask) {
   uint64_t* d = slotPtr(regs, k.dst);
   forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
   return std::nullopt;
+}
+
+// ---- mbarriers ---------------------------------------------------------------------------------
+
+// The shared offset of lane's mbarrier operand: 8 bytes inside one shared array, 8-aligned.
+std::optional<Error> Engine::mbarrierAt(const Code& k, const Warp& w, uint32_t lane, uint32_t& off) {
+  off = static_cast<uint32_t>(slotPtr(w.regs, k.src[0])[lane]);
+  const SharedArray* arr = sharedArrayAt(off);
+  uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
+  if (!arr || uint64_t{off} + 8 > end)
+    return fault(ErrorKind::OutOfBounds, k, w, lane, "out-of-bounds " + memName(k) + " of 8 bytes " + sharedPlace(off));
+  if (off % 8) return fault(ErrorKind::Misaligned, k, w, lane, "misaligned " + memName(k) + " of 8 bytes " + sharedPlace(off));
+  return std::nullopt;
+}
+
+// init, arrive and arrive.expect_tx, lane by lane in lane order. A phase completes when its last
+// expected arrival has come and its tx-count is back to 0: the phase advances and the arrivals
+// are expected again.
+std::optional<Error> Engine::mbarrier(const Warp& w, const Code& k, uint32_t mask) {
+  constexpr int64_t kMaxCount = (int64_t{1} << 20) - 1;
+  const uint64_t* arg = slotPtr(w.regs, k.src[1]);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), off = 0;
+    if (auto e = mbarrierAt(k, w, l, off)) return e;
+    auto found = mbarriers_.find(off);
+    ++mbarrierChanges_;
+    if (k.op == Op::MbarInit) {
+      uint32_t count = static_cast<uint32_t>(arg[l]);
+      if (count == 0 || count > kMaxCount)
+        return fault(ErrorKind::Mbarrier, k, w, l,
+                     "mbarrier.init with " + std::to_string(count) + " expected arrivals (1 to 2^20 - 1) " + sharedPlace(off));
+      if (found != mbarriers_.end() && (found->second.pending != found->second.expected || found->second.tx != 0))
+        return fault(ErrorKind::Mbarrier, k, w, l,
+                     "mbarrier.init " + sharedPlace(off) + " while its phase " + std::to_string(found->second.phase) +
+                         " is in progress (" + std::to_string(found->second.expected - found->second.pending) + " of " +
+                         std::to_string(found->second.expected) + " arrivals, tx-count " + std::to_string(found->second.tx) + ")");
+      Mbarrier fresh;
+      fresh.pending = fresh.expected = count;
+      mbarriers_[off] = std::move(fresh);
+      continue;
+    }
+    if (found == mbarriers_.end())
+      return fault(ErrorKind::Mbarrier, k, w, l, memName(k) + " " + sharedPlace(off) + ", which no mbarrier.init set up");
+    Mbarrier& b = found->second;
+    if (k.op == Op::MbarArriveTx) {
+      b.tx += static_cast<uint32_t>(arg[l]);
+      if (b.tx > kMaxCount)
+        return fault(ErrorKind::Mbarrier, k, w, l,
+                     "mbarrier.arrive.expect_tx takes the tx-count of the mbarrier " + sharedPlace(off) + " to " +
+                         std::to_string(b.tx) + ", past 2^20 - 1");
+    }
+    if (b.pending == 0)
+      return fault(ErrorKind::Mbarrier, k, w, l,
+                   memName(k) + " " + sharedPlace(off) + " in phase " + std::to_string(b.phase) + ", which has all its " +
+                       std::to_string(b.expected) + " arrivals and waits for a tx-count of " + std::to_string(b.tx) +
+                       " bytes");
+    if (!arrivals_.empty()) release(b, w.index * kWarpSize + l);
+    if (--b.pending == 0 && b.tx == 0) {
+      if (!arrivals_.empty()) {
+        b.done[b.phase & 1] = std::move(b.open);
+        b.open.clear();
+      }
+      ++b.phase;
+      b.pending = b.expected;
+    }
+  }
+  return std::nullopt;
+}
+
+// Thread t's arrival releases its own accesses so far and everything it has acquired.
+void Engine::release(Mbarrier& b, uint32_t t) {
+  b.open.resize(threadsPerBlock_, 0);
+  const uint32_t* mine = &knows_[size_t(t) * threadsPerBlock_];
+  for (uint32_t x = 0; x < threadsPerBlock_; ++x) b.open[x] = std::max(b.open[x], mine[x]);
+  b.open[t] = std::max(b.open[t], ++arrivals_[t]);
+}
+
+// A wait that saw the phase of this parity complete acquires what that phase's arrivals released.
+void Engine::acquire(const Mbarrier& b, uint32_t parity, uint32_t t) {
+  const std::vector<uint32_t>& done = b.done[parity & 1];
+  uint32_t* mine = &knows_[size_t(t) * threadsPerBlock_];
+  for (size_t x = 0; x < done.size(); ++x) mine[x] = std::max(mine[x], done[x]);
+}
+
+// p = the phase with the operand's parity has completed: the barrier's current phase has the
+// other parity (TC§5.3; only the current and the preceding phase can be asked about).
+std::optional<Error> Engine::mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked) {
+  const uint64_t* parity = slotPtr(w.regs, k.src[1]);
+  uint64_t* d = slotPtr(w.regs, k.dst);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), off = 0;
+    if (auto e = mbarrierAt(k, w, l, off)) return e;
+    auto found = mbarriers_.find(off);
+    if (found == mbarriers_.end())
+      return fault(ErrorKind::Mbarrier, k, w, l, memName(k) + " " + sharedPlace(off) + ", which no mbarrier.init set up");
+    d[l] = (found->second.phase & 1) != (parity[l] & 1);
+    if (d[l] && !arrivals_.empty()) acquire(found->second, static_cast<uint32_t>(parity[l]), w.index * kWarpSize + l);
+    if (!d[l] && !parked) {
+      parked = true;
+      w.parkedAt = mbarrierChanges_;
+      w.waitLane = l;
+      w.waitBarrier = off;
+      w.waitParity = static_cast<uint32_t>(parity[l] & 1);
+    }
+  }
+  return std::nullopt;
+}
+
+// True in the lowest lane of the membermask (PTX leaves the choice to the hardware).
+std::optional<Error> Engine::elect(const Warp& w, const Code& k, uint32_t mask) {
+  const uint64_t* members = slotPtr(w.regs, k.src[0]);
+  uint64_t* d = slotPtr(w.regs, k.dst);
+  uint64_t result[kWarpSize];
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), mm = static_cast<uint32_t>(members[l]);
+    if (auto e = checkMembers(w, k, l, mm, mask)) return e;
+    result[l] = l == static_cast<uint32_t>(std::countr_zero(mm));
+  }
+  forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
+  return std::nullopt;
+}
+
+// Every warp that has not exited waits on an mbarrier or at bar.sync, and no mbarrier changed
+// since the waiters parked: the first waiter is reported, with every waiting warp's phase.
+Error Engine::deadlock() const {
+  const Warp* first = nullptr;
+  std::string waits;
+  for (const Warp& w : warps_) {
+    if (w.state == WarpState::AtBarrier) {
+      waits += "; warp " + std::to_string(w.index) + " is at bar.sync (" + where(p_.code[w.pc].inst) + ")";
+      continue;
+    }
+    if (w.state != WarpState::Waiting) continue;
+    if (!first) first = &w;
+    auto b = mbarriers_.find(w.waitBarrier);
+    waits += "; warp " + std::to_string(w.index) + " waits (" + where(p_.code[w.waitPc].inst) + ") for parity " +
+             std::to_string(w.waitParity) + " of the mbarrier " + sharedPlace(w.waitBarrier);
+    if (b != mbarriers_.end())
+      waits += ", in phase " + std::to_string(b->second.phase) + " with " + std::to_string(b->second.pending) + " of " +
+               std::to_string(b->second.expected) + " arrivals missing and a tx-count of " + std::to_string(b->second.tx);
+  }
+  return fault(ErrorKind::Deadlock, p_.code[first->waitPc], *first, first->waitLane,
+               "deadlock: the block's threads all wait and no mbarrier phase they wait for can complete" + waits);
 }
 
 // Whether a kernel's blocks can observe each other's order through atomics on global memory.

@@ -34,7 +34,7 @@ inline uint64_t pointerTag(uint64_t p) { return p >> kTagShift; }
 inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 - kTagShift)) >> (64 - kTagShift); }
 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
-                            AsyncCopy, AsyncCommit, AsyncWait };
+                            AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect };
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that

@@ -180,6 +180,17 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::CpAsyncCommit: line("cp.async.commit_group;"); return;
     case Op::CpAsyncWait: line("cp.async.wait_group " + std::to_string(in.imm) + ";"); return;
     case Op::CpAsyncWaitAll: line("cp.async.wait_all;"); return;
+    case Op::MbarInit: line("mbarrier.init.shared.b64 [" + reg(in.operands[0]) + "], " + reg(in.operands[1]) + ";"); return;
+    case Op::MbarArrive: line("mbarrier.arrive.shared.b64 _, [" + reg(in.operands[0]) + "];"); return;
+    case Op::MbarArriveTx:
+      line("mbarrier.arrive.expect_tx.shared.b64 _, [" + reg(in.operands[0]) + "], " + reg(in.operands[1]) + ";");
+      return;
+    case Op::MbarTryWait:
+      line("mbarrier.try_wait.parity.shared.b64 " + reg(in.result) + ", [" + reg(in.operands[0]) + "], " +
+           reg(in.operands[1]) + ";");
+      return;
+    case Op::ElectSync: line("elect.sync _|" + reg(in.result) + ", " + reg(in.operands[0]) + ";"); return;
+    case Op::FenceProxyAsync: line("fence.proxy.async.shared::cta;"); return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
