@@ -1,5 +1,5 @@
 // truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only] [--no-ir]
-//   [--ptxas-timeout SECONDS] [--depfile FILE]
+//   [--line-info] [--ptxas-timeout SECONDS] [--depfile FILE]
 // spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
 // (parallel) -> bundle (cubins, the ptxas version, optional PTX, the compiled IR unless turned
 // off) and depfile, written all or nothing (compiler/Output.h).
@@ -32,6 +32,7 @@ struct BuildOpts {
   unsigned ptxasTimeout = ptxas::kDefaultTimeoutSeconds;
   bool ptxOnly = false;
   bool noIr = false;
+  bool lineInfo = false;  // also on with the spec's debug = true
 };
 
 
@@ -118,7 +119,8 @@ bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::S
     try {
       for (size_t i = next++; i < units.size(); i = next++) {
         Unit& u = units[i];
-        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec.kernels[u.kernel].name, u.target, u.ptx}, o.ptxasTimeout);
+        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec.kernels[u.kernel].name, u.target, u.ptx, o.lineInfo || spec.debug},
+                               o.ptxasTimeout);
         u.ran = true;
         // A ptxas that hangs once likely hangs on every unit: start no more.
         if (u.out.timedOut) next = units.size();
@@ -202,6 +204,7 @@ int runBuild(const BuildOpts& o) {
   std::vector<spec::Instance> instances(spec->kernels.size());
   spec::TirCache tirs;
   compile::Options options = spec::compileOptions(*spec);
+  options.lineInfo = options.lineInfo || o.lineInfo;
   bool withIr = spec->ir && !o.noIr;
   bool failed = false;
   for (size_t ki = 0; ki < spec->kernels.size() && !failed; ++ki) {
@@ -213,10 +216,16 @@ int runBuild(const BuildOpts& o) {
       failed = true;
       break;
     }
+    if (k.tmpl && !spec::templateFitsTargets(*spec, k, inst->module, d)) {
+      printDiagnostics(d);
+      failed = true;
+      break;
+    }
     for (const bundle::Target& target : spec->targets) {
       ir::Diagnostics td;
       ir::Module m = inst->module;
       compile::Output out = compile::compile(m, target, options, td);
+      if (k.tmpl && td.hasErrors()) spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
       printDiagnostics(td);
       if (!out.ptx || td.hasErrors()) {
         if (!td.hasErrors())
@@ -280,6 +289,9 @@ Command buildCommand() {
             addPtxasOptions(app, o->ptxas, o->ptxasTimeout);
             app.add_flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
             app.add_flag("--no-ir", o->noIr, "Leave out each kernel's compiled IR (which the CPU simulator runs; spec key 'ir')");
+            app.add_flag("--line-info", o->lineInfo,
+                         "Map PTX and cubins to source lines (.tir lines, template builder calls) for "
+                         "profilers; on by default with the spec's 'debug = true'");
             app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
             return std::function<int()>([o] { return runBuild(*o); });
           }};

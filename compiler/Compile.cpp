@@ -42,12 +42,15 @@ Output compile(ir::Module& m, bundle::Target target, const Options& o, ir::Diagn
   passes::PassOptions po = passOptions(o);
   passes::PassRunner runner = makeRunner(m, diags, po);
   runPipeline(runner, o.level);
+  // At every level: the emitter sees no calls.
+  runner.run("inline");
   // At every level, also without a pipeline: the emitter relies on it for what PTX lacks.
   runner.run("legalize");
   if (!ir::verify(m, diags)) return out;
   out.registers = runner.takeAssignments();
   ptx::EmitOptions eo;
   eo.kernel = o.kernel;
+  eo.lineInfo = o.lineInfo;
   if (o.reuseRegisters) eo.registers = out.registers;
   out.ptx = ptx::emit(m, eo, diags);
   return out;

@@ -25,6 +25,7 @@ struct Options {
   bool remarks = false;         // checkers and analyses also report their findings as notes
   bool reuseRegisters = true;   // false: every value gets registers of its own (--no-reg-reuse)
   std::string kernel;           // emit only this kernel ("" = all)
+  bool lineInfo = false;        // .file/.loc directives (--line-info; the spec's debug = true)
 };
 
 // Sets m's target and raises its PTX ISA version to at least the first that supports it.

@@ -1,4 +1,4 @@
-// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [--no-checks] [-o OUT]
+// truenoc emit-ptx FILE --target sm_XY [--kernel NAME] [--no-reg-reuse] [--no-checks] [--line-info] [-o OUT]
 // The module as written (no optimization), verified, checked as `build` checks it (the -O0
 // pipeline: barrier-safety, tile-validation with the target's limits, register-liveness) and
 // emitted. A checker's error refuses the PTX; --no-checks skips the checkers
@@ -12,7 +12,7 @@ Command emitPtxCommand() {
   return {"emit-ptx", "Verify a .tir module and emit PTX for one target", [](CLI::App& app) {
             struct Opts {
               std::string input, output = "-", target, kernel;
-              bool noRegReuse = false, noChecks = false;
+              bool noRegReuse = false, noChecks = false, lineInfo = false;
             };
             auto o = std::make_shared<Opts>();
             app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
@@ -24,6 +24,8 @@ Command emitPtxCommand() {
             app.add_flag("--no-checks", o->noChecks,
                          "Skip the checks build runs (barrier safety, shared memory and threads against the "
                          "target's limits, register pressure) and emit what verifies");
+            app.add_flag("--line-info", o->lineInfo,
+                         "Map each PTX instruction to its .tir line with .file/.loc directives (for profilers)");
             app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
             return std::function<int()>([o] {
               std::optional<bundle::Target> target = parseTargetOption(o->target, "--target");
@@ -44,6 +46,7 @@ Command emitPtxCommand() {
               compile::Options co;
               co.level = o->noChecks ? compile::Level::None : compile::Level::O0;
               co.reuseRegisters = !o->noRegReuse;
+              co.lineInfo = o->lineInfo;
               ir::Diagnostics cd;
               compile::Output out = compile::compile(*mod, *target, co, cd);
               printDiagnostics(cd);

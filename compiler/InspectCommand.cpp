@@ -28,6 +28,47 @@ std::string padRight(std::string s, size_t width) {
   return s;
 }
 
+// Whether an ELF64 cubin has a line table (`.debug_line` or `.nv_debug_line_sass`, which ptxas
+// writes for PTX with .loc directives under -lineinfo). A cubin it cannot read has none.
+bool hasLineInfo(std::string_view elf) {
+  auto read = [&](size_t at, size_t bytes) -> std::optional<uint64_t> {
+    if (at > elf.size() || bytes > elf.size() - at) return std::nullopt;
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i) v |= uint64_t(static_cast<unsigned char>(elf[at + i])) << (8 * i);
+    return v;
+  };
+  if (elf.size() < 64 || elf.substr(0, 4) != "\x7f" "ELF" || elf[4] != 2 || elf[5] != 1) return false;
+  auto shoff = read(0x28, 8), shentsize = read(0x3A, 2), shnum = read(0x3C, 2), shstrndx = read(0x3E, 2);
+  if (!shoff || !shentsize || !shnum || !shstrndx || *shentsize < 64 || *shstrndx >= *shnum) return false;
+  auto header = [&](uint64_t i) { return *shoff + i * *shentsize; };
+  auto strtab = read(header(*shstrndx) + 0x18, 8), strsize = read(header(*shstrndx) + 0x20, 8);
+  if (!strtab || !strsize || *strtab > elf.size() || *strsize > elf.size() - *strtab) return false;
+  std::string_view names = elf.substr(*strtab, *strsize);
+  for (uint64_t i = 0; i < *shnum; ++i) {
+    auto name = read(header(i), 4);
+    if (!name || *name >= names.size()) continue;
+    std::string_view n = names.substr(*name);
+    n = n.substr(0, n.find('\0'));
+    if (n == ".debug_line" || n == ".nv_debug_line_sass") return true;
+  }
+  return false;
+}
+
+bool cubinHasLineInfo(const bundle::Reader& r, const bundle::Entry& e) {
+  auto bytes = r.payload(e);
+  return bytes && hasLineInfo(*bytes);
+}
+
+// The targets whose cubin of kernel k carries a line table, "" when none does.
+std::string lineInfoTargets(const bundle::Reader& r, const bundle::KernelInfo& k) {
+  std::string out;
+  for (const bundle::Entry& e : k.entries) {
+    if (e.kind != bundle::PayloadKind::Cubin) continue;
+    if (cubinHasLineInfo(r, e)) out += (out.empty() ? "" : ", ") + r.manifest().targets[e.target].name();
+  }
+  return out;
+}
+
 std::string textReport(const bundle::Reader& r) {
   const bundle::Manifest& m = r.manifest();
   const bundle::BundleStats& st = r.stats();
@@ -56,6 +97,7 @@ std::string textReport(const bundle::Reader& r) {
                          padRight(n(res.sharedBytes), 8) + padRight(n(res.stackBytes), 7) + n(res.constBytes);
       out += line + "\n";
     }
+    if (std::string lines = lineInfoTargets(r, k); !lines.empty()) out += "  line info: " + lines + "\n";
   }
   return out;
 }
@@ -115,7 +157,8 @@ std::string jsonReport(const bundle::Reader& r) {
       if (e.kind == bundle::PayloadKind::Cubin)
         out += ", \"registers\": " + num(res.registers) + ", \"barriers\": " + num(res.barriers) + ", \"shared_bytes\": " +
                num(res.sharedBytes) + ", \"const_bytes\": " + num(res.constBytes) + ", \"stack_bytes\": " + num(res.stackBytes) +
-               ", \"spill_stores\": " + num(res.spillStores) + ", \"spill_loads\": " + num(res.spillLoads);
+               ", \"spill_stores\": " + num(res.spillStores) + ", \"spill_loads\": " + num(res.spillLoads) +
+               ", \"line_info\": " + (cubinHasLineInfo(r, e) ? "true" : "false");
       out += "}";
     }
     out += k.entries.empty() ? "]\n    }" : "\n      ]\n    }";

@@ -1,5 +1,6 @@
-// truenoc list-templates: the built-in kernel templates a spec can instantiate, with their
-// options (type, default, range, doc), parameter signature and launch rule (for the defaults).
+// truenoc list-templates: the kernel templates a spec can instantiate (built-in, and in a
+// generator its own: docs/generators.md), with their options (type, default, range, doc),
+// parameter signature and launch rule (for the defaults).
 #include "compiler/Command.h"
 #include "compiler/Spec.h"
 #include "kernels/Template.h"
@@ -54,7 +55,7 @@ std::string describeTemplate(const kernels::Template& t) {
 }  // namespace
 
 Command listTemplatesCommand() {
-  return {"list-templates", "Document the built-in kernel templates a spec can instantiate", [](CLI::App&) {
+  return {"list-templates", "Document the kernel templates a spec can instantiate (a generator's own too)", [](CLI::App&) {
             return std::function<int()>([] {
               std::string out;
               for (const kernels::Template& t : kernels::templates()) out += (out.empty() ? "" : "\n") + describeTemplate(t);

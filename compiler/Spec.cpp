@@ -14,6 +14,7 @@
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 #include "passes/Pass.h"
+#include "passes/Passes.h"
 #include "passes/TargetLimits.h"
 
 namespace tn::spec {
@@ -227,7 +228,7 @@ class Loader {
   }
 
   void loadBundle(const toml::table& b, Spec& spec) {
-    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract"};
+    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract", "debug"};
     checkKeys(b, kKeys, "in [bundle]");
     if (!b.get("name")) error(locOf(b.source()), "[bundle] needs a 'name'");
     if (auto name = identifier(b, "name", "bundle name")) spec.name = *name;
@@ -250,6 +251,7 @@ class Loader {
     }
     if (const toml::node* n = typed(b, "ptx_fallback", toml::node_type::boolean)) spec.ptxFallback = **n->as_boolean();
     if (const toml::node* n = typed(b, "ir", toml::node_type::boolean)) spec.ir = **n->as_boolean();
+    if (const toml::node* n = typed(b, "debug", toml::node_type::boolean)) spec.debug = **n->as_boolean();
     if (const toml::node* n = typed(b, "fp_contract", toml::node_type::string)) {
       std::string v = **n->as_string();
       if (v == "fast") spec.fpContract = FpContract::Fast;
@@ -519,10 +521,40 @@ std::vector<bundle::Param> signatureOf(const ir::Kernel& k) {
   return out;
 }
 
+std::string describeInstance(const KernelSpec& k) {
+  std::string with;
+  const kernels::Options defaults = k.tmpl->defaults();
+  for (const auto& [name, value] : k.options.all()) {
+    auto d = defaults.all().find(name);
+    if (d != defaults.all().end() && d->second == value) continue;
+    const std::string* text = std::get_if<std::string>(&value);
+    with += (with.empty() ? " with " : ", ") + name + "=" + (text ? *text : kernels::optionValueText(value));
+  }
+  return "template " + q(k.tmpl->name) + with;
+}
+
+void noteTemplateEntry(const Spec& spec, const KernelSpec& k, const std::string& what, ir::Diagnostics& diags) {
+  diags.report(ir::Severity::Note, spec.file, k.templateLoc, "in " + describeInstance(k) + ", " + what);
+}
+
+bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags) {
+  const unsigned need = ir::requiredSm(built);
+  std::string below;
+  size_t count = 0;
+  for (const bundle::Target& t : spec.targets)
+    if (t.sm < need) below += (count++ ? ", " : "") + t.name();
+  if (!count) return true;
+  diags.report(ir::Severity::Error, spec.file, k.templateLoc,
+               describeInstance(k) + " needs " + bundle::Target{need, false}.name() + " (target" + (count > 1 ? "s " : " ") +
+                   below + ")");
+  return false;
+}
+
 compile::Options compileOptions(const Spec& spec) {
   compile::Options o;
   o.level = compile::Level::O2;
   o.fpContract = spec.fpContract == FpContract::Fast;
+  o.lineInfo = spec.debug;
   return o;
 }
 
@@ -530,13 +562,17 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
   auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
   Instance inst;
   if (k.tmpl) {
-    // A template's own diagnostics point into its source; those without a place (a combination
-    // of options it refuses) are the spec entry's.
+    // A template's own diagnostics point into its source, followed by a note at the spec entry;
+    // those without a place (a combination of options it refuses) are the spec entry's.
     ir::Diagnostics own;
     std::optional<ir::Module> built = k.tmpl->build(k.options, own);
-    for (const ir::Diagnostic& d : own.all())
+    bool inSource = false;
+    for (const ir::Diagnostic& d : own.all()) {
       diags.report(d.severity, d.file.empty() ? spec.file : d.file, d.file.empty() ? k.templateLoc : d.loc,
                    d.file.empty() ? "template " + q(k.tmpl->name) + ": " + d.message : d.message);
+      inSource = inSource || (d.severity == ir::Severity::Error && !d.file.empty());
+    }
+    if (inSource) noteTemplateEntry(spec, k, "instantiated here", diags);
     if (!built) return std::nullopt;
     if (built->kernels.size() != 1) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " built " + std::to_string(built->kernels.size()) + " kernels instead of one");
@@ -560,6 +596,10 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     inst.module.ptx = src->ptx;
     inst.module.files = src->files;
     inst.module.kernels.push_back(*chosen);
+    if (!src->functions.empty()) {  // inlined now, so that the parameters' uses below see the calls' bodies
+      inst.module.functions = src->functions;
+      if (!ir::verify(inst.module, diags) || !passes::inlineFunctions(inst.module, diags)) return std::nullopt;
+    }
   }
   ir::Kernel& kernel = inst.module.kernels.front();
   kernel.name = k.name;

@@ -67,6 +67,7 @@ struct Spec {
   bool ptxFallback = false;
   bool ir = true;  // store each kernel's compiled IR, for the CPU simulator (docs/bundle-format.md)
   FpContract fpContract = FpContract::Fast;
+  bool debug = false;  // line info in PTX and cubins (as `build --line-info`)
   std::vector<KernelSpec> kernels;
 };
 
@@ -97,6 +98,15 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
 // How `truenoc build` compiles a spec's kernels (and the library tests, exactly so): the -O2
 // pipeline with the spec's fp_contract.
 compile::Options compileOptions(const Spec& spec);
+// "template 'rmsnorm' with dtype=bf16": a template entry and its options that differ from the defaults.
+std::string describeInstance(const KernelSpec& k);
+// After errors inside a template's sources (its builder calls), a note at the spec entry that
+// names the instance: "spec.toml:L:C: note: in template 'rmsnorm' with dtype=bf16, <what>".
+void noteTemplateEntry(const Spec& spec, const KernelSpec& k, const std::string& what, ir::Diagnostics& diags);
+// Whether a template instance's ops exist on every target of the spec; if not, one error at the
+// entry's template key names the options that differ from the defaults, the SM the kernel needs
+// and the targets below it ("template 'rmsnorm' with dtype=bf16 needs sm_80 (target sm_75)").
+bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags);
 
 // The bundle signature of a kernel: its parameters' names, types and alignments.
 std::vector<bundle::Param> signatureOf(const ir::Kernel& k);

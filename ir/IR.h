@@ -53,7 +53,7 @@ struct Inst {
   ValueId result;
   std::vector<ValueId> operands;
   uint64_t imm = 0;       // const: the value's bits; extract: the lane
-  int32_t symbol = -1;    // shared.addr: index into Kernel::shared
+  int32_t symbol = -1;    // shared.addr: index into Kernel::shared; call: into Module::functions
   std::vector<BlockCall> succs;  // br: 1, cbr: 2 (taken, not taken)
   SourceLoc loc;
 
@@ -91,8 +91,12 @@ struct Dim3 {
   bool operator==(const Dim3&) const = default;
 };
 
+// A kernel, or a device function (`func @name(...) -> T`, function = true): the same body of
+// blocks, called from kernels with `call` and inlined into them by the inline pass.
 struct Kernel {
   std::string name;
+  bool function = false;
+  std::optional<Type> returns;  // functions: the type `ret` passes back, if any
   std::vector<KernelParam> params;
   std::vector<SharedDecl> shared;
   std::optional<Dim3> reqntid;
@@ -132,6 +136,7 @@ struct Module {
   Target target;           // sm_80 unless the text or the caller says otherwise
   unsigned ptx = 70;       // PTX ISA version x10
   std::vector<Kernel> kernels;
+  std::vector<Kernel> functions;  // device functions, until the inline pass empties the list
   std::vector<std::string> files{""};  // SourceLoc::file indexes this; [0] = unknown
 
   uint32_t fileId(const std::string& name);

@@ -1,5 +1,6 @@
 #include "ir/Parser.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -157,6 +158,23 @@ class Lexer {
 
 struct ParseError {};
 
+// A literal branch argument, made a const once the target block (and its parameter's type) is known.
+struct PendingLiteral {
+  BlockId block;
+  InstId inst;
+  size_t succ, arg;
+  Token tok;
+};
+
+// A call whose callee is looked up once the whole module is read (functions may come later).
+struct PendingCall {
+  bool inFunction;
+  size_t owner;  // index into Module::functions or Module::kernels
+  InstId inst;
+  std::string name;
+  SourceLoc loc;
+};
+
 struct PendingSucc {
   InstId inst;
   size_t index;
@@ -280,9 +298,16 @@ class Parser {
     }
     if (!sawPtx) mod_.ptx = std::max(70u, mod_.target.minPtx());
     while (!at(Tok::End)) {
-      if (!atIdent("kernel")) fail(tok_, "expected 'kernel', found " + describe(tok_));
-      parseKernel();
+      if (!atIdent("kernel") && !atIdent("func")) fail(tok_, "expected 'kernel' or 'func', found " + describe(tok_));
+      parseKernel(atIdent("func"));
       skipNewlines();
+    }
+    for (const PendingCall& c : pendingCalls_) {
+      auto callee = std::find_if(mod_.functions.begin(), mod_.functions.end(),
+                                 [&](const Kernel& f) { return f.name == c.name; });
+      if (callee == mod_.functions.end()) failAt(c.loc, "call to undefined function '@" + c.name + "'");
+      Kernel& caller = c.inFunction ? mod_.functions[c.owner] : mod_.kernels[c.owner];
+      caller.inst(c.inst).symbol = static_cast<int32_t>(callee - mod_.functions.begin());
     }
   }
 
@@ -308,18 +333,26 @@ class Parser {
     return v;
   }
 
-  void parseKernel() {
+  // A kernel, or with `function` a device function: `func @name(params) [-> TYPE] { blocks }`.
+  void parseKernel(bool function) {
     Token kw = take();
-    Token name = expect(Tok::Symbol, "kernel name (@name)");
-    for (const Kernel& other : mod_.kernels)
-      if (other.name == name.text) fail(name, "duplicate kernel '@" + std::string(name.text) + "'");
-    mod_.kernels.emplace_back();
-    k_ = &mod_.kernels.back();
+    Token name = expect(Tok::Symbol, function ? "function name (@name)" : "kernel name (@name)");
+    for (const std::vector<Kernel>* list : {&mod_.kernels, &mod_.functions})
+      for (const Kernel& other : *list)
+        if (other.name == name.text)
+          fail(name, std::string(other.function ? "a function" : "a kernel") + " named '@" + std::string(name.text) +
+                         "' is already defined");
+    std::vector<Kernel>& list = function ? mod_.functions : mod_.kernels;
+    list.emplace_back();
+    k_ = &list.back();
+    k_->function = function;
+    owner_ = list.size() - 1;
     k_->name = std::string(name.text);
     k_->loc = loc(kw);
     valueByName_.clear();
     pendingValues_.clear();
     pendingSuccs_.clear();
+    pendingLiterals_.clear();
     blockByName_.clear();
 
     expect(Tok::LParen, "'('");
@@ -342,7 +375,11 @@ class Parser {
       }
     }
     expect(Tok::RParen, "')'");
-    while (at(Tok::Ident)) {
+    if (function && at(Tok::Arrow)) {
+      take();
+      k_->returns = parseTypeTok();
+    }
+    while (!function && at(Tok::Ident)) {
       Token a = take();
       if (a.text == "reqntid") {
         if (k_->reqntid) fail(a, "duplicate reqntid");
@@ -364,7 +401,7 @@ class Parser {
     expect(Tok::LBrace, "'{'");
     endOfLine();
     skipNewlines();
-    while (atIdent("shared")) {
+    while (!function && atIdent("shared")) {
       parseShared();
       skipNewlines();
     }
@@ -500,10 +537,12 @@ class Parser {
     if (!at(Tok::Newline) && !at(Tok::Colon) && !at(Tok::End) && !at(Tok::RBrace)) {
       while (true) {
         Item it{take(), args_.size(), args_.size()};
-        if (it.tok.kind == Tok::BlockRef && at(Tok::LParen)) {
+        bool callee = it.tok.kind == Tok::Symbol && in.op == Op::Call;
+        if ((it.tok.kind == Tok::BlockRef || callee) && at(Tok::LParen)) {
           take();
-          while (true) {
-            args_.push_back(expect(Tok::Value, "block argument (%name)"));
+          while (!(callee && at(Tok::RParen))) {
+            if (!callee && at(Tok::Number)) args_.push_back(take());  // a literal, typed by the target's parameter
+            else args_.push_back(expect(Tok::Value, callee ? "argument (%name)" : "block argument (%name)"));
             it.argsEnd = args_.size();
             if (!at(Tok::Comma)) break;
             take();
@@ -529,16 +568,26 @@ class Parser {
     }
     endOfLine();
 
-    bool needsType = oi.types != TC_NONE;
+    bool needsType = oi.types != TC_NONE && in.op != Op::Call;  // a call without a result has none
     if (needsType && !in.type) failAt(in.loc, "'" + std::string(oi.name) + "' needs a type annotation (': TYPE')");
-    if (!needsType && in.type) failAt(in.loc, "'" + std::string(oi.name) + "' takes no type annotation");
+    if (!needsType && in.type && in.op != Op::Call) failAt(in.loc, "'" + std::string(oi.name) + "' takes no type annotation");
     if ((oi.flags & OF_SRCTYPE) && !in.srcType)
       failAt(in.loc, "'" + std::string(oi.name) + "' needs a source and result type (': S -> T')");
 
     size_t wantSuccs = in.op == Op::Br ? 1 : in.op == Op::Cbr ? 2 : 0;
     std::vector<std::pair<size_t, Item*>>& succItems = succItems_;
     succItems.clear();
+    size_t position = 0;  // operands and the op's own literal seen so far
+    bool sawCallee = false;
+    Token calleeTok;
     for (Item& it : items) {
+      bool ownLiteral = (oi.flags & OF_IMM) && position == literalPosition(in);
+      if (it.tok.kind == Tok::Value || it.tok.kind == Tok::Number) ++position;
+      if (it.tok.kind == Tok::Number && !ownLiteral) {
+        if (!succItems.empty()) fail(it.tok, "operands must come before branch targets");
+        in.operands.push_back(immediateOperand(b, it.tok, in));
+        continue;
+      }
       switch (it.tok.kind) {
         case Tok::Value:
           if (!succItems.empty()) fail(it.tok, "operands must come before branch targets");
@@ -549,6 +598,13 @@ class Parser {
           succItems.push_back({succItems.size(), &it});
           break;
         case Tok::Symbol: {
+          if (in.op == Op::Call) {
+            if (sawCallee) fail(it.tok, "a call names one function");
+            sawCallee = true;
+            for (size_t a = it.argsBegin; a < it.argsEnd; ++a) in.operands.push_back(useValue(args_[a]));
+            calleeTok = it.tok;
+            break;
+          }
           if (!(oi.flags & OF_SYMBOL)) fail(it.tok, "'" + std::string(oi.name) + "' takes no symbol");
           if (in.symbol >= 0) fail(it.tok, "only one symbol allowed");
           int s = k_->findShared(it.tok.text);
@@ -556,8 +612,7 @@ class Parser {
           in.symbol = s;
           break;
         }
-        case Tok::Number:
-          if (!(oi.flags & OF_IMM)) fail(it.tok, "'" + std::string(oi.name) + "' takes no literal operand");
+        case Tok::Number:  // the op's own literal; immediate operands were taken above
           parseImm(it.tok, in);
           break;
         default:
@@ -567,7 +622,10 @@ class Parser {
     if ((oi.flags & OF_SYMBOL) && in.symbol < 0) failAt(in.loc, "'" + std::string(oi.name) + "' needs a shared array (@name)");
     if ((oi.flags & OF_IMM) && !sawImm_) failAt(in.loc, "'" + std::string(oi.name) + "' needs a literal operand");
     sawImm_ = false;
-    if (!(oi.flags & OF_VARIADIC) && !operandCountFits(oi, in.operands.size()))
+    if (in.op == Op::Call && !sawCallee) failAt(in.loc, "'call' needs a function (@name(args))");
+    // call's and ret's operands follow the function's signature: the verifier checks them
+    bool signature = in.op == Op::Call || (in.op == Op::Ret && k_->function);
+    if (!(oi.flags & OF_VARIADIC) && !signature && !operandCountFits(oi, in.operands.size()))
       failAt(in.loc, "'" + std::string(oi.name) + "' takes " +
                          ((oi.flags & OF_OPTLAST) ? std::to_string(oi.operands.size() - 1) + " or " : std::string()) +
                          std::to_string(oi.operands.size()) + " operand(s), got " +
@@ -580,7 +638,15 @@ class Parser {
     if (resultTok && !rt) fail(*resultTok, "'" + std::string(oi.name) + "' produces no result");
     in.succs.resize(succItems.size());
     for (auto& [idx, item] : succItems)
-      for (size_t a = item->argsBegin; a < item->argsEnd; ++a) in.succs[idx].args.push_back(useValue(args_[a]));
+      for (size_t a = item->argsBegin; a < item->argsEnd; ++a) {
+        if (args_[a].kind == Tok::Number) {
+          pendingLiterals_.push_back({b, InstId(static_cast<uint32_t>(k_->insts.size())), idx,
+                                      in.succs[idx].args.size(), args_[a]});
+          in.succs[idx].args.push_back(ValueId());
+        } else {
+          in.succs[idx].args.push_back(useValue(args_[a]));
+        }
+      }
     InstId id = k_->append(b, std::move(in), rt, {});
     const Inst& placed = k_->inst(id);
     if (placed.result && resultTok) {
@@ -589,6 +655,7 @@ class Parser {
     }
     for (auto& [idx, item] : succItems)
       pendingSuccs_.push_back({id, idx, item->tok.text, loc(item->tok)});
+    if (sawCallee) pendingCalls_.push_back({k_->function, owner_, id, std::string(calleeTok.text), loc(calleeTok)});
   }
 
   void parseOpName(const Token& t, Inst& in) {
@@ -632,6 +699,45 @@ class Parser {
                     " modifier");
   }
 
+  // Where an op with its own literal (OF_IMM) writes it among its operands: const's value first,
+  // cp.async's size after the two pointers, the others' after all their operands.
+  static size_t literalPosition(const Inst& in) {
+    if (in.op == Op::Const) return 0;
+    if (in.op == Op::CpAsync) return 2;
+    return info(in.op).operands.size();
+  }
+
+  // An immediate operand (`add %x, 1 : u32`) becomes an unnamed `const` placed just before the
+  // instruction; its type is the one the operand's letter asks for.
+  ValueId immediateOperand(BlockId b, const Token& t, const Inst& in) {
+    const OpInfo& oi = info(in.op);
+    size_t index = in.operands.size();
+    bool variadic = (oi.flags & OF_VARIADIC) != 0;
+    if (!variadic && index >= oi.operands.size())
+      fail(t, "'" + std::string(oi.name) + "' takes " + std::to_string(oi.operands.size()) + " operand(s)");
+    std::optional<Type> want;
+    switch (variadic ? '*' : oi.operands[index]) {
+      case 'T': want = in.type; break;
+      case 'S': want = in.srcType; break;
+      case '*': want = in.type->element(); break;
+      case 'p': want = Type::pred(); break;
+      case 'i': want = Type::u32(); break;
+      case 'o': want = in.type->bits() == 64 ? Type::u64() : Type::u32(); break;
+      default: break;
+    }
+    if (!want || want->isPtr() || want->isVector())
+      fail(t, "operand " + std::to_string(index + 1) + " of '" + std::string(oi.name) +
+                  "' cannot be a literal (write a value)");
+    auto bits = parseConstLiteral(t.text, *want);
+    if (!bits) fail(t, "invalid " + typeName(*want) + " literal '" + std::string(t.text) + "'");
+    Inst c;
+    c.op = Op::Const;
+    c.type = want;
+    c.imm = *bits;
+    c.loc = loc(t);
+    return k_->inst(k_->append(b, std::move(c), want, {})).result;
+  }
+
   // Called after the type annotation is known: a const's value, or an extract's lane.
   void parseImm(const Token& t, Inst& in) {
     if (sawImm_) fail(t, "only one literal operand allowed");
@@ -656,6 +762,28 @@ class Parser {
       if (it == blockByName_.end()) failAt(p.loc, "use of undefined block '^" + std::string(p.name) + "'");
       k_->inst(p.inst).succs[p.index].block = it->second;
     }
+    // A literal branch argument becomes an unnamed const just before the branch, of the type of
+    // the parameter it is passed to.
+    for (const PendingLiteral& p : pendingLiterals_) {
+      const BlockCall& call = k_->inst(p.inst).succs[p.succ];
+      const Block& target = k_->block(call.block);
+      if (p.arg >= target.params.size())
+        fail(p.tok, "literal argument " + std::to_string(p.arg + 1) + " to '^" + target.name + "', which takes " +
+                        std::to_string(target.params.size()) + " parameter(s)");
+      Type t = k_->typeOf(target.params[p.arg]);
+      auto bits = t.isPtr() || t.isVector() ? std::nullopt : parseConstLiteral(p.tok.text, t);
+      if (!bits) fail(p.tok, "invalid " + typeName(t) + " literal '" + std::string(p.tok.text) + "'");
+      Inst c;
+      c.op = Op::Const;
+      c.type = t;
+      c.imm = *bits;
+      c.loc = loc(p.tok);
+      InstId id = k_->append(p.block, std::move(c), t, {});
+      std::vector<InstId>& insts = k_->block(p.block).insts;
+      insts.pop_back();
+      insts.insert(std::find(insts.begin(), insts.end(), p.inst), id);
+      k_->inst(p.inst).succs[p.succ].args[p.arg] = k_->inst(id).result;
+    }
     (void)close;
   }
 
@@ -666,11 +794,14 @@ class Parser {
   Diagnostics& diags_;
   Module mod_;
   Kernel* k_ = nullptr;
+  size_t owner_ = 0;  // k_'s index in its list
+  std::vector<PendingCall> pendingCalls_;
   // Keyed by views of the source text, which outlives the parse.
   std::unordered_map<std::string_view, ValueId> valueByName_;
   std::unordered_map<std::string, SourceLoc> pendingValues_;
   std::unordered_map<std::string_view, BlockId> blockByName_;
   std::vector<PendingSucc> pendingSuccs_;
+  std::vector<PendingLiteral> pendingLiterals_;
   // parseInst's scratch, reused from one instruction to the next.
   std::vector<Item> items_;
   std::vector<Token> args_;

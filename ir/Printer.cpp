@@ -98,7 +98,7 @@ std::string immText(const Inst& in) {
   return buf;
 }
 
-void printInst(std::string& out, const Kernel& k, const Inst& in, const NameTable& names) {
+void printInst(std::string& out, const Module& m, const Kernel& k, const Inst& in, const NameTable& names) {
   out += "  ";
   if (in.result) out += "%" + names.value(in.result) + " = ";
   out += info(in.op).name;
@@ -109,7 +109,13 @@ void printInst(std::string& out, const Kernel& k, const Inst& in, const NameTabl
     out += first ? " " : ", ";
     first = false;
   };
-  if (in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.shared.size()) {
+  if (in.op == Op::Call) {
+    sep();
+    bool known = in.symbol >= 0 && static_cast<size_t>(in.symbol) < m.functions.size();
+    out += "@" + (known ? m.functions[in.symbol].name : std::string("?")) + "(";
+    for (size_t i = 0; i < in.operands.size(); ++i) out += (i ? ", %" : "%") + names.value(in.operands[i]);
+    out += ")";
+  } else if (in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.shared.size()) {
     sep();
     out += "@" + k.shared[in.symbol].name;
   }
@@ -120,7 +126,7 @@ void printInst(std::string& out, const Kernel& k, const Inst& in, const NameTabl
   // An immediate other than const's follows the operands; cp.async's size sits between the
   // pointers and the optional src-size, as in PTX.
   size_t immAt = in.op == Op::CpAsync ? 2 : in.operands.size();
-  for (size_t i = 0; i <= in.operands.size(); ++i) {
+  for (size_t i = 0; in.op != Op::Call && i <= in.operands.size(); ++i) {
     if (i == immAt && in.op != Op::Const && (info(in.op).flags & OF_IMM)) {
       sep();
       out += immText(in);
@@ -176,7 +182,7 @@ std::string constLiteral(Type t, uint64_t bits) {
 
 std::string print(const Module& m, const Kernel& k) {
   NameTable names(k);
-  std::string out = "kernel @" + k.name + "(";
+  std::string out = (k.function ? "func @" : "kernel @") + k.name + "(";
   for (size_t i = 0; i < k.params.size(); ++i) {
     const KernelParam& p = k.params[i];
     if (i) out += ", ";
@@ -184,6 +190,7 @@ std::string print(const Module& m, const Kernel& k) {
     if (p.align) out += " align " + std::to_string(p.align);
   }
   out += ")";
+  if (k.returns) out += " -> " + typeName(*k.returns);
   if (k.reqntid) out += " reqntid(" + dimText(*k.reqntid) + ")";
   if (k.maxntid) out += " maxntid(" + dimText(*k.maxntid) + ")";
   if (k.minnctapersm) out += " minnctapersm(" + std::to_string(*k.minnctapersm) + ")";
@@ -206,16 +213,16 @@ std::string print(const Module& m, const Kernel& k) {
       out += ")";
     }
     out += ":\n";
-    for (InstId id : blk.insts) printInst(out, k, k.inst(id), names);
+    for (InstId id : blk.insts) printInst(out, m, k, k.inst(id), names);
   }
   out += "}\n";
-  (void)m;
   return out;
 }
 
 std::string print(const Module& m) {
   std::string out = "target " + m.target.name() + "\n";
   out += "ptx " + std::to_string(m.ptx / 10) + "." + std::to_string(m.ptx % 10) + "\n";
+  for (const Kernel& f : m.functions) out += "\n" + print(m, f);
   for (const Kernel& k : m.kernels) out += "\n" + print(m, k);
   return out;
 }

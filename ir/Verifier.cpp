@@ -51,8 +51,13 @@
 //     ptr.global to a ptr.shared with .ca, or 16 bytes with .cg; a constant src-size is at most
 //     the copy size; lop3's truth table fits in 8 bits. (Alignment of the two addresses is a
 //     dataflow fact: tile-validation proves it or reports it, the interpreter checks it per copy.)
+// 12. Device functions: a call names a function of the module, passes one argument of each
+//     parameter's type and is annotated with the type the function returns (none: no result);
+//     ret passes back exactly the function's return value (none in kernels); no function calls
+//     itself, directly or through others.
 #include "ir/Verifier.h"
 
+#include <algorithm>
 #include <bit>
 #include <optional>
 #include <string>
@@ -154,6 +159,7 @@ class KernelVerifier {
   void checkAsyncAndBits(const Inst& in);
   void checkTarget(const Inst& in);
   void checkBranches(const Inst& in);
+  bool checkSignature(const Inst& in);
   // `what` names the use ("operand 2 of 'add'"); it is only built when there is an error.
   template <class Describe>
   void checkUse(ValueId v, BlockId useBlock, size_t usePos, SourceLoc loc, const Describe& what);
@@ -299,6 +305,7 @@ void KernelVerifier::checkBlock(BlockId b) {
 bool KernelVerifier::checkTypes(const Inst& in) {
   const OpInfo& oi = info(in.op);
   auto op = [&] { return quoted(opText(in)); };
+  if (in.op == Op::Call) return checkSignature(in);
   if ((oi.types != TC_NONE) != in.type.has_value()) {
     error(in.loc, op() + (in.type ? " takes no type annotation" : " needs a type annotation"));
     return false;
@@ -324,6 +331,7 @@ bool KernelVerifier::checkTypes(const Inst& in) {
 }
 
 void KernelVerifier::checkOperands(const Inst& in) {
+  if (in.op == Op::Ret) return void(checkSignature(in));
   const OpInfo& oi = info(in.op);
   bool variadic = (oi.flags & OF_VARIADIC) != 0;
   size_t want = variadic ? in.type->lanes : oi.operands.size();
@@ -664,6 +672,57 @@ void KernelVerifier::checkTarget(const Inst& in) {
                     ", but the module targets " + m_.target.name() + " with " + ptxText(m_.ptx));
 }
 
+// ---- 12. device functions -----------------------------------------------------------------------
+
+// call's operands, type and result follow its callee; ret passes back what the function returns
+// (its type annotation and result are checked like any op's). Returns false: the other
+// per-instruction checks do not apply to a call.
+bool KernelVerifier::checkSignature(const Inst& in) {
+  auto typeList = [&](const Kernel& f) {
+    std::string s;
+    for (const KernelParam& p : f.params) s += (s.empty() ? "" : ", ") + typeName(f.typeOf(p.value));
+    return "(" + s + ")";
+  };
+  if (in.op == Op::Ret) {
+    size_t want = k_.returns ? 1 : 0;
+    std::string where = k_.function ? "function '@" + k_.name + "'" : "a kernel";
+    if (in.operands.size() != want) {
+      error(in.loc, "'ret' in " + where + " takes " + std::to_string(want) + " operand(s), got " +
+                        std::to_string(in.operands.size()));
+    } else if (want && validValue(in.operands[0]) && k_.typeOf(in.operands[0]) != *k_.returns) {
+      error(in.loc, "'ret' passes " + val(in.operands[0]) + " of type " + quoted(k_.typeOf(in.operands[0])) + ", but " +
+                        where + " returns " + quoted(*k_.returns));
+    }
+    return false;
+  }
+  if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= m_.functions.size()) {
+    error(in.loc, "'call' names no function of the module");
+    return false;
+  }
+  const Kernel& f = m_.functions[in.symbol];
+  std::string callee = "'@" + f.name + "'";
+  if (in.operands.size() != f.params.size()) {
+    error(in.loc, "call to " + callee + " passes " + std::to_string(in.operands.size()) + " argument(s); it takes " +
+                      std::to_string(f.params.size()) + " " + typeList(f));
+    return false;
+  }
+  for (size_t i = 0; i < in.operands.size(); ++i) {
+    if (!validValue(in.operands[i])) continue;
+    Type have = k_.typeOf(in.operands[i]), need = f.typeOf(f.params[i].value);
+    if (have != need)
+      error(in.loc, "argument " + std::to_string(i + 1) + " of the call to " + callee + " (" + val(in.operands[i]) +
+                        ") has type " + quoted(have) + ", expected " + quoted(need));
+  }
+  if (in.type != f.returns)
+    error(in.loc, "call to " + callee + (f.returns ? " returns " + quoted(*f.returns) : std::string(" returns nothing")) +
+                      ", but is annotated " + (in.type ? quoted(*in.type) : std::string("with no type")));
+  else if (in.type.has_value() != in.result.valid())
+    error(in.loc, "call to " + callee + (in.type ? " needs a result value" : " has no result to define"));
+  if (in.op == Op::Call && k_.function && &f == &k_)
+    error(in.loc, "function " + callee + " calls itself; device functions are inlined and cannot recurse");
+  return false;
+}
+
 // ---- 1 and 5. branch targets and arguments ----------------------------------------------------
 
 void KernelVerifier::checkBranches(const Inst& in) {
@@ -713,12 +772,53 @@ void KernelVerifier::checkUse(ValueId v, BlockId useBlock, size_t usePos, Source
   }
 }
 
+// Recursion through other functions (a calling b calling a): a depth-first walk of the call graph.
+void checkNoRecursion(const Module& m, Diagnostics& diags) {
+  enum class Mark : uint8_t { New, Open, Done };
+  std::vector<Mark> mark(m.functions.size(), Mark::New);
+  auto visit = [&](auto& self, size_t f) -> void {
+    mark[f] = Mark::Open;
+    const Kernel& fn = m.functions[f];
+    for (const Inst& in : fn.insts) {
+      if (in.op != Op::Call || in.symbol < 0 || static_cast<size_t>(in.symbol) >= m.functions.size()) continue;
+      auto g = static_cast<size_t>(in.symbol);
+      if (mark[g] == Mark::Open && g != f)
+        diags.report(Severity::Error, m.fileName(in.loc), in.loc,
+                     "call to '@" + m.functions[g].name + "' from '@" + fn.name +
+                         "' is recursive; device functions are inlined and cannot recurse");
+      else if (mark[g] == Mark::New)
+        self(self, g);
+    }
+    mark[f] = Mark::Done;
+  };
+  for (size_t f = 0; f < m.functions.size(); ++f)
+    if (mark[f] == Mark::New) visit(visit, f);
+}
+
 }  // namespace
 
 bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
   unsigned before = diags.errors();
   KernelVerifier(m, k, diags).run();
   return diags.errors() == before;
+}
+
+unsigned requiredSm(const Module& m) {
+  unsigned need = 0;
+  auto visit = [&](const Kernel& k) {
+    for (const Block& b : k.blocks)
+      for (InstId id : b.insts) {
+        const Inst& in = k.inst(id);
+        need = std::max(need, info(in.op).minSM);
+        for (const TypeGate& g : typeGates()) {
+          std::optional<Type> gated = g.which == 'S' ? in.srcType : in.type;
+          if (g.op == in.op && gated && gated->scalar == g.scalar) need = std::max(need, g.minSM);
+        }
+      }
+  };
+  for (const Kernel& f : m.functions) visit(f);
+  for (const Kernel& k : m.kernels) visit(k);
+  return need;
 }
 
 bool verify(const Module& m, Diagnostics& diags) {
@@ -729,7 +829,9 @@ bool verify(const Module& m, Diagnostics& diags) {
                  ptxText(m.ptx) + " does not support " + m.target.name() + " (it needs " +
                      ptxText(need) + " or later)");
   }
+  for (const Kernel& f : m.functions) verifyKernel(m, f, diags);
   for (const Kernel& k : m.kernels) verifyKernel(m, k, diags);
+  checkNoRecursion(m, diags);
   return diags.errors() == before;
 }
 

@@ -10,5 +10,7 @@ namespace tn::ir {
 // Verifies every kernel of m against m's target (sm, ptx). Returns true when no error was found.
 bool verify(const Module& m, Diagnostics& diags);
 bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags);
+// The lowest SM on which every instruction of m exists (ops and type gates, as invariant 7 checks).
+unsigned requiredSm(const Module& m);
 
 }  // namespace tn::ir

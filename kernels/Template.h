@@ -3,7 +3,8 @@
 // docs), builds one kernel with the IR builder and states its launch rule over the kernel's
 // parameters. A template does not see the target: the compiler instantiates it once and
 // retargets the module for each target. Adding a template is a function returning a Template
-// in its kernels/*.cpp file plus one line in the list in kernels/Templates.cpp.
+// in its kernels/*.cpp file plus one line in the list in kernels/Templates.cpp; a project adds its
+// own through a generator (addTemplate, docs/generators.md).
 #pragma once
 
 #include <cstdint>
@@ -72,8 +73,12 @@ struct Template {
   Options defaults() const;
 };
 
-// The built-in templates, sorted by name.
+// The registered templates, sorted by name: the built-in ones and those added by addTemplate.
 std::span<const Template> templates();
+// Registers a template beside the built-in ones (a generator's own, docs/generators.md). Call it
+// before anything reads templates(): it invalidates the spans returned so far. Returns why a
+// template is refused (a name that is not an identifier or is taken, no build or launch function).
+std::optional<std::string> addTemplate(Template t);
 const Template* findTemplate(std::span<const Template> all, std::string_view name);
 
 }  // namespace tn::kernels

@@ -105,9 +105,31 @@ Options Template::defaults() const {
   return o;
 }
 
-std::span<const Template> templates() {
-  static const std::vector<Template> all = makeTemplates();
+namespace {
+
+std::vector<Template>& registry() {
+  static std::vector<Template> all = makeTemplates();
   return all;
+}
+
+bool isIdentifier(std::string_view s) {
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  return !s.empty() && alpha(s[0]) &&
+         std::all_of(s.begin(), s.end(), [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+}
+
+}  // namespace
+
+std::span<const Template> templates() { return registry(); }
+
+std::optional<std::string> addTemplate(Template t) {
+  if (!isIdentifier(t.name)) return "template name '" + t.name + "' is not an identifier";
+  if (findTemplate(templates(), t.name)) return "a template named '" + t.name + "' already exists";
+  if (!t.build || !t.launch) return "template '" + t.name + "' needs a build and a launch function";
+  std::vector<Template>& all = registry();
+  auto at = std::lower_bound(all.begin(), all.end(), t.name, [](const Template& a, const std::string& n) { return a.name < n; });
+  all.insert(at, std::move(t));
+  return std::nullopt;
 }
 
 const Template* findTemplate(std::span<const Template> all, std::string_view name) {

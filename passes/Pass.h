@@ -99,6 +99,7 @@ class PassRunner {
 
 // The pipelines. Each returns false when the runner was stopped; errors reported by checkers
 // do not stop them (every checker reports), the caller looks at the diagnostics.
+// Each starts with inline (device functions into the kernels; nothing when there are none).
 //   -O0: barrier-safety, tile-validation, register-liveness (checks only, the IR is untouched)
 //   -O1: clean-up to a fixed point (const-fold, strength-reduce, cse, dce), then the checks
 //   -O2: clean-up, fma-fusion, clean-up again, then the checks. Running it twice changes nothing.

@@ -15,5 +15,10 @@ bool barrierSafety(PassContext& ctx);     // barrier-safety
 bool tileValidation(PassContext& ctx);    // tile-validation
 bool registerLiveness(PassContext& ctx);  // register-liveness
 bool legalize(PassContext& ctx);          // legalize
+bool inlineCalls(PassContext& ctx);       // inline
+
+// The inline pass outside a pipeline (the interpreter, spec instantiation): inlines every call
+// of a verified module's kernels and drops its functions. False when it reported an error.
+bool inlineFunctions(ir::Module& m, ir::Diagnostics& diags);
 
 }  // namespace tn::passes

@@ -18,6 +18,8 @@ const std::vector<PassInfo>& allPasses() {
         {"dce", "remove unreachable blocks, unused pure ops and unused block parameters", PassKind::Transform, dce},
         {"fma-fusion", "contract float mul + add/sub into fma (honours --fp-contract, .exact, rounding modifiers)",
          PassKind::Transform, fmaFusion},
+        {"inline", "inline every call of a device function into the kernels, then drop the functions",
+         PassKind::Transform, inlineCalls},
         {"legalize", "rewrite what PTX lacks for the target (8-bit arithmetic, half div, bf16 conversions) into what it has",
          PassKind::Transform, legalize},
         {"register-liveness", "liveness, peak register pressure per PTX class and register assignment",
@@ -109,11 +111,11 @@ bool checks(PassRunner& r) {
 
 }  // namespace
 
-bool runO0(PassRunner& r) { return checks(r); }
+bool runO0(PassRunner& r) { return r.run("inline") && checks(r); }
 
-bool runO1(PassRunner& r) { return cleanUp(r) && checks(r); }
+bool runO1(PassRunner& r) { return r.run("inline") && cleanUp(r) && checks(r); }
 
-bool runO2(PassRunner& r) { return cleanUp(r) && r.run("fma-fusion") && cleanUp(r) && checks(r); }
+bool runO2(PassRunner& r) { return r.run("inline") && cleanUp(r) && r.run("fma-fusion") && cleanUp(r) && checks(r); }
 
 bool runPasses(PassRunner& r, const std::vector<std::string>& names) {
   for (const std::string& n : names)

@@ -178,6 +178,45 @@ TEST_CASE("spec: default and arch-specific targets") {
   }
 }
 
+TEST_CASE("spec: the registry refuses a generator's template with a taken or malformed name, or no build") {
+  // Refusals leave the registry as it was (a generator's templates are added in its own process).
+  const size_t before = kernels::templates().size();
+  kernels::Template t = *kernels::findTemplate(kernels::templates(), "vadd");
+  CHECK(kernels::addTemplate(t) == "a template named 'vadd' already exists");
+  t.name = "2x";
+  CHECK(kernels::addTemplate(t) == "template name '2x' is not an identifier");
+  t.name = "my_vadd";
+  t.build = nullptr;
+  CHECK(kernels::addTemplate(t) == "template 'my_vadd' needs a build and a launch function");
+  CHECK(kernels::templates().size() == before);
+}
+
+TEST_CASE("spec: an error inside a template's source is followed by a note at the spec entry naming the instance") {
+  kernels::Template t;
+  t.name = "broken";
+  t.options = {{"block", kernels::OptionType::Int, int64_t{256}, "threads", 32, 1024, 32, {}},
+               {"mode", kernels::OptionType::String, std::string("a"), "mode", 0, 0, 1, {"a", "b"}}};
+  t.build = [](const kernels::Options&, ir::Diagnostics& d) -> std::optional<ir::Module> {
+    d.report(ir::Severity::Error, "gen/broken.cpp", ir::SourceLoc{1, 12, 7}, "a builder call failed");
+    return std::nullopt;
+  };
+  t.launch = [](const kernels::Options&) { return kernels::LaunchRule{}; };
+  spec::Spec s;
+  s.file = "spec.toml";
+  spec::KernelSpec k;
+  k.name = "broken";
+  k.tmpl = &t;
+  k.options = t.defaults();
+  k.options.set("mode", std::string("b"));
+  k.templateLoc = ir::SourceLoc{0, 9, 12};
+  spec::TirCache tirs;
+  ir::Diagnostics d;
+  CHECK_FALSE(spec::instantiate(s, k, tirs, d));
+  REQUIRE(d.all().size() == 2);
+  CHECK(ir::formatDiagnostic(d.all()[0]) == "gen/broken.cpp:12:7: error: a builder call failed");
+  CHECK(ir::formatDiagnostic(d.all()[1]) == "spec.toml:9:12: note: in template 'broken' with mode=b, instantiated here");
+}
+
 TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
   for (const kernels::Template& t : kernels::templates()) {
     spec::Spec s;

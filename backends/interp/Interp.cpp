@@ -4,6 +4,7 @@
 
 #include "backends/interp/InterpImpl.h"
 #include "ir/Parser.h"
+#include "passes/Passes.h"
 
 namespace tn::interp {
 
@@ -35,7 +36,14 @@ std::optional<Error> Interpreter::load(const ir::Module& m, std::string_view nam
   const DeviceMemory* device = s_->device;
   *s_ = State{};
   s_->device = device;
-  for (const ir::Kernel& k : m.kernels) {
+  // Device functions are run inlined, as they are compiled.
+  std::optional<ir::Module> inlined;
+  if (!m.functions.empty()) {
+    inlined = m;
+    ir::Diagnostics diags;
+    if (!passes::inlineFunctions(*inlined, diags)) return setupError(ir::formatDiagnostic(diags.all().front()));
+  }
+  for (const ir::Kernel& k : (inlined ? *inlined : m).kernels) {
     if (k.name != name) continue;
     if (auto e = detail::decode(m, k, s_->program)) return e;
     s_->loaded = true;

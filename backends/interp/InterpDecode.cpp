@@ -321,6 +321,8 @@ class Decoder {
       case Op::Ret:
         c.kind = Kind::Ret;
         break;
+      case Op::Call:  // Interpreter::load inlines a module's functions before decoding
+        return fail(in.loc, "a call reached the interpreter: device functions are inlined first (the inline pass)");
       default: {
         c.kind = Kind::Compute;
         std::string why;

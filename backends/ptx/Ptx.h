@@ -17,6 +17,10 @@ struct EmitOptions {
   // registerFile() for the module as it is), so that values with disjoint live ranges share one
   // (fewer .reg declarations); empty gives every value registers of its own (--no-reg-reuse).
   std::span<const passes::RegisterAssignment> registers;
+  // Source lines for profilers and debuggers: a `.file` per source file of the module and a
+  // `.loc FILE LINE COL` before the PTX of each instruction whose line differs from the last
+  // one's (the .tir line, or the builder call site of a template).
+  bool lineInfo = false;
 };
 
 // Emits PTX for m's target (m.target, m.ptx); m must have passed ir::verify. An op or

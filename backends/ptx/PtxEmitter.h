@@ -39,6 +39,7 @@ class KernelEmitter {
                 const passes::RegisterAssignment* assigned, ir::Diagnostics& diags);
   // Appends the kernel's PTX to out; false (with diagnostics) when something cannot be emitted.
   bool run(std::string& out);
+  bool lineInfo = false;  // EmitOptions::lineInfo
 
  private:
   struct Move {
@@ -58,6 +59,7 @@ class KernelEmitter {
   void emitParallelCopy(std::vector<Move> moves);
   std::string edgeLabel(size_t from, ir::BlockId to);
   std::string regDecls() const;
+  void emitLoc(const ir::Inst& in);
 
   // ---- per-op formats (PtxOps.cpp) ----
   void emitInst(const ir::Inst& in);
@@ -89,6 +91,9 @@ class KernelEmitter {
   const passes::RegisterAssignment* assigned_;
   ir::Diagnostics& diags_;
   bool ok_ = true;
+  ir::SourceLoc lastLoc_;  // of the last .loc written
+  std::string pendingLoc_;  // a .loc that line() writes before the next instruction line
+  ir::SourceLoc pendingAt_;
 
   std::array<uint32_t, kRegClasses> next_{1, 1, 1, 1, 1, 1};
   std::array<uint32_t, kRegClasses> temps_{};  // cycle-breaking temporary per class (0 = none)

@@ -208,6 +208,7 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::Br:
     case Op::Cbr:
     case Op::Ret: return;  // terminators: the block walk writes them with their moves
+    case Op::Call: return void(fail(in, "a call reached the emitter: device functions are inlined first (the inline pass)"));
   }
 }
 

@@ -242,6 +242,7 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
   }
 
   std::vector<std::string> args = {ptxas, "-v", "-arch=" + job.target.name(), "-o", cubinPath, ptxPath};
+  if (job.lineInfo) args.insert(args.begin() + 2, "-lineinfo");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -51,6 +51,7 @@ struct Job {
   std::string kernel;  // the .entry name, also used for file names
   bundle::Target target;
   std::string ptx;
+  bool lineInfo = false;  // -lineinfo: keep the PTX's .loc lines in the cubin
 };
 
 struct Output {
@@ -62,7 +63,7 @@ struct Output {
   std::string log;  // ptxas's messages, temporary paths removed
 };
 
-// Runs `ptxas -v -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`, killing it after
+// Runs `ptxas -v [-lineinfo] -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`, killing it after
 // `timeoutSeconds` (0: no limit).
 Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job,
                 unsigned timeoutSeconds = kDefaultTimeoutSeconds);

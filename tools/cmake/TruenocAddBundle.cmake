@@ -1,12 +1,14 @@
 # truenoc_add_bundle(<target> SPEC <spec.toml> [TARGETS <sm_XY>...] [NAME <namespace>]
-#                    [PTX_ONLY] [JOBS <n>])
+#                    [PTX_ONLY] [JOBS <n>] [GENERATOR <generator target>])
 #
 # At build time runs `truenoc build` on the spec and `truenoc embed` on the bundle, then compiles
 # the generated <name>.cpp (the bundle bytes and one typed launch function per kernel) into
 # <target> and puts <name>.hpp on its include path. NAME is the C++ namespace; by default it is
 # the bundle's name (the spec's [bundle] name), as for `truenoc embed`. TARGETS overrides the
 # spec's architectures. The step reruns when the spec or a .tir file it names changes (truenoc
-# writes a depfile), when the truenoc executable changes and when ptxas changes.
+# writes a depfile), when the truenoc executable changes and when ptxas changes. GENERATOR names
+# a target of truenoc_add_generator: it runs in place of truenoc, so the spec may instantiate the
+# generator's own templates, and the bundle is rebuilt when the generator is.
 #
 # Which programs run (cache variables, so a project or the command line can override them):
 #   TRUENOC_EXECUTABLE  the truenoc compiler (default: the package's, truenoc_EXECUTABLE)
@@ -55,7 +57,7 @@ function(_truenoc_find_ptxas out)
 endfunction()
 
 function(truenoc_add_bundle target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "PTX_ONLY" "SPEC;NAME;JOBS" "TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "PTX_ONLY" "SPEC;NAME;JOBS;GENERATOR" "TARGETS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "truenoc_add_bundle: unexpected arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -81,11 +83,20 @@ function(truenoc_add_bundle target)
   string(REPLACE "::" "-" base "${arg_NAME}")
 
   set(TRUENOC_EXECUTABLE "${truenoc_EXECUTABLE}" CACHE FILEPATH "the truenoc compiler truenoc_add_bundle runs")
-  if(NOT EXISTS "${TRUENOC_EXECUTABLE}")
-    message(FATAL_ERROR "truenoc_add_bundle: the truenoc executable '${TRUENOC_EXECUTABLE}' does not exist "
-                        "(set TRUENOC_EXECUTABLE)")
+  if(arg_GENERATOR)
+    if(NOT TARGET ${arg_GENERATOR})
+      message(FATAL_ERROR "truenoc_add_bundle: GENERATOR '${arg_GENERATOR}' is not a target (truenoc_add_generator)")
+    endif()
+    set(compiler "$<TARGET_FILE:${arg_GENERATOR}>")
+    set(tools ${arg_GENERATOR})  # a target: the bundle depends on the generator's executable
+  else()
+    if(NOT EXISTS "${TRUENOC_EXECUTABLE}")
+      message(FATAL_ERROR "truenoc_add_bundle: the truenoc executable '${TRUENOC_EXECUTABLE}' does not exist "
+                          "(set TRUENOC_EXECUTABLE)")
+    endif()
+    set(compiler "${TRUENOC_EXECUTABLE}")
+    set(tools "${TRUENOC_EXECUTABLE}")
   endif()
-  set(tools "${TRUENOC_EXECUTABLE}")
 
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/truenoc_bundles/${target}")
   set(tnb "${dir}/${base}.tnb")
@@ -113,8 +124,8 @@ function(truenoc_add_bundle target)
   file(MAKE_DIRECTORY "${dir}")
   add_custom_command(
     OUTPUT "${tnb}" "${dir}/${base}.hpp" "${dir}/${base}.cpp"
-    COMMAND "${TRUENOC_EXECUTABLE}" build "${spec}" -o "${tnb}" --depfile "${depfile}" ${build_args}
-    COMMAND "${TRUENOC_EXECUTABLE}" embed "${tnb}" --name "${arg_NAME}" -o "${dir}"
+    COMMAND "${compiler}" build "${spec}" -o "${tnb}" --depfile "${depfile}" ${build_args}
+    COMMAND "${compiler}" embed "${tnb}" --name "${arg_NAME}" -o "${dir}"
     DEPENDS "${spec}" ${tools}
     DEPFILE "${depfile}"
     COMMENT "truenoc: building bundle ${arg_NAME} from ${arg_SPEC}"
@@ -126,6 +137,25 @@ function(truenoc_add_bundle target)
     target_compile_definitions(${target} PUBLIC TRUENOC_HAVE_RUNTIME)
   endif()
 endfunction()
+# truenoc_add_generator(<name> SOURCES <source>...)
+#
+# An executable <name> built from the sources, linking the compiler as a library
+# (truenoc::builder): truenoc with the project's own templates, whose main calls
+# tn::generator::run(argc, argv, {templates...}) (compiler/Generator.h, docs/generators.md).
+# Pass it to truenoc_add_bundle(... GENERATOR <name>) so that specs can instantiate them.
+function(truenoc_add_generator name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES")
+  if(NOT arg_SOURCES OR arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "truenoc_add_generator: usage: truenoc_add_generator(<name> SOURCES <source>...)")
+  endif()
+  if(NOT TARGET truenoc::builder)
+    message(FATAL_ERROR "truenoc_add_generator: this truenoc package has no builder library (truenoc::builder): "
+                        "it needs ${truenoc_BUILDER_MISSING}")
+  endif()
+  add_executable(${name} ${arg_SOURCES})
+  target_link_libraries(${name} PRIVATE truenoc::builder)
+endfunction()
+
 # truenoc_add_sim_test(NAME <name> COMMAND <command> [<arg>...])
 #
 # add_test() whose command runs against the simulated driver (TRUENORT_DRIVER pointing at
