@@ -684,6 +684,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
+// gemv_q and gemv_q_swiglu: kRowsPerBlock rows of w per block.
+LaunchRule gemvQLaunch(const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; }
+
 }  // namespace
 
 void addQuant(std::vector<Template>& out) {
@@ -720,7 +723,7 @@ void addQuant(std::vector<Template>& out) {
       "y f32; " + layout,
       {formatSpec(), ntok, activation},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
-      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+      gemvQLaunch,
   });
   out.push_back({
       "gemv_q_swiglu",
@@ -729,7 +732,7 @@ void addQuant(std::vector<Template>& out) {
       "the products as gemv_q's; " + layout,
       {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y")},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
-      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; },
+      gemvQLaunch,
   });
   out.push_back({
       "gemm_q",

@@ -26,10 +26,11 @@ class Checker {
     for (BlockId b : cfg_.reversePostOrder()) {
       for (InstId id : k_.block(b).insts) {
         const ir::Inst& in = k_.inst(id);
-        if (in.op == Op::BarSync) checkBarrier(b, in);
-        if (in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::ElectSync) checkCollective(b, in);
-        if (in.op == Op::Mma || in.op == Op::Ldmatrix || in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec ||
-            in.op == Op::WgmmaFence || in.op == Op::WgmmaCommit || in.op == Op::WgmmaWait)
+        if (in.op == Op::BarSync)
+          checkBarrier(b, in);
+        else if (in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::ElectSync)
+          checkCollective(b, in);
+        else if (ir::hasFlag(in.op, ir::OF_CONVERGENT) && in.op != Op::Call)  // .sync.aligned: mma, ldmatrix, ...
           checkWarpInstruction(b, in);
       }
       if (ctx_.options.remarks) remarkBranch(b);

@@ -94,8 +94,8 @@ class Decoder {
       if (BlockId r = pdom.ipdom(BlockId(b)); r.valid()) p_.ipdom[b] = r.index;
   }
 
-  // Blocks from which some path executes bar.sync or a warp collective (shfl.sync, vote.sync, mma,
-  // ldmatrix). At a divergent branch
+  // Blocks from which some path executes bar.sync or a warp collective (an OF_CONVERGENT op:
+  // shfl.sync, vote.sync, mma, ldmatrix, elect.sync, setmaxnreg, wgmma.*). At a divergent branch
   // the engine runs a path that cannot reach one of them first, so threads that return early have
   // exited by the time the others synchronize, and the report names them as exited.
   void markSyncReach(const ir::DominatorTree& cfg) {
@@ -105,11 +105,7 @@ class Decoder {
     for (uint32_t b = 0; b < n; ++b)
       for (ir::InstId id : k_.blocks[b].insts) {
         const Inst& in = k_.inst(id);
-        bool sync = in.op == Op::BarSync || in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::Mma ||
-                    in.op == Op::Ldmatrix || in.op == Op::ElectSync || in.op == Op::SetMaxNRegInc ||
-                    in.op == Op::SetMaxNRegDec || in.op == Op::WgmmaFence || in.op == Op::WgmmaCommit ||
-                    in.op == Op::WgmmaWait;
-        if (sync && !p_.reachesSync[b]) {
+        if (ir::hasFlag(in.op, ir::OF_CONVERGENT) && !p_.reachesSync[b]) {
           p_.reachesSync[b] = 1;
           work.push_back(BlockId(b));
         }

@@ -156,6 +156,8 @@ class Engine {
   std::optional<Error> locateDevice(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, std::byte*& out,
                                     unsigned span);
   std::optional<Error> trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
+  // A shared access of `bytes` at `off` must lie inside one declared array, aligned to its size.
+  std::optional<Error> checkShared(const Code& k, const Warp& w, uint32_t lane, int64_t off, unsigned bytes) const;
   std::optional<Error> asyncCopy(Warp& w, const Code& k, uint32_t mask);
   void asyncWait(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> checkAsync(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
@@ -662,7 +664,13 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
     return fault(ErrorKind::InvalidPointer, k, w, lane,
                  memName(k) + ": the interpreter has no " + std::string(ir::spaceName(sp)) + " memory");
   }
-  // Shared memory: the access must lie inside one declared array.
+  if (auto e = checkShared(k, w, lane, off, bytes)) return e;
+  out = shared_.data() + off;
+  return trackShared(k, w, lane, static_cast<uint32_t>(off), acc);
+}
+
+std::optional<Error> Engine::checkShared(const Code& k, const Warp& w, uint32_t lane, int64_t off,
+                                         unsigned bytes) const {
   const SharedArray* arr = sharedArrayAt(off);
   uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
   if (!arr || static_cast<uint64_t>(off) + bytes > end)
@@ -671,8 +679,7 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
   if (off % bytes)
     return fault(ErrorKind::Misaligned, k, w, lane,
                  "misaligned " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off));
-  out = shared_.data() + off;
-  return trackShared(k, w, lane, static_cast<uint32_t>(off), acc);
+  return std::nullopt;
 }
 
 // A global access through a device address: it must lie inside one live allocation.
@@ -994,12 +1001,7 @@ std::optional<Error> Engine::vote(const Warp& w, const Code& k, uint32_t mask) {
 // The shared offset of lane's mbarrier operand: 8 bytes inside one shared array, 8-aligned.
 std::optional<Error> Engine::mbarrierAt(const Code& k, const Warp& w, uint32_t lane, uint32_t& off) {
   off = static_cast<uint32_t>(slotPtr(w.regs, k.src[0])[lane]);
-  const SharedArray* arr = sharedArrayAt(off);
-  uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
-  if (!arr || uint64_t{off} + 8 > end)
-    return fault(ErrorKind::OutOfBounds, k, w, lane, "out-of-bounds " + memName(k) + " of 8 bytes " + sharedPlace(off));
-  if (off % 8) return fault(ErrorKind::Misaligned, k, w, lane, "misaligned " + memName(k) + " of 8 bytes " + sharedPlace(off));
-  return std::nullopt;
+  return checkShared(k, w, lane, off, 8);
 }
 
 // init, arrive and arrive.expect_tx, lane by lane in lane order. A phase completes when its last
