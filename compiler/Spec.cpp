@@ -507,6 +507,7 @@ bundle::ParamType paramTypeOf(ir::Type t) {
   // Both enums list the same scalars and spaces in the same order; the bundle's start at 1.
   static_assert(static_cast<unsigned>(P::Scalar::Pred) == static_cast<unsigned>(ir::Scalar::Pred) + 1);
   static_assert(static_cast<unsigned>(P::Scalar::Ptr) == static_cast<unsigned>(ir::Scalar::Ptr) + 1);
+  static_assert(static_cast<unsigned>(P::Scalar::TensorMap) == static_cast<unsigned>(ir::Scalar::TensorMap) + 1);
   static_assert(static_cast<unsigned>(P::Space::Local) == static_cast<unsigned>(ir::AddrSpace::Local) + 1);
   P p;
   p.scalar = static_cast<P::Scalar>(static_cast<unsigned>(t.scalar) + 1);

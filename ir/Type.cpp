@@ -9,12 +9,12 @@ struct ScalarInfo {
   std::string_view name;
   unsigned bits;
 };
-constexpr std::array<ScalarInfo, 18> kScalars = {{
+constexpr std::array<ScalarInfo, 19> kScalars = {{
     {"pred", 1}, {"b8", 8}, {"b16", 16}, {"b32", 32}, {"b64", 64},
     {"u8", 8}, {"u16", 16}, {"u32", 32}, {"u64", 64},
     {"s8", 8}, {"s16", 16}, {"s32", 32}, {"s64", 64},
     {"f16", 16}, {"bf16", 16}, {"f32", 32}, {"f64", 64},
-    {"ptr", 64},
+    {"ptr", 64}, {"tmap", 1024},
 }};
 constexpr std::array<std::string_view, 5> kSpaces = {"generic", "global", "shared", "param", "local"};
 }  // namespace
@@ -59,10 +59,10 @@ std::optional<Type> parseType(std::string_view text) {
       if (kSpaces[i] == sp) return Type::ptr(static_cast<AddrSpace>(i));
     return std::nullopt;
   }
-  for (size_t i = 0; i + 1 < kScalars.size(); ++i) {
-    if (kScalars[i].name != text) continue;
+  for (size_t i = 0; i < kScalars.size(); ++i) {
     auto s = static_cast<Scalar>(i);
-    if (lanes > 1 && s == Scalar::Pred) return std::nullopt;
+    if (kScalars[i].name != text || s == Scalar::Ptr) continue;
+    if (lanes > 1 && (s == Scalar::Pred || s == Scalar::TensorMap)) return std::nullopt;
     return Type::of(s, lanes);
   }
   return std::nullopt;

@@ -15,6 +15,7 @@ enum class Scalar : uint8_t {
   S8, S16, S32, S64,
   F16, BF16, F32, F64,
   Ptr,
+  TensorMap,  // `tmap`: a kernel parameter holding a TMA tensor map (128 opaque bytes; docs/hopper.md)
 };
 
 enum class AddrSpace : uint8_t { Generic, Global, Shared, Param, Local };

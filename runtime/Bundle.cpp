@@ -273,7 +273,7 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type) {
     case S::BF16: return Arg::Kind::BF16;
     case S::F32: return Arg::Kind::F32;
     case S::F64: return Arg::Kind::F64;
-    case S::Pred: return std::nullopt;
+    case S::Pred: case S::TensorMap: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -343,7 +343,9 @@ TEST_CASE("parameter types: the manifest code round-trips and nothing else decod
     ++valid;
     CHECK(t->code() == code);
   }
-  CHECK(valid == 5 + 17 + 16 * 2);  // pointers in 5 spaces, 17 scalars, v2/v4 of all but pred
+  CHECK(valid == 5 + 18 + 16 * 2);  // pointers in 5 spaces, 17 scalars and tmap, v2/v4 of all but pred and tmap
+  CHECK((ParamType{S::TensorMap}.name()) == "tmap");
+  CHECK_FALSE(ParamType::decode(ParamType{S::TensorMap, 2}.code()).has_value());
   CHECK_FALSE(ParamType::decode(kU32.code() | 1u << 24).has_value());
   CHECK(kPtr.name() == "ptr.global");
   CHECK((ParamType{S::F32, 4}.name()) == "v4.f32");

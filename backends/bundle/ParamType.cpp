@@ -7,8 +7,8 @@ namespace tn::bundle {
 
 namespace {
 
-constexpr std::array<std::string_view, 18> kScalarNames = {"pred", "b8",  "b16", "b32", "b64", "u8",  "u16",  "u32", "u64",
-                                                           "s8",   "s16", "s32", "s64", "f16", "bf16", "f32", "f64", "ptr"};
+constexpr std::array<std::string_view, 19> kScalarNames = {"pred", "b8",  "b16", "b32", "b64", "u8",  "u16",  "u32", "u64",
+                                                           "s8",   "s16", "s32", "s64", "f16", "bf16", "f32", "f64", "ptr", "tmap"};
 constexpr std::array<std::string_view, 6> kSpaceNames = {"", "generic", "global", "shared", "param", "local"};
 
 unsigned index(ParamType::Scalar s) { return static_cast<unsigned>(s) - 1; }
@@ -25,7 +25,7 @@ std::optional<ParamType> ParamType::decode(uint32_t code) {
   ParamType t{static_cast<Scalar>(s), static_cast<uint8_t>(lanes), static_cast<Space>(space)};
   bool pointer = t.scalar == Scalar::Ptr;
   if (pointer != (t.space != Space::None)) return std::nullopt;
-  bool vector = (lanes == 2 || lanes == 4) && !pointer && t.scalar != Scalar::Pred;
+  bool vector = (lanes == 2 || lanes == 4) && !pointer && t.scalar != Scalar::Pred && t.scalar != Scalar::TensorMap;
   if (lanes != 1 && !vector) return std::nullopt;
   return t;
 }

@@ -19,6 +19,7 @@ struct ParamType {
     S8, S16, S32, S64,
     F16, BF16, F32, F64,
     Ptr,
+    TensorMap,  // `tmap`: filled by the runtime from the launch rule's tensor-map declaration
   };
   enum class Space : uint8_t { None = 0, Generic, Global, Shared, Param, Local };
 
