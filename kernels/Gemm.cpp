@@ -76,6 +76,17 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   if (c.in == Input::F32 && (c.stages != 3 || c.warps != 8))
     return fail("stages and warps set the tensor-core members; the f32 SIMT member always runs 8 warps over two "
                 "buffers");
+  c.wgmma = o.text("mainloop") == "wgmma";
+  c.blocks = static_cast<unsigned>(o.integer("blocks"));
+  if (c.wgmma) {
+    if (c.in != Input::BF16 && c.in != Input::F16)
+      return fail("mainloop 'wgmma' multiplies bf16 or f16, not '" + in + "'");
+    if (c.tileM != 128 || (c.tileN != 128 && c.tileN != 256))
+      return fail("mainloop 'wgmma' takes tile_m = 128 and tile_n = 128 or 256");
+    if (c.warps != 8) return fail("mainloop 'wgmma' always runs 3 warpgroups: leave warps at its default");
+  } else if (c.tileN > 128) {
+    return fail("tile_n = " + std::to_string(c.tileN) + " needs mainloop 'wgmma'; mma.sync members take 64 or 128");
+  }
   c.bias = o.flag("bias");
   c.residual = o.flag("residual");
   const std::string& a = o.text("activation");
@@ -102,10 +113,12 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.lda = kb.param(Type::u32(), "lda");
   p.ldb = kb.param(Type::u32(), "ldb");
   p.ldc = kb.param(Type::u32(), "ldc");
-  kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
-  p.strideA = kb.param(Type::u64(), "stride_a");
-  p.strideB = kb.param(Type::u64(), "stride_b");
-  p.strideC = kb.param(Type::u64(), "stride_c");
+  if (!c.wgmma) {
+    kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
+    p.strideA = kb.param(Type::u64(), "stride_a");
+    p.strideB = kb.param(Type::u64(), "stride_b");
+    p.strideC = kb.param(Type::u64(), "stride_c");
+  }
   const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
   p.alpha = kb.param(scale, "alpha");
   p.beta = kb.param(scale, "beta");
@@ -120,8 +133,8 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
                   const std::vector<Value>& cols, const std::vector<Value>& acc) {
   const Storage st = storageOf(c.out);
   const unsigned bytes = c.integer() ? 4 : bytesOf(st);
-  Value cBatch = batchBase(kb, p.c, p.strideC, z, bytes, "c_batch");
-  Value resBatch = c.residual ? batchBase(kb, p.residual, p.strideC, z, bytes, "residual_batch") : Value();
+  Value cBatch = z.valid() ? batchBase(kb, p.c, p.strideC, z, bytes, "c_batch") : p.c;
+  Value resBatch = !c.residual ? Value() : z.valid() ? batchBase(kb, p.residual, p.strideC, z, bytes, "residual_batch") : p.residual;
   auto load = [&](Value ptr, bool readOnly, std::string_view name) {
     if (c.integer()) return readOnly ? kb.load(ptr, Type::of(Scalar::S32), {Mod::NcMod}, name) : kb.load(ptr, Type::of(Scalar::S32), name);
     return loadF32(kb, ptr, st, readOnly, name);
@@ -346,13 +359,14 @@ std::optional<ir::Module> buildSimt(const Config& c, ir::Diagnostics& diags) {
 std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
   std::optional<Config> c = configOf(o, &diags);
   if (!c) return std::nullopt;
+  if (c->wgmma) return buildGemmWgmma(*c, diags);
   return c->in == Input::F32 ? buildSimt(*c, diags) : buildGemmTensorCore(*c, diags);
 }
 
-OptionSpec tileOption(std::string name, std::string doc) {
+OptionSpec tileOption(std::string name, int64_t max, std::string doc) {
   OptionSpec s = option(std::move(name), int64_t{128}, std::move(doc));
   s.min = 64;
-  s.max = 128;
+  s.max = max;
   s.multipleOf = 64;
   return s;
 }
@@ -376,6 +390,11 @@ void addGemm(std::vector<Template>& out) {
   warps.min = 4;
   warps.max = 8;
   warps.multipleOf = 4;
+  OptionSpec blocks = option("blocks", int64_t{132},
+                             "wgmma members: the persistent grid is min(tiles, blocks), each block taking every "
+                             "blocks-th tile (132: an H100 SXM's SMs)");
+  blocks.min = 1;
+  blocks.max = 65535;
   out.push_back({
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
@@ -390,16 +409,22 @@ void addGemm(std::vector<Template>& out) {
                     "for s8/u8 (which need s32)"),
        choiceOption("a_layout", "row", {"row", "col"}, "A row-major (a[i*lda + kk]) or column-major (a[kk*lda + i])"),
        choiceOption("b_layout", "row", {"row", "col"}, "B row-major (b[kk*ldb + j]) or column-major (b[j*ldb + kk])"),
-       tileOption("tile_m", "rows of C per block: 64 or 128"),
-       tileOption("tile_n", "columns of C per block: 64 or 128"),
+       tileOption("tile_m", 128, "rows of C per block: 64 or 128 (wgmma: 128)"),
+       tileOption("tile_n", 256, "columns of C per block: 64 or 128 (wgmma: 128 or 256)"),
        stages,
        warps,
        option("bias", false, "add bias[j] (parameter 'bias', n elements of out_dtype) before the activation"),
        choiceOption("activation", "none", {"none", "relu", "gelu", "gelu_erf", "silu"},
                     "applied to alpha * A B + beta * C + bias (s8/u8: none or relu)"),
-       option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation")},
+       option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation"),
+       choiceOption("mainloop", "mma", {"mma", "wgmma"},
+                    "mma: mma.sync (sm_80+); wgmma: bf16/f16 on sm_90a only, TMA loads through an mbarrier ring "
+                    "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n; not "
+                    "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8"),
+       blocks},
       buildGemm,
       [](const Options& o) {
+        if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
         return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
                           {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),
                            ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), Expr::param("batch")},

@@ -28,6 +28,8 @@ struct Config {
   unsigned tileM, tileN, stages, warps;
   bool bias, residual;
   Activation act;
+  bool wgmma = false;  // mainloop = "wgmma": the sm_90a member (kernels/GemmWgmma.cpp), not batched
+  unsigned blocks = 0; // wgmma: the persistent grid's cap
   bool integer() const { return out == Output::S32; }
 };
 
@@ -36,7 +38,8 @@ struct Config {
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullptr);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual], m, n,
-// k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members).
+// k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members);
+// the wgmma members have no batch, stride_a, stride_b and stride_c.
 struct Params {
   Value a, b, c, bias, residual;
   Value m, n, k, lda, ldb, ldc;
@@ -50,11 +53,14 @@ Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned byte
 
 // Stores a thread's results: the elements of C at rows[i] x cols[j] (row-major acc[i * cols.size()
 // + j], f32 or s32) become act(alpha * acc + beta * C + bias) + residual, written where row < m and
-// col < n. C is not read when beta is 0.
+// col < n. C is not read when beta is 0. z: the batch index, or an invalid Value when not batched.
 void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, const std::vector<Value>& rows,
                   const std::vector<Value>& cols, const std::vector<Value>& acc);
 
 // The tensor-core members (c.in other than F32).
 std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& diags);
+// The wgmma members (c.wgmma: bf16/f16, sm_90a) and their launch rule, tensor maps included.
+std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags);
+LaunchRule wgmmaLaunchRule(const Config& c);
 
 }  // namespace tn::kernels::lib::gemm

@@ -24,6 +24,8 @@ struct Variant {
   Act act;
   In in = In::F32;
   Out out = Out::F32;
+  const char* spec = "gemm";
+  bool batched = true;  // the wgmma members have no batch and stride parameters
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -111,12 +113,12 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
     c.bytes = encode(storage(v.out), nan);
   }
   Matrix bias = outputs(rng, v.out, sized(p.n)), res = outputs(rng, v.out, sized(sc * p.batch));
-  Call call("gemm", v.kernel);
+  Call call(v.spec, v.kernel);
   call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
   if (v.bias) call.buffer("bias", bias.bytes);
   if (v.residual) call.buffer("residual", res.bytes);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
-  call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
+  if (v.batched) call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
   if (ints)
     call.scalar("alpha", static_cast<int32_t>(p.alpha)).scalar("beta", static_cast<int32_t>(p.beta));
   else
@@ -267,4 +269,32 @@ LIBRARY_TEST("gemm tensor cores: batches, padding and k = 0", gemmTcBatched) {
   checkGemm(r, rng, kBf16RC, {20, 30, 0, 2, 0, 1.0f, 0.5f});  // k = 0: C = beta C
   checkGemm(r, rng, kU8CC, {20, 30, 0, 1, 0, 1.0f, 0.0f});    // k = 0, beta = 0: C = 0
   if (r.fast() && !simulatedGpu()) checkGemm(r, rng, kBf16RC, {1000, 1000, 1000, 1, 0, 1.0f, 0.0f, true});
+}
+
+// The wgmma members (sm_90a; test/library/gemm90.toml): TMA needs 16-byte rows, so leading
+// dimensions are multiples of 16 elements here. Sizes that are not multiples of the 128 x 64 and
+// 64 x tile_n boxes, several tiles per block (blocks < tiles), k = 0 and k below one box.
+namespace {
+
+constexpr Variant kWgBf16RR{"wg_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false};
+constexpr Variant kWgBf16RC{"wg_bf16_rc_n256", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false};
+constexpr Variant kWgBf16CR{"wg_bf16_cr_f32", true, false, false, false, Act::None, In::BF16, Out::F32, "gemm90", false};
+constexpr Variant kWgBf16CC{"wg_bf16_cc_bias_gelu_res", true, true, true, true, Act::Gelu, In::BF16, Out::BF16, "gemm90", false};
+constexpr Variant kWgF16RC{"wg_f16_rc_bias_relu", false, true, true, false, Act::Relu, In::F16, Out::F16, "gemm90", false};
+constexpr Variant kWgF16RR{"wg_f16_rr_n256_f32", false, false, false, false, Act::None, In::F16, Out::F32, "gemm90", false};
+
+}  // namespace
+
+LIBRARY_TEST("gemm wgmma (sm_90a): layouts, odd sizes, persistent tiles and epilogues", gemmWgmma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kWgBf16RR, &kWgBf16RC, &kWgBf16CR, &kWgF16RR}) {
+    checkGemm(r, rng, *v, {1, 1, 1, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {130, 258, 72, 1, 3, 1.0f, 0.0f, true});
+  }
+  checkGemm(r, rng, kWgBf16CC, {130, 70, 40, 1, 0, -1.25f, 0.75f, true});
+  checkGemm(r, rng, kWgF16RC, {70, 129, 136, 1, 5, 2.0f, -0.5f, true});
+  checkGemm(r, rng, kWgBf16RR, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});  // k = 0: C = beta C
+  checkGemm(r, rng, kWgBf16RC, {300, 40, 16, 1, 0, 1.0f, 0.0f, true});
+  if (r.fast() && !simulatedGpu()) checkGemm(r, rng, kWgBf16RC, {1000, 1000, 1000, 1, 0, 1.0f, 0.0f, true});
 }

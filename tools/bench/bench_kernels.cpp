@@ -380,20 +380,25 @@ Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint
 }
 
 // C = A B, dense (lda = k, ldb = n for f32 and k for the others, ldc = n), alpha 1, beta 0. The
-// tensor-core members run their 64-row-tile kernel for m <= 64 (the bundle's gemm_DTYPE_m64).
-Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k) {
+// tensor-core members run their 64-row-tile kernel for m <= 64 (the bundle's gemm_DTYPE_m64);
+// `wgmma` runs the sm_90a member instead (gemm_wg_DTYPE: not batched, its tensor maps built by the
+// runtime), reported as op gemm_wgmma beside cuBLAS the same way.
+Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
   const GemmMember& g = gemmMember(dtype);
-  Case c{"gemm", dims(m, n) + "x" + std::to_string(k), dtype, {}, {}, 0, 0, 0};
+  Case c{wgmma ? "gemm_wgmma" : "gemm", dims(m, n) + "x" + std::to_string(k), dtype, {}, {}, 0, 0, 0};
   size_t a = size_t(m) * k * g.inBytes, b = size_t(k) * n * g.inBytes, cc = size_t(m) * n * g.outBytes;
   c.buffers = {{a, g.fill}, {b, g.fill}, {cc, Fill::Zero}};
   const bool f32 = dtype == "f32";
-  std::string kernel = "gemm_" + dtype + (!f32 && m <= 64 ? "_m64" : "");
+  std::string kernel = wgmma ? "gemm_wg_" + dtype : "gemm_" + dtype + (!f32 && m <= 64 ? "_m64" : "");
   ArgSpec alpha = dtype == "s8" ? val("alpha", int32_t{1}) : val("alpha", 1.0f);
   ArgSpec beta = dtype == "s8" ? val("beta", int32_t{0}) : val("beta", 0.0f);
-  c.launches = {{kernel,
-                 {buf("a", 0), buf("b", 1), buf("c", 2), val("m", m), val("n", n), val("k", k), val("lda", k),
-                  val("ldb", f32 ? n : k), val("ldc", n), val("batch", 1u), val("stride_a", uint64_t{0}),
-                  val("stride_b", uint64_t{0}), val("stride_c", uint64_t{0}), alpha, beta}}};
+  std::vector<ArgSpec> args = {buf("a", 0), buf("b", 1), buf("c", 2), val("m", m), val("n", n), val("k", k),
+                               val("lda", k), val("ldb", f32 ? n : k), val("ldc", n)};
+  if (!wgmma)
+    args.insert(args.end(), {val("batch", 1u), val("stride_a", uint64_t{0}), val("stride_b", uint64_t{0}),
+                             val("stride_c", uint64_t{0})});
+  args.insert(args.end(), {alpha, beta});
+  c.launches = {{kernel, args}};
   c.bytes = double(a) + double(b) + double(cc);
   c.gemmM = m;
   c.gemmN = n;
@@ -541,19 +546,27 @@ std::vector<Case> cases(Sizes sizes) {
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
+  // The wgmma members (bf16, f16) repeat the squares and the inference shapes from M = 128 on
+  // (issue 15's goals); tiny: odd sizes whose leading dimensions TMA takes (multiples of 8).
   for (const GemmMember& g : kGemmMembers) {
+    const bool wgmma = std::strcmp(g.dtype, "bf16") == 0 || std::strcmp(g.dtype, "f16") == 0;
     if (tiny) {
       out.push_back(gemmCase(g.dtype, 17, 33, 65));
       out.push_back(gemmCase(g.dtype, 130, 258, 72));
+      if (wgmma) out.push_back(gemmCase(g.dtype, 130, 258, 72, true));
       continue;
     }
-    for (uint32_t side : full ? std::vector<uint32_t>{512, 1024, 2048, 4096, 8192} : std::vector<uint32_t>{512})
-      out.push_back(gemmCase(g.dtype, side, side, side));
-    std::vector<uint32_t> ms = full ? std::vector<uint32_t>{1, 8, 16, 32, 64, 128, 512} : std::vector<uint32_t>{1, 64};
-    std::vector<std::pair<uint32_t, uint32_t>> nk = {{4096, 4096}};
-    if (full) nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
-    for (auto [n, k] : nk)
-      for (uint32_t m : ms) out.push_back(gemmCase(g.dtype, m, n, k));
+    for (bool wg : {false, true}) {
+      if (wg && !wgmma) continue;
+      for (uint32_t side : full ? std::vector<uint32_t>{512, 1024, 2048, 4096, 8192} : std::vector<uint32_t>{512})
+        out.push_back(gemmCase(g.dtype, side, side, side, wg));
+      std::vector<uint32_t> ms = full ? std::vector<uint32_t>{1, 8, 16, 32, 64, 128, 512} : std::vector<uint32_t>{1, 64};
+      if (wg) ms = full ? std::vector<uint32_t>{128, 256, 512} : std::vector<uint32_t>{128};
+      std::vector<std::pair<uint32_t, uint32_t>> nk = {{4096, 4096}};
+      if (full) nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+      for (auto [n, k] : nk)
+        for (uint32_t m : ms) out.push_back(gemmCase(g.dtype, m, n, k, wg));
+    }
   }
   return out;
 }

@@ -1,0 +1,258 @@
+// The wgmma members of gemm (mainloop = "wgmma", sm_90a; docs/kernels.md, docs/hopper.md §4):
+// bf16 and f16 with f32 accumulation on Hopper's warpgroup tensor cores, fed by TMA through an
+// mbarrier ring, with warp specialization and persistent tiles.
+//
+// Block: 3 warpgroups (384 threads). Warpgroup 0 is the producer: it gives registers back
+// (setmaxnreg.dec 40) and one elected thread of its first warp issues the TMA loads. Warpgroups
+// 1 and 2 are the consumers (setmaxnreg.inc 232): consumer c owns rows 64c .. 64c + 63 of the
+// block's 128 x tile_n tile of C, a v(tile_n/2).f32 accumulator per thread (TC§4.2's layout).
+// The grid is min(tiles, blocks): block b computes tiles b, b + grid, ...; the producer and the
+// consumers walk the same sequence, so the ring's stage and phase run on across tiles.
+//
+// Shared memory (dynamic, aligned to 1024 bytes so that every tile starts a 128-byte swizzle
+// pattern): `stages` stages, each the A tile (128 x 64 elements) then the B tile (64 x tile_n),
+// 128-byte swizzled as TMA writes them. K-major operands (row-major A, column-major B) are one
+// box of 64 K elements by the tile's rows, 128 bytes per row; M- or N-major ones (column-major A,
+// row-major B) are strips of 64 rows (along M or N) by 64 K rows, 8 KiB each, read by wgmma
+// transposed. Barriers: full[s] (count 1: the producer's arrive.expect_tx, completed by the TMA
+// bytes) and empty[s] (count 8: lane 0 of each consumer warp once its wgmmas have read stage s).
+//
+// Each k block (64 elements of K) is four wgmma m64nNk16 per consumer, committed as one group and
+// waited for before the stage is released. K, M and N edges need nothing: TMA fills the parts of
+// a box outside the matrix with zeros, and the epilogue stores only rows < m and columns < n.
+// The tensor maps need 16-byte aligned a and b and lda, ldb multiples of 8 elements; the runtime
+// refuses other launches (cuTensorMapEncodeTiled).
+#include "kernels/Gemm.h"
+
+namespace tn::kernels::lib::gemm {
+
+namespace {
+
+using ir::BlockId;
+using ir::Mod;
+using ir::Scalar;
+using ir::SharedArray;
+using ir::Type;
+
+constexpr unsigned kTileM = 128;      // two consumer warpgroups of 64 rows
+constexpr unsigned kKBlock = 64;      // K elements per stage: 128 bytes of bf16/f16
+constexpr unsigned kStrip = 64;       // rows of one 128-byte-swizzled strip along M or N
+constexpr unsigned kStripBytes = kStrip * kKBlock * 2;  // 8 KiB
+constexpr unsigned kSwizzle = 128;
+constexpr unsigned kConsumerWarps = 8;
+constexpr unsigned kProducerRegisters = 40, kConsumerRegisters = 232;
+
+unsigned aBytes() { return kTileM * kKBlock * 2; }
+unsigned bBytes(const Config& c) { return c.tileN * kKBlock * 2; }
+unsigned stageBytes(const Config& c) { return aBytes() + bBytes(c); }
+
+// Spins until the barrier's phase with the given parity has completed.
+void waitPhase(KernelBuilder& kb, Value bar, Value parity) {
+  BlockId spin = kb.block("wait"), done = kb.block("waited");
+  kb.br(spin);
+  kb.set_insert_point(spin);
+  kb.cbr(kb.mbarrier_try_wait_parity(bar, parity, "ready"), done, spin);
+  kb.set_insert_point(done);
+}
+
+// The ring position after (stage, phase): the next stage, the phase flipping when it wraps.
+std::pair<Value, Value> advance(KernelBuilder& kb, const Config& c, Value stage, Value phase) {
+  Value next = (stage + 1u).named("stage_next");
+  Value wrap = (next == c.stages).named("wrap");
+  return {kb.select(wrap, kb.u32(0), next, "stage"), (phase ^ kb.select(wrap, kb.u32(1), kb.u32(0))).named("phase")};
+}
+
+Value s32(KernelBuilder& kb, Value v) { return kb.bitcast(v, Type::s32()); }
+
+struct Ring {
+  SharedArray tiles, full, empty;
+  Value tileBase, fullBase, emptyBase;
+  Value stageA(KernelBuilder& kb, const Config& c, Value s) const {
+    return kb.ptradd(tileBase, s * stageBytes(c), "stage_a");
+  }
+  Value stageB(KernelBuilder& kb, const Config& c, Value s) const {
+    return kb.ptradd(tileBase, s * stageBytes(c) + aBytes(), "stage_b");
+  }
+  Value fullBar(KernelBuilder& kb, Value s) const { return kb.ptradd(fullBase, s << 3u, "full"); }
+  Value emptyBar(KernelBuilder& kb, Value s) const { return kb.ptradd(emptyBase, s << 3u, "empty"); }
+};
+
+// The tile sequence of this block: for tile = ctaid.x; tile < tiles; tile += nctaid.x, with
+// (m0, n0) the tile's first row and column (M runs fastest) and the ring position carried.
+template <class F>
+std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p, std::vector<Value> carried, F&& body) {
+  Value tilesM = ((p.m + (kTileM - 1)) / kTileM).named("tiles_m");  // m < 2^32 - 127: see the launch rule
+  Value tilesN = ((p.n + (c.tileN - 1)) / c.tileN).named("tiles_n");
+  Value tiles = (tilesM * tilesN).named("tiles");
+  return kb.for_range(
+      kb.ctaid(Mod::X), tiles, kb.nctaid(Mod::X), std::move(carried),
+      [&](Value tile, std::span<Value> ring) {
+        Value m0 = ((tile % tilesM) * kTileM).named("m0");
+        Value n0 = ((tile / tilesM) * c.tileN).named("n0");
+        return body(m0, n0, std::vector<Value>(ring.begin(), ring.end()));
+      },
+      {.label = "tiles", .iv = "tile"});
+}
+
+Value kBlocks(KernelBuilder& kb, const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
+
+// The producer thread: for every k block of every tile, wait until the consumers released the
+// stage, announce its bytes and issue its TMA loads.
+void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value aMap, Value bMap) {
+  Value zero = kb.u32(0);
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
+    return kb.for_range(
+        zero, kBlocks(kb, p), kb.u32(1), pos,
+        [&](Value kblock, std::span<Value> at) {
+          Value s = at[0], phase = at[1];
+          Value k0 = (kblock * kKBlock).named("k0");
+          // A fresh barrier has not completed the phase before its first, so waiting for parity
+          // phase ^ 1 passes at once on the first lap (TC§5.3).
+          waitPhase(kb, ring.emptyBar(kb, s), phase ^ 1u);
+          Value full = ring.fullBar(kb, s);
+          kb.mbarrier_arrive_expect_tx(full, kb.u32(stageBytes(c)));
+          Value a = ring.stageA(kb, c, s), b = ring.stageB(kb, c, s);
+          if (c.a == Layout::Row) {
+            kb.tma_load_2d(a, aMap, s32(kb, k0), s32(kb, m0), full);
+          } else {
+            for (unsigned i = 0; i < kTileM / kStrip; ++i)
+              kb.tma_load_2d(kb.ptradd(a, kb.u32(i * kStripBytes)), aMap, s32(kb, m0 + i * kStrip), s32(kb, k0), full);
+          }
+          if (c.b == Layout::Col) {
+            kb.tma_load_2d(b, bMap, s32(kb, k0), s32(kb, n0), full);
+          } else {
+            for (unsigned i = 0; i < c.tileN / kStrip; ++i)
+              kb.tma_load_2d(kb.ptradd(b, kb.u32(i * kStripBytes)), bMap, s32(kb, n0 + i * kStrip), s32(kb, k0), full);
+          }
+          auto [s2, phase2] = advance(kb, c, s, phase);
+          return std::vector<Value>{s2, phase2};
+        },
+        {.label = "kblocks", .iv = "kblock"});
+  });
+}
+
+// The descriptor of K step j (16 elements) of a 64-row operand slice starting at `slice`.
+// K-major: rows of 128 bytes, 8-row groups 1024 bytes apart, the step 32 bytes into the row.
+// M/N-major: K rows of 128 bytes (64 elements along M or N), 8 K rows 1024 bytes apart, strips
+// of 64 along M or N 8 KiB apart, the step 16 K rows on.
+Value descriptor(KernelBuilder& kb, Value slice, bool kMajor, unsigned j) {
+  if (kMajor) return kb.wgmma_descriptor(kb.ptradd(slice, kb.u32(32 * j)), 16, 1024, kSwizzle, "desc");
+  return kb.wgmma_descriptor(kb.ptradd(slice, kb.u32(2048 * j)), kStripBytes, 1024, kSwizzle, "desc");
+}
+
+// A consumer warpgroup: multiplies its 64 rows of every tile and stores them.
+void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value consumer, Value tid) {
+  const Scalar in = c.in == Input::BF16 ? Scalar::BF16 : Scalar::F16;
+  const unsigned lanes = c.tileN / 2;
+  const Type accType = Type::of(Scalar::F32, static_cast<uint8_t>(lanes));
+  Value zero = kb.u32(0);
+  Value f0 = kb.f32(0.0f, "zero");
+  Value yes = (zero == 0u).named("accumulate");
+  Value local = (tid & 127u).named("wg_tid");
+  Value warp = (local >> 5u).named("wg_warp"), lane = (local & 31u).named("lane");
+  Value leader = (lane == 0u).named("warp_leader");
+  // Consumer c's rows start 8 KiB into the A tile: after 64 K-major rows of 128 bytes, or at
+  // the c-th strip of 64 along M.
+  Value sliceOff = (consumer * kStripBytes).named("a_slice");
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
+    Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
+    std::vector<Value> out = kb.for_range(
+        zero, kBlocks(kb, p), kb.u32(1), {pos[0], pos[1], acc0},
+        [&](Value, std::span<Value> at) {
+          Value s = at[0], phase = at[1], acc = at[2];
+          waitPhase(kb, ring.fullBar(kb, s), phase);
+          Value a = kb.ptradd(ring.stageA(kb, c, s), sliceOff, "a_rows");
+          Value b = ring.stageB(kb, c, s);
+          kb.wgmma_fence();
+          for (unsigned j = 0; j < kKBlock / 16; ++j)
+            acc = kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
+                                     descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col,
+                                     c.b == Layout::Row, "acc");
+          kb.wgmma_commit_group();
+          kb.wgmma_wait_group(0);
+          kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+          auto [s2, phase2] = advance(kb, c, s, phase);
+          return std::vector<Value>{s2, phase2, acc};
+        },
+        {.label = "kblocks", .iv = "kblock"});
+    // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
+    // 8 (i >> 2) + 2 t + (i & 1), with g = lane / 4 and t = lane % 4.
+    Value row0 = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("row");
+    Value col0 = (n0 + ((lane & 3u) << 1u)).named("col");
+    std::vector<Value> rows = {row0, (row0 + 8u).named("row")}, cols;
+    for (unsigned j = 0; j < c.tileN / 8; ++j)
+      for (unsigned e = 0; e < 2; ++e) cols.push_back((col0 + (8 * j + e)).named("col"));
+    std::vector<Value> values(lanes);
+    for (unsigned i = 0; i < lanes; ++i) {
+      const unsigned r = (i >> 1) & 1, q = 2 * (i >> 2) + (i & 1);
+      values[r * cols.size() + q] = kb.extract(out[2], i, "d");
+    }
+    storeResults(kb, c, p, Value(), rows, cols, values);
+    return std::vector<Value>{out[0], out[1]};
+  });
+}
+
+}  // namespace
+
+std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "gemm");
+  const Params p = declareParams(kb, c);
+  Value aMap = kb.param(Type::of(Scalar::TensorMap), "a_map");
+  Value bMap = kb.param(Type::of(Scalar::TensorMap), "b_map");
+  // setmaxnreg needs a register budget known at entry (TC§5.4): 384 threads, one block per SM.
+  kb.maxntid(3 * 128);
+  kb.minnctapersm(1);
+
+  Ring ring;
+  ring.tiles = kb.shared_dynamic("tiles", Type::of(Scalar::B8), 1024);
+  ring.full = kb.shared("full", Type::u64(), c.stages, 8);
+  ring.empty = kb.shared("empty", Type::u64(), c.stages, 8);
+  ring.tileBase = kb.shared_addr(ring.tiles, "tile_base");
+  ring.fullBase = kb.shared_addr(ring.full, "full_base");
+  ring.emptyBase = kb.shared_addr(ring.empty, "empty_base");
+
+  Value tid = kb.tid(Mod::X, "tid");
+  kb.if_then((tid == 0u).named("init"), [&] {
+    for (unsigned s = 0; s < c.stages; ++s) {
+      kb.mbarrier_init(ring.fullBar(kb, kb.u32(s)), kb.u32(1));
+      kb.mbarrier_init(ring.emptyBar(kb, kb.u32(s)), kb.u32(kConsumerWarps));
+    }
+  }, "init_barriers");
+  kb.bar_sync();
+
+  Value wg = (tid >> 7u).named("warpgroup");
+  kb.if_else(
+      (wg == 0u).named("producer"),
+      [&] {
+        kb.setmaxnreg(false, kProducerRegisters);
+        kb.if_then((tid < 32u).named("first_warp"), [&] {
+          kb.if_then(kb.elect_sync(kb.u32(0xFFFFFFFFu), "elected"), [&] { produce(kb, c, p, ring, aMap, bMap); }, "issue");
+        }, "producer_warp");
+      },
+      [&] {
+        kb.setmaxnreg(true, kConsumerRegisters);
+        consume(kb, c, p, ring, (wg - 1u).named("consumer"), tid);
+      },
+      {.label = "role"});
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+LaunchRule wgmmaLaunchRule(const Config& c) {
+  using bundle::TensorMapRule;
+  const bundle::ParamType::Scalar el = c.in == Input::BF16 ? bundle::ParamType::Scalar::BF16 : bundle::ParamType::Scalar::F16;
+  const Expr m = Expr::param("m"), n = Expr::param("n"), k = Expr::param("k");
+  const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN);
+  LaunchRule rule{{3 * 128}, {min(tiles, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
+  // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
+  rule.tensorMaps.push_back(c.a == Layout::Row
+                                ? TensorMapRule{"a_map", "a", el, {k, m}, Expr::param("lda") * 2, {kKBlock, kTileM}, kSwizzle}
+                                : TensorMapRule{"a_map", "a", el, {m, k}, Expr::param("lda") * 2, {kStrip, kKBlock}, kSwizzle});
+  rule.tensorMaps.push_back(c.b == Layout::Col
+                                ? TensorMapRule{"b_map", "b", el, {k, n}, Expr::param("ldb") * 2, {kKBlock, c.tileN}, kSwizzle}
+                                : TensorMapRule{"b_map", "b", el, {n, k}, Expr::param("ldb") * 2, {kStrip, kKBlock}, kSwizzle});
+  return rule;
+}
+
+}  // namespace tn::kernels::lib::gemm
