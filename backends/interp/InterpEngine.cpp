@@ -267,9 +267,10 @@ class Engine {
   }
   void release(Mbarrier& b, uint32_t t);
   void acquire(const Mbarrier& b, uint32_t parity, uint32_t t);
-  // Kernels with wgmma: per warpgroup of the block; per shared byte, the in-flight wgmmas
-  // reading it and its last generic write; per thread, its fence.proxy.async count.
-  bool wgmma_ = false;
+  // Kernels with wgmma ops: per warpgroup of the block. With wgmma.mma_async (wgmma_), also per
+  // shared byte the in-flight wgmmas reading it and its last generic write, and per thread its
+  // fence.proxy.async count.
+  bool warpgroupOps_ = false, wgmma_ = false;
   std::vector<WarpgroupState> warpgroups_;
   std::vector<uint16_t> wgReading_;
   std::vector<ProxyMark> proxyMarks_;
@@ -374,6 +375,8 @@ Engine::Engine(Launch& l)
   }
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
   wgmma_ = !p_.wgSlot.empty();
+  warpgroupOps_ =
+      std::any_of(p_.code.begin(), p_.code.end(), [](const Code& c) { return c.kind == Kind::Warpgroup; });
   if (wgmma_) {
     wgReading_.assign(l.sharedBytes, 0);
     proxyMarks_.assign(l.sharedBytes, ProxyMark{});
@@ -406,8 +409,8 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     asyncUsed_ = false;
   }
   mbarriers_.clear();
+  if (warpgroupOps_) warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
   if (wgmma_) {
-    warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
     std::fill(wgReading_.begin(), wgReading_.end(), 0);
     std::fill(proxyMarks_.begin(), proxyMarks_.end(), ProxyMark{});
     std::fill(proxyFences_.begin(), proxyFences_.end(), 0);
@@ -421,7 +424,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
         if (auto e = runWarp(w)) return e;
     // A warpgroup whose 4 warps all wait at the same wgmma op runs it and goes on.
     bool ran = false;
-    for (uint32_t g = 0; wgmma_ && 4 * g + 3 < warps_.size(); ++g) {
+    for (uint32_t g = 0; warpgroupOps_ && 4 * g + 3 < warps_.size(); ++g) {
       Warp* ws = &warps_[4 * g];
       if (!std::all_of(ws, ws + 4, [](const Warp& w) { return w.state == WarpState::AtWarpgroup; })) continue;
       for (int i = 1; i < 4; ++i)
@@ -453,7 +456,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     }
     if (woke) continue;
     if (parked) return deadlock();
-    if (wgmma_)
+    if (warpgroupOps_)
       if (auto e = wgStuck()) return e;
     const Warp* waiting = nullptr;
     uint32_t arrived = 0;
