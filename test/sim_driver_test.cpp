@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "test_paths.h"
+#include "backends/interp/TensorMap.h"
 #include "truenort/Driver.h"
 
 using namespace truenort;
@@ -180,4 +181,80 @@ TEST_CASE("sim: images that are not verified IR are invalid images, with the dia
   const char* bad = "target sm_90\nptx 7.8\nkernel @k(%p: ptr.global) {\n^entry:\n  %x = ld %p : f32\n  ret\n";
   CHECK(d.cuModuleLoadData(&mod, bad) == 200);
   CHECK(d.fail(200, "cuModuleLoadData").message.find("k.sm_90.tir:") != std::string::npos);
+}
+
+TEST_CASE("sim: cuTensorMapEncodeTiled checks its arguments as the driver does and writes the simulator's format") {
+  const Driver& d = sim();
+  const bool exported = d.cuTensorMapEncodeTiled != nullptr;
+  REQUIRE(exported);
+  struct alignas(128) Map {
+    unsigned char bytes[128];
+  } map{};
+  struct Args {
+    int dataType = 9;  // bf16
+    uint32_t rank = 2;
+    uint64_t address = uint64_t{0x7000} << 32;
+    uint64_t dims[2] = {100, 37};
+    uint64_t strides[1] = {208};
+    uint32_t box[2] = {64, 32};
+    uint32_t elementStrides[2] = {1, 1};
+    int interleave = 0, swizzle = 3, l2 = 2, oob = 0;
+  };
+  auto encode = [&](const Args& a, void* where) {
+    return d.cuTensorMapEncodeTiled(where, a.dataType, a.rank, reinterpret_cast<void*>(a.address), a.dims, a.strides, a.box,
+                                    a.elementStrides, a.interleave, a.swizzle, a.l2, a.oob);
+  };
+  REQUIRE(encode(Args{}, map.bytes) == cu::SUCCESS);
+  tn::interp::TensorMapBytes bytes;
+  std::memcpy(bytes.data(), map.bytes, bytes.size());
+  std::optional<tn::interp::TensorMapDesc> desc = tn::interp::decodeTensorMap(bytes);
+  REQUIRE(desc.has_value());
+  CHECK(desc->dataType == 9);
+  CHECK(desc->elementBytes == 2);
+  CHECK(desc->rank == 2);
+  CHECK(desc->address == (uint64_t{0x7000} << 32));
+  CHECK(desc->dims[0] == 100);
+  CHECK(desc->dims[1] == 37);
+  CHECK(desc->strides[0] == 208);
+  CHECK(desc->box[0] == 64);
+  CHECK(desc->box[1] == 32);
+  CHECK(desc->elementStrides[0] == 1);
+  CHECK(desc->swizzle == 3);
+  CHECK(desc->l2Promotion == 2);
+  CHECK(desc->oobFill == 0);
+
+  // Each refusal is CUDA_ERROR_INVALID_VALUE with a report saying which argument is wrong.
+  auto refusal = [&](auto change) {
+    Args a;
+    change(a);
+    CUresult r = encode(a, map.bytes);
+    return r == 1 ? d.fail(r, "cuTensorMapEncodeTiled").message : "CUresult " + std::to_string(r);
+  };
+  auto says = [](const std::string& message, const char* what) {
+    INFO(message);
+    CHECK(message.find(std::string("simulator: cuTensorMapEncodeTiled: ") + what) != std::string::npos);
+  };
+  says(refusal([](Args& a) { a.rank = 0; }), "rank 0 is outside 1 to 5");
+  says(refusal([](Args& a) { a.rank = 6; }), "rank 6 is outside 1 to 5");
+  says(refusal([](Args& a) { a.address += 8; }), "the global address 123145302310920 is not 16-byte aligned");
+  says(refusal([](Args& a) { a.dims[1] = 0; }), "globalDim[1] = 0 is outside 1 to 2^32");
+  says(refusal([](Args& a) { a.dims[0] = (uint64_t{1} << 32) + 1; }), "globalDim[0] = 4294967297 is outside 1 to 2^32");
+  says(refusal([](Args& a) { a.strides[0] = 200; }), "globalStrides[0] = 200 is not a multiple of 16 below 2^40");
+  says(refusal([](Args& a) { a.strides[0] = uint64_t{1} << 40; }), "globalStrides[0] = 1099511627776 is not a multiple of 16 below 2^40");
+  says(refusal([](Args& a) { a.box[1] = 0; }), "boxDim[1] = 0 is outside 1 to 256");
+  says(refusal([](Args& a) { a.box[1] = 257; }), "boxDim[1] = 257 is outside 1 to 256");
+  says(refusal([](Args& a) { a.box[0] = 4; }), "boxDim[0] * element size = 8 bytes is not a multiple of 16");
+  says(refusal([](Args& a) { a.swizzle = 2; }), "boxDim[0] * element size = 128 bytes is more than the 64-byte swizzle span");
+  says(refusal([](Args& a) { a.elementStrides[1] = 9; }), "elementStrides[1] = 9 is outside 1 to 8");
+  says(refusal([](Args& a) { a.elementStrides[0] = 0; }), "elementStrides[0] = 0 is outside 1 to 8");
+  says(refusal([](Args& a) { a.dataType = 13; }), "data type 13 is not one the simulator encodes");
+  says(refusal([](Args& a) { a.swizzle = 4; }), "swizzle 4 is not 0 to 3");
+  says(refusal([](Args& a) { a.interleave = 1; }), "rank 2 is outside 1 to 5 (3 to 5 when interleaved)");
+  says(refusal([](Args& a) { a.oob = 2; }), "OOB fill 2 is not 0 or 1");
+  CHECK(encode(Args{}, map.bytes + 32) == 1);  // not 64-byte aligned
+  says(d.fail(1, "cuTensorMapEncodeTiled").message, "the CUtensorMap is not 64-byte aligned");
+  Args noSwizzle;
+  noSwizzle.swizzle = 0;
+  noSwizzle.box[0] = 256;  // 512 bytes: only a swizzle bounds the inner extent
+  CHECK(encode(noSwizzle, map.bytes) == cu::SUCCESS);
 }
