@@ -94,7 +94,7 @@ std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p,
       {.label = "tiles", .iv = "tile"});
 }
 
-Value kBlocks(KernelBuilder& kb, const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
+Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
 
 // The producer thread: for every k block of every tile, wait until the consumers released the
 // stage, announce its bytes and issue its TMA loads.
@@ -102,7 +102,7 @@ void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   Value zero = kb.u32(0);
   forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
     return kb.for_range(
-        zero, kBlocks(kb, p), kb.u32(1), pos,
+        zero, kBlocks(p), kb.u32(1), pos,
         [&](Value kblock, std::span<Value> at) {
           Value s = at[0], phase = at[1];
           Value k0 = (kblock * kKBlock).named("k0");
@@ -155,39 +155,47 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   // the c-th strip of 64 along M.
   Value sliceOff = (consumer * kStripBytes).named("a_slice");
   forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
+    // The k loop is a do-while behind a test for k = 0, so that its accumulator parameter is read
+    // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
+    // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
-    std::vector<Value> out = kb.for_range(
-        zero, kBlocks(kb, p), kb.u32(1), {pos[0], pos[1], acc0},
-        [&](Value, std::span<Value> at) {
-          Value s = at[0], phase = at[1], acc = at[2];
-          waitPhase(kb, ring.fullBar(kb, s), phase);
-          Value a = kb.ptradd(ring.stageA(kb, c, s), sliceOff, "a_rows");
-          Value b = ring.stageB(kb, c, s);
-          kb.wgmma_fence();
-          for (unsigned j = 0; j < kKBlock / 16; ++j)
-            acc = kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
-                                     descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col,
-                                     c.b == Layout::Row, "acc");
-          kb.wgmma_commit_group();
-          kb.wgmma_wait_group(0);
-          kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
-          auto [s2, phase2] = advance(kb, c, s, phase);
-          return std::vector<Value>{s2, phase2, acc};
-        },
-        {.label = "kblocks", .iv = "kblock"});
+    Value blocks = kBlocks(p);
+    BlockId body = kb.block("kblocks"), exit = kb.block("kblocks.exit");
+    Value kblock = kb.block_param(body, Type::u32(), "kblock");
+    Value s = kb.block_param(body, Type::u32(), "stage"), phase = kb.block_param(body, Type::u32(), "phase");
+    Value acc = kb.block_param(body, accType, "acc");
+    std::vector<Value> out = {kb.block_param(exit, Type::u32(), "stage"), kb.block_param(exit, Type::u32(), "phase"),
+                              kb.block_param(exit, accType, "acc")};
+    kb.cbr((blocks != 0u).named("has_k"), body, {zero, pos[0], pos[1], acc0}, exit, {pos[0], pos[1], acc0});
+    kb.set_insert_point(body);
+    waitPhase(kb, ring.fullBar(kb, s), phase);
+    Value a = kb.ptradd(ring.stageA(kb, c, s), sliceOff, "a_rows");
+    Value b = ring.stageB(kb, c, s);
+    kb.wgmma_fence();
+    for (unsigned j = 0; j < kKBlock / 16; ++j)
+      acc = kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
+                               descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col, c.b == Layout::Row,
+                               "acc");
+    kb.wgmma_commit_group();
+    kb.wgmma_wait_group(0);
+    kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+    auto [s2, phase2] = advance(kb, c, s, phase);
+    Value next = (kblock + 1u).named("kblock_next");
+    kb.cbr((next < blocks).named("more"), body, {next, s2, phase2, acc}, exit, {s2, phase2, acc});
+    kb.set_insert_point(exit);
     // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
     // 8 (i >> 2) + 2 t + (i & 1), with g = lane / 4 and t = lane % 4.
     Value row0 = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("row");
     Value col0 = (n0 + ((lane & 3u) << 1u)).named("col");
-    std::vector<Value> rows = {row0, (row0 + 8u).named("row")}, cols;
-    for (unsigned j = 0; j < c.tileN / 8; ++j)
-      for (unsigned e = 0; e < 2; ++e) cols.push_back((col0 + (8 * j + e)).named("col"));
-    std::vector<Value> values(lanes);
-    for (unsigned i = 0; i < lanes; ++i) {
-      const unsigned r = (i >> 1) & 1, q = 2 * (i >> 2) + (i & 1);
-      values[r * cols.size() + q] = kb.extract(out[2], i, "d");
+    // Stored 8 columns at a time (lanes 4j .. 4j + 3: rows g and g + 8, columns 2t and 2t + 1 of
+    // the j-th 8), so that only the accumulator stays live through the epilogue.
+    std::vector<Value> rows = {row0, (row0 + 8u).named("row")};
+    for (unsigned j = 0; j < c.tileN / 8; ++j) {
+      Value col = (col0 + 8 * j).named("col");
+      std::vector<Value> values(4);
+      for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = kb.extract(out[2], 4 * j + e, "d");
+      storeResults(kb, c, p, Value(), rows, {col, (col + 1u).named("col")}, values);
     }
-    storeResults(kb, c, p, Value(), rows, cols, values);
     return std::vector<Value>{out[0], out[1]};
   });
 }
