@@ -43,7 +43,7 @@ enum : uint32_t {
   TC_F = 1u << 2,     // f16, bf16, f32, f64
   TC_P = 1u << 3,     // pred
   TC_PTR = 1u << 4,   // pointers
-  TC_VEC = 1u << 5,   // vectors of 2 or 4 lanes (of any non-pred scalar)
+  TC_VEC = 1u << 5,   // vectors of 2 or 4 lanes (of any non-pred scalar), and the wide f32 ones
   TC_U32 = 1u << 6,   // exactly u32
   TC_SINT = 1u << 7,  // s8..s64
   TC_F32 = 1u << 8,   // exactly f32

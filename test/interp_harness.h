@@ -730,15 +730,17 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
-  // wgmma.tir: reqntid(128); one warpgroup multiplies A (64 x 64, row-major) by B (N x 64 K-major,
-  // or 64 x N MN-major for trans_b) in 4 k-steps into D (64 x N f32). Inputs in [-2, 2].
+  // wgmma.tir: reqntid(128); one warpgroup multiplies A (64 x 64, row-major; its transpose for
+  // trans_a) by B (N x 64 K-major, or 64 x N MN-major for trans_b) in 4 k-steps into D (64 x N
+  // f32). Inputs in [-2, 2].
   struct WgmmaGolden {
     const char* kernel;
     HalfFormat format;
     unsigned n;
   };
   for (WgmmaGolden g : {WgmmaGolden{"gemm_bf16_n64", kBF16, 64}, WgmmaGolden{"gemm_f16_n128_tb", kF16, 128},
-                        WgmmaGolden{"gemm_bf16_n256_rega", kBF16, 256}, WgmmaGolden{"kloop_bf16_n128", kBF16, 128}})
+                        WgmmaGolden{"gemm_bf16_n256_rega", kBF16, 256}, WgmmaGolden{"kloop_bf16_n128", kBF16, 128},
+                        WgmmaGolden{"gemm_bf16_n64_ta", kBF16, 64}})
     all.push_back({"wgmma.tir", g.kernel, "", {}, [g](std::mt19937& rng) {
                      R runs;
                      for (uint32_t grid : {1u, 2u}) {

@@ -156,3 +156,17 @@ TEST_CASE("wgmma: a builder kernel with a register-A wgmma verifies, prints and 
     CHECK(got[i] == (i % 2 ? 2.0f : 1.0f));
   }
 }
+
+TEST_CASE("wgmma: wgmma_descriptor refuses a swizzle or byte offset the descriptor cannot hold") {
+  ir::Module m = sm90a();
+  KernelBuilder b(m, "bad");
+  Value start = b.param(Type::u32(), "start");
+  CHECK_FALSE(b.wgmma_descriptor(start, 16, 1024, 48).valid());
+  CHECK_FALSE(b.wgmma_descriptor(start, 24, 1024, 128).valid());
+  CHECK_FALSE(b.wgmma_descriptor(start, 16, 1 << 18, 128).valid());
+  const auto& all = b.diagnostics().all();
+  REQUIRE(all.size() == 3);
+  CHECK(all[0].message == "wgmma_descriptor: the swizzle is 0, 32, 64 or 128 bytes, not 48");
+  CHECK(all[1].message == "wgmma_descriptor: a byte offset is a multiple of 16 below 2^18, not 24");
+  CHECK(all[2].message == "wgmma_descriptor: a byte offset is a multiple of 16 below 2^18, not 262144");
+}

@@ -236,7 +236,8 @@ class Engine {
   std::optional<Error> wgEdge(const Warp& w, const Code& k, const Edge& e, uint32_t mask);
   std::optional<Error> wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
   std::optional<Error> wgStuck() const;
-  const WgmmaOp* wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const;
+  static WgmmaOp* wgInflight(WarpgroupState& g, uint32_t slot, bool chainable);
+  static void wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst);
   std::optional<Error> checkRace(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
   std::optional<Error> checkTma(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
   std::optional<Error> tmaLoad(const Warp& w, const Code& k, uint32_t mask);
@@ -1338,12 +1339,19 @@ std::optional<Error> Engine::wgArrive(const Warp& w, const Code& k, uint32_t mas
 // The in-flight wgmma whose registers `slot` is: its accumulator or A fragment, or its result
 // (or a block parameter it was passed to), the latest one first. With `chainable`, only a
 // result: what a later wgmma's accumulator may name before the wait.
-const WgmmaOp* Engine::wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const {
+WgmmaOp* Engine::wgInflight(WarpgroupState& g, uint32_t slot, bool chainable) {
   for (auto op = g.inflight.rbegin(); op != g.inflight.rend(); ++op) {
     bool result = op->dst == slot || std::find(op->aliases.begin(), op->aliases.end(), slot) != op->aliases.end();
     if (result || (!chainable && (op->acc == slot || op->a == slot))) return &*op;
   }
   return nullptr;
+}
+
+// A write of a wgmma operand's registers since the last wgmma.fence (the latest write of each).
+void Engine::wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst) {
+  auto at = std::find_if(g.dirty.begin(), g.dirty.end(), [&](const auto& d) { return d.first == slot; });
+  if (at == g.dirty.end()) g.dirty.push_back({slot, inst});
+  else at->second = inst;
 }
 
 // Before every instruction of a kernel with wgmma: a read of registers an in-flight wgmma owns
@@ -1369,9 +1377,9 @@ std::optional<Error> Engine::wgCheck(const Warp& w, const Code& k, uint32_t mask
   } else if (k.kind == Kind::Br || k.kind == Kind::Cbr) {
     for (const Edge& e : k.edge)
       for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i)
-        if (p_.wgMoveWrites[i]) g.dirty.push_back({p_.moves[i].dst, k.inst});
+        if (p_.wgMoveWrites[i]) wgDirty(g, p_.moves[i].dst, k.inst);
   }
-  if (k.wgWrite) g.dirty.push_back({k.dst, k.inst});
+  if (k.wgWrite) wgDirty(g, k.dst, k.inst);
   return std::nullopt;
 }
 
@@ -1382,15 +1390,15 @@ std::optional<Error> Engine::wgEdge(const Warp& w, const Code& k, const Edge& e,
   WarpgroupState& g = warpgroups_[w.index / 4];
   for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i) {
     const Move& m = p_.moves[i];
-    if (p_.wgMoveWrites[i]) g.dirty.push_back({m.dst, k.inst});
-    const WgmmaOp* op = wgInflight(g, m.src, false);
+    if (p_.wgMoveWrites[i]) wgDirty(g, m.dst, k.inst);
+    WgmmaOp* op = wgInflight(g, m.src, false);
     if (!op) continue;
     bool chains = (p_.wgSlot[m.dst] & kWgOperand) && wgInflight(g, m.src, true);
     if (!chains)
       return fault(ErrorKind::Wgmma, k, w, std::countr_zero(mask),
                    "early read: the branch passes registers of the wgmma.mma_async at " + where(op->inst) +
                        " before a wgmma.wait_group covers it");
-    auto& aliases = const_cast<WgmmaOp*>(op)->aliases;
+    std::vector<uint32_t>& aliases = op->aliases;
     if (std::find(aliases.begin(), aliases.end(), m.dst) == aliases.end()) aliases.push_back(m.dst);
   }
   return std::nullopt;
