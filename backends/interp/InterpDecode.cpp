@@ -343,6 +343,9 @@ class Decoder {
         bool ok = in.op == Op::TmaLoad ? k_.typeOf(in.operands[0]) == shared && k_.typeOf(in.operands[4]) == shared
                                        : k_.typeOf(in.operands[3]) == shared;
         if (!ok) return fail(in.loc, std::string(ir::info(in.op).name) + " takes ptr.shared addresses");
+        // Its register holds the launch's index of the map, which only a kernel parameter gets.
+        if (k_.value(in.operands[in.op == Op::TmaLoad ? 1 : 0]).kind != ir::DefKind::KernelParam)
+          return fail(in.loc, std::string(ir::info(in.op).name) + "'s tensor map is not a kernel parameter");
         (in.op == Op::TmaLoad ? p_.tmaLoads : p_.bulkStores) = true;
         break;
       }

@@ -1618,16 +1618,13 @@ Error Engine::deadlock() const {
 std::string Engine::paramName(uint32_t slot) const {
   for (const ParamSlot& p : p_.params)
     if (p.slot == slot) return "'%" + p.name + "'";
-  return "the tmap operand";
+  return "?";  // not reached: the decoder checked that the operand is a parameter
 }
 
 std::optional<Error> Engine::tensorMapOf(const Code& k, const Warp& w, uint32_t lane, uint32_t src,
                                          const TensorMapDesc*& map) {
-  const uint64_t index = slotPtr(w.regs, src)[lane];
-  std::span<const TensorMapDesc> maps = launch_.memory.tensorMaps;
-  if (index >= maps.size())
-    return fault(ErrorKind::AsyncProxy, k, w, lane, std::string(ir::info(k.op).name) + ": " + paramName(src) + " holds no tensor map");
-  map = &maps[index];
+  // The decoder made the operand a kernel parameter, so it holds its map's index.
+  map = &launch_.memory.tensorMaps[slotPtr(w.regs, src)[lane]];
   if (map->rank != 2)
     return fault(ErrorKind::AsyncProxy, k, w, lane,
                  std::string(ir::info(k.op).name) + " through the tensor map " + paramName(src) + " of rank " +
@@ -1748,7 +1745,9 @@ std::optional<Error> Engine::walkBox(const Box& box, const Warp& w, uint32_t lan
       if (phys < box.lo || phys + e > box.hi)
         return fault(ErrorKind::OutOfBounds, box.shared, w, lane,
                      "out-of-bounds " + memName(box.shared) + ": box element (" + std::to_string(b0) + ", " +
-                         std::to_string(b1) + ") swizzles to " + sharedPlace(phys));
+                         std::to_string(b1) + ") swizzles to offset " + std::to_string(int64_t{phys} - int64_t(box.lo)) +
+                         " of '@" + sharedArrayAt(static_cast<int64_t>(box.lo))->name + "' (" +
+                         std::to_string(box.hi - box.lo) + " bytes), outside it");
       const int64_t x = x0 + b0, y = y0 + b1;
       std::optional<uint64_t> at;
       if (x >= 0 && y >= 0 && static_cast<uint64_t>(x) < map.dims[0] && static_cast<uint64_t>(y) < map.dims[1])
@@ -1762,7 +1761,6 @@ std::optional<Error> Engine::walkBox(const Box& box, const Warp& w, uint32_t lan
 // outside it) to the swizzled destination; then complete-tx of the whole box on the mbarrier
 // (TC§5.2: out-of-bounds elements count too).
 std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask) {
-  constexpr int64_t kMaxCount = (int64_t{1} << 20) - 1;
   tmaUsed_ = true;
   const uint64_t* dst = slotPtr(w.regs, k.src[0]);
   const uint64_t* c0 = slotPtr(w.regs, k.src[2]);
@@ -1804,10 +1802,6 @@ std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask
     b.tx -= static_cast<int64_t>(box.bytes());
     b.delivered += static_cast<int64_t>(box.bytes());
     ++mbarrierChanges_;
-    if (b.tx < -kMaxCount)
-      return fault(ErrorKind::Mbarrier, k, w, l,
-                   "cp.async.bulk.tensor.2d takes the tx-count of the mbarrier " + sharedPlace(barOff) + " to " +
-                       std::to_string(b.tx) + ", below -(2^20 - 1)");
     if (b.pending == 0 && b.tx < 0) return txOverrun(k, w, l, b, barOff);
     if (b.pending == 0 && b.tx == 0) completePhase(b);
   }
