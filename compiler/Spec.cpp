@@ -739,6 +739,8 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     }
   }
 
+  addTensorMapUse(kernel, inst.launch, inst.params);
+
   // Dynamic shared memory that no launch can have on a target: its least value with the static
   // arrays, over the target's opt-in maximum per block.
   const uint64_t leastDynamic = inst.launch.dynamicShared.leastValue().value();  // checkRule: no error
