@@ -42,6 +42,8 @@ enum class ErrorKind : uint8_t {
   Mbarrier,           // an mbarrier used before mbarrier.init, re-initialised while in use, given
                       // more arrivals than its phase expects, or a tx-count out of range
   Deadlock,           // every running thread of a block waits on an mbarrier phase that cannot complete
+  AsyncProxy,         // TMA: a destination byte used before its mbarrier phase was seen complete, a store's
+                      // source written before its wait_group.read or without fence.proxy.async, a bad map
 };
 
 // A fault or setup error. diag carries file, location and the full message; text() formats it

@@ -35,7 +35,8 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
-                            Aligned };  // Aligned: a .sync.aligned op without effect here (setmaxnreg, wgmma.fence/commit/wait)
+                            Aligned,  // Aligned: a .sync.aligned op without effect here (setmaxnreg, wgmma.fence/commit/wait)
+                            TmaLoad, TmaStore, BulkCommit, BulkWait, ProxyFence };
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -73,7 +74,7 @@ struct Code {
   bool srcSize = false;                             // cp.async: src[2] holds a src-size
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
-  uint32_t src[4] = {0, 0, 0, 0};
+  uint32_t src[5] = {0, 0, 0, 0, 0};
   uint64_t imm = 0;
   uint32_t inst = 0;   // InstId, for diagnostics
   uint32_t block = 0;  // the block this instruction ends (branches)
@@ -110,6 +111,8 @@ struct Program {
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
   bool asyncCopies = false;  // the kernel has cp.async or its waits: the engine tracks copies and groups
+  bool tmaLoads = false;     // cp.async.bulk.tensor loads: the engine tracks their destination bytes
+  bool bulkStores = false;   // TMA stores or bulk groups: the engine tracks their sources and proxy fences
 };
 
 // Decodes kernel k of m into p; an error when the kernel is malformed or uses what the
