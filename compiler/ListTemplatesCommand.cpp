@@ -43,6 +43,7 @@ std::string describeTemplate(const kernels::Template& t) {
     for (size_t i = 0; i < inst->params.size(); ++i) sig += (i ? ", " : "") + inst->params[i].name + ": " + inst->params[i].type.name();
     out += "  signature: " + sig + ")\n";
     out += "  launch: " + bundle::describe(inst->launch) + "\n";
+    for (const bundle::TensorMapRule& m : inst->launch.tensorMaps) out += "  tensor map: " + bundle::describe(m) + "\n";
   } else {
     for (const ir::Diagnostic& diag : d.all()) out += "  cannot instantiate with defaults: " + diag.message + "\n";
   }

@@ -129,4 +129,27 @@ void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params) {
   }
 }
 
+void addTensorMapUse(const ir::Kernel& k, const bundle::LaunchRule& rule, std::vector<bundle::Param>& params) {
+  auto indexOf = [&](const std::string& name) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    return i;
+  };
+  for (const bundle::TensorMapRule& m : rule.tensorMaps) {
+    const size_t map = indexOf(m.param), source = indexOf(m.source);
+    if (map >= params.size() || source >= params.size() || map >= k.params.size()) continue;  // checkRule reports these
+    const ir::ValueId mapValue = k.params[map].value;
+    uint32_t bits = 0;
+    for (const ir::Block& b : k.blocks)
+      for (ir::InstId id : b.insts) {
+        const ir::Inst& in = k.inst(id);
+        if (std::find(in.operands.begin(), in.operands.end(), mapValue) == in.operands.end()) continue;
+        bits |= ir::info(in.op).name.ends_with(".store") ? bundle::kPtrWritten : bundle::kPtrRead;
+      }
+    bundle::Param& p = params[source];
+    p.access |= bits;
+    if (bits && !p.element && !(p.access & bundle::kPtrEscapes)) p.element = m.element;
+  }
+}
+
 }  // namespace tn::spec

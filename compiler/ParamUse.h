@@ -14,5 +14,9 @@ namespace tn::spec {
 // Fills access and element of every pointer parameter of `params` (the signature of k, in
 // order); other parameters keep 0.
 void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params);
+// Adds what the kernel does through each tensor map of `rule` to the map's source pointer: read
+// where a cp.async.bulk.tensor load names the map, written where a store does; and the map's
+// element type when the pointer's own accesses tell none and it does not escape.
+void addTensorMapUse(const ir::Kernel& k, const bundle::LaunchRule& rule, std::vector<bundle::Param>& params);
 
 }  // namespace tn::spec

@@ -73,6 +73,9 @@ with tempfile.TemporaryDirectory() as tmp:
     run(truenoc, "build", str(src / "test/gpu/arch_specific.toml"), "-o", str(fill), *build_with)
     run(truenoc, "build", str(src / "test/gpu/arch_specific.toml"), "-o", str(bundle / "fill.no-ir.tnb"),
         "--ptx-only", "--no-ir")
+    # A format 5 bundle: a .tir kernel whose tmap parameter has a tensor-map rule.
+    run(truenoc, "build", str(src / "lit-tests/spec/tensor-maps.test"), "-o", str(bundle / "tensor-maps.tnb"),
+        "--ptx-only")
     library = tmp / "library.toml"  # two templates, one with an option, two targets
     library.write_text('[bundle]\nname = "lib"\ntargets = ["sm_80", "sm_90"]\n\n'
                        '[[kernel]]\ntemplate = "add"\noptions = { dtype = "bf16" }\n\n'
@@ -103,6 +106,7 @@ words += [p + str(b) for p in "ubs" for b in (8, 16, 32, 64)] + ["f16", "bf16", 
 
 keys = ["[bundle]", "[[kernel]]", "name", "targets", "ptx_fallback", "ir", "fp_contract", "template", "tir",
         "kernel", "block", "grid", "dynamic_shared", "options", "allow_spills", "ceil_div", "min", "max",
-        "true", "false", "fast", "off", "sm_80", "sm_90a"]
+        "true", "false", "fast", "off", "sm_80", "sm_90a", "elements", "tensor_maps", "source", "element",
+        "dims", "row_stride", "box", "swizzle"]
 keys += templates + re.findall(r"^    (\w+) \(", listing, re.M)
 (out / "spec.dict").write_text("".join(f'"{k}"\n' for k in dict.fromkeys(keys)))

@@ -3,6 +3,7 @@
 // runs on the interpreter, including a faulting launch whose report reaches the Error.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -12,6 +13,8 @@
 
 #include "test_paths.h"
 #include "backends/interp/TensorMap.h"
+#include "backends/bundle/Bundle.h"
+#include "truenort/Bundle.h"
 #include "truenort/Driver.h"
 
 using namespace truenort;
@@ -257,4 +260,86 @@ TEST_CASE("sim: cuTensorMapEncodeTiled checks its arguments as the driver does a
   noSwizzle.swizzle = 0;
   noSwizzle.box[0] = 256;  // 512 bytes: only a swizzle bounds the inner extent
   CHECK(encode(noSwizzle, map.bytes) == cu::SUCCESS);
+}
+
+// test/gpu/tma_tiles.tir, whose result is right only with the tensor map the launch rule describes.
+TEST_CASE("sim: a TMA kernel launches through truenort, which encodes its tensor map from the launch rule" *
+          doctest::test_suite("gpu")) {
+  auto ctx = Context::create(0);
+  if (!ctx || !ctx.value().simulated()) {
+    MESSAGE("skipped: needs the simulated driver (TRUENORT_DRIVER=sim)");
+    return;
+  }
+  using namespace tn::bundle;
+  using S = ParamType::Scalar;
+  const ParamType global{S::Ptr, 1, ParamType::Space::Global};
+  BundleInput in;
+  in.name = "tma";
+  in.producer = "truenoc test";
+  in.targets = {Target{90, false}};
+  in.ptxFallback = true;
+  in.ir = true;
+  KernelInput k{"tiles",
+                {{"src", global, 16, kPtrRead, S::F32},
+                 {"src_map", ParamType{S::TensorMap}, 0},
+                 {"dst", global, 4, kPtrWritten, S::F32},
+                 {"cols", ParamType{S::U32}, 0},
+                 {"rows", ParamType{S::U32}, 0},
+                 {"ld", ParamType{S::U32}, 0}},
+                {},
+                {}};
+  k.launch.block = {64};
+  k.launch.grid = {ceilDiv(Expr::param("cols"), 16), ceilDiv(Expr::param("rows"), 8)};
+  k.launch.tensorMaps.push_back(
+      {"src_map", "src", S::F32, {Expr::param("cols"), Expr::param("rows")}, Expr::param("ld") * 4, {16, 8}, 0});
+  k.payloads.push_back({in.targets[0], PayloadKind::Ptx, {}, "// the simulator runs the IR"});
+  k.payloads.push_back({in.targets[0], PayloadKind::Ir, {}, readSource("test/gpu/tma_tiles.tir")});
+  in.kernels.push_back(k);
+  tn::bundle::Result<std::string> bytes = write(in);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.error().message);
+  auto bundle = truenort::Bundle::load(
+      ctx.value(), truenort::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+  if (!bundle) FAIL(bundle.error().describe());
+  auto kernel = bundle.value().kernel("tiles");
+  if (!kernel) FAIL(kernel.error().describe());
+  REQUIRE(kernel.value().signature().size() == 5);  // src, dst, cols, rows, ld: the runtime fills src_map
+  CHECK(kernel.value().signature()[1].name == "dst");
+
+  auto stream = truenort::Stream::create(ctx.value());
+  REQUIRE(stream.ok());
+  std::mt19937 rng(std::random_device{}());
+  // Odd sizes: partial boxes at the right and bottom edges, rows padded to a multiple of 16 bytes.
+  for (auto [cols, rows, ld] : {std::array<uint32_t, 3>{37, 21, 40}, {16, 8, 16}, {5, 3, 8}}) {
+    INFO(cols << " x " << rows << ", ld " << ld);
+    std::vector<float> host(size_t{rows} * ld), want(size_t{rows} * cols), got(want.size());
+    for (float& v : host) v = static_cast<float>(rng() % 100000) / 9.0f;
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t c = 0; c < cols; ++c) want[size_t{r} * cols + c] = host[size_t{r} * ld + c];
+    auto src = truenort::DeviceBuffer<float>::allocate(ctx.value(), host.size());
+    auto dst = truenort::DeviceBuffer<float>::allocate(ctx.value(), want.size());
+    REQUIRE(src.ok());
+    REQUIRE(dst.ok());
+    REQUIRE(src.value().upload({host.data(), host.size()}).ok());
+    for (int twice = 0; twice < 2; ++twice) {  // the second launch takes the map from the kernel's cache
+      truenort::Status st = kernel.value().launch(stream.value(), src.value(), dst.value(), cols, rows, ld);
+      if (!st) FAIL(st.error().describe());
+    }
+    REQUIRE(stream.value().synchronize().ok());
+    REQUIRE(dst.value().download({got.data(), got.size()}).ok());
+    CHECK(got == want);
+  }
+
+  // What cuTensorMapEncodeTiled would refuse is a launch error naming the kernel and the map.
+  auto src = truenort::DeviceBuffer<float>::allocate(ctx.value(), 64);
+  REQUIRE(src.ok());
+  const CUdeviceptr dst = src.value().ptr();
+  truenort::Status st = kernel.value().launch(stream.value(), src.value().ptr() + 4, dst, 4u, 4u, 4u);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == truenort::Errc::InvalidArgument);
+  CHECK(st.error().kernel == "tiles");
+  CHECK(st.error().message.find("tensor map 'src_map': the address of 'src' (") == 0);
+  st = kernel.value().launch(stream.value(), src.value(), dst, 4u, 4u, 6u);  // 24-byte rows
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message == "tensor map 'src_map': row_stride = 24 bytes is not a multiple of 16 below 2^40");
+  CHECK(kernel.value().launch(stream.value(), src.value(), dst, 0u, 0u, 0u).ok());  // nothing to launch, no map
 }
