@@ -250,16 +250,19 @@ std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags
 LaunchRule wgmmaLaunchRule(const Config& c) {
   using bundle::TensorMapRule;
   const bundle::ParamType::Scalar el = c.in == Input::BF16 ? bundle::ParamType::Scalar::BF16 : bundle::ParamType::Scalar::F16;
-  const Expr m = Expr::param("m"), n = Expr::param("n"), k = Expr::param("k");
+  const Expr m = Expr::param("m"), n = Expr::param("n");
   const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN);
   LaunchRule rule{{3 * 128}, {min(tiles, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
+  // k = 0 (C = beta C) loads nothing, but a map needs extents of at least 1 and a row stride of
+  // at least 16 bytes (a leading dimension of 0 is then legal): the maps of that launch are
+  // encoded over 1 column and never read.
+  const Expr k = max(Expr::param("k"), Expr(1));
+  const Expr lda = max(Expr::param("lda") * 2, Expr(16)), ldb = max(Expr::param("ldb") * 2, Expr(16));
   // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
-  rule.tensorMaps.push_back(c.a == Layout::Row
-                                ? TensorMapRule{"a_map", "a", el, {k, m}, Expr::param("lda") * 2, {kKBlock, kTileM}, kSwizzle}
-                                : TensorMapRule{"a_map", "a", el, {m, k}, Expr::param("lda") * 2, {kStrip, kKBlock}, kSwizzle});
-  rule.tensorMaps.push_back(c.b == Layout::Col
-                                ? TensorMapRule{"b_map", "b", el, {k, n}, Expr::param("ldb") * 2, {kKBlock, c.tileN}, kSwizzle}
-                                : TensorMapRule{"b_map", "b", el, {n, k}, Expr::param("ldb") * 2, {kStrip, kKBlock}, kSwizzle});
+  rule.tensorMaps.push_back(c.a == Layout::Row ? TensorMapRule{"a_map", "a", el, {k, m}, lda, {kKBlock, kTileM}, kSwizzle}
+                                               : TensorMapRule{"a_map", "a", el, {m, k}, lda, {kStrip, kKBlock}, kSwizzle});
+  rule.tensorMaps.push_back(c.b == Layout::Col ? TensorMapRule{"b_map", "b", el, {k, n}, ldb, {kKBlock, c.tileN}, kSwizzle}
+                                               : TensorMapRule{"b_map", "b", el, {n, k}, ldb, {kStrip, kKBlock}, kSwizzle});
   return rule;
 }
 
