@@ -225,5 +225,38 @@ class ArgumentChecks(unittest.TestCase):
         self.assertIn("softmax", str(e.exception))
 
 
+class TensorMaps(unittest.TestCase):
+    """A kernel with a tmap parameter (test/gpu/tma_tiles.tir, a TMA load per block): the runtime
+    encodes the map from the launch rule, so Python passes pointers and sizes only."""
+
+    def test_a_tma_kernel_takes_no_tensor_map_argument(self):
+        tir = os.path.join(HERE, "..", "..", "test", "gpu", "tma_tiles.tir")
+        spec = os.path.join(TMP.name, "tma.toml")
+        with open(spec, "w") as f:
+            f.write('[bundle]\nname = "tma"\ntargets = ["sm_90"]\n\n[[kernel]]\ntir = "%s"\nkernel = "tiles"\n'
+                    'block = [64]\ngrid = ["ceil_div(cols, 16)", "ceil_div(rows, 8)"]\n'
+                    'tensor_maps = { src_map = { source = "src", element = "f32", dims = ["cols", "rows"], '
+                    'row_stride = "ld * 4", box = [16, 8] } }\n' % tir)
+        path = os.path.join(TMP.name, "tma.tnb")
+        subprocess.run([os.environ["TRUENOC"], "build", spec, "--ptx-only", "-o", path], check=True)
+        tiles = truenort.load(path).tiles
+        self.assertEqual(tiles.signature,
+                         "tiles(src: ptr.global read f32, dst: ptr.global write f32, cols: u32, rows: u32, ld: u32)")
+        self.assertEqual([p["name"] for p in tiles.params], ["src", "dst", "cols", "rows", "ld"])
+        self.assertEqual(tiles.launch_rule["tensor_maps"],
+                         ["src_map = src as f32 [cols, rows] row_stride ld * 4 box [16, 8] swizzle 0"])
+        cols, rows, ld = 37, 21, 40  # partial boxes at both edges, padded rows
+        src = struct.unpack("%df" % (rows * ld), f32([random.uniform(-100, 100) for _ in range(rows * ld)]))
+        dst = truenort.DeviceArray.zeros([rows * cols], "float32")
+        tiles(array(src), dst, cols, rows, ld)
+        got = struct.unpack("%df" % (rows * cols), dst.to_bytes())
+        self.assertEqual(list(got), [src[r * ld + c] for r in range(rows) for c in range(cols)])
+        with self.assertRaises(TypeError):  # a tensor map is not an argument
+            tiles(array(src), array([0.0]), dst, cols, rows, ld)
+        with self.assertRaises(truenort.Error) as e:  # rows of 24 bytes: no tensor map can have them
+            tiles(array(src), dst, cols, rows, 6)
+        self.assertIn("tensor map 'src_map': row_stride = 24 bytes", str(e.exception))
+
+
 if __name__ == "__main__":
     unittest.main()
