@@ -1,6 +1,7 @@
 // attention_prefill (docs/kernels.md): flash-attention forward on the tensor cores: bf16 or f16
 // storage, mma.sync m16n8k16 with f32 accumulation, f32 online softmax, causal or not,
-// grouped-query heads, an optional log-sum-exp output.
+// grouped-query heads, an optional log-sum-exp output. The output of a warp's rows is shared
+// with the sm_90a main loop (kernels/AttentionPrefill.h).
 //
 // Tensors: q and o are [batch, seq_q, q_heads, head_dim]; k and v [batch, kv_stride, kv_heads,
 // head_dim], of which rows [0, seq_k) are read. With seq_k > seq_q the first seq_k - seq_q keys
@@ -33,11 +34,79 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/Library.h"
+#include "kernels/AttentionPrefill.h"
 
 namespace tn::kernels::lib {
 
+namespace prefill {
+
+Config configOf(const Options& o) {
+  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
+          o.flag("varlen")};
+}
+
+Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
+
+Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name) {
+  Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * c.dim;
+  return kb.index(p, elem.named("elem"), 2, name);
+}
+
+void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value lPart[2],
+               const std::function<Value(unsigned tile, unsigned e)>& acc) {
+  using ir::Scalar;
+  using ir::Type;
+  constexpr float kLn2 = std::numbers::ln2_v<float>;
+  const unsigned oTiles = c.dim / 8;
+  Value inv[2];
+  Value l[2];
+  for (unsigned half = 0; half < 2; ++half) {
+    l[half] = kb.warp_reduce(ir::Op::Add, lPart[half], 4, "l_row");
+    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), kb.f32(0.0f), "inv");
+  }
+  Value pairs = allAligned(kb, {o.out}, 4, "pairs");
+  Value oBase = headBase(kb, c, o.out, o.qFirst, o.qHeads, o.qh, "o_base");
+  Value oStride = (o.qHeads * c.rowBytes()).named("o_stride");
+  for (unsigned half = 0; half < 2; ++half)
+    kb.if_then((o.rows[half] < o.seqQ).named("has_row"), [&] {
+      Value rowPtr = kb.ptradd(oBase, kb.mul_wide(o.rows[half], oStride), "o_row");
+      std::vector<Value> words;
+      for (unsigned i = 0; i < oTiles; ++i) {
+        Value x0 = acc(i, 2 * half) * inv[half], x1 = acc(i, 2 * half + 1) * inv[half];
+        words.push_back(packHalf(kb, c, x0, x1));
+      }
+      // Elements 8 i + 2 t and + 1: one 4-byte store when o allows it, else two 2-byte ones.
+      Value at = kb.ptradd(rowPtr, kb.cvt(o.t << 2u, Type::u64()), "o_pair");
+      kb.if_else(pairs, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) kb.store(i == 0 ? at : kb.ptradd(at, kb.u64(16 * i)), words[i]);
+        return std::vector<Value>{};
+      }, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) {
+          Value w = kb.bitcast(words[i], Type::u32());
+          Value p0 = i == 0 ? at : kb.ptradd(at, kb.u64(16 * i));
+          kb.store(p0, kb.cvt(w, Type::of(Scalar::U16)));
+          kb.store(kb.ptradd(p0, kb.u64(2)), kb.cvt(w >> 16u, Type::of(Scalar::U16)));
+        }
+        return std::vector<Value>{};
+      }, {.label = "store"});
+      if (c.lse)
+        kb.if_then((o.t == 0u).named("t0"), [&] {
+          // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
+          Value ref = (refOf(kb, m[half]) * o.scale2).named("ref");
+          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
+          Value row = kb.cvt(o.rows[half], Type::u64());
+          Value lseAt = c.varlen ? (o.qFirst + row) * kb.cvt(o.qHeads, Type::u64()) + kb.cvt(o.qh, Type::u64())
+                                 : (kb.mul_wide(o.b, o.qHeads) + kb.cvt(o.qh, Type::u64())) * kb.cvt(o.seqQ, Type::u64()) + row;
+          kb.store(kb.index(o.lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
+        }, "lse");
+    }, "row");
+}
+
+}  // namespace prefill
+
 namespace {
+
+using namespace prefill;
 
 using ir::Mod;
 using ir::Scalar;
@@ -48,15 +117,7 @@ constexpr unsigned kWarps = 4;
 constexpr unsigned kThreads = 32 * kWarps;
 constexpr unsigned kRows = 16 * kWarps;  // query rows of a block
 constexpr unsigned kKeys = 64;           // keys of a K/V tile
-constexpr float kLn2 = std::numbers::ln2_v<float>;
 
-struct Config {
-  Storage s;
-  unsigned dim;
-  bool causal, lse, varlen;
-  Scalar half() const { return s == Storage::BF16 ? Scalar::BF16 : Scalar::F16; }
-  unsigned rowBytes() const { return dim * 2; }
-};
 
 // A tile of 64 rows in shared memory and where its rows come from: row r is sequence position
 // first + r of the tensor at `base` (this sequence's and head's element 0), `stride` bytes apart,
@@ -119,12 +180,8 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
   return kb.pack(Type::of(Scalar::B32, 2), {kb.extract(v4, first), kb.extract(v4, first + 1)}, "frag_b");
 }
 
-// Two f32 rounded to the storage type as one b32: lo in bits 15:0.
-Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
-
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
-  const Config c{storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
-                 o.flag("varlen")};
+  const Config c = configOf(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
   if (c.dim != 64 && c.dim != 128) {
@@ -199,15 +256,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   }
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
 
-  const unsigned elemBytes = 2;
-  auto headBase = [&](Value p, Value firstRow, Value heads, Value head, std::string_view name) {
-    Value elem = (firstRow * kb.cvt(heads, Type::u64()) + kb.cvt(head, Type::u64())) * c.dim;
-    return kb.index(p, elem.named("elem"), elemBytes, name);
-  };
-  Tile qTile{qMem, headBase(q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
+  Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
   Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
-  Tile kTile{kMem, headBase(k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
-  Tile vTile{vMem, headBase(v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
+  Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
+  Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
   Value fast = allAligned(kb, {q, k, v}, 16, "fast");
   auto stage = [&](const Tile& tile, Value first) {
     kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
@@ -331,50 +383,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
       {.label = "key_tiles", .iv = "jt"});
   kb.cp_async_wait_all();
 
-  // Rows g and g + 8: l summed over the quad, o = acc / l (0 for a row without keys).
-  Value rows[2] = {row0, row1};
-  Value inv[2];
-  Value l[2];
-  for (unsigned half = 0; half < 2; ++half) {
-    l[half] = kb.warp_reduce(ir::Op::Add, st[2 + half], 4, "l_row");
-    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), zero, "inv");
-  }
-  Value pairs = allAligned(kb, {out}, 4, "pairs");
-  Value oBase = headBase(out, qFirst, qHeads, qh, "o_base");
-  Value oStride = (qHeads * c.rowBytes()).named("o_stride");
-  for (unsigned half = 0; half < 2; ++half)
-    kb.if_then((rows[half] < seqQ).named("has_row"), [&] {
-      Value rowPtr = kb.ptradd(oBase, kb.mul_wide(rows[half], oStride), "o_row");
-      std::vector<Value> words;
-      for (unsigned i = 0; i < oTiles; ++i) {
-        Value x0 = kb.extract(st[4 + i], 2 * half) * inv[half], x1 = kb.extract(st[4 + i], 2 * half + 1) * inv[half];
-        words.push_back(packHalf(kb, c, x0, x1));
-      }
-      // Elements 8 i + 2 t and + 1: one 4-byte store when o allows it, else two 2-byte ones.
-      Value at = kb.ptradd(rowPtr, kb.cvt(t << 2u, Type::u64()), "o_pair");
-      kb.if_else(pairs, [&] {
-        for (unsigned i = 0; i < oTiles; ++i) kb.store(i == 0 ? at : kb.ptradd(at, kb.u64(16 * i)), words[i]);
-        return std::vector<Value>{};
-      }, [&] {
-        for (unsigned i = 0; i < oTiles; ++i) {
-          Value w = kb.bitcast(words[i], Type::u32());
-          Value p0 = i == 0 ? at : kb.ptradd(at, kb.u64(16 * i));
-          kb.store(p0, kb.cvt(w, Type::of(Scalar::U16)));
-          kb.store(kb.ptradd(p0, kb.u64(2)), kb.cvt(w >> 16u, Type::of(Scalar::U16)));
-        }
-        return std::vector<Value>{};
-      }, {.label = "store"});
-      if (c.lse)
-        kb.if_then((t == 0u).named("t0"), [&] {
-          // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
-          Value ref = (refOf(kb, st[half]) * scale2).named("ref");
-          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
-          Value row = kb.cvt(rows[half], Type::u64());
-          Value lseAt = c.varlen ? (qFirst + row) * kb.cvt(qHeads, Type::u64()) + kb.cvt(qh, Type::u64())
-                                 : (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(seqQ, Type::u64()) + row;
-          kb.store(kb.index(lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
-        }, "lse");
-    }, "row");
+  const Output dst{out, lse, qFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+  const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
+  storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4 + tile], e); });
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -405,7 +416,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
       buildPrefill,
       [](const Options& o) {
         Expr rows = Expr::param(o.flag("varlen") ? "max_seq_q" : "seq_q");
-        return LaunchRule{{kThreads}, {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")}, 0};
+        LaunchRule r;
+        r.block = {kThreads};
+        r.grid = {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")};
+        return r;
       },
   });
 }
