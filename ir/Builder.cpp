@@ -731,6 +731,42 @@ void KernelBuilder::wgmma_wait_group(unsigned pending, Here l) {
   op_imm(Op::WgmmaWait, std::nullopt, {}, pending, {}, {}, l);
 }
 
+Value KernelBuilder::wgmma_mma_async(unsigned n, Scalar inType, Value acc, Value a, Value bDesc, Value scaleD,
+                                     bool transA, bool transB, std::string_view name, Here loc) {
+  if (!checkOperand(acc, loc)) return Value();
+  Inst in;
+  in.op = Op::WgmmaMma;
+  in.type = acc.type();
+  in.srcType = Type::of(inType);
+  in.imm = n;
+  if (transA) in.setMod(Mod::TransAMod);
+  if (transB) in.setMod(Mod::TransBMod);
+  return emit(std::move(in), {acc, a, bDesc, scaleD}, name, loc);
+}
+
+// TC§4.4: bits 13-0 encode(start), 29-16 encode(LBO), 45-32 encode(SBO), 63-62 the swizzle
+// (1 = 128B, 2 = 64B, 3 = 32B), where encode(x) = (x & 0x3FFFF) >> 4. Only the start address is
+// a run-time value; the rest is one constant.
+Value KernelBuilder::wgmma_descriptor(Value start, unsigned lbo, unsigned sbo, unsigned swizzleBytes,
+                                      std::string_view name, Here loc) {
+  if (!checkOperand(start, loc)) return Value();
+  uint64_t code = swizzleBytes == 128 ? 1 : swizzleBytes == 64 ? 2 : swizzleBytes == 32 ? 3 : 0;
+  if (swizzleBytes != 0 && code == 0) {
+    error(loc, "wgmma_descriptor: the swizzle is 0, 32, 64 or 128 bytes, not " + std::to_string(swizzleBytes));
+    return Value();
+  }
+  for (unsigned bytes : {lbo, sbo})
+    if (bytes % 16 || bytes >= (1u << 18)) {
+      error(loc, "wgmma_descriptor: a byte offset is a multiple of 16 below 2^18, not " + std::to_string(bytes));
+      return Value();
+    }
+  std::string base = name.empty() ? std::string("desc") : std::string(name);
+  Value addr = start.type().isPtr() ? bitcast(start, Type::u32(), base + ".addr", loc) : start;
+  Value field = shr(bit_and(addr, u32(0x3FFFF, {}, loc), {}, loc), u32(4, {}, loc), base + ".start", loc);
+  uint64_t rest = uint64_t{lbo >> 4} << 16 | uint64_t{sbo >> 4} << 32 | code << 62;
+  return bit_or(cvt(field, Type::of(Scalar::B64), {}, loc), b64(rest, {}, loc), name, loc);
+}
+
 Value KernelBuilder::shfl_sync(Mod mode, Value v, Value laneOrOffset, Value clamp, Value memberMask,
                                std::string_view n, Here l) {
   return op(Op::ShflSync, v.type(), {v, laneOrOffset, clamp, memberMask}, {mode}, n, l);

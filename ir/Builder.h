@@ -317,10 +317,23 @@ class KernelBuilder {
   // setmaxnreg.inc / .dec (sm_90a): this warp's register budget becomes `count` (24 ... 256, a
   // multiple of 8); every warp of the warpgroup executes the same one.
   void setmaxnreg(bool increase, unsigned count, Here loc = Here::current());
-  // wgmma.fence, wgmma.commit_group, wgmma.wait_group N (sm_90a; wgmma.mma_async: docs/hopper.md).
+  // wgmma.fence, wgmma.commit_group, wgmma.wait_group N (sm_90a; docs/hopper.md).
   void wgmma_fence(Here loc = Here::current());
   void wgmma_commit_group(Here loc = Here::current());
   void wgmma_wait_group(unsigned pending, Here loc = Here::current());
+  // D = A·B (+ D when scaleD is true) over one warpgroup (4 converged warps, 128 threads).
+  // n: 64, 128 or 256 (any multiple of 8 from 8 to 256 accepted); in: Scalar::BF16 or F16;
+  // acc: v(n/2).f32 (also the result type; its only use must be this call: the result takes its
+  // registers); a: b64 shared-memory descriptor, or the v4.b32 register A fragment (TC§4.2);
+  // bDesc: b64 descriptor; scaleD: pred; transA/transB: 1 = MN-major operand (transA only with
+  // a descriptor).
+  Value wgmma_mma_async(unsigned n, Scalar in, Value acc, Value a, Value bDesc, Value scaleD, bool transA = false,
+                        bool transB = false, std::string_view name = {}, Here loc = Here::current());
+  // The 64-bit matrix descriptor of TC§4.4 built from ordinary integer IR (no op of its own):
+  // start = a ptr.shared or u32 shared address; lbo/sbo in bytes (multiples of 16);
+  // swizzleBytes 0, 32, 64 or 128. Result b64.
+  Value wgmma_descriptor(Value start, unsigned lbo, unsigned sbo, unsigned swizzleBytes, std::string_view name = {},
+                         Here loc = Here::current());
 
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());

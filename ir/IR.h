@@ -152,6 +152,10 @@ Type mmaAccFragment(Scalar acc);
 // Whether PTX has mma of this shape multiplying `in` elements into accumulator type `acc`.
 bool mmaFormExists(Mod shape, Scalar in, Type acc);
 
+// The operand whose registers an instruction's result takes (wgmma.mma_async writes D in place
+// of its accumulator, which has no other use), or -1: register assignment and the emitter tie them.
+inline int tiedOperand(const Inst& in) { return in.op == Op::WgmmaMma && !in.operands.empty() ? 0 : -1; }
+
 // Result type of an instruction under the table's result rule, or nullopt when none/invalid.
 std::optional<Type> resultTypeFor(const Inst& in);
 

@@ -747,8 +747,8 @@ class Parser {
       if (!bits) fail(t, "invalid " + typeName(*in.type) + " literal '" + std::string(t.text) + "'");
       in.imm = *bits;
     } else if (in.op == Op::Extract) {
-      in.imm = parseUInt(t, 3, "lane index (0..3)");
-    } else if (in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec) {  // 24..256: the verifier
+      in.imm = parseUInt(t, 127, "lane index (0..127)");
+    } else if (in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec || in.op == Op::WgmmaMma) {  // the verifier
       in.imm = parseUInt(t, 1023, "integer (0..1023)");
     } else {  // cp.async's size, wait_group's count, lop3's truth table: range-checked by the verifier
       in.imm = parseUInt(t, 255, "integer (0..255)");

@@ -1,6 +1,7 @@
 #include "ir/Type.h"
 
 #include <array>
+#include <iterator>
 
 namespace tn::ir {
 
@@ -48,9 +49,15 @@ std::string typeName(Type t) {
 
 std::optional<Type> parseType(std::string_view text) {
   uint8_t lanes = 1;
-  if (text.size() > 3 && text[0] == 'v' && text[2] == '.' && (text[1] == '2' || text[1] == '4')) {
-    lanes = static_cast<uint8_t>(text[1] - '0');
-    text.remove_prefix(3);
+  if (text.size() > 3 && text[0] == 'v') {
+    size_t dot = text.find('.');
+    std::string_view count = text.substr(1, dot == std::string_view::npos ? 0 : dot - 1);
+    static constexpr std::string_view kCounts[] = {"2", "4", "8", "16", "32", "64", "128"};
+    for (size_t i = 0; i < std::size(kCounts); ++i)
+      if (count == kCounts[i]) lanes = static_cast<uint8_t>(2u << i);
+    if (lanes == 1) return std::nullopt;
+    text.remove_prefix(dot + 1);
+    if (lanes > 4 && text != "f32") return std::nullopt;  // wide vectors are f32 accumulators only
   }
   if (text.starts_with("ptr.")) {
     if (lanes != 1) return std::nullopt;

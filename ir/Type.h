@@ -20,7 +20,8 @@ enum class Scalar : uint8_t {
 
 enum class AddrSpace : uint8_t { Generic, Global, Shared, Param, Local };
 
-// A type is a scalar kind, a lane count (1, 2 or 4) and, for pointers, an address space.
+// A type is a scalar kind, a lane count (1, 2 or 4; f32 also 8, 16, 32, 64 or 128: the wide
+// wgmma accumulators, allowed only where the verifier says) and, for pointers, an address space.
 struct Type {
   Scalar scalar = Scalar::Pred;
   uint8_t lanes = 1;
@@ -37,6 +38,7 @@ struct Type {
   bool operator==(const Type&) const = default;
 
   bool isVector() const { return lanes > 1; }
+  bool isWide() const { return lanes > 4; }  // a wgmma accumulator vector (v8.f32 .. v128.f32)
   bool isPred() const { return scalar == Scalar::Pred && lanes == 1; }
   bool isPtr() const { return scalar == Scalar::Ptr; }
   bool isFloat() const;     // scalar f16/bf16/f32/f64 (any lane count)

@@ -51,6 +51,13 @@
 //     ptr.global to a ptr.shared with .ca, or 16 bytes with .cg; a constant src-size is at most
 //     the copy size; lop3's truth table fits in 8 bits. (Alignment of the two addresses is a
 //     dataflow fact: tile-validation proves it or reports it, the interpreter checks it per copy.)
+// 13. Wide vectors (v8.f32 .. v128.f32, the wgmma accumulators) appear only as the result and
+//     accumulator operand of wgmma.mma_async, the operand of extract, the result of pack, block
+//     parameters and branch arguments: never as kernel or function parameters, shared elements,
+//     or any other operand or result. wgmma.mma_async multiplies bf16 or f16 at N = 8, 16, ...,
+//     256 into a v(N/2).f32 accumulator that has no use but this wgmma (its result takes the
+//     accumulator's registers); its A operand is a b64 descriptor or the v4.b32 register
+//     fragment, which cannot be transposed.
 // 12. Device functions: a call names a function of the module, passes one argument of each
 //     parameter's type and is annotated with the type the function returns (none: no result);
 //     ret passes back exactly the function's return value (none in kernels); no function calls
@@ -156,6 +163,8 @@ class KernelVerifier {
   void checkMemory(const Inst& in);
   void checkSpecial(const Inst& in);
   void checkTensorCore(const Inst& in);
+  void checkWgmma(const Inst& in);
+  bool checkWide(const Inst& in);  // true when it reported a misplaced wide vector
   void checkAsyncAndBits(const Inst& in);
   void checkTarget(const Inst& in);
   void checkBranches(const Inst& in);
@@ -175,6 +184,7 @@ class KernelVerifier {
   std::vector<bool> defined_;
   std::vector<BlockId> defBlock_;
   std::vector<int> defPos_;
+  std::vector<uint32_t> uses_;  // per value: operand and branch-argument uses (wgmma's accumulator)
 };
 
 void KernelVerifier::run() {
@@ -191,6 +201,17 @@ void KernelVerifier::recordDefinitions() {
   defined_.assign(k_.values.size(), false);
   defBlock_.assign(k_.values.size(), BlockId());
   defPos_.assign(k_.values.size(), kParamPos);
+  uses_.assign(k_.values.size(), 0);
+  for (const Block& blk : k_.blocks)
+    for (InstId id : blk.insts) {
+      if (id.index >= k_.insts.size()) continue;
+      const Inst& in = k_.inst(id);
+      for (ValueId v : in.operands)
+        if (validValue(v)) ++uses_[v.index];
+      for (const BlockCall& c : in.succs)
+        for (ValueId v : c.args)
+          if (validValue(v)) ++uses_[v.index];
+    }
   auto define = [&](ValueId v, BlockId b, int pos) {
     if (!validValue(v) || defined_[v.index]) return;
     defined_[v.index] = true;
@@ -248,6 +269,10 @@ void KernelVerifier::checkAttributes() {
       error(k_.loc, "parameter " + val(p.value) + " of type " + quoted(k_.typeOf(p.value)) +
                         " cannot take an alignment (only pointers can)");
   }
+  for (const KernelParam& p : k_.params)
+    if (validValue(p.value) && k_.typeOf(p.value).isWide())
+      error(k_.loc, "parameter " + val(p.value) + " has the wide type " + quoted(k_.typeOf(p.value)) +
+                        ", which only wgmma accumulators may have (not parameters)");
   const SharedDecl* firstDynamic = nullptr;
   for (const SharedDecl& s : k_.shared) {
     if (s.dynamic) {
@@ -257,6 +282,9 @@ void KernelVerifier::checkAttributes() {
       else
         firstDynamic = &s;
     }
+    if (s.elem.isWide())
+      error(s.loc, "shared array '@" + s.name + "' has the wide element type " + quoted(s.elem) +
+                       ", which only wgmma accumulators may have");
     if (s.align < s.elem.bytes())
       error(s.loc, "shared array '@" + s.name + "' has alignment " + std::to_string(s.align) + ", below the " +
                        std::to_string(s.elem.bytes()) + "-byte size of its element type " + quoted(s.elem));
@@ -278,7 +306,7 @@ void KernelVerifier::checkBlock(BlockId b) {
     const Inst& in = k_.inst(block.insts[pos]);
     if (hasFlag(in.op, OF_TERMINATOR) && pos + 1 < block.insts.size())
       error(in.loc, "terminator " + quoted(opText(in)) + " is not the last instruction of block " + blk(b));
-    if (checkTypes(in)) {
+    if (!checkWide(in) && checkTypes(in)) {
       checkOperands(in);
       checkModifierGroups(in);
       checkModifiers(in);
@@ -360,6 +388,12 @@ void KernelVerifier::checkOperands(const Inst& in) {
       case 'o': if (t.isVector() || !(t.isInt() || t.isBits())) expected = "an integer offset"; break;
       case 'a': if (t != kMmaAFragment) expected = quoted(kMmaAFragment) + " (the A fragment)"; break;
       case 'b': if (t != kMmaBFragment) expected = quoted(kMmaBFragment) + " (the B fragment)"; break;
+      case 'G': if (t != *in.type) expected = quoted(*in.type) + " (the accumulator, as annotated)"; break;
+      case 'A':
+        if (!isScalar(t, Scalar::B64) && t != kMmaAFragment)
+          expected = "'b64' (a matrix descriptor) or " + quoted(kMmaAFragment) + " (the A fragment)";
+        break;
+      case 'd': if (!isScalar(t, Scalar::B64)) expected = "'b64' (a matrix descriptor)"; break;
       case 'F': {
         Type acc = mmaAccFragment(in.type->scalar);
         if (t != acc) expected = quoted(acc) + " (the accumulator fragment)";
@@ -559,6 +593,7 @@ void KernelVerifier::checkSpecial(const Inst& in) {
                         " converts nothing (a same-type float cvt needs .rni, .rzi, .rmi, .rpi, .sat or .ftz)");
   }
   if (in.op == Op::Mma || in.op == Op::Ldmatrix || in.op == Op::CvtPack) checkTensorCore(in);
+  if (in.op == Op::WgmmaMma) checkWgmma(in);
   if (in.op == Op::Bitcast) {
     Type s = *in.srcType;
     if (s.scalar == Scalar::Pred)
@@ -590,6 +625,50 @@ void KernelVerifier::checkTensorCore(const Inst& in) {
              !isScalar(*in.srcType, Scalar::F32)) {
     error(in.loc, op() + " converts 'f32 -> f16' or 'f32 -> bf16' (two f32 into one b32), not " + typeText(in));
   }
+}
+
+// ---- 13. wide vectors and wgmma -----------------------------------------------------------------
+
+bool KernelVerifier::checkWide(const Inst& in) {
+  auto refuse = [&](Type t, const std::string& where) {
+    error(in.loc, where + " of " + quoted(opText(in)) + " has the wide type " + quoted(t) +
+                      "; wide vectors are allowed only as wgmma.mma_async's accumulator and result, extract's " +
+                      "operand, pack's result, block parameters and branch arguments");
+    return true;
+  };
+  bool wideResult = in.op == Op::WgmmaMma || in.op == Op::Pack;
+  bool wideOperand0 = in.op == Op::WgmmaMma || in.op == Op::Extract;
+  for (size_t i = 0; i < in.operands.size(); ++i)
+    if (validValue(in.operands[i]) && k_.typeOf(in.operands[i]).isWide() && !(i == 0 && wideOperand0))
+      return refuse(k_.typeOf(in.operands[i]), "operand " + std::to_string(i + 1) + " (" + val(in.operands[i]) + ")");
+  if (validValue(in.result) && k_.typeOf(in.result).isWide() && !wideResult)
+    return refuse(k_.typeOf(in.result), "result " + val(in.result));
+  if (in.srcType && in.srcType->isWide()) return refuse(*in.srcType, "the source type");
+  if (in.type && in.type->isWide() && !wideResult && !wideOperand0) return refuse(*in.type, "the annotated type");
+  return false;
+}
+
+void KernelVerifier::checkWgmma(const Inst& in) {
+  auto op = [&] { return quoted(opText(in)); };
+  Scalar s = in.srcType->scalar;
+  if ((s != Scalar::BF16 && s != Scalar::F16) || in.srcType->isVector())
+    error(in.loc, op() + " multiplies 'bf16' or 'f16' elements, not " + quoted(*in.srcType));
+  uint64_t n = in.imm;
+  if (n < 8 || n > 256 || n % 8) {
+    error(in.loc, op() + " has N = " + std::to_string(n) + "; N is a multiple of 8 from 8 to 256");
+  } else if (*in.type != Type::of(Scalar::F32, static_cast<uint8_t>(std::min<uint64_t>(n / 2, 255)))) {
+    error(in.loc, op() + " with N = " + std::to_string(n) + " accumulates into 'v" + std::to_string(n / 2) +
+                      ".f32', not " + quoted(*in.type) +
+                      (std::has_single_bit(n) ? "" : " (truenoc's wide vectors have 8, 16, 32, 64 or 128 lanes)"));
+  }
+  if (in.operands.size() != 4) return;
+  if (in.has(Mod::TransAMod) && validValue(in.operands[1]) && k_.typeOf(in.operands[1]) == kMmaAFragment)
+    error(in.loc, op() + " reads A from registers (" + val(in.operands[1]) +
+                      "), which cannot be transposed; trans_a needs a descriptor");
+  ValueId acc = in.operands[0];
+  if (validValue(acc) && uses_[acc.index] != 1)
+    error(in.loc, "the accumulator " + val(acc) + " of " + op() + " has " + std::to_string(uses_[acc.index]) +
+                      " uses; it must have this wgmma as its only use (the result takes its registers)");
 }
 
 // ---- 11. asynchronous copies and bit ops --------------------------------------------------------

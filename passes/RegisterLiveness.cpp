@@ -190,7 +190,15 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
 
     for (size_t i = 0; i < blk.insts.size(); ++i) {
       const ir::Inst& ins = k.inst(blk.insts[i]);
-      if (ins.result) define(ins.result);
+      // A tied result (wgmma's D) takes its operand's registers when this is that operand's last
+      // read: the registers pass from one value to the other without being freed.
+      ValueId tied;
+      if (int t = ir::tiedOperand(ins); t >= 0 && ins.result) {
+        ValueId acc = ins.operands[t];
+        if (ra.regs[acc.index].count && lastReadAt(acc, i) && !out(acc)) tied = acc;
+      }
+      if (tied) ra.regs[ins.result.index] = ra.regs[tied.index];
+      else if (ins.result) define(ins.result);
       reads.assign(ins.operands.begin(), ins.operands.end());
       for (const ir::BlockCall& c : ins.succs) reads.insert(reads.end(), c.args.begin(), c.args.end());
       std::sort(reads.begin(), reads.end());
@@ -201,7 +209,7 @@ RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file
           constants += ra.regs[v.index].count * file.units[ra.regs[v.index].cls];
       notePeak(constants);
       for (ValueId v : reads)
-        if (lastReadAt(v, i) && !out(v) && v != ins.result) release(v);
+        if (lastReadAt(v, i) && !out(v) && v != ins.result && v != tied) release(v);
       if (ins.result && deadOnArrival(ins.result)) release(ins.result);
     }
   };

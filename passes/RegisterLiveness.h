@@ -58,8 +58,9 @@ Liveness computeLiveness(const ir::Kernel& k, const ir::DominatorTree& cfg);
 
 // Computes the CFG, dominators and liveness of k, then assigns registers by walking the
 // dominator tree in pre-order (optimal per class for SSA up to vector-lane fragmentation).
-// Guarantees: a result never shares a register with an operand of its own instruction, nor
-// with any value live across its definition; a block parameter never shares a register with a
+// Guarantees: a result never shares a register with an operand of its own instruction (except
+// a tied result, ir::tiedOperand: wgmma's D takes the registers of its accumulator when that is
+// the accumulator's last use), nor with any value live across its definition; a block parameter never shares a register with a
 // value live into its block; kernel parameters are defined on entry.
 RegisterAssignment assignRegisters(const ir::Kernel& k, const RegisterFile& file);
 

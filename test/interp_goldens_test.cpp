@@ -695,6 +695,40 @@ GOLDEN_TEST("warpgroup.tir", "split") {
   }
 }
 
+// ---- wgmma.tir ---------------------------------------------------------------------------------
+
+// D = A·B over K = 64 in double against the interpreter's f32 (the 4 k-steps accumulate in f32
+// with one rounding per product-add: each term may add one f32 rounding of the running sum).
+// B is N x 64 K-major (Bt[n][k]), or 64 x N with trans_b.
+void checkWgmmaGolden(const Session& s, HalfFormat format, unsigned n, bool transB) {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    std::vector<uint16_t> a = run.inputArray<uint16_t>("a"), b = run.inputArray<uint16_t>("b");
+    std::vector<float> d = o.array<float>("d");
+    REQUIRE(d.size() == 64 * n);
+    unsigned bad = 0;
+    for (unsigned m = 0; m < 64; ++m)
+      for (unsigned j = 0; j < n; ++j) {
+        double want = 0, magnitude = 0;
+        for (unsigned k = 0; k < 64; ++k) {
+          double x = decodeHalf(a[m * 64 + k], format);
+          double y = decodeHalf(transB ? b[k * n + j] : b[j * 64 + k], format);
+          want += x * y;
+          magnitude += std::fabs(x * y);
+        }
+        double tolerance = 64 * std::ldexp(magnitude, -24);
+        if (std::fabs(d[m * n + j] - want) > tolerance && ++bad <= 5)
+          CHECK_MESSAGE(false, "D[" << m << "][" << j << "] = " << d[m * n + j] << ", want " << want << " +- "
+                                    << tolerance);
+      }
+    CHECK(bad == 0);
+  });
+}
+
+GOLDEN_TEST("wgmma.tir", "gemm_bf16_n64") { checkWgmmaGolden(s, kBF16, 64, false); }
+GOLDEN_TEST("wgmma.tir", "gemm_f16_n128_tb") { checkWgmmaGolden(s, kF16, 128, true); }
+GOLDEN_TEST("wgmma.tir", "gemm_bf16_n256_rega") { checkWgmmaGolden(s, kBF16, 256, false); }
+GOLDEN_TEST("wgmma.tir", "kloop_bf16_n128") { checkWgmmaGolden(s, kBF16, 128, false); }
+
 // ---- dynamic-shared.tir ------------------------------------------------------------------------
 
 GOLDEN_TEST("dynamic-shared.tir", "scale") {

@@ -697,6 +697,30 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // wgmma.tir: reqntid(128); one warpgroup multiplies A (64 x 64, row-major) by B (N x 64 K-major,
+  // or 64 x N MN-major for trans_b) in 4 k-steps into D (64 x N f32). Inputs in [-2, 2].
+  struct WgmmaGolden {
+    const char* kernel;
+    HalfFormat format;
+    unsigned n;
+  };
+  for (WgmmaGolden g : {WgmmaGolden{"gemm_bf16_n64", kBF16, 64}, WgmmaGolden{"gemm_f16_n128_tb", kF16, 128},
+                        WgmmaGolden{"gemm_bf16_n256_rega", kBF16, 256}, WgmmaGolden{"kloop_bf16_n128", kBF16, 128}})
+    all.push_back({"wgmma.tir", g.kernel, "", {}, [g](std::mt19937& rng) {
+                     R runs;
+                     for (uint32_t grid : {1u, 2u}) {
+                       Run r = launch(g.kernel, {grid, 1, 1}, {128, 1, 1});
+                       std::uniform_real_distribution<double> u(-2.0, 2.0);
+                       std::vector<uint16_t> a(64 * 64), b(64 * g.n);
+                       for (uint16_t& h : a) h = encodeHalf(u(rng), g.format);
+                       for (uint16_t& h : b) h = encodeHalf(u(rng), g.format);
+                       std::vector<float> d(64 * g.n);
+                       for (float& f : d) f = static_cast<float>(u(rng));
+                       r.buffer("a", a).buffer("b", b).buffer("d", d);
+                       runs.push_back(std::move(r));
+                     }
+                     return runs;
+                   }});
   // conversions.tir
   all.push_back({"conversions.tir",
                  "floats",

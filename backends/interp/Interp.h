@@ -41,6 +41,9 @@ enum class ErrorKind : uint8_t {
   Mbarrier,           // an mbarrier used before mbarrier.init, re-initialised while in use, given
                       // more arrivals than its phase expects, or a tx-count out of range
   Deadlock,           // every running thread of a block waits on an mbarrier phase that cannot complete
+  Wgmma,              // wgmma.mma_async without a wgmma.fence after its registers were written, its
+                      // registers read before the covering wgmma.wait_group, its shared operands
+                      // written unfenced or while it runs, or a warpgroup not executing it together
 };
 
 // A fault or setup error. diag carries file, location and the full message; text() formats it

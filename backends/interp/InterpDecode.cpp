@@ -52,6 +52,7 @@ class Decoder {
       p_.params.push_back({name, t, slot_[kp.value.index]});
     }
     if (auto e = layoutShared()) return e;
+    markWgmmaSlots();
 
     p_.blockStart.resize(k_.blocks.size());
     for (uint32_t b = 0; b < k_.blocks.size(); ++b) {
@@ -178,6 +179,9 @@ class Decoder {
         case 'a': ok = t == ir::kMmaAFragment; want = ir::typeName(ir::kMmaAFragment); break;
         case 'b': ok = t == ir::kMmaBFragment; want = ir::typeName(ir::kMmaBFragment); break;
         case 'F': ok = t == ir::mmaAccFragment(in.type->scalar); want = ir::typeName(ir::mmaAccFragment(in.type->scalar)); break;
+        case 'G': ok = t == *in.type; want = ir::typeName(*in.type); break;
+        case 'A': ok = t == Type::of(ir::Scalar::B64) || t == ir::kMmaAFragment; want = "b64 or v4.b32"; break;
+        case 'd': ok = t == Type::of(ir::Scalar::B64); want = "b64"; break;
         default: break;
       }
       if (!ok)
@@ -229,7 +233,9 @@ class Decoder {
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
     if (in.result) c.dst = slot_[in.result.index];
     for (size_t i = 0; i < in.operands.size() && i < 4; ++i) c.src[i] = slot_[in.operands[i].index];
+    c.nsrc = static_cast<uint8_t>(std::min<size_t>(in.operands.size(), 4));
     c.imm = in.imm;
+    c.wgWrite = in.result && !p_.wgSlot.empty() && (p_.wgSlot[c.dst] & kWgOperand) && in.op != Op::WgmmaMma;
 
     switch (in.op) {
       case Op::Const:
@@ -289,8 +295,40 @@ class Decoder {
         c.kind = Kind::Elect;
         break;
       case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // registers are not a resource here
-      case Op::WgmmaFence: case Op::WgmmaCommit: case Op::WgmmaWait:  // no wgmma.mma_async yet
         c.kind = Kind::Aligned;
+        break;
+      case Op::WgmmaMma:
+        if (in.imm < 8 || in.imm > 256 || in.imm % 8 || *in.type != Type::of(ir::Scalar::F32, uint8_t(in.imm / 2)) ||
+            (in.srcType->scalar != ir::Scalar::BF16 && in.srcType->scalar != ir::Scalar::F16))
+          return fail(in.loc, "'wgmma.mma_async' multiplies bf16 or f16 at N = 8 .. 256 into a v(N/2).f32 accumulator");
+        c.wgmma = static_cast<uint8_t>((in.has(ir::Mod::TransAMod) ? kWgTransA : 0) |
+                                       (in.has(ir::Mod::TransBMod) ? kWgTransB : 0) |
+                                       (k_.typeOf(in.operands[1]).isVector() ? kWgRegA : 0));
+        if ((c.wgmma & kWgRegA) && (c.wgmma & kWgTransA))
+          return fail(in.loc, "'wgmma.mma_async' reads A from registers, which cannot be transposed");
+        [[fallthrough]];
+      case Op::WgmmaFence: case Op::WgmmaCommit: case Op::WgmmaWait:
+        c.kind = Kind::Warpgroup;
+        c.space = ir::AddrSpace::Shared;
+        break;
+      case Op::Pack:
+        if (in.type->lanes > 4) {  // a wide f32 vector: one two-lane pack per 64-bit slot
+          c.kind = Kind::Compute;
+          c.lanes = 2;
+          c.nsrc = 2;
+          std::string why;
+          c.fn = selectCompute(c, why);
+          if (!c.fn) return fail(in.loc, why);
+          for (uint32_t s = 0; s < in.type->lanes / 2u; ++s) {
+            c.dst = slot_[in.result.index] + s;
+            c.src[0] = slot_[in.operands[2 * s].index];
+            c.src[1] = slot_[in.operands[2 * s + 1].index];
+            p_.code.push_back(c);
+          }
+          return std::nullopt;
+        }
+        c.kind = Kind::Compute;
+        if (std::string why; !(c.fn = selectCompute(c, why))) return fail(in.loc, why);
         break;
       case Op::FenceProxyAsync:  // no async proxy is modelled yet (docs/hopper.md)
         c.kind = Kind::Nop;
@@ -360,9 +398,26 @@ class Decoder {
                                 "' does not match the parameter's type " + ir::typeName(k_.typeOf(param)));
       if (std::find(target.params.begin(), target.params.end(), arg) != target.params.end()) e.staged = true;
       p_.moves.push_back({slot_[param.index], slot_[arg.index], slotsOf(k_.typeOf(param))});
+      if (!p_.wgSlot.empty())
+        p_.wgMoveWrites.push_back((p_.wgSlot[slot_[param.index]] & kWgOperand) &&
+                                  !(p_.wgSlot[slot_[arg.index]] & kWgResult));
     }
     e.moveEnd = static_cast<uint32_t>(p_.moves.size());
     return std::nullopt;
+  }
+
+  // The register slots wgmma.mma_async reads (accumulator, A fragment) and writes, for the
+  // engine's fence and early-read checks (docs/interpreter.md, "wgmma").
+  void markWgmmaSlots() {
+    for (const ir::Block& b : k_.blocks)
+      for (ir::InstId id : b.insts) {
+        const Inst& in = k_.inst(id);
+        if (in.op != Op::WgmmaMma || in.operands.size() != 4 || !in.result) continue;
+        if (p_.wgSlot.empty()) p_.wgSlot.assign(p_.slots, 0);
+        p_.wgSlot[slot_[in.operands[0].index]] |= kWgOperand;
+        if (k_.typeOf(in.operands[1]).isVector()) p_.wgSlot[slot_[in.operands[1].index]] |= kWgOperand;
+        p_.wgSlot[slot_[in.result.index]] |= kWgResult;
+      }
   }
 
   const ir::Module& m_;

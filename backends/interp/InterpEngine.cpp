@@ -42,7 +42,9 @@ struct Frame {
 
 // Waiting: parked after an mbarrier.try_wait that returned false in some lane, until an mbarrier
 // of the block changes.
-enum class WarpState : uint8_t { Running, AtBarrier, Waiting, Done };
+// AtWarpgroup: converged at a wgmma op, until the other 3 warps of its warpgroup reach it too.
+enum class WarpState : uint8_t { Running, AtBarrier, Waiting, Done,
+                                 AtWarpgroup };
 
 struct Warp {
   uint32_t index = 0;
@@ -92,6 +94,30 @@ struct ThreadCopies {
 struct AsyncByte {
   uint32_t owner = kNoThread, issueInst = 0, waitInst = 0, landedEpoch = 0;
   bool pending = false;
+};
+
+// wgmma (docs/interpreter.md, "wgmma"): an issued wgmma.mma_async has read A, B and the
+// accumulator and computed D, which lands in its result registers when a wgmma.wait_group
+// covers its group. Until then its accumulator, A and result registers may not be read (but a
+// later wgmma may chain on the result, directly or through a loop's block parameter), and the
+// shared bytes it read may not be written.
+struct WgmmaOp {
+  static constexpr uint32_t kOpen = 0xFFFFFFFFu;  // not committed to a group yet
+  uint32_t inst = 0, group = kOpen;
+  uint32_t acc = 0, a = 0, dst = 0;  // register slots (a: the register A fragment, or kNoThread)
+  std::vector<uint32_t> aliases;     // block parameters its result was passed to before the wait
+  std::vector<uint32_t> d;           // per (warp of the group, lane, element): f32 bits
+  std::vector<uint32_t> reads;       // shared offsets of the 2-byte elements it read
+};
+struct WarpgroupState {
+  bool fenced = false;
+  uint32_t committed = 0;  // groups committed so far
+  std::vector<std::pair<uint32_t, uint32_t>> dirty;  // (slot, inst): wgmma operands written since the last fence
+  std::vector<WgmmaOp> inflight;
+};
+// The last generic write of a shared byte, and the writer's count of fence.proxy.async then.
+struct ProxyMark {
+  uint32_t thread = kNoThread, fences = 0, inst = 0;
 };
 
 // Keeps the host's floating-point environment and runs the launch in round-to-nearest.
@@ -171,6 +197,17 @@ class Engine {
   std::optional<Error> mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked);
   std::optional<Error> elect(const Warp& w, const Code& k, uint32_t mask);
   Error deadlock() const;
+  // wgmma: a warp's arrival (convergence, a full warpgroup), the op run by the whole group, the
+  // checks of every other instruction and branch while the kernel has wgmma, the stuck group.
+  std::optional<Error> wgArrive(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> wgRun(uint32_t group, const Code& k);
+  std::optional<Error> wgIssue(uint32_t group, const Code& k);
+  void wgRetire(WarpgroupState& g, uint32_t group, size_t op);
+  std::optional<Error> wgCheck(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> wgEdge(const Warp& w, const Code& k, const Edge& e, uint32_t mask);
+  std::optional<Error> wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
+  std::optional<Error> wgStuck() const;
+  const WgmmaOp* wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const;
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
   Dim3 threadOfLinear(uint32_t t) const {
@@ -230,10 +267,18 @@ class Engine {
   }
   void release(Mbarrier& b, uint32_t t);
   void acquire(const Mbarrier& b, uint32_t parity, uint32_t t);
+  // Kernels with wgmma: per warpgroup of the block; per shared byte, the in-flight wgmmas
+  // reading it and its last generic write; per thread, its fence.proxy.async count.
+  bool wgmma_ = false;
+  std::vector<WarpgroupState> warpgroups_;
+  std::vector<uint16_t> wgReading_;
+  std::vector<ProxyMark> proxyMarks_;
+  std::vector<uint32_t> proxyFences_;
 };
 
 std::string Engine::memName(const Code& k) const {
   if (k.op == Op::Ldmatrix) return "ldmatrix";
+  if (k.kind == Kind::Warpgroup) return "wgmma.mma_async operand";
   if (k.kind == Kind::Mbarrier || k.kind == Kind::MbarWait) return std::string(ir::info(k.op).name);
   if (k.op == Op::CpAsync) return k.space == AddrSpace::Shared ? "cp.async shared destination" : "cp.async global source";
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
@@ -328,6 +373,12 @@ Engine::Engine(Launch& l)
     knows_.assign(size_t(threadsPerBlock_) * threadsPerBlock_, 0);
   }
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
+  wgmma_ = !p_.wgSlot.empty();
+  if (wgmma_) {
+    wgReading_.assign(l.sharedBytes, 0);
+    proxyMarks_.assign(l.sharedBytes, ProxyMark{});
+    proxyFences_.assign(threadsPerBlock_, 0);
+  }
   if (p_.asyncCopies) {
     copies_.assign(threadsPerBlock_, ThreadCopies{});
     asyncBytes_.assign(l.sharedBytes, AsyncByte{});
@@ -355,6 +406,12 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     asyncUsed_ = false;
   }
   mbarriers_.clear();
+  if (wgmma_) {
+    warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
+    std::fill(wgReading_.begin(), wgReading_.end(), 0);
+    std::fill(proxyMarks_.begin(), proxyMarks_.end(), ProxyMark{});
+    std::fill(proxyFences_.begin(), proxyFences_.end(), 0);
+  }
   std::fill(arrivals_.begin(), arrivals_.end(), 0);
   std::fill(knows_.begin(), knows_.end(), 0);
   ++epoch_;
@@ -362,6 +419,27 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     for (Warp& w : warps_)
       if (w.state == WarpState::Running)
         if (auto e = runWarp(w)) return e;
+    // A warpgroup whose 4 warps all wait at the same wgmma op runs it and goes on.
+    bool ran = false;
+    for (uint32_t g = 0; wgmma_ && 4 * g + 3 < warps_.size(); ++g) {
+      Warp* ws = &warps_[4 * g];
+      if (!std::all_of(ws, ws + 4, [](const Warp& w) { return w.state == WarpState::AtWarpgroup; })) continue;
+      for (int i = 1; i < 4; ++i)
+        if (ws[i].pc != ws[0].pc)
+          return fault(ErrorKind::Wgmma, p_.code[ws[i].pc], ws[i], 0,
+                       "warp " + std::to_string(ws[i].index) + " reached this " +
+                           std::string(ir::info(p_.code[ws[i].pc].op).name) + " while warp " +
+                           std::to_string(ws[0].index) + " of its warpgroup waits at " +
+                           std::string(ir::info(p_.code[ws[0].pc].op).name) + " (" + where(p_.code[ws[0].pc].inst) +
+                           "); the 4 warps execute each wgmma op together");
+      if (auto e = wgRun(g, p_.code[ws[0].pc])) return e;
+      for (int i = 0; i < 4; ++i) {
+        ws[i].state = WarpState::Running;
+        ++ws[i].pc;
+      }
+      ran = true;
+    }
+    if (ran) continue;
     // Warps parked on an mbarrier try again once some mbarrier has changed; when none has, no
     // warp can make progress: every phase they wait for needs an arrival that never comes.
     bool woke = false, parked = false;
@@ -375,6 +453,8 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     }
     if (woke) continue;
     if (parked) return deadlock();
+    if (wgmma_)
+      if (auto e = wgStuck()) return e;
     const Warp* waiting = nullptr;
     uint32_t arrived = 0;
     for (const Warp& w : warps_) {
@@ -492,6 +572,11 @@ std::optional<Error> Engine::runWarp(Warp& w) {
   for (;;) {
     const Code& k = code[pc];
     current = &k;
+    if (wgmma_)
+      if (auto e = wgCheck(w, k, mask)) {
+        (void)leave(WarpState::Done);
+        return e;
+      }
     if (++steps > budget) {
       (void)leave(WarpState::Done);
       return fault(ErrorKind::InstructionBudget, k, w, std::countr_zero(mask),
@@ -551,8 +636,16 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         ++pc;
         break;
       case Kind::Nop:
+        if (k.op == Op::FenceProxyAsync && wgmma_)
+          forLanes(mask, [&](uint32_t l) { ++proxyFences_[w.index * kWarpSize + l]; });
         ++pc;
         break;
+      case Kind::Warpgroup:
+        if (auto e = wgArrive(w, k, mask)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
+        return leave(WarpState::AtWarpgroup);
       case Kind::Mbarrier: case Kind::Elect:
         if (auto e = k.kind == Kind::Mbarrier ? mbarrier(w, k, mask) : elect(w, k, mask)) {
           (void)leave(WarpState::Done);
@@ -713,6 +806,8 @@ std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t
 
 std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc) {
   const unsigned bytes = k.bytes;
+  if (wgmma_ && acc != Access::Read)
+    if (auto e = wgShared(k, w, lane, off, acc)) return e;
   if (!asyncBytes_.empty())
     if (auto e = checkAsync(k, w, lane, off, acc)) return e;
   if (opts_.checkUninit) {
@@ -956,7 +1051,7 @@ std::optional<Error> Engine::tensorCore(const Warp& w, const Code& k, uint32_t m
                  "divergent " + name + ": it needs all 32 lanes of warp " + std::to_string(w.index) +
                      " converged, but only " + std::to_string(std::popcount(mask)) + " arrive (" + why + ")");
   }
-  if (k.kind == Kind::Aligned) return std::nullopt;
+  if (k.kind == Kind::Aligned || k.kind == Kind::Warpgroup) return std::nullopt;
   if (k.op == Op::Mma) {
     mmaWarp(w.regs, k);
     return std::nullopt;
@@ -1108,6 +1203,265 @@ std::optional<Error> Engine::elect(const Warp& w, const Code& k, uint32_t mask) 
     result[l] = l == static_cast<uint32_t>(std::countr_zero(mm));
   }
   forLanes(mask, [&](uint32_t l) { d[l] = result[l]; });
+  return std::nullopt;
+}
+
+// ---- wgmma (docs/interpreter.md, "wgmma") -------------------------------------------------------
+
+// A warp reaching a wgmma op: converged (.sync.aligned) and one of the 4 full warps of a
+// warpgroup (warps 4g .. 4g+3 of the block), which then run the op together (runBlock).
+std::optional<Error> Engine::wgArrive(const Warp& w, const Code& k, uint32_t mask) {
+  if (auto e = tensorCore(w, k, mask)) return e;
+  const uint32_t first = w.index / 4 * 4;
+  const uint64_t need = uint64_t(first + 4) * kWarpSize;
+  if (need > threadsPerBlock_)
+    return fault(ErrorKind::Wgmma, k, w, 0,
+                 std::string(ir::info(k.op).name) + " needs the 4 full warps of warpgroup " + std::to_string(w.index / 4) +
+                     " (threads " + std::to_string(first * kWarpSize) + " to " + std::to_string(need - 1) +
+                     "), but the block has " + std::to_string(threadsPerBlock_) + " threads");
+  return std::nullopt;
+}
+
+// The in-flight wgmma whose registers `slot` is: its accumulator or A fragment, or its result
+// (or a block parameter it was passed to), the latest one first. With `chainable`, only a
+// result: what a later wgmma's accumulator may name before the wait.
+const WgmmaOp* Engine::wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const {
+  for (auto op = g.inflight.rbegin(); op != g.inflight.rend(); ++op) {
+    bool result = op->dst == slot || std::find(op->aliases.begin(), op->aliases.end(), slot) != op->aliases.end();
+    if (result || (!chainable && (op->acc == slot || op->a == slot))) return &*op;
+  }
+  return nullptr;
+}
+
+// Before every instruction of a kernel with wgmma: a read of registers an in-flight wgmma owns
+// ("early read"), and a write of a wgmma operand, which the next wgmma needs a wgmma.fence after.
+std::optional<Error> Engine::wgCheck(const Warp& w, const Code& k, uint32_t mask) {
+  if (k.kind == Kind::Warpgroup || w.index / 4 >= warpgroups_.size()) return std::nullopt;
+  WarpgroupState& g = warpgroups_[w.index / 4];
+  if (!g.inflight.empty()) {
+    for (unsigned i = 0; i < k.nsrc; ++i)
+      if (const WgmmaOp* op = wgInflight(g, k.src[i], false))
+        return fault(ErrorKind::Wgmma, k, w, std::countr_zero(mask),
+                     "early read: " + std::string(ir::info(k.op).name) + " reads registers of the wgmma.mma_async at " +
+                         where(op->inst) + " before a wgmma.wait_group covers it");
+    if (k.kind == Kind::Br) return wgEdge(w, k, k.edge[0], mask);
+    if (k.kind == Kind::Cbr) {
+      const uint64_t* c = slotPtr(w.regs, k.src[0]);
+      uint32_t taken = 0;
+      forLanes(mask, [&](uint32_t l) { taken |= static_cast<uint32_t>(c[l] & 1) << l; });
+      if (taken)
+        if (auto e = wgEdge(w, k, k.edge[0], taken)) return e;
+      if (mask & ~taken) return wgEdge(w, k, k.edge[1], mask & ~taken);
+    }
+  } else if (k.kind == Kind::Br || k.kind == Kind::Cbr) {
+    for (const Edge& e : k.edge)
+      for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i)
+        if (p_.wgMoveWrites[i]) g.dirty.push_back({p_.moves[i].dst, k.inst});
+  }
+  if (k.wgWrite) g.dirty.push_back({k.dst, k.inst});
+  return std::nullopt;
+}
+
+// A branch while wgmmas are in flight: passing an in-flight result on to a block parameter that
+// is itself a wgmma accumulator chains (the result lands there too at the wait); any other move
+// of an in-flight wgmma's registers is an early read.
+std::optional<Error> Engine::wgEdge(const Warp& w, const Code& k, const Edge& e, uint32_t mask) {
+  WarpgroupState& g = warpgroups_[w.index / 4];
+  for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i) {
+    const Move& m = p_.moves[i];
+    if (p_.wgMoveWrites[i]) g.dirty.push_back({m.dst, k.inst});
+    const WgmmaOp* op = wgInflight(g, m.src, false);
+    if (!op) continue;
+    bool chains = (p_.wgSlot[m.dst] & kWgOperand) && wgInflight(g, m.src, true);
+    if (!chains)
+      return fault(ErrorKind::Wgmma, k, w, std::countr_zero(mask),
+                   "early read: the branch passes registers of the wgmma.mma_async at " + where(op->inst) +
+                       " before a wgmma.wait_group covers it");
+    auto& aliases = const_cast<WgmmaOp*>(op)->aliases;
+    if (std::find(aliases.begin(), aliases.end(), m.dst) == aliases.end()) aliases.push_back(m.dst);
+  }
+  return std::nullopt;
+}
+
+// A generic write of shared memory: not into what an in-flight wgmma read, and remembered until
+// the writer's next fence.proxy.async (a wgmma reading it before then is an error).
+std::optional<Error> Engine::wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access) {
+  const uint32_t t = w.index * kWarpSize + lane;
+  for (uint32_t i = 0; i < k.bytes; ++i) {
+    if (wgReading_[off + i]) {
+      uint32_t inst = 0;
+      for (const WarpgroupState& g : warpgroups_)
+        for (const WgmmaOp& op : g.inflight)
+          for (uint32_t r : op.reads)
+            if (off + i >= r && off + i < r + 2) inst = op.inst;
+      return fault(ErrorKind::Wgmma, k, w, lane,
+                   memName(k) + " writes shared memory " + sharedPlace(off + i) + ", which the wgmma.mma_async at " +
+                       where(inst) + " reads, before a wgmma.wait_group covers that wgmma");
+    }
+    proxyMarks_[off + i] = {t, proxyFences_[t], k.inst};
+  }
+  return std::nullopt;
+}
+
+// The op a whole warpgroup reached: fence, commit, wait, or a wgmma to issue.
+std::optional<Error> Engine::wgRun(uint32_t group, const Code& k) {
+  WarpgroupState& g = warpgroups_[group];
+  switch (k.op) {
+    case Op::WgmmaFence:
+      g.fenced = true;
+      g.dirty.clear();
+      return std::nullopt;
+    case Op::WgmmaCommit:
+      for (WgmmaOp& op : g.inflight)
+        if (op.group == WgmmaOp::kOpen) op.group = g.committed;
+      ++g.committed;
+      return std::nullopt;
+    case Op::WgmmaWait:
+      for (size_t i = g.inflight.size(); i-- > 0;) {
+        const WgmmaOp& op = g.inflight[i];
+        if (op.group != WgmmaOp::kOpen && g.committed - op.group > k.imm) wgRetire(g, group, i);
+      }
+      return std::nullopt;
+    default:
+      return wgIssue(group, k);
+  }
+}
+
+// D lands in the result registers (and the block parameters it was passed to) of the 4 warps.
+void Engine::wgRetire(WarpgroupState& g, uint32_t group, size_t index) {
+  WgmmaOp& op = g.inflight[index];
+  const uint32_t elems = static_cast<uint32_t>(op.d.size() / (4 * kWarpSize));
+  std::vector<uint32_t> slots = op.aliases;
+  slots.push_back(op.dst);
+  for (uint32_t wi = 0; wi < 4; ++wi) {
+    uint64_t* regs = warps_[4 * group + wi].regs;
+    for (uint32_t slot : slots)
+      for (uint32_t l = 0; l < kWarpSize; ++l)
+        for (uint32_t i = 0; i < elems; i += 2) {
+          const uint32_t* d = &op.d[(wi * kWarpSize + l) * elems + i];
+          slotPtr(regs, slot + i / 2)[l] = uint64_t{d[0]} | uint64_t{d[1]} << 32;
+        }
+  }
+  for (uint32_t r : op.reads) {
+    --wgReading_[r];
+    --wgReading_[r + 1];
+  }
+  g.inflight.erase(g.inflight.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+// wgmma.mma_async: checks, then A, B and C read now and D computed (TC§4.2–§4.5).
+std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
+  WarpgroupState& g = warpgroups_[group];
+  const Warp* ws = &warps_[4 * group];
+  const unsigned n = static_cast<unsigned>(k.imm), elems = n / 2;
+  const bool regA = k.wgmma & kWgRegA;
+  if (!g.fenced)
+    return fault(ErrorKind::Wgmma, k, ws[0], 0,
+                 "missing fence: wgmma.mma_async before any wgmma.fence of warpgroup " + std::to_string(group));
+  for (auto [slot, inst] : g.dirty)
+    if (slot == k.src[0] || (regA && slot == k.src[1]))
+      return fault(ErrorKind::Wgmma, k, ws[0], 0,
+                   std::string("missing fence: no wgmma.fence between the write of this wgmma's ") +
+                       (slot == k.src[0] ? "accumulator" : "A fragment") + " at " + where(inst) +
+                       " and the wgmma.mma_async");
+  // Descriptors and scale-d are the same in all 128 threads.
+  auto uniform = [&](uint32_t slot, const char* what, uint64_t& value) -> std::optional<Error> {
+    value = slotPtr(ws[0].regs, slot)[0];
+    for (uint32_t wi = 0; wi < 4; ++wi)
+      for (uint32_t l = 0; l < kWarpSize; ++l)
+        if (slotPtr(ws[wi].regs, slot)[l] != value)
+          return fault(ErrorKind::Wgmma, k, ws[wi], l,
+                       std::string("wgmma.mma_async's ") + what + " differs between the threads of warpgroup " +
+                           std::to_string(group) + " (" + hex64(slotPtr(ws[wi].regs, slot)[l]) + " here, " +
+                           hex64(value) + " in thread 0 of the group)");
+    return std::nullopt;
+  };
+  uint64_t aDesc = 0, bDesc = 0, scale = 0;
+  if (!regA)
+    if (auto e = uniform(k.src[1], "A descriptor", aDesc)) return e;
+  if (auto e = uniform(k.src[2], "B descriptor", bDesc)) return e;
+  if (auto e = uniform(k.src[3], "scale-d", scale)) return e;
+  WgmmaOp op;
+  op.inst = k.inst;
+  op.acc = k.src[0];
+  op.a = regA ? k.src[1] : kNoThread;
+  op.dst = k.dst;
+  // One operand element through its descriptor: in a declared array, written by the generic
+  // proxy only before a fence.proxy.async of its writer.
+  auto element = [&](uint64_t desc, bool mnMajor, unsigned x, unsigned kk, uint16_t& out) -> std::optional<Error> {
+    WgmmaDescriptor d = decodeWgmmaDescriptor(desc);
+    if (d.baseOffset)
+      return fault(ErrorKind::Wgmma, k, ws[0], 0,
+                   "wgmma.mma_async descriptor " + hex64(desc) + " has a nonzero base offset, which the interpreter "
+                   "does not model (align swizzled tiles to their repeat: TC§4.4)");
+    uint32_t off = wgmmaElementAddress(d, mnMajor, x, kk);
+    if (auto e = checkShared(k, ws[0], 0, off, 2)) return e;
+    const ProxyMark& mark = proxyMarks_[off];
+    if (mark.thread != kNoThread && proxyFences_[mark.thread] == mark.fences)
+      return fault(ErrorKind::Wgmma, k, ws[0], 0,
+                   "wgmma.mma_async reads shared memory " + sharedPlace(off) + ", which thread (" +
+                       dimText(threadOfLinear(mark.thread)).substr(1) + " wrote at " + where(mark.inst) +
+                       " with no fence.proxy.async after it");
+    std::memcpy(&out, shared_.data() + off, 2);
+    op.reads.push_back(off);
+    return std::nullopt;
+  };
+  std::vector<uint16_t> a(64 * 16), b(16 * n);
+  std::vector<uint32_t> c(64 * n, 0), d(64 * n);
+  for (unsigned m = 0; m < 64; ++m)
+    for (unsigned kk = 0; kk < 16; ++kk) {
+      if (!regA) {
+        if (auto e = element(aDesc, k.wgmma & kWgTransA, m, kk, a[m * 16 + kk])) return e;
+        continue;
+      }
+      // TC§4.2: A[16w + g + 8(r&1)][2t + h + 8(r>>1)] is half h of register r of lane 4g + t.
+      const unsigned wi = m / 16, gg = m % 8, r = (m % 16) / 8 + 2 * (kk / 8), t = (kk % 8) / 2, h = kk % 2;
+      uint64_t word = slotPtr(ws[wi].regs, k.src[1] + r / 2)[4 * gg + t] >> (32 * (r % 2));
+      a[m * 16 + kk] = static_cast<uint16_t>(word >> (16 * h));
+    }
+  for (unsigned kk = 0; kk < 16; ++kk)
+    for (unsigned j = 0; j < n; ++j)
+      if (auto e = element(bDesc, k.wgmma & kWgTransB, j, kk, b[kk * n + j])) return e;
+  // C: the accumulator registers, or the D of the in-flight wgmma it chains on.
+  const WgmmaOp* chained = wgInflight(g, k.src[0], true);
+  if (scale & 1)
+    for (unsigned m = 0; m < 64; ++m)
+      for (unsigned j = 0; j < n; ++j) {
+        // TC§4.2: D[m][j] is element (j%2) + 2((m%16)/8) + 4(j/8) of thread 32(m/16) + 4(m%8) + (j%8)/2.
+        const unsigned wi = m / 16, l = 4 * (m % 8) + (j % 8) / 2, i = (j % 2) + 2 * ((m % 16) / 8) + 4 * (j / 8);
+        c[m * n + j] = chained ? chained->d[(wi * kWarpSize + l) * elems + i]
+                               : static_cast<uint32_t>(slotPtr(ws[wi].regs, k.src[0] + i / 2)[l] >> (32 * (i % 2)));
+      }
+  wgmmaProduct(k.srcScalar, n, a.data(), b.data(), c.data(), scale & 1, d.data());
+  op.d.resize(size_t(4) * kWarpSize * elems);
+  for (unsigned m = 0; m < 64; ++m)
+    for (unsigned j = 0; j < n; ++j) {
+      const unsigned wi = m / 16, l = 4 * (m % 8) + (j % 8) / 2, i = (j % 2) + 2 * ((m % 16) / 8) + 4 * (j / 8);
+      op.d[(wi * kWarpSize + l) * elems + i] = d[m * n + j];
+    }
+  for (uint32_t r : op.reads) {
+    ++wgReading_[r];
+    ++wgReading_[r + 1];
+  }
+  g.inflight.push_back(std::move(op));
+  return std::nullopt;
+}
+
+// No warp can run, and some wait at a wgmma op for their warpgroup: a warp of it exited or
+// waits at bar.sync instead.
+std::optional<Error> Engine::wgStuck() const {
+  for (const Warp& w : warps_) {
+    if (w.state != WarpState::AtWarpgroup) continue;
+    for (uint32_t i = w.index / 4 * 4; i < w.index / 4 * 4 + 4; ++i) {
+      const Warp& o = warps_[i];
+      if (o.state == WarpState::AtWarpgroup) continue;
+      std::string other = o.state == WarpState::AtBarrier ? "waits at bar.sync (" + where(p_.code[o.pc].inst) + ")"
+                                                          : std::string("has exited");
+      return fault(ErrorKind::Wgmma, p_.code[w.pc], w, 0,
+                   std::string(ir::info(p_.code[w.pc].op).name) + " waits for warpgroup " +
+                       std::to_string(w.index / 4) + ", but its warp " + std::to_string(o.index) + " " + other);
+    }
+  }
   return std::nullopt;
 }
 

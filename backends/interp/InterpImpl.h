@@ -35,7 +35,8 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
-                            Aligned };  // Aligned: a .sync.aligned op without effect here (setmaxnreg, wgmma.fence/commit/wait)
+                            Aligned,  // Aligned: a .sync.aligned op without effect here (setmaxnreg)
+                            Warpgroup };  // wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -78,7 +79,11 @@ struct Code {
   uint32_t inst = 0;   // InstId, for diagnostics
   uint32_t block = 0;  // the block this instruction ends (branches)
   Edge edge[2];
+  uint8_t nsrc = 0;    // register operands in src (at most 4)
+  bool wgWrite = false;  // writes the accumulator or A registers of some wgmma.mma_async
+  uint8_t wgmma = 0;     // wgmma.mma_async: kWgTransA | kWgTransB | kWgRegA
 };
+constexpr uint8_t kWgTransA = 1, kWgTransB = 2, kWgRegA = 4;
 
 struct SharedArray {
   std::string name;
@@ -110,7 +115,13 @@ struct Program {
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
   bool asyncCopies = false;  // the kernel has cp.async or its waits: the engine tracks copies and groups
+  // Kernels with wgmma.mma_async: per register slot, kWgOperand (an accumulator or A register
+  // operand of some wgmma) and kWgResult (its result); per branch move, whether it writes an
+  // operand with something other than a wgmma result (accumulator chaining through a loop).
+  std::vector<uint8_t> wgSlot;
+  std::vector<uint8_t> wgMoveWrites;
 };
+constexpr uint8_t kWgOperand = 1, kWgResult = 2;
 
 // Decodes kernel k of m into p; an error when the kernel is malformed or uses what the
 // interpreter cannot run.
@@ -126,6 +137,19 @@ ComputeFn selectCvt(const Code& k, std::string& why);
 // D = A·B + C, and ldmatrix's scatter of 8·lanes rows of 16 bytes (rows[8j + r]: row r of matrix j).
 void mmaWarp(uint64_t* regs, const Code& k);
 void ldmatrixWarp(uint64_t* regs, const Code& k, const std::byte* const* rows);
+
+// wgmma (InterpMma.cpp, TC§4): a matrix descriptor's fields (TC§4.4), the swizzled shared address
+// of element (x, k) of an operand read through it (x = m of A or n of B; k < 16; 2-byte
+// elements; mnMajor: trans), and D (64 x n) = A (64 x 16) · B (16 x n) (+ C) on element bits:
+// a[m·16 + k], b[k·n + j], c and d[m·n + j] (f32).
+struct WgmmaDescriptor {
+  uint32_t start = 0, lbo = 0, sbo = 0;
+  unsigned baseOffset = 0, swizzle = 0;  // swizzle in bytes: 0 (none), 32, 64 or 128
+};
+WgmmaDescriptor decodeWgmmaDescriptor(uint64_t desc);
+uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k);
+void wgmmaProduct(ir::Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
+                  uint32_t* d);
 
 // Read-modify-write of one atomic: the new memory value for `old` and operands b (and c for cas).
 // Float atomics round to nearest even; `ftz` flushes f32 subnormals (atom.add.f32 on global).

@@ -117,3 +117,50 @@ void ldmatrixWarp(uint64_t* regs, const Code& k, const std::byte* const* rows) {
 }
 
 }  // namespace tn::interp::detail
+
+// ---- wgmma (TC§4) ---------------------------------------------------------------------------------
+
+namespace tn::interp::detail {
+
+WgmmaDescriptor decodeWgmmaDescriptor(uint64_t desc) {
+  WgmmaDescriptor d;
+  d.start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
+  d.lbo = static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4;
+  d.sbo = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
+  d.baseOffset = static_cast<unsigned>((desc >> 49) & 7);
+  const unsigned code = static_cast<unsigned>(desc >> 62);
+  d.swizzle = code == 1 ? 128 : code == 2 ? 64 : code == 3 ? 32 : 0;
+  return d;
+}
+
+// TC§4.3's canonical layouts in bytes (2-byte elements: T = 8 per 16-byte unit, and a K step of
+// 16 elements is 32 bytes), then TC§4.5's swizzle of the absolute address.
+uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k) {
+  const uint32_t e = 2, T = 8, S = d.swizzle;
+  uint32_t off;
+  if (!mnMajor && !S) off = (x % 8) * 16 + (x / 8) * d.sbo + (k % T) * e + (k / T) * d.lbo;
+  else if (!mnMajor) off = (x % 8) * S + (x / 8) * d.sbo + k * e;
+  else if (!S) off = (x % T) * e + (x / T) * d.sbo + (k % 8) * 16 + (k / 8) * d.lbo;
+  else off = (x % (S / e)) * e + (x / (S / e)) * d.lbo + (k % 8) * S + (k / 8) * d.sbo;
+  const uint32_t a = d.start + off;
+  const uint32_t lines = S == 128 ? 7 : S == 64 ? 3 : S == 32 ? 1 : 0;
+  return a ^ (((a >> 7) & lines) << 4);
+}
+
+// Each D element starts from C (or 0 without scale-d) and adds the 16 products in k order with
+// one f32 fma each: the mma model's numerics.
+void wgmmaProduct(Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
+                  uint32_t* d) {
+  float av[64 * 16];
+  for (unsigned i = 0; i < 64 * 16; ++i) av[i] = floatElement(in, a[i]);
+  std::vector<float> bv(16 * n);
+  for (unsigned i = 0; i < 16 * n; ++i) bv[i] = floatElement(in, b[i]);
+  for (unsigned m = 0; m < 64; ++m)
+    for (unsigned j = 0; j < n; ++j) {
+      float sum = scaleD ? std::bit_cast<float>(c[m * n + j]) : 0.0f;
+      for (unsigned kk = 0; kk < 16; ++kk) sum = std::fma(av[m * 16 + kk], bv[kk * n + j], sum);
+      d[m * n + j] = std::bit_cast<uint32_t>(sum);
+    }
+}
+
+}  // namespace tn::interp::detail

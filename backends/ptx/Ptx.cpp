@@ -180,11 +180,26 @@ void KernelEmitter::assignNaive() {
     else
       base_[v.index] = paramRaw_[i];
   }
+  std::vector<ir::InstId> tied;
   for (const ir::Block& b : k_.blocks) {
     for (ir::ValueId p : b.params) assignValue(p);
-    for (ir::InstId id : b.insts)
-      if (k_.inst(id).result) assignValue(k_.inst(id).result);
+    for (ir::InstId id : b.insts) {
+      if (!k_.inst(id).result) continue;
+      if (ir::tiedOperand(k_.inst(id)) >= 0) tied.push_back(id);
+      else assignValue(k_.inst(id).result);
+    }
   }
+  // A tied result (wgmma's D) names its accumulator's registers; an accumulator may itself be
+  // a tied result defined later in layout order, hence the walk up the chain.
+  auto resolve = [&](auto& self, ir::ValueId v) -> uint32_t {
+    const ir::ValueInfo& vi = k_.value(v);
+    if (vi.kind == ir::DefKind::Inst && !base_[v.index]) {
+      const ir::Inst& in = k_.insts[vi.owner];
+      base_[v.index] = self(self, in.operands[ir::tiedOperand(in)]);
+    }
+    return base_[v.index];
+  };
+  for (ir::InstId id : tied) resolve(resolve, k_.inst(id).result);
 }
 
 void KernelEmitter::assignValue(ir::ValueId v) {

@@ -68,6 +68,7 @@ class KernelEmitter {
   void emitBitcast(const ir::Inst& in, ir::Type s, ir::Type t);
   void emitMemory(const ir::Inst& in, ir::Type t);
   void emitTensorCore(const ir::Inst& in, ir::Type t);  // mma, ldmatrix, cvt.pack
+  void emitWgmma(const ir::Inst& in, ir::Type t);
   // The state space a memory op addresses, as a PTX qualifier (".global", "" for generic).
   std::string spaceOf(ir::ValueId ptr) const;
 

@@ -197,6 +197,7 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::WgmmaFence: line("wgmma.fence.sync.aligned;"); return;
     case Op::WgmmaCommit: line("wgmma.commit_group.sync.aligned;"); return;
     case Op::WgmmaWait: line("wgmma.wait_group.sync.aligned " + std::to_string(in.imm) + ";"); return;
+    case Op::WgmmaMma: emitWgmma(in, t); return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
@@ -332,6 +333,22 @@ void KernelEmitter::emitTensorCore(const Inst& in, Type t) {
   line("mma.sync.aligned" + modText(in.mod(ModGroup::Shape)) + ".row.col." + acc + "." + ab + "." + ab + "." + acc +
        " " + regs(in.result) + ", " + regs(in.operands[0]) + ", " + regs(in.operands[1]) + ", " +
        regs(in.operands[2]) + ";");
+}
+
+// wgmma.mma_async writes D into its accumulator's registers (register assignment ties them), so
+// nothing sits between the program's wgmma.fence and the wgmma. Only in unreachable code, where
+// values get registers of their own, is the accumulator copied first.
+void KernelEmitter::emitWgmma(const Inst& in, Type t) {
+  ir::ValueId acc = in.operands[0], a = in.operands[1];
+  if (base_[acc.index] != base_[in.result.index])
+    for (unsigned l = 0; l < t.lanes; ++l) line("mov.f32 " + reg(in.result, l) + ", " + reg(acc, l) + ";");
+  std::string ab = typeSuffix(*in.srcType);
+  bool regA = k_.typeOf(a).isVector();
+  std::string s = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(in.imm) + "k16.f32." + ab + "." + ab + " " +
+                  regs(in.result) + ", " + regs(a) + ", " + reg(in.operands[2]) + ", " + reg(in.operands[3]) + ", 1, 1";
+  if (!regA) s += in.has(Mod::TransAMod) ? ", 1" : ", 0";
+  s += in.has(Mod::TransBMod) ? ", 1;" : ", 0;";
+  line(s);
 }
 
 }  // namespace tn::ptx::detail
