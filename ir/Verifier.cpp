@@ -62,6 +62,9 @@
 //     parameter's type and is annotated with the type the function returns (none: no result);
 //     ret passes back exactly the function's return value (none in kernels); no function calls
 //     itself, directly or through others.
+// 13. Tensor maps: a 'tmap' value is a kernel parameter and nothing else (not a device function's
+//     parameter or return type, a block parameter, a shared element, a cvt/bitcast type), and is
+//     used only as the tensor-map operand of the cp.async.bulk.tensor ops (operand letter 'M').
 #include "ir/Verifier.h"
 
 #include <algorithm>
@@ -85,6 +88,8 @@ bool isScalar(Type t, Scalar s) { return t.scalar == s && t.lanes == 1; }
 bool isIeeeRound(Mod m) { return m >= Mod::Rn && m <= Mod::Rp; }
 bool isIntRound(Mod m) { return m >= Mod::Rni && m <= Mod::Rpi; }
 bool isUnordered(Mod m) { return m >= Mod::Equ && m <= Mod::Nan; }
+bool isTensorMap(Type t) { return t.scalar == Scalar::TensorMap; }
+constexpr std::string_view kTensorMapUse = "a 'tmap' value is only the tensor-map operand of cp.async.bulk.tensor";
 
 // The op as written in the text form: name plus modifiers ("shfl.sync.bfly").
 std::string opText(const Inst& in) {
@@ -153,6 +158,7 @@ class KernelVerifier {
 
   void recordDefinitions();
   void checkAttributes();
+  void checkTensorMapTypes();
   void checkBlock(BlockId b);
   bool checkTypes(const Inst& in);
   void checkOperands(const Inst& in);
@@ -194,7 +200,23 @@ void KernelVerifier::run() {
     return;
   }
   recordDefinitions();
+  checkTensorMapTypes();
   for (uint32_t b = 0; b < k_.blocks.size(); ++b) checkBlock(BlockId(b));
+}
+
+// ---- 13. tensor maps ----------------------------------------------------------------------------
+
+// Where a 'tmap' type may not be written (block parameters: checkBlock; operands: the operand letters).
+void KernelVerifier::checkTensorMapTypes() {
+  const std::string where = k_.function ? "device function '@" + k_.name + "'" : "kernel '@" + k_.name + "'";
+  if (k_.function)
+    for (const KernelParam& p : k_.params)
+      if (validValue(p.value) && isTensorMap(k_.typeOf(p.value)))
+        error(k_.loc, "parameter " + val(p.value) + " of " + where +
+                          " is a 'tmap': tensor maps are kernel parameters only (the runtime fills them at launch)");
+  if (k_.returns && isTensorMap(*k_.returns)) error(k_.loc, where + " cannot return a 'tmap'");
+  for (const SharedDecl& s : k_.shared)
+    if (isTensorMap(s.elem)) error(s.loc, "shared array '@" + s.name + "' cannot hold 'tmap' elements");
 }
 
 void KernelVerifier::recordDefinitions() {
@@ -296,6 +318,10 @@ void KernelVerifier::checkAttributes() {
 void KernelVerifier::checkBlock(BlockId b) {
   const Block& block = k_.block(b);
   if (b.index == 0 && !block.params.empty()) error(block.loc, "entry block " + blk(b) + " cannot have parameters");
+  for (ValueId p : block.params)
+    if (validValue(p) && isTensorMap(k_.typeOf(p)))
+      error(block.loc, "block parameter " + val(p) + " of " + blk(b) + " is a 'tmap'; " + std::string(kTensorMapUse) +
+                           " and comes straight from a kernel parameter");
   if (!k_.terminator(b))
     error(block.loc, "block " + blk(b) + " does not end with a terminator (br, cbr or ret)");
   for (size_t pos = 0; pos < block.insts.size(); ++pos) {
@@ -342,6 +368,10 @@ bool KernelVerifier::checkTypes(const Inst& in) {
     error(in.loc, op() + (in.srcType ? " takes no source type" : " needs a source type (': S -> T')"));
     return false;
   }
+  if (in.srcType && isTensorMap(*in.srcType)) {
+    error(in.loc, op() + " cannot convert a 'tmap' (" + std::string(kTensorMapUse) + ")");
+    return false;
+  }
   if (in.type && !typeInClasses(*in.type, oi.types)) {
     error(in.loc, op() + " does not accept type " + quoted(*in.type) + " (expected " + classText(oi.types) + ")");
     return false;
@@ -374,8 +404,15 @@ void KernelVerifier::checkOperands(const Inst& in) {
     ValueId v = in.operands[i];
     if (!validValue(v)) continue;  // reported as a use of an undefined value
     Type t = k_.typeOf(v);
+    char letter = variadic ? '*' : oi.operands[i];
+    if (isTensorMap(t) != (letter == 'M')) {
+      error(in.loc, "operand " + std::to_string(i + 1) + " of " + op() + " (" + val(v) + ") " +
+                        (letter == 'M' ? "has type " + quoted(t) + ", expected a 'tmap' kernel parameter"
+                                       : "is a 'tmap'; " + std::string(kTensorMapUse)));
+      continue;
+    }
     std::string expected;
-    switch (variadic ? '*' : oi.operands[i]) {
+    switch (letter) {
       case 'T': if (t != *in.type) expected = quoted(*in.type); break;
       case 'S': if (t != *in.srcType) expected = quoted(*in.srcType); break;
       case '*': if (t != in.type->element()) expected = quoted(in.type->element()); break;

@@ -674,6 +674,14 @@ GOLDEN_TEST("mbarrier.tir", "handoff") {
   });
 }
 
+// ---- tmap-param.tir ----------------------------------------------------------------------------
+
+GOLDEN_TEST("tmap-param.tir", "copy") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    CHECK(o.array<uint32_t>("dst") == run.inputArray<uint32_t>("src"));
+  });
+}
+
 // ---- warpgroup.tir -----------------------------------------------------------------------------
 
 GOLDEN_TEST("warpgroup.tir", "split") {

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -75,6 +76,12 @@ struct Run {
   interp::Options opts;
   std::vector<std::pair<std::string, std::vector<std::byte>>> buffers;
   std::vector<std::pair<std::string, uint64_t>> scalars;
+  // tmap parameters: the map and the buffer parameter it views (execute fills in its address).
+  struct TensorMap {
+    std::string param, source;
+    interp::TensorMapDesc desc;
+  };
+  std::vector<TensorMap> tensorMaps;
 
   template <class T>
   Run& buffer(const std::string& name, const std::vector<T>& values) {
@@ -85,6 +92,25 @@ struct Run {
   }
   Run& bits(const std::string& name, uint64_t value) {
     scalars.emplace_back(name, value);
+    return *this;
+  }
+  // A 2-D map over buffer `source` (dims and box innermost first, rows `rowStride` bytes apart,
+  // swizzle in bytes: 0, 32, 64 or 128), as cuTensorMapEncodeTiled would be asked for it.
+  Run& tensorMap2d(const std::string& param, const std::string& source, unsigned elementBytes,
+                   std::array<uint64_t, 2> dims, uint64_t rowStride, std::array<uint32_t, 2> box,
+                   unsigned swizzle = 0) {
+    interp::TensorMapDesc d;
+    d.rank = 2;
+    d.elementBytes = static_cast<uint8_t>(elementBytes);
+    d.dataType = elementBytes == 2 ? 6 : elementBytes == 4 ? 7 : elementBytes == 8 ? 8 : 0;  // f16, f32, f64, u8
+    d.swizzle = static_cast<uint8_t>(swizzle == 0 ? 0 : std::countr_zero(swizzle) - 4);
+    d.dims[0] = dims[0];
+    d.dims[1] = dims[1];
+    d.strides[0] = rowStride;
+    d.box[0] = box[0];
+    d.box[1] = box[1];
+    d.elementStrides[0] = d.elementStrides[1] = 1;
+    tensorMaps.push_back({param, source, d});
     return *this;
   }
   template <class T>
@@ -299,6 +325,13 @@ inline Outcome execute(const ir::Module& m, const std::string& kernel, const Run
   }
   for (const auto& [name, value] : run.scalars) {
     err = vm.setScalarBits(name, value);
+    REQUIRE_MESSAGE(!err, (err ? err->text() : ""));
+  }
+  for (Run::TensorMap map : run.tensorMaps) {
+    std::optional<uint64_t> address = vm.pointerValue(map.source);
+    REQUIRE_MESSAGE(address, "tensor map '" << map.param << "' views '" << map.source << "', which is no bound buffer");
+    map.desc.address = *address;
+    err = vm.setTensorMap(map.param, interp::encodeTensorMap(map.desc));
     REQUIRE_MESSAGE(!err, (err ? err->text() : ""));
   }
   if (!probes.empty()) {
@@ -721,6 +754,19 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      }
                      return runs;
                    }});
+  // tmap-param.tir: a kernel with an unused tmap parameter, which a launch still needs bound.
+  all.push_back({"tmap-param.tir", "copy", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t block : {1u, 32u, 100u}) {
+                     Run r = launch("copy", {2, 1, 1}, {block, 1, 1});
+                     std::vector<float> src(block), dst(block);
+                     for (float& v : src) v = randomF32(rng);
+                     for (float& v : dst) v = randomF32(rng);
+                     r.buffer("src", src).buffer("dst", dst).tensorMap2d("src_map", "src", 4, {block, 1}, 16 * block, {4, 1});
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // conversions.tir
   all.push_back({"conversions.tir",
                  "floats",

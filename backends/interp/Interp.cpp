@@ -13,6 +13,7 @@ struct Interpreter::State {
   bool loaded = false;
   std::vector<std::vector<std::byte>> buffers;  // per parameter (pointer parameters only)
   std::vector<std::optional<uint64_t>> values;  // per parameter; pointers get their tag at launch
+  std::vector<TensorMapBytes> tensorMaps;       // per parameter (tmap parameters only)
   const DeviceMemory* device = nullptr;         // pointers are device addresses into it
   Stats stats;
 };
@@ -49,6 +50,7 @@ std::optional<Error> Interpreter::load(const ir::Module& m, std::string_view nam
     s_->loaded = true;
     s_->buffers.resize(s_->program.params.size());
     s_->values.resize(s_->program.params.size());
+    s_->tensorMaps.resize(s_->program.params.size());
     return std::nullopt;
   }
   return setupError("no kernel named '" + std::string(name) + "'");
@@ -65,22 +67,74 @@ std::vector<ParamInfo> Interpreter::params() const {
 
 namespace {
 
+enum class Binding : uint8_t { Pointer, Scalar, TensorMap };
+
+Binding bindingOf(ir::Type t) {
+  return t.isPtr() ? Binding::Pointer : t.scalar == ir::Scalar::TensorMap ? Binding::TensorMap : Binding::Scalar;
+}
+
 // Index of parameter `name`, or an error naming what is wrong.
-std::optional<Error> findParam(const detail::Program& p, bool loaded, std::string_view name, bool wantPointer,
+std::optional<Error> findParam(const detail::Program& p, bool loaded, std::string_view name, Binding want,
                                size_t& index) {
   if (!loaded) return setupError("no kernel loaded");
   for (size_t i = 0; i < p.params.size(); ++i) {
     if (p.params[i].name != name) continue;
-    if (p.params[i].type.isPtr() != wantPointer)
+    Binding have = bindingOf(p.params[i].type);
+    if (have != want)
       return setupError("parameter '" + std::string(name) + "' of kernel '" + p.kernel + "' has type " +
-                        ir::typeName(p.params[i].type) + (wantPointer ? ", not a pointer" : ": bind a buffer to it"));
+                        ir::typeName(p.params[i].type) +
+                        (have == Binding::Pointer     ? ": bind a buffer to it"
+                         : have == Binding::TensorMap ? ": bind a tensor map to it (setTensorMap)"
+                         : want == Binding::Pointer   ? ", not a pointer"
+                                                      : ", not a tmap"));
     index = i;
     return std::nullopt;
   }
   return setupError("kernel '" + p.kernel + "' has no parameter '" + std::string(name) + "'");
 }
 
+// Why cp.async.bulk.tensor cannot use the map `d` (TC§5.1's rules for a tiled, non-interleaved
+// map), or nullopt.
+std::optional<std::string> tensorMapProblem(const TensorMapDesc& d) {
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  const unsigned e = d.elementBytes;
+  if (e != 1 && e != 2 && e != 4 && e != 8) return "its element size is " + n(e) + " bytes (expected 1, 2, 4 or 8)";
+  if (d.interleave != 0) return "it is interleaved (the interpreter models non-interleaved maps only)";
+  if (d.swizzle > 3) return "its swizzle mode is " + n(d.swizzle) + " (expected 0 none, 1 32B, 2 64B or 3 128B)";
+  if (d.address % 16) return "its global address " + n(d.address % 16) + " bytes past a 16-byte boundary";
+  for (unsigned r = 0; r < d.rank; ++r) {
+    if (d.dims[r] < 1 || d.dims[r] > (uint64_t{1} << 32)) return "dimension " + n(r) + " has " + n(d.dims[r]) + " elements (expected 1 .. 2^32)";
+    if (d.box[r] < 1 || d.box[r] > 256) return "box dimension " + n(r) + " is " + n(d.box[r]) + " (expected 1 .. 256)";
+    if (r > 0 && (d.strides[r - 1] % 16 || d.strides[r - 1] >= (uint64_t{1} << 40)))
+      return "the stride of dimension " + n(r) + " is " + n(d.strides[r - 1]) + " bytes (a multiple of 16 below 2^40)";
+  }
+  if (d.box[0] * e % 16) return "its inner box of " + n(d.box[0] * e) + " bytes is not a multiple of 16";
+  if (d.swizzle && d.box[0] * e > (16u << d.swizzle))
+    return "its inner box of " + n(d.box[0] * e) + " bytes exceeds the " + n(16u << d.swizzle) + "-byte swizzle span";
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<Error> Interpreter::setTensorMap(std::string_view param, const TensorMapBytes& bytes) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::TensorMap, i)) return e;
+  s_->tensorMaps[i] = bytes;
+  s_->values[i] = 0;
+  return std::nullopt;
+}
+
+std::optional<uint64_t> Interpreter::pointerValue(std::string_view param) const {
+  uint64_t tag = 0;
+  for (size_t i = 0; i < s_->program.params.size(); ++i) {
+    if (!s_->program.params[i].type.isPtr()) continue;
+    ++tag;
+    if (s_->program.params[i].name != param) continue;
+    if (!s_->values[i]) return std::nullopt;
+    return s_->device ? *s_->values[i] : tag << detail::kTagShift;
+  }
+  return std::nullopt;
+}
 
 void Interpreter::useDeviceMemory(const DeviceMemory* memory) {
   s_->device = memory;
@@ -91,7 +145,7 @@ void Interpreter::useDeviceMemory(const DeviceMemory* memory) {
 
 std::optional<Error> Interpreter::setAddress(std::string_view param, uint64_t address) {
   size_t i = 0;
-  if (auto e = findParam(s_->program, s_->loaded, param, true, i)) return e;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Pointer, i)) return e;
   if (!s_->device) return setupError("parameter '" + std::string(param) + "' takes a buffer: no device memory is in use");
   s_->values[i] = address;
   return std::nullopt;
@@ -99,7 +153,7 @@ std::optional<Error> Interpreter::setAddress(std::string_view param, uint64_t ad
 
 std::optional<Error> Interpreter::bindBuffer(std::string_view param, std::vector<std::byte> bytes) {
   size_t i = 0;
-  if (auto e = findParam(s_->program, s_->loaded, param, true, i)) return e;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Pointer, i)) return e;
   if (s_->device)
     return setupError("parameter '" + std::string(param) + "' takes a device address (setAddress): device memory is in use");
   if (bytes.size() > (uint64_t{1} << 46)) return setupError("buffer for '" + std::string(param) + "' is too large");
@@ -110,7 +164,7 @@ std::optional<Error> Interpreter::bindBuffer(std::string_view param, std::vector
 
 std::optional<Error> Interpreter::setScalarBits(std::string_view param, uint64_t bits) {
   size_t i = 0;
-  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
   ir::Type t = s_->program.params[i].type;
   uint64_t mask = t.isPred() ? 1 : t.bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << t.bits()) - 1;
   s_->values[i] = bits & mask;
@@ -120,7 +174,7 @@ std::optional<Error> Interpreter::setScalarBits(std::string_view param, uint64_t
 std::optional<Error> Interpreter::setScalarChecked(std::string_view param, uint64_t bits, bool isFloat, bool isBool,
                                                    unsigned bytes) {
   size_t i = 0;
-  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
   ir::Type t = s_->program.params[i].type;
   bool ok = t.isPred() ? isBool
             : t.isFloat() ? isFloat && t.bits() == bytes * 8
@@ -133,7 +187,7 @@ std::optional<Error> Interpreter::setScalarChecked(std::string_view param, uint6
 
 std::optional<Error> Interpreter::setScalarText(std::string_view param, std::string_view text) {
   size_t i = 0;
-  if (auto e = findParam(s_->program, s_->loaded, param, false, i)) return e;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
   ir::Type t = s_->program.params[i].type;
   // The IR's literals spell bit patterns (-1 is a u32's 0xFFFFFFFF); a value given for an
   // unsigned parameter is a number and takes no minus sign.
@@ -150,20 +204,34 @@ std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options&
   const detail::Program& p = s_->program;
   std::vector<uint64_t> bits(p.params.size());
   std::vector<detail::GlobalBuffer> globals;
+  std::vector<TensorMapDesc> tensorMaps;
   for (size_t i = 0; i < p.params.size(); ++i) {
+    const Binding binding = bindingOf(p.params[i].type);
     if (!s_->values[i])
-      return setupError((!p.params[i].type.isPtr() ? "no value for parameter '"
-                         : s_->device            ? "no address for parameter '"
-                                                 : "no buffer bound to parameter '") +
+      return setupError((binding == Binding::TensorMap ? "no tensor map bound to parameter '"
+                         : binding == Binding::Scalar  ? "no value for parameter '"
+                         : s_->device                  ? "no address for parameter '"
+                                                       : "no buffer bound to parameter '") +
                         p.params[i].name + "'");
-    if (p.params[i].type.isPtr() && !s_->device) {
+    if (binding == Binding::TensorMap) {
+      // The kernel's tmap value is the map's index in the launch's table.
+      std::optional<TensorMapDesc> d = decodeTensorMap(s_->tensorMaps[i]);
+      if (!d)
+        return setupError("the tensor map bound to parameter '" + p.params[i].name +
+                          "' was not encoded by the simulator's cuTensorMapEncodeTiled (no TMAP magic, or a rank "
+                          "outside 1 .. 5)");
+      if (auto why = tensorMapProblem(*d))
+        return setupError("the tensor map bound to parameter '" + p.params[i].name + "' is unusable: " + *why);
+      bits[i] = tensorMaps.size();
+      tensorMaps.push_back(*d);
+    } else if (binding == Binding::Pointer && !s_->device) {
       globals.push_back({p.params[i].name, &s_->buffers[i]});
       bits[i] = static_cast<uint64_t>(globals.size()) << detail::kTagShift;
     } else {
       bits[i] = *s_->values[i];
     }
   }
-  return detail::execute(p, bits, {globals, s_->device}, cfg, opts, s_->stats);
+  return detail::execute(p, bits, {globals, s_->device, tensorMaps}, cfg, opts, s_->stats);
 }
 
 const std::vector<std::byte>* Interpreter::buffer(std::string_view param) const {

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/interp/TensorMap.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
 
@@ -120,6 +121,15 @@ class Interpreter {
   void useDeviceMemory(const DeviceMemory* memory);
   // Sets a pointer parameter to a device address (only with device memory).
   std::optional<Error> setAddress(std::string_view param, uint64_t address);
+  // The value a bound pointer parameter has in the kernel: its device address, or with buffers the
+  // tagged pointer to the buffer's first byte (what a tensor map's address names); nullopt when
+  // it is not a bound pointer parameter.
+  std::optional<uint64_t> pointerValue(std::string_view param) const;
+
+  // Binds a tmap parameter's 128 bytes (TensorMap.h, as the simulated cuTensorMapEncodeTiled writes
+  // them) for the next launches; a launch refuses bytes that decodeTensorMap rejects or that
+  // describe a map cp.async.bulk.tensor cannot use, naming the parameter.
+  std::optional<Error> setTensorMap(std::string_view param, const TensorMapBytes& bytes);
 
   // Binds the global buffer of a pointer parameter (replacing any earlier one).
   std::optional<Error> bindBuffer(std::string_view param, std::vector<std::byte> bytes);

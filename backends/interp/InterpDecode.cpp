@@ -21,7 +21,8 @@ using ir::Op;
 using ir::Type;
 using ir::ValueId;
 
-uint32_t slotsOf(Type t) { return std::max(1u, (t.bytes() + 7) / 8); }
+// A tmap value is one slot: the index of its map in the launch's table.
+uint32_t slotsOf(Type t) { return t.scalar == ir::Scalar::TensorMap ? 1 : std::max(1u, (t.bytes() + 7) / 8); }
 
 uint64_t alignUp(uint64_t v, uint64_t a) { return a ? (v + a - 1) / a * a : v; }
 

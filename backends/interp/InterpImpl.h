@@ -160,10 +160,12 @@ struct GlobalBuffer {
   std::vector<std::byte>* bytes = nullptr;
 };
 
-// Where global pointers point: tagged offsets into buffers, or device addresses into `device`.
+// Where global pointers point: tagged offsets into buffers, or device addresses into `device`;
+// and the launch's tensor maps, which a tmap parameter's value indexes.
 struct GlobalMemory {
   std::span<GlobalBuffer> buffers;
   const DeviceMemory* device = nullptr;
+  std::span<const TensorMapDesc> tensorMaps;
 };
 
 // Runs one launch of p. paramBits holds each parameter's value (pointers already encoded).

@@ -210,9 +210,19 @@ void KernelEmitter::assignValue(ir::ValueId v) {
 
 // Vector parameters load lane by lane: a .v4 load of 64-bit lanes would exceed 16 bytes.
 // With shared names a global pointer is converted in its own register (paramRaw_ == base_).
+// A tensor map stays in param space: its register holds the generic address of the 128 bytes, as
+// nvcc materializes a __grid_constant__ CUtensorMap (TC§5.1); only a used one needs it, and
+// cvta.param needs PTX ISA 7.7, which the TMA ops using it exceed.
 void KernelEmitter::emitParamLoads() {
   for (size_t i = 0; i < k_.params.size(); ++i) {
     ir::Type t = k_.typeOf(k_.params[i].value);
+    if (t.scalar == ir::Scalar::TensorMap) {
+      if (!tensorMapUsed(k_.params[i].value)) continue;
+      std::string r = regName(RegClass::B64, paramRaw_[i]);
+      line("mov.b64 " + r + ", " + syms_.params[i] + ";");
+      line("cvta.param.u64 " + r + ", " + r + ";");
+      continue;
+    }
     if (t.isPred()) {
       std::string byte = regName(RegClass::B16, temp(RegClass::B16));
       line("ld.param.u8 " + byte + ", [" + syms_.params[i] + "];");
@@ -229,6 +239,14 @@ void KernelEmitter::emitParamLoads() {
     if (k_.typeOf(v) == ir::Type::ptr(ir::AddrSpace::Global))
       line("cvta.to.global.u64 " + reg(v) + ", " + regName(RegClass::B64, paramRaw_[i]) + ";");
   }
+}
+
+bool KernelEmitter::tensorMapUsed(ir::ValueId v) const {
+  for (const ir::Block& b : k_.blocks)
+    for (ir::InstId id : b.insts)
+      for (ir::ValueId o : k_.inst(id).operands)
+        if (o == v) return true;
+  return false;
 }
 
 std::vector<KernelEmitter::Move> KernelEmitter::edgeMoves(const ir::BlockCall& call) const {
@@ -365,7 +383,7 @@ bool KernelEmitter::run(std::string& out) {
   for (size_t i = 0; i < k_.params.size(); ++i) {
     ir::Type t = k_.typeOf(k_.params[i].value);
     out += i ? ",\n\t.param ." : "\n\t.param .";
-    if (t.isVector())
+    if (t.isVector() || t.scalar == ir::Scalar::TensorMap)  // a tensor map: .align 128 .b8 name[128]
       out += "align " + std::to_string(t.bytes()) + " .b8 " + syms_.params[i] + "[" + std::to_string(t.bytes()) + "]";
     else
       out += memType(t) + " " + syms_.params[i];

@@ -54,6 +54,7 @@ class KernelEmitter {
   void assignNaive();
   void assignValue(ir::ValueId v);
   void emitParamLoads();
+  bool tensorMapUsed(ir::ValueId v) const;
   void emitTerminator(size_t block, const ir::Inst& in);
   std::vector<Move> edgeMoves(const ir::BlockCall& call) const;
   void emitParallelCopy(std::vector<Move> moves);
