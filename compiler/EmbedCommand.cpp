@@ -69,6 +69,10 @@ std::string elementType(const bundle::Param& p) {
   return "void";
 }
 
+// A tmap parameter: the runtime encodes it from the launch rule (truenort::Kernel::launch_raw),
+// so launch functions neither take nor pass it.
+bool filledByRuntime(const bundle::Param& p) { return p.type.scalar == bundle::ParamType::Scalar::TensorMap; }
+
 // The C++ type a parameter is passed as; nullopt when none fits. Global and generic pointers are
 // truenoc::embed::In<T> (read-only: from const T*) or Out<T> (from T*).
 std::optional<std::string> cppType(const bundle::Param& p) {
@@ -136,7 +140,8 @@ struct Launch {
   std::uint32_t grid[3];
   std::uint32_t block[3];
   std::uint32_t dynamic_shared;
-  void** args;  // args[i] points at argument i, as cuLaunchKernel's kernelParams
+  void** args;  // args[i] points at argument i, as cuLaunchKernel's kernelParams, except that a
+                // kernel's tmap parameters are left out: truenort's Kernel::launch_raw encodes them
   std::uint32_t num_args;
 };
 
@@ -336,7 +341,8 @@ std::string commentSignature(const bundle::KernelInfo& k) {
 
 std::string paramList(const bundle::KernelInfo& k, const Names& names) {
   std::string s;
-  for (size_t i = 0; i < k.params.size(); ++i) s += ", " + *cppType(k.params[i]) + " " + names.params[i];
+  for (size_t i = 0; i < k.params.size(); ++i)
+    if (!filledByRuntime(k.params[i])) s += ", " + *cppType(k.params[i]) + " " + names.params[i];
   return s;
 }
 
@@ -355,7 +361,8 @@ std::string methodDefinition(const bundle::KernelInfo& k, const Names& names, co
   std::string s = methodDeclaration(k, names, true) + " {\n";
   s += "  truenoc::embed::RuntimeLaunch truenoc_run(bundle_);\n";
   s += "  return truenoc_run.finish(::" + ns + "::" + names.function + "(truenoc_run.launcher(), stream.get()";
-  for (const std::string& p : names.params) s += ", " + p;
+  for (size_t i = 0; i < k.params.size(); ++i)
+    if (!filledByRuntime(k.params[i])) s += ", " + names.params[i];
   s += "), \"" + k.name + "\");\n}\n";
   return s;
 }
@@ -381,6 +388,7 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
   // Pointer arguments go to the kernel as the raw pointers they wrap.
   std::vector<std::string> slots;
   for (size_t i = 0; i < k.params.size(); ++i) {
+    if (filledByRuntime(k.params[i])) continue;
     const std::string t = *cppType(k.params[i]);
     if (t.starts_with("truenoc::embed::In<") || t.starts_with("truenoc::embed::Out<")) {
       s += "  auto truenoc_p" + std::to_string(i) + " = " + names.params[i] + ".get();\n";
@@ -389,7 +397,7 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
       slots.push_back("&" + names.params[i]);
     }
   }
-  if (k.params.empty()) {
+  if (slots.empty()) {
     s += "  void** truenoc_args = nullptr;\n";
   } else {
     s += "  void* truenoc_args[] = {";
@@ -403,7 +411,7 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
   s += "      {static_cast<std::uint32_t>(truenoc_grid_x), static_cast<std::uint32_t>(truenoc_grid_y), "
        "static_cast<std::uint32_t>(truenoc_grid_z)},\n";
   s += "      {" + std::to_string(b[0]) + ", " + std::to_string(b[1]) + ", " + std::to_string(b[2]) +
-       "}, static_cast<std::uint32_t>(truenoc_shared), truenoc_args, " + std::to_string(k.params.size()) + "};\n";
+       "}, static_cast<std::uint32_t>(truenoc_shared), truenoc_args, " + std::to_string(slots.size()) + "};\n";
   s += "  return launcher.launch(launcher.user, truenoc_launch);\n}\n";
   return s;
 }
@@ -499,7 +507,7 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
     }
   for (const bundle::KernelInfo& k : m.kernels)
     for (const bundle::Param& p : k.params)
-      if (!cppType(p)) {
+      if (!filledByRuntime(p) && !cppType(p)) {
         printErrorf("kernel '%s': parameter '%s' of type '%s' has no C++ type", k.name.c_str(), p.name.c_str(),
                      p.type.name().c_str());
         return kInputError;

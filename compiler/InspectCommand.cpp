@@ -86,6 +86,7 @@ std::string textReport(const bundle::Reader& r) {
   for (const bundle::KernelInfo& k : m.kernels) {
     out += "\nkernel " + signature(k) + "\n";
     out += "  launch: " + bundle::describe(k.launch) + "\n";
+    for (const bundle::TensorMapRule& t : k.launch.tensorMaps) out += "  tensor map: " + bundle::describe(t) + "\n";
     out += "  target  kind   bytes     compressed  regs  spill-st  spill-ld  smem    stack  cmem\n";
     for (const bundle::Entry& e : k.entries) {
       const bundle::Resources& res = e.resources;
@@ -147,7 +148,20 @@ std::string jsonReport(const bundle::Reader& r) {
     for (size_t i = 0; i < k.launch.block.size(); ++i) out += (i ? ", " : "") + num(k.launch.block[i]);
     out += "], \"grid\": [";
     for (size_t i = 0; i < k.launch.grid.size(); ++i) out += (i ? ", " : "") + jsonString(k.launch.grid[i].text());
-    out += "], \"dynamic_shared\": " + jsonString(k.launch.dynamicShared.text()) + "},\n      \"entries\": [";
+    out += "], \"dynamic_shared\": " + jsonString(k.launch.dynamicShared.text());
+    if (!k.launch.tensorMaps.empty()) {
+      out += ", \"tensor_maps\": [";
+      for (size_t i = 0; i < k.launch.tensorMaps.size(); ++i) {
+        const bundle::TensorMapRule& t = k.launch.tensorMaps[i];
+        out += (i ? ", " : "") + std::string("{\"param\": ") + jsonString(t.param) + ", \"source\": " + jsonString(t.source) +
+               ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [" +
+               jsonString(t.dims[0].text()) + ", " + jsonString(t.dims[1].text()) + "], \"row_stride\": " +
+               jsonString(t.rowStride.text()) + ", \"box\": [" + num(t.box[0]) + ", " + num(t.box[1]) +
+               "], \"swizzle\": " + num(t.swizzle) + "}";
+      }
+      out += "]";
+    }
+    out += "},\n      \"entries\": [";
     for (size_t i = 0; i < k.entries.size(); ++i) {
       const bundle::Entry& e = k.entries[i];
       const bundle::Resources& res = e.resources;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -40,6 +41,23 @@ const char* kindName(Arg::Kind k) {
 Arg arg(float v) { return {Arg::Kind::F32, std::bit_cast<uint32_t>(v)}; }
 Arg arg(double v) { return {Arg::Kind::F64, std::bit_cast<uint64_t>(v)}; }
 
+struct alignas(128) TensorMapBytes {
+  unsigned char bytes[128];
+};
+
+namespace {
+
+// What an encoded tensor map depends on beyond its rule: the cache key.
+struct TensorMapKey {
+  uint32_t param;
+  uint64_t address, dims[2], stride;
+  bool operator==(const TensorMapKey&) const = default;
+};
+// Encoded maps kept per kernel; past this many the oldest is replaced.
+constexpr size_t kMaxCachedTensorMaps = 64;
+
+}  // namespace
+
 struct Kernel::Loaded {
   const tn::bundle::KernelInfo* info = nullptr;
   const tn::bundle::Entry* entry = nullptr;
@@ -51,6 +69,10 @@ struct Kernel::Loaded {
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
   std::vector<ParamInfo> signature;
   tn::bundle::BoundRule rule;  // borrows info->launch
+  std::vector<bool> isTensorMap;  // per parameter: filled by the runtime, not passed by callers
+  // Encoded tensor maps (with the bundle's mutex), replaced oldest first.
+  std::vector<std::pair<TensorMapKey, TensorMapBytes>> maps;
+  size_t nextMap = 0;
 };
 
 struct Bundle::State {
@@ -137,6 +159,7 @@ Result<Bundle> Bundle::load(const Context& ctx, Span<const uint8_t> bytes, LoadO
     k.target = entries[sel.value().index].target;
     k.signature = std::move(sig).value();
     k.rule = std::move(*rule);
+    for (const tn::bundle::Param& p : info.params) k.isTensorMap.push_back(p.type.scalar == tn::bundle::ParamType::Scalar::TensorMap);
     s->kernels.push_back(std::move(k));
   }
   if (opts.eager) {
@@ -233,6 +256,7 @@ std::vector<CodeEntry> codeEntriesOf(const tn::bundle::Manifest& m, const tn::bu
 Result<std::vector<ParamInfo>> signatureOf(Span<const tn::bundle::Param> params, const std::string& kernel) {
   std::vector<ParamInfo> out;
   for (const tn::bundle::Param& p : params) {
+    if (p.type.scalar == tn::bundle::ParamType::Scalar::TensorMap) continue;  // filled by the runtime
     std::optional<Arg::Kind> kind = argKindOf(p.type);
     if (!kind)
       return make(Errc::BadBundle, "Bundle::load",
@@ -283,25 +307,91 @@ Status Kernel::check_args(Span<const Arg> args) const { return checkSignature(k_
 Status Kernel::launch_args(const Stream& s, Span<const Arg> args, const Dim3* grid, const Dim3* block,
                            unsigned dynamic_shared) const {
   if (Status st = check_args(args); !st) return st;
-  const void* ptrs[tn::bundle::kMaxParams];  // args.size() is the parameter count, which the reader capped
+  const void* ptrs[tn::bundle::kMaxParams];  // args.size() is at most the parameter count, which the reader capped
   for (size_t i = 0; i < args.size(); ++i) ptrs[i] = args[i].address();
-  if (grid && block) return enqueue(s, *grid, *block, dynamic_shared, const_cast<void**>(ptrs));
-  auto dims = tn::bundle::evaluate(k_->rule, ptrs);
-  if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
-  return enqueue(s, {dims->grid[0], dims->grid[1], dims->grid[2]}, {dims->block[0], dims->block[1], dims->block[2]},
-                 dims->dynamicShared, const_cast<void**>(ptrs));
+  return launch_caller(s, ptrs, grid, block, dynamic_shared);
 }
 
 Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args, size_t num_args) const {
-  if (num_args != k_->info->params.size())
+  if (num_args != k_->signature.size())
     return make(Errc::SignatureMismatch, "Kernel::launch",
-                "expected " + std::to_string(k_->info->params.size()) + " arguments, got " + std::to_string(num_args),
+                "expected " + std::to_string(k_->signature.size()) + " arguments, got " + std::to_string(num_args),
                 k_->info->name);
-  return enqueue(s, g, b, shared, args);
+  return launch_caller(s, args, &g, &b, shared);
+}
+
+Status Kernel::launch_caller(const Stream& s, const void* const* args, const Dim3* grid, const Dim3* block,
+                             unsigned shared) const {
+  const size_t n = k_->info->params.size();
+  const void* full[tn::bundle::kMaxParams];
+  for (size_t i = 0, next = 0; i < n; ++i) full[i] = k_->isTensorMap[i] ? nullptr : args[next++];
+  Dim3 g, b;
+  if (grid && block) {
+    g = *grid;
+    b = *block;
+  } else {
+    auto dims = tn::bundle::evaluate(k_->rule, full);
+    if (!dims) return make(Errc::InvalidArgument, "launch rule", dims.error().message, k_->info->name);
+    g = {dims->grid[0], dims->grid[1], dims->grid[2]};
+    b = {dims->block[0], dims->block[1], dims->block[2]};
+    shared = dims->dynamicShared;
+  }
+  if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch, no maps to encode
+  if (k_->info->launch.tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full));
+  std::vector<TensorMapBytes> maps(k_->info->launch.tensorMaps.size());
+  if (Status st = encode_tensor_maps(full, maps.data()); !st) return st;
+  return enqueue(s, g, b, shared, const_cast<void**>(full));
+}
+
+Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const {
+  const std::string& name = k_->info->name;
+  auto t = tn::bundle::evaluateTensorMaps(k_->info->launch, k_->info->params, full);
+  if (!t) return make(Errc::InvalidArgument, "launch rule", t.error().message, name);
+  const Context& ctx = bundle_->context();
+  const Driver& drv = ctx.driver();
+  std::lock_guard lock(bundle_->state_->mu);
+  auto* k = const_cast<Loaded*>(k_);
+  for (size_t i = 0; i < t->size(); ++i) {
+    const tn::bundle::TensorMapArgs& a = (*t)[i];
+    const std::string& param = k_->info->params[a.param].name;
+    const TensorMapKey key{a.param, a.address, {a.dims[0], a.dims[1]}, a.strides[0]};
+    auto hit = std::find_if(k->maps.begin(), k->maps.end(), [&](const auto& m) { return m.first == key; });
+    if (hit == k->maps.end()) {
+      if (!drv.cuTensorMapEncodeTiled)
+        return make(Errc::DriverTooOld, "cuTensorMapEncodeTiled",
+                    "the driver at " + drv.path + " has no cuTensorMapEncodeTiled (CUDA 12.0), which tensor map '" +
+                        param + "' needs",
+                    name);
+      TensorMapBytes bytes{};
+      const uint32_t elementStrides[2] = {1, 1};
+      CUresult r = drv.cuTensorMapEncodeTiled(bytes.bytes, static_cast<int>(a.dataType), 2,
+                                              reinterpret_cast<void*>(static_cast<uintptr_t>(a.address)), a.dims,
+                                              a.strides, a.box, elementStrides, 0 /* interleave none */,
+                                              static_cast<int>(a.swizzle), 2 /* L2 promotion 128B */, 0 /* OOB zeros */);
+      if (r != cu::SUCCESS) {
+        Error e = drv.fail(r, "cuTensorMapEncodeTiled", name);
+        e.message = "tensor map '" + param + "' over '" + k_->info->params[a.source].name + "' ([" +
+                    std::to_string(a.dims[0]) + ", " + std::to_string(a.dims[1]) + "] elements, row stride " +
+                    std::to_string(a.strides[0]) + " bytes, box [" + std::to_string(a.box[0]) + ", " +
+                    std::to_string(a.box[1]) + "]): " + e.message;
+        return e;
+      }
+      if (k->maps.size() < kMaxCachedTensorMaps) {
+        k->maps.emplace_back(key, bytes);
+        hit = k->maps.end() - 1;
+      } else {
+        hit = k->maps.begin() + static_cast<std::ptrdiff_t>(k->nextMap);
+        *hit = {key, bytes};
+        k->nextMap = (k->nextMap + 1) % kMaxCachedTensorMaps;
+      }
+    }
+    maps[i] = hit->second;
+    full[a.param] = &maps[i];
+  }
+  return {};
 }
 
 Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args) const {
-  if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch
   const Context& ctx = bundle_->context();
   if (Status st = ctx.make_current(); !st) return st;
   if (shared > 48 * 1024) {

@@ -108,6 +108,7 @@ Result<std::shared_ptr<Driver>> open(const std::string& path) {
   bind(h, d->cuModuleGetFunction, "cuModuleGetFunction", missing);
   bind(h, d->cuFuncSetAttribute, "cuFuncSetAttribute", missing);
   bind(h, d->cuLaunchKernel, "cuLaunchKernel", missing);
+  d->cuTensorMapEncodeTiled = reinterpret_cast<decltype(d->cuTensorMapEncodeTiled)>(dlsym(h, "cuTensorMapEncodeTiled"));
   if (!missing.empty()) {
     return simple(Errc::DriverTooOld, "dlsym", "the driver at " + path + " lacks: " + missing);
   }

@@ -108,6 +108,32 @@ std::string smallBundle() {
   return *b;
 }
 
+const ParamType kTmap{S::TensorMap};
+
+// A kernel with one tensor map over A[m][k] (bf16, leading dimension lda): the contract's example.
+std::vector<Param> tmaParams() {
+  return {{"a", kPtr, 16, kPtrRead, S::BF16}, {"a_map", kTmap, 0}, {"m", kU32, 0}, {"k", kU32, 0}, {"lda", kU32, 0}};
+}
+TensorMapRule aMap() {
+  return {"a_map", "a", S::BF16, {Expr::param("k"), Expr::param("m")}, Expr::param("lda") * 2, {64, 128}, 128};
+}
+
+// One kernel with a tensor map, one target, one cubin: a format 5 bundle.
+std::string tmaBundle() {
+  BundleInput in;
+  in.name = "tma";
+  in.targets = {tgt("sm_90a")};
+  in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
+  LaunchRule r = rule({128}, {"ceil_div(m, 128)"});
+  r.tensorMaps.push_back(aMap());
+  in.kernels.push_back({"load", tmaParams(), r, {}});
+  in.kernels[0].payloads.push_back({tgt("sm_90a"), PayloadKind::Cubin, {}, "ELF cubin bytes"});
+  Result<std::string> b = write(in);
+  REQUIRE(b.ok());
+  return *b;
+}
+
 std::span<const uint8_t> span(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 // Opens and fully verifies; the error message, or "" when the bundle is accepted.
@@ -212,7 +238,7 @@ struct HandBundle {
     const uint64_t manifestAt = kHeaderSize + 2 * kSectionEntrySize;
     std::string b(manifestAt, '\0');
     std::memcpy(b.data(), "\x89TNB\r\n\x1a\n", 8);
-    b[8] = static_cast<char>(kFormatVersion);
+    b[8] = 4;  // format 4: no tensor-map rules after the dynamic shared memory expression
     b[12] = 2;  // sections
     putU64(b, 16, manifestAt + m.size() + payloads.size());
     std::memcpy(b.data() + 24, "truenoc test", 12);
@@ -428,11 +454,13 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (version 4); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 5); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (version 4); rebuild the bundle with this truenoc");
-  b[8] = 5;
-  CHECK(check(b) == "unsupported bundle format version 5 (this truenoc reads version 4)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 5); rebuild the bundle with this truenoc");
+  b[8] = 6;
+  CHECK(check(b) == "unsupported bundle format version 6 (this truenoc reads versions 4 to 5)");
+  b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
+  CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
   b.back() ^= 1;
   CHECK(check(b) == "corrupt bundle: payload section checksum mismatch");
@@ -446,33 +474,41 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
 
 TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never trusted") {
   // Every byte of the header, table and manifest changed to a few values, checksums recomputed:
-  // the reader must either reject the input or return a self-consistent bundle.
-  const std::string good = smallBundle();
-  uint64_t manifestEnd = getU64(good, kHeaderSize + 8) + getU64(good, kHeaderSize + 16);
-  size_t accepted = 0, rejected = 0;
-  for (size_t i = 0; i < manifestEnd; ++i) {
-    if (i >= 48 && i < 56) continue;  // the header checksum itself
-    for (uint8_t v : {uint8_t{0}, uint8_t{1}, uint8_t{0x7f}, uint8_t{0x80}, uint8_t{0xff}}) {
-      std::string bad = good;
-      if (static_cast<uint8_t>(bad[i]) == v) continue;
-      bad[i] = static_cast<char>(v);
-      reseal(bad);
-      Result<Reader> r = Reader::open(span(bad));
-      if (!r) {
-        CHECK_FALSE(r.error().message.empty());
-        ++rejected;
-        continue;
-      }
-      ++accepted;  // e.g. a changed resource count: still a well-formed bundle
-      for (const KernelInfo& k : r->manifest().kernels)
-        for (const Entry& e : k.entries) {
-          CHECK(e.target < r->manifest().targets.size());
-          Result<std::string> p = r->payload(e);
-          if (p) CHECK(p->size() == e.rawSize);
+  // the reader must either reject the input or return a self-consistent bundle, whose launch
+  // rules (tensor maps included, in the format 5 bundle) check and evaluate without harm.
+  for (const std::string& good : {smallBundle(), tmaBundle()}) {
+    uint64_t manifestEnd = getU64(good, kHeaderSize + 8) + getU64(good, kHeaderSize + 16);
+    size_t accepted = 0, rejected = 0;
+    for (size_t i = 0; i < manifestEnd; ++i) {
+      if (i >= 48 && i < 56) continue;  // the header checksum itself
+      for (uint8_t v : {uint8_t{0}, uint8_t{1}, uint8_t{0x7f}, uint8_t{0x80}, uint8_t{0xff}}) {
+        std::string bad = good;
+        if (static_cast<uint8_t>(bad[i]) == v) continue;
+        bad[i] = static_cast<char>(v);
+        reseal(bad);
+        Result<Reader> r = Reader::open(span(bad));
+        if (!r) {
+          CHECK_FALSE(r.error().message.empty());
+          ++rejected;
+          continue;
         }
+        ++accepted;  // e.g. a changed resource count: still a well-formed bundle
+        for (const KernelInfo& k : r->manifest().kernels) {
+          for (const Entry& e : k.entries) {
+            CHECK(e.target < r->manifest().targets.size());
+            Result<std::string> p = r->payload(e);
+            if (p) CHECK(p->size() == e.rawSize);
+          }
+          CHECK_FALSE(checkRule(k.launch, k.params).has_value());
+          std::vector<uint64_t> values(k.params.size(), 4096);
+          std::vector<const void*> args;
+          for (const uint64_t& x : values) args.push_back(&x);
+          (void)evaluateTensorMaps(k.launch, k.params, args.data());
+        }
+      }
     }
+    CHECK(rejected > accepted);
   }
-  CHECK(rejected > accepted);
 }
 
 TEST_CASE("bundle: oversized counts and sizes are rejected before allocation") {
@@ -897,4 +933,134 @@ TEST_CASE("bundle: the IR in the decode bundle is each kernel as compiled, and r
     }
   }
   CHECK(checked == spec->kernels.size() * spec->targets.size());
+}
+
+TEST_CASE("bundle: tensor-map rules are written as format 5, read back exactly, and bundles without them stay format 4") {
+  const std::string b = tmaBundle();
+  Result<Reader> r = Reader::open(span(b));
+  REQUIRE(r.ok());
+  CHECK(r->formatVersion() == 5);
+  REQUIRE(r->manifest().kernels.size() == 1);
+  const LaunchRule& launch = r->manifest().kernels[0].launch;
+  REQUIRE(launch.tensorMaps.size() == 1);
+  CHECK(launch.tensorMaps[0] == aMap());
+  CHECK(describe(launch.tensorMaps[0]) == "a_map = a as bf16 [k, m] row_stride lda * 2 box [64, 128] swizzle 128");
+
+  Result<std::string> old = write(sampleInput());
+  REQUIRE(old.ok());
+  Result<Reader> o = Reader::open(span(*old));
+  REQUIRE(o.ok());
+  CHECK(o->formatVersion() == 4);
+  CHECK(static_cast<uint8_t>((*old)[8]) == 4);
+
+  for (size_t n = 0; n < b.size(); ++n)
+    if (Reader::open(span(b.substr(0, n))).ok()) FAIL("truncation to " << n << " bytes was accepted");
+}
+
+TEST_CASE("launch rule: tensor maps are checked against the kernel's parameters and TMA's limits") {
+  const std::vector<Param> params = tmaParams();
+  LaunchRule good = rule({128}, {"1"});
+  good.tensorMaps.push_back(aMap());
+  CHECK_FALSE(checkRule(good, params).has_value());
+  auto error = [&](auto change) {
+    LaunchRule r = good;
+    std::vector<Param> ps = params;
+    change(r.tensorMaps[0], ps);
+    std::optional<RuleError> e = checkRule(r, ps);
+    return e ? e->where() + ": " + e->error.message : std::string("accepted");
+  };
+  using M = TensorMapRule;
+  using P = std::vector<Param>;
+  CHECK(error([](M& m, P&) { m.param = "b_map"; }) == "tensor_maps[0]: 'b_map' is not a parameter of the kernel");
+  CHECK(error([](M& m, P&) { m.param = "m"; }) == "tensor_maps[0]: parameter 'm' has type 'u32', not 'tmap'");
+  CHECK(error([](M& m, P&) { m.source = "src"; }) == "tensor_maps[0]: a_map: the source 'src' is not a parameter of the kernel");
+  CHECK(error([](M& m, P&) { m.source = "k"; }) == "tensor_maps[0]: a_map: the source 'k' has type 'u32', not 'ptr.global'");
+  CHECK(error([](M&, P& ps) { ps[0].type.space = ParamType::Space::Shared; }) ==
+        "tensor_maps[0]: a_map: the source 'a' has type 'ptr.shared', not 'ptr.global'");
+  CHECK(error([](M& m, P&) { m.element = S::Pred; }) == "tensor_maps[0]: a_map: TMA has no element type 'pred'");
+  CHECK(error([](M& m, P&) { m.box[1] = 0; }) == "tensor_maps[0]: a_map: box extent 1 is 0; it must be 1 to 256");
+  CHECK(error([](M& m, P&) { m.box[1] = 257; }) == "tensor_maps[0]: a_map: box extent 1 is 257; it must be 1 to 256");
+  CHECK(error([](M& m, P&) { m.swizzle = 16; }) == "tensor_maps[0]: a_map: swizzle is 16; it must be 0, 32, 64 or 128 bytes");
+  CHECK(error([](M& m, P&) { m.box[0] = 4; }) ==
+        "tensor_maps[0]: a_map: the box's inner extent is 8 bytes, not a multiple of 16");
+  CHECK(error([](M& m, P&) { m.swizzle = 64; }) ==
+        "tensor_maps[0]: a_map: the box's inner extent is 128 bytes, more than the 64-byte swizzle span");
+  CHECK(error([](M& m, P&) { m.swizzle = 0, m.box[0] = 256; }) == "accepted");  // 512 bytes without a swizzle
+  CHECK(error([](M& m, P&) { m.rowStride = 100; }) == "tensor_maps[0]: a_map: row_stride is 100 bytes, not a multiple of 16");
+  CHECK(error([](M& m, P&) { m.dims[1] = Expr::param("rows"); }) == "tensor_maps[0]: 'rows' is not a parameter of the kernel");
+  CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("a"); }) ==
+        "tensor_maps[0]: parameter 'a' has type 'ptr.global'; launch rules may only read integer parameters");
+  CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("k") / 0; }) == "tensor_maps[0]: 'k / 0' divides by zero for every argument value");
+  CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("k") + (uint64_t{1} << 33); }) ==
+        "tensor_maps[0]: 'k + 8589934592' is at least 8589934592, over the limit of 4294967296 elements");
+  CHECK(error([](M& m, P&) { m.rowStride = Expr::param("lda") + (uint64_t{1} << 40); }) ==
+        "tensor_maps[0]: 'lda + 1099511627776' is at least 1099511627776, over the limit of 1099511627775 bytes");
+  LaunchRule twice = good;
+  twice.tensorMaps.push_back(aMap());
+  CHECK(checkRule(twice, params)->error.message == "parameter 'a_map' has two tensor-map rules");
+  LaunchRule none = rule({128}, {"1"});
+  std::optional<RuleError> unfilled = checkRule(none, params);
+  REQUIRE(unfilled.has_value());
+  CHECK(unfilled->part == RuleError::Part::TensorMap);
+  CHECK(unfilled->error.message == "the tmap parameter 'a_map' has no tensor-map rule to fill it");
+
+  // The reader runs the same checks: a rule the writer refuses is never in a bundle.
+  BundleInput in;
+  in.name = "tma";
+  in.targets = {tgt("sm_90a")};
+  in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
+  in.kernels.push_back({"load", params, none, {}});
+  in.kernels[0].payloads.push_back({tgt("sm_90a"), PayloadKind::Cubin, {}, "ELF"});
+  CHECK(write(in).error().message ==
+        "kernel 'load': launch rule tensor_maps[0]: the tmap parameter 'a_map' has no tensor-map rule to fill it");
+}
+
+TEST_CASE("launch rule: tensor maps evaluate to cuTensorMapEncodeTiled's arguments") {
+  CHECK(tensorMapDataType(S::BF16) == 9u);
+  CHECK(tensorMapDataType(S::F16) == 6u);
+  CHECK(tensorMapDataType(S::F32) == 7u);
+  CHECK(tensorMapDataType(S::S8) == 0u);
+  CHECK(tensorMapDataType(S::S32) == 3u);
+  CHECK(tensorMapDataType(S::U64) == 4u);
+  CHECK_FALSE(tensorMapDataType(S::Ptr).has_value());
+  CHECK(tensorMapElementBytes(S::F64) == 8);
+  CHECK(tensorMapElementBytes(S::BF16) == 2);
+
+  const std::vector<Param> params = tmaParams();
+  LaunchRule r = rule({128}, {"ceil_div(m, 128)"});
+  r.tensorMaps.push_back(aMap());
+  r.tensorMaps[0].swizzle = 64;
+  r.tensorMaps[0].box[0] = 32;
+  uint64_t a = 0x7000'0000'0100;
+  uint32_t m = 130, k = 72, lda = 88;
+  const void* args[] = {&a, nullptr, &m, &k, &lda};
+  Result<std::vector<TensorMapArgs>> t = evaluateTensorMaps(r, params, args);
+  REQUIRE(t.ok());
+  REQUIRE(t->size() == 1);
+  const TensorMapArgs& e = (*t)[0];
+  CHECK(e.param == 1);
+  CHECK(e.source == 0);
+  CHECK(e.address == a);
+  CHECK(e.dataType == 9);
+  CHECK(e.elementBytes == 2);
+  CHECK(e.dims[0] == 72);
+  CHECK(e.dims[1] == 130);
+  CHECK(e.strides[0] == 176);
+  CHECK(e.box[0] == 32);
+  CHECK(e.box[1] == 128);
+  CHECK(e.swizzle == 2);  // CU_TENSOR_MAP_SWIZZLE_64B
+
+  lda = 81;  // 162 bytes
+  CHECK(evaluateTensorMaps(r, params, args).error().message ==
+        "tensor map 'a_map': row_stride = 162 bytes is not a multiple of 16 below 2^40");
+  lda = 88;
+  m = 0;
+  CHECK(evaluateTensorMaps(r, params, args).error().message == "tensor map 'a_map': dims[1] = 0 is outside 1 to 4294967296");
+  m = 130;
+  a += 8;
+  CHECK(evaluateTensorMaps(r, params, args).error().message ==
+        "tensor map 'a_map': the address of 'a' (123145302311176) is not 16-byte aligned");
+  const void* missing[] = {nullptr, nullptr, &m, &k, &lda};
+  CHECK(evaluateTensorMaps(r, params, missing).error().message == "tensor map 'a_map': no argument for parameter 'a'");
 }

@@ -59,35 +59,54 @@ TEST_CASE("selection errors name the device and the bundle's targets") {
         "allowed (LoadOptions::allow_jit)");
 }
 
-TEST_CASE("a bundle built for sm_80, sm_90 and sm_90a: an sm_90 device runs the sm_90a cubin") {
+namespace {
+
+// What Bundle::load selects among, for a bundle written with one kernel and a cubin (and, with
+// `ir`, an IR entry) per target: the kernel's cubin and PTX entries with the targets the reader parsed.
+std::vector<CodeEntry> writtenEntries(std::initializer_list<const char*> targets, bool ir) {
   using namespace tn::bundle;
   BundleInput in;
   in.name = "arch";
   in.producer = "truenoc test";
-  for (const char* t : {"sm_90a", "sm_80", "sm_90"}) in.targets.push_back(*Target::parse(t));
+  for (const char* t : targets) in.targets.push_back(*Target::parse(t));
   in.ptxasVersion = "13.0.88";
-  in.ir = true;  // IR entries are the simulator's: selection never sees them
+  in.ir = ir;
   KernelInput k{"k", {{"n", PT{PT::Scalar::U32}, 0}}, {}, {}};
   for (const Target& t : in.targets) {
     k.payloads.push_back({t, PayloadKind::Cubin, {}, "cubin for " + t.name()});
-    k.payloads.push_back({t, PayloadKind::Ir, {}, "IR for " + t.name()});
+    if (ir) k.payloads.push_back({t, PayloadKind::Ir, {}, "IR for " + t.name()});
   }
   in.kernels.push_back(k);
   Result<std::string> bytes = write(in);
   REQUIRE(bytes.ok());
   Result<Reader> r = Reader::open({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
   REQUIRE(r.ok());
-  // What Bundle::load selects among: the kernel's cubin and PTX entries with the targets the reader parsed.
-  std::vector<CodeEntry> entries = truenort::codeEntriesOf(r->manifest(), r->manifest().kernels[0]);
+  return truenort::codeEntriesOf(r->manifest(), r->manifest().kernels[0]);
+}
+
+std::string pickFrom(const std::vector<CodeEntry>& entries, unsigned sm) {
+  auto s = truenort::selectCode(sm, entries, false);
+  return s ? entries[s.value().index].target.name() : std::string("error");
+}
+
+}  // namespace
+
+TEST_CASE("a bundle built for sm_80, sm_90 and sm_90a: an sm_90 device runs the sm_90a cubin") {
+  std::vector<CodeEntry> entries = writtenEntries({"sm_90a", "sm_80", "sm_90"}, true);  // IR entries are the simulator's
   REQUIRE(entries.size() == 3);
-  auto pickFor = [&](unsigned sm) {
-    auto s = truenort::selectCode(sm, entries, false);
-    return s ? entries[s.value().index].target.name() : std::string("error");
-  };
-  CHECK(pickFor(90) == "sm_90a");
-  CHECK(pickFor(89) == "sm_80");
-  CHECK(pickFor(86) == "sm_80");
-  CHECK(pickFor(100) == "error");
+  CHECK(pickFrom(entries, 90) == "sm_90a");
+  CHECK(pickFrom(entries, 89) == "sm_80");
+  CHECK(pickFrom(entries, 86) == "sm_80");
+  CHECK(pickFrom(entries, 100) == "error");
+}
+
+TEST_CASE("a bundle with sm_90a and sm_90 cubins: sm_90a on an sm_90 device, sm_90 on the other sm_9x") {
+  std::vector<CodeEntry> entries = writtenEntries({"sm_90", "sm_90a"}, false);
+  REQUIRE(entries.size() == 2);
+  CHECK(pickFrom(entries, 90) == "sm_90a");
+  CHECK(pickFrom(entries, 92) == "sm_90");  // arch-specific code runs only on its exact architecture
+  CHECK(pickFrom(entries, 89) == "error");
+  CHECK(pickFrom(entries, 100) == "error");
 }
 
 TEST_CASE("a missing driver library is a NoDriver error value, not a crash") {

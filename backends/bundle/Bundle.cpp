@@ -146,6 +146,22 @@ Resources readResources(In& in) {
   return r;
 }
 
+// Version 5: after the dynamic shared expression, the kernel's tensor-map rules.
+void writeTensorMaps(Out& o, const std::vector<TensorMapRule>& maps) {
+  o.u32(static_cast<uint32_t>(maps.size()));
+  for (const TensorMapRule& m : maps) {
+    o.str(m.param);
+    o.str(m.source);
+    o.u32(static_cast<uint32_t>(m.element));
+    o.str(m.dims[0].text());
+    o.str(m.dims[1].text());
+    o.str(m.rowStride.text());
+    o.u32(m.box[0]);
+    o.u32(m.box[1]);
+    o.u32(m.swizzle);
+  }
+}
+
 // Checks what both the writer and the reader require of a kernel's signature and launch rule.
 std::optional<std::string> checkKernel(const std::string& name, const std::vector<Param>& params, const LaunchRule& rule) {
   if (!isIdentifier(name)) return "kernel name " + quoted(name) + " is not an identifier";
@@ -277,6 +293,11 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
+  // Version 4 when no kernel has tensor maps, so that such bundles read where version 5 does not.
+  const uint32_t version =
+      std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); })
+          ? kFormatVersion
+          : 4;
   Out manifest;
   std::string payloads;
   manifest.str(in.name);
@@ -303,6 +324,7 @@ Result<std::string> write(const BundleInput& in) {
     manifest.u32(static_cast<uint32_t>(k.launch.grid.size()));
     for (const Expr& g : k.launch.grid) manifest.str(g.text());
     manifest.str(k.launch.dynamicShared.text());
+    if (version >= 5) writeTensorMaps(manifest, k.launch.tensorMaps);
 
     struct Ref {
       uint32_t target;
@@ -357,7 +379,7 @@ Result<std::string> write(const BundleInput& in) {
 
   Out file;
   file.bytes(kMagic, sizeof kMagic);
-  file.u32(kFormatVersion);
+  file.u32(version);
   file.u32(kSectionCount);
   file.u64(total);
   std::string producer = in.producer;
@@ -416,7 +438,41 @@ std::optional<std::string> checkPayloadRefs(const Manifest& m) {
   return checkRawTotal(rawTotal);
 }
 
-Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes) {
+// The expression of a launch-rule field, or a failure naming the kernel and the field.
+Expr readExpr(In& in, const std::string& kernel, const std::string& field) {
+  std::string text = in.str(field.c_str());
+  if (in.failed()) return {};
+  Result<Expr> e = Expr::parse(text);
+  if (!e) {
+    in.fail("kernel " + quoted(kernel) + ": " + field + " " + quoted(text) + ": " + e.error().message + " (column " + num(e.error().column) + ")");
+    return {};
+  }
+  return std::move(*e);
+}
+
+// Version 5's tensor-map rules; checkKernel checks them with the rest of the rule.
+void readTensorMaps(In& in, KernelInfo& k) {
+  uint32_t n = in.count("tensor map count", 0, kMaxParams);
+  for (uint32_t i = 0; i < n && !in.failed(); ++i) {
+    TensorMapRule m;
+    std::string at = "tensor_maps[" + num(i) + "]";
+    m.param = in.str("tensor map parameter");
+    m.source = in.str("tensor map source");
+    uint32_t element = in.u32();
+    if (!in.failed() && (element < 1 || element > static_cast<uint32_t>(ParamType::Scalar::TensorMap)))
+      in.fail("kernel " + quoted(k.name) + ": " + at + " has unknown element type code " + num(element));
+    m.element = static_cast<ParamType::Scalar>(element);
+    m.dims[0] = readExpr(in, k.name, at + ".dims[0]");
+    m.dims[1] = readExpr(in, k.name, at + ".dims[1]");
+    m.rowStride = readExpr(in, k.name, at + ".row_stride");
+    m.box[0] = in.u32();
+    m.box[1] = in.u32();
+    m.swizzle = in.u32();
+    k.launch.tensorMaps.push_back(std::move(m));
+  }
+}
+
+Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes, uint32_t version) {
   In in(bytes, "manifest");
   Manifest m;
   auto fail = [&](std::string msg) { in.fail(std::move(msg)); };
@@ -466,19 +522,9 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     for (uint32_t i = 0; i < nb && !in.failed(); ++i) k.launch.block.push_back(in.u32());
     uint32_t ng = in.count("grid dimension count", 1, 3);
     k.launch.grid.clear();
-    for (uint32_t i = 0; i < ng && !in.failed(); ++i) {
-      std::string text = in.str("grid expression");
-      if (in.failed()) break;
-      Result<Expr> e = Expr::parse(text);
-      if (!e) fail("kernel " + quoted(k.name) + ": grid[" + num(i) + "] " + quoted(text) + ": " + e.error().message + " (column " + num(e.error().column) + ")");
-      else k.launch.grid.push_back(std::move(*e));
-    }
-    std::string shared = in.str("dynamic shared expression");
-    if (!in.failed()) {
-      Result<Expr> e = Expr::parse(shared);
-      if (!e) fail("kernel " + quoted(k.name) + ": dynamic_shared " + quoted(shared) + ": " + e.error().message + " (column " + num(e.error().column) + ")");
-      else k.launch.dynamicShared = std::move(*e);
-    }
+    for (uint32_t i = 0; i < ng && !in.failed(); ++i) k.launch.grid.push_back(readExpr(in, k.name, "grid[" + num(i) + "]"));
+    k.launch.dynamicShared = readExpr(in, k.name, "dynamic_shared");
+    if (version >= 5) readTensorMaps(in, k);
     if (in.failed()) break;
     if (auto bad = checkKernel(k.name, k.params, k.launch)) {
       fail(*bad);
@@ -536,11 +582,12 @@ Result<Reader> Reader::open(std::span<const uint8_t> f) {
   if (std::memcmp(f.data(), kMagic, sizeof kMagic) != 0) return Error{"not a truenoc bundle (bad magic)"};
   if (f.size() < 12) return Error{"truncated bundle: " + num(f.size()) + " bytes end inside the header"};
   uint32_t version = readU32(f, 8);
-  if (version < kFormatVersion)
-    return Error{"bundle format version " + num(version) + " is older than this truenoc reads (version " + num(kFormatVersion) +
+  const std::string readable = "versions " + num(kOldestFormatVersion) + " to " + num(kFormatVersion);
+  if (version < kOldestFormatVersion)
+    return Error{"bundle format version " + num(version) + " is older than this truenoc reads (" + readable +
                  "); rebuild the bundle with this truenoc"};
-  if (version != kFormatVersion)
-    return Error{"unsupported bundle format version " + num(version) + " (this truenoc reads version " + num(kFormatVersion) + ")"};
+  if (version > kFormatVersion)
+    return Error{"unsupported bundle format version " + num(version) + " (this truenoc reads " + readable + ")"};
   size_t tableEnd = kHeaderSize + kSectionCount * kSectionEntrySize;
   if (f.size() < tableEnd) return Error{"truncated bundle: " + num(f.size()) + " bytes end inside the header"};
   if (f.size() > kMaxBundleBytes) return Error{"bundle of " + num(f.size()) + " bytes exceeds the limit of " + num(kMaxBundleBytes)};
@@ -552,6 +599,7 @@ Result<Reader> Reader::open(std::span<const uint8_t> f) {
   if (recorded < f.size()) return Error{"corrupt bundle: " + num(f.size() - recorded) + " bytes after the recorded end"};
 
   Reader r;
+  r.version_ = version;
   std::string producer(reinterpret_cast<const char*>(f.data() + 24), kProducerSize);
   producer.resize(producer.find('\0') == std::string::npos ? producer.size() : producer.find('\0'));
   if (producer.empty() || !isPrintable(producer)) return Error{"corrupt bundle: bad producer field"};
@@ -578,7 +626,7 @@ Result<Reader> Reader::open(std::span<const uint8_t> f) {
   }
   if (expectOffset != f.size()) return Error{"corrupt bundle: sections end at byte " + num(expectOffset) + " of " + num(f.size())};
 
-  Result<Manifest> m = parseManifest(sec[0], sec[1].size());
+  Result<Manifest> m = parseManifest(sec[0], sec[1].size(), version);
   if (!m) return m.error();
   r.manifest_ = std::move(*m);
   r.payloads_ = sec[1];

@@ -21,7 +21,10 @@
 
 namespace tn::bundle {
 
-inline constexpr uint32_t kFormatVersion = 4;  // 4: pointer access and element types
+// 5: tensor-map rules. The writer writes 4 for bundles without them, which readers of version 4
+// read too; this reader reads both.
+inline constexpr uint32_t kFormatVersion = 5;
+inline constexpr uint32_t kOldestFormatVersion = 4;  // 4: pointer access and element types
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
 inline constexpr size_t kProducerSize = 24;
@@ -137,7 +140,7 @@ class Reader {
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& producer() const { return producer_; }
-  uint32_t formatVersion() const { return kFormatVersion; }
+  uint32_t formatVersion() const { return version_; }
   const BundleStats& stats() const { return stats_; }
   // Decompresses one payload and checks its size and checksum.
   Result<std::string> payload(const Entry& e) const;
@@ -147,6 +150,7 @@ class Reader {
  private:
   std::span<const uint8_t> payloads_;
   std::string producer_;
+  uint32_t version_ = kFormatVersion;
   Manifest manifest_;
   BundleStats stats_;
 };

@@ -353,6 +353,36 @@ Result<uint64_t> Expr::leastValue() const {
 
 // ---- rules ------------------------------------------------------------------------------------
 
+std::optional<uint32_t> tensorMapDataType(ParamType::Scalar element) {
+  using S = ParamType::Scalar;
+  switch (element) {
+    case S::B8: case S::U8: case S::S8: return 0;     // UINT8
+    case S::B16: case S::U16: case S::S16: return 1;  // UINT16
+    case S::B32: case S::U32: return 2;               // UINT32
+    case S::S32: return 3;                            // INT32
+    case S::B64: case S::U64: return 4;               // UINT64
+    case S::S64: return 5;                            // INT64
+    case S::F16: return 6;
+    case S::F32: return 7;
+    case S::F64: return 8;
+    case S::BF16: return 9;
+    case S::Pred: case S::Ptr: case S::TensorMap: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+unsigned tensorMapElementBytes(ParamType::Scalar element) {
+  static constexpr unsigned kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2};  // by CUtensorMapDataType
+  std::optional<uint32_t> t = tensorMapDataType(element);
+  return t ? kBytes[*t] : 0;
+}
+
+std::string describe(const TensorMapRule& map) {
+  return map.param + " = " + map.source + " as " + ParamType{map.element}.name() + " [" + map.dims[0].text() + ", " +
+         map.dims[1].text() + "] row_stride " + map.rowStride.text() + " box [" + std::to_string(map.box[0]) + ", " +
+         std::to_string(map.box[1]) + "] swizzle " + std::to_string(map.swizzle);
+}
+
 std::string describe(const LaunchRule& rule) {
   std::string out = "block [";
   for (size_t i = 0; i < rule.block.size(); ++i) out += (i ? ", " : "") + std::to_string(rule.block[i]);
@@ -366,6 +396,7 @@ std::string RuleError::where() const {
     case Part::Block: return "block";
     case Part::Grid: return "grid[" + std::to_string(index) + "]";
     case Part::DynamicShared: return "dynamic_shared";
+    case Part::TensorMap: return "tensor_maps[" + std::to_string(index) + "]";
   }
   return "?";
 }
@@ -384,6 +415,41 @@ std::optional<RuleError> checkBlock(const LaunchRule& rule) {
     threads *= rule.block[i];
   }
   if (threads > 1024) return RuleError{RuleError::Part::Block, 0, {"block has " + std::to_string(threads) + " threads; the limit is 1024"}};
+  return std::nullopt;
+}
+
+const Param* paramNamed(std::span<const Param> params, std::string_view name) {
+  for (const Param& p : params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+bool isTensorMap(const ParamType& t) { return t.scalar == ParamType::Scalar::TensorMap && t.lanes == 1; }
+
+// What checkRule requires of one tensor-map rule beyond the names its expressions read.
+std::optional<std::string> checkTensorMap(const TensorMapRule& m, std::span<const Param> params) {
+  const Param* p = paramNamed(params, m.param);
+  if (!p) return "'" + m.param + "' is not a parameter of the kernel";
+  if (!isTensorMap(p->type)) return "parameter '" + m.param + "' has type '" + p->type.name() + "', not 'tmap'";
+  const Param* src = paramNamed(params, m.source);
+  if (!src) return m.param + ": the source '" + m.source + "' is not a parameter of the kernel";
+  if (!src->type.isPointer() || src->type.space != ParamType::Space::Global)
+    return m.param + ": the source '" + m.source + "' has type '" + src->type.name() + "', not 'ptr.global'";
+  const unsigned elementBytes = tensorMapElementBytes(m.element);
+  if (elementBytes == 0) return m.param + ": TMA has no element type '" + ParamType{m.element}.name() + "'";
+  for (unsigned d = 0; d < 2; ++d)
+    if (m.box[d] < 1 || m.box[d] > 256)
+      return m.param + ": box extent " + std::to_string(d) + " is " + std::to_string(m.box[d]) + "; it must be 1 to 256";
+  if (m.swizzle != 0 && m.swizzle != 32 && m.swizzle != 64 && m.swizzle != 128)
+    return m.param + ": swizzle is " + std::to_string(m.swizzle) + "; it must be 0, 32, 64 or 128 bytes";
+  const uint64_t innerBytes = uint64_t{m.box[0]} * elementBytes;
+  if (innerBytes % 16 != 0)
+    return m.param + ": the box's inner extent is " + std::to_string(innerBytes) + " bytes, not a multiple of 16";
+  if (m.swizzle != 0 && innerBytes > m.swizzle)
+    return m.param + ": the box's inner extent is " + std::to_string(innerBytes) + " bytes, more than the " +
+           std::to_string(m.swizzle) + "-byte swizzle span";
+  if (std::optional<uint64_t> stride = m.rowStride.constantValue(); stride && *stride % 16 != 0)
+    return m.param + ": row_stride is " + std::to_string(*stride) + " bytes, not a multiple of 16";
   return std::nullopt;
 }
 
@@ -421,7 +487,26 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
     if (auto e = checkLeast(rule.grid[i], part, index, i == 0 ? kMaxGridX : kMaxGridYZ, "blocks")) return e;
   }
   if (auto e = checkNames(rule.dynamicShared, RuleError::Part::DynamicShared, 0)) return e;
-  return checkLeast(rule.dynamicShared, RuleError::Part::DynamicShared, 0, UINT32_MAX, "bytes");
+  if (auto e = checkLeast(rule.dynamicShared, RuleError::Part::DynamicShared, 0, UINT32_MAX, "bytes")) return e;
+  for (size_t i = 0; i < rule.tensorMaps.size(); ++i) {
+    const TensorMapRule& m = rule.tensorMaps[i];
+    auto part = RuleError::Part::TensorMap;
+    auto index = static_cast<unsigned>(i);
+    if (auto bad = checkTensorMap(m, params)) return RuleError{part, index, {*bad}};
+    for (size_t j = 0; j < i; ++j)
+      if (rule.tensorMaps[j].param == m.param) return RuleError{part, index, {"parameter '" + m.param + "' has two tensor-map rules"}};
+    for (const Expr* e : {&m.dims[0], &m.dims[1], &m.rowStride})
+      if (auto bad = checkNames(*e, part, index)) return bad;
+    for (const Expr* e : {&m.dims[0], &m.dims[1]})
+      if (auto bad = checkLeast(*e, part, index, kMaxTensorMapDim, "elements")) return bad;
+    if (auto bad = checkLeast(m.rowStride, part, index, kMaxTensorMapStride - 1, "bytes")) return bad;
+  }
+  for (const Param& p : params)
+    if (isTensorMap(p.type) &&
+        std::none_of(rule.tensorMaps.begin(), rule.tensorMaps.end(), [&](const TensorMapRule& m) { return m.param == p.name; }))
+      return RuleError{RuleError::Part::TensorMap, static_cast<unsigned>(rule.tensorMaps.size()),
+                       {"the tmap parameter '" + p.name + "' has no tensor-map rule to fill it"}};
+  return std::nullopt;
 }
 
 Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params) {
@@ -495,6 +580,59 @@ Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> param
   Result<BoundRule> b = bindRule(rule, params);
   if (!b) return b.error();
   return evaluate(*b, args);
+}
+
+Result<std::vector<TensorMapArgs>> evaluateTensorMaps(const LaunchRule& rule, std::span<const Param> params,
+                                                      const void* const* args) {
+  std::vector<TensorMapArgs> out;
+  auto indexOf = [&](std::string_view name) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != name) ++i;
+    return i;
+  };
+  for (const TensorMapRule& m : rule.tensorMaps) {
+    auto fail = [&](const std::string& what) { return Error{"tensor map '" + m.param + "': " + what}; };
+    if (auto bad = checkTensorMap(m, params)) return fail(*bad);
+    TensorMapArgs a;
+    a.param = static_cast<uint32_t>(indexOf(m.param));
+    a.source = static_cast<uint32_t>(indexOf(m.source));
+    if (!args || !args[a.source]) return fail("no argument for parameter '" + m.source + "'");
+    std::memcpy(&a.address, args[a.source], sizeof a.address);
+    a.dataType = *tensorMapDataType(m.element);
+    a.elementBytes = tensorMapElementBytes(m.element);
+    auto value = [&](const Expr& e, const char* what) -> Result<uint64_t> {
+      std::vector<BoundRule::Slot> slots;
+      for (const Expr::Ref& r : e.refs()) {
+        size_t i = indexOf(r.name);
+        if (i == params.size()) return Error{"'" + r.name + "' is not a parameter of the kernel"};
+        unsigned bytes = params[i].type.integerBytes();
+        if (bytes == 0) return Error{"parameter '" + r.name + "' is not an integer"};
+        slots.push_back({static_cast<uint32_t>(i), static_cast<uint8_t>(bytes), params[i].type.isSignedInteger()});
+      }
+      Result<uint64_t> v = evalWithArgs(e, slots, args);
+      if (!v) return Error{std::string(what) + ": " + v.error().message};
+      return v;
+    };
+    for (unsigned d = 0; d < 2; ++d) {
+      Result<uint64_t> v = value(m.dims[d], d == 0 ? "dims[0]" : "dims[1]");
+      if (!v) return fail(v.error().message);
+      if (*v < 1 || *v > kMaxTensorMapDim)
+        return fail("dims[" + std::to_string(d) + "] = " + std::to_string(*v) + " is outside 1 to " + std::to_string(kMaxTensorMapDim));
+      a.dims[d] = *v;
+    }
+    Result<uint64_t> stride = value(m.rowStride, "row_stride");
+    if (!stride) return fail(stride.error().message);
+    if (*stride % 16 != 0 || *stride >= kMaxTensorMapStride)
+      return fail("row_stride = " + std::to_string(*stride) + " bytes is not a multiple of 16 below 2^40");
+    a.strides[0] = *stride;
+    if (a.address % 16 != 0)
+      return fail("the address of '" + m.source + "' (" + std::to_string(a.address) + ") is not 16-byte aligned");
+    a.box[0] = m.box[0];
+    a.box[1] = m.box[1];
+    a.swizzle = m.swizzle == 0 ? 0 : m.swizzle == 32 ? 1 : m.swizzle == 64 ? 2 : 3;
+    out.push_back(a);
+  }
+  return out;
 }
 
 }  // namespace tn::bundle

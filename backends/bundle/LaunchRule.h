@@ -145,29 +145,57 @@ class Expr {
   std::vector<Ref> refs_;
 };
 
-// Block size (1 to 3 dimensions, at most 1024 threads), grid (1 to 3 expressions) and dynamic
-// shared memory bytes (an expression).
+// How the runtime fills one `tmap` parameter (docs/hopper.md §3): a 2-D tiled tensor map over
+// the memory of a global pointer parameter, its extents and row stride computed from the
+// launch's integer arguments, encoded with cuTensorMapEncodeTiled (TC§5.1) at launch. Callers
+// never pass tensor maps.
+struct TensorMapRule {
+  std::string param;             // the kernel's tmap parameter this fills
+  std::string source;            // the ptr.global parameter whose memory it views
+  ParamType::Scalar element = ParamType::Scalar::F32;  // BF16, F16, F32, ...
+  Expr dims[2];                  // extents in elements, innermost first
+  Expr rowStride;                // bytes between consecutive rows (dimension 1)
+  uint32_t box[2] = {1, 1};      // box extents in elements, innermost first
+  uint32_t swizzle = 0;          // bytes: 0, 32, 64 or 128
+  bool operator==(const TensorMapRule&) const = default;
+};
+
+// The CUtensorMapDataType of an element type (UINT8 0 ... BFLOAT16 9; integers of one width
+// share the unsigned type, since a tile copy moves bits), or nullopt for a type TMA does not
+// have (pred, pointers, tmap).
+std::optional<uint32_t> tensorMapDataType(ParamType::Scalar element);
+// Bytes of one element of a type TMA has.
+unsigned tensorMapElementBytes(ParamType::Scalar element);
+
+// Block size (1 to 3 dimensions, at most 1024 threads), grid (1 to 3 expressions), dynamic
+// shared memory bytes (an expression) and one tensor-map rule per `tmap` parameter.
 struct LaunchRule {
   std::vector<uint32_t> block{1};
   std::vector<Expr> grid{Expr(1)};
   Expr dynamicShared;
+  std::vector<TensorMapRule> tensorMaps{};  // an initializer: templates aggregate-initialise rules without it
   bool operator==(const LaunchRule&) const = default;
 };
 
-// "block [256], grid [ceil_div(n, 256)], dynamic_shared 0"
+// "block [256], grid [ceil_div(n, 256)], dynamic_shared 0" (tensor maps: describe each).
 std::string describe(const LaunchRule& rule);
+// One tensor map as describe() spells it: "a_map = a as bf16 [k, m] row_stride lda * 2 box [64, 128] swizzle 128".
+std::string describe(const TensorMapRule& map);
 
-// Checks block sizes, that every name in the rule is an integer parameter of `params`, and that
-// no part fails for every argument value (Expr::leastValue: a division by a constant zero, a
+// Checks block sizes, that every name in the rule is an integer parameter of `params`, that
+// every `tmap` parameter has exactly one tensor-map rule and each rule is one
+// cuTensorMapEncodeTiled accepts for some arguments (its source a ptr.global parameter, an
+// element type TMA has, box extents 1..256, the box's inner extent a multiple of 16 bytes and
+// within the swizzle span, swizzle 0/32/64/128), and that no part fails for every argument value (Expr::leastValue: a division by a constant zero, a
 // grid dimension or dynamic shared size whose least value is over the launch limits). The error
 // says which part is wrong (grid: with its index) and, for a name, the column inside the
 // expression.
 struct RuleError {
-  enum class Part : uint8_t { Block, Grid, DynamicShared };
+  enum class Part : uint8_t { Block, Grid, DynamicShared, TensorMap };
   Part part;
-  unsigned index;  // grid dimension
+  unsigned index;  // grid dimension, or index into tensorMaps
   Error error;
-  std::string where() const;  // "block", "grid[1]", "dynamic_shared"
+  std::string where() const;  // "block", "grid[1]", "dynamic_shared", "tensor_maps[0]"
 };
 std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param> params);
 
@@ -180,6 +208,8 @@ struct LaunchDims {
 // Hardware limits applied to evaluated rules.
 inline constexpr uint64_t kMaxGridX = 2147483647u;
 inline constexpr uint64_t kMaxGridYZ = 65535u;
+inline constexpr uint64_t kMaxTensorMapDim = uint64_t{1} << 32;     // elements per dimension
+inline constexpr uint64_t kMaxTensorMapStride = uint64_t{1} << 40;  // a row stride is below this
 
 // A rule with every name it reads resolved to its parameter's index and width once, so that
 // evaluating it per launch is index-based. Borrows the rule: keep it alive and unchanged.
@@ -202,5 +232,27 @@ Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params
 Result<LaunchDims> evaluate(const BoundRule& rule, const void* const* args);
 // bindRule() and evaluate() in one call, for callers that launch a rule once.
 Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args);
+
+// The arguments of cuTensorMapEncodeTiled (and of the simulator's interp::encodeTensorMap) for
+// one tensor map of one launch: rank 2, element strides 1, no interleave.
+struct TensorMapArgs {
+  uint32_t param = 0;        // index of the tmap parameter in the kernel's parameters
+  uint32_t source = 0;       // index of the pointer parameter it views
+  uint64_t address = 0;      // that pointer's value
+  uint32_t dataType = 0;     // CUtensorMapDataType
+  uint32_t elementBytes = 0;
+  uint64_t dims[2] = {};     // extents in elements, innermost first
+  uint64_t strides[1] = {};  // byte stride of dimension 1
+  uint32_t box[2] = {};
+  uint32_t swizzle = 0;      // CUtensorMapSwizzle: 0 none, 1 32B, 2 64B, 3 128B
+  bool operator==(const TensorMapArgs&) const = default;
+};
+
+// Evaluates every tensor-map rule for one launch, args as evaluate() takes them (the tmap
+// parameters' own slots are not read). Errors name the tmap parameter and say what
+// cuTensorMapEncodeTiled would refuse: an extent outside 1..2^32, a row stride that is not a
+// multiple of 16 or not below 2^40, a source address that is not 16-byte aligned.
+Result<std::vector<TensorMapArgs>> evaluateTensorMaps(const LaunchRule& rule, std::span<const Param> params,
+                                                      const void* const* args);
 
 }  // namespace tn::bundle

@@ -238,9 +238,18 @@ struct PyKernel {
 
   const tn::bundle::KernelInfo& info() const { return kernel.info(); }
 
+  // The parameters a call passes: all but the tmap ones, which the runtime fills from the
+  // launch rule (parallel to kernel.signature()).
+  std::vector<tn::bundle::Param> params() const {
+    std::vector<tn::bundle::Param> out;
+    for (const tn::bundle::Param& p : info().params)
+      if (p.type.scalar != tn::bundle::ParamType::Scalar::TensorMap) out.push_back(p);
+    return out;
+  }
+
   std::string signatureText() const {
     std::string s = kernel.name() + "(";
-    const auto& ps = info().params;
+    const auto ps = params();
     for (size_t i = 0; i < ps.size(); ++i) {
       s += (i ? ", " : "") + ps[i].name + ": " + ps[i].type.name();
       if (ps[i].type.isPointer()) {
@@ -253,7 +262,7 @@ struct PyKernel {
 
   // Checks every argument against the signature, then launches on `stream` (a CUstream handle).
   void launch(const py::args& args, uint64_t stream) const {
-    const auto& params = info().params;
+    const auto params = this->params();
     const std::vector<truenort::ParamInfo>& sig = kernel.signature();
     if (args.size() != params.size())
       throw py::type_error(kernel.name() + "() takes " + std::to_string(params.size()) + " arguments (" +
@@ -436,7 +445,7 @@ PYBIND11_MODULE(_truenort, m) {
       .def_property_readonly("name", [](const PyKernel& k) { return k.kernel.name(); })
       .def_property_readonly("params", [](const PyKernel& k) {
         py::list l;
-        for (const tn::bundle::Param& p : k.info().params) l.append(paramDict(p));
+        for (const tn::bundle::Param& p : k.params()) l.append(paramDict(p));
         return l;
       })
       .def_property_readonly("signature", &PyKernel::signatureText)
@@ -447,6 +456,11 @@ PYBIND11_MODULE(_truenort, m) {
         for (const auto& g : k.info().launch.grid) grid.push_back(g.text());
         d["grid"] = grid;
         d["dynamic_shared"] = k.info().launch.dynamicShared.text();
+        if (!k.info().launch.tensorMaps.empty()) {  // filled by the runtime: never passed
+          std::vector<std::string> maps;
+          for (const auto& t : k.info().launch.tensorMaps) maps.push_back(tn::bundle::describe(t));
+          d["tensor_maps"] = maps;
+        }
         return d;
       })
       .def_property_readonly("target", [](const PyKernel& k) { return k.kernel.target().name(); })

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "Sim.h"
+#include "backends/interp/TensorMap.h"
 #include "ir/Parser.h"
 #include "ir/Verifier.h"
 
@@ -581,6 +582,70 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
   return err::Success;
 }
 
+// ---- tensor maps ------------------------------------------------------------------------------
+
+// Checks the arguments as the driver does (TC§5.1) and stores them in the simulator's own format
+// (backends/interp/TensorMap.h), which the interpreter's cp.async.bulk.tensor reads back.
+SIM_API CUresult cuTensorMapEncodeTiled(void* tensorMap, int dataType, uint32_t rank, void* globalAddress,
+                                        const uint64_t* globalDim, const uint64_t* globalStrides, const uint32_t* boxDim,
+                                        const uint32_t* elementStrides, int interleave, int swizzle, int l2Promotion,
+                                        int oobFill) {
+  Call c;
+  if (CUresult r = initialized()) return r;
+  auto invalid = [](const std::string& why) { return fail(err::InvalidValue, "cuTensorMapEncodeTiled: " + why); };
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  // CUtensorMapDataType UINT8 .. TFLOAT32_FTZ; the sub-byte types after them are not simulated.
+  static constexpr uint8_t kElementBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
+  if (!tensorMap || !globalDim || !boxDim || !elementStrides || (rank > 1 && !globalStrides))
+    return invalid("a null pointer argument");
+  if (reinterpret_cast<uintptr_t>(tensorMap) % 64 != 0) return invalid("the CUtensorMap is not 64-byte aligned");
+  if (dataType < 0 || dataType >= static_cast<int>(sizeof kElementBytes))
+    return invalid("data type " + std::to_string(dataType) + " is not one the simulator encodes (0 to 12)");
+  if (interleave < 0 || interleave > 2) return invalid("interleave " + std::to_string(interleave) + " is not 0, 1 or 2");
+  if (swizzle < 0 || swizzle > 3) return invalid("swizzle " + std::to_string(swizzle) + " is not 0 to 3 (none, 32B, 64B, 128B)");
+  if (l2Promotion < 0 || l2Promotion > 3) return invalid("L2 promotion " + std::to_string(l2Promotion) + " is not 0 to 3");
+  if (oobFill < 0 || oobFill > 1) return invalid("OOB fill " + std::to_string(oobFill) + " is not 0 or 1");
+  if (rank < 1 || rank > 5 || (interleave != 0 && rank < 3))
+    return invalid("rank " + n(rank) + " is outside 1 to 5" + (interleave != 0 ? " (3 to 5 when interleaved)" : ""));
+  const uint64_t address = reinterpret_cast<uintptr_t>(globalAddress);
+  const unsigned addressAlign = interleave == 2 ? 32 : 16;
+  if (address % addressAlign != 0) return invalid("the global address " + n(address) + " is not " + n(addressAlign) + "-byte aligned");
+  const unsigned elementBytes = kElementBytes[dataType];
+  for (uint32_t d = 0; d < rank; ++d) {
+    if (globalDim[d] < 1 || globalDim[d] > (uint64_t{1} << 32))
+      return invalid("globalDim[" + n(d) + "] = " + n(globalDim[d]) + " is outside 1 to 2^32");
+    if (d > 0 && (globalStrides[d - 1] % 16 != 0 || globalStrides[d - 1] >= (uint64_t{1} << 40)))
+      return invalid("globalStrides[" + n(d - 1) + "] = " + n(globalStrides[d - 1]) + " is not a multiple of 16 below 2^40");
+    if (boxDim[d] < 1 || boxDim[d] > 256) return invalid("boxDim[" + n(d) + "] = " + n(boxDim[d]) + " is outside 1 to 256");
+    if (elementStrides[d] < 1 || elementStrides[d] > 8)
+      return invalid("elementStrides[" + n(d) + "] = " + n(elementStrides[d]) + " is outside 1 to 8");
+  }
+  const uint64_t innerBytes = uint64_t{boxDim[0]} * elementBytes;
+  if (interleave == 0 && innerBytes % 16 != 0)
+    return invalid("boxDim[0] * element size = " + n(innerBytes) + " bytes is not a multiple of 16");
+  if (interleave == 0 && swizzle != 0 && innerBytes > (16u << swizzle))
+    return invalid("boxDim[0] * element size = " + n(innerBytes) + " bytes is more than the " + n(16u << swizzle) +
+                   "-byte swizzle span");
+  tn::interp::TensorMapDesc desc;
+  desc.dataType = static_cast<uint8_t>(dataType);
+  desc.rank = static_cast<uint8_t>(rank);
+  desc.interleave = static_cast<uint8_t>(interleave);
+  desc.swizzle = static_cast<uint8_t>(swizzle);
+  desc.l2Promotion = static_cast<uint8_t>(l2Promotion);
+  desc.oobFill = static_cast<uint8_t>(oobFill);
+  desc.elementBytes = static_cast<uint8_t>(elementBytes);
+  desc.address = address;
+  for (uint32_t d = 0; d < rank; ++d) {
+    desc.dims[d] = globalDim[d];
+    if (d > 0) desc.strides[d - 1] = globalStrides[d - 1];
+    desc.box[d] = boxDim[d];
+    desc.elementStrides[d] = static_cast<uint8_t>(elementStrides[d]);
+  }
+  const tn::interp::TensorMapBytes bytes = tn::interp::encodeTensorMap(desc);
+  std::memcpy(tensorMap, bytes.data(), bytes.size());
+  return err::Success;
+}
+
 // Every entry point has the type of the Driver member truenort binds it to (runtime/Driver.cpp):
 // a call through a pointer of another function type is undefined behaviour, which clang's UBSan
 // reports (the fuzz build found the handle types differing).
@@ -626,5 +691,6 @@ SIM_BINDS(cuModuleUnload, cuModuleUnload);
 SIM_BINDS(cuModuleGetFunction, cuModuleGetFunction);
 SIM_BINDS(cuFuncSetAttribute, cuFuncSetAttribute);
 SIM_BINDS(cuLaunchKernel, cuLaunchKernel);
+SIM_BINDS(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled);
 SIM_BINDS(simReport, truenortSimReport);
 #undef SIM_BINDS

@@ -67,6 +67,7 @@ Arg arg(float v);
 Arg arg(double v);
 
 class Bundle;
+struct TensorMapBytes;  // one encoded CUtensorMap: 128 bytes, 128-byte aligned
 
 struct ParamInfo {
   std::string name;
@@ -80,9 +81,11 @@ Status checkSignature(Span<const ParamInfo> params, Span<const Arg> args, const 
 // The argument kind a bundle parameter type takes (u32 -> U32, ptr.global -> Pointer); nullopt
 // for the types no argument can pass (vectors, predicates).
 std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type);
-// A kernel's signature as launches check it, built once when a bundle is loaded. A parameter
-// type with no Arg kind (a vector, a predicate) is a BadBundle error naming the kernel, the
-// parameter and the type: such a kernel would be launched from the wrong argument slot.
+// A kernel's signature as launches check it, built once when a bundle is loaded: every parameter
+// but the `tmap` ones, which the runtime fills from the launch rule's tensor maps (callers never
+// pass them). A parameter type with no Arg kind (a vector, a predicate) is a BadBundle error
+// naming the kernel, the parameter and the type: such a kernel would be launched from the wrong
+// argument slot.
 Result<std::vector<ParamInfo>> signatureOf(Span<const tn::bundle::Param> params, const std::string& kernel);
 // The code a bundle holds for one kernel, as selectCode() chooses among it: its cubin and PTX
 // entries in entry order; for the simulated driver (docs/simulator.md) its IR entries instead,
@@ -101,7 +104,11 @@ class Kernel {
   // PTX for the driver to JIT.
   Target target() const;
   bool is_jit() const;
-  // Grid, block and dynamic shared memory from the bundle's launch rule.
+  // Grid, block and dynamic shared memory from the bundle's launch rule. Arguments are the
+  // signature()'s: every parameter but the tmap ones. Each tmap parameter gets the tensor map
+  // its rule describes, encoded with the driver's cuTensorMapEncodeTiled for this launch's
+  // arguments (cached per parameter, pointer, extents and stride); an encoding error is a Status
+  // naming the kernel and the parameter.
   template <class... A>
   Status launch(const Stream& s, const A&... args) const {
     const Arg list[] = {arg(args)..., Arg{}};
@@ -115,8 +122,9 @@ class Kernel {
   }
   Status launch_args(const Stream& s, Span<const Arg> args, const Dim3* grid = nullptr,
                      const Dim3* block = nullptr, unsigned dynamic_shared = 0) const;
-  // Launches with explicit geometry and cuLaunchKernel-style argument pointers, whose count is
-  // checked against the signature (their types cannot be: generated launch functions are typed).
+  // Launches with explicit geometry and cuLaunchKernel-style pointers to the signature()'s
+  // arguments (no tmap parameters: they are filled as launch() fills them), whose count is checked
+  // against the signature (their types cannot be: generated launch functions are typed).
   Status launch_raw(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args,
                     size_t num_args) const;
   // Checks count and types against the manifest signature (no driver involved).
@@ -127,7 +135,14 @@ class Kernel {
   friend class Bundle;
   struct Loaded;
   Kernel(const Bundle* b, const Loaded* k, CUfunction fn) : bundle_(b), k_(k), fn_(fn) {}
-  // launch_raw without the argument count check, for callers that made it already.
+  // The signature's arguments spread over every parameter, the tensor maps encoded into theirs,
+  // and the launch; the grid and block from the launch rule unless given.
+  Status launch_caller(const Stream& s, const void* const* args, const Dim3* grid, const Dim3* block,
+                       unsigned dynamic_shared) const;
+  // Encodes (or finds in the kernel's cache) every tensor map for a launch; `full` holds every
+  // parameter's argument, and the tmap ones are pointed at `maps`.
+  Status encode_tensor_maps(const void** full, TensorMapBytes* maps) const;
+  // cuLaunchKernel with every parameter's argument.
   Status enqueue(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args) const;
   const Bundle* bundle_;
   const Loaded* k_;

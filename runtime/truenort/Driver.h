@@ -89,6 +89,14 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
 
+  // CUDA 12.0's tensor-map encoder (TC§5.1), bound when the driver has it: a driver without it
+  // fails only the launches of kernels with tensor maps. Enumerations as int, CUtensorMap* as
+  // void*, cuuint32_t/cuuint64_t as uint32_t/uint64_t.
+  CUresult (*cuTensorMapEncodeTiled)(void* tensorMap, int dataType, uint32_t rank, void* globalAddress,
+                                     const uint64_t* globalDim, const uint64_t* globalStrides, const uint32_t* boxDim,
+                                     const uint32_t* elementStrides, int interleave, int swizzle, int l2Promotion,
+                                     int oobFill) = nullptr;
+
   // Present only in the simulated driver (libtruenort-sim.so, docs/simulator.md): the report
   // of the calling thread's last failing call, which fail() appends to the error message.
   const char* (*simReport)() = nullptr;
