@@ -1,6 +1,6 @@
 // cse -- does: replaces a pure op by an identical one (commutative operands in either order) that dominates it.
 // requires: SSA dominance (a verified kernel); computes the dominator tree itself.
-// guarantees: only OF_PURE ops merge (never memory ops or collectives); the replaced ops are removed.
+// guarantees: only OF_PURE ops merge (never memory ops or collectives, nor a wgmma accumulator); the replaced ops are removed.
 #include <algorithm>
 #include <unordered_set>
 
@@ -60,6 +60,11 @@ bool cseKernel(ir::Kernel& k) {
   std::unordered_set<uint32_t, SameKey, SameKey> available(k.insts.size(), same, same);
   std::vector<bool> dead(k.insts.size(), false);
   bool changed = false;
+  // A wgmma accumulator has one use, which takes its registers (ir::tiedOperand): an equal value
+  // stays a value of its own.
+  std::vector<bool> tied(k.values.size(), false);
+  for (const ir::Inst& in : k.insts)
+    if (int t = ir::tiedOperand(in); t >= 0) tied[in.operands[t].index] = true;
   // Replacements are applied as the walk reaches each use (every use of a value lies in the
   // dominator subtree of its definition) and once more at the end for unreachable blocks.
   Replacements repl(k);
@@ -79,7 +84,7 @@ bool cseKernel(ir::Kernel& k) {
     for (ir::InstId id : k.block(b).insts) {
       ir::Inst& in = k.inst(id);
       repl.rewrite(in);
-      if (!ir::hasFlag(in.op, ir::OF_PURE) || !in.result) continue;
+      if (!ir::hasFlag(in.op, ir::OF_PURE) || !in.result || tied[in.result.index]) continue;
       auto [it, inserted] = available.insert(id.index);
       if (inserted) {
         added.push_back(id.index);

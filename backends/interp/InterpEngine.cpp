@@ -207,7 +207,8 @@ class Engine {
   std::optional<Error> wgEdge(const Warp& w, const Code& k, const Edge& e, uint32_t mask);
   std::optional<Error> wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
   std::optional<Error> wgStuck() const;
-  const WgmmaOp* wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const;
+  static WgmmaOp* wgInflight(WarpgroupState& g, uint32_t slot, bool chainable);
+  static void wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst);
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
   Dim3 threadOfLinear(uint32_t t) const {
@@ -267,9 +268,10 @@ class Engine {
   }
   void release(Mbarrier& b, uint32_t t);
   void acquire(const Mbarrier& b, uint32_t parity, uint32_t t);
-  // Kernels with wgmma: per warpgroup of the block; per shared byte, the in-flight wgmmas
-  // reading it and its last generic write; per thread, its fence.proxy.async count.
-  bool wgmma_ = false;
+  // Kernels with wgmma ops: per warpgroup of the block. With wgmma.mma_async (wgmma_), also per
+  // shared byte the in-flight wgmmas reading it and its last generic write, and per thread its
+  // fence.proxy.async count.
+  bool warpgroupOps_ = false, wgmma_ = false;
   std::vector<WarpgroupState> warpgroups_;
   std::vector<uint16_t> wgReading_;
   std::vector<ProxyMark> proxyMarks_;
@@ -374,6 +376,8 @@ Engine::Engine(Launch& l)
   }
   staging_.assign(size_t(p_.slots) * kWarpSize, 0);
   wgmma_ = !p_.wgSlot.empty();
+  warpgroupOps_ =
+      std::any_of(p_.code.begin(), p_.code.end(), [](const Code& c) { return c.kind == Kind::Warpgroup; });
   if (wgmma_) {
     wgReading_.assign(l.sharedBytes, 0);
     proxyMarks_.assign(l.sharedBytes, ProxyMark{});
@@ -406,8 +410,8 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     asyncUsed_ = false;
   }
   mbarriers_.clear();
+  if (warpgroupOps_) warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
   if (wgmma_) {
-    warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
     std::fill(wgReading_.begin(), wgReading_.end(), 0);
     std::fill(proxyMarks_.begin(), proxyMarks_.end(), ProxyMark{});
     std::fill(proxyFences_.begin(), proxyFences_.end(), 0);
@@ -421,7 +425,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
         if (auto e = runWarp(w)) return e;
     // A warpgroup whose 4 warps all wait at the same wgmma op runs it and goes on.
     bool ran = false;
-    for (uint32_t g = 0; wgmma_ && 4 * g + 3 < warps_.size(); ++g) {
+    for (uint32_t g = 0; warpgroupOps_ && 4 * g + 3 < warps_.size(); ++g) {
       Warp* ws = &warps_[4 * g];
       if (!std::all_of(ws, ws + 4, [](const Warp& w) { return w.state == WarpState::AtWarpgroup; })) continue;
       for (int i = 1; i < 4; ++i)
@@ -453,7 +457,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     }
     if (woke) continue;
     if (parked) return deadlock();
-    if (wgmma_)
+    if (warpgroupOps_)
       if (auto e = wgStuck()) return e;
     const Warp* waiting = nullptr;
     uint32_t arrived = 0;
@@ -1225,12 +1229,19 @@ std::optional<Error> Engine::wgArrive(const Warp& w, const Code& k, uint32_t mas
 // The in-flight wgmma whose registers `slot` is: its accumulator or A fragment, or its result
 // (or a block parameter it was passed to), the latest one first. With `chainable`, only a
 // result: what a later wgmma's accumulator may name before the wait.
-const WgmmaOp* Engine::wgInflight(const WarpgroupState& g, uint32_t slot, bool chainable) const {
+WgmmaOp* Engine::wgInflight(WarpgroupState& g, uint32_t slot, bool chainable) {
   for (auto op = g.inflight.rbegin(); op != g.inflight.rend(); ++op) {
     bool result = op->dst == slot || std::find(op->aliases.begin(), op->aliases.end(), slot) != op->aliases.end();
     if (result || (!chainable && (op->acc == slot || op->a == slot))) return &*op;
   }
   return nullptr;
+}
+
+// A write of a wgmma operand's registers since the last wgmma.fence (the latest write of each).
+void Engine::wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst) {
+  auto at = std::find_if(g.dirty.begin(), g.dirty.end(), [&](const auto& d) { return d.first == slot; });
+  if (at == g.dirty.end()) g.dirty.push_back({slot, inst});
+  else at->second = inst;
 }
 
 // Before every instruction of a kernel with wgmma: a read of registers an in-flight wgmma owns
@@ -1256,9 +1267,9 @@ std::optional<Error> Engine::wgCheck(const Warp& w, const Code& k, uint32_t mask
   } else if (k.kind == Kind::Br || k.kind == Kind::Cbr) {
     for (const Edge& e : k.edge)
       for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i)
-        if (p_.wgMoveWrites[i]) g.dirty.push_back({p_.moves[i].dst, k.inst});
+        if (p_.wgMoveWrites[i]) wgDirty(g, p_.moves[i].dst, k.inst);
   }
-  if (k.wgWrite) g.dirty.push_back({k.dst, k.inst});
+  if (k.wgWrite) wgDirty(g, k.dst, k.inst);
   return std::nullopt;
 }
 
@@ -1269,15 +1280,15 @@ std::optional<Error> Engine::wgEdge(const Warp& w, const Code& k, const Edge& e,
   WarpgroupState& g = warpgroups_[w.index / 4];
   for (uint32_t i = e.moveBegin; i < e.moveEnd; ++i) {
     const Move& m = p_.moves[i];
-    if (p_.wgMoveWrites[i]) g.dirty.push_back({m.dst, k.inst});
-    const WgmmaOp* op = wgInflight(g, m.src, false);
+    if (p_.wgMoveWrites[i]) wgDirty(g, m.dst, k.inst);
+    WgmmaOp* op = wgInflight(g, m.src, false);
     if (!op) continue;
     bool chains = (p_.wgSlot[m.dst] & kWgOperand) && wgInflight(g, m.src, true);
     if (!chains)
       return fault(ErrorKind::Wgmma, k, w, std::countr_zero(mask),
                    "early read: the branch passes registers of the wgmma.mma_async at " + where(op->inst) +
                        " before a wgmma.wait_group covers it");
-    auto& aliases = const_cast<WgmmaOp*>(op)->aliases;
+    std::vector<uint32_t>& aliases = op->aliases;
     if (std::find(aliases.begin(), aliases.end(), m.dst) == aliases.end()) aliases.push_back(m.dst);
   }
   return std::nullopt;

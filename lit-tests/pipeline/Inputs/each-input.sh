@@ -4,7 +4,8 @@
 #     for each file -O2 accepts: `opt -O2 X | opt -O2 -` prints exactly `opt -O2 X`; for every
 #     parseable file: `opt -O2 --verify-each X` never reports invalid IR after a pass.
 #   each-input.sh ptxas TRUENOC SRCROOT PTXAS...
-#     for each file -O2 accepts: its -O2 output, emitted for sm_80 and sm_90, assembles.
+#     for each file -O2 accepts: its -O2 output, emitted for sm_80 and sm_90 (a module targeting
+#     sm_90a: for sm_90a), assembles.
 set -u
 mode=$1 truenoc=$2 root=$3
 shift 3
@@ -36,7 +37,9 @@ for d in "${dirs[@]}"; do
         bad=$((bad + 1)); echo "NOT A FIXED POINT: $rel"; diff "$tmp/once" "$tmp/twice" | head -20; cat "$tmp/err"
       fi
     else
-      for sm in sm_80 sm_90; do
+      sms="sm_80 sm_90"
+      grep -q '^target sm_90a$' "$tmp/once" && sms=sm_90a  # arch-specific ops (wgmma): sm_90a only
+      for sm in $sms; do
         if ! "$truenoc" emit-ptx - --target "$sm" < "$tmp/once" > "$tmp/ptx" 2> "$tmp/err" ||
            ! "$@" "-arch=$sm" < "$tmp/ptx" > /dev/null 2>> "$tmp/err"; then
           bad=$((bad + 1)); echo "REJECTED for $sm: $rel"; head -5 "$tmp/err"

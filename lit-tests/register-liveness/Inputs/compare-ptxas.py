@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Predicted registers (register-liveness, after -O2) beside ptxas's count for sm_90.
+"""Predicted registers (register-liveness, after -O2) beside ptxas's count for sm_90 (sm_90a for its modules).
 
 Usage: compare-ptxas.py TRUENOC "PTXAS ARGS..." SRCROOT
 Prints one line per kernel and a summary; exits non-zero when a prediction is outside
@@ -33,8 +33,10 @@ def main():
         if opt.returncode != 0:
             continue  # a negative test: -O2 rejects it
         predicted = dict(re.findall(r"note: kernel @(\w+): peak live registers .*; predicted (\d+) registers", opt.stderr))
-        ptx = run([truenoc, "emit-ptx", "-", "--target", "sm_90"], opt.stdout)
-        asm = run([ptxas, "-arch=sm_90", "-v", "-o", os.devnull, "-"], ptx.stdout) if ptx.returncode == 0 else None
+        # A module of arch-specific sm_90a ops (wgmma, setmaxnreg) exists on sm_90a only.
+        sm = "sm_90a" if re.search(r"^target sm_90a$", opt.stdout, re.M) else "sm_90"
+        ptx = run([truenoc, "emit-ptx", "-", "--target", sm], opt.stdout)
+        asm = run([ptxas, f"-arch={sm}", "-v", "-o", os.devnull, "-"], ptx.stdout) if ptx.returncode == 0 else None
         if asm is None or asm.returncode != 0:
             print(f"FAILED to assemble: {rel}")
             failures += 1
