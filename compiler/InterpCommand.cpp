@@ -1,6 +1,7 @@
 // truenoc interp FILE --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] --arg name=VALUE|@file ...
 // Runs one kernel in the interpreter (backends/interp/Interp.h): pointer parameters get the raw bytes
-// of a file, scalars a literal of their type; --out writes a buffer back after the run.
+// of a file, scalars a literal of their type, tmap parameters a 2-D tensor map over a pointer
+// parameter's buffer (--tensor-map); --out writes a buffer back after the run.
 #include <algorithm>
 #include <cstdio>
 
@@ -15,7 +16,7 @@ namespace {
 
 struct InterpOpts {
   std::string input, kernel, grid, block;
-  std::vector<std::string> args, outs;
+  std::vector<std::string> args, outs, tensorMaps;
   uint32_t dynShared = 0;
   bool checkRaces = false, checkUninit = false;
   uint64_t maxInstructions = interp::Options{}.maxInstructions;
@@ -45,6 +46,90 @@ bool splitAssignment(const std::string& text, std::string& name, std::string& va
   name = text.substr(0, eq);
   value = text.substr(eq + 1);
   return true;
+}
+
+// --tensor-map NAME=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer
+// parameter SRC, as cuTensorMapEncodeTiled takes it (TC§5.1): element type, extents and box in
+// elements (innermost first), the byte stride between rows, the swizzle in bytes (none, 32, 64,
+// 128; default none). Its address is filled in from SRC's buffer after binding.
+struct TensorMapOption {
+  std::string param, source;
+  interp::TensorMapDesc desc;
+};
+
+std::optional<uint64_t> parseCount(const std::string& text, uint64_t max) {
+  if (text.empty() || text.size() > 20 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  unsigned long long n = std::stoull(text);
+  if (n > max) return std::nullopt;
+  return n;
+}
+
+// "AxB" as two counts, each 1..max.
+bool parsePair(const std::string& text, uint64_t max, uint64_t out[2]) {
+  size_t x = text.find('x');
+  if (x == std::string::npos) return false;
+  auto a = parseCount(text.substr(0, x), max), b = parseCount(text.substr(x + 1), max);
+  if (!a || !b || !*a || !*b) return false;
+  out[0] = *a;
+  out[1] = *b;
+  return true;
+}
+
+// The map of one --tensor-map, or the reason it is malformed.
+std::optional<TensorMapOption> parseTensorMap(const std::string& text, std::string& why) {
+  // CUtensorMapDataType codes and element sizes (TC§5.1).
+  static const struct {
+    const char* name;
+    uint8_t code, bytes;
+  } kTypes[] = {{"u8", 0, 1},  {"u16", 1, 2}, {"u32", 2, 4}, {"s32", 3, 4}, {"u64", 4, 8},
+                {"s64", 5, 8}, {"f16", 6, 2}, {"f32", 7, 4}, {"f64", 8, 8}, {"bf16", 9, 2}};
+  TensorMapOption o;
+  std::string rest;
+  if (!splitAssignment(text, o.param, rest)) {
+    why = "expected NAME=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]";
+    return std::nullopt;
+  }
+  std::vector<std::string> f;
+  for (size_t pos = 0;;) {
+    size_t comma = rest.find(',', pos);
+    f.push_back(rest.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (f.size() != 5 && f.size() != 6) {
+    why = "expected 5 or 6 fields after '=': SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]";
+    return std::nullopt;
+  }
+  o.source = f[0];
+  interp::TensorMapDesc& d = o.desc;
+  d.rank = 2;
+  d.elementStrides[0] = d.elementStrides[1] = 1;
+  bool typed = false;
+  for (const auto& t : kTypes)
+    if (f[1] == t.name) {
+      d.dataType = t.code;
+      d.elementBytes = t.bytes;
+      typed = true;
+    }
+  if (o.source.empty()) why = "the source pointer parameter is missing";
+  else if (!typed) why = "unknown element type '" + f[1] + "' (u8, u16, u32, s32, u64, s64, f16, bf16, f32, f64)";
+  else if (!parsePair(f[2], uint64_t{1} << 32, d.dims)) why = "invalid extents '" + f[2] + "' (D0xD1, each 1 .. 2^32)";
+  else if (auto s = parseCount(f[3], (uint64_t{1} << 40) - 1); !s) why = "invalid row stride '" + f[3] + "' (bytes)";
+  else d.strides[0] = *s;
+  uint64_t box[2] = {};
+  if (why.empty() && !parsePair(f[4], 256, box)) why = "invalid box '" + f[4] + "' (B0xB1, each 1 .. 256)";
+  d.box[0] = static_cast<uint32_t>(box[0]);
+  d.box[1] = static_cast<uint32_t>(box[1]);
+  if (why.empty() && f.size() == 6) {
+    const std::string& s = f[5];
+    if (s == "none" || s == "0") d.swizzle = 0;
+    else if (s == "32") d.swizzle = 1;
+    else if (s == "64") d.swizzle = 2;
+    else if (s == "128") d.swizzle = 3;
+    else why = "invalid swizzle '" + s + "' (none, 32, 64 or 128)";
+  }
+  if (!why.empty()) return std::nullopt;
+  return o;
 }
 
 // A malformed command line (exit 2): an option's syntax is wrong whatever the kernel is.
@@ -92,6 +177,20 @@ int runInterp(const InterpOpts& o) {
       if (p.name == name) return p.type.isPtr();
     return std::nullopt;
   };
+  auto isTensorMap = [&](const std::string& name) {
+    for (const interp::ParamInfo& p : vm.params())
+      if (p.name == name) return p.type.scalar == ir::Scalar::TensorMap;
+    return false;
+  };
+  std::vector<TensorMapOption> maps;
+  for (const std::string& text : o.tensorMaps) {
+    std::string why;
+    auto map = parseTensorMap(text, why);
+    if (!map) return usage("invalid --tensor-map '" + text + "': " + why);
+    for (const TensorMapOption& m : maps)
+      if (m.param == map->param) return usage("--tensor-map '" + map->param + "' is given more than once");
+    maps.push_back(*map);
+  }
   std::vector<std::string> given;
   for (const std::string& arg : o.args) {
     std::string name, value;
@@ -101,6 +200,9 @@ int runInterp(const InterpOpts& o) {
     given.push_back(name);
     auto ptr = isPointer(name);
     if (!ptr) return mismatch("kernel '" + o.kernel + "' has no parameter '" + name + "'");
+    if (isTensorMap(name))
+      return mismatch("parameter '" + name + "' is a tmap: give it with --tensor-map " + name +
+                      "=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]");
     if (*ptr) {
       if (value.empty() || value[0] != '@')
         return mismatch("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
@@ -112,8 +214,23 @@ int runInterp(const InterpOpts& o) {
       return mismatch(e->diag.message);
     }
   }
+  for (TensorMapOption& m : maps) {
+    if (!isTensorMap(m.param))
+      return mismatch("--tensor-map names '" + m.param + "', which is not a tmap parameter of '" + o.kernel + "'");
+    auto ptr = isPointer(m.source);
+    if (!ptr || !*ptr)
+      return mismatch("--tensor-map " + m.param + " views '" + m.source + "', which is not a pointer parameter of '" +
+                      o.kernel + "'");
+    std::optional<uint64_t> address = vm.pointerValue(m.source);
+    if (!address) return mismatch("--tensor-map " + m.param + " views '" + m.source + "', which has no --arg buffer");
+    m.desc.address = *address;
+    if (auto e = vm.setTensorMap(m.param, interp::encodeTensorMap(m.desc))) return mismatch(e->diag.message);
+  }
   for (const interp::ParamInfo& p : vm.params())
-    if (!p.bound) return mismatch("missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
+    if (!p.bound)
+      return mismatch(p.type.scalar == ir::Scalar::TensorMap
+                          ? "missing --tensor-map for parameter '" + p.name + "' of kernel '" + o.kernel + "'"
+                          : "missing --arg for parameter '" + p.name + "' of kernel '" + o.kernel + "'");
   std::vector<std::string> outNames;
   std::vector<io::OutputFile> outs;
   for (const std::string& out : o.outs) {
@@ -162,6 +279,10 @@ Command interpCommand() {
             app.add_option("--block", o->block, "Block size X[,Y,Z]")->required();
             app.add_option("--arg", o->args, "name=VALUE for a scalar, name=@FILE for a buffer (raw bytes)");
             app.add_option("--out", o->outs, "name=FILE: write a buffer after the run");
+            app.add_option("--tensor-map", o->tensorMaps,
+                           "name=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer parameter "
+                           "SRC (extents and box in elements, innermost first; row stride in bytes; swizzle none, "
+                           "32, 64 or 128)");
             app.add_option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
             app.add_flag("--check-races", o->checkRaces, "Report shared-memory data races between barriers");
             app.add_flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");

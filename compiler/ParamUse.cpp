@@ -7,7 +7,8 @@
 // over-approximates (a comparison of p with something derives from p), which only matters for
 // escapes: an address that derives from p makes a load a read of p and a store a write of p;
 // a value that derives from p stored to memory, or given to an atomic, is an escape, and then
-// nothing is known (`embed` does not make such a pointer const).
+// nothing is known (`embed` does not make such a pointer const). A TMA store writes through a
+// tensor map, whose pointer parameter only the launch rule names: every pointer escapes.
 //
 // The element type is the one scalar of the typed accesses through p: floats and signed integers
 // (f16, bf16, f32, f64, s8..s64; vectors count by lane). Unsigned and bits accesses move raw
@@ -111,6 +112,9 @@ void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params) {
         case ir::Op::CpAsync:  // dst (shared), src (global): raw bytes
           touch(in.operands[0], bundle::kPtrWritten, std::nullopt);
           touch(in.operands[1], bundle::kPtrRead, std::nullopt);
+          break;
+        case ir::Op::TmaStore:  // writes through a tensor map, whose pointer only the launch rule names
+          for (const ir::KernelParam& p : k.params) escape(p.value);
           break;
         default:
           break;

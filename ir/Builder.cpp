@@ -722,6 +722,17 @@ Value KernelBuilder::mbarrier_try_wait_parity(Value bar, Value parity, std::stri
 }
 Value KernelBuilder::elect_sync(Value mask, std::string_view n, Here l) { return op(Op::ElectSync, std::nullopt, {mask}, {}, n, l); }
 void KernelBuilder::fence_proxy_async(Here l) { op(Op::FenceProxyAsync, std::nullopt, {}, {}, {}, l); }
+
+void KernelBuilder::tma_load_2d(Value dst, Value tmap, Value c0, Value c1, Value bar, Here l) {
+  op(Op::TmaLoad, std::nullopt, {dst, tmap, c0, c1, bar}, {}, {}, l);
+}
+void KernelBuilder::tma_store_2d(Value tmap, Value c0, Value c1, Value src, Here l) {
+  op(Op::TmaStore, std::nullopt, {tmap, c0, c1, src}, {}, {}, l);
+}
+void KernelBuilder::bulk_commit_group(Here l) { op(Op::BulkCommit, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::bulk_wait_group_read(unsigned pending, Here l) {
+  op_imm(Op::BulkWaitRead, std::nullopt, {}, pending, {}, {}, l);
+}
 void KernelBuilder::setmaxnreg(bool increase, unsigned count, Here l) {
   op_imm(increase ? Op::SetMaxNRegInc : Op::SetMaxNRegDec, std::nullopt, {}, count, {}, {}, l);
 }

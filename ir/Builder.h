@@ -314,6 +314,16 @@ class KernelBuilder {
   // True in exactly one lane of `mask` (which one is unspecified; the interpreter picks the lowest).
   Value elect_sync(Value mask, std::string_view name = {}, Here loc = Here::current());
   void fence_proxy_async(Here loc = Here::current());
+
+  // ---- tensor memory access (TMA, sm_90; docs/ir.md, "Tensor memory access") -------------------
+  // A tmap parameter: `param(Type::of(Scalar::TensorMap), "a_map")`; c0 (innermost) and c1 are
+  // s32 box coordinates in elements, dst, src and bar ptr.shared addresses.
+  // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [tmap, {c0, c1}], [bar]
+  void tma_load_2d(Value dst, Value tmap, Value c0, Value c1, Value bar, Here loc = Here::current());
+  // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [tmap, {c0, c1}], [src]
+  void tma_store_2d(Value tmap, Value c0, Value c1, Value src, Here loc = Here::current());
+  void bulk_commit_group(Here loc = Here::current());                      // cp.async.bulk.commit_group
+  void bulk_wait_group_read(unsigned pending, Here loc = Here::current());  // cp.async.bulk.wait_group.read N
   // setmaxnreg.inc / .dec (sm_90a): this warp's register budget becomes `count` (24 ... 256, a
   // multiple of 8); every warp of the warpgroup executes the same one.
   void setmaxnreg(bool increase, unsigned count, Here loc = Here::current());

@@ -47,7 +47,8 @@
 // 10. Tensor cores: mma's shape and `S -> T` are one of PTX's forms (docs/ir.md) and its operands are
 //     the A (v4.b32), B (v2.b32) and accumulator fragments; ldmatrix yields b32, v2.b32 or v4.b32
 //     through a shared pointer; cvt.pack packs two f32 into f16x2 or bf16x2 with .rn or .rz.
-// 11. Asynchronous copies and bit ops: cp.async copies 4, 8 or 16 bytes (its immediate) from a
+// 11. Asynchronous copies and bit ops: cp.async.bulk.tensor's destination, source and mbarrier
+//     are ptr.shared; cp.async copies 4, 8 or 16 bytes (its immediate) from a
 //     ptr.global to a ptr.shared with .ca, or 16 bytes with .cg; a constant src-size is at most
 //     the copy size; lop3's truth table fits in 8 bits. (Alignment of the two addresses is a
 //     dataflow fact: tile-validation proves it or reports it, the interpreter checks it per copy.)
@@ -70,6 +71,7 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -722,6 +724,18 @@ void KernelVerifier::checkAsyncAndBits(const Inst& in) {
   }
   if (in.op == Op::Lop3 && in.imm > 0xFF)
     error(in.loc, op() + " truth table " + std::to_string(in.imm) + " does not fit in 8 bits");
+  if (in.op == Op::TmaLoad || in.op == Op::TmaStore) {
+    // dst and bar (load), src (store): shared addresses, as the PTX spells them (.shared::cluster, ::cta).
+    using Slot = std::pair<size_t, const char*>;
+    static constexpr Slot load[] = {{0, "destination"}, {4, "mbarrier"}}, store[] = {{3, "source"}};
+    for (auto [i, what] : in.op == Op::TmaLoad ? std::span<const Slot>(load) : std::span<const Slot>(store)) {
+      if (in.operands.size() <= i || !validValue(in.operands[i])) continue;
+      Type t = k_.typeOf(in.operands[i]);
+      if (t.isPtr() && t.space != AddrSpace::Shared)
+        error(in.loc, op() + " " + what + " " + val(in.operands[i]) + " is " + quoted(t) + ", expected 'ptr.shared'");
+    }
+    return;
+  }
   if (in.op == Op::MbarInit || in.op == Op::MbarArrive || in.op == Op::MbarArriveTx || in.op == Op::MbarTryWait) {
     if (!in.operands.empty() && validValue(in.operands[0]) && k_.typeOf(in.operands[0]).isPtr() &&
         k_.typeOf(in.operands[0]).space != AddrSpace::Shared)

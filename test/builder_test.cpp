@@ -580,3 +580,30 @@ TEST_CASE("builder: setmaxnreg and the wgmma group ops (sm_90a)") {
   wgmma.wait_group 1
 )") != std::string::npos);
 }
+
+TEST_CASE("builder: the TMA ops take a tmap parameter, s32 coordinates and shared addresses (sm_90)") {
+  ir::Module m;
+  m.target = ir::Target{90, false};
+  m.ptx = 80;
+  KernelBuilder b(m, "tma");
+  Value map = b.param(Type::of(ir::Scalar::TensorMap), "a_map");
+  Value tile = b.param(kSharedPtr, "tile");
+  Value bar = b.param(kSharedPtr, "bar");
+  Value x = b.param(Type::s32(), "x");
+  Value y = b.param(Type::s32(), "y");
+  b.tma_load_2d(tile, map, x, y, bar);
+  b.tma_store_2d(map, x, y, tile);
+  b.bulk_commit_group();
+  b.bulk_wait_group_read(2);
+  b.ret();
+  checkWellFormed(m);
+  CHECK(ir::print(m).find(R"(kernel @tma(%a_map: tmap, %tile: ptr.shared, %bar: ptr.shared, %x: s32, %y: s32) {
+^entry:
+  cp.async.bulk.tensor.2d %tile, %a_map, %x, %y, %bar
+  cp.async.bulk.tensor.2d.store %a_map, %x, %y, %tile
+  cp.async.bulk.commit_group
+  cp.async.bulk.wait_group.read 2
+  ret
+}
+)") != std::string::npos);
+}

@@ -682,6 +682,23 @@ GOLDEN_TEST("tmap-param.tir", "copy") {
   });
 }
 
+// ---- tma.tir -----------------------------------------------------------------------------------
+
+// out = 2 in on the tensor's elements; the padding past each row's extent keeps its bits.
+GOLDEN_TEST("tma.tir", "tile_scale") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<float> in = run.inputArray<float>("in");
+    const std::vector<uint32_t> before = run.inputArray<uint32_t>("out");
+    const std::vector<uint32_t> out = o.array<uint32_t>("out");
+    const uint64_t cols = run.tensorMaps[0].desc.dims[0], stride = run.tensorMaps[0].desc.strides[0] / 4;
+    REQUIRE(out.size() == in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      INFO("element " << i % stride << ", row " << i / stride);
+      CHECK(out[i] == (i % stride < cols ? gpuBits(in[i] + in[i]) : before[i]));
+    }
+  });
+}
+
 // ---- warpgroup.tir -----------------------------------------------------------------------------
 
 GOLDEN_TEST("warpgroup.tir", "split") {

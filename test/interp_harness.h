@@ -767,6 +767,25 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // tma.tir: reqntid(128); each block doubles a 16 x 32 f32 tile through TMA. Tensors whose
+  // extents are not multiples of the box, rows padded past the extent (40 floats of row stride
+  // for 37 columns), so that the edge tiles load zeros and store only the tensor's elements.
+  all.push_back({"tma.tir", "tile_scale", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (auto [cols, rows] : {std::pair<uint32_t, uint32_t>{40, 50}, {37, 21}, {16, 32}, {33, 65}}) {
+                     const uint32_t stride = (cols + 3) / 4 * 4;  // floats per row: 16-byte rows
+                     Run r = launch("tile_scale", {(cols + 15) / 16, (rows + 31) / 32, 1}, {128, 1, 1});
+                     std::vector<float> in(size_t{stride} * rows), out(in.size());
+                     for (float& v : in) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+                     for (float& v : out) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+                     r.buffer("in", in).buffer("out", out);
+                     r.tensorMap2d("in_map", "in", 4, {cols, rows}, 4 * stride, {16, 32});
+                     r.tensorMap2d("out_map", "out", 4, {cols, rows}, 4 * stride, {16, 32});
+                     r.opts.checkRaces = r.opts.checkUninit = true;
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // conversions.tir
   all.push_back({"conversions.tir",
                  "floats",

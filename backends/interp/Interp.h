@@ -45,6 +45,8 @@ enum class ErrorKind : uint8_t {
   Wgmma,              // wgmma.mma_async without a wgmma.fence after its registers were written, its
                       // registers read before the covering wgmma.wait_group, its shared operands
                       // written unfenced or while it runs, or a warpgroup not executing it together
+  AsyncProxy,         // TMA: a destination byte used before its mbarrier phase was seen complete, a store's
+                      // source written before its wait_group.read or without fence.proxy.async, a bad map
 };
 
 // A fault or setup error. diag carries file, location and the full message; text() formats it

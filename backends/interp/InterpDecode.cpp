@@ -172,6 +172,7 @@ class Decoder {
         case 'p': ok = t.isPred(); want = "pred"; break;
         case 'i': ok = (t.isInt() || t.isBits()) && !t.isVector() && t.bits() == 32; want = "a 32-bit integer"; break;
         case 'P': ok = t.isPtr(); want = "a pointer"; break;
+        case 'M': ok = t.scalar == ir::Scalar::TensorMap; want = "tmap"; break;
         case 'o':
           ok = (t.isInt() || t.isBits()) && !t.isVector() && t.bits() == in.type->bits();
           want = "a " + std::to_string(in.type->bits()) + "-bit integer";
@@ -233,8 +234,8 @@ class Decoder {
                            ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans, ir::ModGroup::Prmt})
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
     if (in.result) c.dst = slot_[in.result.index];
-    for (size_t i = 0; i < in.operands.size() && i < 4; ++i) c.src[i] = slot_[in.operands[i].index];
-    c.nsrc = static_cast<uint8_t>(std::min<size_t>(in.operands.size(), 4));
+    for (size_t i = 0; i < in.operands.size() && i < std::size(c.src); ++i) c.src[i] = slot_[in.operands[i].index];
+    c.nsrc = static_cast<uint8_t>(std::min(in.operands.size(), std::size(c.src)));
     c.imm = in.imm;
     c.wgWrite = in.result && !p_.wgSlot.empty() && (p_.wgSlot[c.dst] & kWgOperand) && in.op != Op::WgmmaMma;
 
@@ -331,8 +332,23 @@ class Decoder {
         c.kind = Kind::Compute;
         if (std::string why; !(c.fn = selectCompute(c, why))) return fail(in.loc, why);
         break;
-      case Op::FenceProxyAsync:  // no async proxy is modelled yet (docs/hopper.md)
-        c.kind = Kind::Nop;
+      case Op::FenceProxyAsync:
+        c.kind = Kind::ProxyFence;
+        break;
+      // TMA: copies at issue, checked against the mbarrier phase or bulk group that covers them.
+      case Op::TmaLoad: case Op::TmaStore: {
+        c.kind = in.op == Op::TmaLoad ? Kind::TmaLoad : Kind::TmaStore;
+        c.space = ir::AddrSpace::Shared;
+        const Type shared = Type::ptr(ir::AddrSpace::Shared);
+        bool ok = in.op == Op::TmaLoad ? k_.typeOf(in.operands[0]) == shared && k_.typeOf(in.operands[4]) == shared
+                                       : k_.typeOf(in.operands[3]) == shared;
+        if (!ok) return fail(in.loc, std::string(ir::info(in.op).name) + " takes ptr.shared addresses");
+        (in.op == Op::TmaLoad ? p_.tmaLoads : p_.bulkStores) = true;
+        break;
+      }
+      case Op::BulkCommit: case Op::BulkWaitRead:
+        c.kind = in.op == Op::BulkCommit ? Kind::BulkCommit : Kind::BulkWait;
+        p_.bulkStores = true;
         break;
       case Op::ShflSync:
         c.kind = Kind::Shfl;

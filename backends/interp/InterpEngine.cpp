@@ -120,6 +120,35 @@ struct ProxyMark {
   uint32_t thread = kNoThread, fences = 0, inst = 0;
 };
 
+// TMA (docs/interpreter.md, "Tensor memory access"). A load's destination byte stays pending
+// with its mbarrier and phase: a thread may use it once its own try_wait has seen that phase
+// complete. A store's source byte is being read until a wait_group.read of its thread covers the
+// store's bulk group. Generic writes are stamped with their thread's count of fence.proxy.async,
+// so that a store can tell whether the writer fenced since.
+constexpr uint32_t kNoBarrier = 0xFFFFFFFFu;
+struct TmaByte {
+  uint32_t barrier = kNoBarrier, phase = 0, inst = 0, issuer = 0;
+};
+struct ProxyByte {
+  uint32_t writer = kNoThread, writeInst = 0, fences = 0;  // the last generic write
+  uint32_t reader = kNoThread, readInst = 0;               // a TMA store still reading it
+};
+struct BulkStore {
+  uint32_t group = 0, inst = 0, lo = 0, hi = 0;  // its source bytes lie in [lo, hi)
+};
+struct ThreadBulk {
+  std::vector<BulkStore> pending;
+  uint32_t committed = 0;  // bulk groups committed so far; the open group has this number
+  uint32_t fences = 0;     // fence.proxy.async executed so far
+};
+
+// The physical shared address of linear address a under a TMA/wgmma swizzle mode (TC§4.5;
+// CUtensorMapSwizzle numbering: 1 32B, 2 64B, 3 128B): the 16-byte chunk bits [4+m-1:4] take the
+// XOR of the 128-byte line bits [7+m-1:7].
+uint32_t swizzled(uint32_t a, unsigned mode) {
+  return mode ? a ^ (((a >> 7) & ((1u << mode) - 1)) << 4) : a;
+}
+
 // Keeps the host's floating-point environment and runs the launch in round-to-nearest.
 class FenvGuard {
  public:
@@ -209,6 +238,24 @@ class Engine {
   std::optional<Error> wgStuck() const;
   static WgmmaOp* wgInflight(WarpgroupState& g, uint32_t slot, bool chainable);
   static void wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst);
+  std::optional<Error> checkRace(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
+  std::optional<Error> checkTma(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
+  std::optional<Error> tmaLoad(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> tmaStore(const Warp& w, const Code& k, uint32_t mask);
+  void bulkGroups(const Warp& w, const Code& k, uint32_t mask);
+  // The launch's map for a tmap operand, checked to be 2-D.
+  std::optional<Error> tensorMapOf(const Code& k, const Warp& w, uint32_t lane, uint32_t src, const TensorMapDesc*& map);
+  // The shared box of a TMA at `base` (box bytes, 16-byte aligned, inside one array).
+  // Its array's bounds come back in lo, hi.
+  std::optional<Error> checkBox(const Code& k, const Warp& w, uint32_t lane, uint64_t base, uint64_t bytes,
+                                uint64_t& lo, uint64_t& hi) const;
+  // The TMA load's write of `bytes` at `off`: race and proxy checks, then the byte is async-owned.
+  std::optional<Error> tmaWrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes);
+  struct Box;
+  std::optional<Error> boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint64_t base, Box& box);
+  template <class F>
+  std::optional<Error> walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, int64_t x0, int64_t y0, F&& f);
+  std::string paramName(uint32_t slot) const;
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
   Dim3 threadOfLinear(uint32_t t) const {
@@ -251,10 +298,14 @@ class Engine {
   // arrivals, tx-count), and a count of their changes, which wakes waiting warps.
   // With --check-races, also the happens-before the phases carry: `open` joins what the current
   // phase's arrivals release, done[p] what the last completed phase of parity p released.
+  // With TMA loads, also what expect_tx announced and complete-tx delivered in the current phase,
+  // and per thread the phases it has seen complete (its try_wait returned true).
   struct Mbarrier {
     uint32_t phase = 0, pending = 0, expected = 0;
     int64_t tx = 0;
     std::vector<uint32_t> open, done[2];
+    int64_t announced = 0, delivered = 0;
+    std::vector<uint32_t> seen;
   };
   std::map<uint32_t, Mbarrier> mbarriers_;
   uint64_t mbarrierChanges_ = 0;
@@ -276,6 +327,14 @@ class Engine {
   std::vector<uint16_t> wgReading_;
   std::vector<ProxyMark> proxyMarks_;
   std::vector<uint32_t> proxyFences_;
+  // A phase completes: the arrivals are expected again, the transaction bytes start over.
+  void completePhase(Mbarrier& b);
+  // A phase whose arrivals are all in received more bytes than expect_tx announced.
+  Error txOverrun(const Code& k, const Warp& w, uint32_t lane, const Mbarrier& b, uint32_t off) const;
+  std::vector<TmaByte> tmaBytes_;      // kernels with TMA loads: per shared byte
+  std::vector<ProxyByte> proxyBytes_;  // kernels with TMA stores: per shared byte
+  std::vector<ThreadBulk> bulk_;       // and per thread
+  bool tmaUsed_ = false;               // some TMA state changed in this block (it needs a reset)
 };
 
 std::string Engine::memName(const Code& k) const {
@@ -283,6 +342,11 @@ std::string Engine::memName(const Code& k) const {
   if (k.kind == Kind::Warpgroup) return "wgmma.mma_async operand";
   if (k.kind == Kind::Mbarrier || k.kind == Kind::MbarWait) return std::string(ir::info(k.op).name);
   if (k.op == Op::CpAsync) return k.space == AddrSpace::Shared ? "cp.async shared destination" : "cp.async global source";
+  if (k.op == Op::TmaLoad)
+    return k.space == AddrSpace::Shared ? "cp.async.bulk.tensor.2d shared destination" : "cp.async.bulk.tensor.2d global source";
+  if (k.op == Op::TmaStore)
+    return k.space == AddrSpace::Shared ? "cp.async.bulk.tensor.2d.store shared source"
+                                        : "cp.async.bulk.tensor.2d.store global destination";
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
   base += "." + std::string(ir::spaceName(k.space));
   if (k.op == Op::AtomCas) base += ".cas";
@@ -387,6 +451,11 @@ Engine::Engine(Launch& l)
     copies_.assign(threadsPerBlock_, ThreadCopies{});
     asyncBytes_.assign(l.sharedBytes, AsyncByte{});
   }
+  if (p_.tmaLoads) tmaBytes_.assign(l.sharedBytes, TmaByte{});
+  if (p_.bulkStores) {
+    proxyBytes_.assign(l.sharedBytes, ProxyByte{});
+    bulk_.assign(threadsPerBlock_, ThreadBulk{});
+  }
 }
 
 std::optional<Error> Engine::runBlock(uint64_t linear) {
@@ -408,6 +477,12 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     for (ThreadCopies& c : copies_) c = ThreadCopies{};
     std::fill(asyncBytes_.begin(), asyncBytes_.end(), AsyncByte{});
     asyncUsed_ = false;
+  }
+  if (tmaUsed_) {
+    std::fill(tmaBytes_.begin(), tmaBytes_.end(), TmaByte{});
+    std::fill(proxyBytes_.begin(), proxyBytes_.end(), ProxyByte{});
+    std::fill(bulk_.begin(), bulk_.end(), ThreadBulk{});
+    tmaUsed_ = false;
   }
   mbarriers_.clear();
   if (warpgroupOps_) warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
@@ -624,8 +699,10 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         }
         ++pc;
         break;
-      case Kind::AsyncCopy:
-        if (auto e = asyncCopy(w, k, mask)) {
+      case Kind::AsyncCopy: case Kind::TmaLoad: case Kind::TmaStore:
+        if (auto e = k.kind == Kind::AsyncCopy ? asyncCopy(w, k, mask)
+                     : k.kind == Kind::TmaLoad ? tmaLoad(w, k, mask)
+                                               : tmaStore(w, k, mask)) {
           (void)leave(WarpState::Done);
           return e;
         }
@@ -640,8 +717,6 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         ++pc;
         break;
       case Kind::Nop:
-        if (k.op == Op::FenceProxyAsync && wgmma_)
-          forLanes(mask, [&](uint32_t l) { ++proxyFences_[w.index * kWarpSize + l]; });
         ++pc;
         break;
       case Kind::Warpgroup:
@@ -650,6 +725,12 @@ std::optional<Error> Engine::runWarp(Warp& w) {
           return e;
         }
         return leave(WarpState::AtWarpgroup);
+      case Kind::BulkCommit: case Kind::BulkWait: case Kind::ProxyFence:
+        if (k.kind == Kind::ProxyFence && wgmma_)
+          forLanes(mask, [&](uint32_t l) { ++proxyFences_[w.index * kWarpSize + l]; });
+        bulkGroups(w, k, mask);
+        ++pc;
+        break;
       case Kind::Mbarrier: case Kind::Elect:
         if (auto e = k.kind == Kind::Mbarrier ? mbarrier(w, k, mask) : elect(w, k, mask)) {
           (void)leave(WarpState::Done);
@@ -814,6 +895,8 @@ std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t 
     if (auto e = wgShared(k, w, lane, off, acc)) return e;
   if (!asyncBytes_.empty())
     if (auto e = checkAsync(k, w, lane, off, acc)) return e;
+  if (!tmaBytes_.empty() || !proxyBytes_.empty())
+    if (auto e = checkTma(k, w, lane, off, bytes, acc)) return e;
   if (opts_.checkUninit) {
     if (acc != Access::Write)
       for (unsigned i = 0; i < bytes; ++i)
@@ -824,6 +907,13 @@ std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t 
     if (acc != Access::Read) std::fill_n(written_.begin() + off, bytes, 1);
   }
   if (!opts_.checkRaces || acc == Access::Atomic) return std::nullopt;
+  return checkRace(k, w, lane, off, bytes, acc);
+}
+
+// --check-races: the access conflicts with another thread's in this barrier interval that no
+// completed mbarrier phase orders before it.
+std::optional<Error> Engine::checkRace(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes,
+                                       Access acc) {
   const uint32_t t = w.index * kWarpSize + lane;
   auto race = [&](uint32_t other, uint32_t otherInst, const char* did) {
     return fault(ErrorKind::SharedRace, k, w, lane,
@@ -1134,6 +1224,7 @@ std::optional<Error> Engine::mbarrier(const Warp& w, const Code& k, uint32_t mas
     Mbarrier& b = found->second;
     if (k.op == Op::MbarArriveTx) {
       b.tx += static_cast<uint32_t>(arg[l]);
+      b.announced += static_cast<uint32_t>(arg[l]);
       if (b.tx > kMaxCount)
         return fault(ErrorKind::Mbarrier, k, w, l,
                      "mbarrier.arrive.expect_tx takes the tx-count of the mbarrier " + sharedPlace(off) + " to " +
@@ -1145,16 +1236,27 @@ std::optional<Error> Engine::mbarrier(const Warp& w, const Code& k, uint32_t mas
                        std::to_string(b.expected) + " arrivals and waits for a tx-count of " + std::to_string(b.tx) +
                        " bytes");
     if (!arrivals_.empty()) release(b, w.index * kWarpSize + l);
-    if (--b.pending == 0 && b.tx == 0) {
-      if (!arrivals_.empty()) {
-        b.done[b.phase & 1] = std::move(b.open);
-        b.open.clear();
-      }
-      ++b.phase;
-      b.pending = b.expected;
-    }
+    if (--b.pending == 0 && b.tx < 0) return txOverrun(k, w, l, b, off);
+    if (b.pending == 0 && b.tx == 0) completePhase(b);
   }
   return std::nullopt;
+}
+
+void Engine::completePhase(Mbarrier& b) {
+  if (!arrivals_.empty()) {
+    b.done[b.phase & 1] = std::move(b.open);
+    b.open.clear();
+  }
+  ++b.phase;
+  b.pending = b.expected;
+  b.announced = b.delivered = 0;
+}
+
+Error Engine::txOverrun(const Code& k, const Warp& w, uint32_t lane, const Mbarrier& b, uint32_t off) const {
+  return fault(ErrorKind::Mbarrier, k, w, lane,
+               "the mbarrier " + sharedPlace(off) + " received more transaction bytes than expected in phase " +
+                   std::to_string(b.phase) + ", whose arrivals are all in: expect_tx announced " +
+                   std::to_string(b.announced) + " bytes, the copies delivered " + std::to_string(b.delivered));
 }
 
 // Thread t's arrival releases its own accesses so far and everything it has acquired.
@@ -1184,6 +1286,12 @@ std::optional<Error> Engine::mbarrierWait(Warp& w, const Code& k, uint32_t mask,
     if (found == mbarriers_.end())
       return fault(ErrorKind::Mbarrier, k, w, l, memName(k) + " " + sharedPlace(off) + ", which no mbarrier.init set up");
     d[l] = (found->second.phase & 1) != (parity[l] & 1);
+    if (d[l] && !tmaBytes_.empty()) {
+      std::vector<uint32_t>& seen = found->second.seen;
+      seen.resize(threadsPerBlock_, 0);
+      uint32_t& mine = seen[w.index * kWarpSize + l];
+      mine = std::max(mine, found->second.phase);
+    }
     if (d[l] && !arrivals_.empty()) acquire(found->second, static_cast<uint32_t>(parity[l]), w.index * kWarpSize + l);
     if (!d[l] && !parked) {
       parked = true;
@@ -1493,10 +1601,282 @@ Error Engine::deadlock() const {
              std::to_string(w.waitParity) + " of the mbarrier " + sharedPlace(w.waitBarrier);
     if (b != mbarriers_.end())
       waits += ", in phase " + std::to_string(b->second.phase) + " with " + std::to_string(b->second.pending) + " of " +
-               std::to_string(b->second.expected) + " arrivals missing and a tx-count of " + std::to_string(b->second.tx);
+               std::to_string(b->second.expected) + " arrivals missing and a tx-count of " + std::to_string(b->second.tx) +
+               (b->second.tx > 0 ? " (" + std::to_string(b->second.tx) + " bytes still expected: expect_tx announced " +
+                                       std::to_string(b->second.announced) + ", the copies delivered " +
+                                       std::to_string(b->second.delivered) + ")"
+                                 : std::string());
   }
   return fault(ErrorKind::Deadlock, p_.code[first->waitPc], *first, first->waitLane,
                "deadlock: the block's threads all wait and no mbarrier phase they wait for can complete" + waits);
+}
+
+// ---- TMA: cp.async.bulk.tensor ------------------------------------------------------------------
+
+std::string Engine::paramName(uint32_t slot) const {
+  for (const ParamSlot& p : p_.params)
+    if (p.slot == slot) return "'%" + p.name + "'";
+  return "the tmap operand";
+}
+
+std::optional<Error> Engine::tensorMapOf(const Code& k, const Warp& w, uint32_t lane, uint32_t src,
+                                         const TensorMapDesc*& map) {
+  const uint64_t index = slotPtr(w.regs, src)[lane];
+  std::span<const TensorMapDesc> maps = launch_.memory.tensorMaps;
+  if (index >= maps.size())
+    return fault(ErrorKind::AsyncProxy, k, w, lane, std::string(ir::info(k.op).name) + ": " + paramName(src) + " holds no tensor map");
+  map = &maps[index];
+  if (map->rank != 2)
+    return fault(ErrorKind::AsyncProxy, k, w, lane,
+                 std::string(ir::info(k.op).name) + " through the tensor map " + paramName(src) + " of rank " +
+                     std::to_string(map->rank) + " (a 2-D copy needs rank 2)");
+  return std::nullopt;
+}
+
+std::optional<Error> Engine::checkBox(const Code& k, const Warp& w, uint32_t lane, uint64_t base, uint64_t bytes,
+                                      uint64_t& lo, uint64_t& hi) const {
+  const SharedArray* arr = base < shared_.size() ? sharedArrayAt(static_cast<int64_t>(base)) : nullptr;
+  hi = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
+  lo = arr ? arr->start : 0;
+  const std::string box = memName(k) + " of a " + std::to_string(bytes) + "-byte box ";
+  if (!arr || base + bytes > hi)
+    return fault(ErrorKind::OutOfBounds, k, w, lane, "out-of-bounds " + box + sharedPlace(static_cast<int64_t>(base)));
+  if (base % 16)
+    return fault(ErrorKind::Misaligned, k, w, lane,
+                 "misaligned " + box + sharedPlace(static_cast<int64_t>(base)) + " (a box starts on a 16-byte boundary)");
+  return std::nullopt;
+}
+
+// A generic access to a TMA byte: a load's destination is usable by a thread once its try_wait has
+// seen the load's phase complete; a store's source may not be written until its wait_group.read.
+// Generic writes are stamped for the proxy-fence check of later stores.
+std::optional<Error> Engine::checkTma(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes,
+                                      Access acc) {
+  const uint32_t t = w.index * kWarpSize + lane;
+  auto access = [&] {
+    return memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+           (acc == Access::Read ? " reads" : " writes") + " a byte that ";
+  };
+  auto who = [&](uint32_t u) { return u == t ? std::string("this thread") : "thread " + dimText(threadOfLinear(u)); };
+  for (unsigned i = 0; i < bytes; ++i) {
+    if (!tmaBytes_.empty()) {
+      TmaByte& m = tmaBytes_[off + i];
+      if (m.barrier != kNoBarrier) {
+        auto b = mbarriers_.find(m.barrier);
+        bool seen = b != mbarriers_.end() && b->second.seen.size() > t && b->second.seen[t] > m.phase;
+        if (!seen)
+          return fault(ErrorKind::AsyncProxy, k, w, lane,
+                       access() + "the cp.async.bulk.tensor.2d at " + where(m.inst) + " of " + who(m.issuer) +
+                           " loads, before this thread has seen phase " + std::to_string(m.phase) + " of the mbarrier " +
+                           sharedPlace(m.barrier) + " complete (" +
+                           (acc == Access::Read ? "read before its barrier" : "written while pending") +
+                           ": wait for the phase with mbarrier.try_wait.parity)");
+        if (acc != Access::Read) m = TmaByte{};
+      }
+    }
+    if (!proxyBytes_.empty() && acc != Access::Read) {
+      tmaUsed_ = true;
+      ProxyByte& pb = proxyBytes_[off + i];
+      if (pb.reader != kNoThread)
+        return fault(ErrorKind::AsyncProxy, k, w, lane,
+                     access() + "the cp.async.bulk.tensor.2d.store at " + where(pb.readInst) + " of " + who(pb.reader) +
+                         " may still be reading: no cp.async.bulk.wait_group.read of that thread has waited for it");
+      pb.writer = t;
+      pb.writeInst = k.inst;
+      pb.fences = bulk_[t].fences;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> Engine::tmaWrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes) {
+  for (unsigned i = 0; i < bytes && !proxyBytes_.empty(); ++i) {
+    ProxyByte& pb = proxyBytes_[off + i];
+    if (pb.reader != kNoThread)
+      return fault(ErrorKind::AsyncProxy, k, w, lane,
+                   memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+                       " overwrites a byte that the cp.async.bulk.tensor.2d.store at " + where(pb.readInst) + " of thread " +
+                       dimText(threadOfLinear(pb.reader)) +
+                       " may still be reading: no cp.async.bulk.wait_group.read of that thread has waited for it");
+    pb.writer = kNoThread;  // written by the async proxy: a store needs no fence for it
+  }
+  if (opts_.checkRaces) {
+    // Earlier accesses must be ordered before the copy (the ring's empty barrier); later ones are
+    // the pending-byte check's, not the issuing thread's.
+    if (auto e = checkRace(k, w, lane, off, bytes, Access::Write)) return e;
+    for (unsigned i = 0; i < bytes; ++i) {
+      ByteAccess& a = access_[off + i];
+      a.writeEpoch = a.readEpoch = 0;
+      a.reader2 = kNoThread;
+    }
+  }
+  if (opts_.checkUninit) std::fill_n(written_.begin() + off, bytes, 1);
+  return std::nullopt;
+}
+
+// The box a TMA of lane moves between shared memory at `base` and the tensor of its map: the
+// map, the element-sized access codes and the bounds of the shared array holding the box.
+struct Engine::Box {
+  const TensorMapDesc* map = nullptr;
+  Code global, shared;
+  uint64_t lo = 0, hi = 0;
+  uint64_t bytes() const { return uint64_t{map->box[0]} * map->box[1] * map->elementBytes; }
+};
+
+std::optional<Error> Engine::boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint64_t base,
+                                   Box& box) {
+  if (auto e = tensorMapOf(k, w, lane, mapSlot, box.map)) return e;
+  box.global = box.shared = k;
+  box.global.space = AddrSpace::Global;
+  box.global.bytes = box.shared.bytes = box.map->elementBytes;
+  return checkBox(box.shared, w, lane, base, box.bytes(), box.lo, box.hi);
+}
+
+// Calls f(phys, at) for every element (b0, b1) of the box at coordinates (x0, y0), b0 fastest:
+// phys its swizzled shared address (TC§4.5; checked to stay in the box's array), at its global
+// address, or nullopt outside the tensor.
+template <class F>
+std::optional<Error> Engine::walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, int64_t x0, int64_t y0,
+                                     F&& f) {
+  const TensorMapDesc& map = *box.map;
+  const unsigned e = map.elementBytes;
+  for (uint32_t b1 = 0; b1 < map.box[1]; ++b1)
+    for (uint32_t b0 = 0; b0 < map.box[0]; ++b0) {
+      const uint32_t phys = swizzled(static_cast<uint32_t>(base + uint64_t{e} * (b0 + uint64_t{map.box[0]} * b1)), map.swizzle);
+      if (phys < box.lo || phys + e > box.hi)
+        return fault(ErrorKind::OutOfBounds, box.shared, w, lane,
+                     "out-of-bounds " + memName(box.shared) + ": box element (" + std::to_string(b0) + ", " +
+                         std::to_string(b1) + ") swizzles to " + sharedPlace(phys));
+      const int64_t x = x0 + b0, y = y0 + b1;
+      std::optional<uint64_t> at;
+      if (x >= 0 && y >= 0 && static_cast<uint64_t>(x) < map.dims[0] && static_cast<uint64_t>(y) < map.dims[1])
+        at = map.address + static_cast<uint64_t>(y) * map.strides[0] + static_cast<uint64_t>(x) * e;
+      if (auto err = f(phys, at)) return err;
+    }
+  return std::nullopt;
+}
+
+// Per active lane: the box at (c0, c1) of the map, element by element, from the tensor (zeros
+// outside it) to the swizzled destination; then complete-tx of the whole box on the mbarrier
+// (TC§5.2: out-of-bounds elements count too).
+std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask) {
+  constexpr int64_t kMaxCount = (int64_t{1} << 20) - 1;
+  tmaUsed_ = true;
+  const uint64_t* dst = slotPtr(w.regs, k.src[0]);
+  const uint64_t* c0 = slotPtr(w.regs, k.src[2]);
+  const uint64_t* c1 = slotPtr(w.regs, k.src[3]);
+  const uint64_t* bar = slotPtr(w.regs, k.src[4]);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
+    const uint32_t barOff = static_cast<uint32_t>(bar[l]);
+    const SharedArray* barArray = sharedArrayAt(barOff);
+    if (!barArray || barOff % 8 || barOff + 8 > barArray->start + (barArray->dynamic ? dynamicBytes_ : barArray->bytes))
+      return fault(ErrorKind::Mbarrier, k, w, l,
+                   "cp.async.bulk.tensor.2d's mbarrier " + sharedPlace(barOff) +
+                       " is not 8 aligned bytes inside one shared array");
+    auto found = mbarriers_.find(barOff);
+    if (found == mbarriers_.end())
+      return fault(ErrorKind::Mbarrier, k, w, l,
+                   "cp.async.bulk.tensor.2d completes its bytes on the mbarrier " + sharedPlace(barOff) +
+                       ", which no mbarrier.init set up");
+    Box box;
+    if (auto e = boxOf(k, w, l, k.src[1], dst[l], box)) return e;
+    const unsigned e = box.map->elementBytes;
+    const uint32_t phase = found->second.phase;
+    auto copy = [&](uint32_t phys, std::optional<uint64_t> at) -> std::optional<Error> {
+      std::byte value[8] = {};
+      if (at) {
+        std::byte* g = nullptr;
+        if (auto err = locate(box.global, w, l, *at, Access::Read, g)) return err;
+        std::memcpy(value, g, e);
+      }
+      if (auto err = tmaWrite(box.shared, w, l, phys, e)) return err;
+      std::memcpy(shared_.data() + phys, value, e);
+      if (!tmaBytes_.empty())
+        for (unsigned i = 0; i < e; ++i) tmaBytes_[phys + i] = {barOff, phase, k.inst, t};
+      return std::nullopt;
+    };
+    if (auto err = walkBox(box, w, l, dst[l], static_cast<int32_t>(c0[l]), static_cast<int32_t>(c1[l]), copy)) return err;
+    // complete-tx: it may complete the phase, after the arrivals, or overrun what they announced.
+    Mbarrier& b = found->second;
+    b.tx -= static_cast<int64_t>(box.bytes());
+    b.delivered += static_cast<int64_t>(box.bytes());
+    ++mbarrierChanges_;
+    if (b.tx < -kMaxCount)
+      return fault(ErrorKind::Mbarrier, k, w, l,
+                   "cp.async.bulk.tensor.2d takes the tx-count of the mbarrier " + sharedPlace(barOff) + " to " +
+                       std::to_string(b.tx) + ", below -(2^20 - 1)");
+    if (b.pending == 0 && b.tx < 0) return txOverrun(k, w, l, b, barOff);
+    if (b.pending == 0 && b.tx == 0) completePhase(b);
+  }
+  return std::nullopt;
+}
+
+// Per active lane: the box's in-bounds elements from the swizzled shared source to the tensor,
+// now; the source stays being read until a wait_group.read covers the store's bulk group.
+std::optional<Error> Engine::tmaStore(const Warp& w, const Code& k, uint32_t mask) {
+  tmaUsed_ = true;
+  const uint64_t* c0 = slotPtr(w.regs, k.src[1]);
+  const uint64_t* c1 = slotPtr(w.regs, k.src[2]);
+  const uint64_t* src = slotPtr(w.regs, k.src[3]);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
+    Box box;
+    if (auto e = boxOf(k, w, l, k.src[0], src[l], box)) return e;
+    const unsigned e = box.map->elementBytes;
+    BulkStore store{bulk_[t].committed, k.inst, UINT32_MAX, 0};
+    auto copy = [&](uint32_t phys, std::optional<uint64_t> at) -> std::optional<Error> {
+      for (unsigned i = 0; i < e; ++i) {
+        const ProxyByte& pb = proxyBytes_[phys + i];
+        if (pb.writer != kNoThread && bulk_[pb.writer].fences == pb.fences)
+          return fault(ErrorKind::AsyncProxy, k, w, l,
+                       memName(box.shared) + " of " + std::to_string(e) + " bytes " + sharedPlace(phys) +
+                           " reads a byte that thread " + dimText(threadOfLinear(pb.writer)) + " wrote at " +
+                           where(pb.writeInst) +
+                           " with no fence.proxy.async of that thread between the write and this store (the async "
+                           "proxy may not see the write)");
+      }
+      if (auto err = trackShared(box.shared, w, l, phys, Access::Read)) return err;
+      if (at) {
+        std::byte* g = nullptr;
+        if (auto err = locate(box.global, w, l, *at, Access::Write, g)) return err;
+        std::memcpy(g, shared_.data() + phys, e);
+      }
+      for (unsigned i = 0; i < e; ++i) {
+        proxyBytes_[phys + i].reader = t;
+        proxyBytes_[phys + i].readInst = k.inst;
+      }
+      store.lo = std::min(store.lo, phys);
+      store.hi = std::max(store.hi, phys + e);
+      return std::nullopt;
+    };
+    if (auto err = walkBox(box, w, l, src[l], static_cast<int32_t>(c0[l]), static_cast<int32_t>(c1[l]), copy)) return err;
+    bulk_[t].pending.push_back(store);
+  }
+  return std::nullopt;
+}
+
+// Per thread: commit_group closes the open bulk group; fence.proxy.async counts a fence;
+// wait_group.read N: every store of the thread's committed groups but the N most recent has read
+// its source, which may be written again. (A kernel without TMA stores keeps no bulk state.)
+void Engine::bulkGroups(const Warp& w, const Code& k, uint32_t mask) {
+  if (bulk_.empty()) return;
+  tmaUsed_ = true;
+  forLanes(mask, [&](uint32_t l) {
+    const uint32_t t = w.index * kWarpSize + l;
+    ThreadBulk& tb = bulk_[t];
+    if (k.kind != Kind::BulkWait) {
+      ++(k.kind == Kind::BulkCommit ? tb.committed : tb.fences);
+      return;
+    }
+    auto covered = [&](const BulkStore& s) { return uint64_t{s.group} + k.imm < tb.committed; };
+    for (const BulkStore& s : tb.pending) {
+      if (!covered(s)) continue;
+      for (uint32_t b = s.lo; b < s.hi; ++b)
+        if (proxyBytes_[b].reader == t && proxyBytes_[b].readInst == s.inst) proxyBytes_[b].reader = kNoThread;
+    }
+    std::erase_if(tb.pending, covered);
+  });
 }
 
 // Whether a kernel's blocks can observe each other's order through atomics on global memory.

@@ -36,7 +36,8 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
                             Aligned,  // Aligned: a .sync.aligned op without effect here (setmaxnreg)
-                            Warpgroup };  // wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
+                            Warpgroup,  // wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
+                            TmaLoad, TmaStore, BulkCommit, BulkWait, ProxyFence };
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -74,12 +75,12 @@ struct Code {
   bool srcSize = false;                             // cp.async: src[2] holds a src-size
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
-  uint32_t src[4] = {0, 0, 0, 0};
+  uint32_t src[5] = {0, 0, 0, 0, 0};
   uint64_t imm = 0;
   uint32_t inst = 0;   // InstId, for diagnostics
   uint32_t block = 0;  // the block this instruction ends (branches)
   Edge edge[2];
-  uint8_t nsrc = 0;    // register operands in src (at most 4)
+  uint8_t nsrc = 0;    // register operands in src (at most 5)
   bool wgWrite = false;  // writes the accumulator or A registers of some wgmma.mma_async
   uint8_t wgmma = 0;     // wgmma.mma_async: kWgTransA | kWgTransB | kWgRegA
 };
@@ -120,6 +121,8 @@ struct Program {
   // operand with something other than a wgmma result (accumulator chaining through a loop).
   std::vector<uint8_t> wgSlot;
   std::vector<uint8_t> wgMoveWrites;
+  bool tmaLoads = false;     // cp.async.bulk.tensor loads: the engine tracks their destination bytes
+  bool bulkStores = false;   // TMA stores or bulk groups: the engine tracks their sources and proxy fences
 };
 constexpr uint8_t kWgOperand = 1, kWgResult = 2;
 

@@ -191,6 +191,17 @@ void KernelEmitter::emitInst(const Inst& in) {
       return;
     case Op::ElectSync: line("elect.sync _|" + reg(in.result) + ", " + reg(in.operands[0]) + ";"); return;
     case Op::FenceProxyAsync: line("fence.proxy.async.shared::cta;"); return;
+    case Op::TmaLoad:  // TC§5.2; .shared::cluster is the destination PTX ISA 8.0 has (::cta needs 8.6)
+      line("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [" + reg(in.operands[0]) +
+           "], [" + reg(in.operands[1]) + ", {" + reg(in.operands[2]) + ", " + reg(in.operands[3]) + "}], [" +
+           reg(in.operands[4]) + "];");
+      return;
+    case Op::TmaStore:
+      line("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [" + reg(in.operands[0]) + ", {" +
+           reg(in.operands[1]) + ", " + reg(in.operands[2]) + "}], [" + reg(in.operands[3]) + "];");
+      return;
+    case Op::BulkCommit: line("cp.async.bulk.commit_group;"); return;
+    case Op::BulkWaitRead: line("cp.async.bulk.wait_group.read " + std::to_string(in.imm) + ";"); return;
     case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:
       line(std::string(ir::info(in.op).name) + ".sync.aligned.u32 " + std::to_string(in.imm) + ";");
       return;
