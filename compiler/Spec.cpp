@@ -287,33 +287,98 @@ class Loader {
     return out;
   }
 
-  // elements = { param = "bf16", ... }
-  void loadElements(const toml::table& t, KernelSpec& k) {
+  // An element type named in the spec ("bf16"), or nullopt after reporting `what` as unknown.
+  std::optional<bundle::ParamType::Scalar> elementType(const toml::node& value, const std::string& what) {
     using S = bundle::ParamType::Scalar;
     static constexpr std::pair<std::string_view, S> kNames[] = {
         {"f16", S::F16}, {"bf16", S::BF16}, {"f32", S::F32}, {"f64", S::F64}, {"s8", S::S8},   {"s16", S::S16},
         {"s32", S::S32}, {"s64", S::S64},   {"u8", S::U8},   {"u16", S::U16}, {"u32", S::U32}, {"u64", S::U64}};
+    SourceLoc loc = locOf(value.source());
+    const toml::value<std::string>* v = value.as_string();
+    if (!v) {
+      error(loc, what + " must be a string (an element type such as \"bf16\"), not " + typeName(value.type()));
+      return std::nullopt;
+    }
+    auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& p) { return p.first == **v; });
+    if (it == std::end(kNames)) {
+      error(loc, what + ": unknown element type " + q(**v) + " (expected f16, bf16, f32, f64, s8, s16, s32, s64, u8, u16, u32 or u64)");
+      return std::nullopt;
+    }
+    return it->second;
+  }
+
+  // elements = { param = "bf16", ... }
+  void loadElements(const toml::table& t, KernelSpec& k) {
     for (auto&& [keyNode, value] : t) {
       const std::string key(keyNode.str());
-      SourceLoc loc = locOf(value.source());
-      const toml::value<std::string>* v = value.as_string();
-      if (!v) {
-        error(loc, "elements." + key + " must be a string (an element type such as \"bf16\"), not " + typeName(value.type()));
-        continue;
+      if (auto e = elementType(value, "elements." + key)) k.elements.push_back({key, *e, locOf(value.source())});
+    }
+  }
+
+  // tensor_maps = { a_map = { source = "a", element = "bf16", dims = ["k", "m"], row_stride = "lda * 2",
+  //                           box = [64, 64], swizzle = 128 }, ... }
+  void loadTensorMaps(const toml::table& t, KernelSpec& k) {
+    static constexpr std::string_view kKeys[] = {"source", "element", "dims", "row_stride", "box", "swizzle"};
+    for (auto&& [keyNode, value] : t) {
+      const std::string name(keyNode.str());
+      const std::string at = "tensor_maps." + name;
+      const toml::table* m = asTable(value, at);
+      if (!m) continue;
+      checkKeys(*m, kKeys, "in " + at);
+      KernelSpec::TensorMap map;
+      map.loc = locOf(value.source());
+      map.rule.param = name;
+      bool ok = true;
+      for (std::string_view key : {"source", "element", "dims", "row_stride", "box"})
+        if (!m->get(key)) {
+          error(map.loc, at + " needs '" + std::string(key) + "'");
+          ok = false;
+        }
+      if (!ok) continue;
+      if (auto src = identifier(*m, "source", (at + ".source").c_str())) map.rule.source = *src;
+      else ok = false;
+      if (auto e = elementType(*m->get("element"), at + ".element")) map.rule.element = *e;
+      else ok = false;
+      auto pair = [&](std::string_view key) -> const toml::array* {
+        const toml::node* n = typed(*m, key, toml::node_type::array);
+        if (n && n->as_array()->size() == 2) return n->as_array();
+        if (n) error(locOf(n->source()), at + "." + std::string(key) + " must have 2 entries, innermost first");
+        return nullptr;
+      };
+      if (const toml::array* dims = pair("dims"))
+        for (size_t d = 0; d < 2; ++d) {
+          ExprSource e = expression((*dims)[d], at + ".dims[" + std::to_string(d) + "]");
+          map.rule.dims[d] = e.expr;
+        }
+      else ok = false;
+      map.rule.rowStride = expression(*m->get("row_stride"), at + ".row_stride").expr;
+      if (const toml::array* box = pair("box"))
+        for (size_t d = 0; d < 2; ++d) {
+          const auto* v = (*box)[d].as_integer();
+          if (!v || **v < 1 || **v > 256) {
+            error(locOf((*box)[d].source()), at + ".box[" + std::to_string(d) + "] must be an integer from 1 to 256");
+            ok = false;
+          } else {
+            map.rule.box[d] = static_cast<uint32_t>(**v);
+          }
+        }
+      else ok = false;
+      if (const toml::node* n = typed(*m, "swizzle", toml::node_type::integer)) {
+        int64_t v = **n->as_integer();
+        if (v != 0 && v != 32 && v != 64 && v != 128) {
+          error(locOf(n->source()), at + ".swizzle must be 0, 32, 64 or 128 (bytes), not " + std::to_string(v));
+          ok = false;
+        } else {
+          map.rule.swizzle = static_cast<uint32_t>(v);
+        }
       }
-      auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& p) { return p.first == **v; });
-      if (it == std::end(kNames)) {
-        error(loc, "elements." + key + ": unknown element type " + q(**v) +
-                       " (expected f16, bf16, f32, f64, s8, s16, s32, s64, u8, u16, u32 or u64)");
-        continue;
-      }
-      k.elements.push_back({key, it->second, loc});
+      if (ok) k.tensorMaps.push_back(std::move(map));
     }
   }
 
   void loadKernel(const toml::table& t, Spec& spec) {
     static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills",
-                                                 "minnctapersm", "maxnreg", "elements"};
+                                                 "minnctapersm", "maxnreg", "elements", "tensor_maps"};
     checkKeys(t, kKeys, "in [[kernel]]");
     KernelSpec k;
     k.loc = locOf(t.source());
@@ -338,7 +403,7 @@ class Loader {
       if (const toml::table* el = asTable(*n, "elements")) loadElements(*el, k);
 
     if (t.get("template")) {
-      static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared"};
+      static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared", "tensor_maps"};
       for (std::string_view key : kTirOnly)
         if (const toml::node* n = t.get(key))
           error(locOf(n->source()), q(key) + " is only valid with 'tir'; a template brings its own launch rule");
@@ -472,6 +537,8 @@ class Loader {
       for (size_t i = 0; i < a.size() && i < 3; ++i) k.grid.push_back(expression(a[i], "grid[" + std::to_string(i) + "]"));
     }
     if (const toml::node* n = t.get("dynamic_shared")) k.dynamicShared = expression(*n, "dynamic_shared");
+    if (const toml::node* n = t.get("tensor_maps"))
+      if (const toml::table* maps = asTable(*n, "tensor_maps")) loadTensorMaps(*maps, k);
   }
 
   const std::string& file_;
@@ -660,10 +727,13 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     inst.launch.grid.clear();
     for (const ExprSource& g : k.grid) inst.launch.grid.push_back(g.expr);
     inst.launch.dynamicShared = k.dynamicShared.expr;
+    for (const KernelSpec::TensorMap& m : k.tensorMaps) inst.launch.tensorMaps.push_back(m.rule);
     if (auto bad = bundle::checkRule(inst.launch, inst.params)) {
       SourceLoc loc = k.blockLoc;
       if (bad->part == bundle::RuleError::Part::Grid) loc = exprLoc(k.grid[bad->index], bad->error.column);
       if (bad->part == bundle::RuleError::Part::DynamicShared) loc = exprLoc(k.dynamicShared, bad->error.column);
+      if (bad->part == bundle::RuleError::Part::TensorMap)  // a tmap parameter without a rule: the kernel's entry
+        loc = bad->index < k.tensorMaps.size() ? k.tensorMaps[bad->index].loc : k.loc;
       error(loc, bad->where() + ": " + bad->error.message);
       return std::nullopt;
     }

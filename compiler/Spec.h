@@ -58,6 +58,13 @@ struct KernelSpec {
   ir::SourceLoc blockLoc;
   std::vector<ExprSource> grid;
   ExprSource dynamicShared;
+  // tensor_maps = { a_map = { source = "a", element = "bf16", ... } }: the rules that fill the
+  // kernel's tmap parameters (docs/specs.md), each with where it was written.
+  struct TensorMap {
+    bundle::TensorMapRule rule;
+    ir::SourceLoc loc;
+  };
+  std::vector<TensorMap> tensorMaps;
 };
 
 struct Spec {

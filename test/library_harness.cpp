@@ -39,15 +39,21 @@ const Call::Scalar* findScalar(const Call& c, const std::string& name) {
   return nullptr;
 }
 
-// Every parameter must get exactly one value, and nothing else may be given.
+bool isTensorMap(const bundle::Param& p) { return p.type.scalar == bundle::ParamType::Scalar::TensorMap; }
+
+// Every parameter but the tmap ones (filled from the launch rule, as the runtime fills them) must
+// get exactly one value, and nothing else may be given.
 void checkCoverage(const Call& c, const std::vector<bundle::Param>& params) {
+  size_t given = 0;
   for (const bundle::Param& p : params) {
+    if (isTensorMap(p)) continue;
+    ++given;
     bool isPtr = p.type.isPointer();
     INFO(c.describe());
     if (isPtr) REQUIRE_MESSAGE(findBuffer(c, p.name), "no buffer for pointer parameter '" << p.name << "'");
     else REQUIRE_MESSAGE(findScalar(c, p.name), "no value for parameter '" << p.name << "'");
   }
-  REQUIRE_MESSAGE(c.buffers().size() + c.scalars().size() == params.size(),
+  REQUIRE_MESSAGE(c.buffers().size() + c.scalars().size() == given,
                   c.describe() << " names a parameter the kernel does not have");
 }
 
@@ -68,11 +74,13 @@ class InterpRunner final : public Runner {
       if (e) FAIL(c.describe() << ": " << e->text());
     };
     fail(in.load(k.module, c.kernel()));
-    std::vector<uint64_t> values;
+    std::vector<uint64_t> values;  // every parameter's argument, as the runtime would pass it
     for (const bundle::Param& p : k.params) {
-      if (const Call::Buffer* b = findBuffer(c, p.name)) {
+      if (isTensorMap(p)) {
+        values.push_back(0);  // bound below, once the pointers it views are
+      } else if (const Call::Buffer* b = findBuffer(c, p.name)) {
         fail(in.bindBuffer(p.name, b->bytes));
-        values.push_back(0);
+        values.push_back(*in.pointerValue(p.name));
       } else {
         uint64_t bits = findScalar(c, p.name)->bits;
         fail(in.setScalarBits(p.name, bits));
@@ -89,6 +97,7 @@ class InterpRunner final : public Runner {
     cfg.dynamicShared = dims->dynamicShared;
     Outputs out;
     if (cfg.grid.x != 0 && cfg.grid.y != 0 && cfg.grid.z != 0) {
+      bindTensorMaps(in, c, k, args.data());
       interp::Options opts;
       opts.checkRaces = true;
       opts.checkUninit = true;
@@ -104,6 +113,30 @@ class InterpRunner final : public Runner {
     std::vector<bundle::Param> params;
     bundle::LaunchRule launch;
   };
+
+  // What the runtime does for each tmap parameter, with interp::encodeTensorMap in place of
+  // cuTensorMapEncodeTiled (whose simulated version writes the same bytes): the launch rule's
+  // tensor maps evaluated for this call's arguments.
+  static void bindTensorMaps(interp::Interpreter& in, const Call& c, const Built& k, const void* const* args) {
+    bundle::Result<std::vector<bundle::TensorMapArgs>> maps = bundle::evaluateTensorMaps(k.launch, k.params, args);
+    if (!maps) FAIL(c.describe() << ": launch rule: " << maps.error().message);
+    for (const bundle::TensorMapArgs& a : *maps) {
+      interp::TensorMapDesc d;
+      d.dataType = static_cast<uint8_t>(a.dataType);
+      d.rank = 2;
+      d.swizzle = static_cast<uint8_t>(a.swizzle);
+      d.l2Promotion = 2;  // 128B, as the runtime asks for
+      d.elementBytes = static_cast<uint8_t>(a.elementBytes);
+      d.address = a.address;
+      d.dims[0] = a.dims[0];
+      d.dims[1] = a.dims[1];
+      d.strides[0] = a.strides[0];
+      d.box[0] = a.box[0];
+      d.box[1] = a.box[1];
+      d.elementStrides[0] = d.elementStrides[1] = 1;
+      if (auto e = in.setTensorMap(k.params[a.param].name, interp::encodeTensorMap(d))) FAIL(c.describe() << ": " << e->text());
+    }
+  }
 
   // Each (spec, kernel, level) is built once per test binary: -O2 exactly as `truenoc build`
   // does it, or -O0 (verified, checkers run, nothing rewritten).
@@ -130,7 +163,9 @@ class InterpRunner final : public Runner {
     // Compiled as `truenoc build` compiles it (-O2), or with the checks alone (-O0).
     compile::Options options = spec::compileOptions(*s);
     if (!optimize) options.level = compile::Level::O0;
-    REQUIRE(compile::compile(inst->module, bundle::Target{90, false}, options, diags).ptx.has_value());
+    // sm_90, or sm_90a for a spec that targets sm_90a alone (its kernels use sm_90a-only ops).
+    const bool sm90aOnly = s->targets.size() == 1 && s->targets[0] == bundle::Target{90, true};
+    REQUIRE(compile::compile(inst->module, bundle::Target{90, sm90aOnly}, options, diags).ptx.has_value());
     REQUIRE_FALSE(diags.hasErrors());
     auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
     return *cache.emplace(key, std::move(b)).first->second;

@@ -1,6 +1,8 @@
 // Runs kernels of the library test specs (test/library/<family>.toml) the same way on two
-// executors: the interpreter (the kernel built from the spec for sm_90 through the build's own
-// -O2 pipeline, launched with its launch rule, races and uninitialised shared reads checked)
+// executors: the interpreter (the kernel built from the spec for sm_90, or for sm_90a when that
+// is the spec's only target, through the build's own -O2 pipeline, launched with its launch rule
+// and its tensor maps encoded from the rule as the runtime encodes them, races and
+// uninitialised shared reads checked)
 // and a GPU (the same spec built into test/library/<family>.tnb by ptxas, loaded and launched
 // through the runtime). A kernel test is written once against Runner and registered for both
 // with LIBRARY_TEST (the interpreter at -O2 and at -O0, and the GPU); the GPU half is in the
@@ -27,8 +29,9 @@
 
 namespace tn::libtest {
 
-// One launch of a spec kernel: a value for every parameter, by name. Buffers are copied in and
-// read back after the launch; `misalign` shifts a buffer's start by that many bytes on the GPU
+// One launch of a spec kernel: a value for every parameter but the tmap ones (which the launch
+// rule fills), by name. Buffers are copied in and read back after the launch; `misalign` shifts
+// a buffer's start by that many bytes on the GPU
 // (the interpreter binds every buffer at an aligned start, so it runs such calls unshifted).
 class Call {
  public:

@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "test_paths.h"
+#include "backends/interp/TensorMap.h"
+#include "backends/bundle/Bundle.h"
+#include "truenort/Bundle.h"
 #include "truenort/Driver.h"
 
 using namespace truenort;
@@ -180,4 +183,181 @@ TEST_CASE("sim: images that are not verified IR are invalid images, with the dia
   const char* bad = "target sm_90\nptx 7.8\nkernel @k(%p: ptr.global) {\n^entry:\n  %x = ld %p : f32\n  ret\n";
   CHECK(d.cuModuleLoadData(&mod, bad) == 200);
   CHECK(d.fail(200, "cuModuleLoadData").message.find("k.sm_90.tir:") != std::string::npos);
+}
+
+TEST_CASE("sim: cuTensorMapEncodeTiled checks its arguments as the driver does and writes the simulator's format") {
+  const Driver& d = sim();
+  const bool exported = d.cuTensorMapEncodeTiled != nullptr;
+  REQUIRE(exported);
+  struct alignas(128) Map {
+    unsigned char bytes[128];
+  } map{};
+  struct Args {
+    int dataType = 9;  // bf16
+    uint32_t rank = 2;
+    uint64_t address = uint64_t{0x7000} << 32;
+    uint64_t dims[2] = {100, 37};
+    uint64_t strides[1] = {208};
+    uint32_t box[2] = {64, 32};
+    uint32_t elementStrides[2] = {1, 1};
+    int interleave = 0, swizzle = 3, l2 = 2, oob = 0;
+  };
+  auto encode = [&](const Args& a, void* where) {
+    return d.cuTensorMapEncodeTiled(where, a.dataType, a.rank, reinterpret_cast<void*>(a.address), a.dims, a.strides, a.box,
+                                    a.elementStrides, a.interleave, a.swizzle, a.l2, a.oob);
+  };
+  REQUIRE(encode(Args{}, map.bytes) == cu::SUCCESS);
+  tn::interp::TensorMapBytes bytes;
+  std::memcpy(bytes.data(), map.bytes, bytes.size());
+  std::optional<tn::interp::TensorMapDesc> desc = tn::interp::decodeTensorMap(bytes);
+  REQUIRE(desc.has_value());
+  CHECK(desc->dataType == 9);
+  CHECK(desc->elementBytes == 2);
+  CHECK(desc->rank == 2);
+  CHECK(desc->address == (uint64_t{0x7000} << 32));
+  CHECK(desc->dims[0] == 100);
+  CHECK(desc->dims[1] == 37);
+  CHECK(desc->strides[0] == 208);
+  CHECK(desc->box[0] == 64);
+  CHECK(desc->box[1] == 32);
+  CHECK(desc->elementStrides[0] == 1);
+  CHECK(desc->swizzle == 3);
+  CHECK(desc->l2Promotion == 2);
+  CHECK(desc->oobFill == 0);
+
+  // Each refusal is CUDA_ERROR_INVALID_VALUE with a report saying which argument is wrong.
+  auto refusal = [&](auto change) {
+    Args a;
+    change(a);
+    CUresult r = encode(a, map.bytes);
+    return r == 1 ? d.fail(r, "cuTensorMapEncodeTiled").message : "CUresult " + std::to_string(r);
+  };
+  auto says = [](const std::string& message, const char* what) {
+    INFO(message);
+    CHECK(message.find(std::string("simulator: cuTensorMapEncodeTiled: ") + what) != std::string::npos);
+  };
+  says(refusal([](Args& a) { a.rank = 0; }), "rank 0 is outside 1 to 5");
+  says(refusal([](Args& a) { a.rank = 6; }), "rank 6 is outside 1 to 5");
+  says(refusal([](Args& a) { a.address += 8; }), "the global address 123145302310920 is not 16-byte aligned");
+  says(refusal([](Args& a) { a.dims[1] = 0; }), "globalDim[1] = 0 is outside 1 to 2^32");
+  says(refusal([](Args& a) { a.dims[0] = (uint64_t{1} << 32) + 1; }), "globalDim[0] = 4294967297 is outside 1 to 2^32");
+  says(refusal([](Args& a) { a.strides[0] = 200; }), "globalStrides[0] = 200 is not a multiple of 16 below 2^40");
+  says(refusal([](Args& a) { a.strides[0] = uint64_t{1} << 40; }), "globalStrides[0] = 1099511627776 is not a multiple of 16 below 2^40");
+  says(refusal([](Args& a) { a.box[1] = 0; }), "boxDim[1] = 0 is outside 1 to 256");
+  says(refusal([](Args& a) { a.box[1] = 257; }), "boxDim[1] = 257 is outside 1 to 256");
+  says(refusal([](Args& a) { a.box[0] = 4; }), "boxDim[0] * element size = 8 bytes is not a multiple of 16");
+  says(refusal([](Args& a) { a.swizzle = 2; }), "boxDim[0] * element size = 128 bytes is more than the 64-byte swizzle span");
+  says(refusal([](Args& a) { a.elementStrides[1] = 9; }), "elementStrides[1] = 9 is outside 1 to 8");
+  says(refusal([](Args& a) { a.elementStrides[0] = 0; }), "elementStrides[0] = 0 is outside 1 to 8");
+  says(refusal([](Args& a) { a.dataType = 13; }), "data type 13 is not one the simulator encodes");
+  says(refusal([](Args& a) { a.swizzle = 4; }), "swizzle 4 is not 0 to 3");
+  says(refusal([](Args& a) { a.interleave = 1; }), "rank 2 is outside 1 to 5 (3 to 5 when interleaved)");
+  says(refusal([](Args& a) { a.oob = 2; }), "OOB fill 2 is not 0 or 1");
+  CHECK(encode(Args{}, map.bytes + 32) == 1);  // not 64-byte aligned
+  says(d.fail(1, "cuTensorMapEncodeTiled").message, "the CUtensorMap is not 64-byte aligned");
+  Args noSwizzle;
+  noSwizzle.swizzle = 0;
+  noSwizzle.box[0] = 256;  // 512 bytes: only a swizzle bounds the inner extent
+  CHECK(encode(noSwizzle, map.bytes) == cu::SUCCESS);
+}
+
+namespace {
+
+// A kernel with a tensor map over `src` that it does not read through: the interpreter refuses
+// to launch it unless the map was bound and decodes, so a launch through truenort shows that the
+// runtime evaluated the rule, encoded the map with the driver's cuTensorMapEncodeTiled and
+// passed its 128 bytes in the tmap parameter's slot.
+constexpr const char* kTmapCopy = R"(target sm_90
+ptx 8.0
+
+kernel @copy(%src: ptr.global align 16, %src_map: tmap, %dst: ptr.global align 4, %n: u32, %ld: u32) {
+^entry:
+  %t = tid.x : u32
+  %b = ctaid.x : u32
+  %w = ntid.x : u32
+  %i = mad %b, %w, %t : u32
+  %in = setp.lt %i, %n : u32
+  cbr %in, ^copy, ^done
+^copy:
+  %four = const 4 : u32
+  %off = mul.wide %i, %four : u32
+  %s = ptradd %src, %off : ptr.global
+  %d = ptradd %dst, %off : ptr.global
+  %v = ld %s : f32
+  st %d, %v : f32
+  br ^done
+^done:
+  ret
+}
+)";
+
+}  // namespace
+
+TEST_CASE("sim: a kernel with a tensor map launches through truenort without a tmap argument" * doctest::test_suite("gpu")) {
+  auto ctx = Context::create(0);
+  if (!ctx || !ctx.value().simulated()) {
+    MESSAGE("skipped: needs the simulated driver (TRUENORT_DRIVER=sim)");
+    return;
+  }
+  using namespace tn::bundle;
+  using S = ParamType::Scalar;
+  BundleInput in;
+  in.name = "tma";
+  in.producer = "truenoc test";
+  in.targets = {Target{90, false}};
+  in.ir = true;
+  KernelInput k{"copy",
+                {{"src", ParamType{S::Ptr, 1, ParamType::Space::Global}, 16, kPtrRead, S::F32},
+                 {"src_map", ParamType{S::TensorMap}, 0},
+                 {"dst", ParamType{S::Ptr, 1, ParamType::Space::Global}, 4, kPtrWritten, S::F32},
+                 {"n", ParamType{S::U32}, 0},
+                 {"ld", ParamType{S::U32}, 0}},
+                {},
+                {}};
+  k.launch.block = {64};
+  k.launch.grid = {ceilDiv(Expr::param("n"), 64)};
+  // The source as rows of `ld` f32, 37 rows, a 4 x 8 box.
+  k.launch.tensorMaps.push_back({"src_map", "src", S::F32, {Expr::param("ld"), Expr(37)}, Expr::param("ld") * 4, {4, 8}, 0});
+  k.payloads.push_back({in.targets[0], PayloadKind::Ptx, {}, "// no PTX: the simulator runs the IR"});
+  k.payloads.push_back({in.targets[0], PayloadKind::Ir, {}, kTmapCopy});
+  in.ptxFallback = true;
+  in.kernels.push_back(k);
+  tn::bundle::Result<std::string> bytes = write(in);
+  REQUIRE_MESSAGE(bytes.ok(), bytes.error().message);
+  auto bundle = truenort::Bundle::load(ctx.value(), truenort::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()));
+  if (!bundle) FAIL(bundle.error().describe());
+  auto kernel = bundle.value().kernel("copy");
+  if (!kernel) FAIL(kernel.error().describe());
+  REQUIRE(kernel.value().signature().size() == 4);  // src, dst, n, ld: the runtime fills src_map
+  CHECK(kernel.value().signature()[1].name == "dst");
+
+  const uint32_t ld = 20, n = 37 * ld;  // 740: not a multiple of the 64-thread block
+  std::mt19937 rng(std::random_device{}());
+  std::vector<float> host(n), out(n);
+  for (float& v : host) v = static_cast<float>(rng() % 100000) / 9.0f;
+  auto src = truenort::DeviceBuffer<float>::allocate(ctx.value(), n + 4);
+  auto dst = truenort::DeviceBuffer<float>::allocate(ctx.value(), n);
+  REQUIRE(src.ok());
+  REQUIRE(dst.ok());
+  REQUIRE(src.value().upload({host.data(), n}).ok());
+  auto stream = truenort::Stream::create(ctx.value());
+  REQUIRE(stream.ok());
+  for (int twice = 0; twice < 2; ++twice) {  // the second launch takes the map from the kernel's cache
+    truenort::Status st = kernel.value().launch(stream.value(), src.value(), dst.value(), n, ld);
+    if (!st) FAIL(st.error().describe());
+  }
+  REQUIRE(stream.value().synchronize().ok());
+  REQUIRE(dst.value().download({out.data(), n}).ok());
+  CHECK(out == host);
+
+  // What cuTensorMapEncodeTiled would refuse is a launch error naming the kernel and the map.
+  truenort::Status st = kernel.value().launch(stream.value(), src.value().ptr() + 4, dst.value().ptr(), n, ld);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == truenort::Errc::InvalidArgument);
+  CHECK(st.error().kernel == "copy");
+  CHECK(st.error().message.find("tensor map 'src_map': the address of 'src' (") == 0);
+  st = kernel.value().launch(stream.value(), src.value(), dst.value(), n, 18u);  // 72-byte rows
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message == "tensor map 'src_map': row_stride = 72 bytes is not a multiple of 16 below 2^40");
+  CHECK(kernel.value().launch(stream.value(), src.value(), dst.value(), 0u, 0u).ok());  // nothing to launch, no map
 }

@@ -564,6 +564,12 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
     const tn::ir::Type t = ps[i].type;
     std::optional<tn::interp::Error> e;
     if (!params[i]) return fail(err::InvalidValue, "cuLaunchKernel: parameter " + std::to_string(i) + " is null");
+    if (t.scalar == tn::ir::Scalar::TensorMap) {  // the 128 bytes of a CUtensorMap, as cuTensorMapEncodeTiled wrote them
+      tn::interp::TensorMapBytes map;
+      std::memcpy(map.data(), params[i], map.size());
+      if (auto e = fn->vm.setTensorMap(ps[i].name, map)) return fail(err::InvalidValue, "cuLaunchKernel: " + e->text());
+      continue;
+    }
     const size_t bytes = t.isPtr() ? 8 : t.isPred() ? 1 : t.bytes();
     if (bytes > 8) return fail(err::NotSupported, "cuLaunchKernel: " + kernel + " has a vector parameter");
     uint64_t bits = 0;
