@@ -1,7 +1,8 @@
 // attention_prefill (docs/kernels.md): flash-attention forward on the tensor cores: bf16 or f16
 // storage, mma.sync m16n8k16 with f32 accumulation, f32 online softmax, causal or not,
-// grouped-query heads, an optional log-sum-exp output. The output of a warp's rows is shared
-// with the sm_90a main loop (kernels/AttentionPrefill.h).
+// grouped-query heads, an optional log-sum-exp output. mainloop = "wgmma" builds the sm_90a
+// kernel of kernels/AttentionPrefill90.cpp instead; the output of a warp's rows is shared
+// (kernels/AttentionPrefill.h).
 //
 // Tensors: q and o are [batch, seq_q, q_heads, head_dim]; k and v [batch, kv_stride, kv_heads,
 // head_dim], of which rows [0, seq_k) are read. With seq_k > seq_q the first seq_k - seq_q keys
@@ -50,6 +51,65 @@ Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return 
 Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name) {
   Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * c.dim;
   return kb.index(p, elem.named("elem"), 2, name);
+}
+
+Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
+  Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
+  return (qh / group).named("kv_head");
+}
+
+Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK) {
+  if (!c.causal) return seqK;
+  Value reach = (q0 + rows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
+  return kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
+}
+
+std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
+                               std::vector<Value> sv, Value m[2], Value l[2], Value corr[2]) {
+  // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
+  Value partial = (k0 + keys > s.seqK).named("partial_tile");
+  if (c.causal)
+    partial = (partial | ((k0 + keys + s.seqQ).named("tile_reach") > (s.q0 + 1u + s.seqK).named("row_reach")))
+                  .named("masked_tile");
+  sv = kb.if_else(partial, [&] {
+    std::vector<Value> masked = sv;
+    Value key0 = (k0 + (s.t << 1u) + (c.causal ? s.seqQ : kb.u32(0))).named("key0");
+    Value lim0 = c.causal ? (s.rows[0] + 1u + s.seqK).named("lim_g") : s.seqK;
+    Value lim1 = c.causal ? (s.rows[1] + 1u + s.seqK).named("lim_g8") : s.seqK;
+    for (unsigned i = 0; i < masked.size(); ++i) {
+      Value key = key0 + (8 * (i >> 2) + (i & 1));
+      masked[i] = kb.select(key < (((i >> 1) & 1) ? lim1 : lim0), masked[i], negInf(kb), "masked");
+    }
+    return masked;
+  }, [&] { return sv; }, {.label = "mask"});
+
+  std::vector<Value> p(sv.size());
+  for (unsigned half = 0; half < 2; ++half) {
+    Value mx = negInf(kb);
+    for (unsigned i = 0; i < sv.size(); ++i)
+      if (((i >> 1) & 1) == half) mx = kb.max(mx, sv[i], "row_max");
+    mx = kb.warp_reduce(ir::Op::Max, mx, 4, "row_max");
+    Value mNew = kb.max(m[half], mx, "m");
+    Value ref = (refOf(kb, mNew) * s.scale2).named("ref");
+    corr[half] = ex2Approx(kb, kb.fma(m[half], s.scale2, -ref), "corr");
+    Value sum = kb.f32(0.0f);
+    for (unsigned i = 0; i < sv.size(); ++i)
+      if (((i >> 1) & 1) == half) {
+        p[i] = ex2Approx(kb, kb.fma(sv[i], s.scale2, -ref), "p");
+        sum = sum + p[i];
+      }
+    m[half] = mNew;
+    l[half] = kb.fma(l[half], corr[half], sum, "l");
+  }
+  // P's A fragment of key step kk: scores 8 kk ... 8 kk + 7 (n-tiles 2 kk and 2 kk + 1 of mma's C
+  // layout, rows g and g + 8; the wgmma register-A layout is the same per warp, TC §4.2).
+  std::vector<Value> pf;
+  for (unsigned a = 0; a < p.size(); a += 8)
+    pf.push_back(kb.pack(ir::Type::of(ir::Scalar::B32, 4),
+                         {packHalf(kb, c, p[a], p[a + 1]), packHalf(kb, c, p[a + 2], p[a + 3]),
+                          packHalf(kb, c, p[a + 4], p[a + 5]), packHalf(kb, c, p[a + 6], p[a + 7])},
+                         "p_frag"));
+  return pf;
 }
 
 void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value lPart[2],
@@ -181,6 +241,7 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
 }
 
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
+  if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   const Config c = configOf(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
@@ -245,15 +306,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     qFirst = kb.mul_wide(b, seqQ, "q_first");
     kvFirst = kb.mul_wide(b, kvStride, "kv_first");
   }
-  // q_heads / kv_heads query heads per kv head (at least 1, whatever the arguments).
-  Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
-  Value h = (qh / group).named("kv_head");
-  // Keys [0, kEnd) are seen by some row of the block.
-  Value kEnd = seqK;
-  if (c.causal) {
-    Value reach = (q0 + kRows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
-    kEnd = kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
-  }
+  Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
+  Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
 
   Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
@@ -285,6 +339,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
+  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}};
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
@@ -312,54 +367,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
         std::vector<Value> sv;
         for (unsigned j = 0; j < nTiles; ++j)
           for (unsigned e = 0; e < 4; ++e) sv.push_back(kb.extract(s[j], e, "score"));
-        // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
-        Value partial = (k0 + kKeys > seqK).named("partial_tile");
-        if (c.causal)
-          partial = (partial | ((k0 + kKeys + seqQ).named("tile_reach") > (q0 + 1u + seqK).named("row_reach")))
-                        .named("masked_tile");
-        sv = kb.if_else(partial, [&] {
-          std::vector<Value> masked = sv;
-          Value key0 = (k0 + (t << 1u) + (c.causal ? seqQ : kb.u32(0))).named("key0");
-          Value lim0 = c.causal ? (row0 + 1u + seqK).named("lim_g") : seqK;
-          Value lim1 = c.causal ? (row1 + 1u + seqK).named("lim_g8") : seqK;
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 0; e < 4; ++e) {
-              Value key = key0 + (8 * j + (e & 1));
-              masked[4 * j + e] = kb.select(key < (e < 2 ? lim0 : lim1), masked[4 * j + e], negInf(kb), "masked");
-            }
-          return masked;
-        }, [&] { return sv; }, {.label = "mask"});
-
         std::vector<Value> next(carried.begin(), carried.end());
-        std::vector<Value> p(sv.size());
-        Value corr[2];
-        for (unsigned half = 0; half < 2; ++half) {
-          Value mx = negInf(kb);
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) mx = kb.max(mx, sv[4 * j + e], "row_max");
-          mx = kb.warp_reduce(ir::Op::Max, mx, 4, "row_max");
-          Value mOld = carried[half];
-          Value mNew = kb.max(mOld, mx, "m");
-          Value ref = (refOf(kb, mNew) * scale2).named("ref");
-          corr[half] = ex2Approx(kb, kb.fma(mOld, scale2, -ref), "corr");
-          Value sum = zero;
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) {
-              p[4 * j + e] = ex2Approx(kb, kb.fma(sv[4 * j + e], scale2, -ref), "p");
-              sum = sum + p[4 * j + e];
-            }
-          next[half] = mNew;
-          next[2 + half] = kb.fma(carried[2 + half], corr[half], sum, "l");
-        }
-        // P's A fragment of k-step kk: n-tiles 2 kk and 2 kk + 1, rows g and g + 8.
-        std::vector<Value> pf;
-        for (unsigned kk = 0; kk < nTiles / 2; ++kk) {
-          const unsigned a = 8 * kk, bq = 8 * kk + 4;
-          pf.push_back(kb.pack(Type::of(Scalar::B32, 4),
-                               {packHalf(kb, c, p[a], p[a + 1]), packHalf(kb, c, p[a + 2], p[a + 3]),
-                                packHalf(kb, c, p[bq], p[bq + 1]), packHalf(kb, c, p[bq + 2], p[bq + 3])},
-                               "p_frag"));
-        }
+        Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]}, corr[2];
+        std::vector<Value> pf = softmaxTile(kb, c, sm, k0, kKeys, sv, m, l, corr);
+        next[0] = m[0], next[1] = m[1], next[2] = l[0], next[3] = l[1];
         for (unsigned i = 0; i < oTiles; ++i) {
           Value& acc = next[4 + i];
           std::vector<Value> e;
@@ -412,9 +423,13 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
               "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
-              "sizes the grid")},
+              "sizes the grid"),
+       choiceOption("mainloop", "mma", {"mma", "wgmma"},
+                    "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
+                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned; no varlen)")},
       buildPrefill,
       [](const Options& o) {
+        if (o.text("mainloop") == "wgmma") return launchPrefill90(o);
         Expr rows = Expr::param(o.flag("varlen") ? "max_seq_q" : "seq_q");
         LaunchRule r;
         r.block = {kThreads};
