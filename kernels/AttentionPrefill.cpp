@@ -1,6 +1,8 @@
 // attention_prefill (docs/kernels.md): flash-attention forward on the tensor cores: bf16 or f16
 // storage, mma.sync m16n8k16 with f32 accumulation, f32 online softmax, causal or not,
-// grouped-query heads, an optional log-sum-exp output.
+// grouped-query heads, an optional log-sum-exp output. mainloop = "wgmma" builds the sm_90a
+// kernel of kernels/AttentionPrefill90.cpp instead; the output of a warp's rows is shared
+// (kernels/AttentionPrefill.h).
 //
 // Tensors: q and o are [batch, seq_q, q_heads, head_dim]; k and v [batch, kv_stride, kv_heads,
 // head_dim], of which rows [0, seq_k) are read. With seq_k > seq_q the first seq_k - seq_q keys
@@ -33,11 +35,138 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/Library.h"
+#include "kernels/AttentionPrefill.h"
 
 namespace tn::kernels::lib {
 
+namespace prefill {
+
+Config configOf(const Options& o) {
+  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
+          o.flag("varlen")};
+}
+
+Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
+
+Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name) {
+  Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * c.dim;
+  return kb.index(p, elem.named("elem"), 2, name);
+}
+
+Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
+  Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
+  return (qh / group).named("kv_head");
+}
+
+Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK) {
+  if (!c.causal) return seqK;
+  Value reach = (q0 + rows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
+  return kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
+}
+
+std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
+                               std::vector<Value> sv, Value m[2], Value l[2], Value corr[2]) {
+  // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
+  Value partial = (k0 + keys > s.seqK).named("partial_tile");
+  if (c.causal)
+    partial = (partial | ((k0 + keys + s.seqQ).named("tile_reach") > (s.q0 + 1u + s.seqK).named("row_reach")))
+                  .named("masked_tile");
+  sv = kb.if_else(partial, [&] {
+    std::vector<Value> masked = sv;
+    Value key0 = (k0 + (s.t << 1u) + (c.causal ? s.seqQ : kb.u32(0))).named("key0");
+    Value lim0 = c.causal ? (s.rows[0] + 1u + s.seqK).named("lim_g") : s.seqK;
+    Value lim1 = c.causal ? (s.rows[1] + 1u + s.seqK).named("lim_g8") : s.seqK;
+    for (unsigned i = 0; i < masked.size(); ++i) {
+      Value key = key0 + (8 * (i >> 2) + (i & 1));
+      masked[i] = kb.select(key < (((i >> 1) & 1) ? lim1 : lim0), masked[i], negInf(kb), "masked");
+    }
+    return masked;
+  }, [&] { return sv; }, {.label = "mask"});
+
+  std::vector<Value> p(sv.size());
+  for (unsigned half = 0; half < 2; ++half) {
+    Value mx = negInf(kb);
+    for (unsigned i = 0; i < sv.size(); ++i)
+      if (((i >> 1) & 1) == half) mx = kb.max(mx, sv[i], "row_max");
+    mx = kb.warp_reduce(ir::Op::Max, mx, 4, "row_max");
+    Value mNew = kb.max(m[half], mx, "m");
+    Value ref = (refOf(kb, mNew) * s.scale2).named("ref");
+    corr[half] = ex2Approx(kb, kb.fma(m[half], s.scale2, -ref), "corr");
+    Value sum = kb.f32(0.0f);
+    for (unsigned i = 0; i < sv.size(); ++i)
+      if (((i >> 1) & 1) == half) {
+        p[i] = ex2Approx(kb, kb.fma(sv[i], s.scale2, -ref), "p");
+        sum = sum + p[i];
+      }
+    m[half] = mNew;
+    l[half] = kb.fma(l[half], corr[half], sum, "l");
+  }
+  // P's A fragment of key step kk: scores 8 kk ... 8 kk + 7 (n-tiles 2 kk and 2 kk + 1 of mma's C
+  // layout, rows g and g + 8; the wgmma register-A layout is the same per warp, TC §4.2).
+  std::vector<Value> pf;
+  for (unsigned a = 0; a < p.size(); a += 8)
+    pf.push_back(kb.pack(ir::Type::of(ir::Scalar::B32, 4),
+                         {packHalf(kb, c, p[a], p[a + 1]), packHalf(kb, c, p[a + 2], p[a + 3]),
+                          packHalf(kb, c, p[a + 4], p[a + 5]), packHalf(kb, c, p[a + 6], p[a + 7])},
+                         "p_frag"));
+  return pf;
+}
+
+void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value lPart[2],
+               const std::function<Value(unsigned tile, unsigned e)>& acc) {
+  using ir::Scalar;
+  using ir::Type;
+  constexpr float kLn2 = std::numbers::ln2_v<float>;
+  const unsigned oTiles = c.dim / 8;
+  Value inv[2];
+  Value l[2];
+  for (unsigned half = 0; half < 2; ++half) {
+    l[half] = kb.warp_reduce(ir::Op::Add, lPart[half], 4, "l_row");
+    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), kb.f32(0.0f), "inv");
+  }
+  Value pairs = allAligned(kb, {o.out}, 4, "pairs");
+  Value oBase = headBase(kb, c, o.out, o.qFirst, o.qHeads, o.qh, "o_base");
+  Value oStride = (o.qHeads * c.rowBytes()).named("o_stride");
+  for (unsigned half = 0; half < 2; ++half)
+    kb.if_then((o.rows[half] < o.seqQ).named("has_row"), [&] {
+      Value rowPtr = kb.ptradd(oBase, kb.mul_wide(o.rows[half], oStride), "o_row");
+      std::vector<Value> words;
+      for (unsigned i = 0; i < oTiles; ++i) {
+        Value x0 = acc(i, 2 * half) * inv[half], x1 = acc(i, 2 * half + 1) * inv[half];
+        words.push_back(packHalf(kb, c, x0, x1));
+      }
+      // Elements 8 i + 2 t and + 1: one 4-byte store when o allows it, else two 2-byte ones.
+      Value at = kb.ptradd(rowPtr, kb.cvt(o.t << 2u, Type::u64()), "o_pair");
+      kb.if_else(pairs, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) kb.store(i == 0 ? at : kb.ptradd(at, kb.u64(16 * i)), words[i]);
+        return std::vector<Value>{};
+      }, [&] {
+        for (unsigned i = 0; i < oTiles; ++i) {
+          Value w = kb.bitcast(words[i], Type::u32());
+          Value p0 = i == 0 ? at : kb.ptradd(at, kb.u64(16 * i));
+          kb.store(p0, kb.cvt(w, Type::of(Scalar::U16)));
+          kb.store(kb.ptradd(p0, kb.u64(2)), kb.cvt(w >> 16u, Type::of(Scalar::U16)));
+        }
+        return std::vector<Value>{};
+      }, {.label = "store"});
+      if (c.lse)
+        kb.if_then((o.t == 0u).named("t0"), [&] {
+          // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
+          Value ref = (refOf(kb, m[half]) * o.scale2).named("ref");
+          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
+          Value row = kb.cvt(o.rows[half], Type::u64());
+          Value lseAt = c.varlen ? (o.qFirst + row) * kb.cvt(o.qHeads, Type::u64()) + kb.cvt(o.qh, Type::u64())
+                                 : (kb.mul_wide(o.b, o.qHeads) + kb.cvt(o.qh, Type::u64())) * kb.cvt(o.seqQ, Type::u64()) + row;
+          kb.store(kb.index(o.lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
+        }, "lse");
+    }, "row");
+}
+
+}  // namespace prefill
+
 namespace {
+
+using namespace prefill;
 
 using ir::Mod;
 using ir::Scalar;
@@ -48,15 +177,7 @@ constexpr unsigned kWarps = 4;
 constexpr unsigned kThreads = 32 * kWarps;
 constexpr unsigned kRows = 16 * kWarps;  // query rows of a block
 constexpr unsigned kKeys = 64;           // keys of a K/V tile
-constexpr float kLn2 = std::numbers::ln2_v<float>;
 
-struct Config {
-  Storage s;
-  unsigned dim;
-  bool causal, lse, varlen;
-  Scalar half() const { return s == Storage::BF16 ? Scalar::BF16 : Scalar::F16; }
-  unsigned rowBytes() const { return dim * 2; }
-};
 
 // A tile of 64 rows in shared memory and where its rows come from: row r is sequence position
 // first + r of the tensor at `base` (this sequence's and head's element 0), `stride` bytes apart,
@@ -119,12 +240,9 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
   return kb.pack(Type::of(Scalar::B32, 2), {kb.extract(v4, first), kb.extract(v4, first + 1)}, "frag_b");
 }
 
-// Two f32 rounded to the storage type as one b32: lo in bits 15:0.
-Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
-
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
-  const Config c{storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
-                 o.flag("varlen")};
+  if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
+  const Config c = configOf(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
   if (c.dim != 64 && c.dim != 128) {
@@ -188,26 +306,14 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     qFirst = kb.mul_wide(b, seqQ, "q_first");
     kvFirst = kb.mul_wide(b, kvStride, "kv_first");
   }
-  // q_heads / kv_heads query heads per kv head (at least 1, whatever the arguments).
-  Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
-  Value h = (qh / group).named("kv_head");
-  // Keys [0, kEnd) are seen by some row of the block.
-  Value kEnd = seqK;
-  if (c.causal) {
-    Value reach = (q0 + kRows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
-    kEnd = kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
-  }
+  Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
+  Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
 
-  const unsigned elemBytes = 2;
-  auto headBase = [&](Value p, Value firstRow, Value heads, Value head, std::string_view name) {
-    Value elem = (firstRow * kb.cvt(heads, Type::u64()) + kb.cvt(head, Type::u64())) * c.dim;
-    return kb.index(p, elem.named("elem"), elemBytes, name);
-  };
-  Tile qTile{qMem, headBase(q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
+  Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
   Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
-  Tile kTile{kMem, headBase(k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
-  Tile vTile{vMem, headBase(v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
+  Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
+  Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
   Value fast = allAligned(kb, {q, k, v}, 16, "fast");
   auto stage = [&](const Tile& tile, Value first) {
     kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
@@ -233,6 +339,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
+  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}};
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
@@ -260,54 +367,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
         std::vector<Value> sv;
         for (unsigned j = 0; j < nTiles; ++j)
           for (unsigned e = 0; e < 4; ++e) sv.push_back(kb.extract(s[j], e, "score"));
-        // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
-        Value partial = (k0 + kKeys > seqK).named("partial_tile");
-        if (c.causal)
-          partial = (partial | ((k0 + kKeys + seqQ).named("tile_reach") > (q0 + 1u + seqK).named("row_reach")))
-                        .named("masked_tile");
-        sv = kb.if_else(partial, [&] {
-          std::vector<Value> masked = sv;
-          Value key0 = (k0 + (t << 1u) + (c.causal ? seqQ : kb.u32(0))).named("key0");
-          Value lim0 = c.causal ? (row0 + 1u + seqK).named("lim_g") : seqK;
-          Value lim1 = c.causal ? (row1 + 1u + seqK).named("lim_g8") : seqK;
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 0; e < 4; ++e) {
-              Value key = key0 + (8 * j + (e & 1));
-              masked[4 * j + e] = kb.select(key < (e < 2 ? lim0 : lim1), masked[4 * j + e], negInf(kb), "masked");
-            }
-          return masked;
-        }, [&] { return sv; }, {.label = "mask"});
-
         std::vector<Value> next(carried.begin(), carried.end());
-        std::vector<Value> p(sv.size());
-        Value corr[2];
-        for (unsigned half = 0; half < 2; ++half) {
-          Value mx = negInf(kb);
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) mx = kb.max(mx, sv[4 * j + e], "row_max");
-          mx = kb.warp_reduce(ir::Op::Max, mx, 4, "row_max");
-          Value mOld = carried[half];
-          Value mNew = kb.max(mOld, mx, "m");
-          Value ref = (refOf(kb, mNew) * scale2).named("ref");
-          corr[half] = ex2Approx(kb, kb.fma(mOld, scale2, -ref), "corr");
-          Value sum = zero;
-          for (unsigned j = 0; j < nTiles; ++j)
-            for (unsigned e = 2 * half; e < 2 * half + 2; ++e) {
-              p[4 * j + e] = ex2Approx(kb, kb.fma(sv[4 * j + e], scale2, -ref), "p");
-              sum = sum + p[4 * j + e];
-            }
-          next[half] = mNew;
-          next[2 + half] = kb.fma(carried[2 + half], corr[half], sum, "l");
-        }
-        // P's A fragment of k-step kk: n-tiles 2 kk and 2 kk + 1, rows g and g + 8.
-        std::vector<Value> pf;
-        for (unsigned kk = 0; kk < nTiles / 2; ++kk) {
-          const unsigned a = 8 * kk, bq = 8 * kk + 4;
-          pf.push_back(kb.pack(Type::of(Scalar::B32, 4),
-                               {packHalf(kb, c, p[a], p[a + 1]), packHalf(kb, c, p[a + 2], p[a + 3]),
-                                packHalf(kb, c, p[bq], p[bq + 1]), packHalf(kb, c, p[bq + 2], p[bq + 3])},
-                               "p_frag"));
-        }
+        Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]}, corr[2];
+        std::vector<Value> pf = softmaxTile(kb, c, sm, k0, kKeys, sv, m, l, corr);
+        next[0] = m[0], next[1] = m[1], next[2] = l[0], next[3] = l[1];
         for (unsigned i = 0; i < oTiles; ++i) {
           Value& acc = next[4 + i];
           std::vector<Value> e;
@@ -331,50 +394,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
       {.label = "key_tiles", .iv = "jt"});
   kb.cp_async_wait_all();
 
-  // Rows g and g + 8: l summed over the quad, o = acc / l (0 for a row without keys).
-  Value rows[2] = {row0, row1};
-  Value inv[2];
-  Value l[2];
-  for (unsigned half = 0; half < 2; ++half) {
-    l[half] = kb.warp_reduce(ir::Op::Add, st[2 + half], 4, "l_row");
-    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), zero, "inv");
-  }
-  Value pairs = allAligned(kb, {out}, 4, "pairs");
-  Value oBase = headBase(out, qFirst, qHeads, qh, "o_base");
-  Value oStride = (qHeads * c.rowBytes()).named("o_stride");
-  for (unsigned half = 0; half < 2; ++half)
-    kb.if_then((rows[half] < seqQ).named("has_row"), [&] {
-      Value rowPtr = kb.ptradd(oBase, kb.mul_wide(rows[half], oStride), "o_row");
-      std::vector<Value> words;
-      for (unsigned i = 0; i < oTiles; ++i) {
-        Value x0 = kb.extract(st[4 + i], 2 * half) * inv[half], x1 = kb.extract(st[4 + i], 2 * half + 1) * inv[half];
-        words.push_back(packHalf(kb, c, x0, x1));
-      }
-      // Elements 8 i + 2 t and + 1: one 4-byte store when o allows it, else two 2-byte ones.
-      Value at = kb.ptradd(rowPtr, kb.cvt(t << 2u, Type::u64()), "o_pair");
-      kb.if_else(pairs, [&] {
-        for (unsigned i = 0; i < oTiles; ++i) kb.store(i == 0 ? at : kb.ptradd(at, kb.u64(16 * i)), words[i]);
-        return std::vector<Value>{};
-      }, [&] {
-        for (unsigned i = 0; i < oTiles; ++i) {
-          Value w = kb.bitcast(words[i], Type::u32());
-          Value p0 = i == 0 ? at : kb.ptradd(at, kb.u64(16 * i));
-          kb.store(p0, kb.cvt(w, Type::of(Scalar::U16)));
-          kb.store(kb.ptradd(p0, kb.u64(2)), kb.cvt(w >> 16u, Type::of(Scalar::U16)));
-        }
-        return std::vector<Value>{};
-      }, {.label = "store"});
-      if (c.lse)
-        kb.if_then((t == 0u).named("t0"), [&] {
-          // ln(sum_j e^(s_j scale)) = (m' + log2 l) ln 2; -inf without keys (log2 0).
-          Value ref = (refOf(kb, st[half]) * scale2).named("ref");
-          // [batch, q_heads, seq_q], or (varlen) [rows, q_heads] like q.
-          Value row = kb.cvt(rows[half], Type::u64());
-          Value lseAt = c.varlen ? (qFirst + row) * kb.cvt(qHeads, Type::u64()) + kb.cvt(qh, Type::u64())
-                                 : (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(seqQ, Type::u64()) + row;
-          kb.store(kb.index(lse, lseAt.named("lse_at"), 4), (ref + kb.lg2(l[half], "log_l")) * kLn2);
-        }, "lse");
-    }, "row");
+  const Output dst{out, lse, qFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+  const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
+  storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4 + tile], e); });
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -401,11 +423,18 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
               "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
-              "sizes the grid")},
+              "sizes the grid"),
+       choiceOption("mainloop", "mma", {"mma", "wgmma"},
+                    "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
+                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned; no varlen)")},
       buildPrefill,
       [](const Options& o) {
+        if (o.text("mainloop") == "wgmma") return launchPrefill90(o);
         Expr rows = Expr::param(o.flag("varlen") ? "max_seq_q" : "seq_q");
-        return LaunchRule{{kThreads}, {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")}, 0};
+        LaunchRule r;
+        r.block = {kThreads};
+        r.grid = {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")};
+        return r;
       },
   });
 }

@@ -137,6 +137,8 @@ struct PrefillVariant {
   Dtype d;
   uint32_t dim;
   bool causal, lse;
+  const char* spec = "attention";
+  uint32_t tileKeys = 64;  // keys of a K/V tile (what a NaN in V reaches)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -145,6 +147,12 @@ constexpr PrefillVariant kPrefillF16{"prefill_f16_d64", Dtype::F16, 64, false, f
 constexpr PrefillVariant kPrefillF16Causal{"prefill_f16_d64_causal", Dtype::F16, 64, true, false};
 constexpr PrefillVariant kVarlenBf16Causal{"prefill_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true};
 constexpr PrefillVariant kVarlenF16{"prefill_f16_d64_varlen", Dtype::F16, 64, false, false};
+// mainloop = "wgmma" (sm_90a; test/library/attention90.toml): 128-key tiles.
+constexpr PrefillVariant k90Bf16{"prefill90_bf16_d128", Dtype::BF16, 128, false, true, "attention90", 128};
+constexpr PrefillVariant k90Bf16Causal{"prefill90_bf16_d128_causal", Dtype::BF16, 128, true, true, "attention90", 128};
+constexpr PrefillVariant k90Bf16D64{"prefill90_bf16_d64", Dtype::BF16, 64, false, false, "attention90", 128};
+constexpr PrefillVariant k90Bf16D64Causal{"prefill90_bf16_d64_causal", Dtype::BF16, 64, true, false, "attention90", 128};
+constexpr PrefillVariant k90F16Causal{"prefill90_f16_d64_causal", Dtype::F16, 64, true, true, "attention90", 128};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -193,7 +201,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
   std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
-  Call call("attention", v.kernel);
+  Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q), p.misalign)
       .buffer("k", encode(v.d, k), p.misalign)
       .buffer("v", encode(v.d, val), p.misalign)
@@ -210,11 +218,11 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
 
   // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
   auto sees = [&](uint32_t i, uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + SK - SQ; };
-  // Rows of a block (64 query rows) multiply every key of the tiles (64 keys) some row of the
-  // block sees, so a NaN in V reaches them all (docs/kernels.md).
+  // Rows of a block (64 query rows) multiply every key of the tiles (v.tileKeys keys) some row
+  // of the block sees, so a NaN in V reaches them all (docs/kernels.md).
   auto tileLoaded = [&](uint32_t i, uint32_t j) {
     const uint32_t last = std::min(SQ, (i / 64 + 1) * 64) - 1;  // the block's last row
-    return j < SK && sees(last, j / 64 * 64);
+    return j < SK && sees(last, j / v.tileKeys * v.tileKeys);
   };
   std::vector<double> want, wantLse;
   for (uint32_t b = 0; b < B; ++b)
@@ -291,6 +299,34 @@ LIBRARY_TEST("attention_prefill: NaN and -inf in K poison or drop the key for th
   checkPrefill(r, rng, kPrefillBf16, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
   // -inf in K: a score of -inf (q[5] > 0) weighs 0, +inf (q[5] < 0) makes the row NaN.
   checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
+}
+
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): seq 1, 37, 100 and 130, causal and not, head_dim 64 and 128",
+             attentionPrefill90) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&k90Bf16, &k90Bf16Causal, &k90Bf16D64, &k90Bf16D64Causal, &k90F16Causal}) {
+    checkPrefill(r, rng, *v, {1, 1, 1, 2, 2});
+    checkPrefill(r, rng, *v, {2, 37, 37, 4, 1, 3});  // grouped-query heads, spare cache rows
+    checkPrefill(r, rng, *v, {1, 100, 100, 2, 2});
+    checkPrefill(r, rng, *v, {1, 130, 130, 2, 1});   // two key tiles, the second partial
+  }
+}
+
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): cached prefixes, rows without keys, special values",
+             attentionPrefill90Edges) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, k90Bf16Causal, {2, 37, 300, 2, 2, 5});  // three key tiles: a stage reused
+  checkPrefill(r, rng, k90Bf16, {1, 3, 200, 2, 1});
+  checkPrefill(r, rng, k90Bf16D64Causal, {1, 70, 5, 2, 2});  // rows 0..64 see no key: zeros
+  checkPrefill(r, rng, k90F16Causal, {1, 70, 5, 2, 2});      // and lse -inf
+  checkPrefill(r, rng, k90Bf16, {2, 9, 0, 2, 1});            // seq_k 0: zeros
+  checkPrefill(r, rng, k90Bf16D64Causal, {1, 0, 4, 2, 2});   // seq_q 0: nothing launched
+  checkPrefill(r, rng, k90Bf16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::K, 70});
+  checkPrefill(r, rng, k90F16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::V, 70});
+  checkPrefill(r, rng, k90Bf16D64, {1, 17, 17, 2, 1, 0, 0, Prefill::Nan::V, 3});
+  // NaN in a spare cache row past seq_k (loaded with the tile by TMA): zeroed, it reaches nothing.
+  checkPrefill(r, rng, k90Bf16, {1, 37, 37, 2, 2, 4, 0, Prefill::Nan::V, 38});
+  checkPrefill(r, rng, k90Bf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
 }
 
 namespace {

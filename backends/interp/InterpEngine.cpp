@@ -717,8 +717,6 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         ++pc;
         break;
       case Kind::Nop:
-        if (k.op == Op::FenceProxyAsync && wgmma_)
-          forLanes(mask, [&](uint32_t l) { ++proxyFences_[w.index * kWarpSize + l]; });
         ++pc;
         break;
       case Kind::Warpgroup:

@@ -80,7 +80,7 @@ struct Code {
   uint32_t inst = 0;   // InstId, for diagnostics
   uint32_t block = 0;  // the block this instruction ends (branches)
   Edge edge[2];
-  uint8_t nsrc = 0;    // register operands in src (at most 4)
+  uint8_t nsrc = 0;    // register operands in src (at most 5)
   bool wgWrite = false;  // writes the accumulator or A registers of some wgmma.mma_async
   uint8_t wgmma = 0;     // wgmma.mma_async: kWgTransA | kWgTransB | kWgRegA
 };

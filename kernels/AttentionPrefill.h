@@ -1,0 +1,69 @@
+// attention_prefill's two main loops (docs/kernels.md): mma.sync on sm_80+
+// (kernels/AttentionPrefill.cpp) and wgmma fed by TMA on sm_90a (kernels/AttentionPrefill90.cpp).
+// What they share: the options, the tensors' addressing and the output of a warp's rows.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "kernels/Library.h"
+
+namespace tn::kernels::lib::prefill {
+
+struct Config {
+  Storage s;
+  unsigned dim;
+  bool causal, lse, varlen;
+  ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
+  unsigned rowBytes() const { return dim * 2; }
+};
+Config configOf(const Options& o);
+
+// Two f32 rounded to the storage type as one b32: lo in bits 15:0.
+Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
+
+// Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim].
+Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name);
+
+// Where the rows of a warp go: rows[0] and rows[1] (query positions g and g + 8 of the warp's 16)
+// of head qh, sequence b (first row qFirst, u64, in o; its length seqQ).
+struct Output {
+  Value out, lse;  // lse: invalid without the option
+  Value qFirst, seqQ, qHeads, qh, b;
+  Value scale2;  // scale · log2 e
+  Value t;       // lane % 4
+  Value rows[2];
+};
+
+// The kv head of query head qh (q_heads / kv_heads query heads per kv head, at least 1 whatever
+// the arguments), and the keys [0, end) some row of the block's `rows` from q0 sees.
+Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads);
+Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK);
+
+// One key tile's masks, online softmax and P: scores[i] is the score of row g + 8 ((i >> 1) & 1)
+// of the warp's 16 (query positions rows[0] and rows[1]) and key k0 + 8 (i >> 2) + 2 t + (i & 1)
+// (mma's C layout per 8 keys, which is also wgmma's accumulator layout). Keys past seq_k and,
+// causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
+// wide from k0; q0 is the block's first row). m, l: the rows' running maxes (raw score units)
+// and this thread's partial sums, updated; corr: the factors the output rows are rescaled by;
+// the result: P's A fragments (v4.b32), one per 16 keys, rounded to the storage type.
+struct Softmax {
+  Value seqQ, seqK, q0, t, scale2;
+  Value rows[2];
+};
+std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
+                               std::vector<Value> scores, Value m[2], Value l[2], Value corr[2]);
+
+// Sums the partial row sums l over the quad, and writes o = acc / l (zeros for a row without
+// keys) and the log-sum-exp of rows[0] and rows[1] below seqQ. m: the rows' running maxes in raw
+// score units; acc(j, e): element e of the 16 x 8 accumulator tile j (j < dim / 8) in mma's C
+// layout (e < 2 row g, else g + 8; columns 8 j + 2 t + (e & 1)).
+void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value l[2],
+               const std::function<Value(unsigned tile, unsigned e)>& acc);
+
+// The sm_90a main loop (mainloop = "wgmma") and its launch rule.
+std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diags);
+LaunchRule launchPrefill90(const Options& o);
+
+}  // namespace tn::kernels::lib::prefill
