@@ -606,15 +606,15 @@ void noteTemplateEntry(const Spec& spec, const KernelSpec& k, const std::string&
 }
 
 bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module& built, ir::Diagnostics& diags) {
-  const unsigned need = ir::requiredSm(built);
+  const bundle::Target need = ir::requiredTarget(built);
   std::string below;
   size_t count = 0;
   for (const bundle::Target& t : spec.targets)
-    if (t.sm < need) below += (count++ ? ", " : "") + t.name();
+    if (t.sm < need.sm || (need.archSpecific && t != need)) below += (count++ ? ", " : "") + t.name();
   if (!count) return true;
   diags.report(ir::Severity::Error, spec.file, k.templateLoc,
-               describeInstance(k) + " needs " + bundle::Target{need, false}.name() + " (target" + (count > 1 ? "s " : " ") +
-                   below + ")");
+               describeInstance(k) + " needs " + need.name() + (need.archSpecific ? " exactly" : "") + " (target" +
+                   (count > 1 ? "s " : " ") + below + ")");
   return false;
 }
 

@@ -933,13 +933,15 @@ bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags) {
   return diags.errors() == before;
 }
 
-unsigned requiredSm(const Module& m) {
+Target requiredTarget(const Module& m) {
   unsigned need = 0;
+  bool archSpecific = false;
   auto visit = [&](const Kernel& k) {
     for (const Block& b : k.blocks)
       for (InstId id : b.insts) {
         const Inst& in = k.inst(id);
         need = std::max(need, info(in.op).minSM);
+        archSpecific = archSpecific || (info(in.op).flags & OF_SM90A);
         for (const TypeGate& g : typeGates()) {
           std::optional<Type> gated = g.which == 'S' ? in.srcType : in.type;
           if (g.op == in.op && gated && gated->scalar == g.scalar) need = std::max(need, g.minSM);
@@ -948,7 +950,7 @@ unsigned requiredSm(const Module& m) {
   };
   for (const Kernel& f : m.functions) visit(f);
   for (const Kernel& k : m.kernels) visit(k);
-  return need;
+  return archSpecific ? Target{90, true} : Target{need, false};
 }
 
 bool verify(const Module& m, Diagnostics& diags) {

@@ -10,7 +10,8 @@ namespace tn::ir {
 // Verifies every kernel of m against m's target (sm, ptx). Returns true when no error was found.
 bool verify(const Module& m, Diagnostics& diags);
 bool verifyKernel(const Module& m, const Kernel& k, Diagnostics& diags);
-// The lowest SM on which every instruction of m exists (ops and type gates, as invariant 7 checks).
-unsigned requiredSm(const Module& m);
+// The lowest target on which every instruction of m exists (ops and type gates, as invariant 7
+// checks): sm_90a when m uses an op of that architecture alone (wgmma, setmaxnreg).
+Target requiredTarget(const Module& m);
 
 }  // namespace tn::ir
