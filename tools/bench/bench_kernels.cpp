@@ -449,13 +449,16 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
 
 // Flash-attention prefill (attention_prefill, bf16): `batch` sequences of `seq` tokens, `heads`
 // query and kv heads, keys = queries. Bytes: q, k, v and o once; FLOPs 4 batch heads seq^2 dim,
-// half of it causal (the masked half is not computed).
-Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal) {
-  Case c{causal ? "attention_prefill_causal" : "attention_prefill",
-         std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim), "bf16", {}, {}, 0, 0, 0};
+// half of it causal (the masked half is not computed). wgmma: the sm_90a member (its tensor maps
+// filled by the runtime), op attention_prefill_wgmma[_causal].
+Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false) {
+  const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (causal ? "_causal" : "");
+  Case c{"attention_prefill" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
+         "bf16", {}, {}, 0, 0, 0};
   const size_t t = size_t(batch) * seq * heads * dim * 2;
   c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
-  c.launches = {{"attention_prefill_bf16_d" + std::to_string(dim) + (causal ? "_causal" : ""),
+  c.launches = {{"attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
+                     (causal ? "_causal" : ""),
                  {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
                   val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
                   val("scale", 1.0f / std::sqrt(float(dim)))}}};
@@ -543,6 +546,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t dim : {64u, 128u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
+    // The sm_90a member at head_dim 128 (issue 15's goal: >= 0.90 x SDPA at seq 4096).
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true})
+        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, 128, causal, true));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
@@ -990,7 +997,7 @@ struct Row {
 };
 
 struct GemmRow {
-  std::string dtype, shape;
+  std::string op, dtype, shape;
   double oursUs = 0, oursTflops = 0;
   std::optional<double> refTflops;
 };
@@ -1194,7 +1201,7 @@ int main(int argc, char** argv) {
     if (ms < 0) die("launch " + label, launchError.error());
 
     if (c.gemmM) {
-      GemmRow g{c.dtype, c.shape, ms * 1e3, c.flops() / (ms * 1e9), std::nullopt};
+      GemmRow g{c.op, c.dtype, c.shape, ms * 1e3, c.flops() / (ms * 1e9), std::nullopt};
       if (haveRef) {
         double cms = bench.time(
             [&](int s) {
@@ -1314,7 +1321,7 @@ int main(int argc, char** argv) {
     std::printf("\n%-16s %-22s %12s %12s %12s %10s\n", "op", "shape (MxNxK)", "ours us", "ours TFLOP/s",
                 "ref TFLOP/s", "ours/ref");
     for (const GemmRow& g : gemmRows)
-      std::printf("%-16s %-22s %12.1f %12.2f %12s %10s\n", ("gemm " + g.dtype).c_str(), g.shape.c_str(), g.oursUs,
+      std::printf("%-16s %-22s %12.1f %12.2f %12s %10s\n", (g.op + " " + g.dtype).c_str(), g.shape.c_str(), g.oursUs,
                   g.oursTflops, g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
     std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
