@@ -199,7 +199,8 @@ int runBuild(const BuildOpts& o) {
   }
 
   // Each kernel is instantiated once (signature, launch rule, IR), then compiled per target in
-  // spec order, kernel by kernel (deterministic diagnostics order).
+  // spec order, kernel by kernel (deterministic diagnostics order). A kernel that fails does not
+  // stop the others: every kernel's errors are reported, then nothing is written.
   std::vector<Unit> units;
   std::vector<spec::Instance> instances(spec->kernels.size());
   spec::TirCache tirs;
@@ -207,19 +208,16 @@ int runBuild(const BuildOpts& o) {
   options.lineInfo = options.lineInfo || o.lineInfo;
   bool withIr = spec->ir && !o.noIr;
   bool failed = false;
-  for (size_t ki = 0; ki < spec->kernels.size() && !failed; ++ki) {
+  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
     const spec::KernelSpec& k = spec->kernels[ki];
     ir::Diagnostics d;
     std::optional<spec::Instance> inst = spec::instantiate(*spec, k, tirs, d);
     printDiagnostics(d);
-    if (!inst) {
+    ir::Diagnostics fit;
+    if (!inst || (k.tmpl && !spec::templateFitsTargets(*spec, k, inst->module, fit))) {
+      printDiagnostics(fit);
       failed = true;
-      break;
-    }
-    if (k.tmpl && !spec::templateFitsTargets(*spec, k, inst->module, d)) {
-      printDiagnostics(d);
-      failed = true;
-      break;
+      continue;
     }
     for (const bundle::Target& target : spec->targets) {
       ir::Diagnostics td;

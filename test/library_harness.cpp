@@ -27,6 +27,23 @@ std::string specPath(const std::string& family) {
   return std::string(TRUENOC_SOURCE_DIR) + "/test/library/" + family + ".toml";
 }
 
+// test/library/<family>.toml, parsed (a failure fails the test).
+spec::Spec readSpec(const std::string& family) {
+  std::string path = specPath(family);
+  std::ifstream file(path);
+  REQUIRE_MESSAGE(file.good(), "cannot open " << path);
+  std::stringstream text;
+  text << file.rdbuf();
+  ir::Diagnostics diags;
+  std::optional<spec::Spec> s = spec::parseSpec(text.str(), path, std::string(TRUENOC_SOURCE_DIR) + "/test/library", diags);
+  INFO(diagnosticsText(diags));
+  REQUIRE(s.has_value());
+  return std::move(*s);
+}
+
+// A spec that targets sm_90a alone: its kernels use sm_90a-only ops (wgmma, setmaxnreg).
+bool sm90aOnly(const spec::Spec& s) { return s.targets.size() == 1 && s.targets[0] == bundle::Target{90, true}; }
+
 const Call::Buffer* findBuffer(const Call& c, const std::string& name) {
   for (const Call::Buffer& b : c.buffers())
     if (b.name == name) return &b;
@@ -144,28 +161,21 @@ class InterpRunner final : public Runner {
     static std::map<std::string, std::unique_ptr<Built>> cache;
     std::string key = family + "/" + kernel + (optimize ? "" : " -O0");
     if (auto it = cache.find(key); it != cache.end()) return *it->second;
-    std::string path = specPath(family);
-    std::ifstream file(path);
-    REQUIRE_MESSAGE(file.good(), "cannot open " << path);
-    std::stringstream text;
-    text << file.rdbuf();
+    const spec::Spec s = readSpec(family);
     ir::Diagnostics diags;
-    std::optional<spec::Spec> s = spec::parseSpec(text.str(), path, std::string(TRUENOC_SOURCE_DIR) + "/test/library", diags);
     INFO(diagnosticsText(diags));
-    REQUIRE(s.has_value());
     const spec::KernelSpec* ks = nullptr;
-    for (const spec::KernelSpec& k : s->kernels)
+    for (const spec::KernelSpec& k : s.kernels)
       if (k.name == kernel) ks = &k;
-    REQUIRE_MESSAGE(ks, path << " has no kernel '" << kernel << "'");
+    REQUIRE_MESSAGE(ks, specPath(family) << " has no kernel '" << kernel << "'");
     spec::TirCache tirs;
-    std::optional<spec::Instance> inst = spec::instantiate(*s, *ks, tirs, diags);
+    std::optional<spec::Instance> inst = spec::instantiate(s, *ks, tirs, diags);
     REQUIRE(inst.has_value());
     // Compiled as `truenoc build` compiles it (-O2), or with the checks alone (-O0).
-    compile::Options options = spec::compileOptions(*s);
+    compile::Options options = spec::compileOptions(s);
     if (!optimize) options.level = compile::Level::O0;
-    // sm_90, or sm_90a for a spec that targets sm_90a alone (its kernels use sm_90a-only ops).
-    const bool sm90aOnly = s->targets.size() == 1 && s->targets[0] == bundle::Target{90, true};
-    REQUIRE(compile::compile(inst->module, bundle::Target{90, sm90aOnly}, options, diags).ptx.has_value());
+    // sm_90, or sm_90a for a spec that targets sm_90a alone.
+    REQUIRE(compile::compile(inst->module, bundle::Target{90, sm90aOnly(s)}, options, diags).ptx.has_value());
     REQUIRE_FALSE(diags.hasErrors());
     auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
     return *cache.emplace(key, std::move(b)).first->second;
@@ -252,6 +262,9 @@ class GpuRunner final : public Runner {
   static const truenort::Bundle& load(const std::string& family) {
     static std::map<std::string, std::unique_ptr<truenort::Bundle>> bundles;
     if (auto it = bundles.find(family); it != bundles.end()) return *it->second;
+    if (sm90aOnly(readSpec(family)) && context()->sm() != 90)
+      throw NotForThisDevice{"test/library/" + family + ".toml targets sm_90a alone; the device is sm_" +
+                             std::to_string(context()->sm())};
     std::string path = testpaths::inBuild("test/library/" + family + ".tnb");
     // The test bundles carry PTX for GPUs newer than their targets; JIT is fine in a test.
     auto b = truenort::Bundle::load_file(*context(), path, {.allow_jit = true});

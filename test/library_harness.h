@@ -114,6 +114,11 @@ class Runner {
 // are checked for -O0/-O2 equivalence.
 std::unique_ptr<Runner> interpRunner(bool optimize = true);
 std::unique_ptr<Runner> gpuRunner();  // a runner on device 0; fails the test without one
+// Thrown by the GPU runner for a spec the device cannot run (sm_90a alone on another GPU): the
+// GPU test registered by LIBRARY_TEST or LIBRARY_GPU_TEST is then skipped with a message.
+struct NotForThisDevice {
+  std::string why;
+};
 bool noGpu();                         // for doctest::skip
 // Whether device 0 is the simulated driver (docs/simulator.md): tests too big for the
 // interpreter shrink what is not the point of the test there (never their checks).
@@ -144,6 +149,16 @@ double roundoff(Dtype d);
 void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
                  const std::string& what);
 
+// Runs a test body on the GPU runner; a NotForThisDevice skips it with a message.
+inline void runOnGpu(void (*body)(Runner&)) {
+  auto runner = gpuRunner();
+  try {
+    body(*runner);
+  } catch (const NotForThisDevice& skip) {
+    MESSAGE("skipped: " << skip.why);
+  }
+}
+
 }  // namespace tn::libtest
 
 // Registers one kernel test body for the interpreter and for the GPU (suite "gpu").
@@ -158,8 +173,7 @@ void expectClose(const std::vector<float>& got, const std::vector<double>& want,
     fn(*runner);                                                                                      \
   }                                                                                                   \
   TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \
-    auto runner = tn::libtest::gpuRunner();                                                           \
-    fn(*runner);                                                                                      \
+    tn::libtest::runOnGpu(fn);                                                                        \
   }                                                                                                   \
   static void fn([[maybe_unused]] tn::libtest::Runner& r)
 
@@ -167,7 +181,6 @@ void expectClose(const std::vector<float>& got, const std::vector<double>& want,
 #define LIBRARY_GPU_TEST(title, fn)                                                                   \
   static void fn(tn::libtest::Runner& r);                                                             \
   TEST_CASE("gpu library: " title * doctest::test_suite("gpu") * doctest::skip(tn::libtest::noGpu())) { \
-    auto runner = tn::libtest::gpuRunner();                                                           \
-    fn(*runner);                                                                                      \
+    tn::libtest::runOnGpu(fn);                                                                        \
   }                                                                                                   \
   static void fn([[maybe_unused]] tn::libtest::Runner& r)
