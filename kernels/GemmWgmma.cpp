@@ -17,8 +17,9 @@
 // transposed. Barriers: full[s] (count 1: the producer's arrive.expect_tx, completed by the TMA
 // bytes) and empty[s] (count 8: lane 0 of each consumer warp once its wgmmas have read stage s).
 //
-// Each k block (64 elements of K) is four wgmma m64nNk16 per consumer, committed as one group and
-// waited for before the stage is released. K, M and N edges need nothing: TMA fills the parts of
+// Each k block (64 elements of K) is four wgmma m64nNk16 per consumer, committed as one group;
+// a consumer keeps one group in flight (wait_group 1) and releases a stage once the group that
+// read it is done, the last one of a tile after wait_group 0. K, M and N edges need nothing: TMA fills the parts of
 // a box outside the matrix with zeros, and the epilogue stores only rows < m and columns < n.
 // The tensor maps need 16-byte aligned a and b and lda, ldb multiples of 8 elements; the runtime
 // refuses other launches (cuTensorMapEncodeTiled).
@@ -177,11 +178,21 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
                                descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col, c.b == Layout::Row,
                                "acc");
     kb.wgmma_commit_group();
-    kb.wgmma_wait_group(0);
-    kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+    // One group stays in flight, as in CUTLASS's mainloop: this k block's wgmmas run on while
+    // the previous block's, now done, give their stage back to the producer.
+    kb.wgmma_wait_group(1);
+    Value previous = kb.select((s == 0u).named("first_stage"), kb.u32(c.stages - 1), s - 1u, "previous");
+    kb.if_then((leader & (kblock != 0u)).named("release_previous"),
+               [&] { kb.mbarrier_arrive(ring.emptyBar(kb, previous)); }, "release");
     auto [s2, phase2] = advance(kb, c, s, phase);
     Value next = (kblock + 1u).named("kblock_next");
-    kb.cbr((next < blocks).named("more"), body, {next, s2, phase2, acc}, exit, {s2, phase2, acc});
+    BlockId drain = kb.block("kblocks.drain");
+    kb.cbr((next < blocks).named("more"), body, {next, s2, phase2, acc}, drain, {});
+    // The last group: waited for before its stage is released and the accumulator leaves.
+    kb.set_insert_point(drain);
+    kb.wgmma_wait_group(0);
+    kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release_last");
+    kb.br(exit, {s2, phase2, acc});
     kb.set_insert_point(exit);
     // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
     // 8 (i >> 2) + 2 t + (i & 1), with g = lane / 4 and t = lane % 4.

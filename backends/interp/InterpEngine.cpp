@@ -235,6 +235,8 @@ class Engine {
   std::optional<Error> wgCheck(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> wgEdge(const Warp& w, const Code& k, const Edge& e, uint32_t mask);
   std::optional<Error> wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access acc);
+  std::optional<Error> wgOverwrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes,
+                                   const std::string& what);
   std::optional<Error> wgStuck() const;
   static WgmmaOp* wgInflight(WarpgroupState& g, uint32_t slot, bool chainable);
   static void wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst);
@@ -1402,23 +1404,30 @@ std::optional<Error> Engine::wgEdge(const Warp& w, const Code& k, const Edge& e,
   return std::nullopt;
 }
 
+// A write of `bytes` shared bytes at off (`what` writes them): not into what an in-flight wgmma
+// read, which it reads at issue in the interpreter but on the GPU until its group is waited for.
+std::optional<Error> Engine::wgOverwrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes,
+                                         const std::string& what) {
+  for (uint32_t i = 0; i < bytes; ++i) {
+    if (!wgReading_[off + i]) continue;
+    uint32_t inst = 0;
+    for (const WarpgroupState& g : warpgroups_)
+      for (const WgmmaOp& op : g.inflight)
+        for (uint32_t r : op.reads)
+          if (off + i >= r && off + i < r + 2) inst = op.inst;
+    return fault(ErrorKind::Wgmma, k, w, lane,
+                 what + " writes shared memory " + sharedPlace(off + i) + ", which the wgmma.mma_async at " + where(inst) +
+                     " reads, before a wgmma.wait_group covers that wgmma");
+  }
+  return std::nullopt;
+}
+
 // A generic write of shared memory: not into what an in-flight wgmma read, and remembered until
 // the writer's next fence.proxy.async (a wgmma reading it before then is an error).
 std::optional<Error> Engine::wgShared(const Code& k, const Warp& w, uint32_t lane, uint32_t off, Access) {
+  if (auto e = wgOverwrite(k, w, lane, off, k.bytes, memName(k))) return e;
   const uint32_t t = w.index * kWarpSize + lane;
-  for (uint32_t i = 0; i < k.bytes; ++i) {
-    if (wgReading_[off + i]) {
-      uint32_t inst = 0;
-      for (const WarpgroupState& g : warpgroups_)
-        for (const WgmmaOp& op : g.inflight)
-          for (uint32_t r : op.reads)
-            if (off + i >= r && off + i < r + 2) inst = op.inst;
-      return fault(ErrorKind::Wgmma, k, w, lane,
-                   memName(k) + " writes shared memory " + sharedPlace(off + i) + ", which the wgmma.mma_async at " +
-                       where(inst) + " reads, before a wgmma.wait_group covers that wgmma");
-    }
-    proxyMarks_[off + i] = {t, proxyFences_[t], k.inst};
-  }
+  for (uint32_t i = 0; i < k.bytes; ++i) proxyMarks_[off + i] = {t, proxyFences_[t], k.inst};
   return std::nullopt;
 }
 
@@ -1687,6 +1696,8 @@ std::optional<Error> Engine::checkTma(const Code& k, const Warp& w, uint32_t lan
 }
 
 std::optional<Error> Engine::tmaWrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes) {
+  if (wgmma_)
+    if (auto e = wgOverwrite(k, w, lane, off, bytes, "cp.async.bulk.tensor.2d")) return e;
   for (unsigned i = 0; i < bytes && !proxyBytes_.empty(); ++i) {
     ProxyByte& pb = proxyBytes_[off + i];
     if (pb.reader != kNoThread)
