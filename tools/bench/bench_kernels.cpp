@@ -36,11 +36,12 @@ using namespace truenort;
 namespace {
 
 const char* const kUsage =
-    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--check]\n"
+    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--only OP] [--check]\n"
     "  BUNDLE.tnb   the bench bundle (build/bin/bench_kernels.tnb, from tools/bench/kernels.toml)\n"
     "  --csv FILE   also write the table as CSV (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
     "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
+    "  --only OP    measure only the cases whose op starts with OP (e.g. gemm_q, under a profiler)\n"
     "  --check      check every case's launches against the bundle's signatures (parameter\n"
     "               names, order, types) and list the cases with their byte counts; then, if a\n"
     "               device is there (a GPU, or TRUENORT_DRIVER=sim), run every case once at\n"
@@ -1011,7 +1012,7 @@ std::string fmt(double v, const char* f = "%.3f") {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string bundlePath, csv;
+  std::string bundlePath, csv, only;
   bool quick = false, check = false;
   int reps = -1;
   for (int i = 1; i < argc; ++i) {
@@ -1030,6 +1031,8 @@ int main(int argc, char** argv) {
       csv = value("--csv");
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--only") {
+      only = value("--only");
     } else if (a == "--check") {
       check = true;
     } else if (a == "--reps") {
@@ -1084,7 +1087,13 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<GemmRow> gemmRows;
   int failures = 0;
-  for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
+  const std::vector<Case> all = cases(quick ? Sizes::Quick : Sizes::Full);
+  if (std::none_of(all.begin(), all.end(), [&](const Case& c) { return c.op.starts_with(only); })) {
+    std::fprintf(stderr, "error: no case's op starts with '%s'\n", only.c_str());
+    return 2;
+  }
+  for (const Case& c : all) {
+    if (!c.op.starts_with(only)) continue;
     std::string label = c.op + " " + c.shape + " " + c.dtype;
     std::vector<Kernel> kernels;
     std::string missing;

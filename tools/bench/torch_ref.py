@@ -46,7 +46,7 @@ def make_case(torch, op, shape, dtype):
     """(make_inputs, run[, touched]): make_inputs() builds one set of tensors, run(set) does the op
     once; touched, when given, is the bytes one run moves where that is not the set's size (the
     set shares tensors it only partly touches, like kv_scatter's caches)."""
-    if op.startswith(("gemv_q_", "dequantize_", "rmsnorm_quantize_")):
+    if op.startswith(("gemv_q_", "gemm_q_", "dequantize_", "rmsnorm_quantize_")) or dtype not in ("f32", "bf16"):
         return None  # ggml-quantized weights and q8_1 blocks: PyTorch has no kernel for them
     F = torch.nn.functional
     dev = "cuda"
@@ -137,6 +137,8 @@ def make_case(torch, op, shape, dtype):
             return s[0] * cos + rotate_half(s[0]) * sin, s[1] * cos + rotate_half(s[1]) * sin
 
         return (lambda: (rand(tokens, q_heads, head_dim), rand(tokens, k_heads, head_dim))), rope
+    if len(dims) != 1:
+        return None  # no PyTorch equivalent written for it (the GEMMs have cuBLAS as theirs)
     (n,) = dims
     unary = {
         "scale": lambda x: x * 1.5,
