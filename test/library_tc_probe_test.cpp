@@ -6,8 +6,8 @@
 // expects D = A·B + C exactly, so a register the hardware reads or writes elsewhere shows as an
 // element named below. On the interpreter the probes pin truenoc's model of the formulas; on a GPU
 // ("gpu library: tc probe …") a failure is a place where the model and the hardware disagree.
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -39,16 +39,8 @@ std::vector<uint32_t> run(Runner& r, const Registers& regs) {
 uint32_t word(const std::vector<uint32_t>& d, Region region, unsigned lane, unsigned i) {
   return d[region * 128 + lane * 4 + i];
 }
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float fromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+float fromBits(uint32_t u) { return std::bit_cast<float>(u); }
 uint32_t pair(uint16_t lo, uint16_t hi) { return lo | uint32_t(hi) << 16; }
 
 // Checks a 16 x 8 accumulator fragment (TC§1.3: D[m][n] in lane 4 (m % 8) + n / 2, register

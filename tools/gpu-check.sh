@@ -71,9 +71,8 @@ if [[ $steps == *" bench "* ]]; then
   fi
 fi
 
-
-# compute-sanitizer over the same tests. A tool that reports an error, or
-# that does not finish in time, fails the check.
+# compute-sanitizer over the same tests. A tool that reports an error, or that does not finish in
+# time, fails the check.
 san_rc=0
 san_summary=""
 if [[ $steps == *" sanitize "* ]]; then

@@ -1063,6 +1063,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (check) return checkCases(bundlePath, quick);
+  const std::vector<Case> all = cases(quick ? Sizes::Quick : Sizes::Full);
+  if (std::none_of(all.begin(), all.end(), [&](const Case& c) { return c.op.starts_with(only); })) {
+    std::fprintf(stderr, "error: no case's op starts with '%s'\n", only.c_str());
+    return 2;
+  }
   if (reps < 0) reps = quick ? 5 : 30;
 
   Context ctx = must(Context::create(0), "context");
@@ -1087,11 +1092,6 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   std::vector<GemmRow> gemmRows;
   int failures = 0;
-  const std::vector<Case> all = cases(quick ? Sizes::Quick : Sizes::Full);
-  if (std::none_of(all.begin(), all.end(), [&](const Case& c) { return c.op.starts_with(only); })) {
-    std::fprintf(stderr, "error: no case's op starts with '%s'\n", only.c_str());
-    return 2;
-  }
   for (const Case& c : all) {
     if (!c.op.starts_with(only)) continue;
     std::string label = c.op + " " + c.shape + " " + c.dtype;
