@@ -64,19 +64,25 @@ unsigned log2u(unsigned v) { return static_cast<unsigned>(std::countr_zero(v)); 
 Value at(KernelBuilder& kb, Value p, Value off) { return kb.ptradd(p, kb.cvt(off, Type::u64())); }
 Value at(KernelBuilder& kb, Value p, unsigned off) { return off == 0 ? p : kb.ptradd(p, kb.u64(off)); }
 
-// Weights are read once: evict-first, non-coherent. The value widened to u32 (s32 for s8).
+// How a kernel reads its weights: once (gemv_q, dequantize: evict-first) or again by other
+// blocks (gemm_q's token tiles: kept in the caches). Non-coherent either way.
+enum class Reuse : uint8_t { Once, Again };
+
+// The value widened to u32 (s32 for s8).
 template <class Off>
-Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t) {
+Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t, Reuse reuse = Reuse::Once) {
   Type wide = t == Scalar::S8 ? Type::of(Scalar::S32) : Type::u32();
-  return kb.cvt(kb.load(at(kb, p, off), Type::of(t), {Mod::Cs, Mod::NcMod}), wide);
+  Value ptr = at(kb, p, off);
+  Value v = reuse == Reuse::Once ? kb.load(ptr, Type::of(t), {Mod::Cs, Mod::NcMod}) : kb.load(ptr, Type::of(t), {Mod::NcMod});
+  return kb.cvt(v, wide);
 }
 
 // Bytes [off, off + 8) of a block (off even) as two little-endian 32-bit words, by 16-bit loads.
-std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off) {
+std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse) {
   Value p = at(kb, blk, off);
   std::vector<Value> words;
   for (unsigned w = 0; w < 2; ++w)
-    words.push_back(ldQ(kb, p, 4 * w, Scalar::U16) | (ldQ(kb, p, 4 * w + 2, Scalar::U16) << 16u));
+    words.push_back(ldQ(kb, p, 4 * w, Scalar::U16, reuse) | (ldQ(kb, p, 4 * w + 2, Scalar::U16, reuse) << 16u));
   return words;
 }
 
@@ -100,7 +106,7 @@ struct IntGroup {
   Value d, subScale;  // q6_k only: scale = d * subScale (s32), apart for gemm_q's integer scaling
 };
 
-IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
+IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once) {
   IntGroup g;
   auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
     for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
@@ -108,14 +114,14 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
   switch (f.fmt) {
     case Fmt::Q4_0: {
       // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
-      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
       g.intOffset = 8;
       break;
     }
     case Fmt::Q8_0: {
-      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
-      std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u);
+      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u, reuse);
       g.q[0] = w[0], g.q[1] = w[1];
       break;
     }
@@ -123,22 +129,22 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
     case Fmt::Q5_K: {
       Value s = (j >> 2u).named("sub");  // sub-block of 32
       Value l0 = (j & 3u) << 3u;
-      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16));
-      Value dmin = halfToF32(kb, ldQ(kb, blk, 2u, Scalar::U16));
+      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      Value dmin = halfToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse));
       // get_scale_min_k4: bytes A[s%4], B[s%4], C[s%4] of the 12 scale bytes at offset 4.
       Value k4 = s & 3u;
-      Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8), b = ldQ(kb, blk, k4 + 8u, Scalar::U8);
-      Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8);
+      Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8, reuse), b = ldQ(kb, blk, k4 + 8u, Scalar::U8, reuse);
+      Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8, reuse);
       Value high = (s >= 4u).named("high_sub");
       Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
       Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
       g.scale = mulRn(kb, d, toF32(kb, sc));
       g.min = mulRn(kb, dmin, toF32(kb, m));
       unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
-      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt), (s & 1u) << 2u, 0x0F0F0F0Fu);
+      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt, reuse), (s & 1u) << 2u, 0x0F0F0F0Fu);
       if (f.fmt == Fmt::Q5_K) {
         // qh[l]: bit s is the 5th bit of element l of sub-block s.
-        std::vector<Value> h = bytes8(kb, blk, l0 + 16u);
+        std::vector<Value> h = bytes8(kb, blk, l0 + 16u, reuse);
         for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((h[i] >> s) & 0x01010101u) << 4u);
       }
       break;
@@ -146,11 +152,11 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
     case Fmt::Q6_K: {
       // Element i0 = 8j: half h = j/16, k = (j/4)%4, l0 = 8(j%4); scale i0/16 = j/2.
       Value h = j >> 4u, kq = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
-      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u);
+      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0, reuse), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
+      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u, reuse);
       for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
-      Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8);
-      Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16));
+      Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8, reuse);
+      Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16, reuse));
       g.scale = mulRn(kb, d, toF32(kb, sc));
       g.d = d, g.subScale = sc;
       g.intOffset = 32;
@@ -498,25 +504,38 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
 
 // ---- gemm_q ---------------------------------------------------------------------------------
 
-constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128;
-// A tile row: one block's 32 quants as int8, then 16 bytes of padding: a 48-byte stride puts the
-// 16-byte chunks of 8 consecutive rows (3r + c mod 8) in 8 distinct bank groups, so ldmatrix row
-// reads and the 16-byte staging stores are free of bank conflicts.
-constexpr unsigned kQRowBytes = 48;
+constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128, kQWarps = kQThreads / 32;
+// A stage is 8 blocks of 32 values of K (256: one k-quant block, 8 q4_0/q8_0 blocks).
+constexpr unsigned kQSub = 8;
+// A tile row: the stage's 256 quants as int8, then 16 bytes of padding. The 272-byte stride puts
+// the same 16-byte chunk of 8 consecutive rows in 8 distinct bank groups (ldmatrix row reads),
+// and a warp's staging stores fill 256 consecutive bytes of one row: both free of bank conflicts.
+// (A swizzle would save the padding, but its XOR of a loop counter with the lane would hide the
+// addresses from tile-validation's bank-conflict check.)
+constexpr unsigned kQRowBytes = 32 * kQSub + 16;
+// Per-row scale arrays: kQSub words a row, padded to an odd stride so that the reads of 8
+// consecutive rows (or tokens 2 apart) at one block fall in distinct banks.
+constexpr unsigned kQScaleStride = kQSub + 1;
+// Rows (and tokens) a thread decodes between loop tests: their loads are in flight together.
+constexpr unsigned kQUnroll = 4;
 
 // Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, any format) and q8_1 activations X
 // (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32
 // (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
-// K advances one 32-value block at a time: the block's quants of 64 rows (decodeInt's groups;
-// q4_0's q - 8 and q6_k's q - 32 made signed bytes) and 32 tokens are staged into shared memory
-// as int8, the scales as f32 beside (and for the k-quants the mins and each token's sum of
-// quants); one mma.sync m16n8k32 (s8, s32 from zero) per tile gives the block's integer dot
+// K advances a stage of 8 blocks of 32 values at a time. Staging: a warp decodes one row at a
+// time, lane l the 8 values 8l .. 8l + 7 of the stage (decodeInt's group; q4_0's q - 8 and
+// q6_k's q - 32 made signed bytes), so the lanes' loads cover the row's bytes of the stage
+// together (a few cache sectors per load, the scales one); tokens likewise, lane l the bytes
+// 8(l % 4) .. + 7 of the stage's q8_1 block l / 4. Quants go to shared memory as int8, the scales
+// as f32 beside (and for the k-quants the mins and each token's sum of quants per block). Then per
+// block of 32: one mma.sync m16n8k32 (s8, s32 from zero) per tile gives the block's integer dot
 // products, scaled into f32 accumulators: d_w d_x sum, or d_x (D sum - M sum_a) with a min.
 // q6_k has one int8 scale per 16 values, two in a block of 32: two mma per tile, on the A
 // fragment with its K 16..31 registers zeroed and with its K 0..15 registers zeroed, give the
 // halves' sums, combined exactly in s32 as sc_0 sum_0 + sc_1 sum_1 (at most 2^24 in magnitude,
 // so exact in f32 too), then scaled by d_w d_x.
-// Rows and tokens past the edges stage clamped copies (their results are not stored).
+// Rows and tokens past the edges, and blocks past k in the last stage, stage clamped copies
+// (their results are not stored, or their blocks not multiplied).
 std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   ir::Module m = newModule();
@@ -530,82 +549,97 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   kb.reqntid(kQThreads);
   ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
   ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
-  ir::SharedArray wd = kb.shared("wd", Type::f32(), kQTileM);
-  ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN);
-  // The k-quants' mins (W) and the tokens' sums of quants by half block (X: half h at 32h + token).
+  // q6_k: wd holds each row's d (one k-quant block a stage), wsc the int8 scales of the 16-value
+  // halves (half h of block s of row r at r * (2 kQSub + 1) + 2s + h).
+  const bool halfScales = f.fmt == Fmt::Q6_K;
+  ir::SharedArray wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
+  ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN * kQScaleStride);
+  // The k-quants' mins (W) and the tokens' sums of quants per block (X).
   const bool withMin = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
   ir::SharedArray wmin, xsum;
   if (withMin) {
-    wmin = kb.shared("wmin", Type::f32(), kQTileM);
-    xsum = kb.shared("xsum", Type::of(Scalar::S32), 2 * kQTileN);
+    wmin = kb.shared("wmin", Type::f32(), kQTileM * kQScaleStride);
+    xsum = kb.shared("xsum", Type::of(Scalar::S32), kQTileN * kQScaleStride);
   }
-  // q6_k: wd holds d, wsc the int8 scales of the two 16-value halves (half h of row r at 64h + r).
-  const bool halfScales = f.fmt == Fmt::Q6_K;
+  constexpr unsigned kScStride = 2 * kQSub + 1;
   ir::SharedArray wsc;
-  if (halfScales) wsc = kb.shared("wsc", Type::of(Scalar::S32), 2 * kQTileM);
+  if (halfScales) wsc = kb.shared("wsc", Type::of(Scalar::S32), kQTileM * kScStride);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
   Value n0 = (kb.ctaid(Mod::Y) * kQTileN).named("n0");
   Value blocks = (k >> 5u).named("kblocks");
 
-  // Staging: thread tid writes quant bytes 16h .. 16h + 15 of W row r = tid % 64 (h = tid / 64)
-  // and, for h = 0, its scale; threads below 64 do the same for token tid % 32 (h = tid / 32).
-  // 8 consecutive threads write 8 consecutive rows of one half: distinct bank groups.
-  Value ar = (tid & 63u).named("w_row"), ah = (tid >> 6u).named("w_half");
   const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block
   Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
-  Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + ar, rows - 1u), rowBytes), "wrow");
-  Value wSlot = kb.ptradd(kb.shared_addr(wq), ar * kQRowBytes + (ah << 4u), "w_slot");
-  Value stagesX = (tid < 64u).named("stages_x");
-  Value xr = (tid & 31u).named("x_row"), xh = ((tid >> 5u) & 1u).named("x_half");
-  Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + xr, ntok - 1u), blocks * 36u), "xrow");
-  Value xSlot = kb.ptradd(kb.shared_addr(xq), xr * kQRowBytes + (xh << 4u), "x_slot");
-  auto storeWords = [&](Value slot, const std::vector<Value>& words) {
-    kb.store(slot, kb.pack(Type::of(Scalar::U32, 4), words, "chunk"));
+  Value sub = (lane >> 2u).named("sub"), quarter = (lane & 3u).named("quarter");
+  auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(kb.shared_addr(a), byteOff); };
+  // Byte offset of the scale (and min) of block s of tile row r.
+  auto wdAt = [&](Value r, Value s) { return (halfScales ? r : r * kQScaleStride + s) << 2u; };
+  // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
+  auto storeWords = [&](const ir::SharedArray& tile, Value r, const std::vector<Value>& words) {
+    kb.store(sharedAt(tile, r * kQRowBytes + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
   };
-  auto stage = [&](Value b) {
-    // Groups 2h, 2h + 1 of the 32 values: the ggml block's groups j0, j0 + 1.
-    Value blk = kb.ptradd(wrow, kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes)), "blk");
-    Value j0 = (((b & (perBlock - 1)) << 2u) + (ah << 1u)).named("j0");
-    std::vector<Value> words;
-    IntGroup first;
-    for (unsigned i = 0; i < 2; ++i) {
-      IntGroup g = decodeInt(kb, f, blk, i == 0 ? j0 : j0 + 1u);
-      if (i == 0) first = g;
+  // fn(r) for the tile rows (or tokens) r = base + i, i < count, kQUnroll of them per iteration.
+  auto forRows = [&](Value base, unsigned count, auto&& fn) {
+    kb.for_range(kb.u32(0), kb.u32(count), kb.u32(kQUnroll), [&](Value i) {
+      for (unsigned u = 0; u < kQUnroll; ++u) fn((base + i + u).named("r"));
+    }, {.label = "stage_rows", .iv = "i"});
+  };
+  auto stage = [&](Value b0) {
+    // The lane's block of 32 (clamped to the last) and its group in the ggml block.
+    Value b = kb.min(b0 + sub, blocks - 1u).named("b");
+    Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
+    Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
+    constexpr unsigned kRowsPerWarp = kQTileM / kQWarps;
+    forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
+      Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
+      IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
+      std::vector<Value> words;
       for (Value v : g.q) {
         // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
         uint32_t off = 0x01010101u * uint32_t(g.intOffset);
         words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
       }
-    }
-    storeWords(wSlot, words);
-    // q6_k: groups j0, j0 + 1 are the 16 values of scale j0 / 2.
-    if (halfScales) kb.store(kb.ptradd(kb.shared_addr(wsc), ((ah << 6u) + ar) << 2u), first.subScale);
-    kb.if_then((ah == 0u).named("w_scale"), [&] {
-      kb.store(kb.ptradd(kb.shared_addr(wd), ar << 2u), halfScales ? first.d : first.scale);
-      if (withMin) kb.store(kb.ptradd(kb.shared_addr(wmin), ar << 2u), first.min);
-    }, "wd");
-    kb.if_then(stagesX, [&] {
+      storeWords(wq, r, words);
+      // q6_k: groups 2h, 2h + 1 of a block are the 16 values of its scale h.
+      if (halfScales)
+        kb.if_then((quarter & 1u) == 0u, [&] {
+          kb.store(sharedAt(wsc, (r * kScStride + (lane >> 1u)) << 2u), g.subScale);
+        }, "wsc");
+      kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
+        Value at = wdAt(r, sub);
+        kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
+        if (withMin) kb.store(sharedAt(wmin, at), g.min);
+      }, "wd");
+    });
+    constexpr unsigned kTokensPerWarp = kQTileN / kQWarps;
+    forRows(warp * kTokensPerWarp, kTokensPerWarp, [&](Value t) {
+      Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + t, ntok - 1u), blocks * 36u), "xrow");
       Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(36)), "xb");
       std::vector<Value> xw;
-      for (unsigned i = 0; i < 4; ++i)
-        xw.push_back(kb.load(kb.ptradd(xb, kb.cvt((xh << 4u) + (4u + 4 * i), Type::u64())), Type::u32(), {Mod::NcMod}, "xw"));
-      storeWords(xSlot, xw);
+      for (unsigned i = 0; i < 2; ++i)
+        xw.push_back(kb.load(at(kb, xb, (quarter << 3u) + (4u + 4 * i)), Type::u32(), {Mod::NcMod}, "xw"));
+      storeWords(xq, t, xw);
+      Value at = (t * kQScaleStride + sub) << 2u;
+      Value sum;
       if (withMin) {
-        Value ones = kb.s32(0x01010101, "ones"), sum = kb.s32(0, "izero");
+        Value ones = kb.s32(0x01010101, "ones");
+        sum = kb.s32(0, "izero");
         for (Value v : xw) sum = kb.dp4a(ones, kb.bitcast(v, Type::of(Scalar::S32)), sum, "xsum");
-        kb.store(kb.ptradd(kb.shared_addr(xsum), ((xh << 5u) + xr) << 2u), sum);
+        for (unsigned off : {1u, 2u}) sum = sum + kb.shfl(Mod::Bfly, sum, off, "xsum.other");
       }
-      kb.if_then((xh == 0u).named("x_scale"), [&] {
+      kb.if_then((quarter == 0u).named("x_scale"), [&] {
         Value d = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
-        kb.store(kb.ptradd(kb.shared_addr(xd), xr << 2u), d);
+        kb.store(sharedAt(xd, at), d);
+        if (withMin) kb.store(sharedAt(xsum, at), sum);
       }, "xd");
-    }, "x");
+    });
   };
 
-  // ldmatrix x4 addresses: A (rows of W): matrix q is rows 8(q & 1) .. + 7, bytes 16(q >> 1) ..;
-  // B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and 16 .. 31 of tokens 8j .. 8j + 7.
+  // ldmatrix x4 addresses in block 0: A (rows of W): matrix q is rows 8(q & 1) .. + 7, bytes
+  // 16(q >> 1) ..; B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and 16 .. 31 of tokens
+  // 8j .. 8j + 7. Block s is 32 s bytes further.
   Value q = (lane >> 3u).named("q"), l7 = (lane & 7u).named("lane7");
   Value aOff = (((warp << 4u) + l7 + ((q & 1u) << 3u)) * kQRowBytes + ((q >> 1u) << 4u)).named("a_frag");
   Value bOff = ((l7 + ((q >> 1u) << 3u)) * kQRowBytes + ((q & 1u) << 4u)).named("b_frag");
@@ -613,65 +647,69 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value izero = kb.s32(0, "izero");
   Value accZero = kb.pack(Type::of(Scalar::S32, 4), {izero, izero, izero, izero}, "acc_zero");
   constexpr unsigned kTiles = kQTileN / 8;
+  // The products of block s of the stage, added to the accumulators.
+  auto multiply = [&](Value s, std::span<Value> carried) {
+    Value fa = kb.ldmatrix(sharedAt(wq, aOff + (s << 5u)), 4, false, "fa");
+    // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
+    std::vector<Value> fas = {fa};
+    if (halfScales) {
+      Value z = kb.b32(0, "bzero");
+      fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
+             kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
+    }
+    std::vector<Value> fb;
+    for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
+      Value quad = kb.ldmatrix(sharedAt(xq, bOff + (s << 5u) + jp * 16 * kQRowBytes), 4, false, "fb");
+      for (unsigned first : {0u, 2u})
+        fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
+    }
+    // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
+    Value dw[2], mw[2], sc[2][2];
+    for (unsigned h = 0; h < 2; ++h) {
+      Value row = (warp << 4u) + g + 8 * h;
+      Value at = wdAt(row, s);
+      dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
+      if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
+      if (halfScales)
+        for (unsigned kh = 0; kh < 2; ++kh)
+          sc[h][kh] = kb.load(sharedAt(wsc, (row * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "sc");
+    }
+    std::vector<Value> next(carried.begin(), carried.end());
+    for (unsigned j = 0; j < kTiles; ++j) {
+      std::vector<Value> sums;
+      for (Value a : fas) sums.push_back(kb.mma(Mod::M16n8k32, Scalar::S8, a, fb[j], accZero, "sumi"));
+      auto blockSum = [&](unsigned e, unsigned h) {
+        if (!halfScales) return kb.extract(sums[0], e);
+        return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
+      };
+      for (unsigned c = 0; c < 2; ++c) {
+        Value at = (((t << 1u) + (8 * j + c)) * kQScaleStride + s) << 2u;
+        Value dx = kb.load(sharedAt(xd, at), Type::f32(), "dx");
+        Value suma;
+        if (withMin) suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
+        for (unsigned h = 0; h < 2; ++h) {
+          Value& a = next[4 * j + 2 * h + c];
+          Value sumi = toF32(kb, blockSum(2 * h + c, h));
+          if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
+          else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
+        }
+      }
+    }
+    return next;
+  };
   std::vector<Value> init(4 * kTiles, kb.f32(0.0f, "zero"));
   std::vector<Value> acc = kb.for_range(
-      kb.u32(0), blocks, kb.u32(1), init,
-      [&](Value b, std::span<Value> carried) {
-        stage(b);
+      kb.u32(0), blocks, kb.u32(kQSub), init,
+      [&](Value b0, std::span<Value> carried) {
+        stage(b0);
         kb.bar_sync();
-        Value fa = kb.ldmatrix(kb.ptradd(kb.shared_addr(wq), aOff), 4, false, "fa");
-        // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
-        std::vector<Value> fas = {fa};
-        if (halfScales) {
-          Value z = kb.b32(0, "bzero");
-          fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
-                 kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
-        }
-        std::vector<Value> fb;
-        for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
-          Value quad = kb.ldmatrix(kb.ptradd(kb.shared_addr(xq), bOff + jp * 16 * kQRowBytes), 4, false, "fb");
-          for (unsigned first : {0u, 2u})
-            fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
-        }
-        // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
-        Value dw[2], mw[2], sc[2][2];
-        for (unsigned h = 0; h < 2; ++h) {
-          Value at = ((warp << 4u) + g + 8 * h) << 2u;
-          dw[h] = kb.load(kb.ptradd(kb.shared_addr(wd), at), Type::f32(), "dw");
-          if (withMin) mw[h] = kb.load(kb.ptradd(kb.shared_addr(wmin), at), Type::f32(), "mw");
-          if (halfScales)
-            for (unsigned kh = 0; kh < 2; ++kh)
-              sc[h][kh] = kb.load(kb.ptradd(kb.shared_addr(wsc), at + kh * 4 * kQTileM), Type::of(Scalar::S32), "sc");
-        }
-        std::vector<Value> next(carried.begin(), carried.end());
-        for (unsigned j = 0; j < kTiles; ++j) {
-          std::vector<Value> sums;
-          for (Value a : fas) sums.push_back(kb.mma(Mod::M16n8k32, Scalar::S8, a, fb[j], accZero, "sumi"));
-          auto blockSum = [&](unsigned e, unsigned h) {
-            if (!halfScales) return kb.extract(sums[0], e);
-            return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
-          };
-          for (unsigned c = 0; c < 2; ++c) {
-            Value tok = (t << 1u) + (8 * j + c);
-            Value dx = kb.load(kb.ptradd(kb.shared_addr(xd), tok << 2u), Type::f32(), "dx");
-            Value suma;
-            if (withMin) {
-              Value lo = kb.load(kb.ptradd(kb.shared_addr(xsum), tok << 2u), Type::of(Scalar::S32), "suma_lo");
-              Value hi = kb.load(kb.ptradd(kb.shared_addr(xsum), (tok + 32u) << 2u), Type::of(Scalar::S32), "suma_hi");
-              suma = toF32(kb, lo + hi);
-            }
-            for (unsigned h = 0; h < 2; ++h) {
-              Value& a = next[4 * j + 2 * h + c];
-              Value sumi = toF32(kb, blockSum(2 * h + c, h));
-              if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
-              else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
-            }
-          }
-        }
-        kb.bar_sync();  // the next block's staging overwrites the tiles
+        Value inStage = kb.min(blocks - b0, kb.u32(kQSub)).named("in_stage");
+        std::vector<Value> next = kb.for_range(kb.u32(0), inStage, kb.u32(1), {carried.begin(), carried.end()},
+                                               multiply, {.label = "kblock", .iv = "s"});
+        kb.bar_sync();  // the next stage overwrites the tiles
         return next;
       },
-      {.label = "kblocks", .iv = "b"});
+      {.label = "stages", .iv = "b0"});
   for (unsigned j = 0; j < kTiles; ++j)
     for (unsigned h = 0; h < 2; ++h)
       for (unsigned c = 0; c < 2; ++c) {
