@@ -129,7 +129,8 @@ Result<Bundle> Bundle::load(const Context& ctx, Span<const uint8_t> bytes, LoadO
   s->ctx = &ctx;
   s->opts = opts;
   s->bytes.assign(bytes.begin(), bytes.end());
-  auto reader = tn::bundle::Reader::open(s->bytes);
+  // Only the selected payloads are read, each checked by its own checksum when decompressed.
+  auto reader = tn::bundle::Reader::open(s->bytes, tn::bundle::Verify::Used);
   if (!reader) return make(Errc::BadBundle, "Bundle::load", reader.error().message);
   s->reader.emplace(std::move(reader.value()));
   const tn::bundle::Manifest& m = s->reader->manifest();

@@ -398,6 +398,43 @@ TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
   }
 }
 
+TEST_CASE("bundle: Verify::Used leaves the payload section to each payload's own checksum") {
+  // Every single-byte change is still caught: by open, or by decompressing the payload it damaged.
+  const std::string good = smallBundle();
+  size_t caughtLate = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (unsigned x : {0x01u, 0x80u, 0xFFu}) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(static_cast<uint8_t>(bad[i]) ^ x);
+      Result<Reader> r = Reader::open(span(bad), Verify::Used);
+      if (!r.ok()) continue;
+      std::optional<Error> e = r->verifyPayloads();
+      if (!e) FAIL("byte " << i << " xor " << x << " was accepted");
+      else if (e->message.find("corrupt bundle: cubin for sm_80") == std::string::npos) FAIL(e->message);
+      ++caughtLate;
+    }
+  }
+  CHECK(caughtLate > 0);  // the payload section's bytes
+
+  // Damage in one kernel's payload: the others read, that one refused by name of its entry.
+  BundleInput in = sampleInput();
+  Result<std::string> b = write(in);
+  REQUIRE(b.ok());
+  Result<Reader> clean = Reader::open(span(*b));
+  REQUIRE(clean.ok());
+  const Entry& victim = clean->manifest().kernels[0].entries[0];
+  std::string bad = *b;
+  size_t payloadsAt = b->size() - clean->stats().payloadSectionBytes;
+  bad[payloadsAt + victim.offset + victim.compressedSize / 2] ^= 0x5A;
+  CHECK(check(bad) == "corrupt bundle: payload section checksum mismatch");
+  Result<Reader> used = Reader::open(span(bad), Verify::Used);
+  REQUIRE(used.ok());
+  CHECK_FALSE(used->payload(used->manifest().kernels[0].entries[0]).ok());
+  for (const KernelInfo& k : used->manifest().kernels)
+    for (const Entry& e : k.entries)
+      if (&k != &used->manifest().kernels[0] || &e != &k.entries[0]) CHECK(used->payload(e).ok());
+}
+
 TEST_CASE("bundle: every truncation and any extension is rejected") {
   const std::string good = smallBundle();
   for (size_t n = 0; n < good.size(); ++n) {

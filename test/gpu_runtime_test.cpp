@@ -290,6 +290,33 @@ TEST_CASE("gpu: a bundle without IR is refused by the simulated driver with the 
   CHECK(b.error().message == "the bundle carries no IR, which the simulated driver runs (it was built with --no-ir or ir = false)");
 }
 
+TEST_CASE("gpu: a damaged payload fails the load of its kernel only, by name" * doctest::skip(noGpu())) {
+  // The runtime checksums only the payloads it decompresses (tn::bundle::Verify::Used): damage to
+  // every payload of `fill` fails an eager load, and a lazy one at kernel("fill") alone.
+  auto file = Bundle::read_file(gpuTestBundle());
+  REQUIRE(file.ok());
+  std::vector<uint8_t> bytes = file.value();
+  auto reader = tn::bundle::Reader::open(bytes);
+  REQUIRE(reader.ok());
+  const tn::bundle::KernelInfo* info = reader->manifest().find("fill");
+  REQUIRE(info != nullptr);
+  size_t payloadsAt = bytes.size() - reader->stats().payloadSectionBytes;
+  for (const tn::bundle::Entry& e : info->entries) bytes[payloadsAt + e.offset + e.compressedSize / 2] ^= 0x5A;
+  std::span<const uint8_t> view(bytes);
+  auto eager = Bundle::load(*gpu(), view, {.eager = true});
+  REQUIRE_FALSE(eager.ok());
+  CHECK(eager.error().code == Errc::BadBundle);
+  CHECK(eager.error().kernel == "fill");
+  CHECK(eager.error().message.starts_with("corrupt bundle: "));
+  auto lazy = Bundle::load(*gpu(), view);
+  REQUIRE(lazy.ok());
+  auto fill = lazy.value().kernel("fill");
+  REQUIRE_FALSE(fill.ok());
+  CHECK(fill.error().code == Errc::BadBundle);
+  for (const std::string& name : lazy.value().kernel_names())
+    if (name != "fill") CHECK(lazy.value().kernel(name).ok());
+}
+
 TEST_CASE("gpu: load_file of a folder is an error value, not an exception" * doctest::skip(noGpu())) {
   auto b = Bundle::load_file(*gpu(), std::filesystem::temp_directory_path().string());
   REQUIRE(!b);

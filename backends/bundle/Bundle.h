@@ -131,12 +131,18 @@ struct BundleStats {
   uint64_t rawPayloadBytes = 0;  // sum of uncompressed payload sizes
 };
 
+// What Reader::open checksums. Used: everything but the payload section, whose bytes are checked
+// only when a payload is decompressed (by its own checksum), for a reader that uses few of them:
+// the runtime, which would otherwise hash every target's cubins, PTX and IR to load one target's
+// cubins. Damage to a payload that is never read then goes unnoticed; every other check stays.
+enum class Verify : uint8_t { All, Used };
+
 class Reader {
  public:
-  // Validates the whole container (header, section checksums, manifest structure and caps,
-  // payload references: disjoint, and kMaxTotalRawBytes in all, launch rules) without
+  // Validates the whole container (header, section checksums as `verify` says, manifest structure
+  // and caps, payload references: disjoint, and kMaxTotalRawBytes in all, launch rules) without
   // decompressing anything. The reader borrows `bytes`: keep them alive and unchanged.
-  static Result<Reader> open(std::span<const uint8_t> bytes);
+  static Result<Reader> open(std::span<const uint8_t> bytes, Verify verify = Verify::All);
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& producer() const { return producer_; }
