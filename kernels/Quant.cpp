@@ -182,6 +182,48 @@ std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value
   return y;
 }
 
+// A 16-byte chunk of a q4_k or q5_k block, read by 16-byte loads (the block 16-byte aligned): chunk
+// c holds values 16h .. 16h + 15 (h = c % 2) of sub-blocks 2p and 2p + 1 (p = c / 2), the low and
+// high nibbles of qs bytes 16c .. 16c + 15 (and for q5_k their fifth bits from bytes 16h .. 16h + 15
+// of qh). q[e][j]: values 4j .. 4j + 3 of sub-block 2p + e as bytes (0..31); w = D q - M.
+struct WideChunk {
+  Value q[2][4];
+  Value D[2], M[2];
+};
+
+WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Value h) {
+  auto load16 = [&](Value at) {
+    Value v = kb.load(at, Type::of(Scalar::U32, 4), {Mod::Cs, Mod::NcMod}, "chunk");
+    std::vector<Value> w;
+    for (unsigned i = 0; i < 4; ++i) w.push_back(kb.extract(v, i));
+    return w;
+  };
+  // Bytes 0..15: d, dmin, then the 12 scale bytes (get_scale_min_k4's A[4], B[4], C[4]).
+  std::vector<Value> head = load16(blk);
+  Value d = halfToF32(kb, head[0] & 0xFFFFu), dmin = halfToF32(kb, head[0] >> 16u);
+  unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
+  std::vector<Value> qs = load16(kb.ptradd(blk, kb.cvt((((p << 1u) + h) << 4u) + qsAt, Type::u64()), "qs_at"));
+  std::vector<Value> qh;
+  if (f.fmt == Fmt::Q5_K) qh = load16(kb.ptradd(blk, kb.cvt((h << 4u) + 16u, Type::u64()), "qh_at"));
+  WideChunk c;
+  for (unsigned e = 0; e < 2; ++e) {
+    Value s = ((p << 1u) + e).named("sub");
+    Value shift = (s & 3u) << 3u;
+    Value a = (head[1] >> shift) & 0xFFu, b = (head[2] >> shift) & 0xFFu, cc = (head[3] >> shift) & 0xFFu;
+    Value high = (s >= 4u).named("high_sub");
+    Value sc = kb.select(high, (cc & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
+    Value m = kb.select(high, (cc >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
+    c.D[e] = mulRn(kb, d, toF32(kb, sc));
+    c.M[e] = mulRn(kb, dmin, toF32(kb, m));
+    for (unsigned j = 0; j < 4; ++j) {
+      Value v = (e == 0 ? qs[j] : qs[j] >> 4u) & 0x0F0F0F0Fu;
+      if (f.fmt == Fmt::Q5_K) v = v | (((qh[j] >> s) & 0x01010101u) << 4u);
+      c.q[e][j] = v;
+    }
+  }
+  return c;
+}
+
 // Group g of a tensor whose rows are whole blocks: its block's address and its index in the block.
 std::pair<Value, Value> groupBlock(KernelBuilder& kb, const FmtInfo& f, Value base, Value g) {
   unsigned perBlock = f.qk / kGroup;
@@ -397,6 +439,11 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   kb.reqntid(kBlock);
+  // q4_k and q5_k have a path of 16-byte weight loads (wideLoop below). At ntok 1 ptxas budgets
+  // itself ~40 registers for it and spills in gemv_q_swiglu q5_k with q8_1 x; a limit of 64 (4
+  // blocks of 256 threads resident) gives it room. More columns need more, and ptxas takes it.
+  const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  if (wide && ntok == 1) kb.maxnreg(64);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   Value row = kb.mad(kb.ctaid(Mod::X), kb.u32(kRowsPerBlock), tid >> 5u, "row");
@@ -485,10 +532,85 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
               },
               {.label = "dp4a", .iv = "g"});
         };
-        std::vector<Value> sums =
-            q81 ? dp4aLoop()
-                : kb.if_else(
-                      allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); }, {.label = "path"});
+        // q4_k and q5_k rows 16-byte aligned (and x too for f32/bf16): lane l takes chunk l % 8
+        // (wideChunk) of blocks l / 8, l / 8 + 4, ...: 32 values from two or three 16-byte
+        // loads of weights (plus the block's head) instead of 4 groups of 9 narrow loads, so a
+        // warp keeps several times the bytes in flight for the same registers.
+        auto wideLoop = [&] {
+          Value kblocks = (k >> 8u).named("kblocks");
+          Value c = (lane & 7u).named("chunk");
+          Value p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
+          std::vector<Value> wa;
+          for (Value wrow : wrows) wa.push_back(assumeAligned16(kb, wrow, "wrow.a"));
+          Value xa = q81 ? x : assumeAligned16(kb, x, "x.a");
+          Value xblocks = (k >> 5u).named("xblocks");
+          Value ones = kb.s32(0x01010101, "ones");
+          Value izero = kb.s32(0, "izero");
+          return kb.for_range(
+              lane >> 3u, kblocks, kb.u32(4), zero,
+              [&](Value bi, std::span<Value> acc) {
+                std::vector<WideChunk> wc;
+                for (Value wr : wa) wc.push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bi, kb.u32(f.bytes)), "blk"), p, h));
+                std::vector<Value> next(acc.begin(), acc.end());
+                for (unsigned e = 0; e < 2; ++e) {
+                  Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
+                  // The f32 weights of this half, shared by the columns.
+                  std::vector<std::vector<Value>> wv(mats);
+                  if (!q81)
+                    for (unsigned mi = 0; mi < mats; ++mi)
+                      for (unsigned i = 0; i < 16; ++i) {
+                        Value q = (wc[mi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
+                        wv[mi].push_back(subRn(kb, mulRn(kb, wc[mi].D[e], toF32(kb, q)), wc[mi].M[e]));
+                      }
+                  for (unsigned t = 0; t < ntok; ++t) {
+                    if (!q81) {
+                      Value px = kb.index(xa, kb.mad(kb.u32(t), kx, (sb << 5u) + (h << 4u)), bytesOf(s), "px");
+                      std::vector<Value> xv;
+                      for (unsigned i = 0; i < 16; i += vecElems(s)) {
+                        std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
+                        xv.insert(xv.end(), part.begin(), part.end());
+                      }
+                      for (unsigned mi = 0; mi < mats; ++mi) {
+                        Value& a = next[mi * ntok + t];
+                        for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[mi][i], xv[i], a);
+                      }
+                      continue;
+                    }
+                    Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(36)), "xb");
+                    Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
+                    std::vector<Value> xw;
+                    for (unsigned j = 0; j < 4; ++j)
+                      xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
+                    Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+                    Value suma = izero;
+                    for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
+                    for (unsigned mi = 0; mi < mats; ++mi) {
+                      Value sumi = izero;
+                      for (unsigned j = 0; j < 4; ++j)
+                        sumi = kb.dp4a(kb.bitcast(wc[mi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
+                      Value part = wc[mi].D[e] * toF32(kb, sumi) - wc[mi].M[e] * toF32(kb, suma);
+                      Value& a = next[mi * ntok + t];
+                      a = kb.fma(d8, part, a);
+                    }
+                  }
+                }
+                return next;
+              },
+              {.label = "wide", .iv = "bi"});
+        };
+        auto narrow = [&] {
+          return q81 ? dp4aLoop()
+                     : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); },
+                                  {.label = "path"});
+        };
+        std::vector<Value> sums;
+        if (wide) {
+          Value aligned = allAligned(kb, {ws[0], q81 ? ws[0] : x}, 16, "wide_ok");
+          if (swiglu) aligned = aligned & allAligned(kb, {ws[1]}, 16);
+          sums = kb.if_else(aligned, wideLoop, narrow, {.label = "weights"});
+        } else {
+          sums = narrow();
+        }
         for (unsigned t = 0; t < ntok; ++t) {
           Value total = kb.warp_reduce_sum(sums[t], "total");
           if (swiglu) total = silu(kb, total) * kb.warp_reduce_sum(sums[ntok + t], "total_up");

@@ -527,7 +527,9 @@ LIBRARY_TEST("quant gemv_q: ggml test vectors, f32 and q8_1 activations, within 
 LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf16), f32 and q8_1 activations", quantGemvRandom) {
   std::mt19937 rng(seed());
   for (const Format& f : kFormats) {
-    uint32_t k = (f.qk == 32 ? 13 : 3) * f.qk;
+    // q4_k, q5_k: 9 blocks a row, so that on their 16-byte path (aligned buffers) lanes 0-7 take
+    // three blocks and the others two.
+    uint32_t k = (f.qk == 32 ? 13 : 9) * f.qk;
     for (uint32_t rows : {1u, 9u}) {
       std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
       std::vector<float> deq = refDequant(f, q);
