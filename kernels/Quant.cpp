@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "kernels/Library.h"
 
@@ -106,6 +107,15 @@ struct IntGroup {
   Value d, subScale;  // q6_k only: scale = d * subScale (s32), apart for gemm_q's integer scaling
 };
 
+// A q4_k/q5_k sub-block's scale and min as f32, D = d * sc and M = dmin * m (ggml's order), from
+// get_scale_min_k4's bytes A[s%4], B[s%4], C[s%4] of the block's 12 scale bytes.
+std::pair<Value, Value> scaleMinK4(KernelBuilder& kb, Value d, Value dmin, Value s, Value a, Value b, Value c) {
+  Value high = (s >= 4u).named("high_sub");
+  Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
+  Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
+  return {mulRn(kb, d, toF32(kb, sc)), mulRn(kb, dmin, toF32(kb, m))};
+}
+
 IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once) {
   IntGroup g;
   auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
@@ -135,11 +145,7 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       Value k4 = s & 3u;
       Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8, reuse), b = ldQ(kb, blk, k4 + 8u, Scalar::U8, reuse);
       Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8, reuse);
-      Value high = (s >= 4u).named("high_sub");
-      Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
-      Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
-      g.scale = mulRn(kb, d, toF32(kb, sc));
-      g.min = mulRn(kb, dmin, toF32(kb, m));
+      std::tie(g.scale, g.min) = scaleMinK4(kb, d, dmin, s, a, b, c);
       unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
       masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt, reuse), (s & 1u) << 2u, 0x0F0F0F0Fu);
       if (f.fmt == Fmt::Q5_K) {
@@ -185,15 +191,16 @@ std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value
 // A 16-byte chunk of a q4_k or q5_k block, read by 16-byte loads (the block 16-byte aligned): chunk
 // c holds values 16h .. 16h + 15 (h = c % 2) of sub-blocks 2p and 2p + 1 (p = c / 2), the low and
 // high nibbles of qs bytes 16c .. 16c + 15 (and for q5_k their fifth bits from bytes 16h .. 16h + 15
-// of qh). q[e][j]: values 4j .. 4j + 3 of sub-block 2p + e as bytes (0..31); w = D q - M.
+// of qh). q[e][j]: values 16h + 4j .. 16h + 4j + 3 of sub-block 2p + e as bytes (0..31); w = D q - M.
 struct WideChunk {
   Value q[2][4];
   Value D[2], M[2];
 };
 
-WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Value h) {
+WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Value h, Reuse reuse = Reuse::Once) {
   auto load16 = [&](Value at) {
-    Value v = kb.load(at, Type::of(Scalar::U32, 4), {Mod::Cs, Mod::NcMod}, "chunk");
+    Type t = Type::of(Scalar::U32, 4);
+    Value v = reuse == Reuse::Once ? kb.load(at, t, {Mod::Cs, Mod::NcMod}, "chunk") : kb.load(at, t, {Mod::NcMod}, "chunk");
     std::vector<Value> w;
     for (unsigned i = 0; i < 4; ++i) w.push_back(kb.extract(v, i));
     return w;
@@ -210,11 +217,7 @@ WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Val
     Value s = ((p << 1u) + e).named("sub");
     Value shift = (s & 3u) << 3u;
     Value a = (head[1] >> shift) & 0xFFu, b = (head[2] >> shift) & 0xFFu, cc = (head[3] >> shift) & 0xFFu;
-    Value high = (s >= 4u).named("high_sub");
-    Value sc = kb.select(high, (cc & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
-    Value m = kb.select(high, (cc >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
-    c.D[e] = mulRn(kb, d, toF32(kb, sc));
-    c.M[e] = mulRn(kb, dmin, toF32(kb, m));
+    std::tie(c.D[e], c.M[e]) = scaleMinK4(kb, d, dmin, s, a, b, cc);
     for (unsigned j = 0; j < 4; ++j) {
       Value v = (e == 0 ? qs[j] : qs[j] >> 4u) & 0x0F0F0F0Fu;
       if (f.fmt == Fmt::Q5_K) v = v | (((qh[j] >> s) & 0x01010101u) << 4u);
@@ -708,13 +711,46 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       for (unsigned u = 0; u < kQUnroll; ++u) fn((base + i + u).named("r"));
     }, {.label = "stage_rows", .iv = "i"});
   };
+  // q4_k, q5_k with w 16-byte aligned: a stage is one block of each row, which 8 lanes read by
+  // 16-byte loads (wideChunk), 4 rows at a time. Lane l's chunk c = l % 8 holds values
+  // 16h .. 16h + 15 of sub-blocks 2p and 2p + 1 (p = c / 2, h = c % 2): two 16-byte stores into
+  // the tile row, the one of sub-block 2p + (p / 2) first, which puts the 8 lanes of a row in
+  // 8 distinct bank groups; lanes with h = 0 store the scales and mins of both sub-blocks.
+  const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  Value wideOk = wide ? allAligned(kb, {w}, 16, "wide_ok") : Value();
+  auto wideRows = [&](Value b0) {
+    Value c = (lane & 7u).named("chunk");
+    Value p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
+    Value swap = ((p >> 1u) == 1u).named("swap");
+    Value wa = assumeAligned16(kb, w, "w.a");
+    Value blkOff = kb.mul_wide(b0 >> 3u, kb.u32(f.bytes));
+    for (unsigned i = 0; i < kQTileM / kQWarps / 4; ++i) {
+      Value r = ((warp << 4u) + (lane >> 3u) + 4 * i).named("r");
+      Value wrow = kb.ptradd(wa, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
+      WideChunk wc = wideChunk(kb, f, kb.ptradd(wrow, blkOff, "blk"), p, h, Reuse::Again);
+      for (unsigned e = 0; e < 2; ++e) {
+        // Sub-block 2p + (e ^ p / 2).
+        std::vector<Value> words;
+        for (unsigned j = 0; j < 4; ++j) words.push_back(kb.select(swap, wc.q[1 - e][j], wc.q[e][j]));
+        Value sb = (p << 1u) + (e == 0 ? (p >> 1u) : ((p >> 1u) ^ 1u));
+        kb.store(sharedAt(wq, r * kQRowBytes + (sb << 5u) + (h << 4u)), kb.pack(Type::of(Scalar::U32, 4), words, "chunk16"));
+      }
+      kb.if_then((h == 0u).named("w_scale"), [&] {
+        for (unsigned e = 0; e < 2; ++e) {
+          Value at = wdAt(r, (p << 1u) + e);
+          kb.store(sharedAt(wd, at), wc.D[e]);
+          kb.store(sharedAt(wmin, at), wc.M[e]);
+        }
+      }, "wd");
+    }
+  };
   auto stage = [&](Value b0) {
     // The lane's block of 32 (clamped to the last) and its group in the ggml block.
     Value b = kb.min(b0 + sub, blocks - 1u).named("b");
     Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
     Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
     constexpr unsigned kRowsPerWarp = kQTileM / kQWarps;
-    forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
+    auto groupRows = [&] { forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
       Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
       IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
       std::vector<Value> words;
@@ -734,7 +770,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
         if (withMin) kb.store(sharedAt(wmin, at), g.min);
       }, "wd");
-    });
+    }); };
+    if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
+    else groupRows();
     constexpr unsigned kTokensPerWarp = kQTileN / kQWarps;
     forRows(warp * kTokensPerWarp, kTokensPerWarp, [&](Value t) {
       Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + t, ntok - 1u), blocks * 36u), "xrow");
