@@ -69,13 +69,15 @@ Value at(KernelBuilder& kb, Value p, unsigned off) { return off == 0 ? p : kb.pt
 // blocks (gemm_q's token tiles: kept in the caches). Non-coherent either way.
 enum class Reuse : uint8_t { Once, Again };
 
+Value loadWeights(KernelBuilder& kb, Value ptr, Type t, Reuse reuse, std::string_view name = {}) {
+  return reuse == Reuse::Once ? kb.load(ptr, t, {Mod::Cs, Mod::NcMod}, name) : kb.load(ptr, t, {Mod::NcMod}, name);
+}
+
 // The value widened to u32 (s32 for s8).
 template <class Off>
 Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t, Reuse reuse = Reuse::Once) {
   Type wide = t == Scalar::S8 ? Type::of(Scalar::S32) : Type::u32();
-  Value ptr = at(kb, p, off);
-  Value v = reuse == Reuse::Once ? kb.load(ptr, Type::of(t), {Mod::Cs, Mod::NcMod}) : kb.load(ptr, Type::of(t), {Mod::NcMod});
-  return kb.cvt(v, wide);
+  return kb.cvt(loadWeights(kb, at(kb, p, off), Type::of(t), reuse), wide);
 }
 
 // Bytes [off, off + 8) of a block (off even) as two little-endian 32-bit words, by 16-bit loads.
@@ -199,8 +201,7 @@ struct WideChunk {
 
 WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Value h, Reuse reuse = Reuse::Once) {
   auto load16 = [&](Value at) {
-    Type t = Type::of(Scalar::U32, 4);
-    Value v = reuse == Reuse::Once ? kb.load(at, t, {Mod::Cs, Mod::NcMod}, "chunk") : kb.load(at, t, {Mod::NcMod}, "chunk");
+    Value v = loadWeights(kb, at, Type::of(Scalar::U32, 4), reuse, "chunk");
     std::vector<Value> w;
     for (unsigned i = 0; i < 4; ++i) w.push_back(kb.extract(v, i));
     return w;
@@ -209,9 +210,9 @@ WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Val
   std::vector<Value> head = load16(blk);
   Value d = halfToF32(kb, head[0] & 0xFFFFu), dmin = halfToF32(kb, head[0] >> 16u);
   unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
-  std::vector<Value> qs = load16(kb.ptradd(blk, kb.cvt((((p << 1u) + h) << 4u) + qsAt, Type::u64()), "qs_at"));
+  std::vector<Value> qs = load16(at(kb, blk, (((p << 1u) + h) << 4u) + qsAt));
   std::vector<Value> qh;
-  if (f.fmt == Fmt::Q5_K) qh = load16(kb.ptradd(blk, kb.cvt((h << 4u) + 16u, Type::u64()), "qh_at"));
+  if (f.fmt == Fmt::Q5_K) qh = load16(at(kb, blk, (h << 4u) + 16u));
   WideChunk c;
   for (unsigned e = 0; e < 2; ++e) {
     Value s = ((p << 1u) + e).named("sub");
@@ -724,8 +725,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     Value swap = ((p >> 1u) == 1u).named("swap");
     Value wa = assumeAligned16(kb, w, "w.a");
     Value blkOff = kb.mul_wide(b0 >> 3u, kb.u32(f.bytes));
-    for (unsigned i = 0; i < kQTileM / kQWarps / 4; ++i) {
-      Value r = ((warp << 4u) + (lane >> 3u) + 4 * i).named("r");
+    // Lanes 8q .. 8q + 7 read row i + q of the warp's 16.
+    for (unsigned i = 0; i < kQTileM / kQWarps; i += 4) {
+      Value r = ((warp << 4u) + (lane >> 3u) + i).named("r");
       Value wrow = kb.ptradd(wa, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
       WideChunk wc = wideChunk(kb, f, kb.ptradd(wrow, blkOff, "blk"), p, h, Reuse::Again);
       for (unsigned e = 0; e < 2; ++e) {
