@@ -94,6 +94,14 @@ Value halfToF32(KernelBuilder& kb, Value bitsU32) {
   return kb.cvt(h, Type::f32());
 }
 
+// q8_1 blocks (quantize_q8_1's output): half d, half s = d * sum(q), 32 int8 from byte 4.
+constexpr unsigned kQ81Bytes = 36;
+
+// The d of the q8_1 block at xb, as f32.
+Value q81Scale(KernelBuilder& kb, Value xb) {
+  return halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+}
+
 Value mulRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Mul, Type::f32(), {a, b}, {Mod::Rn}); }
 Value subRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Sub, Type::f32(), {a, b}, {Mod::Rn}); }
 Value toF32(KernelBuilder& kb, Value i) { return kb.cvt(i, Type::f32()); }
@@ -322,7 +330,7 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
       [&] {
         Value e = kb.mad(blockIdx, kb.u32(32), lane, "e");
         Value v = loadF32(kb, kb.index(x, e, bytesOf(s), "px"), s, true, "v");
-        quantizeBlockQ81(kb, v, lane, kb.ptradd(y, kb.mul_wide(blockIdx, kb.u32(36)), "py"));
+        quantizeBlockQ81(kb, v, lane, kb.ptradd(y, kb.mul_wide(blockIdx, kb.u32(kQ81Bytes)), "py"));
       },
       "block");
   kb.ret();
@@ -392,7 +400,7 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
 
   Value lane = (tid & 31u).named("lane");
   Value blocks = (cols >> 5u).named("qblocks");
-  Value yrow = kb.ptradd(y, kb.mul_wide(row, blocks * 36u), "yrow");
+  Value yrow = kb.ptradd(y, kb.mul_wide(row, blocks * kQ81Bytes), "yrow");
   // Warp-uniform trip counts: the quantizer's shuffles stay converged.
   kb.for_range(
       tid >> 5u, blocks, kb.u32(kBlock / 32), {},
@@ -405,7 +413,7 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
           Value bits = kb.cvt(kb.bitcast(kb.cvt(v, Type::of(Scalar::BF16)), Type::of(Scalar::U16)), Type::u32());
           v = kb.bitcast(bits << 16u, Type::f32());
         }
-        quantizeBlockQ81(kb, v, lane, kb.ptradd(yrow, kb.mul_wide(b, kb.u32(36)), "py"));
+        quantizeBlockQ81(kb, v, lane, kb.ptradd(yrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "py"));
         return std::vector<Value>{};
       },
       {.label = "quantize", .iv = "b"});
@@ -443,11 +451,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   kb.reqntid(kBlock);
-  // q4_k and q5_k have a path of 16-byte weight loads (wideLoop below). At ntok 1 ptxas budgets
-  // itself ~40 registers for it and spills in gemv_q_swiglu q5_k with q8_1 x; a limit of 64 (4
-  // blocks of 256 threads resident) gives it room. More columns need more, and ptxas takes it.
+  // q4_k and q5_k have a path of 16-byte weight loads (wideLoop below).
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
-  if (wide && ntok == 1) kb.maxnreg(64);
+  // For gemv_q_swiglu q5_k with q8_1 x at ntok 1 alone, ptxas 13.0 (sm_90, sm_90a) budgets itself
+  // 40 registers and spills 8 bytes (not when the PTX's register names are unshared: emit-ptx
+  // --no-reg-reuse); 48 is room enough. Every other kernel keeps ptxas's own count (32-56).
+  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K) kb.maxnreg(48);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   Value row = kb.mad(kb.ctaid(Mod::X), kb.u32(kRowsPerBlock), tid >> 5u, "row");
@@ -514,11 +523,11 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                 }
                 std::vector<Value> next(acc.begin(), acc.end());
                 for (unsigned t = 0; t < ntok; ++t) {
-                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(36)), "xb");
+                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
                   Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
                   Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
                   Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
-                  Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+                  Value d8 = q81Scale(kb, xb);
                   Value suma;
                   if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
                   for (unsigned mi = 0; mi < mats; ++mi) {
@@ -580,12 +589,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                       }
                       continue;
                     }
-                    Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(36)), "xb");
+                    Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(kQ81Bytes)), "xb");
                     Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
                     std::vector<Value> xw;
                     for (unsigned j = 0; j < 4; ++j)
                       xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
-                    Value d8 = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+                    Value d8 = q81Scale(kb, xb);
                     Value suma = izero;
                     for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
                     for (unsigned mi = 0; mi < mats; ++mi) {
@@ -718,12 +727,15 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   // the tile row, the one of sub-block 2p + (p / 2) first, which puts the 8 lanes of a row in
   // 8 distinct bank groups; lanes with h = 0 store the scales and mins of both sub-blocks.
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
-  Value wideOk = wide ? allAligned(kb, {w}, 16, "wide_ok") : Value();
-  auto wideRows = [&](Value b0) {
+  Value wideOk, p, h, swap, wa;  // the same in every stage
+  if (wide) {
+    wideOk = allAligned(kb, {w}, 16, "wide_ok");
     Value c = (lane & 7u).named("chunk");
-    Value p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
-    Value swap = ((p >> 1u) == 1u).named("swap");
-    Value wa = assumeAligned16(kb, w, "w.a");
+    p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
+    swap = ((p >> 1u) == 1u).named("swap");
+    wa = assumeAligned16(kb, w, "w.a");
+  }
+  auto wideRows = [&](Value b0) {
     Value blkOff = kb.mul_wide(b0 >> 3u, kb.u32(f.bytes));
     // Lanes 8q .. 8q + 7 read row i + q of the warp's 16.
     for (unsigned i = 0; i < kQTileM / kQWarps; i += 4) {
@@ -747,38 +759,41 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     }
   };
   auto stage = [&](Value b0) {
-    // The lane's block of 32 (clamped to the last) and its group in the ggml block.
+    // The lane's block of 32 (clamped to the last).
     Value b = kb.min(b0 + sub, blocks - 1u).named("b");
-    Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
-    Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
     constexpr unsigned kRowsPerWarp = kQTileM / kQWarps;
-    auto groupRows = [&] { forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
-      Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
-      IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
-      std::vector<Value> words;
-      for (Value v : g.q) {
-        // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
-        uint32_t off = 0x01010101u * uint32_t(g.intOffset);
-        words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
-      }
-      storeWords(wq, r, words);
-      // q6_k: groups 2h, 2h + 1 of a block are the 16 values of its scale h.
-      if (halfScales)
-        kb.if_then((quarter & 1u) == 0u, [&] {
-          kb.store(sharedAt(wsc, (r * kScStride + (lane >> 1u)) << 2u), g.subScale);
-        }, "wsc");
-      kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
-        Value at = wdAt(r, sub);
-        kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
-        if (withMin) kb.store(sharedAt(wmin, at), g.min);
-      }, "wd");
-    }); };
+    auto groupRows = [&] {
+      // The lane's group in the ggml block.
+      Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
+      Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
+      forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
+        Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
+        IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
+        std::vector<Value> words;
+        for (Value v : g.q) {
+          // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
+          uint32_t off = 0x01010101u * uint32_t(g.intOffset);
+          words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
+        }
+        storeWords(wq, r, words);
+        // q6_k: groups 2h, 2h + 1 of a block are the 16 values of its scale h.
+        if (halfScales)
+          kb.if_then((quarter & 1u) == 0u, [&] {
+            kb.store(sharedAt(wsc, (r * kScStride + (lane >> 1u)) << 2u), g.subScale);
+          }, "wsc");
+        kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
+          Value at = wdAt(r, sub);
+          kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
+          if (withMin) kb.store(sharedAt(wmin, at), g.min);
+        }, "wd");
+      });
+    };
     if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
     else groupRows();
     constexpr unsigned kTokensPerWarp = kQTileN / kQWarps;
     forRows(warp * kTokensPerWarp, kTokensPerWarp, [&](Value t) {
-      Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + t, ntok - 1u), blocks * 36u), "xrow");
-      Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(36)), "xb");
+      Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + t, ntok - 1u), blocks * kQ81Bytes), "xrow");
+      Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "xb");
       std::vector<Value> xw;
       for (unsigned i = 0; i < 2; ++i)
         xw.push_back(kb.load(at(kb, xb, (quarter << 3u) + (4u + 4 * i)), Type::u32(), {Mod::NcMod}, "xw"));
@@ -792,7 +807,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         for (unsigned off : {1u, 2u}) sum = sum + kb.shfl(Mod::Bfly, sum, off, "xsum.other");
       }
       kb.if_then((quarter == 0u).named("x_scale"), [&] {
-        Value d = halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+        Value d = q81Scale(kb, xb);
         kb.store(sharedAt(xd, at), d);
         if (withMin) kb.store(sharedAt(xsum, at), sum);
       }, "xd");
