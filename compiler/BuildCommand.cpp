@@ -1,8 +1,9 @@
 // truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only] [--no-ir]
-//   [--line-info] [--ptxas-timeout SECONDS] [--depfile FILE]
+//   [--line-info] [--ptxas-timeout SECONDS] [--modules target|kernel] [--depfile FILE]
 // spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
-// (parallel) -> bundle (cubins, the ptxas version, optional PTX, the compiled IR unless turned
-// off) and depfile, written all or nothing (compiler/Output.h).
+// once per target over all its kernels (a module; or once per kernel), in parallel -> bundle
+// (cubins, the ptxas version, optional PTX, the compiled IR unless turned off) and depfile,
+// written all or nothing (compiler/Output.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "backends/bundle/Bundle.h"
+#include "backends/ptx/Ptx.h"
 #include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
 #include "compiler/Compile.h"
@@ -33,6 +35,7 @@ struct BuildOpts {
   bool ptxOnly = false;
   bool noIr = false;
   bool lineInfo = false;  // also on with the spec's debug = true
+  std::optional<std::string> modules;  // "target" or "kernel", overriding the spec's
 };
 
 
@@ -40,10 +43,23 @@ struct BuildOpts {
 struct Unit {
   size_t kernel;  // index into spec.kernels
   bundle::Target target;
+  std::string ptx;  // this kernel's own PTX
+  std::string ir;   // the module as compiled, printed; empty when the bundle carries no IR
+  ir::Module compiled;  // what the PTX was emitted from, kept for a module of several kernels
+  std::vector<passes::RegisterAssignment> registers;  // the compiled module's
+  bundle::Resources resources;  // ptxas -v
+  size_t job = 0;  // index into the jobs: the one whose cubin holds this kernel
+};
+
+// One ptxas run: one kernel's PTX, or a module, the PTX of several kernels of one target together.
+struct Job {
+  std::string name;  // the kernel's, or the bundle's for a module (also ptxas's file names)
+  bundle::Target target;
+  std::vector<size_t> units;  // indices into the units, in spec order
   std::string ptx;
-  std::string ir;  // the module as compiled, printed; empty when the bundle carries no IR
   ptxas::Output out;
-  bool ran = false;  // false when the build stopped before this unit's ptxas
+  bool ran = false;  // false when the build stopped before this job's ptxas
+  bool isModule() const { return units.size() > 1; }
 };
 
 std::optional<std::vector<bundle::Target>> parseTargetList(const std::string& list) {
@@ -99,16 +115,56 @@ std::vector<io::OutputFile> outputsOf(const BuildOpts& o) {
   return out;
 }
 
-// ptxas per (kernel, target), -j at a time, in one temporary folder. false when one failed (with
-// a message) or a signal arrived (without one: the caller re-raises it).
-bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec, std::vector<Unit>& units) {
+// The PTX of one module holding every unit of `members` (of one target), each kernel emitted as it
+// was alone; nullopt (with the emitter's errors printed) when it cannot be emitted.
+std::optional<std::string> modulePtx(std::vector<Unit>& units, const std::vector<size_t>& members, bool lineInfo) {
+  ir::Module merged;
+  merged.target = units[members.front()].target;
+  merged.ptx = 0;
+  std::vector<passes::RegisterAssignment> registers;
+  for (size_t i : members) {
+    merged.absorb(std::move(units[i].compiled));
+    for (passes::RegisterAssignment& r : units[i].registers) registers.push_back(std::move(r));
+  }
+  ir::Diagnostics d;
+  std::optional<std::string> ptx = ptx::emit(merged, {.kernel = {}, .registers = registers, .lineInfo = lineInfo}, d);
+  printDiagnostics(d);
+  return ptx;
+}
+
+// The ptxas jobs: one per target holding all of its kernels (modules = "target"; a target of one
+// kernel needs no module), or one per unit. Every unit gets its job's index.
+std::vector<Job> jobsOf(const spec::Spec& spec, spec::Spec::Modules modules, std::vector<Unit>& units) {
+  std::vector<Job> jobs;
+  for (const bundle::Target& target : spec.targets) {
+    std::vector<size_t> members;
+    for (size_t i = 0; i < units.size(); ++i)
+      if (units[i].target == target) members.push_back(i);
+    if (members.empty()) continue;
+    if (modules == spec::Spec::Modules::PerTarget && members.size() > 1) {
+      for (size_t i : members) units[i].job = jobs.size();
+      jobs.push_back({spec.name, target, members, {}, {}, false});
+      continue;
+    }
+    for (size_t i : members) {
+      units[i].job = jobs.size();
+      jobs.push_back({spec.kernels[units[i].kernel].name, target, {i}, units[i].ptx, {}, false});
+    }
+  }
+  return jobs;
+}
+
+// ptxas over every job, -j at a time, in one temporary folder. false when a signal arrived (the
+// caller re-raises it); failures are left in the jobs.
+bool runJobs(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec, const std::vector<Unit>& units,
+             std::vector<Job>& jobs) {
   ptxas::TempDir tmp;
   if (!tmp.ok()) {
     printErrorf("%s", tmp.error().c_str());
     return false;
   }
-  unsigned jobs = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  jobs = std::min<unsigned>(jobs, static_cast<unsigned>(units.size()));
+  unsigned threads = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::mutex mu;  // progress lines and `thrown`
@@ -117,46 +173,101 @@ bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::S
   auto worker = [&] {
     // An exception must not end a thread (std::terminate): the first is rethrown after the join.
     try {
-      for (size_t i = next++; i < units.size(); i = next++) {
-        Unit& u = units[i];
-        u.out = ptxas::assemble(ptxasPath, tmp.path(), {spec.kernels[u.kernel].name, u.target, u.ptx, o.lineInfo || spec.debug},
-                               o.ptxasTimeout);
-        u.ran = true;
-        // A ptxas that hangs once likely hangs on every unit: start no more.
-        if (u.out.timedOut) next = units.size();
+      for (size_t i = next++; i < jobs.size(); i = next++) {
+        Job& j = jobs[i];
+        ptxas::Job job{j.name, j.target, j.ptx, o.lineInfo || spec.debug, {}};
+        if (j.isModule())
+          for (size_t u : j.units) job.entries.push_back(spec.kernels[units[u].kernel].name);
+        j.out = ptxas::assemble(ptxasPath, tmp.path(), job, o.ptxasTimeout);
+        j.ran = true;
+        // A ptxas that hangs once likely hangs on every job: start no more.
+        if (j.out.timedOut) next = jobs.size();
         size_t n = ++done;
-        if (tty && !u.out.interrupted) {
+        if (tty && !j.out.interrupted) {
           std::lock_guard<std::mutex> lock(mu);
-          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, units.size(), spec.kernels[u.kernel].name.c_str(), u.target.name().c_str(),
-                       u.out.ok ? (std::to_string(u.out.resources.registers) + " registers").c_str() : "failed");
+          std::string what = !j.out.ok       ? "failed"
+                             : j.isModule() ? std::to_string(j.units.size()) + " kernels in one module"
+                                            : std::to_string(j.out.resources[0].registers) + " registers";
+          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, jobs.size(), j.name.c_str(), j.target.name().c_str(), what.c_str());
         }
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!thrown) thrown = std::current_exception();
-      next = units.size();
+      next = jobs.size();
     }
   };
   std::vector<std::thread> pool;
-  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
   worker();
   for (std::thread& t : pool) t.join();
   if (thrown) std::rethrow_exception(thrown);
-  if (ptxas::interruptedBy()) return false;
+  return ptxas::interruptedBy() == 0;
+}
+
+// "a, b, c": the kernels of a job.
+std::string kernelList(const spec::Spec& spec, const std::vector<Unit>& units, const Job& job) {
+  std::string out;
+  for (size_t u : job.units) out += (out.empty() ? "" : ", ") + spec.kernels[units[u].kernel].name;
+  return out;
+}
+
+// After a module's ptxas failed: each of its kernels alone, so that the error names the kernels
+// that fail (as a build of one module per kernel would). false when a signal arrived.
+bool explainModuleFailure(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec,
+                          const std::vector<Unit>& units, const Job& module) {
+  std::vector<Job> alone;
+  for (size_t u : module.units) alone.push_back({spec.kernels[units[u].kernel].name, module.target, {u}, units[u].ptx, {}, false});
+  if (!runJobs(o, ptxasPath, spec, units, alone)) return false;
+  bool named = false;
+  for (const Job& j : alone)
+    if (j.ran && !j.out.ok) {
+      printPtxasFailure(j.name, j.target, j.out);
+      named = true;
+    }
+  if (!named)
+    printErrorf("ptxas failed for the %s module of kernels %s, which each assemble alone (build with --modules kernel):\n%s",
+                module.target.name().c_str(), kernelList(spec, units, module).c_str(), module.out.log.c_str());
+  return true;
+}
+
+// ptxas for every unit, as modules say. false when one failed (with a message) or a signal
+// arrived (without one: the caller re-raises it).
+bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec& spec, spec::Spec::Modules modules,
+                 std::vector<Unit>& units, std::vector<Job>& jobs) {
+  jobs = jobsOf(spec, modules, units);
+  for (Job& j : jobs) {
+    if (!j.isModule()) continue;
+    std::optional<std::string> ptx = modulePtx(units, j.units, o.lineInfo || spec.debug);
+    if (!ptx) {
+      printErrorf("cannot emit the PTX of the %s module", j.target.name().c_str());
+      return false;
+    }
+    j.ptx = std::move(*ptx);
+  }
+  if (!runJobs(o, ptxasPath, spec, units, jobs)) return false;
 
   bool failed = false;
+  for (const Job& j : jobs) {
+    if (!j.ran) {
+      failed = true;
+      continue;
+    }
+    if (!j.out.ok) {
+      failed = true;
+      if (!j.isModule()) printPtxasFailure(j.name, j.target, j.out);
+      else if (j.out.timedOut)
+        printErrorf("the %s module of kernels %s: %s; raise the limit with --ptxas-timeout SECONDS", j.target.name().c_str(),
+                    kernelList(spec, units, j).c_str(), j.out.log.c_str());
+      else if (!explainModuleFailure(o, ptxasPath, spec, units, j)) return false;
+      continue;
+    }
+    for (size_t e = 0; e < j.units.size(); ++e) units[j.units[e]].resources = j.out.resources[e];
+  }
+  if (failed) return false;
   for (const Unit& u : units) {
     const spec::KernelSpec& k = spec.kernels[u.kernel];
-    if (!u.ran) {
-      failed = true;
-      continue;
-    }
-    if (!u.out.ok) {
-      printPtxasFailure(k.name, u.target, u.out);
-      failed = true;
-      continue;
-    }
-    const bundle::Resources& r = u.out.resources;
+    const bundle::Resources& r = u.resources;
     if (r.spillStores == 0 && r.spillLoads == 0) continue;
     ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec.file, k.loc,
                      "kernel '" + k.name + "' spills registers on " + u.target.name() + " (" + describe(r) + ")" +
@@ -231,15 +342,18 @@ int runBuild(const BuildOpts& o) {
         failed = true;
         break;  // the other targets would mostly repeat the same errors
       }
-      units.push_back({ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), {}});
+      units.push_back({ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), std::move(m),
+                       std::move(out.registers), {}, 0});
     }
     instances[ki] = std::move(*inst);
   }
   if (failed) return kInputError;
 
   std::string ptxasVersion;
+  std::vector<Job> jobs;
   if (!o.ptxOnly) {
-    if (!assembleAll(o, ptxasPath, *spec, units)) return kInputError;
+    spec::Spec::Modules modules = o.modules ? *spec::parseModules(*o.modules) : spec->modules;
+    if (!assembleAll(o, ptxasPath, *spec, modules, units, jobs)) return kInputError;
     std::string why;
     std::optional<std::string> version = ptxas::version(ptxasPath, why, o.ptxasTimeout);
     if (!version) {
@@ -258,9 +372,18 @@ int runBuild(const BuildOpts& o) {
   in.producer = std::string("truenoc ") + TRUENOC_VERSION;
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki)
     in.kernels.push_back({spec->kernels[ki].name, instances[ki].params, instances[ki].launch, {}});
+  std::vector<std::optional<uint32_t>> moduleOf(jobs.size());  // a job's index among in.modules
+  for (size_t j = 0; j < jobs.size(); ++j)
+    if (jobs[j].isModule()) {
+      moduleOf[j] = static_cast<uint32_t>(in.modules.size());
+      in.modules.push_back({jobs[j].target, std::move(jobs[j].out.cubin)});
+    }
   for (Unit& u : units) {
     bundle::KernelInput& k = in.kernels[u.kernel];
-    if (!o.ptxOnly) k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.out.resources, std::move(u.out.cubin)});
+    if (!o.ptxOnly && moduleOf[u.job])
+      k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.resources, {}, moduleOf[u.job]});
+    else if (!o.ptxOnly)
+      k.payloads.push_back({u.target, bundle::PayloadKind::Cubin, u.resources, std::move(jobs[u.job].out.cubin), {}});
     if (in.ptxFallback) k.payloads.push_back({u.target, bundle::PayloadKind::Ptx, {}, std::move(u.ptx)});
     if (in.ir) k.payloads.push_back({u.target, bundle::PayloadKind::Ir, {}, std::move(u.ir)});
   }
@@ -290,6 +413,10 @@ Command buildCommand() {
             app.add_flag("--line-info", o->lineInfo,
                          "Map PTX and cubins to source lines (.tir lines, template builder calls) for "
                          "profilers; on by default with the spec's 'debug = true'");
+            app.add_option("--modules", o->modules,
+                           "One cubin per target holding every kernel, loaded as one driver module (target, the "
+                           "default), or one per kernel (kernel); overrides the spec's 'modules'")
+                ->check(CLI::IsMember({"target", "kernel"}));
             app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
             return std::function<int()>([o] { return runBuild(*o); });
           }};

@@ -286,9 +286,9 @@ int runExplain(const ExplainOptions& o) {
         return kInputError;
       }
       r.ptxasRan = true;
-      r.resources = out.resources;
+      r.resources = out.resources[0];
       if (r.threads)
-        r.ptxasOccupancy = passes::estimateOccupancy(limits, r.threads, out.resources.registers, out.resources.sharedBytes + dynamic);
+        r.ptxasOccupancy = passes::estimateOccupancy(limits, r.threads, r.resources.registers, r.resources.sharedBytes + dynamic);
     }
     reports.push_back(std::move(r));
   }

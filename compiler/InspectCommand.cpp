@@ -2,6 +2,7 @@
 // of its payloads. The bundle is validated completely (every payload decompressed and
 // checksummed) before anything is printed.
 #include <cstdio>
+#include <map>
 
 #include "backends/bundle/Bundle.h"
 #include "compiler/Command.h"
@@ -54,17 +55,50 @@ bool hasLineInfo(std::string_view elf) {
   return false;
 }
 
-bool cubinHasLineInfo(const bundle::Reader& r, const bundle::Entry& e) {
-  auto bytes = r.payload(e);
-  return bytes && hasLineInfo(*bytes);
-}
+// What several entries share: a module (format 6) is one payload described by the cubin entries
+// of all its kernels; its users and its line table are worked out once per payload.
+class Payloads {
+ public:
+  explicit Payloads(const bundle::Reader& r) : r_(r) {
+    for (const bundle::KernelInfo& k : r.manifest().kernels)
+      for (const bundle::Entry& e : k.entries) {
+        auto [it, fresh] = users_.try_emplace(e.offset, 0);
+        if (fresh) order_.push_back(&e);
+        ++it->second;
+      }
+  }
+  // How many entries describe e's payload: 1, or the number of kernels in its module.
+  uint32_t users(const bundle::Entry& e) const { return users_.at(e.offset); }
+  bool shared(const bundle::Entry& e) const { return users(e) > 1; }
+  // One entry per shared payload, in payload order.
+  std::vector<const bundle::Entry*> modules() const {
+    std::vector<const bundle::Entry*> out;
+    for (const bundle::Entry* e : order_)
+      if (shared(*e)) out.push_back(e);
+    return out;
+  }
+  bool lineInfo(const bundle::Entry& e) {
+    auto [it, fresh] = lineInfo_.try_emplace(e.offset, false);
+    if (fresh) {
+      auto bytes = r_.payload(e);
+      it->second = bytes && hasLineInfo(*bytes);
+    }
+    return it->second;
+  }
+
+ private:
+  const bundle::Reader& r_;
+  std::map<uint64_t, uint32_t> users_;
+  std::vector<const bundle::Entry*> order_;
+  std::map<uint64_t, bool> lineInfo_;
+};
 
 // The targets whose cubin of kernel k carries a line table, "" when none does.
-std::string lineInfoTargets(const bundle::Reader& r, const bundle::KernelInfo& k) {
+std::string lineInfoTargets(const bundle::Reader& r, Payloads& p, const bundle::KernelInfo& k) {
   std::string out;
   for (const bundle::Entry& e : k.entries) {
     if (e.kind != bundle::PayloadKind::Cubin) continue;
-    if (cubinHasLineInfo(r, e)) out += (out.empty() ? "" : ", ") + r.manifest().targets[e.target].name();
+    if (p.lineInfo(e)) out += (out.empty() ? "" : ", ") + r.manifest().targets[e.target].name();
   }
   return out;
 }
@@ -82,6 +116,10 @@ std::string textReport(const bundle::Reader& r) {
   out += "size: " + std::to_string(st.fileBytes) + " bytes (manifest " + std::to_string(st.manifestBytes) + ", payloads " +
          std::to_string(st.payloadSectionBytes) + " compressed from " + std::to_string(st.rawPayloadBytes) + ", ratio " +
          ratio(st.rawPayloadBytes, st.payloadSectionBytes) + ")\n";
+  Payloads payloads(r);
+  for (const bundle::Entry* e : payloads.modules())
+    out += "module: " + m.targets[e->target].name() + " cubin of " + std::to_string(payloads.users(*e)) + " kernels, " +
+           std::to_string(e->rawSize) + " bytes (compressed " + std::to_string(e->compressedSize) + ")\n";
   out += "kernels: " + std::to_string(m.kernels.size()) + "\n";
   for (const bundle::KernelInfo& k : m.kernels) {
     out += "\nkernel " + signature(k) + "\n";
@@ -92,13 +130,16 @@ std::string textReport(const bundle::Reader& r) {
       const bundle::Resources& res = e.resources;
       bool cubin = e.kind == bundle::PayloadKind::Cubin;
       auto n = [&](uint32_t v) { return cubin ? std::to_string(v) : std::string("-"); };
+      // A module's sizes are its own, listed above, not this kernel's.
+      const bool shared = payloads.shared(e);
       std::string line = "  " + padRight(m.targets[e.target].name(), 8) + padRight(std::string(bundle::payloadKindName(e.kind)), 7) +
-                         padRight(std::to_string(e.rawSize), 10) + padRight(std::to_string(e.compressedSize), 12) +
+                         padRight(shared ? "module" : std::to_string(e.rawSize), 10) +
+                         padRight(shared ? "-" : std::to_string(e.compressedSize), 12) +
                          padRight(n(res.registers), 6) + padRight(n(res.spillStores), 10) + padRight(n(res.spillLoads), 10) +
                          padRight(n(res.sharedBytes), 8) + padRight(n(res.stackBytes), 7) + n(res.constBytes);
       out += line + "\n";
     }
-    if (std::string lines = lineInfoTargets(r, k); !lines.empty()) out += "  line info: " + lines + "\n";
+    if (std::string lines = lineInfoTargets(r, payloads, k); !lines.empty()) out += "  line info: " + lines + "\n";
   }
   return out;
 }
@@ -128,6 +169,14 @@ std::string jsonReport(const bundle::Reader& r) {
   out += "  \"size\": {\"file\": " + num(st.fileBytes) + ", \"manifest\": " + num(st.manifestBytes) + ", \"payloads\": " +
          num(st.payloadSectionBytes) + ", \"raw_payloads\": " + num(st.rawPayloadBytes) +
          ", \"compression_ratio\": " + ratio(st.rawPayloadBytes, st.payloadSectionBytes) + "},\n";
+  Payloads payloads(r);
+  out += "  \"modules\": [";
+  std::vector<const bundle::Entry*> modules = payloads.modules();
+  for (size_t i = 0; i < modules.size(); ++i)
+    out += (i ? ", " : "") + std::string("{\"target\": ") + jsonString(m.targets[modules[i]->target].name()) +
+           ", \"kernels\": " + num(payloads.users(*modules[i])) + ", \"bytes\": " + num(modules[i]->rawSize) +
+           ", \"compressed_bytes\": " + num(modules[i]->compressedSize) + "}";
+  out += "],\n";
   out += "  \"kernels\": [";
   for (size_t ki = 0; ki < m.kernels.size(); ++ki) {
     const bundle::KernelInfo& k = m.kernels[ki];
@@ -172,7 +221,8 @@ std::string jsonReport(const bundle::Reader& r) {
         out += ", \"registers\": " + num(res.registers) + ", \"barriers\": " + num(res.barriers) + ", \"shared_bytes\": " +
                num(res.sharedBytes) + ", \"const_bytes\": " + num(res.constBytes) + ", \"stack_bytes\": " + num(res.stackBytes) +
                ", \"spill_stores\": " + num(res.spillStores) + ", \"spill_loads\": " + num(res.spillLoads) +
-               ", \"line_info\": " + (cubinHasLineInfo(r, e) ? "true" : "false");
+               ", \"line_info\": " + (payloads.lineInfo(e) ? "true" : "false") +
+               ", \"module\": " + (payloads.shared(e) ? "true" : "false");
       out += "}";
     }
     out += k.entries.empty() ? "]\n    }" : "\n      ]\n    }";

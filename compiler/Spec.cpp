@@ -228,7 +228,7 @@ class Loader {
   }
 
   void loadBundle(const toml::table& b, Spec& spec) {
-    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract", "debug"};
+    static constexpr std::string_view kKeys[] = {"name", "targets", "ptx_fallback", "ir", "fp_contract", "debug", "modules"};
     checkKeys(b, kKeys, "in [bundle]");
     if (!b.get("name")) error(locOf(b.source()), "[bundle] needs a 'name'");
     if (auto name = identifier(b, "name", "bundle name")) spec.name = *name;
@@ -257,6 +257,11 @@ class Loader {
       if (v == "fast") spec.fpContract = FpContract::Fast;
       else if (v == "off") spec.fpContract = FpContract::Off;
       else error(locOf(n->source()), "'fp_contract' must be \"fast\" or \"off\", not \"" + v + "\"");
+    }
+    if (const toml::node* n = typed(b, "modules", toml::node_type::string)) {
+      std::optional<Spec::Modules> m = parseModules(**n->as_string());
+      if (m) spec.modules = *m;
+      else error(locOf(n->source()), "'modules' must be \"target\" or \"kernel\", not \"" + **n->as_string() + "\"");
     }
   }
 
@@ -616,6 +621,12 @@ bool templateFitsTargets(const Spec& spec, const KernelSpec& k, const ir::Module
                describeInstance(k) + " needs " + need.name() + (need.archSpecific ? " exactly" : "") + " (target" +
                    (count > 1 ? "s " : " ") + below + ")");
   return false;
+}
+
+std::optional<Spec::Modules> parseModules(std::string_view text) {
+  if (text == "target") return Spec::Modules::PerTarget;
+  if (text == "kernel") return Spec::Modules::PerKernel;
+  return std::nullopt;
 }
 
 compile::Options compileOptions(const Spec& spec) {

@@ -75,6 +75,9 @@ struct Spec {
   bool ir = true;  // store each kernel's compiled IR, for the CPU simulator (docs/bundle-format.md)
   FpContract fpContract = FpContract::Fast;
   bool debug = false;  // line info in PTX and cubins (as `build --line-info`)
+  // One cubin per target holding every kernel (one driver module to load), or one per kernel
+  // (assembled in parallel, loaded one by one): the spec's `modules`, `build --modules`.
+  enum class Modules : uint8_t { PerTarget, PerKernel } modules = Modules::PerTarget;
   std::vector<KernelSpec> kernels;
 };
 
@@ -101,6 +104,9 @@ class TirCache {
 };
 
 std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags);
+
+// "target" or "kernel" (the spec's `modules`, `build --modules`); nullopt for anything else.
+std::optional<Spec::Modules> parseModules(std::string_view text);
 
 // How `truenoc build` compiles a spec's kernels (and the library tests, exactly so): the -O2
 // pipeline with the spec's fp_contract.

@@ -76,7 +76,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # A format 5 bundle: a .tir kernel whose tmap parameter has a tensor-map rule.
     run(truenoc, "build", str(src / "lit-tests/spec/tensor-maps.test"), "-o", str(bundle / "tensor-maps.tnb"),
         "--ptx-only")
-    library = tmp / "library.toml"  # two templates, one with an option, two targets
+    library = tmp / "library.toml"  # two templates, one with an option, two targets: a module each (format 6)
     library.write_text('[bundle]\nname = "lib"\ntargets = ["sm_80", "sm_90"]\n\n'
                        '[[kernel]]\ntemplate = "add"\noptions = { dtype = "bf16" }\n\n'
                        '[[kernel]]\ntemplate = "softmax"\n')

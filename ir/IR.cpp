@@ -1,5 +1,7 @@
 #include "ir/IR.h"
 
+#include <algorithm>
+
 namespace tn::ir {
 
 ValueId Kernel::addValue(Type t, std::string name, DefKind kind, uint32_t owner) {
@@ -66,6 +68,25 @@ uint32_t Module::fileId(const std::string& name) {
     if (files[i] == name) return static_cast<uint32_t>(i);
   files.push_back(name);
   return static_cast<uint32_t>(files.size() - 1);
+}
+
+void Module::absorb(Module&& from) {
+  std::vector<uint32_t> fileMap(from.files.size());
+  for (size_t i = 0; i < from.files.size(); ++i) fileMap[i] = fileId(from.files[i]);
+  auto remap = [&](SourceLoc& loc) { loc.file = loc.file < fileMap.size() ? fileMap[loc.file] : 0; };
+  auto move = [&](std::vector<Kernel>& src, std::vector<Kernel>& dst) {
+    for (Kernel& k : src) {
+      remap(k.loc);
+      for (Block& b : k.blocks) remap(b.loc);
+      for (Inst& in : k.insts) remap(in.loc);
+      for (SharedDecl& s : k.shared) remap(s.loc);
+      dst.push_back(std::move(k));
+    }
+    src.clear();
+  };
+  move(from.kernels, kernels);
+  move(from.functions, functions);
+  ptx = std::max(ptx, from.ptx);
 }
 
 Kernel* Module::findKernel(std::string_view name) {

@@ -142,6 +142,10 @@ struct Module {
   uint32_t fileId(const std::string& name);
   const std::string& fileName(SourceLoc loc) const { return files[loc.file < files.size() ? loc.file : 0]; }
   Kernel* findKernel(std::string_view name);
+  // Moves `from`'s kernels (and device functions) after this module's, their source locations
+  // renumbered into this module's file table; the PTX ISA version becomes the higher of the two.
+  // For one PTX module of kernels compiled one by one (`truenoc build`'s module per target).
+  void absorb(Module&& from);
 };
 
 // Tensor-core fragments (docs/ir.md, "Tensor cores"): mma's A and B operands are 32-bit registers

@@ -64,8 +64,7 @@ struct Kernel::Loaded {
   bool jit = false;
   bool ir = false;  // the simulated driver runs the entry's IR
   Target target;    // of the selected entry
-  CUmodule module = nullptr;
-  CUfunction fn = nullptr;
+  CUfunction fn = nullptr;  // set once its module is loaded
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
   std::vector<ParamInfo> signature;
   tn::bundle::BoundRule rule;  // borrows info->launch
@@ -81,6 +80,9 @@ struct Bundle::State {
   std::vector<uint8_t> bytes;
   std::optional<tn::bundle::Reader> reader;
   std::vector<Kernel::Loaded> kernels;  // parallel to the manifest's kernels
+  // Loaded driver modules by payload offset: a cubin shared by several kernels (a module, format
+  // 6) is loaded once for all of them.
+  std::vector<std::pair<uint64_t, CUmodule>> modules;
   mutable std::mutex mu;
   LoadStats stats;
 
@@ -90,27 +92,31 @@ struct Bundle::State {
 
 Bundle::State::~State() {
   if (!ctx || !ctx->make_current()) return;
-  for (Kernel::Loaded& k : kernels)
-    if (k.module) (void)ctx->driver().cuModuleUnload(k.module);
+  for (auto& [offset, module] : modules) (void)ctx->driver().cuModuleUnload(module);
 }
 
 Status Bundle::State::loadModule(Kernel::Loaded& k) {
-  auto payload = reader->payload(*k.entry);
-  if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message, k.info->name);
-  if (k.jit || k.ir) payload.value().push_back('\0');  // the driver reads PTX (and IR) as a C string
-  if (Status st = ctx->make_current(); !st) return st;
-  auto t0 = std::chrono::steady_clock::now();
-  CUresult r = ctx->driver().cuModuleLoadData(&k.module, payload.value().data());
-  stats.load_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (r != cu::SUCCESS) {
-    k.module = nullptr;
-    return ctx->driver().fail(r, "cuModuleLoadData", k.info->name);
+  auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == k.entry->offset; });
+  if (it == modules.end()) {
+    auto payload = reader->payload(*k.entry);
+    if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message, k.info->name);
+    if (k.jit || k.ir) payload.value().push_back('\0');  // the driver reads PTX (and IR) as a C string
+    if (Status st = ctx->make_current(); !st) return st;
+    modules.reserve(modules.size() + 1);  // so that the push below cannot throw and leak the module
+    CUmodule module = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    CUresult r = ctx->driver().cuModuleLoadData(&module, payload.value().data());
+    stats.load_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r != cu::SUCCESS) return ctx->driver().fail(r, "cuModuleLoadData", k.info->name);
+    ++stats.modules_loaded;
+    if (k.jit) ++stats.jit_events;
+    modules.emplace_back(k.entry->offset, module);
+    it = modules.end() - 1;
+  } else if (Status st = ctx->make_current(); !st) {
+    return st;
   }
-  ++stats.modules_loaded;
-  if (k.jit) ++stats.jit_events;
-  if (CUresult g = ctx->driver().cuModuleGetFunction(&k.fn, k.module, k.info->name.c_str()); g != cu::SUCCESS) {
-    (void)ctx->driver().cuModuleUnload(k.module);
-    k.module = nullptr;
+  if (CUresult g = ctx->driver().cuModuleGetFunction(&k.fn, it->second, k.info->name.c_str()); g != cu::SUCCESS) {
+    k.fn = nullptr;
     return ctx->driver().fail(g, "cuModuleGetFunction", k.info->name);
   }
   return {};

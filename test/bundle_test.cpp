@@ -108,6 +108,26 @@ std::string smallBundle() {
   return *b;
 }
 
+// Two kernels whose cubins are one module (one payload, format 6), one target, no IR.
+BundleInput moduleInput() {
+  BundleInput in;
+  in.name = "mod";
+  in.targets = {tgt("sm_90")};
+  in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
+  in.modules.push_back({tgt("sm_90"), "ELF module of a and b"});
+  for (const char* name : {"b", "a"}) {
+    in.kernels.push_back({name, {{"n", kU32, 0}}, rule({64}, {"ceil_div(n, 64)"}), {}});
+    in.kernels.back().payloads.push_back({tgt("sm_90"), PayloadKind::Cubin, Resources{name[0] == 'a' ? 8u : 9u, 0, 0, 0, 0, 0, 0}, {}, 0});
+  }
+  return in;
+}
+std::string moduleBundle() {
+  Result<std::string> b = write(moduleInput());
+  REQUIRE(b.ok());
+  return *b;
+}
+
 const ParamType kTmap{S::TensorMap};
 
 // A kernel with one tensor map over A[m][k] (bf16, leading dimension lda): the contract's example.
@@ -186,6 +206,7 @@ std::string zeroFrame(uint32_t size) {
 // can build what the writer refuses to write. Its kernels have no parameters and launch [1]
 // threads on a grid of [1].
 struct HandBundle {
+  uint32_t version = 4;  // 5 and 6: a tensor-map count (0) after the dynamic shared memory
   uint32_t flags = 0;
   std::string ptxas = "13.0.88";
   std::vector<std::string> targets = {"sm_80"};
@@ -226,6 +247,7 @@ struct HandBundle {
       u32(1);
       str("1");  // grid [1]
       str("0");  // dynamic shared memory
+      if (version >= 5) u32(0);  // tensor maps
       u32(static_cast<uint32_t>(entries.size()));
       for (const Entry& e : entries) {
         u32(e.target);
@@ -238,7 +260,7 @@ struct HandBundle {
     const uint64_t manifestAt = kHeaderSize + 2 * kSectionEntrySize;
     std::string b(manifestAt, '\0');
     std::memcpy(b.data(), "\x89TNB\r\n\x1a\n", 8);
-    b[8] = 4;  // format 4: no tensor-map rules after the dynamic shared memory expression
+    b[8] = static_cast<char>(version);
     b[12] = 2;  // sections
     putU64(b, 16, manifestAt + m.size() + payloads.size());
     std::memcpy(b.data() + 24, "truenoc test", 12);
@@ -384,9 +406,9 @@ TEST_CASE("parameter types: the manifest code round-trips and nothing else decod
 }
 
 TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
-  const std::string good = smallBundle();
+  for (const std::string& good : {smallBundle(), moduleBundle()}) {
   REQUIRE(check(good).empty());
-  CHECK(good.size() < 400);
+  CHECK(good.size() < 500);
   for (size_t i = 0; i < good.size(); ++i) {
     for (unsigned x = 1; x < 256; ++x) {
       std::string bad = good;
@@ -396,11 +418,12 @@ TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
       if (r.error().message.empty()) FAIL("byte " << i << " xor " << x << " was rejected without a message");
     }
   }
+  }
 }
 
 TEST_CASE("bundle: Verify::Used leaves the payload section to each payload's own checksum") {
   // Every single-byte change is still caught: by open, or by decompressing the payload it damaged.
-  const std::string good = smallBundle();
+  for (const std::string& good : {smallBundle(), moduleBundle()}) {
   size_t caughtLate = 0;
   for (size_t i = 0; i < good.size(); ++i) {
     for (unsigned x : {0x01u, 0x80u, 0xFFu}) {
@@ -410,11 +433,12 @@ TEST_CASE("bundle: Verify::Used leaves the payload section to each payload's own
       if (!r.ok()) continue;
       std::optional<Error> e = r->verifyPayloads();
       if (!e) FAIL("byte " << i << " xor " << x << " was accepted");
-      else if (e->message.find("corrupt bundle: cubin for sm_80") == std::string::npos) FAIL(e->message);
+      else if (e->message.find("corrupt bundle: cubin for sm_") == std::string::npos) FAIL(e->message);
       ++caughtLate;
     }
   }
   CHECK(caughtLate > 0);  // the payload section's bytes
+  }
 
   // Damage in one kernel's payload: the others read, that one refused by name of its entry.
   BundleInput in = sampleInput();
@@ -491,11 +515,11 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 5); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 6); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 5); rebuild the bundle with this truenoc");
-  b[8] = 6;
-  CHECK(check(b) == "unsupported bundle format version 6 (this truenoc reads versions 4 to 5)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 6); rebuild the bundle with this truenoc");
+  b[8] = 7;
+  CHECK(check(b) == "unsupported bundle format version 7 (this truenoc reads versions 4 to 6)");
   b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
   CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
@@ -877,6 +901,120 @@ TEST_CASE("bundle: payloads shared between entries are rejected before anything 
   CHECK(check(h.bytes()) == "corrupt bundle: the cubin payload of kernel 'k' for sm_80 [0, +" + std::to_string(frame.size()) +
                                 ") and the cubin payload of kernel 'k' for sm_90 [" + std::to_string(frame.size() - 1) + ", +" +
                                 std::to_string(frame.size()) + ") share payload bytes");
+}
+
+TEST_CASE("bundle: a module (format 6) is one cubin payload that the cubin entries of one target share") {
+  Result<std::string> b = write(moduleInput());
+  REQUIRE(b.ok());
+  Result<Reader> r = Reader::open(span(*b));
+  REQUIRE(r.ok());
+  CHECK(r->formatVersion() == 6);
+  const Manifest& m = r->manifest();
+  REQUIRE(m.kernels.size() == 2);
+  const Entry& a = m.kernels[0].entries[0];
+  const Entry& bEntry = m.kernels[1].entries[0];
+  CHECK(m.kernels[0].name == "a");
+  CHECK(a.offset == bEntry.offset);
+  CHECK(a.compressedSize == bEntry.compressedSize);
+  CHECK(a.resources.registers == 8);  // each kernel keeps its own ptxas report
+  CHECK(bEntry.resources.registers == 9);
+  CHECK(r->stats().rawPayloadBytes == std::string("ELF module of a and b").size());  // counted once
+  CHECK(r->stats().payloadSectionBytes == a.compressedSize);                          // written once
+  CHECK(*r->payload(bEntry) == "ELF module of a and b");
+  CHECK_FALSE(r->verifyPayloads());
+  CHECK(*write(moduleInput()) == *b);  // reproducible
+
+  // A module that only one kernel uses shares nothing: the bundle stays format 4.
+  BundleInput one = moduleInput();
+  one.kernels.pop_back();
+  Result<std::string> single = write(one);
+  REQUIRE(single.ok());
+  CHECK(Reader::open(span(*single))->formatVersion() == 4);
+
+  // The writer refuses modules the reader would not take.
+  auto refused = [](BundleInput in) {
+    Result<std::string> w = write(in);
+    return w.ok() ? std::string() : w.error().message;
+  };
+  BundleInput in = moduleInput();
+  in.modules.push_back({tgt("sm_90"), "unused"});
+  CHECK(refused(in) == "module 1 (sm_90) is used by no kernel");
+  in = moduleInput();
+  in.kernels[0].payloads[0].bytes = "own bytes";
+  CHECK(refused(in) == "kernel 'b': a module entry must be a cubin entry without bytes naming a module of its target");
+  in = moduleInput();
+  in.kernels[0].payloads[0].kind = PayloadKind::Ptx;
+  in.ptxFallback = true;
+  CHECK(refused(in) == "kernel 'b': a module entry must be a cubin entry without bytes naming a module of its target");
+  in = moduleInput();
+  in.kernels[0].payloads[0].module = 3;
+  CHECK(refused(in) == "kernel 'b': a module entry must be a cubin entry without bytes naming a module of its target");
+  in = moduleInput();
+  in.targets.push_back(tgt("sm_80"));
+  in.modules.push_back({tgt("sm_80"), "ELF module for sm_80"});
+  for (KernelInput& k : in.kernels) k.payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, {}, {}, 0});
+  CHECK(refused(in) == "kernel 'b': a module entry must be a cubin entry without bytes naming a module of its target");
+  in.modules[0].bytes.clear();
+  for (KernelInput& k : in.kernels) k.payloads.back().module = 1;
+  CHECK(refused(in) == "module 0 (sm_90) of 0 bytes (must be 1 to " + std::to_string(kMaxPayloadBytes) + ")");
+}
+
+TEST_CASE("bundle: only identical cubin entries of one target may share a payload, and only from format 6") {
+  const std::string raw(1000, '\0'), frame = zeroFrame(1000);
+  HandBundle h;
+  h.version = 6;
+  const Entry shared = h.add(frame, raw);
+  h.kernels = {{"a", {shared}}, {"b", {shared}}, {"c", {shared}}};
+  CHECK(check(h.bytes()).empty());
+  {
+    Result<Reader> r = Reader::open(span(h.bytes()));
+    REQUIRE(r.ok());
+    CHECK(r->stats().rawPayloadBytes == raw.size());
+  }
+  const std::string both = "corrupt bundle: the cubin payload of kernel 'a' for sm_80 [0, +" + std::to_string(frame.size()) +
+                           ") and the cubin payload of kernel 'b' for sm_80 [0, +" + std::to_string(frame.size()) + ") share payload bytes";
+  h.version = 5;  // before modules, sharing is damage
+  CHECK(check(h.bytes()) == both);
+  h.version = 6;
+  h.targets = {"sm_80", "sm_90"};
+  Entry other = shared, a90 = h.add(frame, raw), b80 = h.add(frame, raw);
+  other.target = a90.target = 1;
+  h.kernels = {{"a", {shared, a90}}, {"b", {b80, other}}};
+  CHECK(check(h.bytes()) == "corrupt bundle: the cubin payload of kernel 'a' for sm_80 [0, +" + std::to_string(frame.size()) +
+                                ") and the cubin payload of kernel 'b' for sm_90 [0, +" + std::to_string(frame.size()) +
+                                ") share payload bytes; only cubin entries of one target may share a payload (a module)");
+  h.targets = {"sm_80"};
+  h.flags = 2;  // IR entries
+  Entry ir = shared;
+  ir.kind = PayloadKind::Ir;
+  Entry irA = h.add(frame, raw, PayloadKind::Ir);
+  h.kernels = {{"a", {shared, irA}}, {"b", {b80, ir}}};
+  CHECK(check(h.bytes()).find("; only cubin entries of one target may share a payload (a module)") != std::string::npos);
+  h.flags = 0;
+  Entry longer = shared;
+  longer.rawSize = raw.size() + 1;
+  h.kernels = {{"a", {shared}}, {"b", {longer}}};
+  CHECK(check(h.bytes()) == both + " but record different uncompressed sizes or checksums");
+  Entry shorter = shared;
+  shorter.compressedSize -= 1;  // overlapping without being the same payload
+  h.kernels = {{"a", {shared}}, {"b", {shorter}}};
+  CHECK(check(h.bytes()).find("share payload bytes") != std::string::npos);
+
+  // The decompression bound counts a module once: 64 kernels sharing a 256 MiB module are a
+  // 256 MiB bundle (rejected as a bomb before format 6, where every entry counted), and open
+  // decides from the manifest alone.
+  HandBundle many;
+  many.version = 6;
+  const uint32_t big = 256u << 20;
+  Entry module = many.add(zeroFrame(big), std::string());
+  module.rawSize = big;
+  for (int i = 0; i < 64; ++i) many.kernels.push_back({"k" + std::to_string(100 + i), {module}});
+  double seconds = 0;
+  CHECK(openTimed(many.bytes(), seconds).empty());
+  CHECK(seconds < 1.0);
+  Result<Reader> r = Reader::open(span(many.bytes()));
+  REQUIRE(r.ok());
+  CHECK(r->stats().rawPayloadBytes == big);
 }
 
 TEST_CASE("bundle: payloads of more than kMaxTotalRawBytes in all are rejected before anything is decompressed") {

@@ -2,6 +2,9 @@
 // register-liveness and the emitter share it, and it matches a fresh computation on the result.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
+#include "backends/ptx/Ptx.h"
 #include "backends/ptx/Registers.h"
 #include "compiler/Compile.h"
 #include "ir/Parser.h"
@@ -85,4 +88,42 @@ kernel @k(%out: ptr.global) {
   passes::RegisterAssignment fresh = passes::assignRegisters(m.kernels[0], file);
   CHECK(kept[0].predicted == fresh.predicted);
   CHECK(kept[0].counts == fresh.counts);
+}
+
+TEST_CASE("compile: absorbed kernels emit as they do alone, their source files renumbered") {
+  // Two kernels compiled apart, from different files, joined into one module as `build` does for
+  // one module per target: each kernel's PTX body is its own, and each .loc names its own file.
+  auto compiled = [](const char* text, const char* file) {
+    ir::Diagnostics d;
+    std::optional<ir::Module> m = ir::parseModule(text, file, d);
+    REQUIRE(m);
+    compile::Options o;
+    o.lineInfo = true;
+    compile::Output out = compile::compile(*m, bundle::Target{90, false}, o, d);
+    REQUIRE(out.ptx);
+    REQUIRE_FALSE(d.hasErrors());
+    return std::make_tuple(std::move(*m), std::move(out.registers), *out.ptx);
+  };
+  const char* kernelA = "kernel @a(%p: ptr.global) {\n^entry:\n  %x = tid.x : u32\n  st %p, %x : u32\n  ret\n}\n";
+  const char* kernelB = "ptx 8.0\n\nkernel @b(%p: ptr.global) {\n^entry:\n  %y = ctaid.x : u32\n  st %p, %y : u32\n  ret\n}\n";
+  auto [a, aRegs, aPtx] = compiled(kernelA, "a.tir");
+  auto [b, bRegs, bPtx] = compiled(kernelB, "b.tir");
+  ir::Module merged;
+  merged.target = a.target;
+  merged.absorb(std::move(a));
+  merged.absorb(std::move(b));
+  CHECK(merged.kernels.size() == 2);
+  CHECK(merged.ptx == 80);  // the higher version
+  CHECK(merged.fileName(merged.kernels[1].insts.front().loc) == "b.tir");
+  std::vector<passes::RegisterAssignment> regs = std::move(aRegs);
+  for (auto& r : bRegs) regs.push_back(std::move(r));
+  ir::Diagnostics d;
+  std::optional<std::string> ptx = ptx::emit(merged, {.kernel = {}, .registers = regs, .lineInfo = true}, d);
+  REQUIRE(ptx);
+  CHECK(ptx->find(".file 1 \"a.tir\"\n.file 2 \"b.tir\"\n") != std::string::npos);
+  // b's body is the one it has alone, but for its file number.
+  std::string body = bPtx.substr(bPtx.find(".visible .entry b("));
+  for (size_t at = body.find(".loc 1 "); at != std::string::npos; at = body.find(".loc 1 ", at)) body[at + 5] = '2';
+  CHECK(ptx->find(body) != std::string::npos);
+  CHECK(ptx->find(aPtx.substr(aPtx.find(".visible .entry a("))) != std::string::npos);
 }

@@ -38,6 +38,7 @@ kbench_rc=0
 merged=""
 if [[ $steps == *" bench "* ]]; then
   timeout "$limit" "$build/bin/truenoc_bench_runtime" "$build/test/gpu_test.tnb" "$build/test/decode.tnb" "$build/test/decode_ptx.tnb" \
+    "$build/test/decode_per_kernel.tnb" \
     --csv "$out/bench-runtime.csv" 2>&1 | tee "$out/bench-runtime.log"
   bench_rc=${PIPESTATUS[0]}
 

@@ -304,24 +304,52 @@ def find_nvdisasm(given):
     sys.exit("sass_report.py: nvdisasm not found (PATH, $CUDA_HOME/bin, or tools/deps.sh's copy)")
 
 
+SECTION = re.compile(r"^\s*\.section\s+([^,\s]+)")
+
+
+def function_sass(text, name):
+    """The lines of nvdisasm output in the code section of function `name` (a cubin may hold a
+    module of several kernels)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        m = SECTION.match(line)
+        if m:
+            inside = m.group(1) == ".text." + name
+            continue
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
 def report(bundle, truenoc, nvdisasm):
     manifest = json.loads(subprocess.run([truenoc, "inspect", bundle, "--json"], check=True, capture_output=True,
                                          text=True).stdout)
     jobs = [(k["name"], e) for k in manifest["kernels"] for e in k["entries"] if e["kind"] == "cubin"]
     with tempfile.TemporaryDirectory() as tmp:
+        # A module (one cubin shared by the kernels of a target) is disassembled once.
+        cubins = {}
+        for name, e in jobs:
+            cubins.setdefault(("module", e["target"]) if e.get("module") else (name, e["target"]), (name, e["target"]))
+
+        def disassemble(key):
+            name, target = cubins[key]
+            cubin = os.path.join(tmp, "%s.%s.%s.cubin" % (key[0], name, target))
+            with open(cubin, "wb") as f:
+                f.write(subprocess.run([truenoc, "inspect", bundle, "--extract", "%s:%s:cubin" % (name, target)],
+                                       check=True, capture_output=True).stdout)
+            return key, subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True, text=True).stdout
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+            sass = dict(pool.map(disassemble, cubins))
+
         def one(job):
             name, e = job
-            cubin = os.path.join(tmp, "%s.%s.cubin" % (name, e["target"]))
-            with open(cubin, "wb") as f:
-                f.write(subprocess.run([truenoc, "inspect", bundle, "--extract", "%s:%s:cubin" % (name, e["target"])],
-                                       check=True, capture_output=True).stdout)
-            sass = subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True, text=True).stdout
-            m = measure(sass, name)
+            text = sass[("module", e["target"]) if e.get("module") else (name, e["target"])]
+            m = measure(function_sass(text, name), name)
             m.update(kernel=name, target=e["target"], regs=e["registers"],
                      local=e["spill_stores"] + e["spill_loads"] + e["stack_bytes"])
             return m
-        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-            return list(pool.map(one, jobs))
+        return [one(job) for job in jobs]
 
 
 HEADER = ["kernel", "target", "regs", "local bytes / insts", "loads in flight", "insts per element", "passes",

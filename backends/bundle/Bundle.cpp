@@ -265,11 +265,25 @@ Result<std::string> write(const BundleInput& in) {
     return Error{"ptxas version " + quoted(in.ptxasVersion) + " must be at most " + num(kMaxStringBytes) + " printable characters"};
   bool hasCubins = false;
   uint64_t rawTotal = 0;
+  std::vector<uint32_t> moduleUsers(in.modules.size(), 0);
   for (const KernelInput& k : in.kernels)
     for (const PayloadInput& p : k.payloads) {
       hasCubins = hasCubins || p.kind == PayloadKind::Cubin;
       rawTotal += p.bytes.size();
+      if (!p.module) continue;
+      if (p.kind != PayloadKind::Cubin || !p.bytes.empty() || *p.module >= in.modules.size() ||
+          in.modules[*p.module].target != p.target)
+        return Error{"kernel " + quoted(k.name) + ": a module entry must be a cubin entry without bytes naming a module of its target"};
+      ++moduleUsers[*p.module];
     }
+  for (size_t i = 0; i < in.modules.size(); ++i) {
+    const ModuleInput& mod = in.modules[i];
+    if (moduleUsers[i] == 0) return Error{"module " + num(i) + " (" + mod.target.name() + ") is used by no kernel"};
+    if (mod.bytes.empty() || mod.bytes.size() > kMaxPayloadBytes)
+      return Error{"module " + num(i) + " (" + mod.target.name() + ") of " + num(mod.bytes.size()) + " bytes (must be 1 to " +
+                   num(kMaxPayloadBytes) + ")"};
+    rawTotal += mod.bytes.size();
+  }
   if (auto bad = checkPtxasVersion(in.ptxasVersion, hasCubins)) return Error{*bad};
   if (auto bad = checkRawTotal(rawTotal)) return Error{*bad};
 
@@ -293,13 +307,20 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 0);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
-  // Version 4 when no kernel has tensor maps, so that such bundles read where version 5 does not.
-  const uint32_t version =
-      std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); })
-          ? kFormatVersion
-          : 4;
+  // The oldest version that holds this bundle, so that it reads wherever that version does: 6 for
+  // a payload shared by several entries, 5 for tensor maps, else 4.
+  const bool shared = std::any_of(moduleUsers.begin(), moduleUsers.end(), [](uint32_t n) { return n > 1; });
+  const bool tensorMaps =
+      std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); });
+  const uint32_t version = shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
   std::string payloads;
+  // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
+  struct Written {
+    uint64_t offset, compressedSize, rawSize, rawChecksum;
+  };
+  std::vector<std::optional<Written>> writtenModules(in.modules.size());
+  std::optional<Written> scratch;
   manifest.str(in.name);
   manifest.u32((in.ptxFallback ? kFlagPtx : 0) | (in.ir ? kFlagIr : 0));
   manifest.str(in.ptxasVersion);
@@ -338,7 +359,7 @@ Result<std::string> write(const BundleInput& in) {
       if (p.kind == PayloadKind::Ptx && !in.ptxFallback)
         return Error{"kernel " + quoted(k.name) + ": PTX payloads need the PTX fallback flag"};
       if (p.kind == PayloadKind::Ir && !in.ir) return Error{"kernel " + quoted(k.name) + ": IR payloads need the IR flag"};
-      if (p.bytes.empty() || p.bytes.size() > kMaxPayloadBytes)
+      if (!p.module && (p.bytes.empty() || p.bytes.size() > kMaxPayloadBytes))
         return Error{"kernel " + quoted(k.name) + ": payload of " + num(p.bytes.size()) + " bytes (must be 1 to " + num(kMaxPayloadBytes) + ")"};
       refs.push_back({static_cast<uint32_t>(it - targets.begin()), &p});
     }
@@ -355,18 +376,22 @@ Result<std::string> write(const BundleInput& in) {
 
     manifest.u32(static_cast<uint32_t>(refs.size()));
     for (const Ref& r : refs) {
-      const std::string& raw = r.p->bytes;
-      std::string z(ZSTD_compressBound(raw.size()), '\0');
-      size_t n = ZSTD_compress2(cctx, z.data(), z.size(), raw.data(), raw.size());
-      if (ZSTD_isError(n)) return Error{std::string("zstd compression failed: ") + ZSTD_getErrorName(n)};
+      std::optional<Written>& slot = r.p->module ? writtenModules[*r.p->module] : scratch;
+      if (!r.p->module || !slot) {
+        const std::string& raw = r.p->module ? in.modules[*r.p->module].bytes : r.p->bytes;
+        std::string z(ZSTD_compressBound(raw.size()), '\0');
+        size_t n = ZSTD_compress2(cctx, z.data(), z.size(), raw.data(), raw.size());
+        if (ZSTD_isError(n)) return Error{std::string("zstd compression failed: ") + ZSTD_getErrorName(n)};
+        slot = Written{payloads.size(), n, raw.size(), fnv1a64(bytesOf(raw))};
+        payloads.append(z.data(), n);
+      }
       manifest.u32(r.target);
       manifest.u32(static_cast<uint32_t>(r.p->kind));
       writeResources(manifest, r.p->kind == PayloadKind::Cubin ? r.p->resources : Resources{});
-      manifest.u64(payloads.size());
-      manifest.u64(n);
-      manifest.u64(raw.size());
-      manifest.u64(fnv1a64(bytesOf(raw)));
-      payloads.append(z.data(), n);
+      manifest.u64(slot->offset);
+      manifest.u64(slot->compressedSize);
+      manifest.u64(slot->rawSize);
+      manifest.u64(slot->rawChecksum);
     }
   }
   const std::string& m = manifest.buf();
@@ -409,31 +434,38 @@ Result<std::string> write(const BundleInput& in) {
 namespace {
 
 // What bounds the work of decompressing a bundle, from the manifest alone: every payload byte
-// belongs to at most one entry (else one small frame shared by many entries inflates to
-// gigabytes), and the payloads together stay under kMaxTotalRawBytes.
-std::optional<std::string> checkPayloadRefs(const Manifest& m) {
+// belongs to one payload (else one small frame shared by many entries inflates to gigabytes), and
+// the payloads together stay under kMaxTotalRawBytes. From version 6 several entries may describe
+// one payload, a module: the cubin entries of one target, alike in offset, sizes and checksum; it
+// counts once, and readers decompress it once (the runtime, Reader::verifyPayloads).
+std::optional<std::string> checkPayloadRefs(const Manifest& m, uint32_t version) {
   struct Ref {
     const Entry* e;
     const KernelInfo* k;
   };
   std::vector<Ref> refs;
-  uint64_t rawTotal = 0;
   for (const KernelInfo& k : m.kernels)
-    for (const Entry& e : k.entries) {
-      refs.push_back({&e, &k});
-      rawTotal += e.rawSize;
-    }
+    for (const Entry& e : k.entries) refs.push_back({&e, &k});
   std::stable_sort(refs.begin(), refs.end(), [](const Ref& a, const Ref& b) { return a.e->offset < b.e->offset; });
+  uint64_t rawTotal = refs.empty() ? 0 : refs[0].e->rawSize;
   for (size_t i = 1; i < refs.size(); ++i) {
     const Entry& prev = *refs[i - 1].e;
     const Entry& cur = *refs[i].e;
-    if (cur.offset < prev.offset + prev.compressedSize) {
-      auto name = [&](const Ref& r) {
-        return "the " + std::string(payloadKindName(r.e->kind)) + " payload of kernel " + quoted(r.k->name) + " for " + m.targets[r.e->target].name();
-      };
-      return name(refs[i - 1]) + " [" + num(prev.offset) + ", +" + num(prev.compressedSize) + ") and " + name(refs[i]) + " [" + num(cur.offset) +
-             ", +" + num(cur.compressedSize) + ") share payload bytes";
+    if (cur.offset >= prev.offset + prev.compressedSize) {
+      rawTotal += cur.rawSize;
+      continue;
     }
+    auto name = [&](const Ref& r) {
+      return "the " + std::string(payloadKindName(r.e->kind)) + " payload of kernel " + quoted(r.k->name) + " for " + m.targets[r.e->target].name();
+    };
+    std::string both = name(refs[i - 1]) + " [" + num(prev.offset) + ", +" + num(prev.compressedSize) + ") and " + name(refs[i]) +
+                       " [" + num(cur.offset) + ", +" + num(cur.compressedSize) + ") share payload bytes";
+    const bool same = cur.offset == prev.offset && cur.compressedSize == prev.compressedSize;
+    if (version < 6 || !same) return both;
+    if (cur.kind != PayloadKind::Cubin || prev.kind != PayloadKind::Cubin || cur.target != prev.target)
+      return both + "; only cubin entries of one target may share a payload (a module)";
+    if (cur.rawSize != prev.rawSize || cur.rawChecksum != prev.rawChecksum)
+      return both + " but record different uncompressed sizes or checksums";
   }
   return checkRawTotal(rawTotal);
 }
@@ -569,7 +601,7 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     for (const KernelInfo& k : m.kernels)
       for (const Entry& e : k.entries) hasCubins = hasCubins || e.kind == PayloadKind::Cubin;
     if (auto bad = checkPtxasVersion(m.ptxasVersion, hasCubins)) fail(*bad);
-    else if (auto refs = checkPayloadRefs(m)) fail(*refs);
+    else if (auto refs = checkPayloadRefs(m, version)) fail(*refs);
   }
   if (in.failed()) return Error{"corrupt bundle: " + in.error()};
   return m;
@@ -634,8 +666,10 @@ Result<Reader> Reader::open(std::span<const uint8_t> f, Verify verify) {
   r.stats_.fileBytes = f.size();
   r.stats_.manifestBytes = sec[0].size();
   r.stats_.payloadSectionBytes = sec[1].size();
+  std::set<uint64_t> seen;  // payload offsets: a module counts once
   for (const KernelInfo& k : r.manifest_.kernels)
-    for (const Entry& e : k.entries) r.stats_.rawPayloadBytes += e.rawSize;
+    for (const Entry& e : k.entries)
+      if (seen.insert(e.offset).second) r.stats_.rawPayloadBytes += e.rawSize;
   return r;
 }
 
@@ -676,8 +710,10 @@ Result<std::string> Reader::payload(const Entry& e) const {
 }
 
 std::optional<Error> Reader::verifyPayloads() const {
+  std::set<uint64_t> done;  // payload offsets: a module is decompressed once
   for (const KernelInfo& k : manifest_.kernels)
     for (const Entry& e : k.entries) {
+      if (!done.insert(e.offset).second) continue;
       Result<std::string> p = payload(e);
       if (!p) return Error{"kernel '" + k.name + "': " + p.error().message};
     }

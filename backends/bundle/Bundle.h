@@ -21,9 +21,10 @@
 
 namespace tn::bundle {
 
-// 5: tensor-map rules. The writer writes 4 for bundles without them, which readers of version 4
-// read too; this reader reads both.
-inline constexpr uint32_t kFormatVersion = 5;
+// 6: cubin entries may share a payload (a module: one cubin holding several kernels of a target).
+// 5: tensor-map rules. The writer writes the oldest version that holds what a bundle has (4
+// without shared modules and tensor maps), so that older readers read it; this reader reads 4 to 6.
+inline constexpr uint32_t kFormatVersion = 6;
 inline constexpr uint32_t kOldestFormatVersion = 4;  // 4: pointer access and element types
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
@@ -59,7 +60,9 @@ struct Resources {
   bool operator==(const Resources&) const = default;
 };
 
-// One payload of a kernel as the manifest records it.
+// One payload of a kernel as the manifest records it. From version 6 the cubin entries of several
+// kernels for one target may describe the same payload (offset, sizes and checksum alike): a
+// module, which the driver loads once for all of them.
 struct Entry {
   uint32_t target = 0;  // index into Manifest::targets
   PayloadKind kind = PayloadKind::Cubin;
@@ -98,6 +101,16 @@ struct PayloadInput {
   Target target;
   PayloadKind kind = PayloadKind::Cubin;
   Resources resources;
+  std::string bytes;  // uncompressed; empty for a module's cubin entry
+  // A cubin entry of BundleInput::modules[*module] (of the same target), whose cubin holds this
+  // kernel among others; bytes stay empty.
+  std::optional<uint32_t> module = std::nullopt;
+};
+
+// One cubin holding several kernels of one target (ptxas over their PTX together): each of those
+// kernels' cubin entries refers to it, so the driver loads one module for all of them.
+struct ModuleInput {
+  Target target;
   std::string bytes;  // uncompressed
 };
 
@@ -116,6 +129,7 @@ struct BundleInput {
   std::string ptxasVersion;  // required when there are cubins, else empty (ptxas::version)
   std::string producer;  // e.g. "truenoc 0.1.0"; at most kProducerSize bytes
   std::vector<KernelInput> kernels;
+  std::vector<ModuleInput> modules;  // each used by at least one cubin entry
 };
 
 // Serializes and compresses; sorts kernels, targets and payloads into canonical order. Errors
@@ -128,7 +142,7 @@ struct BundleStats {
   uint64_t fileBytes = 0;
   uint64_t manifestBytes = 0;
   uint64_t payloadSectionBytes = 0;
-  uint64_t rawPayloadBytes = 0;  // sum of uncompressed payload sizes
+  uint64_t rawPayloadBytes = 0;  // sum of uncompressed payload sizes, a shared one counted once
 };
 
 // What Reader::open checksums. Used: everything but the payload section, whose bytes are checked

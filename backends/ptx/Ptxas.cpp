@@ -287,10 +287,13 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
     out.log = "ptxas succeeded but wrote no cubin";
     return out;
   }
-  if (!parseResources(out.log, job.kernel, out.resources)) {
-    out.log = "ptxas -v did not report the resources of '" + job.kernel + "':\n" + out.log;
-    return out;
-  }
+  const std::vector<std::string> one = {job.kernel};
+  for (const std::string& entry : job.entries.empty() ? one : job.entries)
+    if (!parseResources(out.log, entry, out.resources.emplace_back())) {
+      out.log = "ptxas -v did not report the resources of '" + entry + "':\n" + out.log;
+      out.resources.clear();
+      return out;
+    }
   out.cubin = std::move(*cubin);
   out.ok = true;
   return out;

@@ -48,10 +48,13 @@ class TempDir {
 };
 
 struct Job {
-  std::string kernel;  // the .entry name, also used for file names
+  std::string kernel;  // the .entry name, also used for file names (a module's: its name)
   bundle::Target target;
   std::string ptx;
   bool lineInfo = false;  // -lineinfo: keep the PTX's .loc lines in the cubin
+  // The .entry functions whose -v report is read, for PTX holding several kernels (a module);
+  // empty: {kernel}.
+  std::vector<std::string> entries = {};
 };
 
 struct Output {
@@ -59,12 +62,12 @@ struct Output {
   bool timedOut = false;     // killed after the timeout
   bool interrupted = false;  // a signal arrived (see TempDir): not run, or killed
   std::string cubin;
-  bundle::Resources resources;
+  std::vector<bundle::Resources> resources;  // per entry of the job, in its order
   std::string log;  // ptxas's messages, temporary paths removed
 };
 
 // Runs `ptxas -v [-lineinfo] -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`, killing it after
-// `timeoutSeconds` (0: no limit).
+// `timeoutSeconds` (0: no limit); ok when it succeeds and reports the resources of every entry.
 Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job,
                 unsigned timeoutSeconds = kDefaultTimeoutSeconds);
 

@@ -2,7 +2,9 @@
 //
 // A Bundle validates the container (tn::bundle::Reader) when it is loaded, picks per kernel the
 // code for the context's device (truenort/ArchSelect.h), and loads modules lazily on the first
-// kernel() call for that kernel, or all at once with LoadOptions::eager. PTX is used only when
+// kernel() call for that kernel, or all at once with LoadOptions::eager. A cubin that holds
+// several kernels (one module per target, docs/bundle-format.md) is loaded once, by the first of
+// them that needs it, and serves them all. PTX is used only when
 // the bundle has it and LoadOptions::allow_jit is set; every such load counts in jit_events().
 //
 // Thread safety: Bundle::kernel() and Kernel::launch() may be called from many threads at once.
@@ -35,7 +37,7 @@ struct LoadOptions {
 };
 
 struct LoadStats {
-  unsigned modules_loaded = 0;
+  unsigned modules_loaded = 0;  // cuModuleLoadData calls that succeeded
   unsigned jit_events = 0;
   double load_ms = 0;  // wall time spent in cuModuleLoadData
 };
