@@ -107,6 +107,7 @@ struct Row {
   Storage s;
   Value tid, cols, vector;
   std::vector<Value> ptrs;
+  unsigned unroll = kUnroll;  // chunks per thread and main-loop iteration, their loads in flight together
 
   // Thread tid takes chunks tid, tid + 256, ...; returns the carried values after the last one.
   std::vector<Value> pass(std::vector<Value> init, const LoadFn& load, const UseFn& use, const std::string& label) const {
@@ -114,15 +115,15 @@ struct Row {
       Path p{kb, s, width, {}};
       for (Value ptr : ptrs) p.bases.push_back(width == 1 ? ptr : assumeAligned16(kb, ptr));
       Value n = width == 1 ? cols : cols >> static_cast<uint32_t>(std::countr_zero(width));
-      constexpr unsigned step = kBlock * kUnroll;
+      const unsigned step = kBlock * unroll;
       Value nmain = (n - n % step).named(label + ".nmain");
       std::vector<Value> carried = kb.for_range(
           tid, nmain, kb.u32(step), init,
           [&](Value i, std::span<Value> acc) {
             std::vector<std::vector<Value>> loaded;
-            for (unsigned j = 0; j < kUnroll; ++j) loaded.push_back(load(p, j == 0 ? i : i + kBlock * j));
+            for (unsigned j = 0; j < unroll; ++j) loaded.push_back(load(p, j == 0 ? i : i + kBlock * j));
             std::vector<Value> next(acc.begin(), acc.end());
-            for (unsigned j = 0; j < kUnroll; ++j) next = use(p, j == 0 ? i : i + kBlock * j, loaded[j], next);
+            for (unsigned j = 0; j < unroll; ++j) next = use(p, j == 0 ? i : i + kBlock * j, loaded[j], next);
             return next;
           },
           {.label = label + ".main", .iv = "c"});
@@ -200,6 +201,38 @@ Value sumOf(KernelBuilder& kb, Value tid, ir::SharedArray scratch, Value v) {
   return blockCombine(
       kb, {v}, tid, scratch, [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0]}; },
       Order::Commutative)[0];
+}
+
+// A pass's use that adds the squares of the loaded values (each times `scale`, when given) to acc[0].
+UseFn addSquares(KernelBuilder& kb, Value scale = Value()) {
+  return [&kb, scale](const Path&, Value, const std::vector<Value>& l, std::span<Value> acc) {
+    Value t = acc[0];
+    for (Value v : l) {
+      Value u = scale.valid() ? v * scale : v;
+      t = kb.fma(u, u, t);
+    }
+    return std::vector<Value>{t};
+  };
+}
+
+// rmsnorm's last pass over tensors 0 x, 1 weight, 2 y (3 residual): y = h * inv * weight, with h
+// read from tensor `h` (x, or the residual that now holds h: this thread wrote exactly these
+// elements in the first pass).
+void writeNormalized(const Row& row, Value inv, unsigned h) {
+  row.pass(
+      {},
+      [&](const Path& p, Value c) {
+        std::vector<Value> l = p.load(h, c, h == 0), w = p.load(1, c, true);
+        l.insert(l.end(), w.begin(), w.end());
+        return l;
+      },
+      [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
+        std::vector<Value> out;
+        for (unsigned i = 0; i < p.width; ++i) out.push_back((l[i] * inv) * l[p.width + i]);
+        p.store(2, c, out);
+        return std::vector<Value>{};
+      },
+      "write");
 }
 
 std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics& diags) {
@@ -398,41 +431,91 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           std::vector<Value> sums = withScaledSum(kb, ss, [&](Value scale) {
             // residual now holds h; this thread wrote exactly these elements.
             return row.pass(
-                {zero},
-                [&](const Path& p, Value c) { return res ? p.load(3, c, false) : p.load(0, c, true); },
-                [&](const Path&, Value, const std::vector<Value>& l, std::span<Value> acc) {
-                  Value t = acc[0];
-                  for (Value v : l) {
-                    Value u = v * scale;
-                    t = kb.fma(u, u, t);
-                  }
-                  return std::vector<Value>{t};
-                },
-                "rescan")[0];
+                {zero}, [&](const Path& p, Value c) { return res ? p.load(3, c, false) : p.load(0, c, true); },
+                addSquares(kb, scale), "rescan")[0];
           });
           sums = blockCombine(
               kb, sums, tid, scratch,
               [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
               Order::Commutative);
-          Value inv = invRms(kb, sums, colsF, eps);
-          row.pass(
-              {},
-              [&](const Path& p, Value c) {
-                // residual now holds h; this thread wrote exactly these elements in the first pass.
-                std::vector<Value> l = res ? p.load(3, c, false) : p.load(0, c, true);
-                std::vector<Value> w = p.load(1, c, true);
-                l.insert(l.end(), w.begin(), w.end());
-                return l;
-              },
-              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
-                std::vector<Value> out;
-                for (unsigned i = 0; i < p.width; ++i) out.push_back((l[i] * inv) * l[p.width + i]);
-                p.store(2, c, out);
-                return std::vector<Value>{};
-              },
-              "write");
+          writeNormalized(row, invRms(kb, sums, colsF, eps), res ? 3 : 0);
         },
         {.label = "path"});
+  }
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// rmsnorm_partial / rmsnorm_merge: rows split into chunks of kChunk elements, one block each, for
+// rows too few to give every SM a block (32 x 32768: 32 blocks as one per row, 256 as chunks).
+// The partial leaves each chunk's (plain, scaled) sums of squares in `stats`; the merge adds its
+// row's chunk sums, as rmsnorm adds its threads' (the scaled sum where the plain one overflowed),
+// and writes its chunk. x is read twice, the second time mostly from L2.
+constexpr unsigned kChunk = 4096;
+
+std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagnostics& diags) {
+  Storage s = storageOption(o);
+  const unsigned bytes = bytesOf(s), V = vecElems(s);
+  ir::Module m = newModule();
+  KernelBuilder kb(m, merge ? "rmsnorm_merge" : "rmsnorm_partial");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value weight = merge ? kb.param(kGlobalPtr, "weight") : Value();
+  Value stats = kb.param(kGlobalPtr, "stats");
+  Value y = merge ? kb.param(kGlobalPtr, "y") : Value();
+  kb.param(Type::u32(), "rows");  // the launch rule's grid height
+  Value cols = kb.param(Type::u32(), "cols");
+  Value eps = merge ? kb.param(Type::f32(), "eps") : Value();
+  kb.reqntid(kBlock);
+  kb.minnctapersm(s == Storage::F32 ? kMinBlocksPerSM : kMinBlocksPerSM16);
+  ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * kWarps);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  RowChunk c = rowChunk(kb, cols, kChunk);
+  Value off = (kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64())).named("chunk_off");
+  Value zero = kb.f32(0.0f, "zero");
+  // A chunk starts a multiple of kChunk elements into a row, so it is 16-byte aligned when rows are.
+  Value rowsFit = ((cols & (V - 1)) == 0u).named("cols_fit");
+  Value vec = ((merge ? allAligned(kb, {x, weight, y}, 16) : allAligned(kb, {x}, 16)) & rowsFit).named("vector");
+  // Tensors: 0 x, and for the merge 1 weight, 2 y, each at the chunk's first element. A whole
+  // chunk of 16-byte vectors is one main-loop iteration, all its loads in flight together.
+  Row chunk{kb, s, tid, c.len, vec, {kb.index(x, off, bytes, "xchunk")}, kChunk / (kBlock * V)};
+  if (merge) {
+    chunk.ptrs.push_back(kb.index(weight, c.start, bytes, "wchunk"));
+    chunk.ptrs.push_back(kb.index(y, off, bytes, "ychunk"));
+  }
+  auto combine = [&](std::vector<Value> sums) {
+    return blockCombine(
+        kb, std::move(sums), tid, scratch,
+        [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
+        Order::Commutative);
+  };
+  auto loadX = [&](const Path& p, Value i) { return p.load(0, i, true); };
+
+  if (!merge) {
+    Value ss = chunk.pass({zero}, loadX, addSquares(kb), "stats")[0];
+    std::vector<Value> sums = combine(
+        withScaledSum(kb, ss, [&](Value scale) { return chunk.pass({zero}, loadX, addSquares(kb, scale), "rescan")[0]; }));
+    kb.if_then(
+        (tid == 0u).named("writer"),
+        [&] {
+          Value slot = (kb.mul_wide(c.row, c.chunks) + kb.cvt(c.chunk, Type::u64())).named("slot");
+          Value p = kb.index(stats, slot, 8, "pstat");
+          kb.store(p, sums[0]);
+          kb.store(kb.ptradd(p, kb.u64(4)), sums[1]);
+        },
+        "write_stats");
+  } else {
+    // Every block of the row adds all of the row's chunk sums (few: one per kChunk elements).
+    Value statsRow = kb.index(stats, kb.mul_wide(c.row, c.chunks, "stats_off"), 8, "stats_row");
+    std::vector<Value> mine = kb.for_range(
+        tid, c.chunks, kb.u32(kBlock), {zero, zero},
+        [&](Value k, std::span<Value> acc) {
+          Value p = kb.index(statsRow, k, 8, "pstat");
+          return std::vector<Value>{acc[0] + kb.load(p, Type::f32(), {Mod::NcMod}, "plain.chunk"),
+                                    acc[1] + kb.load(kb.ptradd(p, kb.u64(4)), Type::f32(), {Mod::NcMod}, "scaled.chunk")};
+        },
+        {.label = "chunks", .iv = "k", .carried = {"plain", "scaled"}});
+    writeNormalized(chunk, invRms(kb, combine(mine), kb.cvt(cols, Type::f32(), "cols_f"), eps), 0);
   }
   kb.ret();
   return finish(kb, m, diags);
@@ -459,6 +542,26 @@ void addNorms(std::vector<Template>& out) {
                              "y = x / sqrt(mean(x^2) + eps) * weight per row (overflow-safe for |x| up to the f32 "
                              "range); one block of 256 threads per row, the row read once when it fits in registers "
                              "(as layernorm)"));
+  const std::string chunk = std::to_string(kChunk);
+  auto splitRule = [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; };
+  out.push_back({
+      "rmsnorm_partial",
+      "long rmsnorm rows, pass 1 (then rmsnorm_merge): block (c, r) writes the sum of squares of elements [c*" + chunk +
+          ", (c+1)*" + chunk + ") of row r, plain and scaled by 2^-180 (the overflow-safe one), as two f32 at "
+          "stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk + "); stats must hold rows * ceil_div(cols, " +
+          chunk + ") * 2 f32; rows <= 65535 (the grid's height)",
+      {dtypeOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(false, o, d); },
+      splitRule,
+  });
+  out.push_back({
+      "rmsnorm_merge",
+      "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from stats and writes "
+      "elements [c*" + chunk + ", (c+1)*" + chunk + ") of row r of y = x / sqrt(mean(x^2) + eps) * weight",
+      {dtypeOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(true, o, d); },
+      splitRule,
+  });
   out.push_back(normTemplate(Kind::ResidualRmsNorm, "residual_rmsnorm",
                              "h = x + residual (stored back into residual), y = rmsnorm(h) * weight per row, "
                              "statistics of h as stored; one block of 256 threads per row, x and residual read once when the row fits "

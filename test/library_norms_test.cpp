@@ -142,6 +142,56 @@ std::vector<float> runResidualRmsnorm(Runner& r, Dtype d, uint32_t rows, uint32_
   return decode(d, out.get<std::byte>("y"));
 }
 
+// rmsnorm_partial's elements per (row, chunk); its summary says so.
+constexpr uint32_t kChunk = 4096;
+
+struct Split {
+  std::vector<float> y, stats;
+};
+
+// rmsnorm_partial then rmsnorm_merge, as a caller runs them: y and the chunk sums.
+Split runRmsnormSplit(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                      const std::vector<float>& weight, float eps, uint32_t misalign = 0) {
+  const uint32_t chunks = (cols + kChunk - 1) / kChunk;
+  std::vector<float> stats(std::max<size_t>(1, size_t(rows) * chunks * 2), std::numeric_limits<float>::quiet_NaN());
+  Outputs part = r.run(Call("norms", kernelName("rmsnorm_partial", d))
+                           .buffer("x", encode(d, x), misalign)
+                           .buffer("stats", stats)
+                           .scalar("rows", rows)
+                           .scalar("cols", cols));
+  stats = part.get<float>("stats");
+  Outputs out = r.run(Call("norms", kernelName("rmsnorm_merge", d))
+                          .buffer("x", encode(d, x), misalign)
+                          .buffer("weight", encode(d, weight), misalign)
+                          .buffer("stats", stats)
+                          .buffer("y", unwritten(d, size_t(rows) * cols), misalign)
+                          .scalar("rows", rows)
+                          .scalar("cols", cols)
+                          .scalar("eps", eps));
+  return {decode(d, out.get<std::byte>("y")), stats};
+}
+
+// Each chunk's sums of squares: the plain one to kF32Rel (a chunk is at most 4096 terms), and
+// where it overflowed, the scaled one to kF32Rel of the sum times 2^-180.
+void expectChunkSums(const std::vector<float>& stats, const std::vector<float>& x, uint32_t rows, uint32_t cols,
+                     const std::string& what) {
+  const uint32_t chunks = (cols + kChunk - 1) / kChunk;
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t c = 0; c < chunks; ++c) {
+      double ss = 0;
+      for (uint32_t i = c * kChunk; i < std::min(cols, (c + 1) * kChunk); ++i) ss += double(x[size_t(r) * cols + i]) * x[size_t(r) * cols + i];
+      const float plain = stats[(size_t(r) * chunks + c) * 2], scaled = stats[(size_t(r) * chunks + c) * 2 + 1];
+      const std::string at = what + " row " + std::to_string(r) + " chunk " + std::to_string(c);
+      if (ss < std::numeric_limits<float>::max()) {
+        CHECK_MESSAGE(std::fabs(plain - ss) <= kF32Rel * ss, at << ": plain " << plain << ", want " << ss);
+      } else {
+        CHECK_MESSAGE(plain == std::numeric_limits<float>::infinity(), at);
+        const double want = std::ldexp(ss, -180);
+        CHECK_MESSAGE(std::fabs(scaled - want) <= kF32Rel * want, at << ": scaled " << scaled << ", want " << want);
+      }
+    }
+}
+
 }  // namespace
 
 // ---- layernorm --------------------------------------------------------------------------------
@@ -351,4 +401,69 @@ LIBRARY_GPU_TEST("norms big", normsBig) {
       expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, label("residual_rmsnorm", d, s.rows, s.cols, "residual"));
       checkRmsnorm(d, s.rows, s.cols, h, gamma, 1e-6f, y, label("residual_rmsnorm", d, s.rows, s.cols));
     }
+}
+
+// ---- rmsnorm_partial + rmsnorm_merge ------------------------------------------------------------
+
+// Rows split into 4096-element chunks: one chunk, several with a short last one, exact multiples,
+// odd lengths (the scalar path) and, on the GPU, misaligned buffers.
+LIBRARY_TEST("norms rmsnorm split shapes", rmsnormSplitShapes) {
+  std::mt19937 rng(seed());
+  const std::pair<uint32_t, uint32_t> shapes[] = {{1, 1}, {2, 33}, {3, 4097}, {2, 8192}, {1, 3 * kChunk + 8}, {4, 10001}, {2, 4095}};
+  for (Dtype d : kDtypes)
+    for (auto [rows, cols] : shapes) {
+      auto x = roundTo(d, uniform(rng, size_t(rows) * cols, -2.0f, 2.0f));
+      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      Split out = runRmsnormSplit(r, d, rows, cols, x, weight, 1e-6f);
+      expectChunkSums(out.stats, x, rows, cols, label("rmsnorm_partial", d, rows, cols));
+      checkRmsnorm(d, rows, cols, x, weight, 1e-6f, out.y, label("rmsnorm_partial+merge", d, rows, cols));
+      if (r.honoursMisalign() && cols % 8 == 0)
+        checkRmsnorm(d, rows, cols, x, weight, 1e-6f, runRmsnormSplit(r, d, rows, cols, x, weight, 1e-6f, 4).y,
+                     label("rmsnorm_partial+merge", d, rows, cols, "misaligned"));
+    }
+  if (r.fast())
+    for (Dtype d : kDtypes) {
+      uint32_t rows = 8, cols = 1u << 20;
+      auto x = roundTo(d, uniform(rng, size_t(rows) * cols, -2.0f, 2.0f));
+      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      checkRmsnorm(d, rows, cols, x, weight, 1e-6f, runRmsnormSplit(r, d, rows, cols, x, weight, 1e-6f).y,
+                   label("rmsnorm_partial+merge", d, rows, cols));
+    }
+}
+
+// Sums of squares that overflow f32 in every chunk of a row, or in one chunk only (its neighbours'
+// plain sums stay finite; the row's total overflows, so every block of the row takes the scaled
+// sums): finite results as accurate as for ordinary rows. Zero rows, eps, and empty problems.
+LIBRARY_TEST("norms rmsnorm split large magnitudes, zero rows and empty problems", rmsnormSplitLarge) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) {
+    const uint32_t cols = 2 * kChunk + 100;
+    std::vector<float> magnitudes = d == Dtype::F16 ? std::vector<float>{1.0f, 6e4f} : std::vector<float>{1.0f, 1e18f, 1e30f, 1e38f};
+    std::vector<float> x;
+    for (float m : magnitudes) {
+      auto row = uniform(rng, cols, -m, m);
+      x.insert(x.end(), row.begin(), row.end());
+    }
+    // One huge chunk (the middle one) in an ordinary row.
+    std::vector<float> mixed = uniform(rng, cols, -2.0f, 2.0f);
+    const float huge = d == Dtype::F16 ? 6e4f : 1e30f;
+    for (uint32_t i = kChunk; i < 2 * kChunk; ++i) mixed[i] = uniform(rng, 1, -huge, huge)[0];
+    x.insert(x.end(), mixed.begin(), mixed.end());
+    // A zero row: y = 0.
+    x.resize(x.size() + cols, 0.0f);
+    const uint32_t rows = uint32_t(x.size() / cols);
+    x = roundTo(d, x);
+    auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+    Split out = runRmsnormSplit(r, d, rows, cols, x, weight, 1e-6f);
+    expectChunkSums(out.stats, x, rows, cols, label("rmsnorm_partial", d, rows, cols, "large magnitudes"));
+    checkRmsnorm(d, rows, cols, x, weight, 1e-6f, out.y, label("rmsnorm_partial+merge", d, rows, cols, "large magnitudes"));
+    CHECK(std::all_of(out.y.end() - cols, out.y.end(), [](float v) { return v == 0.0f; }));
+    // eps dominating a row of size 1e-3.
+    auto small = roundTo(d, uniform(rng, size_t(2) * cols, -1e-3f, 1e-3f));
+    checkRmsnorm(d, 2, cols, small, weight, 1e-2f, runRmsnormSplit(r, d, 2, cols, small, weight, 1e-2f).y,
+                 label("rmsnorm_partial+merge", d, 2, cols, "eps 1e-2"));
+    // No rows or no columns: an empty grid, nothing launched or written.
+    CHECK(runRmsnormSplit(r, d, 0, 9, {}, roundTo(d, uniform(rng, 9)), 1e-6f).y.empty());
+    CHECK(runRmsnormSplit(r, d, 2, 0, {}, {}, 1e-6f).y.empty());
+  }
 }

@@ -45,6 +45,7 @@ PASSES = {
     "gelu_tanh": lambda d: [d], "gelu_erf": lambda d: [d],
     "softmax": lambda d: [d, d], "softmax_partial": lambda d: [d], "softmax_merge": lambda d: [d],
     "layernorm": lambda d: [d, 3 * d], "rmsnorm": lambda d: [d, 2 * d],
+    "rmsnorm_partial": lambda d: [d], "rmsnorm_merge": lambda d: [2 * d],
     "residual_rmsnorm": lambda d: [2 * d, 2 * d],
     "argmax": lambda d: [d], "argmax_partial": lambda d: [d],
     "gemv": lambda d: [d + 4],
@@ -55,7 +56,7 @@ PASSES = {
 SIZES = {"f32": 4, "bf16": 2, "f16": 2}
 # Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
 # whose sum of squares overflowed (indices into the hot loops, in order).
-RARE = {"rmsnorm": [1], "residual_rmsnorm": [1]}
+RARE = {"rmsnorm": [1], "residual_rmsnorm": [1], "rmsnorm_partial": [1]}
 # Templates with a one-pass path (the row in registers, no loop): bytes of 16-byte loads per
 # element of the row on that path (x, then the per-column parameters).
 ONE_PASS = {"softmax": lambda d: d, "rmsnorm": lambda d: 2 * d, "residual_rmsnorm": lambda d: 3 * d,

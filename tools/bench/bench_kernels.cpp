@@ -157,10 +157,11 @@ size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 Fill fillOf(const std::string& dtype) { return dtype == "f32" ? Fill::F32 : Fill::BF16; }
 std::string dims(uint64_t a, uint64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Below this many rows `softmax` and `argmax` (a block or a warp per row) leave SMs idle and the
-// split pairs (softmax_partial + softmax_merge, argmax_partial + argmax_merge) spread each row
-// over several blocks; with many rows one block per row is better (the softmax pair reads x
-// twice, and a large x no longer fits in L2).
+// Below this many rows `softmax`, `rmsnorm` and `argmax` (a block or a warp per row) leave SMs
+// idle and the split pairs (softmax_partial + softmax_merge, rmsnorm_partial + rmsnorm_merge,
+// argmax_partial + argmax_merge) spread each row over several blocks; with many rows one block
+// per row is better (the softmax and rmsnorm pairs read x twice, and a large x no longer fits in
+// L2).
 constexpr uint32_t kFewRows = 256;
 
 Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uint32_t cols) {
@@ -211,6 +212,14 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
+  } else if (rows < kFewRows) {  // rmsnorm, few rows: the split pair, stats as for softmax's
+    size_t stats = size_t(rows) * ((cols + 31) / 32) * 8;
+    c.buffers = {{n * es, f}, {cols * es, f}, {stats, Fill::Zero}, {n * es, Fill::Zero}};
+    c.launches = {{"rmsnorm_partial_" + dtype, {buf("x", 0), buf("stats", 2), val("rows", rows), val("cols", cols)}},
+                  {"rmsnorm_merge_" + dtype,
+                   {buf("x", 0), buf("weight", 1), buf("stats", 2), buf("y", 3), val("rows", rows), val("cols", cols),
+                    val("eps", eps)}}};
+    c.bytes = 2.0 * n * es + 1.0 * cols * es;
   } else {  // rmsnorm
     c.buffers = {{n * es, f}, {cols * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows), val("cols", cols),
