@@ -423,7 +423,23 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
 
 // ---- gemv_q ---------------------------------------------------------------------------------
 
-constexpr unsigned kRowsPerBlock = kBlock / 32;
+constexpr unsigned kWarpsPerBlock = kBlock / 32;
+
+// Rows of w a warp takes (the rows_per_warp option). Each lane decodes the weights of all of them
+// at the same positions of k and multiplies each x value it loads with every one: at ntok >= 2 the
+// ntok columns of x that a row reads (f32 at ntok 8: 32 bytes per weight, against 0.56 bytes of
+// q4_k) outweigh its weights many times over, so sharing them between rows cuts the bytes the SMs
+// read from L2, for more registers. The default (0) is 2 where the registers stay moderate (at
+// most 70 at ntok 8 on sm_90a): gemv_q at ntok >= 2, but not q4_k/q5_k's 16-byte path with
+// f32/bf16 x, which holds 16 decoded weights a row (124 registers at ntok 8), nor gemv_q_swiglu,
+// which holds two matrices' (112-214 registers for q4_k f32, 128 for q4_k q8_1 at ntok 4).
+unsigned rowsPerWarp(const Options& o, bool swiglu) {
+  unsigned r = static_cast<unsigned>(o.integer("rows_per_warp"));
+  if (r) return r;
+  const Fmt fmt = formatOption(o).fmt;
+  const bool wideF32 = (fmt == Fmt::Q4_K || fmt == Fmt::Q5_K) && o.text("activation") != "q8_1";
+  return o.integer("ntok") >= 2 && !swiglu && !wideF32 ? 2 : 1;
+}
 
 // y[t*m + r] = sum_c deq(W)[r][c] * x[t*k + c] for t < ntok: one warp per row, each lane decodes
 // groups of 8 weights in registers (the dequantize decode, bit-exact) and multiplies them with
@@ -436,6 +452,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   Storage s = q81 ? Storage::F32 : storageOption(o, "activation");
   Storage out = swiglu ? storageOption(o, "out_dtype") : Storage::F32;
   unsigned ntok = static_cast<unsigned>(o.integer("ntok"));
+  const unsigned R = rowsPerWarp(o, swiglu);
   ir::Module m = newModule();
   KernelBuilder kb(m, swiglu ? "gemv_q_swiglu" : "gemv_q");
   std::vector<Value> ws;
@@ -456,21 +473,29 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   // For gemv_q_swiglu q5_k with q8_1 x at ntok 1 alone, ptxas 13.0 (sm_90, sm_90a) budgets itself
   // 40 registers and spills 8 bytes (not when the PTX's register names are unshared: emit-ptx
   // --no-reg-reuse); 48 is room enough. Every other kernel keeps ptxas's own count (32-56).
-  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K) kb.maxnreg(48);
+  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K && R == 1) kb.maxnreg(48);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
-  Value row = kb.mad(kb.ctaid(Mod::X), kb.u32(kRowsPerBlock), tid >> 5u, "row");
+  // The warp's rows: row0, row0 + 1, ..., row0 + R - 1 (neighbours in memory).
+  Value warp = kb.mad(kb.ctaid(Mod::X), kb.u32(kWarpsPerBlock), tid >> 5u, R == 1 ? "row0" : "warp");
+  Value row0 = R == 1 ? warp : (warp * R).named("row0");
   kb.if_then(
-      (row < rows).named("has_row"),
+      (row0 < rows).named("has_row"),
       [&] {
         Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+        // The weight rows, row by row and matrix by matrix: wrows[ri * mats + mi]. A row past m
+        // reads the last row (every load valid) and is not written.
         std::vector<Value> wrows;
-        for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(row, rowBytes), "wrow"));
+        for (unsigned ri = 0; ri < R; ++ri) {
+          Value r = ri == 0 ? row0 : kb.min(row0 + ri, rows - 1u, "row");
+          for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(r, rowBytes), "wrow"));
+        }
+        const unsigned nw = static_cast<unsigned>(wrows.size());
         Value groups = (k >> 3u).named("groups");
         // k is a multiple of 32; saying so in the bits lets tile-validation prove x's vectors aligned.
         Value kx = ((k >> 5u) << 5u).named("kx");
-        // Accumulator of matrix mi and column t: acc[mi * ntok + t].
-        std::vector<Value> zero(size_t(mats) * ntok, kb.f32(0.0f, "zero"));
+        // Accumulator of weight row wi and column t: acc[wi * ntok + t].
+        std::vector<Value> zero(size_t(nw) * ntok, kb.f32(0.0f, "zero"));
         // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
         auto loop = [&](bool vector) {
           Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
@@ -498,9 +523,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                     for (unsigned i = 0; i < kGroup; ++i)
                       xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
                   }
-                  for (unsigned mi = 0; mi < mats; ++mi) {
-                    Value& a = next[mi * ntok + t];
-                    for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[mi][i], xv[i], a);
+                  for (unsigned wi = 0; wi < nw; ++wi) {
+                    Value& a = next[wi * ntok + t];
+                    for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[wi][i], xv[i], a);
                   }
                 }
                 return next;
@@ -530,14 +555,14 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                   Value d8 = q81Scale(kb, xb);
                   Value suma;
                   if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
-                  for (unsigned mi = 0; mi < mats; ++mi) {
-                    const IntGroup& q = wq[mi];
+                  for (unsigned wi = 0; wi < nw; ++wi) {
+                    const IntGroup& q = wq[wi];
                     Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
                     Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
                     if (q.intOffset) sumi = sumi - suma * q.intOffset;
                     Value part = q.scale * toF32(kb, sumi);
                     if (q.min.valid()) part = part - q.min * toF32(kb, suma);
-                    Value& a = next[mi * ntok + t];
+                    Value& a = next[wi * ntok + t];
                     a = kb.fma(d8, part, a);
                   }
                 }
@@ -568,12 +593,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                 for (unsigned e = 0; e < 2; ++e) {
                   Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
                   // The f32 weights of this half, shared by the columns.
-                  std::vector<std::vector<Value>> wv(mats);
+                  std::vector<std::vector<Value>> wv(nw);
                   if (!q81)
-                    for (unsigned mi = 0; mi < mats; ++mi)
+                    for (unsigned wi = 0; wi < nw; ++wi)
                       for (unsigned i = 0; i < 16; ++i) {
-                        Value q = (wc[mi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
-                        wv[mi].push_back(subRn(kb, mulRn(kb, wc[mi].D[e], toF32(kb, q)), wc[mi].M[e]));
+                        Value q = (wc[wi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
+                        wv[wi].push_back(subRn(kb, mulRn(kb, wc[wi].D[e], toF32(kb, q)), wc[wi].M[e]));
                       }
                   for (unsigned t = 0; t < ntok; ++t) {
                     if (!q81) {
@@ -583,9 +608,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                         std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
                         xv.insert(xv.end(), part.begin(), part.end());
                       }
-                      for (unsigned mi = 0; mi < mats; ++mi) {
-                        Value& a = next[mi * ntok + t];
-                        for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[mi][i], xv[i], a);
+                      for (unsigned wi = 0; wi < nw; ++wi) {
+                        Value& a = next[wi * ntok + t];
+                        for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[wi][i], xv[i], a);
                       }
                       continue;
                     }
@@ -597,12 +622,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                     Value d8 = q81Scale(kb, xb);
                     Value suma = izero;
                     for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
-                    for (unsigned mi = 0; mi < mats; ++mi) {
+                    for (unsigned wi = 0; wi < nw; ++wi) {
                       Value sumi = izero;
                       for (unsigned j = 0; j < 4; ++j)
-                        sumi = kb.dp4a(kb.bitcast(wc[mi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
-                      Value part = wc[mi].D[e] * toF32(kb, sumi) - wc[mi].M[e] * toF32(kb, suma);
-                      Value& a = next[mi * ntok + t];
+                        sumi = kb.dp4a(kb.bitcast(wc[wi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
+                      Value part = wc[wi].D[e] * toF32(kb, sumi) - wc[wi].M[e] * toF32(kb, suma);
+                      Value& a = next[wi * ntok + t];
                       a = kb.fma(d8, part, a);
                     }
                   }
@@ -624,12 +649,17 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
         } else {
           sums = narrow();
         }
-        for (unsigned t = 0; t < ntok; ++t) {
-          Value total = kb.warp_reduce_sum(sums[t], "total");
-          if (swiglu) total = silu(kb, total) * kb.warp_reduce_sum(sums[ntok + t], "total_up");
-          kb.if_then(
-              lane == 0u, [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, row), bytesOf(out), "py"), total, out); },
-              "write");
+        for (unsigned ri = 0; ri < R; ++ri) {
+          Value r = ri == 0 ? row0 : (row0 + ri).named("row");
+          for (unsigned t = 0; t < ntok; ++t) {
+            const unsigned a = ri * mats * ntok + t;
+            Value total = kb.warp_reduce_sum(sums[a], "total");
+            if (swiglu) total = silu(kb, total) * kb.warp_reduce_sum(sums[a + ntok], "total_up");
+            Value writer = ri == 0 ? (lane == 0u) : ((lane == 0u) & (r < rows));
+            kb.if_then(
+                writer, [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), total, out); },
+                "write");
+          }
         }
       },
       "row");
@@ -899,8 +929,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-// gemv_q and gemv_q_swiglu: kRowsPerBlock rows of w per block.
-LaunchRule gemvQLaunch(const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0}; }
+// gemv_q and gemv_q_swiglu: kWarpsPerBlock warps of rowsPerWarp rows of w per block.
+LaunchRule gemvQLaunch(const Options& o, bool swiglu) {
+  return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kWarpsPerBlock * rowsPerWarp(o, swiglu))}, 0};
+}
 
 }  // namespace
 
@@ -929,25 +961,30 @@ void addQuant(std::vector<Template>& out) {
   OptionSpec activation = choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
                                        "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 "
                                        "blocks from quantize_q8_1 (integer products by dp4a)");
-  std::string layout = "one warp per row, " + std::to_string(kRowsPerBlock) + " rows per block of " +
+  OptionSpec rowsPerWarpOpt = option("rows_per_warp", int64_t{0},
+                                     "rows of w per warp, sharing each load of x, for more registers (0: 2 for "
+                                     "gemv_q at ntok >= 2 but not q4_k/q5_k with f32/bf16 x, else 1)");
+  rowsPerWarpOpt.min = 0;
+  rowsPerWarpOpt.max = 4;
+  std::string layout = "rows_per_warp rows per warp, " + std::to_string(kWarpsPerBlock) + " warps per block of " +
                        std::to_string(kBlock) + " threads";
   out.push_back({
       "gemv_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
       "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation, "
       "y f32; " + layout,
-      {formatSpec(), ntok, activation},
+      {formatSpec(), ntok, activation, rowsPerWarpOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
-      gemvQLaunch,
+      [](const Options& o) { return gemvQLaunch(o, false); },
   });
   out.push_back({
       "gemv_q_swiglu",
       "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
       "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices; "
       "the products as gemv_q's; " + layout,
-      {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y")},
+      {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
-      gemvQLaunch,
+      [](const Options& o) { return gemvQLaunch(o, true); },
   });
   out.push_back({
       "gemm_q",

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <tuple>
 
 #include "library_harness.h"
 
@@ -289,10 +290,11 @@ std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q) {
 // difference with room to spare (plus the reference's own rounding, 2^-24 |y|, for a vector).
 void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<uint8_t>& q,
                   const std::vector<float>& deq, uint32_t rows, uint32_t k, const std::vector<uint8_t>& xq8,
-                  const std::vector<float>* refY, const std::string& what, uint32_t misalign = 0) {
+                  const std::vector<float>* refY, const std::string& what, uint32_t misalign = 0,
+                  const std::string& suffix = "") {
   std::vector<float> mins = refMins(f, q);
   std::vector<float> xq = dequantQ81(xq8);
-  std::string kernel = std::string("gemv_q_") + f.name + "_q8_1_n" + std::to_string(ntok);
+  std::string kernel = std::string("gemv_q_") + f.name + "_q8_1_n" + std::to_string(ntok) + suffix;
   std::vector<float> y(size_t(ntok) * rows, -7.0f);
   Call call("quant", kernel);
   call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", y).scalar("m", rows).scalar("k", k);
@@ -312,9 +314,10 @@ double silu(double v) { return v / (1 + std::exp(-v)); }
 // relative to |y|; a bf16 y adds its rounding, 2^-8 |y|.
 void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& act, Dtype out,
                  const std::vector<uint8_t>& gate, const std::vector<uint8_t>& up, uint32_t rows, uint32_t k,
-                 const std::vector<float>& x, const std::string& what, uint32_t misalign = 0) {
+                 const std::vector<float>& x, const std::string& what, uint32_t misalign = 0,
+                 const std::string& suffix = "") {
   std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_" + act) + "_n" +
-                       std::to_string(ntok) + (out == Dtype::F32 ? "" : std::string("_") + dtypeName(out));
+                       std::to_string(ntok) + (out == Dtype::F32 ? "" : std::string("_") + dtypeName(out)) + suffix;
   Call call("quant", kernel);
   call.buffer("gate", gate, misalign).buffer("up", up, misalign);
   std::vector<float> xs;  // the values the kernel multiplies
@@ -552,6 +555,45 @@ LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf1
   std::vector<uint8_t> q = randomBlocks(rng, q4k, size_t(rows) * 2);
   std::vector<float> x = uniform(rng, 8 * size_t(k));
   checkGemv(r, "gemv_q_q4_k_bf16_n8", 8, Dtype::BF16, q, refDequant(q4k, q), rows, k, x, nullptr, "bf16 x");
+}
+
+// rows_per_warp 2-4: each path (groups, 16-byte, dp4a, the fused kernel) with row counts that
+// leave a warp's last rows past m (read, not written) and that fill the last warp exactly.
+LIBRARY_TEST("quant gemv_q: rows per warp, rows past m, every path", quantGemvRowsPerWarp) {
+  std::mt19937 rng(seed());
+  const Format& q4_0 = kFormats[0];
+  const Format& q4k = kFormats[2];
+  const Format& q5k = kFormats[3];
+  const Format& q6k = kFormats[4];
+  for (uint32_t rows : {1u, 7u, 12u, 25u}) {
+    std::string what = "rows=" + std::to_string(rows);
+    auto one = [&](const Format& f, uint32_t blocks) {
+      uint32_t k = blocks * f.qk;
+      std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * blocks);
+      return std::make_tuple(k, q, refDequant(f, q));
+    };
+    {
+      auto [k, q, deq] = one(q4_0, 13);
+      checkGemv(r, "gemv_q_q4_0_n2_r3", 2, Dtype::F32, q, deq, rows, k, uniform(rng, 2 * size_t(k)), nullptr, what);
+    }
+    {
+      auto [k, q, deq] = one(q4k, 9);
+      std::vector<float> x = uniform(rng, 2 * size_t(k));
+      checkGemv(r, "gemv_q_q4_k_n2_r4", 2, Dtype::F32, q, deq, rows, k, x, nullptr, what);
+      if (r.honoursMisalign()) checkGemv(r, "gemv_q_q4_k_n2_r4", 2, Dtype::F32, q, deq, rows, k, x, nullptr, what + " misaligned", 2);
+    }
+    {
+      auto [k, q, deq] = one(q6k, 3);
+      checkGemvQ81(r, q6k, 3, q, deq, rows, k, refQuantizeQ81(uniform(rng, 3 * size_t(k))), nullptr, what, 0, "_r4");
+    }
+    {
+      auto [k, q, deq] = one(q5k, 9);
+      checkGemvQ81(r, q5k, 1, q, deq, rows, k, refQuantizeQ81(uniform(rng, size_t(k))), nullptr, what, 0, "_r2");
+    }
+    uint32_t k = 3 * 256;
+    std::vector<uint8_t> gate = randomBlocks(rng, q4k, size_t(rows) * 3), up = randomBlocks(rng, q4k, size_t(rows) * 3);
+    checkSwiglu(r, q4k, 3, "q8_1", Dtype::F32, gate, up, rows, k, uniform(rng, 3 * size_t(k)), what, 0, "_r2");
+  }
 }
 
 LIBRARY_TEST("quant gemv_q_swiglu: random gate and up, odd row counts, f32, bf16 and q8_1 activations", quantSwigluRandom) {

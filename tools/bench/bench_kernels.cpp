@@ -296,10 +296,14 @@ void addDequantRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
 // launch included in the time and its bytes in the count. W's bytes dominate the count. The
 // reference: W dequantized to bf16 by our dequantize, then cublasGemmEx (bf16 x), both timed.
-Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok) {
-  Case c{std::string("gemv_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
+// rowsPerWarp 0 takes the template's default; others the kernel built with that rows_per_warp
+// (op and kernel names end in _rN).
+Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok,
+               unsigned rowsPerWarp = 0) {
+  const std::string r = rowsPerWarp ? "_r" + std::to_string(rowsPerWarp) : "";
+  Case c{std::string("gemv_q_") + f.name + r, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
-  std::string n = "_n" + std::to_string(ntok);
+  std::string n = "_n" + std::to_string(ntok) + r;
   if (act == "f32") {
     c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
     c.launches = {{std::string("gemv_q_") + f.name + n, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
@@ -525,6 +529,15 @@ std::vector<Case> cases(Sizes sizes) {
         for (const char* act : {"f32", "q8_1"})
           for (uint32_t t : ntoks) out.push_back(gemvQCase(f, act, m, k, t));
         out.push_back(dequantizeCase(f, m, k));
+      }
+    // rows_per_warp beside the template's default (2 for these), to settle it: q8_0 with 1 and 4
+    // rows a warp, q4_k with q8_1 x with 1 (4 takes it to 128 registers).
+    if (full || tiny)
+      for (uint32_t t : full ? std::vector<uint32_t>{4, 8} : std::vector<uint32_t>{8}) {
+        const uint32_t m = pick(14336, 0, 9), k = pick(4096, 0, 512);
+        for (const char* act : {"f32", "q8_1"})
+          for (unsigned rpw : {1u, 4u}) out.push_back(gemvQCase(kQuantFormats[1], act, m, k, t, rpw));
+        out.push_back(gemvQCase(kQuantFormats[2], "q8_1", m, k, t, 1));
       }
     // The fused decode kernels: LLaMA-3-8B's gate and up projections (14336 x 4096 each), and
     // rmsnorm + quantization of the decode tokens' activations (and of a prefill's).
