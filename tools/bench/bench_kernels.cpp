@@ -436,12 +436,17 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // Decode attention (attention_decode + attention_decode_merge, bf16, head_dim 128, group 4):
 // one query token for each of `batch` sequences of `context` cached positions, kv_heads = q_heads
 // / 4. Splits along the sequence bring the blocks (kv_heads x splits x batch) to about 528, 4 per
-// SM of an H100. Bytes: K and V (what the kernel streams; q, o and the workspace are small).
-Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
+// SM of an H100; or, with `len`, splits of that many positions (op attention_decode_lenN: against
+// the 528 blocks, the split_len of 256-1024 that docs/kernels.md suggests at batch 1, where 528
+// blocks leave about 63 positions a block at context 4096). Bytes: K and V (what the kernel
+// streams; q, o and the workspace are small).
+Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0) {
   const uint32_t kvHeads = qHeads / 4, dim = 128;
-  const uint32_t splits = std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
+  const uint32_t splits = len ? (context + len - 1) / len
+                              : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
   const uint32_t splitLen = (context + splits - 1) / splits;
-  Case c{"attention_decode", std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
+  Case c{len ? "attention_decode_len" + std::to_string(len) : "attention_decode",
+         std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
          "bf16", {}, {}, 0, 0, 0};
   const size_t q = size_t(batch) * qHeads * dim * 2, cache = size_t(batch) * context * kvHeads * dim * 2;
@@ -566,6 +571,12 @@ std::vector<Case> cases(Sizes sizes) {
     if (tiny) batches = {2}, contexts = {70}, seqs = {70};
     for (uint32_t b : batches)
       for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32));
+    // Longer splits beside the 528-block ones, to choose between them (docs/status.md).
+    if (full)
+      for (uint32_t b : {1u, 8u})
+        for (uint32_t ctx : {4096u, 32768u})
+          for (uint32_t len : {256u, 1024u}) out.push_back(attentionDecodeCase(b, ctx, 32, len));
+    if (tiny) out.push_back(attentionDecodeCase(2, 70, 8, 32));
     for (uint32_t dim : {64u, 128u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));

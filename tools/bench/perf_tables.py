@@ -19,7 +19,7 @@ FAMILIES = [  # (title, test on the op name), first match wins
     ("Quantized: gemv_q, gemv_q_swiglu, dequantize, rmsnorm_quantize_q8_1",
      lambda op: op.startswith(("gemv_q", "dequantize_", "rmsnorm_quantize"))),
     ("Quantized: gemm_q (prefill, 512 tokens)", lambda op: op.startswith("gemm_q")),
-    ("Attention decode", lambda op: op == "attention_decode"),
+    ("Attention decode", lambda op: op.startswith("attention_decode")),
     ("Attention prefill (bandwidth view)", lambda op: op.startswith("attention_prefill")),
 ]
 

@@ -87,7 +87,7 @@ def make_case(torch, op, shape, dtype):
         if op == "transpose":
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
-    if op == "attention_decode":
+    if op == "attention_decode" or op.startswith("attention_decode_len"):  # _lenN: other splits, same problem
         # One query token per sequence, q_heads / kv_heads of them per kv head. SDPA on [B, KH, G,
         # D] queries against [B, KH, ctx, D] keys: the group's heads become query rows of one kv
         # head (no mask, so the same softmax), with no copy of K and V for grouped-query heads.
