@@ -45,8 +45,10 @@ struct Unit {
   bundle::Target target;
   std::string ptx;  // this kernel's own PTX
   std::string ir;   // the module as compiled, printed; empty when the bundle carries no IR
-  ir::Module compiled;  // what the PTX was emitted from, kept for a module of several kernels
-  std::vector<passes::RegisterAssignment> registers;  // the compiled module's
+  // What the PTX was emitted from and its register assignment, kept only when the kernels of a
+  // target are joined into one module (modules = "target" with cubins).
+  ir::Module compiled;
+  std::vector<passes::RegisterAssignment> registers;
   bundle::Resources resources;  // ptxas -v
   size_t job = 0;  // index into the jobs: the one whose cubin holds this kernel
 };
@@ -318,6 +320,8 @@ int runBuild(const BuildOpts& o) {
   compile::Options options = spec::compileOptions(*spec);
   options.lineInfo = options.lineInfo || o.lineInfo;
   bool withIr = spec->ir && !o.noIr;
+  const spec::Spec::Modules modules = o.modules ? *spec::parseModules(*o.modules) : spec->modules;
+  const bool joinModules = modules == spec::Spec::Modules::PerTarget && !o.ptxOnly;
   bool failed = false;
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
     const spec::KernelSpec& k = spec->kernels[ki];
@@ -342,8 +346,12 @@ int runBuild(const BuildOpts& o) {
         failed = true;
         break;  // the other targets would mostly repeat the same errors
       }
-      units.push_back({ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), std::move(m),
-                       std::move(out.registers), {}, 0});
+      Unit u{ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), {}, {}, {}, 0};
+      if (joinModules) {
+        u.compiled = std::move(m);
+        u.registers = std::move(out.registers);
+      }
+      units.push_back(std::move(u));
     }
     instances[ki] = std::move(*inst);
   }
@@ -352,7 +360,6 @@ int runBuild(const BuildOpts& o) {
   std::string ptxasVersion;
   std::vector<Job> jobs;
   if (!o.ptxOnly) {
-    spec::Spec::Modules modules = o.modules ? *spec::parseModules(*o.modules) : spec->modules;
     if (!assembleAll(o, ptxasPath, *spec, modules, units, jobs)) return kInputError;
     std::string why;
     std::optional<std::string> version = ptxas::version(ptxasPath, why, o.ptxasTimeout);
