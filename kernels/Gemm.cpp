@@ -17,6 +17,7 @@
 // When beta is 0, C is not read (as BLAS specifies: it may hold anything, NaN included).
 #include "kernels/Gemm.h"
 
+#include <functional>
 #include <string>
 
 namespace tn::kernels::lib::gemm {
@@ -87,6 +88,7 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   } else if (c.tileN > 128) {
     return fail("tile_n = " + std::to_string(c.tileN) + " needs mainloop 'wgmma'; mma.sync members take 64 or 128");
   }
+  c.splitK = o.flag("split_k");
   c.bias = o.flag("bias");
   c.residual = o.flag("residual");
   const std::string& a = o.text("activation");
@@ -122,7 +124,102 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
   p.alpha = kb.param(scale, "alpha");
   p.beta = kb.param(scale, "beta");
+  if (c.splitK) {
+    p.splits = kb.param(Type::u32(), "splits");
+    p.workspace = kb.param(kGlobalPtr, "workspace");
+  }
   return p;
+}
+
+std::vector<Value> valuesOf(size_t first, size_t count, const AccFn& at) {
+  std::vector<Value> v;
+  for (size_t i = first; i < first + count; ++i) v.push_back(at(i));
+  return v;
+}
+
+namespace {
+
+// A batched member's split after its K loop: z = batch * splits + split, and the tile's number
+// over (x, y, batch). The split is taken by `rem` here and by subtraction before the loop
+// (batchAndSplit), so that the two are not merged: a value computed before the K loop and used
+// after it would hold a register through the loop (ptxas spills it where the loop is tight).
+Split splitAfterLoop(KernelBuilder& kb, const Params& p) {
+  Split s;
+  s.count = kb.max(p.splits, kb.u32(1), "splits");
+  Value z = kb.ctaid(Mod::Z, "z");
+  s.index = (z % s.count).named("split");
+  Value gx = kb.nctaid(Mod::X), gy = kb.nctaid(Mod::Y);
+  s.tile = (((z / s.count) * gy + kb.ctaid(Mod::Y)) * gx + kb.ctaid(Mod::X)).named("tile");
+  s.tiles = (gx * gy * (kb.nctaid(Mod::Z) / s.count)).named("tiles");
+  return s;
+}
+
+}  // namespace
+
+std::pair<Value, Split> batchAndSplit(KernelBuilder& kb, const Config& c, const Params& p) {
+  if (!c.splitK) return {kb.ctaid(Mod::Z, "batch_index"), Split{}};
+  Split s;
+  s.count = kb.max(p.splits, kb.u32(1), "splits");
+  Value z = kb.ctaid(Mod::Z, "z");
+  Value batch = (z / s.count).named("batch_index");
+  s.index = (z - batch * s.count).named("split");
+  return {batch, s};
+}
+
+StepRange splitSteps(KernelBuilder& kb, const Split& s, Value steps) {
+  if (!s.count.valid()) return {kb.u32(0), steps};
+  Value q = (steps / s.count).named("steps_each"), r = (steps % s.count).named("steps_left");
+  Value first = (s.index * q + kb.min(s.index, r)).named("first_step");
+  Value count = (q + kb.select((s.index < r).named("one_more"), kb.u32(1), kb.u32(0))).named("split_steps");
+  return {first, count};
+}
+
+void reduceSplits(KernelBuilder& kb, const Config& c, const Params& p, const Split& split, unsigned threads,
+                  Value thread, size_t count, const AccFn& acc, size_t chunk, const StoreFn& store) {
+  if (!c.splitK) return store(0, count, acc);
+  // A batched member's split, computed again here rather than kept live through the K loop.
+  const Split s = split.tile.valid() ? split : splitAfterLoop(kb, p);
+  const Type word = c.integer() ? Type::s32() : Type::f32();
+  const uint64_t sliceBytes = uint64_t{4} * threads * count;  // one split's partial of a tile
+  // The thread's word of accumulator 0 in split `split`'s partial; accumulator i is i * threads
+  // words on (a warp's stores and loads are coalesced).
+  Value partials = kb.ptradd(p.workspace, kb.mul_wide(s.tiles, kb.u32(4 * kSplitCounters)), "partials");
+  auto slot = [&](Value split) {
+    Value unit = kb.mul_wide(s.tile, s.count) + kb.cvt(split, Type::u64());
+    return kb.ptradd(partials, (unit * sliceBytes + kb.cvt(thread << 2u, Type::u64())).named("slot_off"), "slot");
+  };
+  Value unsplit = (s.count == 1u).named("unsplit");
+  kb.if_then(unsplit, [&] { store(0, count, acc); }, "unsplit");
+  kb.if_then(!unsplit, [&] {
+    Value mine = slot(s.index);
+    for (size_t i = 0; i < count; ++i) kb.store(kb.ptradd(mine, kb.u64(4 * threads * i)), acc(i));
+    // Release: the partial is visible before the count that says so (and acquire below).
+    kb.membar(Mod::Gl);
+    Value counterIndex = kb.mul_wide(s.tile, kb.u32(kSplitCounters)) + kb.cvt(thread, Type::u64());
+    Value counter = kb.index(p.workspace, counterIndex.named("counter_index"), 4, "counter");
+    Value arrived = kb.atom(Mod::AInc, counter, (s.count - 1u).named("wrap"), "arrived");
+    kb.if_then((arrived == (s.count - 1u)).named("last"), [&] {
+      kb.membar(Mod::Gl);
+      Value zero = c.integer() ? kb.s32(0) : kb.f32(0.0f);
+      // `chunk` accumulators at a time, summed and stored, so that few values are live.
+      for (size_t i0 = 0; i0 < count; i0 += chunk) {
+        const size_t n = std::min(chunk, count - i0);
+        std::vector<Value> sum = kb.for_range(
+            kb.u32(0), s.count, kb.u32(1), std::vector<Value>(n, zero),
+            [&](Value split, std::span<Value> carried) {
+              Value from = slot(split);
+              std::vector<Value> r;
+              for (size_t i = 0; i < n; ++i) {
+                Value at = kb.ptradd(from, kb.u64(4 * threads * (i0 + i)));
+                r.push_back(carried[i] + kb.load(at, word, {Mod::Cg}, "partial"));
+              }
+              return r;
+            },
+            {.label = "splits", .iv = "split"});
+        store(i0, n, [&](size_t i) { return sum[i - i0]; });
+      }
+    }, "reduce");
+  }, "split_k");
 }
 
 Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned bytes, std::string_view name) {
@@ -130,7 +227,8 @@ Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned byte
 }
 
 void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, const std::vector<Value>& rows,
-                  const std::vector<Value>& cols, const std::vector<Value>& acc) {
+                  const std::vector<Value>& cols, const std::vector<Value>& acc, size_t first) {
+  const size_t row0 = first / cols.size(), rowCount = acc.size() / cols.size();
   const Storage st = storageOf(c.out);
   const unsigned bytes = c.integer() ? 4 : bytesOf(st);
   Value cBatch = z.valid() ? batchBase(kb, p.c, p.strideC, z, bytes, "c_batch") : p.c;
@@ -146,9 +244,9 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
       biasOf[j] = load(kb.index(p.bias, col, bytes), true, "bias");
     }
   auto epilogue = [&](bool readC) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      kb.if_then((rows[i] < p.m).named("row_in"), [&] {
-        Value rowOff = kb.mul_wide(rows[i], p.ldc, "row_off");
+    for (size_t i = 0; i < rowCount; ++i) {
+      kb.if_then((rows[row0 + i] < p.m).named("row_in"), [&] {
+        Value rowOff = kb.mul_wide(rows[row0 + i], p.ldc, "row_off");
         for (size_t j = 0; j < cols.size(); ++j) {
           kb.if_then((cols[j] < p.n).named("col_in"), [&] {
             Value off = (rowOff + kb.cvt(cols[j], Type::u64())).named("c_off");
@@ -299,19 +397,24 @@ std::optional<ir::Module> buildSimt(const Config& c, ir::Diagnostics& diags) {
   Value tx = (tid & 15u).named("tx"), ty = (tid >> 4u).named("ty");
   Value m0 = (kb.ctaid(Mod::Y) * c.tileM).named("m0");
   Value n0 = (kb.ctaid(Mod::X) * c.tileN).named("n0");
-  Value z = kb.ctaid(Mod::Z, "batch_index");
+  // Not a structured binding: lambdas capture them, which clang 14 refuses.
+  const std::pair<Value, Split> zs = batchAndSplit(kb, c, p);
+  const Value z = zs.first;
+  const Split split = zs.second;
   Factor a{batchBase(kb, p.a, p.strideA, z, 4, "a_batch"), p.lda, p.m, m0, c.tileM, c.a == Layout::Row, {}};
   Factor b{batchBase(kb, p.b, p.strideB, z, 4, "b_batch"), p.ldb, p.n, n0, c.tileN, c.b == Layout::Col, {}};
   a.tile = kb.shared("as", Type::f32(), 2 * a.bufferWords(), 16);
   b.tile = kb.shared("bs", Type::f32(), 2 * b.bufferWords(), 16);
 
   const unsigned perThread = (c.tileM / 16) * (c.tileN / 16);
-  Value steps = ((k >> 3u) + kb.select((k & 7u) != 0u, kb.u32(1), kb.u32(0))).named("steps");
+  const StepRange range =
+      splitSteps(kb, split, ((k >> 3u) + kb.select((k & 7u) != 0u, kb.u32(1), kb.u32(0))).named("steps"));
+  Value steps = range.count;
   Value zero = kb.f32(0.0f, "zero");
   const Stager sa = stagerOf(kb, a, tid), sb = stagerOf(kb, b, tid);
   // Issues the loads of one K step; the returned function stores them into shared buffer `buf`.
   auto stage = [&](Value step, unsigned buf) {
-    Value k0 = (step << 3u).named("k0");
+    Value k0 = ((range.first + step) << 3u).named("k0");
     std::vector<Value> va = loadStep(kb, a, sa, k0, k), vb = loadStep(kb, b, sb, k0, k);
     return [&kb, &a, &b, &sa, &sb, buf, va, vb] {
       storeStep(kb, a, sa, buf, va);
@@ -351,7 +454,10 @@ std::optional<ir::Module> buildSimt(const Config& c, ir::Diagnostics& diags) {
   std::vector<Value> rowsOf, colsOf;
   for (unsigned i = 0; i < c.tileM / 16; ++i) rowsOf.push_back((m0 + (ty << 2u) + ((i / 4) * 64 + i % 4)).named("row"));
   for (unsigned j = 0; j < c.tileN / 16; ++j) colsOf.push_back((n0 + (tx << 2u) + ((j / 4) * 64 + j % 4)).named("col"));
-  storeResults(kb, c, p, z, rowsOf, colsOf, acc);
+  reduceSplits(kb, c, p, split, kThreads, tid, acc.size(), [&](size_t i) { return acc[i]; }, colsOf.size(),
+               [&](size_t first, size_t n, const AccFn& at) {
+                 storeResults(kb, c, p, z, rowsOf, colsOf, valuesOf(first, n, at), first);
+               });
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -392,7 +498,8 @@ void addGemm(std::vector<Template>& out) {
   warps.multipleOf = 4;
   OptionSpec blocks = option("blocks", int64_t{132},
                              "wgmma members: the persistent grid is min(tiles, blocks), each block taking every "
-                             "blocks-th tile (132: an H100 SXM's SMs)");
+                             "blocks-th tile (with split_k: every blocks-th of tiles * splits units; 132: an H100 "
+                             "SXM's SMs)");
   blocks.min = 1;
   blocks.max = 65535;
   out.push_back({
@@ -421,13 +528,21 @@ void addGemm(std::vector<Template>& out) {
                     "mma: mma.sync (sm_80+); wgmma: bf16/f16 on sm_90a only, TMA loads through an mbarrier ring "
                     "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n; not "
                     "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8"),
-       blocks},
+       blocks,
+       option("split_k", false,
+              "split K over the run-time parameter `splits` blocks per tile (0 or 1: no split; grid z = batch * "
+              "splits, wgmma: tiles * splits work units): each multiplies a share of K into the parameter "
+              "`workspace`, the last to arrive sums the shares in split order and stores; workspace: 4 * tiles * "
+              "(256 + splits * tile_m * tile_n) bytes, tiles = ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch, "
+              "its first 1024 * tiles bytes zero before the first launch (every launch leaves them zero)")},
       buildGemm,
       [](const Options& o) {
         if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
+        Expr z = Expr::param("batch");
+        if (o.flag("split_k")) z = z * max(Expr::param("splits"), Expr(1));
         return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
                           {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),
-                           ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), Expr::param("batch")},
+                           ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), z},
                           0};
       },
   });

@@ -3,6 +3,7 @@
 // f16, s8, u8) with buildGemmTensorCore (kernels/GemmTc.cpp). docs/kernels.md has the contract.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct Config {
   Activation act;
   bool wgmma = false;  // mainloop = "wgmma": the sm_90a member (kernels/GemmWgmma.cpp), not batched
   unsigned blocks = 0; // wgmma: the persistent grid's cap
+  bool splitK = false;  // split_k: K split over `splits` blocks per tile, the parameters splits and workspace
   bool integer() const { return out == Output::S32; }
 };
 
@@ -39,12 +41,14 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullpt
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual], m, n,
 // k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members);
-// the wgmma members have no batch, stride_a, stride_b and stride_c.
+// the wgmma members have no batch, stride_a, stride_b and stride_c; split_k adds splits (u32) and
+// workspace at the end.
 struct Params {
   Value a, b, c, bias, residual;
   Value m, n, k, lda, ldb, ldc;
   Value strideA, strideB, strideC;
   Value alpha, beta;
+  Value splits, workspace;
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 
@@ -54,8 +58,46 @@ Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned byte
 // Stores a thread's results: the elements of C at rows[i] x cols[j] (row-major acc[i * cols.size()
 // + j], f32 or s32) become act(alpha * acc + beta * C + bias) + residual, written where row < m and
 // col < n. C is not read when beta is 0. z: the batch index, or an invalid Value when not batched.
+// With `first`, acc holds whole rows from element `first` of that grid on.
 void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, const std::vector<Value>& rows,
-                  const std::vector<Value>& cols, const std::vector<Value>& acc);
+                  const std::vector<Value>& cols, const std::vector<Value>& acc, size_t first = 0);
+
+// Split-K (split_k; docs/kernels.md): the `splits` blocks of a tile each multiply a share of K
+// and leave their partial product in `workspace`; each thread counts its arrival on its own
+// counter (atom.inc, wrapping to 0 again), and the thread that arrives last at a tile's
+// accumulator slot sums the partials in split order, so the result does not depend on which
+// block finished last. Workspace: per tile kSplitCounters u32 counters, zero before the first
+// launch (every launch leaves them zero), then per tile and split `threads` x acc.size() words.
+inline constexpr unsigned kSplitCounters = 256;  // the most threads of a tile that hold accumulators
+
+struct Split {
+  Value count;  // max(splits, 1); invalid without split_k
+  Value index;  // this block's (or work unit's) split
+  Value tile;   // the tile's number over the launch (invalid: a batched member's, from ctaid) ...
+  Value tiles;  // ... and how many there are
+};
+struct StepRange {
+  Value first, count;
+};
+// The z index of a batched member's block: its batch, and its split when c.splitK (z = batch *
+// splits + split).
+std::pair<Value, Split> batchAndSplit(KernelBuilder& kb, const Config& c, const Params& p);
+// Split s.index's share of `steps` K steps: the first `steps % count` splits take one more. All
+// of them without split_k.
+StepRange splitSteps(KernelBuilder& kb, const Split& s, Value steps);
+// Stores a thread's `count` accumulators (accumulator i is acc(i)) through store(first, n, at),
+// which stores accumulators first .. first + n - 1, accumulator i being at(i): all of them at
+// once without split_k or with splits 1; else the thread writes them as its split's partial and
+// counts its arrival, and the thread that arrives last sums every split's partial and stores the
+// sums `chunk` at a time. `thread` < `threads` (at most kSplitCounters) is the thread among those
+// holding the tile's accumulators. Accumulators are asked for where they are used, so that a
+// member can hand out the lanes of a vector one at a time.
+using AccFn = std::function<Value(size_t)>;
+using StoreFn = std::function<void(size_t first, size_t n, const AccFn& at)>;
+void reduceSplits(KernelBuilder& kb, const Config& c, const Params& p, const Split& s, unsigned threads,
+                  Value thread, size_t count, const AccFn& acc, size_t chunk, const StoreFn& store);
+// at(first) ... at(first + count - 1).
+std::vector<Value> valuesOf(size_t first, size_t count, const AccFn& at);
 
 // The tensor-core members (c.in other than F32).
 std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& diags);

@@ -237,7 +237,10 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   const unsigned warpM = c.tileM / 2, warpN = c.tileN / warpsN, mi = warpM / 16, ni = warpN / 8;
   Value m0 = (kb.ctaid(Mod::Y) * c.tileM).named("m0");
   Value n0 = (kb.ctaid(Mod::X) * c.tileN).named("n0");
-  Value z = kb.ctaid(Mod::Z, "batch_index");
+  // Not a structured binding: lambdas capture them, which clang 14 refuses.
+  const std::pair<Value, Split> zs = batchAndSplit(kb, c, p);
+  const Value z = zs.first;
+  const Split split = zs.second;
 
   auto factor = [&](Value base, Value ld, Value stride, Value extent, Value origin, unsigned rows, bool alongK,
                     bool isA, std::string_view name) {
@@ -252,15 +255,29 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   };
   Factor a = factor(p.a, p.lda, p.strideA, p.m, m0, c.tileM, c.a == Layout::Row, true, "a_batch");
   Factor b = factor(p.b, p.ldb, p.strideB, p.n, n0, c.tileN, c.b == Layout::Col, false, "b_batch");
-
+  auto stepsOf = [&](Value k) { return ((k / bk) + kb.select((k % bk) != 0u, kb.u32(1), kb.u32(0))).named("steps"); };
+  // split_k: the split's slice of K seen as a product of its own, K from the split's first step,
+  // so that the K loop is the unsplit one (no offset carried through it: registers). The factors
+  // start there and K ends k - kFirst further on (never read when the split has no steps).
+  StepRange range;
+  Value kEnd = p.k;
+  if (c.splitK) {
+    range = splitSteps(kb, split, stepsOf(p.k));
+    Value kFirst = (range.first * bk).named("k_first");
+    kEnd = (p.k - kFirst).named("k_end");
+    for (Factor* f : {&a, &b}) {
+      Value elements = f->alongK ? kb.cvt(kFirst, Type::u64()) : kb.mul_wide(kFirst, f->ld);
+      f->base = kb.ptradd(f->base, (elements * e.bytes).named("k_first_off"), "split_base");
+    }
+  }
   // Stage `step` of K into stage index `s`, through cp.async where the factor allows it.
   auto stage = [&](Value step, Value s) {
     Value k0 = (step * bk).named("k0");
     auto one = [&](const Factor& f) {
       Value offset = (s * f.stageBytes()).named("stage_off");
-      if (!f.fast.valid()) return loadStage(kb, f, e, tid, k0, p.k, offset);
-      kb.if_else(f.fast, [&] { copyStage(kb, f, e, tid, k0, p.k, offset); return std::vector<Value>{}; },
-                 [&] { loadStage(kb, f, e, tid, k0, p.k, offset); return std::vector<Value>{}; },
+      if (!f.fast.valid()) return loadStage(kb, f, e, tid, k0, kEnd, offset);
+      kb.if_else(f.fast, [&] { copyStage(kb, f, e, tid, k0, kEnd, offset); return std::vector<Value>{}; },
+                 [&] { loadStage(kb, f, e, tid, k0, kEnd, offset); return std::vector<Value>{}; },
                  {.label = "stage"});
     };
     one(a);
@@ -279,7 +296,8 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   auto commit = [&] {
     if (async) kb.cp_async_commit_group();
   };
-  Value steps = ((p.k / bk) + kb.select((p.k % bk) != 0u, kb.u32(1), kb.u32(0))).named("steps");
+  if (!c.splitK) range = splitSteps(kb, split, stepsOf(p.k));  // all of K, computed here as always
+  Value steps = range.count;
   for (unsigned s = 0; s + 1 < c.stages; ++s) {
     kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { stage(kb.u32(s), kb.u32(s)); }, "prologue");
     commit();
@@ -331,7 +349,10 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
     for (unsigned h = 0; h < 2; ++h)
       for (unsigned j = 0; j < ni; ++j)
         for (unsigned cc = 0; cc < 2; ++cc) acc.push_back(kb.extract(loop[i * ni + j], 2 * h + cc));
-  storeResults(kb, c, p, z, rows, cols, acc);
+  reduceSplits(kb, c, p, split, threads, tid, acc.size(), [&](size_t i) { return acc[i]; }, cols.size(),
+               [&](size_t first, size_t n, const AccFn& at) {
+                 storeResults(kb, c, p, z, rows, cols, valuesOf(first, n, at), first);
+               });
   kb.ret();
   return finish(kb, m, diags);
 }

@@ -78,21 +78,28 @@ struct Ring {
   Value emptyBar(KernelBuilder& kb, Value s) const { return kb.ptradd(emptyBase, s << 3u, "empty"); }
 };
 
-// The tile sequence of this block: for tile = ctaid.x; tile < tiles; tile += nctaid.x, with
-// (m0, n0) the tile's first row and column (M runs fastest) and the ring position carried.
+// The work of this block: for unit = ctaid.x; unit < units; unit += nctaid.x, a unit being a tile
+// (M runs fastest), or with split_k a tile's split (unit = tile * splits + split), with (m0, n0)
+// the tile's first row and column and the ring position carried.
 template <class F>
 std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p, std::vector<Value> carried, F&& body) {
   Value tilesM = ((p.m + (kTileM - 1)) / kTileM).named("tiles_m");  // m < 2^32 - 127: see the launch rule
   Value tilesN = ((p.n + (c.tileN - 1)) / c.tileN).named("tiles_n");
-  Value tiles = (tilesM * tilesN).named("tiles");
+  Split split;
+  split.tiles = (tilesM * tilesN).named("tiles");
+  if (c.splitK) split.count = kb.max(p.splits, kb.u32(1), "splits");
+  Value units = c.splitK ? (split.tiles * split.count).named("units") : split.tiles;
   return kb.for_range(
-      kb.ctaid(Mod::X), tiles, kb.nctaid(Mod::X), std::move(carried),
-      [&](Value tile, std::span<Value> ring) {
-        Value m0 = ((tile % tilesM) * kTileM).named("m0");
-        Value n0 = ((tile / tilesM) * c.tileN).named("n0");
-        return body(m0, n0, std::vector<Value>(ring.begin(), ring.end()));
+      kb.ctaid(Mod::X), units, kb.nctaid(Mod::X), std::move(carried),
+      [&](Value unit, std::span<Value> ring) {
+        Split s = split;
+        s.tile = c.splitK ? (unit / s.count).named("tile") : unit;
+        if (c.splitK) s.index = (unit % s.count).named("split");
+        Value m0 = ((s.tile % tilesM) * kTileM).named("m0");
+        Value n0 = ((s.tile / tilesM) * c.tileN).named("n0");
+        return body(m0, n0, s, std::vector<Value>(ring.begin(), ring.end()));
       },
-      {.label = "tiles", .iv = "tile"});
+      {.label = "tiles", .iv = c.splitK ? "unit" : "tile"});
 }
 
 Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
@@ -101,12 +108,13 @@ Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named(
 // stage, announce its bytes and issue its TMA loads.
 void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value aMap, Value bMap) {
   Value zero = kb.u32(0);
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, const Split& split, std::vector<Value> pos) {
+    const StepRange range = splitSteps(kb, split, kBlocks(p));
     return kb.for_range(
-        zero, kBlocks(p), kb.u32(1), pos,
+        zero, range.count, kb.u32(1), pos,
         [&](Value kblock, std::span<Value> at) {
           Value s = at[0], phase = at[1];
-          Value k0 = (kblock * kKBlock).named("k0");
+          Value k0 = ((range.first + kblock) * kKBlock).named("k0");
           // A fresh barrier has not completed the phase before its first, so waiting for parity
           // phase ^ 1 passes at once on the first lap (TC§5.3).
           waitPhase(kb, ring.emptyBar(kb, s), phase ^ 1u);
@@ -155,12 +163,12 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   // Consumer c's rows start 8 KiB into the A tile: after 64 K-major rows of 128 bytes, or at
   // the c-th strip of 64 along M.
   Value sliceOff = (consumer * kStripBytes).named("a_slice");
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, const Split& split, std::vector<Value> pos) {
     // The k loop is a do-while behind a test for k = 0, so that its accumulator parameter is read
     // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
     // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
-    Value blocks = kBlocks(p);
+    Value blocks = splitSteps(kb, split, kBlocks(p)).count;
     BlockId body = kb.block("kblocks"), exit = kb.block("kblocks.exit");
     Value kblock = kb.block_param(body, Type::u32(), "kblock");
     Value s = kb.block_param(body, Type::u32(), "stage"), phase = kb.block_param(body, Type::u32(), "phase");
@@ -199,14 +207,19 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     Value row0 = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("row");
     Value col0 = (n0 + ((lane & 3u) << 1u)).named("col");
     // Stored 8 columns at a time (lanes 4j .. 4j + 3: rows g and g + 8, columns 2t and 2t + 1 of
-    // the j-th 8), so that only the accumulator stays live through the epilogue.
-    std::vector<Value> rows = {row0, (row0 + 8u).named("row")};
-    for (unsigned j = 0; j < c.tileN / 8; ++j) {
-      Value col = (col0 + 8 * j).named("col");
-      std::vector<Value> values(4);
-      for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = kb.extract(out[2], 4 * j + e, "d");
-      storeResults(kb, c, p, Value(), rows, {col, (col + 1u).named("col")}, values);
-    }
+    // the j-th 8), so that only the accumulator stays live through the epilogue. With split_k,
+    // the two consumer warpgroups' 256 threads hold the tile's accumulators.
+    auto store = [&](size_t first, size_t n, const AccFn& at) {
+      std::vector<Value> rows = {row0, (row0 + 8u).named("row")};
+      for (size_t j = first / 4; j < (first + n) / 4; ++j) {
+        Value col = (col0 + 8 * j).named("col");
+        std::vector<Value> values(4);
+        for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = at(4 * j + e);
+        storeResults(kb, c, p, Value(), rows, {col, (col + 1u).named("col")}, values);
+      }
+    };
+    reduceSplits(kb, c, p, split, 2 * 128, (tid - 128u).named("consumer_tid"), lanes,
+                 [&](size_t i) { return kb.extract(out[2], i, "d"); }, 4, store);
     return std::vector<Value>{out[0], out[1]};
   });
 }
@@ -263,7 +276,8 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
   const bundle::ParamType::Scalar el = c.in == Input::BF16 ? bundle::ParamType::Scalar::BF16 : bundle::ParamType::Scalar::F16;
   const Expr m = Expr::param("m"), n = Expr::param("n");
   const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN);
-  LaunchRule rule{{3 * 128}, {min(tiles, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
+  const Expr units = c.splitK ? tiles * max(Expr::param("splits"), Expr(1)) : tiles;
+  LaunchRule rule{{3 * 128}, {min(units, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
   // k = 0 (C = beta C) loads nothing, but a map needs extents of at least 1 and a row stride of
   // at least 16 bytes (a leading dimension of 0 is then legal): the maps of that launch are
   // encoded over 1 column and never read.

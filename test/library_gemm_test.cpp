@@ -3,6 +3,7 @@
 // (1x1x1, 17x33x65, 130x258x72: partial tiles in M, N and K, an odd number of K steps),
 // strided batches, k = 0, beta = 0 over a C full of NaN (C must not be read), and leading
 // dimensions larger than the matrices.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -26,6 +27,8 @@ struct Variant {
   Out out = Out::F32;
   const char* spec = "gemm";
   bool batched = true;  // the wgmma members have no batch and stride parameters
+  bool splitK = false;  // split_k: the splits and workspace parameters
+  uint32_t tileM = 128, tileN = 128;
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -42,6 +45,7 @@ struct Problem {
   uint32_t pad = 0;      // extra elements per leading dimension
   float alpha = 1.0f, beta = 0.0f;
   bool align = false;    // leading dimensions rounded up to 16 elements (the cp.async path)
+  uint32_t splits = 0;   // split_k members: the splits argument
 };
 
 double activate(Act a, double x) {
@@ -123,7 +127,21 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
     call.scalar("alpha", static_cast<int32_t>(p.alpha)).scalar("beta", static_cast<int32_t>(p.beta));
   else
     call.scalar("alpha", p.alpha).scalar("beta", p.beta);
+  // split_k: the counters zero and the partials' words holding garbage the kernel must not read.
+  const uint64_t tiles = uint64_t((p.m + v.tileM - 1) / v.tileM) * ((p.n + v.tileN - 1) / v.tileN) * p.batch;
+  const uint64_t counters = p.splits > 1 ? tiles * 256 : 0;
+  if (v.splitK) {
+    std::vector<uint32_t> workspace(p.splits > 1 ? counters + tiles * p.splits * v.tileM * v.tileN : 1, 0x7fc00001u);
+    std::fill(workspace.begin(), workspace.begin() + counters, 0u);
+    call.scalar("splits", p.splits).buffer("workspace", workspace);
+  }
   Outputs out = r.run(call);
+  if (v.splitK) {
+    std::vector<uint32_t> workspace = out.get<uint32_t>("workspace");
+    size_t nonzero = std::count_if(workspace.begin(), workspace.begin() + counters, [](uint32_t x) { return x != 0; });
+    CHECK_MESSAGE(nonzero == 0,
+                  v.kernel << " splits=" << p.splits << ": " << nonzero << " split counters left nonzero");
+  }
   std::vector<std::byte> gotBytes = out.get<std::byte>("c");
   REQUIRE(gotBytes.size() == c.bytes.size());
   std::vector<float> got;
@@ -134,7 +152,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
     got = decode(storage(v.out), gotBytes);
   std::string what = std::string(v.kernel) + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                      " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + " pad=" + std::to_string(p.pad) +
-                     (p.align ? " (leading dimensions of 16)" : "");
+                     (p.align ? " (leading dimensions of 16)" : "") +
+                     (v.splitK ? " splits=" + std::to_string(p.splits) : "");
   std::vector<float> gotIn;
   std::vector<double> want;
   double worst = 0;
@@ -297,4 +316,39 @@ LIBRARY_TEST("gemm wgmma (sm_90a): layouts, odd sizes, persistent tiles and epil
   checkGemm(r, rng, kWgBf16RR, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});  // k = 0: C = beta C
   checkGemm(r, rng, kWgBf16RC, {300, 40, 16, 1, 0, 1.0f, 0.0f, true});
   if (r.fast() && !simulatedGpu()) checkGemm(r, rng, kWgBf16RC, {1000, 1000, 1000, 1, 0, 1.0f, 0.0f, true});
+}
+
+// split_k (test/library/gemm.toml, gemm90.toml): K shared by `splits` blocks per tile through the
+// workspace. Splits 0 and 1 (no split), 2 and 3 at odd sizes with a short last K step, more
+// splits than K steps (empty splits add zeros), k = 0 (every split empty: C = beta C), batches
+// (z = batch * splits + split), beta over C and epilogues applied once after the sum; every
+// launch leaves the workspace's counters zero.
+namespace {
+
+constexpr Variant kSplitF32{"split_f32_bias_res", false, false, true, true, Act::None, In::F32, Out::F32, "gemm", true, true, 128, 64};
+constexpr Variant kSplitBf16{"split_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm", true, true};
+constexpr Variant kSplitF16{"split_f16_cr_w4_silu", true, false, false, false, Act::Silu, In::F16, Out::F32, "gemm", true, true, 64, 64};
+constexpr Variant kSplitS8{"split_s8_rc_relu", false, true, false, false, Act::Relu, In::S8, Out::S32, "gemm", true, true};
+constexpr Variant kWgSplitBf16{"wg_split_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false, true};
+constexpr Variant kWgSplitF16{"wg_split_f16_rc_n256_bias", false, true, true, false, Act::None, In::F16, Out::F16, "gemm90", false, true, 128, 256};
+
+void checkSplits(Runner& r, std::mt19937& rng, const Variant& v) {
+  const bool align = v.in != In::F32;  // the tensor-core members' cp.async path; wgmma needs it
+  for (uint32_t splits : {0u, 1u, 2u, 3u}) checkGemm(r, rng, v, {70, 129, 300, 1, 0, 1.0f, 0.0f, align, splits});
+  // Integral alpha and beta: the s8 member's are s32.
+  checkGemm(r, rng, v, {17, 33, 40, 1, 1, -1.0f, 2.0f, align, 7});  // more splits than K steps
+  checkGemm(r, rng, v, {20, 30, 0, 1, 0, 1.0f, -1.0f, align, 3});   // k = 0: C = beta C
+  if (v.batched) checkGemm(r, rng, v, {33, 70, 100, 3, 2, 2.0f, -1.0f, align, 2});
+}
+
+}  // namespace
+
+LIBRARY_TEST("gemm split_k: SIMT and mma.sync members", gemmSplitK) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kSplitF32, &kSplitBf16, &kSplitF16, &kSplitS8}) checkSplits(r, rng, *v);
+}
+
+LIBRARY_TEST("gemm split_k: wgmma members (sm_90a)", gemmSplitKWgmma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kWgSplitBf16, &kWgSplitF16}) checkSplits(r, rng, *v);
 }

@@ -396,10 +396,28 @@ Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint
 // C = A B, dense (lda = k, ldb = n for f32 and k for the others, ldc = n), alpha 1, beta 0. The
 // tensor-core members run their 64-row-tile kernel for m <= 64 (the bundle's gemm_DTYPE_m64);
 // `wgmma` runs the sm_90a member instead (gemm_wg_DTYPE: not batched, its tensor maps built by the
-// runtime), reported as op gemm_wgmma beside cuBLAS the same way.
-Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
+// runtime), reported as op gemm_wgmma beside cuBLAS the same way. `split`: the split_k entry of
+// the same member (kernel NAME_split, op gemm[_wgmma]_splitk) with splitsFor()'s splits and a
+// zeroed workspace (every launch leaves its counters zero).
+constexpr uint32_t kSms = 132;  // an H100 SXM's
+struct GemmTile {
+  uint32_t m, n, perSm;  // the bench entry's tile and the blocks an SM holds (registers, shared memory)
+};
+GemmTile gemmTile(const std::string& dtype, uint32_t m, bool wgmma) {
+  if (wgmma) return {128, 256, 1};
+  if (dtype == "f32") return {128, 128, 1};
+  return {m <= 64 ? 64u : 128u, 128, 2};
+}
+// Splits that bring a launch's blocks (tiles x splits) near one wave of the GPU, with at least 256
+// values of K a split and at most 16 splits.
+uint32_t splitsFor(const GemmTile& t, uint32_t m, uint32_t n, uint32_t k) {
+  const uint32_t tiles = ((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n);
+  return std::clamp<uint32_t>(kSms * t.perSm / tiles, 1, std::clamp<uint32_t>(k / 256, 1, 16));
+}
+Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool wgmma = false, bool split = false) {
   const GemmMember& g = gemmMember(dtype);
-  Case c{wgmma ? "gemm_wgmma" : "gemm", dims(m, n) + "x" + std::to_string(k), dtype, {}, {}, 0, 0, 0};
+  Case c{std::string(wgmma ? "gemm_wgmma" : "gemm") + (split ? "_splitk" : ""), dims(m, n) + "x" + std::to_string(k),
+         dtype, {}, {}, 0, 0, 0};
   size_t a = size_t(m) * k * g.inBytes, b = size_t(k) * n * g.inBytes, cc = size_t(m) * n * g.outBytes;
   c.buffers = {{a, g.fill}, {b, g.fill}, {cc, Fill::Zero}};
   const bool f32 = dtype == "f32";
@@ -412,6 +430,14 @@ Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool
     args.insert(args.end(), {val("batch", 1u), val("stride_a", uint64_t{0}), val("stride_b", uint64_t{0}),
                              val("stride_c", uint64_t{0})});
   args.insert(args.end(), {alpha, beta});
+  if (split) {
+    const GemmTile t = gemmTile(dtype, m, wgmma);
+    const uint32_t splits = splitsFor(t, m, n, k);
+    const size_t tiles = size_t((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n);
+    c.buffers.push_back({4 * tiles * (256 + size_t(splits) * t.m * t.n), Fill::Zero});
+    args.insert(args.end(), {val("splits", splits), buf("workspace", 3)});
+    kernel += "_split";
+  }
   c.launches = {{kernel, args}};
   c.bytes = double(a) + double(b) + double(cc);
   c.gemmM = m;
@@ -595,6 +621,10 @@ std::vector<Case> cases(Sizes sizes) {
       out.push_back(gemmCase(g.dtype, 17, 33, 65));
       out.push_back(gemmCase(g.dtype, 130, 258, 72));
       if (wgmma) out.push_back(gemmCase(g.dtype, 130, 258, 72, true));
+      if (std::strcmp(g.dtype, "bf16") == 0 || std::strcmp(g.dtype, "f32") == 0) {
+        out.push_back(gemmCase(g.dtype, 17, 33, 600, false, true));
+        if (wgmma) out.push_back(gemmCase(g.dtype, 130, 258, 600, true, true));
+      }
       continue;
     }
     for (bool wg : {false, true}) {
@@ -606,7 +636,13 @@ std::vector<Case> cases(Sizes sizes) {
       std::vector<std::pair<uint32_t, uint32_t>> nk = {{4096, 4096}};
       if (full) nk = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
       for (auto [n, k] : nk)
-        for (uint32_t m : ms) out.push_back(gemmCase(g.dtype, m, n, k, wg));
+        for (uint32_t m : ms) {
+          out.push_back(gemmCase(g.dtype, m, n, k, wg));
+          // split_k beside it where the tiles leave SMs idle (bf16 and f32 members).
+          const bool splitMember = std::strcmp(g.dtype, "bf16") == 0 || std::strcmp(g.dtype, "f32") == 0;
+          if (splitMember && splitsFor(gemmTile(g.dtype, m, wg), m, n, k) > 1)
+            out.push_back(gemmCase(g.dtype, m, n, k, wg, true));
+        }
     }
   }
   return out;
