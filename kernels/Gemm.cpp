@@ -1,7 +1,8 @@
 // gemm: C = act(alpha * op(A) op(B) + beta * C + bias) + residual, strided batched, for any
 // sizes and leading dimensions (docs/kernels.md). This file holds the template, the pieces its
-// members share (kernels/Gemm.h) and the SIMT f32 member: register-blocked FFMA over shared-memory
-// tiles. The tensor-core members are in kernels/GemmTc.cpp.
+// members share (kernels/Gemm.h: the epilogue and split-K's reduction, reduceSplits) and the SIMT
+// f32 member: register-blocked FFMA over shared-memory tiles. The tensor-core members are in
+// kernels/GemmTc.cpp and kernels/GemmWgmma.cpp.
 //
 // A block of 256 threads (16 x 16) owns a tile_m x tile_n tile of C and walks K in steps of 8.
 // Each step, A's tile_m x 8 slice and B's 8 x tile_n slice go through registers into shared

@@ -22,6 +22,10 @@
 // elements stored contiguous along M or N (ldmatrix cannot transpose them), element by element
 // through registers into the rows-of-K geometry, zeros past the edges. `stages` stages rotate:
 // stage s + stages - 1 is issued before stage s is multiplied, one barrier per stage.
+//
+// split_k: block z = batch * splits + split multiplies its split's K steps as a product of its
+// own (the factors' bases moved to its first step), and the epilogue goes through reduceSplits
+// (kernels/Gemm.cpp).
 #include "kernels/Gemm.h"
 
 namespace tn::kernels::lib::gemm {

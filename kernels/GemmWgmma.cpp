@@ -23,6 +23,10 @@
 // a box outside the matrix with zeros, and the epilogue stores only rows < m and columns < n.
 // The tensor maps need 16-byte aligned a and b and lda, ldb multiples of 8 elements; the runtime
 // refuses other launches (cuTensorMapEncodeTiled).
+//
+// split_k: the persistent blocks walk tiles x splits work units, the producer and the consumers
+// the same K range of each; the consumers' epilogue goes through reduceSplits (kernels/Gemm.cpp),
+// the 256 consumer threads holding the tile's accumulators.
 #include "kernels/Gemm.h"
 
 namespace tn::kernels::lib::gemm {

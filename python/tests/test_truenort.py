@@ -258,5 +258,39 @@ class TensorMaps(unittest.TestCase):
         self.assertIn("tensor map 'src_map': row_stride = 24 bytes", str(e.exception))
 
 
+class SplitK(unittest.TestCase):
+    """gemm with split_k (docs/kernels.md): the caller's workspace holds the splits' partials and
+    the arrival counters, which every launch leaves zero; Python sees it as f32 elements."""
+
+    def test_split_gemm_matches_python_and_leaves_counters_zero(self):
+        spec = os.path.join(TMP.name, "split.toml")
+        with open(spec, "w") as f:
+            f.write('[bundle]\nname = "split"\ntargets = ["sm_90"]\n\n[[kernel]]\nname = "gemm_split"\n'
+                    'template = "gemm"\noptions = { split_k = true, tile_m = 64, tile_n = 64 }\n')
+        path = os.path.join(TMP.name, "split.tnb")
+        subprocess.run([os.environ["TRUENOC"], "build", spec, "--ptx-only", "-o", path], check=True)
+        gemm = truenort.load(path).gemm_split
+        self.assertTrue(gemm.signature.endswith("splits: u32, workspace: ptr.global read-write f32)"),
+                        gemm.signature)
+        m, n, k, splits = 70, 9, 40, 3  # two tiles along M, 5 K steps of 8 over 3 splits
+        a = [random.uniform(-1, 1) for _ in range(m * k)]
+        b = [random.uniform(-1, 1) for _ in range(k * n)]
+        tiles = 2
+        counters = tiles * 256
+        workspace = truenort.DeviceArray.zeros([counters + tiles * splits * 64 * 64], "float32")
+        results = []
+        for _ in range(2):  # the same workspace twice: the counters must be back at zero
+            c = truenort.DeviceArray.zeros([m * n], "float32")
+            gemm(array(a), array(b), c, m, n, k, k, n, n, 1, 0, 0, 0, 1.0, 0.0, splits, workspace)
+            results.append(struct.unpack("%df" % (m * n), c.to_bytes()))
+            left = struct.unpack("%dI" % counters, workspace.to_bytes()[:4 * counters])
+            self.assertEqual(left.count(0), counters)
+        self.assertEqual(results[0], results[1])  # summed in split order: the same bits each time
+        for i in range(m):
+            for j in range(n):
+                want = sum(a[i * k + kk] * b[kk * n + j] for kk in range(k))
+                self.assertAlmostEqual(results[0][i * n + j], want, delta=1e-5)
+
+
 if __name__ == "__main__":
     unittest.main()
