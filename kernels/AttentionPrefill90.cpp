@@ -2,15 +2,20 @@
 // kernel as kernels/AttentionPrefill.cpp on sm_90a's machinery. The tensors, options and results
 // are the mma path's; varlen is refused (a tensor map needs the row count of q and k/v).
 //
-// Block (64 query rows, query head, sequence): one warpgroup of 4 warps, 16 rows each. Tensor
-// maps view q as [batch · seq_q rows, q_heads · head_dim] and k, v as [batch · kv_stride rows,
-// kv_heads · head_dim]; a box is 64 elements (128 bytes) of one head by 64 (q) or kKeys (k, v)
-// rows, 128B-swizzled, so a head_dim 128 tile is two strips of 64 elements. Q is loaded once; K
-// and V tiles of kKeys keys come through a 2-stage ring: full barriers (one per stage for K and
-// for V: S = Q K^T starts before V is in) completed by TMA transaction bytes, empty barriers by
-// the 128 threads once both wgmma groups of the stage are done. One elected thread of warp 0
-// issues every arrive.expect_tx and load: the first two tiles up front, tile j + 2 once tile j's
-// stage is empty.
+// Block (128 query rows, query head, sequence): three warpgroups, FA3's warp-specialized shape.
+// Warpgroup 0 is the producer: it gives registers back (setmaxnreg.dec) and one elected thread
+// of its first warp issues every TMA load. Warpgroups 1 and 2 are the consumers (setmaxnreg.inc):
+// consumer c owns query rows 64c .. 64c + 63 of the block, 16 a warp, and both multiply the
+// K/V tiles the producer brings (under a causal mask the first consumer may see one fewer), so a
+// tile read from L2 serves 128 rows, and while one consumer runs its softmax the other's wgmma
+// can use the tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
+// k, v as [batch · kv_stride rows, kv_heads · head_dim]; a box is 64 elements (128 bytes) of one
+// head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
+// 64 elements. Q is loaded once; K and V
+// tiles of kKeys keys come through a 2-stage ring: full barriers (one per stage for K and for V:
+// S = Q K^T starts before V is in) completed by TMA transaction bytes, empty barriers by the 256
+// consumer threads once both wgmma groups of the stage are done; the producer waits for a stage
+// to be empty before it loads the next tile into it.
 //
 // S = Q K^T: head_dim / 16 wgmma m64n(kKeys)k16, both operands K-major descriptors. Lane i of
 // the v(kKeys/2).f32 accumulator is row 16 warp + g + 8 ((i >> 1) & 1), key 8 (i >> 2) + 2 t +
@@ -20,8 +25,10 @@
 //
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
-// -inf (weight 0); their V rows are zeroed in shared memory before O += P V (fence.proxy.async,
-// then bar.sync), so that 0 · NaN cannot reach a row. Special values are then the mma path's.
+// -inf (weight 0); their V rows are zeroed in shared memory before O += P V (each consumer
+// thread its share, fence.proxy.async, then an mbarrier all 256 consumer threads arrive at and
+// wait on: the producer takes no part), so that 0 · NaN cannot reach a row. Only a block's last
+// tile can reach past seq_k. Special values are then the mma path's.
 #include <string>
 
 #include "kernels/AttentionPrefill.h"
@@ -34,9 +41,15 @@ using ir::Scalar;
 using ir::SharedArray;
 using ir::Type;
 
-constexpr unsigned kThreads = 128;  // one consumer warpgroup
-constexpr unsigned kRows = 64;      // query rows of a block
-constexpr unsigned kKeys = 128;     // keys of a K/V tile (the wgmma N of S = Q K^T)
+constexpr unsigned kWarpgroup = 128;
+constexpr unsigned kThreads = 3 * kWarpgroup;  // the producer and two consumer warpgroups
+constexpr unsigned kConsumers = 2;
+constexpr unsigned kConsumerThreads = kConsumers * kWarpgroup;
+constexpr unsigned kRows = kConsumers * 64;  // query rows of a block: 64 a consumer
+// The producer's thread needs few; the rest of the 64K goes to the consumers (S, O and P in
+// registers): 128 * 24 + 256 * 240 = 64512.
+constexpr unsigned kProducerRegisters = 24, kConsumerRegisters = 240;
+constexpr unsigned kKeys = 128;  // keys of a K/V tile (the wgmma N of S = Q K^T)
 constexpr unsigned kStages = 2;
 constexpr unsigned kStrip = 64;         // elements of a box row: 128 bytes, the 128B swizzle span
 constexpr unsigned kAtom = 1024;        // bytes of a 128B swizzle atom (8 rows); tiles start on one
@@ -51,16 +64,6 @@ struct Layout {
   unsigned total() const { return qBytes + 2 * kStages * tileBytes; }
 };
 Layout layoutOf(const Config& c) { return {kRows * c.rowBytes(), kKeys * c.rowBytes()}; }
-
-// Spins on try_wait until the barrier's phase of the given parity has completed.
-void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view label) {
-  ir::BlockId spin = kb.block(std::string(label)), done = kb.block(std::string(label) + ".done");
-  kb.br(spin);
-  kb.set_insert_point(spin);
-  Value ready = kb.mbarrier_try_wait_parity(bar, parity, "ready");
-  kb.cbr(ready, done, spin);
-  kb.set_insert_point(done);
-}
 
 }  // namespace
 
@@ -95,14 +98,15 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   Value kMap = kb.param(Type::of(Scalar::TensorMap), "k_map");
   Value vMap = kb.param(Type::of(Scalar::TensorMap), "v_map");
   (void)q, (void)k, (void)v;  // read only through the tensor maps
-  kb.reqntid(kThreads);
-  // One block per SM by design (its shared memory): up to 255 registers, and no occupancy warning.
+  // setmaxnreg needs a register budget known at entry (TC§5.4): 384 threads, one block per SM
+  // (its shared memory), so no occupancy warning either.
+  kb.maxntid(kThreads);
   kb.minnctapersm(1);
 
   const Layout lay = layoutOf(c);
   const unsigned strips = c.dim / kStrip;
-  // Barriers: Q's, then K full, V full and empty per stage.
-  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 1 + 3 * kStages, 8);
+  // Barriers: Q's, then K full, V full and empty per stage, then the consumers' V zeroing.
+  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 2 + 3 * kStages, 8);
   // The tiles, 1024-aligned by hand (kAtom bytes of slack): PTX's alignment of extern shared
   // memory is not a promise about its address.
   SharedArray dyn = kb.shared_dynamic("tiles", Type::of(Scalar::B32), 16);
@@ -118,139 +122,166 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   auto kFull = [&](Value stage) { return barrier(1, stage, "k_full"); };
   auto vFull = [&](Value stage) { return barrier(1 + kStages, stage, "v_full"); };
   auto empty = [&](Value stage) { return barrier(1 + 2 * kStages, stage, "empty"); };
+  Value vZeroed = at(barBase, kb.u32(8 * (1 + 3 * kStages)), "v_zeroed");
 
   Value tid = kb.tid(ir::Mod::X, "tid");
-  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
-  Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
   // The last query tiles see the most keys under a causal mask: they go first.
   Value q0 = ((kb.nctaid(ir::Mod::X) - 1u - kb.ctaid(ir::Mod::X)) * kRows).named("q0");
   Value qh = kb.ctaid(ir::Mod::Y, "q_head"), b = kb.ctaid(ir::Mod::Z, "seq");
-  Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
-  Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
-  Value nTiles = ((kEnd + (kKeys - 1)) / kKeys).named("tiles");
+  Value nTiles = ((keyEnd(kb, c, q0, kRows, seqQ, seqK) + (kKeys - 1)) / kKeys).named("tiles");
 
-  // Tensor-map coordinates (s32): element c0 of the row c1 of the 2-D views.
-  auto s32 = [&](Value x) { return kb.bitcast(x, Type::s32()); };
-  Value qRow0 = (b * seqQ + q0).named("q_row0"), kvRow0 = (b * kvStride).named("kv_row0");
-  Value qCol0 = (qh * c.dim).named("q_col0"), kvCol0 = (h * c.dim).named("kv_col0");
-  auto loadTile = [&](Value map, Value dst, Value col0, Value row0, Value bar) {
-    for (unsigned s = 0; s < strips; ++s)
-      kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * kKeys * kStripRow), "strip"), map,
-                     s32(col0 + s * kStrip), s32(row0), bar);
-  };
-  auto kTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
-  auto vTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
-  // Tile j of K and V into stage j % 2 (by the elected thread).
-  auto issueKV = [&](Value j) {
-    Value stage = (j & 1u).named("stage"), row0 = (kvRow0 + j * kKeys).named("kv_row");
-    kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
-    loadTile(kMap, kTile(stage), kvCol0, row0, kFull(stage));
-    kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
-    loadTile(vMap, vTile(stage), kvCol0, row0, vFull(stage));
-  };
-  auto leader = [&](const std::function<void()>& fn) {
-    kb.if_then((warp == 0u).named("warp0"), [&] { kb.if_then(kb.elect_sync(kb.u32(0xffffffffu), "elected"), fn, "leader"); },
-               "producer_warp");
-  };
-
-  leader([&] {
+  kb.if_then((tid == 0u).named("init"), [&] {
     kb.mbarrier_init(qFull, kb.u32(1));
     for (unsigned s = 0; s < kStages; ++s) {
       kb.mbarrier_init(kFull(kb.u32(s)), kb.u32(1));
       kb.mbarrier_init(vFull(kb.u32(s)), kb.u32(1));
-      kb.mbarrier_init(empty(kb.u32(s)), kb.u32(kThreads));
+      kb.mbarrier_init(empty(kb.u32(s)), kb.u32(kConsumerThreads));
     }
-  });
+    kb.mbarrier_init(vZeroed, kb.u32(kConsumerThreads));
+  }, "init_barriers");
   kb.bar_sync();  // the barriers are set up
-  leader([&] {
+
+  auto kTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
+  auto vTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
+
+  // The producer thread: Q, then K/V tile j into stage j % 2 once the consumers emptied it.
+  auto produce = [&] {
+    // Tensor-map coordinates (s32): element c0 of the row c1 of the 2-D views.
+    auto s32 = [&](Value x) { return kb.bitcast(x, Type::s32()); };
+    Value qRow0 = (b * seqQ + q0).named("q_row0"), kvRow0 = (b * kvStride).named("kv_row0");
+    Value qCol0 = (qh * c.dim).named("q_col0");
+    Value kvCol0 = (kvHeadOf(kb, qh, qHeads, kvHeads) * c.dim).named("kv_col0");
+    auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar) {
+      for (unsigned s = 0; s < strips; ++s)
+        kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * rows * kStripRow), "strip"), map, s32(col0 + s * kStrip),
+                       s32(row0), bar);
+    };
     kb.mbarrier_arrive_expect_tx(qFull, kb.u32(lay.qBytes));
-    for (unsigned s = 0; s < strips; ++s)
-      kb.tma_load_2d(at(tiles, kb.u32(s * kRows * kStripRow), "q_strip"), qMap, s32(qCol0 + s * kStrip), s32(qRow0), qFull);
-    for (unsigned j = 0; j < kStages; ++j) kb.if_then((kb.u32(j) < nTiles).named("preload"), [&] { issueKV(kb.u32(j)); }, "preload");
-  });
-
-  // Descriptors: K-major 128B-swizzled strips (rows 128 bytes apart, 8-row atoms 1024 apart); k
-  // step kk is 32 bytes into strip kk / 4. V: MN-major, strips kKeys · 128 bytes apart (LBO), key
-  // groups of 8 an atom apart (SBO); key step kk starts 16 rows in.
-  auto kMajor = [&](Value tile, unsigned stripBytes, unsigned kk) {
-    return kb.wgmma_descriptor(at(tile, kb.u32((kk / 4) * stripBytes + (kk % 4) * 32), "k_step"), 16, kAtom, 128, "desc");
+    loadTile(qMap, tiles, kRows, qCol0, qRow0, qFull);
+    kb.for_range(
+        kb.u32(0), nTiles, kb.u32(1),
+        [&](Value j) {
+          Value stage = (j & 1u).named("stage");
+          // Use j / 2 of the stage waits for the consumers' release of use j / 2 - 1; a fresh
+          // barrier has not completed the phase before its first, so the first use passes at
+          // once (TC§5.3).
+          waitPhase(kb, empty(stage), ((j >> 1u) & 1u) ^ 1u, "empty_wait");
+          Value row0 = (kvRow0 + j * kKeys).named("kv_row");
+          kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
+          loadTile(kMap, kTile(stage), kKeys, kvCol0, row0, kFull(stage));
+          kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
+          loadTile(vMap, vTile(stage), kKeys, kvCol0, row0, vFull(stage));
+        },
+        {.label = "kv_tiles", .iv = "j"});
   };
-  const unsigned sLanes = kKeys / 2, oLanes = c.dim / 2;
-  const Type sType = Type::of(Scalar::F32, sLanes), oType = Type::of(Scalar::F32, oLanes);
-  Value zero = kb.f32(0.0f);
-  Value oZero = kb.pack(oType, std::vector<Value>(oLanes, zero), "o_zero");
-  Value scale2 = (scale * kLog2e).named("scale2");
-  Value row0 = (q0 + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
-  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}};
-  waitPhase(kb, qFull, kb.u32(0), "q_wait");
 
-  // Carried: m and l of rows g and g + 8, then O.
-  std::vector<Value> init{negInf(kb), negInf(kb), zero, zero, oZero};
-  std::vector<Value> st = kb.for_range(
-      kb.u32(0), nTiles, kb.u32(1), init,
-      [&](Value jt, std::span<Value> carried) {
-        Value k0 = (jt * kKeys).named("k0");
-        Value stage = (jt & 1u).named("stage"), parity = ((jt >> 1u) & 1u).named("parity");
-        Value kT = kTile(stage);
-        Value vT = vTile(stage);
-        waitPhase(kb, kFull(stage), parity, "k_wait");
-        // Not read (scale-d is false for the first k step); a value of its own each tile, as a
-        // wgmma accumulator has one use (the result takes its registers).
-        Value s = kb.pack(sType, std::vector<Value>(sLanes, zero), "s_zero");
-        kb.wgmma_fence();
-        for (unsigned kk = 0; kk < c.dim / 16; ++kk)
-          s = kb.wgmma_mma_async(kKeys, c.half(), s, kMajor(tiles, kRows * kStripRow, kk), kMajor(kT, kKeys * kStripRow, kk),
-                                 kb.pred(kk > 0), false, false, "s");
-        kb.wgmma_commit_group();
-        kb.wgmma_wait_group(0);
-
-        std::vector<Value> sv;
-        for (unsigned i = 0; i < sLanes; ++i) sv.push_back(kb.extract(s, i, "score"));
-        std::vector<Value> next(carried.begin(), carried.end());
-        Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]}, corr[2];
-        std::vector<Value> pf = softmaxTile(kb, c, sm, k0, kKeys, sv, m, l, corr);
-        next[0] = m[0], next[1] = m[1], next[2] = l[0], next[3] = l[1];
-        std::vector<Value> o;
-        for (unsigned i = 0; i < oLanes; ++i) o.push_back(kb.extract(carried[4], i) * corr[(i >> 1) & 1]);
-        Value acc = kb.pack(oType, o, "o_scaled");
-
-        waitPhase(kb, vFull(stage), parity, "v_wait");
-        // V rows past seq_k: zeros (whole 128-byte strip rows; the swizzle permutes within a row).
-        kb.if_then((k0 + kKeys > seqK).named("partial_v"), [&] {
-          Value valid = (seqK - k0).named("valid_keys");
-          const unsigned chunks = kKeys * strips * (kStripRow / 16);
-          Value zeros = kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(4, kb.b32(0)), "zeros");
-          for (unsigned r = 0; r < chunks / kThreads; ++r) {
-            Value chunk = (tid + r * kThreads).named("chunk");
-            Value row = ((chunk >> 3u) % kKeys).named("v_row");  // 8 chunks a strip row
-            kb.if_then((row >= valid).named("past_end"), [&] { kb.store(at(vT, chunk << 4u, "v_chunk"), zeros); }, "zero_row");
-          }
-          kb.fence_proxy_async();
-          kb.bar_sync();
-        }, "zero_v");
-        kb.wgmma_fence();
-        for (unsigned kk = 0; kk < kKeys / 16; ++kk) {
-          Value vDesc = kb.wgmma_descriptor(at(vT, kb.u32(kk * 16 * kStripRow), "v_step"), kKeys * kStripRow, kAtom, 128, "desc");
-          acc = kb.wgmma_mma_async(c.dim, c.half(), acc, pf[kk], vDesc, kb.pred(true), false, true, "o");
+  // A consumer warpgroup: its 64 query rows against the key tiles they see.
+  auto consume = [&](Value consumer) {
+    Value ctid = (tid - kWarpgroup).named("consumer_tid");
+    Value lane = (tid & 31u).named("lane"), warp = ((tid >> 5u) & 3u).named("warp");
+    Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
+    // Descriptors: K-major 128B-swizzled strips (rows 128 bytes apart, 8-row atoms 1024 apart); k
+    // step kk is 32 bytes into strip kk / 4. V: MN-major, strips kKeys · 128 bytes apart (LBO), key
+    // groups of 8 an atom apart (SBO); key step kk starts 16 rows in.
+    auto kMajor = [&](Value tile, unsigned stripBytes, unsigned kk) {
+      return kb.wgmma_descriptor(at(tile, kb.u32((kk / 4) * stripBytes + (kk % 4) * 32), "k_step"), 16, kAtom, 128, "desc");
+    };
+    // The consumer's 64 rows of Q: 8 atoms into each strip.
+    Value qSlice = at(tiles, (consumer * (64 * kStripRow)).named("q_slice_off"), "q_slice");
+    const unsigned sLanes = kKeys / 2, oLanes = c.dim / 2;
+    const Type sType = Type::of(Scalar::F32, sLanes), oType = Type::of(Scalar::F32, oLanes);
+    Value zero = kb.f32(0.0f);
+    Value oZero = kb.pack(oType, std::vector<Value>(oLanes, zero), "o_zero");
+    Value scale2 = (scale * kLog2e).named("scale2");
+    Value qw = (q0 + consumer * 64u).named("q_first_row");
+    Value row0 = (qw + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
+    const Softmax sm{seqQ, seqK, qw, t, scale2, {row0, row1}};
+    // V rows past seq_k: zeros (whole 128-byte strip rows; the swizzle permutes within a row), by
+    // both consumers, each thread its chunks. Only a block's last tile reaches past seq_k, so
+    // vZeroed completes its first phase once, whichever of the two loops below takes that tile.
+    auto zeroPastEnd = [&](Value vT, Value k0) {
+      kb.if_then((k0 + kKeys > seqK).named("partial_v"), [&] {
+        Value valid = (seqK - k0).named("valid_keys");
+        const unsigned chunks = kKeys * strips * (kStripRow / 16);
+        Value zeros = kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(4, kb.b32(0)), "zeros");
+        for (unsigned r = 0; r < chunks / kConsumerThreads; ++r) {
+          Value chunk = (ctid + r * kConsumerThreads).named("chunk");
+          Value row = ((chunk >> 3u) % kKeys).named("v_row");  // 8 chunks a strip row
+          kb.if_then((row >= valid).named("past_end"), [&] { kb.store(at(vT, chunk << 4u, "v_chunk"), zeros); }, "zero_row");
         }
-        kb.wgmma_commit_group();
-        kb.wgmma_wait_group(0);
-        next[4] = acc;
-        kb.mbarrier_arrive(empty(stage));
-        // Tile jt + 2 into this stage once every thread is done with it.
-        leader([&] {
-          kb.if_then(((jt + kStages) < nTiles).named("refill"), [&] {
-            waitPhase(kb, empty(stage), parity, "empty_wait");
-            issueKV(jt + kStages);
-          }, "refill");
-        });
-        return next;
-      },
-      {.label = "key_tiles", .iv = "jt"});
+        kb.fence_proxy_async();
+        kb.mbarrier_arrive(vZeroed);
+        waitPhase(kb, vZeroed, kb.u32(0), "zeroed_wait");
+      }, "zero_v");
+    };
+    // The tiles some row of this consumer sees (none when its rows are past seq_q): the block's
+    // other tiles it only takes part in (the V zeroing, the stage's release), so that a NaN in V
+    // reaches no more of its rows than in the mma path's 64-row blocks.
+    Value mine = kb.select((qw < seqQ).named("has_rows"), (keyEnd(kb, c, qw, 64, seqQ, seqK) + (kKeys - 1)) / kKeys,
+                           kb.u32(0), "my_tiles");
+    waitPhase(kb, qFull, kb.u32(0), "q_wait");
 
-  const Output dst{out, lse, (kb.mul_wide(b, seqQ)).named("q_first"), seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
-  const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
-  storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4], 4 * tile + e); });
+    // Carried: m and l of rows g and g + 8, then O.
+    std::vector<Value> init{negInf(kb), negInf(kb), zero, zero, oZero};
+    std::vector<Value> st = kb.for_range(
+        kb.u32(0), mine, kb.u32(1), init,
+        [&](Value jt, std::span<Value> carried) {
+          Value k0 = (jt * kKeys).named("k0");
+          Value stage = (jt & 1u).named("stage"), parity = ((jt >> 1u) & 1u).named("parity");
+          Value kT = kTile(stage);
+          Value vT = vTile(stage);
+          waitPhase(kb, kFull(stage), parity, "k_wait");
+          // Not read (scale-d is false for the first k step); a value of its own each tile, as a
+          // wgmma accumulator has one use (the result takes its registers).
+          Value s = kb.pack(sType, std::vector<Value>(sLanes, zero), "s_zero");
+          kb.wgmma_fence();
+          for (unsigned kk = 0; kk < c.dim / 16; ++kk)
+            s = kb.wgmma_mma_async(kKeys, c.half(), s, kMajor(qSlice, kRows * kStripRow, kk),
+                                   kMajor(kT, kKeys * kStripRow, kk), kb.pred(kk > 0), false, false, "s");
+          kb.wgmma_commit_group();
+          kb.wgmma_wait_group(0);
+
+          std::vector<Value> sv;
+          for (unsigned i = 0; i < sLanes; ++i) sv.push_back(kb.extract(s, i, "score"));
+          std::vector<Value> next(carried.begin(), carried.end());
+          Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]}, corr[2];
+          std::vector<Value> pf = softmaxTile(kb, c, sm, k0, kKeys, sv, m, l, corr);
+          next[0] = m[0], next[1] = m[1], next[2] = l[0], next[3] = l[1];
+          std::vector<Value> o;
+          for (unsigned i = 0; i < oLanes; ++i) o.push_back(kb.extract(carried[4], i) * corr[(i >> 1) & 1]);
+          Value acc = kb.pack(oType, o, "o_scaled");
+
+          waitPhase(kb, vFull(stage), parity, "v_wait");
+          zeroPastEnd(vT, k0);
+          kb.wgmma_fence();
+          for (unsigned kk = 0; kk < kKeys / 16; ++kk) {
+            Value vDesc = kb.wgmma_descriptor(at(vT, kb.u32(kk * 16 * kStripRow), "v_step"), kKeys * kStripRow, kAtom, 128, "desc");
+            acc = kb.wgmma_mma_async(c.dim, c.half(), acc, pf[kk], vDesc, kb.pred(true), false, true, "o");
+          }
+          kb.wgmma_commit_group();
+          kb.wgmma_wait_group(0);
+          next[4] = acc;
+          kb.mbarrier_arrive(empty(stage));  // the producer may refill the stage
+          return next;
+        },
+        {.label = "key_tiles", .iv = "jt"});
+    kb.for_range(
+        mine, nTiles, kb.u32(1),
+        [&](Value jt) {
+          Value stage = (jt & 1u).named("stage");
+          // The V tile's arrival implies the producer saw the stage's previous use released.
+          waitPhase(kb, vFull(stage), ((jt >> 1u) & 1u).named("parity"), "v_wait");
+          zeroPastEnd(vTile(stage), (jt * kKeys).named("k0"));
+          kb.mbarrier_arrive(empty(stage));
+        },
+        {.label = "other_tiles", .iv = "jt"});
+
+    const Output dst{out, lse, (kb.mul_wide(b, seqQ)).named("q_first"), seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+    const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
+    storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4], 4 * tile + e); });
+  };
+
+  warpSpecialize(kb, tid, kProducerRegisters, kConsumerRegisters, produce, consume);
   kb.ret();
   return finish(kb, m, diags);
 }

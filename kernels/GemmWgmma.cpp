@@ -51,15 +51,6 @@ unsigned aBytes() { return kTileM * kKBlock * 2; }
 unsigned bBytes(const Config& c) { return c.tileN * kKBlock * 2; }
 unsigned stageBytes(const Config& c) { return aBytes() + bBytes(c); }
 
-// Spins until the barrier's phase with the given parity has completed.
-void waitPhase(KernelBuilder& kb, Value bar, Value parity) {
-  BlockId spin = kb.block("wait"), done = kb.block("waited");
-  kb.br(spin);
-  kb.set_insert_point(spin);
-  kb.cbr(kb.mbarrier_try_wait_parity(bar, parity, "ready"), done, spin);
-  kb.set_insert_point(done);
-}
-
 // The ring position after (stage, phase): the next stage, the phase flipping when it wraps.
 std::pair<Value, Value> advance(KernelBuilder& kb, const Config& c, Value stage, Value phase) {
   Value next = (stage + 1u).named("stage_next");
@@ -257,20 +248,9 @@ std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags
   }, "init_barriers");
   kb.bar_sync();
 
-  Value wg = (tid >> 7u).named("warpgroup");
-  kb.if_else(
-      (wg == 0u).named("producer"),
-      [&] {
-        kb.setmaxnreg(false, kProducerRegisters);
-        kb.if_then((tid < 32u).named("first_warp"), [&] {
-          kb.if_then(kb.elect_sync(kb.u32(0xFFFFFFFFu), "elected"), [&] { produce(kb, c, p, ring, aMap, bMap); }, "issue");
-        }, "producer_warp");
-      },
-      [&] {
-        kb.setmaxnreg(true, kConsumerRegisters);
-        consume(kb, c, p, ring, (wg - 1u).named("consumer"), tid);
-      },
-      {.label = "role"});
+  warpSpecialize(
+      kb, tid, kProducerRegisters, kConsumerRegisters, [&] { produce(kb, c, p, ring, aMap, bMap); },
+      [&](Value consumer) { consume(kb, c, p, ring, consumer, tid); });
   kb.ret();
   return finish(kb, m, diags);
 }

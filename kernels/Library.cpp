@@ -293,4 +293,30 @@ Value geluErf(KernelBuilder& kb, Value x) {
   return x * phi;
 }
 
+void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view label) {
+  ir::BlockId spin = kb.block(std::string(label)), done = kb.block(std::string(label) + ".done");
+  kb.br(spin);
+  kb.set_insert_point(spin);
+  kb.cbr(kb.mbarrier_try_wait_parity(bar, parity, "ready"), done, spin);
+  kb.set_insert_point(done);
+}
+
+void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, unsigned consumerRegisters,
+                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume) {
+  Value wg = (tid >> 7u).named("warpgroup");
+  kb.if_else(
+      (wg == 0u).named("producer"),
+      [&] {
+        kb.setmaxnreg(false, producerRegisters);
+        kb.if_then((tid < 32u).named("first_warp"), [&] {
+          kb.if_then(kb.elect_sync(kb.u32(0xFFFFFFFFu), "elected"), produce, "issue");
+        }, "producer_warp");
+      },
+      [&] {
+        kb.setmaxnreg(true, consumerRegisters);
+        consume((wg - 1u).named("consumer"));
+      },
+      {.label = "role"});
+}
+
 }  // namespace tn::kernels::lib

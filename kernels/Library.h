@@ -136,6 +136,17 @@ RowChunk rowChunk(KernelBuilder& kb, Value cols, unsigned size);
 // ceil_div(cols, size) for cols >= 1, without the overflow of cols + size - 1.
 Value chunkCount(KernelBuilder& kb, Value cols, unsigned size);
 
+// sm_90a warp specialization (docs/hopper.md §4; the wgmma members of gemm and attention_prefill).
+// Spins on mbarrier.try_wait.parity until the barrier's phase of that parity has completed (blocks
+// ^label and ^label.done).
+void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view label = "wait");
+// Warpgroup 0 (tid < 128) gives registers back (setmaxnreg.dec producerRegisters) and one elected
+// thread of its first warp runs produce(); the other warpgroups take them (setmaxnreg.inc
+// consumerRegisters) and run consume(c), c = warpgroup - 1. Needs a register budget at entry
+// (.maxntid with .minnctapersm: TC§5.4).
+void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, unsigned consumerRegisters,
+                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume);
+
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
 void addSoftmax(std::vector<Template>& out);

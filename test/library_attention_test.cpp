@@ -218,8 +218,9 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
 
   // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
   auto sees = [&](uint32_t i, uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + SK - SQ; };
-  // Rows of a block (64 query rows) multiply every key of the tiles (v.tileKeys keys) some row
-  // of the block sees, so a NaN in V reaches them all (docs/kernels.md).
+  // Rows of a block (64 query rows; a consumer warpgroup's 64 in the wgmma member) multiply every
+  // key of the tiles (v.tileKeys keys) some row of the block sees, so a NaN in V reaches them all
+  // (docs/kernels.md).
   auto tileLoaded = [&](uint32_t i, uint32_t j) {
     const uint32_t last = std::min(SQ, (i / 64 + 1) * 64) - 1;  // the block's last row
     return j < SK && sees(last, j / v.tileKeys * v.tileKeys);
@@ -327,6 +328,9 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): cached prefixes, rows without ke
   // NaN in a spare cache row past seq_k (loaded with the tile by TMA): zeroed, it reaches nothing.
   checkPrefill(r, rng, k90Bf16, {1, 37, 37, 2, 2, 4, 0, Prefill::Nan::V, 38});
   checkPrefill(r, rng, k90Bf16Causal, {1, 70, 70, 4, 1, 0, 0, Prefill::Nan::KNegInf, 20});
+  // A block's two consumers see 2 and 3 key tiles (rows 0-63 and 64-127 of a 170-key prefix):
+  // the first only takes part in the third, whose NaN in V reaches none of its rows.
+  checkPrefill(r, rng, k90Bf16Causal, {1, 130, 300, 2, 2, 0, 0, Prefill::Nan::V, 280});
 }
 
 namespace {

@@ -1530,6 +1530,11 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
                    "wgmma.mma_async reads shared memory " + sharedPlace(off) + ", which thread (" +
                        dimText(threadOfLinear(mark.thread)).substr(1) + " wrote at " + where(mark.inst) +
                        " with no fence.proxy.async after it");
+    // --check-races: the warpgroup reads as its first thread (the one whose descriptors the
+    // others must equal): a generic write by another thread must be ordered before it by a
+    // bar.sync or a completed mbarrier phase that thread observed, and a later write after it.
+    if (opts_.checkRaces)
+      if (auto e = checkRace(k, ws[0], 0, off, 2, Access::Read)) return e;
     std::memcpy(&out, shared_.data() + off, 2);
     op.reads.push_back(off);
     return std::nullopt;
