@@ -3,10 +3,11 @@
 //
 // attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
 // min((s + 1) * split_len, length)) of sequence b's cache once for all `group` query heads that
-// share kv head h (grouped-query attention). Its 4 warps take every 4th position, 2 positions per
-// step (1 at group * head_dim = 1024) with all their loads issued first; each lane owns
-// head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot products finished by a warp butterfly, kept in the
-// log2 domain (q is pre-scaled by scale * log2 e), and folded in by online softmax: a running max
+// share kv head h (grouped-query attention). Its 4 warps take every 4th position, 4 positions per
+// step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
+// owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
+// products finished by a warp butterfly, kept in the log2 domain (q is pre-scaled by scale *
+// log2 e), and folded in by online softmax, once a step for all of its positions: a running max
 // m, sum l and accumulator per query head, rescaled when m grows. The warps' states merge
 // through shared memory, and the split writes its normalized output and log2-sum-exp to the
 // workspace. attention_decode_merge combines a sequence's splits: one warp per (sequence, query
@@ -30,9 +31,10 @@ using ir::Type;
 
 constexpr unsigned kWarps = 4;
 constexpr unsigned kBlock = 32 * kWarps;
-// Positions per warp per step: 2, or 1 at the largest group * head_dim, whose registers go to
-// the accumulators.
-unsigned unrollOf(unsigned group, unsigned dim) { return group * dim >= 1024 ? 1 : 2; }
+// Positions per warp per step, their loads all issued first: 4 while a lane's q and accumulators
+// (2 group head_dim / 32 registers) leave room for four K and V slices (group * head_dim <= 512),
+// 2 below 1024, 1 at 1024.
+unsigned unrollOf(unsigned group, unsigned dim) { return group * dim <= 512 ? 4 : group * dim < 1024 ? 2 : 1; }
 // group * head_dim: the accumulators and pre-scaled q of a lane are 2 * group * head_dim / 32
 // registers; 1024 keeps them at 64.
 constexpr unsigned kMaxGroupDim = 1024;
@@ -187,24 +189,35 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
             kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
             vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
           }
-          std::vector<Value> next(carried.begin(), carried.end());
+          // Every score of the step first, then one online-softmax update per head for all of
+          // the step's positions: one rescale of the head's sum and accumulators (and one ex2
+          // for it) a step instead of one a position.
+          std::vector<std::vector<Value>> scores(G);
           for (unsigned u = 0; u < unroll; ++u)
             for (unsigned g = 0; g < G; ++g) {
               Value dot = kb.f32(0.0f);
               for (unsigned i = 0; i < n; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
-              Value score = kb.select(valid[u], kb.warp_reduce_sum(dot, "score"), negInf(kb), "score");
-              Value& mg = next[g * per];
-              Value& lg = next[g * per + 1];
-              Value mNew = kb.max(mg, score, "m");
-              Value ref = refOf(kb, mNew);
-              Value corr = kb.ex2(mg - ref, "corr"), p = kb.ex2(score - ref, "p");
-              lg = kb.fma(lg, corr, p, "l");
-              for (unsigned i = 0; i < n; ++i) {
-                Value& a = next[g * per + 2 + i];
-                a = kb.fma(p, vv[u][i], a * corr, "acc");
-              }
-              mg = mNew;
+              scores[g].push_back(kb.select(valid[u], kb.warp_reduce_sum(dot, "score"), negInf(kb), "score"));
             }
+          std::vector<Value> next(carried.begin(), carried.end());
+          for (unsigned g = 0; g < G; ++g) {
+            Value& mg = next[g * per];
+            Value& lg = next[g * per + 1];
+            Value mNew = mg;
+            for (Value score : scores[g]) mNew = kb.max(mNew, score, "m");
+            Value ref = refOf(kb, mNew);
+            Value corr = kb.ex2(mg - ref, "corr");
+            std::vector<Value> p;
+            for (Value score : scores[g]) p.push_back(kb.ex2(score - ref, "p"));
+            lg = kb.fma(lg, corr, p[0], "l");
+            for (unsigned u = 1; u < unroll; ++u) lg = (lg + p[u]).named("l");
+            for (unsigned i = 0; i < n; ++i) {
+              Value& a = next[g * per + 2 + i];
+              a = kb.fma(p[0], vv[0][i], a * corr, "acc");
+              for (unsigned u = 1; u < unroll; ++u) a = kb.fma(p[u], vv[u][i], a, "acc");
+            }
+            mg = mNew;
+          }
           return next;
         },
         {.label = "positions", .iv = "t"});

@@ -23,6 +23,7 @@ constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
 constexpr Variant kBf16G4{"decode_bf16_d128_g4", "merge_bf16_d128", Dtype::BF16, 128, 4};
 constexpr Variant kBf16G8{"decode_bf16_d128_g8", "merge_bf16_d128", Dtype::BF16, 128, 8};
 constexpr Variant kF16{"decode_f16_d256_g4", "merge_f16_d256", Dtype::F16, 256, 4};
+constexpr Variant kF16G3{"decode_f16_d256_g3", "merge_f16_d256", Dtype::F16, 256, 3};  // 2 positions a step
 
 struct Problem {
   std::vector<uint32_t> lengths;
@@ -111,7 +112,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
 LIBRARY_TEST("attention_decode: mixed lengths, one and many splits, every storage type", attentionDecode) {
   std::mt19937 rng(seed());
   const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0};
-  for (const Variant* v : {&kF32, &kBf16G4, &kBf16G8, &kF16}) {
+  for (const Variant* v : {&kF32, &kBf16G4, &kBf16G8, &kF16, &kF16G3}) {
     checkDecode(r, rng, *v, {mixed, 2, 64});    // 5 splits, the last ones empty for short sequences
     checkDecode(r, rng, *v, {mixed, 1, 1000});  // one split
   }
