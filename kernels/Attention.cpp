@@ -6,12 +6,12 @@
 // share kv head h (grouped-query attention). Its 4 warps take every 4th position, 4 positions per
 // step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
-// products finished by a warp butterfly, kept in the log2 domain (q is pre-scaled by scale *
-// log2 e), and folded in by online softmax, once a step for all of its positions: a running max
-// m, sum l and accumulator per query head, rescaled when m grows. The warps' states merge
-// through shared memory, and the split writes its normalized output and log2-sum-exp to the
-// workspace. attention_decode_merge combines a sequence's splits: one warp per (sequence, query
-// head).
+// products finished by one warp reduction of all of a step's (warpSumEach), kept in the log2
+// domain (q is pre-scaled by scale * log2 e), and folded in by online softmax, once a step for
+// all of its positions: a running max m, sum l and accumulator per query head, rescaled when m
+// grows. The warps' states merge through shared memory, and the split writes its normalized
+// output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
+// one warp per (sequence, query head).
 //
 // Special values: an empty split (or a zero-length sequence) has log2-sum-exp -inf and weight 0;
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
@@ -189,16 +189,22 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
             kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
             vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
           }
-          // Every score of the step first, then one online-softmax update per head for all of
-          // the step's positions: one rescale of the head's sum and accumulators (and one ex2
+          // Every score of the step first (the lanes' partial dot products of every position and
+          // head, summed over the warp at once), then one online-softmax update per head for all
+          // of the step's positions: one rescale of the head's sum and accumulators (and one ex2
           // for it) a step instead of one a position.
-          std::vector<std::vector<Value>> scores(G);
+          std::vector<Value> dots;
           for (unsigned u = 0; u < unroll; ++u)
             for (unsigned g = 0; g < G; ++g) {
               Value dot = kb.f32(0.0f);
               for (unsigned i = 0; i < n; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
-              scores[g].push_back(kb.select(valid[u], kb.warp_reduce_sum(dot, "score"), negInf(kb), "score"));
+              dots.push_back(dot);
             }
+          std::vector<Value> sums = warpSumEach(kb, dots, lane);
+          std::vector<std::vector<Value>> scores(G);
+          for (unsigned u = 0; u < unroll; ++u)
+            for (unsigned g = 0; g < G; ++g)
+              scores[g].push_back(kb.select(valid[u], sums[u * G + g], negInf(kb), "score"));
           std::vector<Value> next(carried.begin(), carried.end());
           for (unsigned g = 0; g < G; ++g) {
             Value& mg = next[g * per];

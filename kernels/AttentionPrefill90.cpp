@@ -11,11 +11,11 @@
 // can use the tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
 // k, v as [batch · kv_stride rows, kv_heads · head_dim]; a box is 64 elements (128 bytes) of one
 // head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
-// 64 elements. Q is loaded once; K and V
-// tiles of kKeys keys come through a 2-stage ring: full barriers (one per stage for K and for V:
-// S = Q K^T starts before V is in) completed by TMA transaction bytes, empty barriers by the 256
-// consumer threads once both wgmma groups of the stage are done; the producer waits for a stage
-// to be empty before it loads the next tile into it.
+// 64 elements. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
+// barriers (one per stage for K and for V: S = Q K^T starts before V is in) completed by TMA
+// transaction bytes, empty barriers by the 256 consumer threads once both wgmma groups of the
+// stage are done; the producer waits for a stage to be empty before it loads the next tile into
+// it.
 //
 // S = Q K^T: head_dim / 16 wgmma m64n(kKeys)k16, both operands K-major descriptors. Lane i of
 // the v(kKeys/2).f32 accumulator is row 16 warp + g + 8 ((i >> 1) & 1), key 8 (i >> 2) + 2 t +

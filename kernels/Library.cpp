@@ -293,6 +293,40 @@ Value geluErf(KernelBuilder& kb, Value x) {
   return x * phi;
 }
 
+std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane) {
+  const size_t count = values.size();
+  if (count == 0) return {};
+  if (count > 32) {  // 32 at a time
+    std::vector<Value> out = warpSumEach(kb, std::vector<Value>(values.begin(), values.begin() + 32), lane);
+    std::vector<Value> rest = warpSumEach(kb, std::vector<Value>(values.begin() + 32, values.end()), lane);
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
+  }
+  const size_t n = std::bit_ceil(count);
+  values.resize(n, kb.f32(0.0f));
+  // Pairing step s (offset 16 >> s): a lane whose offset bit is set keeps the upper value of
+  // each pair and sends the lower, so after log2 n steps lane l holds a partial sum of value
+  // (l >> (5 - log2 n)) & (n - 1); plain butterflies over the offsets left finish it.
+  unsigned offset = 16;
+  for (; values.size() > 1; offset >>= 1) {
+    const size_t half = values.size() / 2;
+    Value upper = ((lane & offset) != 0u).named("upper");
+    std::vector<Value> next;
+    for (size_t j = 0; j < half; ++j) {
+      Value send = kb.select(upper, values[j], values[j + half], "send");
+      Value keep = kb.select(upper, values[j + half], values[j], "keep");
+      next.push_back((keep + kb.shfl(Mod::Bfly, send, offset, "recv")).named("part"));
+    }
+    values = std::move(next);
+  }
+  Value sum = values[0];
+  for (; offset >= 1; offset >>= 1) sum = (sum + kb.shfl(Mod::Bfly, sum, offset, "recv")).named("part");
+  const unsigned shift = 5 - static_cast<unsigned>(std::countr_zero(n));
+  std::vector<Value> out;
+  for (size_t j = 0; j < count; ++j) out.push_back(kb.shfl(Mod::Idx, sum, static_cast<uint32_t>(j << shift), "sum"));
+  return out;
+}
+
 void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view label) {
   ir::BlockId spin = kb.block(std::string(label)), done = kb.block(std::string(label) + ".done");
   kb.br(spin);
