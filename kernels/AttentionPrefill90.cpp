@@ -268,9 +268,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     kb.for_range(
         mine, nTiles, kb.u32(1),
         [&](Value jt) {
-          Value stage = (jt & 1u).named("stage");
-          // The V tile's arrival implies the producer saw the stage's previous use released.
-          waitPhase(kb, vFull(stage), ((jt >> 1u) & 1u).named("parity"), "v_wait");
+          Value stage = (jt & 1u).named("stage"), parity = ((jt >> 1u) & 1u).named("parity");
+          // Both of the tile's copies waited for, as in the loop above: no TMA write may land in
+          // the block's shared memory after it exits, and the release below must follow the
+          // producer's wait for the stage's previous use.
+          waitPhase(kb, kFull(stage), parity, "k_wait");
+          waitPhase(kb, vFull(stage), parity, "v_wait");
           zeroPastEnd(vTile(stage), (jt * kKeys).named("k0"));
           kb.mbarrier_arrive(empty(stage));
         },
