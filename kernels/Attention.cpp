@@ -32,8 +32,8 @@ using ir::Type;
 constexpr unsigned kWarps = 4;
 constexpr unsigned kBlock = 32 * kWarps;
 // Positions per warp per step, their loads all issued first: 4 while a lane's q and accumulators
-// (2 group head_dim / 32 registers) leave room for four K and V slices (group * head_dim <= 512),
-// 2 below 1024, 1 at 1024.
+// (2 * group * head_dim / 32 registers) leave room for four K and V slices (group * head_dim <=
+// 512), 2 below 1024, 1 at 1024.
 unsigned unrollOf(unsigned group, unsigned dim) { return group * dim <= 512 ? 4 : group * dim < 1024 ? 2 : 1; }
 // group * head_dim: the accumulators and pre-scaled q of a lane are 2 * group * head_dim / 32
 // registers; 1024 keeps them at 64.

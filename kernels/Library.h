@@ -126,9 +126,10 @@ enum class Order : uint8_t { Lanes, Commutative };
 std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread, Value tid, ir::SharedArray scratch,
                                 const CombineFn& combine, Order order = Order::Lanes, ir::Here loc = ir::Here::current());
 
-// The warp-wide sums of several f32 values at once (32 at a time), each returned to every lane: halving butterflies in which a lane keeps one value of each pair and sends the other
-// (2 selects, one shfl and one add a pair), then one shfl.idx per sum from the lane holding it:
-// for 16 values 32 shuffles and 16 adds instead of warp_reduce_sum's 80 and 80. Every lane of the
+// The warp-wide sums of several f32 values at once (32 at a time), each returned to every lane:
+// halving butterflies in which a lane keeps one value of each pair and sends the other (2
+// selects, one shfl and one add a pair), then one shfl.idx per sum from the lane holding it: for
+// 16 values 32 shuffles and 16 adds instead of warp_reduce_sum's 80 and 80. Every lane of the
 // warp calls it converged; `lane` is its lane index.
 std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane);
 
