@@ -4,6 +4,7 @@
 #   %ptxas-verify    assembles PTX from stdin for the given -arch (REQUIRES: ptxas)
 #   %nvdisasm        CUDA's disassembler, for tests that read the SASS of a cubin (REQUIRES: nvdisasm)
 #   %examples        the examples/ folder
+#   %benchbundle     the build's bundle of tools/bench/kernels.toml (bin/bench_kernels.tnb; REQUIRES: ptxas)
 #   FileCheck, not   from LLVM
 import os
 import shutil
@@ -46,6 +47,7 @@ elif in_ci:
 
 config.substitutions.append(("%truenoc", os.path.join(config.truenoc_bin_dir, "truenoc")))
 config.substitutions.append(("%examples", os.path.join(config.truenoc_src_dir, "examples")))
+config.substitutions.append(("%benchbundle", os.path.join(config.truenoc_bin_dir, "bench_kernels.tnb")))
 config.substitutions.append(("%srcroot", config.truenoc_src_dir))
 config.substitutions.append(("%simdriver", os.path.join(os.path.dirname(config.truenoc_bin_dir), "lib", "libtruenort-sim.so")))
 if config.ptxas:

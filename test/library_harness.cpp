@@ -204,7 +204,7 @@ class GpuRunner final : public Runner {
  public:
   const char* name() const override { return "gpu"; }
   bool honoursMisalign() const override { return true; }
-  bool fast() const override { return true; }
+  bool fast() const override { return !simulatedGpu(); }
 
   Outputs run(const Call& c) override {
     const truenort::Context* ctx = context();

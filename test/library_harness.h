@@ -105,7 +105,8 @@ class Runner {
   virtual Outputs run(const Call& call) = 0;
   // Whether Call::buffer's misalign takes effect.
   virtual bool honoursMisalign() const = 0;
-  // Whether large problems are cheap (the GPU) or should be kept small (the interpreter).
+  // Whether large problems are cheap (a real GPU) or should be kept small (the interpreter and
+  // the simulated GPU, which runs the interpreter).
   virtual bool fast() const = 0;
 };
 

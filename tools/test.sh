@@ -15,7 +15,9 @@ if [ "${TRUENOC_SANITIZE:-0}" = 1 ]; then
 fi
 cmake -S . -B "$dir" "${args[@]}" >/dev/null
 cmake --build "$dir" -j"$(nproc)"
-ctest --test-dir "$dir" --output-on-failure -V
+# The five ctest entries (unit, gpu-sim, python-install, python, lit) side by side; -V prefixes
+# every line of output with its test's number.
+ctest --test-dir "$dir" --output-on-failure -V -j"$(nproc)"
 if [ "${TRUENOC_FUZZ:-1}" = 0 ] && [ "${CI:-}" != true ]; then
   echo "truenoc: fuzz smoke test left out (TRUENOC_FUZZ=0)" >&2
 else
