@@ -699,6 +699,14 @@ Value KernelBuilder::atom_cas(Value p, Value expected, Value desired, std::strin
 }
 void KernelBuilder::membar(Mod level, Here l) { op(Op::Membar, std::nullopt, {}, {level}, {}, l); }
 void KernelBuilder::bar_sync(Here l) { op(Op::BarSync, std::nullopt, {}, {}, {}, l); }
+void KernelBuilder::bar_named_sync(unsigned id, uint32_t count, Here l) { bar_named_sync(id, u32(count, {}, l), l); }
+void KernelBuilder::bar_named_sync(unsigned id, Value count, Here l) {
+  op_imm(Op::BarNamedSync, std::nullopt, {count}, id, {}, {}, l);
+}
+void KernelBuilder::bar_named_arrive(unsigned id, uint32_t count, Here l) { bar_named_arrive(id, u32(count, {}, l), l); }
+void KernelBuilder::bar_named_arrive(unsigned id, Value count, Here l) {
+  op_imm(Op::BarNamedArrive, std::nullopt, {count}, id, {}, {}, l);
+}
 
 void KernelBuilder::cp_async(Value dst, Value src, unsigned bytes, Mod cache, Here l) {
   op_imm(Op::CpAsync, std::nullopt, {dst, src}, bytes, {cache}, {}, l);

@@ -108,6 +108,14 @@ std::optional<Mod> modByName(std::string_view name);
 bool typeInClasses(Type t, uint32_t mask);
 
 inline bool hasFlag(Op op, uint32_t f) { return (info(op).flags & f) != 0; }
+// Where the own literal of an OF_IMM op (other than const, whose value comes first) sits among its
+// operands, as in PTX: cp.async's size after the two pointers, a named barrier's ID first, the
+// others' after all `operands` of the instruction.
+inline size_t literalPosition(Op op, size_t operands) {
+  if (op == Op::CpAsync) return 2;
+  if (op == Op::BarNamedSync || op == Op::BarNamedArrive) return 0;
+  return operands;
+}
 
 // Whether an instruction of op may have n operands (OF_VARIADIC ops: checked against T instead).
 inline bool operandCountFits(const OpInfo& oi, size_t n) {

@@ -700,11 +700,9 @@ class Parser {
   }
 
   // Where an op with its own literal (OF_IMM) writes it among its operands: const's value first,
-  // cp.async's size after the two pointers, the others' after all their operands.
+  // the others' where ir::literalPosition says.
   static size_t literalPosition(const Inst& in) {
-    if (in.op == Op::Const) return 0;
-    if (in.op == Op::CpAsync) return 2;
-    return info(in.op).operands.size();
+    return in.op == Op::Const ? 0 : ir::literalPosition(in.op, info(in.op).operands.size());
   }
 
   // An immediate operand (`add %x, 1 : u32`) becomes an unnamed `const` placed just before the
@@ -750,7 +748,7 @@ class Parser {
       in.imm = parseUInt(t, 127, "lane index (0..127)");
     } else if (in.op == Op::SetMaxNRegInc || in.op == Op::SetMaxNRegDec || in.op == Op::WgmmaMma) {  // the verifier
       in.imm = parseUInt(t, 1023, "integer (0..1023)");
-    } else {  // cp.async's size, wait_group's count, lop3's truth table: range-checked by the verifier
+    } else {  // cp.async's size, wait_group's count, lop3's truth table, a barrier ID: range-checked by the verifier
       in.imm = parseUInt(t, 255, "integer (0..255)");
     }
   }

@@ -123,9 +123,8 @@ void printInst(std::string& out, const Module& m, const Kernel& k, const Inst& i
     sep();
     out += constLiteral(*in.type, in.imm);
   }
-  // An immediate other than const's follows the operands; cp.async's size sits between the
-  // pointers and the optional src-size, as in PTX.
-  size_t immAt = in.op == Op::CpAsync ? 2 : in.operands.size();
+  // An immediate other than const's, where PTX writes it (literalPosition).
+  size_t immAt = literalPosition(in.op, in.operands.size());
   for (size_t i = 0; in.op != Op::Call && i <= in.operands.size(); ++i) {
     if (i == immAt && in.op != Op::Const && (info(in.op).flags & OF_IMM)) {
       sep();

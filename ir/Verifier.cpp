@@ -724,6 +724,22 @@ void KernelVerifier::checkAsyncAndBits(const Inst& in) {
   }
   if (in.op == Op::Lop3 && in.imm > 0xFF)
     error(in.loc, op() + " truth table " + std::to_string(in.imm) + " does not fit in 8 bits");
+  if (in.op == Op::BarNamedSync || in.op == Op::BarNamedArrive) {
+    if (in.imm < 1 || in.imm > 15)
+      error(in.loc, op() + " names barrier " + std::to_string(in.imm) + "; named barriers are 1 to 15 (0 is bar.sync's)");
+    // A literal count is checked here; one computed at run time by the interpreter.
+    if (in.operands.size() == 1 && validValue(in.operands[0])) {
+      const ValueInfo& v = k_.value(in.operands[0]);
+      if (v.kind == DefKind::Inst && k_.inst(InstId{v.owner}).op == Op::Const) {
+        uint64_t n = k_.inst(InstId{v.owner}).imm;
+        if (n < 32 || n > 1024 || n % 32)
+          error(in.loc, op() + " counts " + std::to_string(n) + " threads; the count is a multiple of 32 from 32 to 1024");
+        else if (const std::optional<Dim3>& block = k_.reqntid ? k_.reqntid : k_.maxntid; block && n > (block->total() + 31) / 32 * 32)
+          error(in.loc, op() + " counts " + std::to_string(n) + " threads, more than the block's " +
+                            std::to_string(block->total()));
+      }
+    }
+  }
   if (in.op == Op::TmaLoad || in.op == Op::TmaStore) {
     // dst and bar (load), src (store): shared addresses, as the PTX spells them (.shared::cluster, ::cta).
     using Slot = std::pair<size_t, const char*>;

@@ -674,6 +674,30 @@ GOLDEN_TEST("mbarrier.tir", "handoff") {
   });
 }
 
+// ---- named-barrier.tir -------------------------------------------------------------------------
+
+// Warp 1 copies out the words warp 0 staged: its lanes' thread indices.
+GOLDEN_TEST("named-barrier.tir", "handoff") {
+  s.forEach([&](const Run&, const Outcome& o) {
+    std::vector<uint32_t> want(32);
+    for (uint32_t t = 0; t < 32; ++t) want[t] = t;
+    CHECK(o.array<uint32_t>("out") == want);
+  });
+  SUBCASE("fault: warp 1 waits for more threads than ever arrive") {
+    Run more = s.runs.front();
+    more.scalars = {{"n", 64}};
+    Outcome o = execute(s.module, "handoff", more, s.probes);
+    REQUIRE(o.error);
+    CHECK(o.error->kind == ErrorKind::Deadlock);
+    const std::string text = o.error->text();
+    CHECK(text.starts_with(faultAt("named-barrier.tir", "bar.named.sync 2",
+                                   "deadlock: the block's threads all wait and no named barrier they wait at can "
+                                   "complete; warp 1 waits at bar.named.sync 2 (")));
+    CHECK(text.ends_with("), 32 of its 64 threads arrived; 32 threads of the block have exited in kernel 'handoff', "
+                         "block (0,0,0) thread (32,0,0)"));
+  }
+}
+
 // ---- tmap-param.tir ----------------------------------------------------------------------------
 
 GOLDEN_TEST("tmap-param.tir", "copy") {

@@ -703,6 +703,20 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // named-barrier.tir: reqntid(64); warp 0 hands 32 words to warp 1 through named barrier 1,
+  // then warp 1 alone syncs on barrier 2 with a count of n = 32.
+  all.push_back({"named-barrier.tir", "handoff", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t grid : {1u, 2u}) {
+                     Run r = launch("handoff", {grid, 1, 1}, {64, 1, 1});
+                     std::vector<uint32_t> out(32);
+                     for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
+                     r.buffer("out", out).bits("n", 32);
+                     r.opts.checkRaces = r.opts.checkUninit = true;  // barrier 1 orders the handoff
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // mbarrier.tir: reqntid(64); warp 0 hands 32 words to warp 1 through an mbarrier.
   all.push_back({"mbarrier.tir", "handoff", "", {}, [](std::mt19937& rng) {
                    R runs;

@@ -31,8 +31,9 @@ enum class ErrorKind : uint8_t {
   Misaligned,         // access not aligned to its size
   InvalidPointer,     // pointer into no bound buffer, or into an address space without memory
   UninitializedRead,  // shared memory read before any thread of the block wrote it (optional)
-  DivergentBarrier,   // bar.sync executed by only part of a warp's live threads
-  PartialBarrier,     // bar.sync that some threads of the block exit without reaching
+  DivergentBarrier,   // bar.sync or a named barrier executed by only part of a warp's live threads
+  PartialBarrier,     // bar.sync that some threads of the block exit without reaching; a named
+                      // barrier's count out of range or not the one its phase began with
   CollectiveMask,     // shfl.sync/vote.sync membermask naming inactive, exited or missing lanes
   SharedRace,         // two threads touch one shared byte, one writes, no barrier between (optional)
   DivisionByZero,     // integer div/rem by zero
@@ -41,7 +42,8 @@ enum class ErrorKind : uint8_t {
   InstructionBudget,  // a thread, or the whole launch, executed more instructions than allowed
   Mbarrier,           // an mbarrier used before mbarrier.init, re-initialised while in use, given
                       // more arrivals than its phase expects, or a tx-count out of range
-  Deadlock,           // every running thread of a block waits on an mbarrier phase that cannot complete
+  Deadlock,           // every running thread of a block waits on an mbarrier phase or a named
+                      // barrier that cannot complete
   Wgmma,              // wgmma.mma_async without a wgmma.fence after its registers were written, its
                       // registers read before the covering wgmma.wait_group, its shared operands
                       // written unfenced or while it runs, or a warpgroup not executing it together

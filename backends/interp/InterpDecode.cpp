@@ -283,6 +283,10 @@ class Decoder {
       case Op::BarSync:
         c.kind = Kind::Bar;
         break;
+      case Op::BarNamedSync: case Op::BarNamedArrive:
+        c.kind = Kind::NamedBar;
+        p_.namedBarriers = true;
+        break;
       case Op::MbarInit: case Op::MbarArrive: case Op::MbarArriveTx:
         c.kind = Kind::Mbarrier;
         c.space = ir::AddrSpace::Shared;

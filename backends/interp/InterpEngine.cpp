@@ -43,8 +43,9 @@ struct Frame {
 // Waiting: parked after an mbarrier.try_wait that returned false in some lane, until an mbarrier
 // of the block changes.
 // AtWarpgroup: converged at a wgmma op, until the other 3 warps of its warpgroup reach it too.
+// AtNamed: at a bar.named.sync (waitBarrier: its ID), until the barrier's count has arrived.
 enum class WarpState : uint8_t { Running, AtBarrier, Waiting, Done,
-                                 AtWarpgroup };
+                                 AtWarpgroup, AtNamed };
 
 struct Warp {
   uint32_t index = 0;
@@ -226,6 +227,8 @@ class Engine {
   std::optional<Error> mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked);
   std::optional<Error> elect(const Warp& w, const Code& k, uint32_t mask);
   Error deadlock() const;
+  // bar.named.sync/arrive: the warp's arrival; `wait` when it must wait for the barrier's count.
+  std::optional<Error> namedBarrier(Warp& w, const Code& k, uint32_t mask, bool& wait);
   // wgmma: a warp's arrival (convergence, a full warpgroup), the op run by the whole group, the
   // checks of every other instruction and branch while the kernel has wgmma, the stuck group.
   std::optional<Error> wgArrive(const Warp& w, const Code& k, uint32_t mask);
@@ -321,6 +324,15 @@ class Engine {
   }
   void release(Mbarrier& b, uint32_t t);
   void acquire(const Mbarrier& b, uint32_t parity, uint32_t t);
+  // Named barriers 1 ... 15: the thread count the current phase expects (set by its first
+  // arrival), the threads arrived (32 a warp), where the phase's first arrival was; with
+  // --check-races what the arrivals release, kept as an mbarrier's (`order`, parity 0).
+  struct NamedBarrier {
+    uint32_t expected = 0, arrived = 0, phase = 0;
+    const Code* first = nullptr;
+    Mbarrier order;
+  };
+  std::array<NamedBarrier, 16> named_;
   // Kernels with wgmma ops: per warpgroup of the block. With wgmma.mma_async (wgmma_), also per
   // shared byte the in-flight wgmmas reading it and its last generic write, and per thread its
   // fence.proxy.async count.
@@ -436,7 +448,7 @@ Engine::Engine(Launch& l)
   if (opts_.checkUninit) written_.assign(l.sharedBytes, 0);
   if (opts_.checkRaces) access_.assign(l.sharedBytes, ByteAccess{});
   bool mbarriers = std::any_of(p_.code.begin(), p_.code.end(), [](const Code& c) { return c.kind == Kind::Mbarrier; });
-  if (opts_.checkRaces && mbarriers) {
+  if (opts_.checkRaces && (mbarriers || p_.namedBarriers)) {
     arrivals_.assign(threadsPerBlock_, 0);
     knows_.assign(size_t(threadsPerBlock_) * threadsPerBlock_, 0);
   }
@@ -487,6 +499,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     tmaUsed_ = false;
   }
   mbarriers_.clear();
+  if (p_.namedBarriers) named_.fill(NamedBarrier{});
   if (warpgroupOps_) warpgroups_.assign((warps_.size() + 3) / 4, WarpgroupState{});
   if (wgmma_) {
     std::fill(wgReading_.begin(), wgReading_.end(), 0);
@@ -500,6 +513,10 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
     for (Warp& w : warps_)
       if (w.state == WarpState::Running)
         if (auto e = runWarp(w)) return e;
+    // A named barrier completed by a later warp woke an earlier one.
+    if (p_.namedBarriers &&
+        std::any_of(warps_.begin(), warps_.end(), [](const Warp& w) { return w.state == WarpState::Running; }))
+      continue;
     // A warpgroup whose 4 warps all wait at the same wgmma op runs it and goes on.
     bool ran = false;
     for (uint32_t g = 0; warpgroupOps_ && 4 * g + 3 < warps_.size(); ++g) {
@@ -533,7 +550,9 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
       }
     }
     if (woke) continue;
-    if (parked) return deadlock();
+    // A warp at a named barrier now waits for warps that wait elsewhere or have exited.
+    if (parked || std::any_of(warps_.begin(), warps_.end(), [](const Warp& w) { return w.state == WarpState::AtNamed; }))
+      return deadlock();
     if (warpgroupOps_)
       if (auto e = wgStuck()) return e;
     const Warp* waiting = nullptr;
@@ -749,6 +768,17 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         w.waitPc = pc;
         ++pc;
         if (parked) return leave(WarpState::Waiting);
+        break;
+      }
+      case Kind::NamedBar: {
+        bool wait = false;
+        w.waitPc = pc;
+        if (auto e = namedBarrier(w, k, mask, wait)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
+        if (wait) return leave(WarpState::AtNamed);
+        ++pc;
         break;
       }
       case Kind::Bar: {
@@ -1276,6 +1306,77 @@ void Engine::acquire(const Mbarrier& b, uint32_t parity, uint32_t t) {
   for (size_t x = 0; x < done.size(); ++x) mine[x] = std::max(mine[x], done[x]);
 }
 
+// bar.named.sync/arrive ID, count (docs/interpreter.md, "Named barriers"): the converged warp
+// counts 32 threads toward the phase's count, which its first arrival sets and every later one
+// must repeat. The arrival that reaches the count completes the phase: the warps waiting at the
+// barrier go on, and (--check-races) acquire what every arrival of the phase released.
+std::optional<Error> Engine::namedBarrier(Warp& w, const Code& k, uint32_t mask, bool& wait) {
+  const std::string op(ir::info(k.op).name);
+  const uint32_t id = static_cast<uint32_t>(k.imm), lane = std::countr_zero(mask);
+  uint32_t live = w.existing & ~w.exited;
+  if (mask != live)
+    return fault(ErrorKind::DivergentBarrier, k, w, lane,
+                 "divergent " + op + ": only " + std::to_string(std::popcount(mask)) + " of the " +
+                     std::to_string(std::popcount(live)) + " running threads of warp " + std::to_string(w.index) +
+                     " arrive; the others are on another path");
+  const uint64_t* count = slotPtr(w.regs, k.src[0]);
+  for (uint32_t m = mask; m; m &= m - 1) {
+    uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
+    if (count[l] != count[lane])
+      return fault(ErrorKind::PartialBarrier, k, w, l,
+                   op + " " + std::to_string(id) + " with a count of " + std::to_string(count[l]) + " in lane " +
+                       std::to_string(l) + " and " + std::to_string(count[lane]) + " in lane " + std::to_string(lane) +
+                       " of warp " + std::to_string(w.index));
+  }
+  const uint64_t n = count[lane], warps = (uint64_t(threadsPerBlock_) + kWarpSize - 1) / kWarpSize;
+  if (n < kWarpSize || n % kWarpSize || n > warps * kWarpSize)
+    return fault(ErrorKind::PartialBarrier, k, w, lane,
+                 op + " " + std::to_string(id) + " counts " + std::to_string(n) +
+                     " threads; the count is a multiple of 32 from 32 to the block's " +
+                     std::to_string(warps * kWarpSize) + " (its warps times 32)");
+  NamedBarrier& b = named_[id];
+  if (b.arrived == 0) {
+    b.expected = static_cast<uint32_t>(n);
+    b.first = &k;
+  } else if (n != b.expected) {
+    return fault(ErrorKind::PartialBarrier, k, w, lane,
+                 op + " " + std::to_string(id) + " counts " + std::to_string(n) + " threads, but its phase " +
+                     std::to_string(b.phase) + " began with a count of " + std::to_string(b.expected) + " (" +
+                     where(b.first->inst) + ")");
+  }
+  if (!arrivals_.empty())
+    for (uint32_t m = mask; m; m &= m - 1) release(b.order, w.index * kWarpSize + static_cast<uint32_t>(std::countr_zero(m)));
+  b.arrived += kWarpSize;
+  wait = k.op == ir::Op::BarNamedSync;
+  if (b.arrived < b.expected) {
+    if (wait) {
+      w.waitBarrier = id;
+      w.waitLane = lane;
+    }
+    return std::nullopt;
+  }
+  // The count is in: the phase completes, its waiters (and this warp) go on.
+  b.arrived = 0;
+  ++b.phase;
+  auto acquireAll = [&](uint32_t warp, uint32_t lanes) {
+    if (arrivals_.empty()) return;
+    for (uint32_t m = lanes; m; m &= m - 1) acquire(b.order, 0, warp * kWarpSize + static_cast<uint32_t>(std::countr_zero(m)));
+  };
+  if (!arrivals_.empty()) {
+    b.order.done[0] = std::move(b.order.open);
+    b.order.open.clear();
+  }
+  for (Warp& x : warps_)
+    if (x.state == WarpState::AtNamed && x.waitBarrier == id) {
+      acquireAll(x.index, x.mask);
+      x.state = WarpState::Running;
+      ++x.pc;
+    }
+  if (wait) acquireAll(w.index, mask);
+  wait = false;
+  return std::nullopt;
+}
+
 // p = the phase with the operand's parity has completed: the barrier's current phase has the
 // other parity (TC§5.3; only the current and the preceding phase can be asked about).
 std::optional<Error> Engine::mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked) {
@@ -1588,8 +1689,9 @@ std::optional<Error> Engine::wgStuck() const {
     for (uint32_t i = w.index / 4 * 4; i < w.index / 4 * 4 + 4; ++i) {
       const Warp& o = warps_[i];
       if (o.state == WarpState::AtWarpgroup) continue;
-      std::string other = o.state == WarpState::AtBarrier ? "waits at bar.sync (" + where(p_.code[o.pc].inst) + ")"
-                                                          : std::string("has exited");
+      std::string other = o.state == WarpState::AtBarrier || o.state == WarpState::AtNamed
+                              ? "waits at " + std::string(ir::info(p_.code[o.pc].op).name) + " (" + where(p_.code[o.pc].inst) + ")"
+                              : std::string("has exited");
       return fault(ErrorKind::Wgmma, p_.code[w.pc], w, 0,
                    std::string(ir::info(p_.code[w.pc].op).name) + " waits for warpgroup " +
                        std::to_string(w.index / 4) + ", but its warp " + std::to_string(o.index) + " " + other);
@@ -1598,14 +1700,24 @@ std::optional<Error> Engine::wgStuck() const {
   return std::nullopt;
 }
 
-// Every warp that has not exited waits on an mbarrier or at bar.sync, and no mbarrier changed
-// since the waiters parked: the first waiter is reported, with every waiting warp's phase.
+// Every warp that has not exited waits on an mbarrier, at a named barrier or at bar.sync, and
+// none of them can go on: the first waiter is reported, with every waiting warp's phase.
 Error Engine::deadlock() const {
   const Warp* first = nullptr;
   std::string waits;
+  uint32_t exited = 0;
   for (const Warp& w : warps_) {
+    exited += std::popcount(w.exited);
     if (w.state == WarpState::AtBarrier) {
       waits += "; warp " + std::to_string(w.index) + " is at bar.sync (" + where(p_.code[w.pc].inst) + ")";
+      continue;
+    }
+    if (w.state == WarpState::AtNamed) {
+      if (!first) first = &w;
+      const NamedBarrier& b = named_[w.waitBarrier];
+      waits += "; warp " + std::to_string(w.index) + " waits at bar.named.sync " + std::to_string(w.waitBarrier) + " (" +
+               where(p_.code[w.waitPc].inst) + "), " + std::to_string(b.arrived) + " of its " +
+               std::to_string(b.expected) + " threads arrived";
       continue;
     }
     if (w.state != WarpState::Waiting) continue;
@@ -1621,8 +1733,15 @@ Error Engine::deadlock() const {
                                        std::to_string(b->second.delivered) + ")"
                                  : std::string());
   }
+  bool phases = std::any_of(warps_.begin(), warps_.end(), [](const Warp& w) { return w.state == WarpState::Waiting; });
+  bool named = std::any_of(warps_.begin(), warps_.end(), [](const Warp& w) { return w.state == WarpState::AtNamed; });
+  if (exited && named) waits += "; " + std::to_string(exited) + " threads of the block have exited";
   return fault(ErrorKind::Deadlock, p_.code[first->waitPc], *first, first->waitLane,
-               "deadlock: the block's threads all wait and no mbarrier phase they wait for can complete" + waits);
+               std::string("deadlock: the block's threads all wait and no ") +
+                   (phases && named ? "mbarrier phase or named barrier they wait for"
+                    : named         ? "named barrier they wait at"
+                                    : "mbarrier phase they wait for") +
+                   " can complete" + waits);
 }
 
 // ---- TMA: cp.async.bulk.tensor ------------------------------------------------------------------

@@ -33,7 +33,7 @@ constexpr uint64_t kSharedTag = 0xFFFF;
 inline uint64_t pointerTag(uint64_t p) { return p >> kTagShift; }
 inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 - kTagShift)) >> (64 - kTagShift); }
 
-enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
+enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, NamedBar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
                             Aligned,  // Aligned: a .sync.aligned op without effect here (setmaxnreg)
                             Warpgroup,  // wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
@@ -116,6 +116,7 @@ struct Program {
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
   bool asyncCopies = false;  // the kernel has cp.async or its waits: the engine tracks copies and groups
+  bool namedBarriers = false;  // bar.named.sync/arrive: the engine keeps their phases
   // Kernels with wgmma.mma_async: per register slot, kWgOperand (an accumulator or A register
   // operand of some wgmma) and kWgResult (its result); per branch move, whether it writes an
   // operand with something other than a wgmma result (accumulator chaining through a loop).

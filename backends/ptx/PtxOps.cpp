@@ -210,6 +210,14 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::WgmmaWait: line("wgmma.wait_group.sync.aligned " + std::to_string(in.imm) + ";"); return;
     case Op::WgmmaMma: emitWgmma(in, t); return;
     case Op::BarSync: line("bar.sync 0;"); return;
+    case Op::BarNamedSync: case Op::BarNamedArrive: {
+      // A literal count stays a literal in the PTX (one register fewer, and ptxas sees it).
+      const ir::ValueInfo& c = k_.value(in.operands[0]);
+      bool literal = c.kind == ir::DefKind::Inst && k_.inst(ir::InstId{c.owner}).op == Op::Const;
+      line(std::string(in.op == Op::BarNamedSync ? "bar.sync " : "bar.arrive ") + std::to_string(in.imm) + ", " +
+           (literal ? std::to_string(k_.inst(ir::InstId{c.owner}).imm) : reg(in.operands[0])) + ";");
+      return;
+    }
     case Op::ShflSync: plain(in, "shfl.sync" + modText(in.mod(ModGroup::Shfl)) + ".b32"); return;
     case Op::VoteSync:
       plain(in, "vote.sync" + modText(in.mod(ModGroup::Vote)) + (t.isPred() ? ".pred" : ".b32"));
