@@ -7,8 +7,9 @@
 // of its first warp issues every TMA load. Warpgroups 1 and 2 are the consumers (setmaxnreg.inc):
 // consumer c owns query rows 64c .. 64c + 63 of the block, 16 a warp, and both multiply the
 // K/V tiles the producer brings (under a causal mask the first consumer may see one fewer), so a
-// tile read from L2 serves 128 rows, and while one consumer runs its softmax the other's wgmma
-// can use the tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
+// tile read from L2 serves 128 rows; the consumers take turns to issue S = Q K^T (FA3's
+// ping-pong, two named barriers), so that while one runs its softmax the other's wgmma has the
+// tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
 // k, v as [batch · kv_stride rows, kv_heads · head_dim]; a box is 64 elements (128 bytes) of one
 // head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
 // 64 elements. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
@@ -26,8 +27,8 @@
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
 // -inf (weight 0); their V rows are zeroed in shared memory before O += P V (each consumer
-// thread its share, fence.proxy.async, then an mbarrier all 256 consumer threads arrive at and
-// wait on: the producer takes no part), so that 0 · NaN cannot reach a row. Only a block's last
+// thread its share, fence.proxy.async, then a named barrier of the 256 consumer threads: the
+// producer takes no part), so that 0 · NaN cannot reach a row. Only a block's last
 // tile can reach past seq_k. Special values are then the mma path's.
 #include <string>
 
@@ -54,6 +55,9 @@ constexpr unsigned kStages = 2;
 constexpr unsigned kStrip = 64;         // elements of a box row: 128 bytes, the 128B swizzle span
 constexpr unsigned kAtom = 1024;        // bytes of a 128B swizzle atom (8 rows); tiles start on one
 constexpr unsigned kStripRow = 128;     // bytes of a strip row
+// Named barriers among the 256 consumer threads (bar.sync 0 is the block's): V rows past seq_k
+// zeroed; consumer 0's and consumer 1's turn to issue S = Q K^T.
+constexpr unsigned kZeroedBarrier = 1, kTurnBarrier = 2;
 
 // Byte layout of the dynamic shared memory from its 1024-aligned start: Q, then K stage 0 and 1,
 // then V stage 0 and 1; each tile strip by strip (64 elements of every row).
@@ -105,8 +109,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
 
   const Layout lay = layoutOf(c);
   const unsigned strips = c.dim / kStrip;
-  // Barriers: Q's, then K full, V full and empty per stage, then the consumers' V zeroing.
-  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 2 + 3 * kStages, 8);
+  // Barriers: Q's, then K full, V full and empty per stage.
+  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 1 + 3 * kStages, 8);
   // The tiles, 1024-aligned by hand (kAtom bytes of slack): PTX's alignment of extern shared
   // memory is not a promise about its address.
   SharedArray dyn = kb.shared_dynamic("tiles", Type::of(Scalar::B32), 16);
@@ -122,7 +126,6 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   auto kFull = [&](Value stage) { return barrier(1, stage, "k_full"); };
   auto vFull = [&](Value stage) { return barrier(1 + kStages, stage, "v_full"); };
   auto empty = [&](Value stage) { return barrier(1 + 2 * kStages, stage, "empty"); };
-  Value vZeroed = at(barBase, kb.u32(8 * (1 + 3 * kStages)), "v_zeroed");
 
   Value tid = kb.tid(ir::Mod::X, "tid");
   // The last query tiles see the most keys under a causal mask: they go first.
@@ -137,7 +140,6 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
       kb.mbarrier_init(vFull(kb.u32(s)), kb.u32(1));
       kb.mbarrier_init(empty(kb.u32(s)), kb.u32(kConsumerThreads));
     }
-    kb.mbarrier_init(vZeroed, kb.u32(kConsumerThreads));
   }, "init_barriers");
   kb.bar_sync();  // the barriers are set up
 
@@ -197,8 +199,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value row0 = (qw + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
     const Softmax sm{seqQ, seqK, qw, t, scale2, {row0, row1}};
     // V rows past seq_k: zeros (whole 128-byte strip rows; the swizzle permutes within a row), by
-    // both consumers, each thread its chunks. Only a block's last tile reaches past seq_k, so
-    // vZeroed completes its first phase once, whichever of the two loops below takes that tile.
+    // both consumers, each thread its chunks, then named barrier kZeroedBarrier among the 256.
+    // Only a block's last tile reaches past seq_k, whichever of the two loops below takes it.
     auto zeroPastEnd = [&](Value vT, Value k0) {
       kb.if_then((k0 + kKeys > seqK).named("partial_v"), [&] {
         Value valid = (seqK - k0).named("valid_keys");
@@ -210,9 +212,23 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           kb.if_then((row >= valid).named("past_end"), [&] { kb.store(at(vT, chunk << 4u, "v_chunk"), zeros); }, "zero_row");
         }
         kb.fence_proxy_async();
-        kb.mbarrier_arrive(vZeroed);
-        waitPhase(kb, vZeroed, kb.u32(0), "zeroed_wait");
+        kb.bar_named_sync(kZeroedBarrier, kConsumerThreads);
       }, "zero_v");
+    };
+    // FA3's ping-pong: the consumers take turns to issue S = Q K^T, consumer c waiting at named
+    // barrier kTurnBarrier + c for the other's arrival, so that one's softmax and O += P V run
+    // while the other's S = Q K^T has the tensor cores. Consumer 1 gives consumer 0 the first
+    // turn; every tile of the block is a turn of each (of the second loop below too, which
+    // multiplies nothing), so the two stay in step whatever tiles they multiply. Consumer 1's
+    // last arrival is left unmatched when the block ends.
+    Value first = (consumer == 0u).named("first_consumer");
+    auto takeTurn = [&] {
+      kb.if_else(first, [&] { kb.bar_named_sync(kTurnBarrier, kConsumerThreads); },
+                 [&] { kb.bar_named_sync(kTurnBarrier + 1, kConsumerThreads); }, {.label = "take_turn"});
+    };
+    auto passTurn = [&] {
+      kb.if_else(first, [&] { kb.bar_named_arrive(kTurnBarrier + 1, kConsumerThreads); },
+                 [&] { kb.bar_named_arrive(kTurnBarrier, kConsumerThreads); }, {.label = "pass_turn"});
     };
     // The tiles some row of this consumer sees (none when its rows are past seq_q): the block's
     // other tiles it only takes part in (the V zeroing, the stage's release), so that a NaN in V
@@ -220,6 +236,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value mine = kb.select((qw < seqQ).named("has_rows"), (keyEnd(kb, c, qw, 64, seqQ, seqK) + (kKeys - 1)) / kKeys,
                            kb.u32(0), "my_tiles");
     waitPhase(kb, qFull, kb.u32(0), "q_wait");
+    kb.if_then(!first, [&] { kb.bar_named_arrive(kTurnBarrier, kConsumerThreads); }, "first_turn");
 
     // Carried: m and l of rows g and g + 8, then O.
     std::vector<Value> init{negInf(kb), negInf(kb), zero, zero, oZero};
@@ -234,11 +251,13 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           // Not read (scale-d is false for the first k step); a value of its own each tile, as a
           // wgmma accumulator has one use (the result takes its registers).
           Value s = kb.pack(sType, std::vector<Value>(sLanes, zero), "s_zero");
+          takeTurn();
           kb.wgmma_fence();
           for (unsigned kk = 0; kk < c.dim / 16; ++kk)
             s = kb.wgmma_mma_async(kKeys, c.half(), s, kMajor(qSlice, kRows * kStripRow, kk),
                                    kMajor(kT, kKeys * kStripRow, kk), kb.pred(kk > 0), false, false, "s");
           kb.wgmma_commit_group();
+          passTurn();
           kb.wgmma_wait_group(0);
 
           std::vector<Value> sv;
@@ -273,6 +292,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           // the block's shared memory after it exits, and the release below must follow the
           // producer's wait for the stage's previous use.
           waitPhase(kb, kFull(stage), parity, "k_wait");
+          takeTurn();
+          passTurn();
           waitPhase(kb, vFull(stage), parity, "v_wait");
           zeroPastEnd(vTile(stage), (jt * kKeys).named("k0"));
           kb.mbarrier_arrive(empty(stage));
