@@ -300,8 +300,8 @@ class Decoder {
       case Op::ElectSync:
         c.kind = Kind::Elect;
         break;
-      case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // registers are not a resource here
-        c.kind = Kind::Aligned;
+      case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // the 4 warps together; registers are not a resource here
+        c.kind = Kind::Warpgroup;
         break;
       case Op::WgmmaMma:
         if (in.imm < 8 || in.imm > 256 || in.imm % 8 || *in.type != Type::of(ir::Scalar::F32, uint8_t(in.imm / 2)) ||

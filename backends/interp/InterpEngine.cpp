@@ -529,7 +529,7 @@ std::optional<Error> Engine::runBlock(uint64_t linear) {
                            std::string(ir::info(p_.code[ws[i].pc].op).name) + " while warp " +
                            std::to_string(ws[0].index) + " of its warpgroup waits at " +
                            std::string(ir::info(p_.code[ws[0].pc].op).name) + " (" + where(p_.code[ws[0].pc].inst) +
-                           "); the 4 warps execute each wgmma op together");
+                           "); the 4 warps execute each wgmma and setmaxnreg op together");
       if (auto e = wgRun(g, p_.code[ws[0].pc])) return e;
       for (int i = 0; i < 4; ++i) {
         ws[i].state = WarpState::Running;
@@ -713,7 +713,7 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         }
         ++pc;
         break;
-      case Kind::Mma: case Kind::Ldmatrix: case Kind::Aligned:
+      case Kind::Mma: case Kind::Ldmatrix:
         if (auto err = tensorCore(w, k, mask)) {
           (void)leave(WarpState::Done);
           return err;
@@ -1177,7 +1177,7 @@ std::optional<Error> Engine::tensorCore(const Warp& w, const Code& k, uint32_t m
                  "divergent " + name + ": it needs all 32 lanes of warp " + std::to_string(w.index) +
                      " converged, but only " + std::to_string(std::popcount(mask)) + " arrive (" + why + ")");
   }
-  if (k.kind == Kind::Aligned || k.kind == Kind::Warpgroup) return std::nullopt;
+  if (k.kind == Kind::Warpgroup) return std::nullopt;
   if (k.op == Op::Mma) {
     mmaWarp(w.regs, k);
     return std::nullopt;
@@ -1550,6 +1550,8 @@ std::optional<Error> Engine::wgRun(uint32_t group, const Code& k) {
         const WgmmaOp& op = g.inflight[i];
         if (op.group != WgmmaOp::kOpen && g.committed - op.group > k.imm) wgRetire(g, group, i);
       }
+      return std::nullopt;
+    case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:  // the same one by the 4 warps is all it asks
       return std::nullopt;
     default:
       return wgIssue(group, k);

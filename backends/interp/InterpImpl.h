@@ -35,8 +35,7 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, NamedBar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
-                            Aligned,  // Aligned: a .sync.aligned op without effect here (setmaxnreg)
-                            Warpgroup,  // wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
+                            Warpgroup,  // setmaxnreg, wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
                             TmaLoad, TmaStore, BulkCommit, BulkWait, ProxyFence };
 
 struct Code;
