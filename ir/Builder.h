@@ -348,7 +348,7 @@ class KernelBuilder {
   // ---- synchronization and warp collectives -------------------------------------------------
   void bar_sync(Here loc = Here::current());
   // Named barrier `id` (1 ... 15) among `count` threads (a multiple of 32): sync waits for them,
-  // arrive only counts itself in (docs/ir.md, "Synchronization"). The count as a u32 literal or value.
+  // arrive only counts itself in (docs/ir.md, "Named barriers"). The count as a u32 literal or value.
   void bar_named_sync(unsigned id, uint32_t count, Here loc = Here::current());
   void bar_named_sync(unsigned id, Value count, Here loc = Here::current());
   void bar_named_arrive(unsigned id, uint32_t count, Here loc = Here::current());
