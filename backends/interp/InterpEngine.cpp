@@ -227,6 +227,7 @@ class Engine {
   std::optional<Error> mbarrierWait(Warp& w, const Code& k, uint32_t mask, bool& parked);
   std::optional<Error> elect(const Warp& w, const Code& k, uint32_t mask);
   Error deadlock() const;
+  std::optional<Error> divergentArrival(const Warp& w, const Code& k, uint32_t mask) const;
   // bar.named.sync/arrive: the warp's arrival; `wait` when it must wait for the barrier's count.
   std::optional<Error> namedBarrier(Warp& w, const Code& k, uint32_t mask, bool& wait);
   // wgmma: a warp's arrival (convergence, a full warpgroup), the op run by the whole group, the
@@ -781,17 +782,12 @@ std::optional<Error> Engine::runWarp(Warp& w) {
         ++pc;
         break;
       }
-      case Kind::Bar: {
-        uint32_t live = w.existing & ~w.exited;
-        if (mask != live) {
+      case Kind::Bar:
+        if (auto e = divergentArrival(w, k, mask)) {
           (void)leave(WarpState::Done);
-          return fault(ErrorKind::DivergentBarrier, k, w, std::countr_zero(mask),
-                       "divergent bar.sync: only " + std::to_string(std::popcount(mask)) + " of the " +
-                           std::to_string(std::popcount(live)) + " running threads of warp " + std::to_string(w.index) +
-                           " arrive; the others are on another path");
+          return e;
         }
         return leave(WarpState::AtBarrier);
-      }
       case Kind::Br:
         move(w, k.edge[0], mask);
         if (!jump(w, k.edge[0], pc, mask)) return leave(WarpState::Done);
@@ -1306,6 +1302,16 @@ void Engine::acquire(const Mbarrier& b, uint32_t parity, uint32_t t) {
   for (size_t x = 0; x < done.size(); ++x) mine[x] = std::max(mine[x], done[x]);
 }
 
+// bar.sync and the named barriers: every running thread of the warp arrives, or none.
+std::optional<Error> Engine::divergentArrival(const Warp& w, const Code& k, uint32_t mask) const {
+  uint32_t live = w.existing & ~w.exited;
+  if (mask == live) return std::nullopt;
+  return fault(ErrorKind::DivergentBarrier, k, w, std::countr_zero(mask),
+               "divergent " + std::string(ir::info(k.op).name) + ": only " + std::to_string(std::popcount(mask)) +
+                   " of the " + std::to_string(std::popcount(live)) + " running threads of warp " +
+                   std::to_string(w.index) + " arrive; the others are on another path");
+}
+
 // bar.named.sync/arrive ID, count (docs/interpreter.md, "Named barriers"): the converged warp
 // counts 32 threads toward the phase's count, which its first arrival sets and every later one
 // must repeat. The arrival that reaches the count completes the phase: the warps waiting at the
@@ -1313,12 +1319,7 @@ void Engine::acquire(const Mbarrier& b, uint32_t parity, uint32_t t) {
 std::optional<Error> Engine::namedBarrier(Warp& w, const Code& k, uint32_t mask, bool& wait) {
   const std::string op(ir::info(k.op).name);
   const uint32_t id = static_cast<uint32_t>(k.imm), lane = std::countr_zero(mask);
-  uint32_t live = w.existing & ~w.exited;
-  if (mask != live)
-    return fault(ErrorKind::DivergentBarrier, k, w, lane,
-                 "divergent " + op + ": only " + std::to_string(std::popcount(mask)) + " of the " +
-                     std::to_string(std::popcount(live)) + " running threads of warp " + std::to_string(w.index) +
-                     " arrive; the others are on another path");
+  if (auto e = divergentArrival(w, k, mask)) return e;
   const uint64_t* count = slotPtr(w.regs, k.src[0]);
   for (uint32_t m = mask; m; m &= m - 1) {
     uint32_t l = static_cast<uint32_t>(std::countr_zero(m));
