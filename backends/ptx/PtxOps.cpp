@@ -211,10 +211,13 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::WgmmaMma: emitWgmma(in, t); return;
     case Op::BarSync: line("bar.sync 0;"); return;
     case Op::BarNamedSync: case Op::BarNamedArrive: {
-      // A literal count stays a literal in the PTX (one register fewer, and ptxas sees it).
+      // barrier.sync/arrive without .aligned (bar.sync is barrier.sync.aligned): the warps taking
+      // part may reach the barrier at different instructions, as warp-specialized code does
+      // (compute-sanitizer's synccheck reports the .aligned form reached from two places). A
+      // literal count stays a literal (one register fewer, and ptxas sees it).
       const ir::ValueInfo& c = k_.value(in.operands[0]);
       bool literal = c.kind == ir::DefKind::Inst && k_.inst(ir::InstId{c.owner}).op == Op::Const;
-      line(std::string(in.op == Op::BarNamedSync ? "bar.sync " : "bar.arrive ") + std::to_string(in.imm) + ", " +
+      line(std::string(in.op == Op::BarNamedSync ? "barrier.sync " : "barrier.arrive ") + std::to_string(in.imm) + ", " +
            (literal ? std::to_string(k_.inst(ir::InstId{c.owner}).imm) : reg(in.operands[0])) + ";");
       return;
     }
