@@ -87,6 +87,8 @@ struct Bundle::State {
   LoadStats stats;
 
   Status loadModule(Kernel::Loaded& k);  // with mu held
+  // For the error of a payload that cannot be read: the kernels that share it, if more than k.
+  std::string sharedBy(const Kernel::Loaded& k) const;
   ~State();
 };
 
@@ -95,11 +97,23 @@ Bundle::State::~State() {
   for (auto& [offset, module] : modules) (void)ctx->driver().cuModuleUnload(module);
 }
 
+std::string Bundle::State::sharedBy(const Kernel::Loaded& k) const {
+  std::vector<std::string_view> names;
+  for (const Kernel::Loaded& other : kernels)
+    if (other.entry->offset == k.entry->offset) names.push_back(other.info->name);
+  if (names.size() < 2) return {};
+  constexpr size_t kListed = 6;
+  std::string out = " (a module shared by " + std::to_string(names.size()) + " kernels: ";
+  for (size_t i = 0; i < names.size() && i < kListed; ++i) out += (i ? ", " : "") + std::string(names[i]);
+  if (names.size() > kListed) out += " and " + std::to_string(names.size() - kListed) + " more";
+  return out + ")";
+}
+
 Status Bundle::State::loadModule(Kernel::Loaded& k) {
   auto it = std::find_if(modules.begin(), modules.end(), [&](const auto& m) { return m.first == k.entry->offset; });
   if (it == modules.end()) {
     auto payload = reader->payload(*k.entry);
-    if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message, k.info->name);
+    if (!payload) return make(Errc::BadBundle, "Bundle::kernel", payload.error().message + sharedBy(k), k.info->name);
     if (k.jit || k.ir) payload.value().push_back('\0');  // the driver reads PTX (and IR) as a C string
     if (Status st = ctx->make_current(); !st) return st;
     modules.reserve(modules.size() + 1);  // so that the push below cannot throw and leak the module

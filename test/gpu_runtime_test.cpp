@@ -315,9 +315,11 @@ TEST_CASE("gpu: a bundle without IR is refused by the simulated driver with the 
   CHECK(b.error().message == "the bundle carries no IR, which the simulated driver runs (it was built with --no-ir or ir = false)");
 }
 
-TEST_CASE("gpu: a damaged payload fails the load of its kernel only, by name" * doctest::skip(noGpu())) {
-  // The runtime checksums only the payloads it decompresses (tn::bundle::Verify::Used): damage to
-  // every payload of `fill` fails an eager load, and a lazy one at kernel("fill") alone.
+TEST_CASE("gpu: a damaged payload fails the kernels that run it, each by name, and no other" * doctest::skip(noGpu())) {
+  // The runtime checksums only the payloads it decompresses (tn::bundle::Verify::Used). Every
+  // payload of `fill` is damaged here. A cubin may be a module that holds every kernel of its
+  // target (bundle format 6): on a GPU, the kernels whose selected payload is fill's module fail
+  // with fill; on the simulator, which runs each kernel's own IR, fill fails alone.
   auto file = Bundle::read_file(gpuTestBundle());
   REQUIRE(file.ok());
   std::vector<uint8_t> bytes = file.value();
@@ -326,20 +328,52 @@ TEST_CASE("gpu: a damaged payload fails the load of its kernel only, by name" * 
   const tn::bundle::KernelInfo* info = reader->manifest().find("fill");
   REQUIRE(info != nullptr);
   size_t payloadsAt = bytes.size() - reader->stats().payloadSectionBytes;
-  for (const tn::bundle::Entry& e : info->entries) bytes[payloadsAt + e.offset + e.compressedSize / 2] ^= 0x5A;
+  std::set<uint64_t> damaged;
+  for (const tn::bundle::Entry& e : info->entries) {
+    bytes[payloadsAt + e.offset + e.compressedSize / 2] ^= 0x5A;
+    damaged.insert(e.offset);
+  }
+  // Which payload each kernel runs, from the intact bundle: the entry of its selected target and kind.
+  auto intact = Bundle::load(*gpu(), file.value());
+  REQUIRE(intact.ok());
+  std::vector<std::string> failing;
+  for (const std::string& name : intact.value().kernel_names()) {
+    auto k = intact.value().kernel(name);
+    REQUIRE(k.ok());
+    const auto kind = gpu()->simulated() ? tn::bundle::PayloadKind::Ir
+                      : k.value().is_jit() ? tn::bundle::PayloadKind::Ptx
+                                           : tn::bundle::PayloadKind::Cubin;
+    const tn::bundle::Entry* used =
+        k.value().info().find(static_cast<uint32_t>(reader->manifest().targetIndex(k.value().target())), kind);
+    REQUIRE(used != nullptr);
+    if (damaged.contains(used->offset)) failing.push_back(name);
+  }
+  REQUIRE(std::find(failing.begin(), failing.end(), "fill") != failing.end());
+  if (gpu()->simulated()) CHECK(failing == std::vector<std::string>{"fill"});
+
   std::span<const uint8_t> view(bytes);
   auto eager = Bundle::load(*gpu(), view, {.eager = true});
   REQUIRE_FALSE(eager.ok());
   CHECK(eager.error().code == Errc::BadBundle);
-  CHECK(eager.error().kernel == "fill");
+  CHECK(eager.error().kernel == failing.front());  // the first kernel loaded from the damaged payload
   CHECK(eager.error().message.starts_with("corrupt bundle: "));
+  INFO(eager.error().message);
+  // A shared module's error lists the kernels in it.
+  if (failing.size() > 1)
+    CHECK(eager.error().message.find("(a module shared by " + std::to_string(failing.size()) + " kernels: " + failing[0]) !=
+          std::string::npos);
   auto lazy = Bundle::load(*gpu(), view);
   REQUIRE(lazy.ok());
-  auto fill = lazy.value().kernel("fill");
-  REQUIRE_FALSE(fill.ok());
-  CHECK(fill.error().code == Errc::BadBundle);
-  for (const std::string& name : lazy.value().kernel_names())
-    if (name != "fill") CHECK(lazy.value().kernel(name).ok());
+  for (const std::string& name : lazy.value().kernel_names()) {
+    CAPTURE(name);
+    auto k = lazy.value().kernel(name);
+    const bool shouldFail = std::find(failing.begin(), failing.end(), name) != failing.end();
+    CHECK(k.ok() == !shouldFail);
+    if (shouldFail && !k.ok()) {
+      CHECK(k.error().code == Errc::BadBundle);
+      CHECK(k.error().kernel == name);
+    }
+  }
 }
 
 TEST_CASE("gpu: load_file of a folder is an error value, not an exception" * doctest::skip(noGpu())) {
