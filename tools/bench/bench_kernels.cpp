@@ -45,7 +45,8 @@ const char* const kUsage =
     "  --check      check every case's launches against the bundle's signatures (parameter\n"
     "               names, order, types) and list the cases with their byte counts; then, if a\n"
     "               device is there (a GPU, or TRUENORT_DRIVER=sim), run every case once at\n"
-    "               tiny sizes and check that it completes (and f32 GEMV against the CPU)\n";
+    "               tiny sizes and check that it completes, and the results of f32 GEMV, GEMM,\n"
+    "               attention, gemv_q and gemm_q against the CPU\n";
 
 constexpr int kWarmup = 3;
 constexpr int kDeviceAttributeL2CacheSize = 38;  // CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE
@@ -941,10 +942,36 @@ std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, 
   return compareGemm(c, want, n, k, g);
 }
 
-// gemv_q against dequantize + cublasGemmEx on the same weights: the reference rounds the weights
-// and x to bf16 (2^-9 relative each, random in sign: ~2^-8.5 of the rms of y over a row), and
-// q8_1 activations are off by up to half a step (amax/254) each; a wrong element is off by about
-// the rms of y, so 3% of it separates the two.
+// The n activations the dequantize reference multiplies, rounded to bf16: x (f32), or, given the
+// q8_1 blocks of a case with q8_1 activations (its buffer 2, written by its launches, which must
+// have run), the values its kernel multiplies, q * d. Against x itself, q8_1's
+// half-step errors (amax/254 each) add up to about 2% of the rms of y at k = 512 and over 3% in
+// the tail of 14336 x 8 outputs: a tolerance for them could not tell a wrong element.
+std::vector<uint16_t> refActivations(size_t n, const DeviceMemory& x, const DeviceMemory* xq8) {
+  std::vector<uint16_t> out(n);
+  if (!xq8) {
+    std::vector<float> f(n);
+    must(x.download(f.data(), n * 4), "download x");
+    for (size_t i = 0; i < n; ++i) out[i] = tn::ir::f32ToBf16(f[i]);
+    return out;
+  }
+  constexpr size_t kBlock = 32, kBytes = 36;  // half d, half s, 32 x int8
+  std::vector<uint8_t> q(n / kBlock * kBytes);
+  must(xq8->download(q.data(), q.size()), "download q8_1 x");
+  for (size_t b = 0; b < n / kBlock; ++b) {
+    uint16_t dBits;
+    std::memcpy(&dBits, &q[b * kBytes], 2);
+    const float d = tn::ir::f16ToF32(dBits);
+    for (size_t j = 0; j < kBlock; ++j)
+      out[b * kBlock + j] = tn::ir::f32ToBf16(float(static_cast<int8_t>(q[b * kBytes + 4 + j])) * d);
+  }
+  return out;
+}
+
+// gemv_q and gemm_q against dequantize + cublasGemmEx on the same weights and activations
+// (refActivations): the reference rounds the weights and activations to bf16 (2^-9 relative each,
+// random in sign: ~2^-8.5 of the rms of y over a row); a wrong element is off by about the rms of
+// y, so 3% of it separates the two.
 std::string compareDequantRef(const std::vector<float>& ours, const std::vector<float>& ref) {
   double ss = 0;
   for (float v : ref) ss += double(v) * v;
@@ -954,6 +981,24 @@ std::string compareDequantRef(const std::vector<float>& ours, const std::vector<
       return "y[" + std::to_string(i) + "] = " + std::to_string(ours[i]) + ", reference " + std::to_string(ref[i]) +
              " (tolerance " + std::to_string(tol) + ")";
   return "";
+}
+
+// The dequantize reference on the CPU (--check on a device, where cuBLAS is not): the product
+// cublasGemmEx computes, of our dequantize's bf16 weights (refW) and refActivations, in double,
+// against the case's y with compareDequantRef.
+std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c) {
+  const size_t m = c.refM, k = c.refK, ntok = c.refNtok;
+  std::vector<uint16_t> w(m * k), x = refActivations(ntok * k, mem[1], c.dtype == "q8_1" ? &mem[2] : nullptr);
+  std::vector<float> ours(ntok * m), ref(ntok * m);
+  must(mem[size_t(c.refW)].download(w.data(), w.size() * 2), "download dequantized w");
+  must(mem[size_t(c.refW) - 1].download(ours.data(), ours.size() * 4), "download y");
+  for (size_t t = 0; t < ntok; ++t)
+    for (size_t i = 0; i < m; ++i) {
+      double sum = 0;
+      for (size_t j = 0; j < k; ++j) sum += double(tn::ir::bf16ToF32(w[i * k + j])) * tn::ir::bf16ToF32(x[t * k + j]);
+      ref[t * m + i] = float(sum);
+    }
+  return compareDequantRef(ours, ref);
 }
 
 int runTinyCases(const Context& ctx, const std::string& path) {
@@ -988,6 +1033,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
     if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
+    if (why.empty() && c.refM) why = checkDequantRef(mem, c);
     if (why.empty() && c.attention) {
       std::vector<const DeviceMemory*> set;
       for (const DeviceMemory& m : mem) set.push_back(&m);
@@ -1209,7 +1255,8 @@ int main(int argc, char** argv) {
         }
     must(stream.synchronize(), "fill");
 
-    // gemv_q's second reference: dequantize to bf16, then cublasGemmEx on x rounded to bf16.
+    // gemv_q's second reference: dequantize to bf16, then cublasGemmEx on x rounded to bf16 (for
+    // q8_1 activations the timed runs multiply x too, and the comparison the kernel's q8_1 values).
     bool haveDequantRef = c.refM && haveCublas && cublas.gemmEx;
     std::vector<Kernel> refKernels;
     for (const Launch& l : c.refLaunches) {
@@ -1218,11 +1265,8 @@ int main(int argc, char** argv) {
       else haveDequantRef = false;
     }
     if (haveDequantRef) {
-      std::vector<float> x(size_t(c.refNtok) * c.refK);
-      std::vector<uint16_t> xb(x.size());
-      for (int s = 0; s < sets; ++s) {
-        must(mem[s][1]->download(x.data(), x.size() * 4), "download x");
-        for (size_t i = 0; i < x.size(); ++i) xb[i] = tn::ir::f32ToBf16(x[i]);
+      for (int s = 0; s < sets; ++s) {  // x itself: the q8_1 blocks are not written yet
+        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[s][1], nullptr);
         must(mem[s][size_t(c.refX)]->upload(xb.data(), xb.size() * 2), "upload bf16 x");
       }
     }
@@ -1335,6 +1379,10 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < kernels.size(); ++i) must(kernels[i].launch_args(stream, args[0][i]), "launch " + label);
       must(stream.synchronize(), "sync");
       must(mem[0][size_t(c.refW) - 1]->download(ours.data(), count * 4), "download");
+      if (c.dtype == "q8_1") {
+        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[0][1], mem[0][2]);
+        must(mem[0][size_t(c.refX)]->upload(xb.data(), xb.size() * 2), "upload bf16 q8_1 x");
+      }
       if (!enqueueRef(0) || !stream.synchronize()) {
         std::printf("dequantize + cuBLAS failed for %s: no reference\n", label.c_str());
       } else {
