@@ -838,6 +838,44 @@ TEST_CASE("bundle: a hand-encoded bundle reads as the format document says") {
   CHECK(*r->payload(r->manifest().kernels[0].entries[1]) == raw);
 }
 
+TEST_CASE("bundle: Verify::Used checks a payload by zstd's content checksum where its frame has one, else by FNV-1a") {
+  // A frame as the writer makes it (with zstd's checksum), and an RLE frame without one, each
+  // recorded in the manifest with the FNV-1a of other bytes of the same length: Verify::All
+  // compares the manifest's checksum always; Verify::Used only where zstd has none to compare.
+  const std::string good = smallBundle();
+  Result<Reader> written = Reader::open(span(good));
+  REQUIRE(written.ok());
+  const Entry& e = written->manifest().kernels[0].entries[0];
+  const size_t payloadsAt = good.size() - written->stats().payloadSectionBytes;
+  const std::string withSum = good.substr(payloadsAt + e.offset, e.compressedSize);
+  REQUIRE((static_cast<uint8_t>(withSum[4]) & 0x04) != 0);  // RFC 8878: the content checksum flag
+  std::string zeros(1000, '\0'), notZeros = zeros;
+  notZeros[500] = 'x';
+  HandBundle h;
+  Entry checked = h.add(withSum, "ELF cubin bytez");  // the frame holds "ELF cubin bytes"
+  HandBundle h2;
+  Entry unchecked = h2.add(zeroFrame(1000), notZeros);
+  h.kernels = {{"k", {checked}}};
+  h2.kernels = {{"k", {unchecked}}};
+  for (const HandBundle* hb : {&h, &h2}) {
+    const std::string bytes = hb->bytes();
+    Result<Reader> all = Reader::open(span(bytes), Verify::All), used = Reader::open(span(bytes), Verify::Used);
+    REQUIRE(all.ok());
+    REQUIRE(used.ok());
+    Result<std::string> a = all->payload(all->manifest().kernels[0].entries[0]);
+    REQUIRE_FALSE(a.ok());
+    CHECK(a.error().message.ends_with(": checksum mismatch"));
+    Result<std::string> u = used->payload(used->manifest().kernels[0].entries[0]);
+    if (hb == &h) {
+      REQUIRE(u.ok());
+      CHECK(*u == "ELF cubin bytes");
+    } else {
+      REQUIRE_FALSE(u.ok());
+      CHECK(u.error().message.ends_with(": checksum mismatch"));
+    }
+  }
+}
+
 TEST_CASE("bundle: IR entries, the IR flag and the ptxas version must agree") {
   const std::string raw(1000, '\0'), frame = zeroFrame(1000);
   struct Case {

@@ -149,6 +149,8 @@ struct BundleStats {
 // only when a payload is decompressed (by its own checksum), for a reader that uses few of them:
 // the runtime, which would otherwise hash every target's cubins, PTX and IR to load one target's
 // cubins. Damage to a payload that is never read then goes unnoticed; every other check stays.
+// A payload read under Used is checked by its zstd frame's content checksum where it has one
+// (every bundle written since 2026-11-28), else by the manifest's.
 enum class Verify : uint8_t { All, Used };
 
 class Reader {
@@ -162,7 +164,8 @@ class Reader {
   const std::string& producer() const { return producer_; }
   uint32_t formatVersion() const { return version_; }
   const BundleStats& stats() const { return stats_; }
-  // Decompresses one payload and checks its size and checksum.
+  // Decompresses one payload and checks its size and checksum: the manifest's, and zstd's when
+  // the frame has one (zstd's alone with Verify::Used).
   Result<std::string> payload(const Entry& e) const;
   // Decompresses and checks every payload; the first failure is returned.
   std::optional<Error> verifyPayloads() const;
@@ -171,6 +174,7 @@ class Reader {
   std::span<const uint8_t> payloads_;
   std::string producer_;
   uint32_t version_ = kFormatVersion;
+  Verify verify_ = Verify::All;
   Manifest manifest_;
   BundleStats stats_;
 };
