@@ -31,7 +31,7 @@ class Checker {
         else if (in.op == Op::ShflSync || in.op == Op::VoteSync || in.op == Op::ElectSync)
           checkCollective(b, in);
         else if (ir::hasFlag(in.op, ir::OF_CONVERGENT) && in.op != Op::Call)  // .sync.aligned: mma, ldmatrix, ...
-          checkWarpInstruction(b, in);
+          if (!checkWarpInstruction(b, in) && isWarpgroupOp(in.op)) checkWarpgroupInstruction(b, in);
       }
       if (ctx_.options.remarks) remarkBranch(b);
     }
@@ -50,14 +50,22 @@ class Checker {
     return "'%" + names().value(br.operands[0]) + "' at " + lineCol(br.loc);
   }
 
-  void noteBranch(BlockId b, const Divergence& d, bool warp) {
+  static const char* between(Scope scope) {
+    return scope == Scope::Warp ? "lanes of a warp" : scope == Scope::Warpgroup ? "warps of a warpgroup" : "threads of a block";
+  }
+
+  // "it depends on tid.x at L:C": why v may differ within the scope of d.
+  std::string dependsOn(const Divergence& d, ValueId v) const {
+    ValueId origin = d.value[v.index] ? d.origin[v.index] : ValueId();
+    return "it depends on " +
+           (origin.valid() ? describeSource(k_, origin) : std::string("a value of a loop that threads leave at different iterations"));
+  }
+
+  void noteBranch(BlockId b, const Divergence& d, Scope scope) {
     const ir::Inst& br = branchOf(b);
     ValueId cond = br.operands[0];
-    ValueId origin = d.value[cond.index] ? d.origin[cond.index] : ValueId();
-    std::string why = origin.valid() ? describeSource(k_, origin) : "a value of a loop that threads leave at different iterations";
     ctx_.report(ir::Severity::Note, br.loc,
-                "'%" + names().value(cond) + "' may differ between the " + (warp ? "lanes of a warp" : "threads of a block") +
-                    ": it depends on " + why);
+                "'%" + names().value(cond) + "' may differ between the " + between(scope) + ": " + dependsOn(d, cond));
   }
 
   void checkBarrier(BlockId b, const ir::Inst& bar) {
@@ -72,7 +80,7 @@ class Checker {
                   "bar.sync may be skipped by some threads of the block: it is control-dependent on the divergent "
                   "branch on " + branchText(cause));
     }
-    noteBranch(cause, u_.block, false);
+    noteBranch(cause, u_.block, Scope::Block);
   }
 
   // A `ret` reachable from the branch without passing the barrier's block, from which the
@@ -105,17 +113,42 @@ class Checker {
                 std::string(ir::info(in.op).name) +
                     " with the full mask 0xFFFFFFFF is control-dependent on the warp-divergent branch on " +
                     branchText(cause) + ": lanes that branch the other way never arrive");
-    noteBranch(cause, u_.warp, true);
+    noteBranch(cause, u_.warp, Scope::Warp);
   }
 
-  // mma and ldmatrix have no member mask: the whole warp must execute them together.
-  void checkWarpInstruction(BlockId b, const ir::Inst& in) {
-    if (!u_.warp.control[b.index]) return;
+  // mma and ldmatrix have no member mask: the whole warp must execute them together. Whether it
+  // reported.
+  bool checkWarpInstruction(BlockId b, const ir::Inst& in) {
+    if (!u_.warp.control[b.index]) return false;
     BlockId cause = u_.warp.cause[b.index];
     ctx_.report(ir::Severity::Error, in.loc,
                 std::string(ir::info(in.op).name) + " needs the full warp, but it is control-dependent on the "
                 "warp-divergent branch on " + branchText(cause) + ": lanes that branch the other way never arrive");
-    noteBranch(cause, u_.warp, true);
+    noteBranch(cause, u_.warp, Scope::Warp);
+    return true;
+  }
+
+  // setmaxnreg and wgmma.* need the 4 warps of a warpgroup together, and wgmma the same
+  // descriptors in all of them (TC§4.1).
+  void checkWarpgroupInstruction(BlockId b, const ir::Inst& in) {
+    const std::string name(ir::info(in.op).name);
+    if (u_.warpgroup.control[b.index]) {
+      BlockId cause = u_.warpgroup.cause[b.index];
+      ctx_.report(ir::Severity::Error, in.loc,
+                  name + " needs the whole warpgroup, but it is control-dependent on the branch on " + branchText(cause) +
+                      ", which may differ between its warps: warps that branch the other way never arrive");
+      noteBranch(cause, u_.warpgroup, Scope::Warpgroup);
+      return;
+    }
+    if (in.op != Op::WgmmaMma) return;
+    for (size_t i : {size_t{1}, size_t{2}}) {  // A (a descriptor, or a register fragment) and B
+      if (i >= in.operands.size()) break;
+      ValueId v = in.operands[i];
+      if (k_.typeOf(v) != ir::Type::of(ir::Scalar::B64) || !u_.warpgroup.value[v.index]) continue;
+      ctx_.report(ir::Severity::Error, in.loc,
+                  name + "'s " + (i == 1 ? "A" : "B") + " descriptor '%" + names().value(v) +
+                      "' may differ between the warps of its warpgroup, which must all pass the same: " + dependsOn(u_.warpgroup, v));
+    }
   }
 
   void remarkBranch(BlockId b) {
@@ -169,7 +202,7 @@ class Checker {
     return a;
   }
 
-  // Whether `to` runs after `from` on some path with no bar.sync in between: later in from's
+  // Whether `to` runs after `from` on some path with no barrier (barrierAfter) in between: later in from's
   // block before a barrier, or (when none follows from there) in a block reached through blocks
   // without barriers, before that block's first barrier. The blocks reached that way depend on
   // from's block only, and are searched once per block.
@@ -197,13 +230,18 @@ class Checker {
     return std::binary_search(reached.begin(), reached.end(), to.block.index) && to.index < barrierAfter(to.block, 0);
   }
 
-  // Position of the first bar.sync at or after `start` in block b (its size when none).
+  // Position of the first bar.sync or bar.named.sync at or after `start` in block b (its size when
+  // none). A named barrier orders only the threads that take part in it, which this analysis of
+  // one code path cannot tell; it is taken as ordering the path's threads, so that warp-specialized
+  // code synchronized by named barriers gets no false warnings. bar.named.arrive does not wait, so
+  // it orders nothing for the thread that goes on past it.
   uint32_t barrierAfter(BlockId b, size_t start) {
     if (barriers_.empty()) {
       barriers_.resize(k_.blocks.size());
       for (size_t x = 0; x < k_.blocks.size(); ++x)
         for (size_t i = 0; i < k_.blocks[x].insts.size(); ++i)
-          if (k_.inst(k_.blocks[x].insts[i]).op == Op::BarSync) barriers_[x].push_back(static_cast<uint32_t>(i));
+          if (Op op = k_.inst(k_.blocks[x].insts[i]).op; op == Op::BarSync || op == Op::BarNamedSync)
+            barriers_[x].push_back(static_cast<uint32_t>(i));
     }
     const std::vector<uint32_t>& at = barriers_[b.index];
     auto it = std::lower_bound(at.begin(), at.end(), start);

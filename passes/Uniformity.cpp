@@ -148,7 +148,7 @@ class Solver {
       }
       case Op::Warpid:
       case Op::VoteSync:
-        return scope_ == Scope::Block;
+        return scope_ != Scope::Warp;
       case Op::ShflSync:
         if (scope_ == Scope::Warp && in.has(Mod::Idx) && in.operands.size() > 1 && !d_.value[in.operands[1].index])
           return false;
@@ -163,13 +163,14 @@ class Solver {
     }
   }
 
-  // The thread evaluator shows v is the same in every thread of each warp.
-  bool warpConstant(ValueId v) const {
-    if (scope_ != Scope::Warp || !eval_ || !layout_.known) return false;
+  // The thread evaluator shows v is the same in every thread of each warp (each warpgroup).
+  bool groupConstant(ValueId v) const {
+    const size_t group = scope_ == Scope::Warp ? 32 : scope_ == Scope::Warpgroup ? 128 : 0;
+    if (!group || !eval_ || !layout_.known) return false;
     const ThreadValue* tv = eval_->get(v);
     if (!tv) return false;
-    for (size_t base = 0; base < tv->perThread.size(); base += 32) {
-      size_t end = std::min(base + 32, tv->perThread.size());
+    for (size_t base = 0; base < tv->perThread.size(); base += group) {
+      size_t end = std::min(base + group, tv->perThread.size());
       for (size_t i = base + 1; i < end; ++i)
         if (tv->perThread[i] != tv->perThread[base]) return false;
     }
@@ -212,7 +213,7 @@ class Solver {
     // The evaluator sees data only: it can clear data divergence, not a loop-exit taint.
     bool tainted = taint_[id.index].valid();
     if (!why.valid() && tainted) why = taint_[id.index];
-    if (why.valid() && (tainted || !warpConstant(in.result))) mark(in.result, why);
+    if (why.valid() && (tainted || !groupConstant(in.result))) mark(in.result, why);
   }
 
   // A newly divergent branch: its joins and, if it decides a loop exit, the loop's outputs.
@@ -347,7 +348,28 @@ Uniformity analyzeUniformity(const Kernel& k, const ir::DominatorTree& cfg, cons
   if (scopes == Scopes::BlockOnly) return u;
   ThreadEval eval(k, u.layout, [&](ValueId v) { return !u.block.value[v.index]; });
   u.warp = Solver(cx, Scope::Warp, u.layout, &eval).run();
+  auto hasWarpgroupOp = [&] {
+    for (const ir::Block& b : k.blocks)
+      for (InstId id : b.insts)
+        if (isWarpgroupOp(k.inst(id).op)) return true;
+    return false;
+  };
+  if (hasWarpgroupOp()) u.warpgroup = Solver(cx, Scope::Warpgroup, u.layout, &eval).run();
   return u;
+}
+
+bool isWarpgroupOp(ir::Op op) {
+  switch (op) {
+    case Op::SetMaxNRegInc:
+    case Op::SetMaxNRegDec:
+    case Op::WgmmaFence:
+    case Op::WgmmaCommit:
+    case Op::WgmmaWait:
+    case Op::WgmmaMma:
+      return true;
+    default:
+      return false;
+  }
 }
 
 std::string lineCol(ir::SourceLoc loc) { return std::to_string(loc.line) + ":" + std::to_string(loc.col); }

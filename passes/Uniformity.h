@@ -12,7 +12,7 @@
 
 namespace tn::passes {
 
-enum class Scope : uint8_t { Block, Warp };
+enum class Scope : uint8_t { Block, Warpgroup, Warp };
 
 struct Divergence {
   std::vector<bool> value;      // per ValueId: may differ between threads of the scope
@@ -24,9 +24,14 @@ struct Divergence {
 
 struct Uniformity {
   ThreadLayout layout;
-  Divergence block;  // between the threads of a block (barriers)
-  Divergence warp;   // between the lanes of a warp (shfl.sync, vote.sync)
+  Divergence block;      // between the threads of a block (barriers)
+  Divergence warp;       // between the lanes of a warp (shfl.sync, vote.sync)
+  Divergence warpgroup;  // between the threads of a warpgroup (wgmma, setmaxnreg): only for a
+                         // kernel with such ops (isWarpgroupOp), else empty
 };
+
+// setmaxnreg and wgmma.*: executed together by the 4 warps of a warpgroup (TC§4.1, TC§6).
+bool isWarpgroupOp(ir::Op op);
 
 // The analysis (a fixed point over the CFG): sources are the ops flagged OF_DIVERGENT (tid,
 // laneid, warpid, ld, atom, shfl.sync, vote.sync), refined per scope -- warpid and vote are the
@@ -34,7 +39,8 @@ struct Uniformity {
 // evaluator finds constant within each warp (tid.x >> 5 with a known layout); tid.y/tid.z of
 // extent 1 are uniform. Divergence flows through operands, into the parameters of blocks where
 // the paths of a divergent branch join, and out of loops whose exit a divergent branch decides
-// (values defined in the loop and read after it).
+// (values defined in the loop and read after it). The warpgroup scope is the block scope's sources
+// refined by the thread evaluator over groups of 128 threads (tid.x >> 7 with a known layout).
 // With Scopes::BlockOnly the warp scope is skipped (`warp` stays empty): what a caller needs
 // that only asks which values are the same in every thread (tile-validation's leaves).
 enum class Scopes : uint8_t { Both, BlockOnly };
