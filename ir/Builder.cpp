@@ -620,6 +620,8 @@ Value KernelBuilder::cvt_pack(Scalar to, Value hi, Value lo, Mod round, std::str
   return op(Op::CvtPack, Type::of(to), {hi, lo}, {round}, n, l);
 }
 
+Value KernelBuilder::cvt_tf32(Value x, std::string_view n, Here l) { return op(Op::CvtTf32, Type::f32(), {x}, {}, n, l); }
+
 // ---- pointers -----------------------------------------------------------------------------------
 
 Value KernelBuilder::ptradd(Value p, Value off, std::string_view n, Here l) {

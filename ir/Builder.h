@@ -374,6 +374,9 @@ class KernelBuilder {
   // to bits 31:16, lo to bits 15:0.
   Value cvt_pack(Scalar to, Value hi, Value lo, Mod round = Mod::Rn, std::string_view name = {},
                  Here loc = Here::current());
+  // An f32 rounded to tf32 (to nearest, ties away from zero; the low 13 bits zero) in a b32, as a
+  // tf32 mma operand should be: mma itself ignores the low 13 bits (sm_80+).
+  Value cvt_tf32(Value x, std::string_view name = {}, Here loc = Here::current());
 
   // ---- structured control flow --------------------------------------------------------------
   // for (i = begin; i < end; i += step) with loop-carried values: ^label(i, carried...) tests

@@ -555,6 +555,15 @@ uint64_t convert(Scalar from, Scalar to, FloatMods m, uint64_t a);
 
 // cvt.pack: f32 `hi` and `lo` converted to `to` (f16 or bf16) as cvt does with `round` (.rn or
 // .rz), packed into a b32 in PTX's order: the first source, hi, goes to bits 31:16.
+// cvt.tf32 (PTX cvt.rna.tf32.f32): the f32 rounded to 10 fraction bits, to nearest with ties away
+// from zero, in an f32 whose low 13 bits are zero; a magnitude past the largest tf32 becomes
+// infinity, a NaN the canonical NaN (PTX calls tf32's layout implementation-defined: the GPU
+// probe test/library_bit_probe_test.cpp checks this model).
+constexpr uint64_t roundTf32(uint64_t f32) {
+  if (isNan(Scalar::F32, f32)) return canonicalNan(Scalar::F32);
+  return ((f32 & 0xFFFFFFFFu) + 0x1000u) & 0xFFFFE000u;
+}
+
 inline uint64_t convertPack(Scalar to, Mod round, uint64_t hi, uint64_t lo) {
   FloatMods m{round, false, false};
   return (convert(Scalar::F32, to, m, hi) << 16) | convert(Scalar::F32, to, m, lo);

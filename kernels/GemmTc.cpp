@@ -211,6 +211,16 @@ Value readGroup(KernelBuilder& kb, const Factor& f, const Reader& rd, Value stag
   return kb.ldmatrix(p, 4, f.kRows, "frag");
 }
 
+// A tf32 fragment of `lanes` f32 bits with each element rounded to nearest (cvt.tf32), as cuBLAS
+// rounds its inputs: mma alone would drop the low 13 bits, twice the error.
+Value roundTf32(KernelBuilder& kb, Value frag, unsigned lanes) {
+  std::vector<Value> out;
+  for (unsigned l = 0; l < lanes; ++l) {
+    out.push_back(kb.cvt_tf32(kb.bitcast(kb.extract(frag, l), Type::f32(), "frag_f32"), "frag_tf32"));
+  }
+  return kb.pack(Type::of(Scalar::B32, static_cast<uint8_t>(lanes)), out, "frag_rounded");
+}
+
 Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
   return kb.pack(Type::of(Scalar::B32, 2), {kb.extract(v4, first), kb.extract(v4, first + 1)}, "frag_b");
 }
@@ -324,13 +334,16 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
           // B's fragments of the k-step, then A's one group at a time (in IR order 4 of A's
           // registers live instead of 16; ptxas schedules the loads as it likes).
           std::vector<Value> fb;
+          const bool tf32 = c.in == Input::Tf32;
           for (unsigned j = 0; j < ni / 2; ++j) {
             Value quad = readGroup(kb, b, rb, offB, j, ks);
+            if (tf32) quad = roundTf32(kb, quad, 4);
             fb.push_back(pack2(kb, quad, 0));
             fb.push_back(pack2(kb, quad, 2));
           }
           for (unsigned i = 0; i < mi; ++i) {
             Value fa = readGroup(kb, a, ra, offA, i, ks);
+            if (tf32) fa = roundTf32(kb, fa, 4);
             for (unsigned j = 0; j < ni; ++j) acc[i * ni + j] = kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
           }
         }

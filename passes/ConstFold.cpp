@@ -130,6 +130,7 @@ std::optional<uint64_t> fold(const ir::Inst& in, std::span<const uint64_t> x) {
       return std::nullopt;
     return x[0] & lowMask(t.bits());
   }
+  if (in.op == Op::CvtTf32) return lane::isNan(Scalar::F32, x[0]) ? std::nullopt : std::optional(lane::roundTf32(x[0]));
   if (in.op == Op::CvtPack) {
     if (lane::isNan(Scalar::F32, x[0]) || lane::isNan(Scalar::F32, x[1])) return std::nullopt;
     return lane::convertPack(t.scalar, in.mod(ir::ModGroup::Round), x[0], x[1]);

@@ -631,6 +631,45 @@ GOLDEN_TEST("bit-ops.tir", "bits") {
   });
 }
 
+// ---- cvt-tf32.tir ------------------------------------------------------------------------------
+
+// cvt.rna.tf32.f32 written out independently of ir/LaneSemantics.h: the value rounded to a
+// multiple of its tf32 spacing (2^(e-10) for |x| in [2^e, 2^(e+1)), 2^-136 below 2^-126), halves
+// away from zero; past the largest tf32 infinity; NaN the canonical NaN.
+uint32_t referenceTf32(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, 4);
+  if (std::isnan(f)) return 0x7FFFFFFFu;
+  if (std::isinf(f)) return bits;
+  double x = f;
+  int e = 0;
+  std::frexp(x, &e);  // |x| = m 2^e, m in [0.5, 1)
+  const double spacing = std::fabs(x) < std::ldexp(1.0, -126) ? std::ldexp(1.0, -136) : std::ldexp(1.0, e - 11);
+  double r = std::copysign(std::floor(std::fabs(x) / spacing + 0.5) * spacing, x);
+  uint32_t maxBits = 0x7F7FE000u;
+  float maxTf32;
+  std::memcpy(&maxTf32, &maxBits, 4);
+  if (std::fabs(r) > maxTf32) r = std::copysign(INFINITY, x);
+  float out = static_cast<float>(r);  // exact: r has at most 11 significant bits
+  uint32_t ob;
+  std::memcpy(&ob, &out, 4);
+  return ob;
+}
+
+GOLDEN_TEST("cvt-tf32.tir", "tf32") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> x = run.inputArray<uint32_t>("x");
+    const std::vector<uint32_t> before = run.inputArray<uint32_t>("out");
+    const std::vector<uint32_t> out = o.array<uint32_t>("out");
+    const uint64_t n = run.scalarBits("n");
+    REQUIRE(out.size() == x.size());
+    for (size_t t = 0; t < x.size(); ++t) {
+      INFO("thread " << t << " x 0x" << std::hex << x[t]);
+      CHECK(out[t] == (t < n ? referenceTf32(x[t]) : before[t]));
+    }
+  });
+}
+
 // ---- cp-async.tir ------------------------------------------------------------------------------
 
 GOLDEN_TEST("cp-async.tir", "stage") {

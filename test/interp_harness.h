@@ -648,6 +648,23 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // cvt-tf32.tir: one f32 per thread (random bits, ties and the specials among them), a bound n
+  // that leaves some threads out, random bytes where they would write.
+  all.push_back({"cvt-tf32.tir", "tf32", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   const uint32_t specials[] = {0x3F801000u, 0xBF803000u, 0x7F7FF000u, 0x7F7FEFFFu, 0x7FC00001u,
+                                                0xFF800000u, 0x00001000u, 0x80000FFFu};
+                   for (uint32_t block : {32u, 40u, 256u}) {
+                     Run r = launch("tf32", {1, 1, 1}, {block, 1, 1});
+                     std::vector<uint32_t> x(block), out(block);
+                     for (uint32_t& w : x) w = static_cast<uint32_t>(rng());
+                     for (uint32_t i = 0; i < 8; ++i) x[i] = specials[i];
+                     for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
+                     r.buffer("x", x).buffer("out", out).bits("n", block - block / 8);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // bitcast-vectors.tir: 16 bytes of random bits to load as vectors and pack.
   const auto bitcastRuns = [](std::mt19937& rng) {
     return uniformRuns(rng, 20, [](Run& r, std::mt19937& g) {

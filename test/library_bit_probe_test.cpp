@@ -64,3 +64,31 @@ LIBRARY_TEST("bit probe: prmt in every mode and with sign replication, lop3, aga
   }
   CHECK_MESSAGE(bad == 0, bad << " of " << 8 * kThreads << " words differ" << first.str());
 }
+
+// cvt.tf32 (PTX cvt.rna.tf32.f32) on hardware against lane::roundTf32, with the golden kernel of
+// lit-tests/emit-ptx/cvt-tf32.tir: ties either way (away from zero), values just under and over
+// a tie, the largest f32 and tf32 (to infinity or kept), infinities, NaNs with payloads,
+// subnormals, zeros, then random bits. PTX calls tf32's layout implementation-defined: a failure
+// here is where the GPU's rounding or NaN differs from the interpreter's model (which then changes).
+LIBRARY_TEST("bit probe: cvt.tf32 rounds to nearest with ties away, against the IR's semantics", tf32Probe) {
+  std::mt19937 rng(seed());
+  std::vector<uint32_t> x = {0x3F801000u, 0x3F800FFFu, 0x3F801001u, 0xBF801000u, 0x3F803000u, 0xBF803000u,
+                             0x7F7FFFFFu, 0x7F7FE000u, 0x7F7FEFFFu, 0x7F7FF000u, 0xFF7FF000u, 0x7F800000u,
+                             0xFF800000u, 0x7FC00000u, 0x7FC00001u, 0xFFC01234u, 0x7F800001u, 0x00000001u,
+                             0x00001000u, 0x807FFFFFu, 0x00000000u, 0x80000000u};
+  while (x.size() < kThreads) x.push_back(static_cast<uint32_t>(rng()));
+  Outputs out = r.run(Call("bit_probes", "tf32")
+                          .buffer("x", x)
+                          .buffer("out", std::vector<uint32_t>(kThreads, 0xdeadbeefu))
+                          .scalar("n", kThreads));
+  std::vector<uint32_t> got = out.get<uint32_t>("out");
+  REQUIRE(got.size() == kThreads);
+  unsigned bad = 0;
+  std::ostringstream first;
+  for (unsigned t = 0; t < kThreads; ++t) {
+    const uint32_t want = static_cast<uint32_t>(tn::ir::lane::roundTf32(x[t]));
+    if (got[t] != want && ++bad <= 5)
+      first << "\n  cvt.tf32 0x" << std::hex << x[t] << " = 0x" << got[t] << ", want 0x" << want << std::dec;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " of " << kThreads << " values differ" << first.str());
+}

@@ -33,6 +33,10 @@ bool is32BitSpace(ir::AddrSpace s) { return s == ir::AddrSpace::Shared || s == i
 
 // Same-size bitcasts copy bits. Between pointers of different widths, a shared offset becomes a
 // generic pointer tagged as shared, and back.
+struct CvtTf32 {
+  static uint64_t eval(const Code&, uint64_t a) { return lane::roundTf32(a); }
+};
+
 struct Bitcast {
   static uint64_t eval(const Code& k, uint64_t a) {
     if (k.srcScalar != Scalar::Ptr || k.scalar != Scalar::Ptr) return a;
@@ -97,6 +101,7 @@ ComputeFn selectCompute(const Code& k, std::string& why) {
     case Op::Cvt:
     case Op::CvtPack: return selectCvt(k, why);
     case Op::Bitcast: fn = &lanesLoop<Bitcast, 1>; break;
+    case Op::CvtTf32: fn = &lanesLoop<CvtTf32, 1>; break;
     case Op::PtrAdd: fn = is32BitSpace(k.space) ? &lanesLoop<PtrAdd32, 2> : &lanesLoop<PtrAdd64, 2>; break;
     case Op::Pack: fn = &packLoop; break;
     case Op::Extract: fn = &extractLoop; break;

@@ -228,6 +228,7 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::Mma:
     case Op::Ldmatrix:
     case Op::CvtPack: emitTensorCore(in, t); return;
+    case Op::CvtTf32: plain(in, "cvt.rna.tf32.f32"); return;
     case Op::Br:
     case Op::Cbr:
     case Op::Ret: return;  // terminators: the block walk writes them with their moves
