@@ -58,6 +58,23 @@ Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
   return (qh / group).named("kv_head");
 }
 
+VarlenArrays declareVarlen(KernelBuilder& kb) {
+  VarlenArrays a;
+  a.qOffsets = kb.param(kGlobalPtr, "q_offsets");
+  a.qLengths = kb.param(kGlobalPtr, "q_lengths");
+  a.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
+  a.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
+  return a;
+}
+
+Sequence loadSequence(KernelBuilder& kb, const VarlenArrays& a, Value b) {
+  auto perSeq = [&](Value p, std::string_view name) {
+    return kb.load(kb.index(p, b, 4), ir::Type::u32(), {ir::Mod::NcMod}, name);
+  };
+  return {perSeq(a.qLengths, "seq_q"), perSeq(a.kvLengths, "seq_k"), perSeq(a.qOffsets, "q_first"),
+          perSeq(a.kvOffsets, "kv_first")};
+}
+
 Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK) {
   if (!c.causal) return seqK;
   Value reach = (q0 + rows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
@@ -256,13 +273,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
   // Sequence b: one length each for a launch, q and o [batch, seq_q, ...], k and v [batch,
   // kv_stride, ...]; or (varlen) its own lengths and first rows in q/o and k/v [rows, heads, ...].
-  Value qOffsets, qLengths, kvOffsets, kvLengths, seqQ, seqK, kvStride;
-  if (c.varlen) {
-    qOffsets = kb.param(kGlobalPtr, "q_offsets");
-    qLengths = kb.param(kGlobalPtr, "q_lengths");
-    kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
-    kvLengths = kb.param(kGlobalPtr, "kv_lengths");
-  }
+  VarlenArrays arrays;
+  Value seqQ, seqK, kvStride;
+  if (c.varlen) arrays = declareVarlen(kb);
   kb.param(Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
@@ -290,16 +303,14 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   // The last query tiles see the most keys under a causal mask: they go first.
   Value q0 = ((kb.nctaid(Mod::X) - 1u - kb.ctaid(Mod::X)) * kRows).named("q0");
   Value qh = kb.ctaid(Mod::Y, "q_head"), b = kb.ctaid(Mod::Z, "seq");
-  // The first rows of the sequence in q/o and in k/v (u64). The varlen arrays are read with
-  // ld.global.nc at a block-uniform address: the same value in every thread (barrier-safety
-  // knows it), so the lengths may bound the key loop and its barriers.
+  // The first rows of the sequence in q/o and in k/v (u64).
   Value qFirst, kvFirst;
   if (c.varlen) {
-    auto perSeq = [&](Value p, std::string_view name) { return kb.load(kb.index(p, b, 4), Type::u32(), {Mod::NcMod}, name); };
-    seqQ = perSeq(qLengths, "seq_q");
-    seqK = perSeq(kvLengths, "seq_k");
-    qFirst = kb.cvt(perSeq(qOffsets, "q_first"), Type::u64());
-    kvFirst = kb.cvt(perSeq(kvOffsets, "kv_first"), Type::u64());
+    Sequence sq = loadSequence(kb, arrays, b);
+    seqQ = sq.seqQ;
+    seqK = sq.seqK;
+    qFirst = kb.cvt(sq.qFirst, Type::u64());
+    kvFirst = kb.cvt(sq.kvFirst, Type::u64());
     // Query tiles past this sequence's length: nothing to do.
     kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
   } else {
@@ -423,10 +434,11 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
               "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
-              "sizes the grid"),
+              "sizes the grid; with mainloop = \"wgmma\" also q_rows and kv_rows, the row counts of q and k/v (the "
+              "extents of their tensor maps)"),
        choiceOption("mainloop", "mma", {"mma", "wgmma"},
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
-                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned; no varlen)")},
+                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned)")},
       buildPrefill,
       [](const Options& o) {
         if (o.text("mainloop") == "wgmma") return launchPrefill90(o);

@@ -26,6 +26,18 @@ Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
 // Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim].
 Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name);
 
+// varlen: the u32 [batch] arrays of sequence lengths and first rows, declared as parameters in
+// this order; then sequence b's values from them (ld.global.nc at a block-uniform address: the
+// same in every thread, so they may bound loops holding barriers).
+struct VarlenArrays {
+  Value qOffsets, qLengths, kvOffsets, kvLengths;
+};
+VarlenArrays declareVarlen(KernelBuilder& kb);
+struct Sequence {
+  Value seqQ, seqK, qFirst, kvFirst;  // u32
+};
+Sequence loadSequence(KernelBuilder& kb, const VarlenArrays& a, Value b);
+
 // Where the rows of a warp go: rows[0] and rows[1] (query positions g and g + 8 of the warp's 16)
 // of head qh, sequence b (first row qFirst, u64, in o; its length seqQ).
 struct Output {

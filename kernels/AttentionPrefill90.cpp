@@ -1,6 +1,7 @@
 // attention_prefill with mainloop = "wgmma" (docs/kernels.md, docs/hopper.md §4): the same
 // kernel as kernels/AttentionPrefill.cpp on sm_90a's machinery. The tensors, options and results
-// are the mma path's; varlen is refused (a tensor map needs the row count of q and k/v).
+// are the mma path's; varlen adds q_rows and kv_rows, the row counts of q and k/v (the extents of
+// their tensor maps).
 //
 // Block (128 query rows, query head, sequence): three warpgroups, FA3's warp-specialized shape.
 // Warpgroup 0 is the producer: it gives registers back (setmaxnreg.dec) and one elected thread
@@ -10,7 +11,8 @@
 // tile read from L2 serves 128 rows; the consumers take turns to issue S = Q K^T (FA3's
 // ping-pong, two named barriers), so that while one runs its softmax the other's wgmma has the
 // tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
-// k, v as [batch · kv_stride rows, kv_heads · head_dim]; a box is 64 elements (128 bytes) of one
+// k, v as [batch · kv_stride rows, kv_heads · head_dim] (varlen: q_rows and kv_rows rows, and a
+// sequence starts at its offset's row); a box is 64 elements (128 bytes) of one
 // head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
 // 64 elements. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
 // barriers (one per stage for K and for V: S = Q K^T starts before V is in) completed by TMA
@@ -73,12 +75,6 @@ Layout layoutOf(const Config& c) { return {kRows * c.rowBytes(), kKeys * c.rowBy
 
 std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
-  if (c.varlen) {
-    diags.report(ir::Severity::Error, "", {},
-                 "mainloop = \"wgmma\" does not support varlen (its tensor maps need the row count of q and k/v); "
-                 "use mainloop = \"mma\"");
-    return std::nullopt;
-  }
   if (c.dim != 64 && c.dim != 128) {
     diags.report(ir::Severity::Error, "", {}, "head_dim must be 64 or 128, not " + std::to_string(c.dim));
     return std::nullopt;
@@ -90,10 +86,21 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   Value v = kb.param(kGlobalPtr, "v");
   Value out = kb.param(kGlobalPtr, "o");
   Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
+  // As the mma path: one length each for a launch, or (varlen) each sequence its own lengths and
+  // first rows; then also the row counts of q and k/v, which their tensor maps need.
+  VarlenArrays arrays;
+  Value seqQ, seqK, kvStride;
+  if (c.varlen) arrays = declareVarlen(kb);
   kb.param(Type::u32(), "batch");  // the grid's z extent
-  Value seqQ = kb.param(Type::u32(), "seq_q");
-  Value seqK = kb.param(Type::u32(), "seq_k");
-  Value kvStride = kb.param(Type::u32(), "kv_stride");
+  if (c.varlen) {
+    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a consumer
+    kb.param(Type::u32(), "q_rows");     // the tensor maps' extents
+    kb.param(Type::u32(), "kv_rows");
+  } else {
+    seqQ = kb.param(Type::u32(), "seq_q");
+    seqK = kb.param(Type::u32(), "seq_k");
+    kvStride = kb.param(Type::u32(), "kv_stride");
+  }
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kvHeads = kb.param(Type::u32(), "kv_heads");
   Value scale = kb.param(Type::f32(), "scale");
@@ -131,6 +138,17 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   // The last query tiles see the most keys under a causal mask: they go first.
   Value q0 = ((kb.nctaid(ir::Mod::X) - 1u - kb.ctaid(ir::Mod::X)) * kRows).named("q0");
   Value qh = kb.ctaid(ir::Mod::Y, "q_head"), b = kb.ctaid(ir::Mod::Z, "seq");
+  // varlen: the sequence's lengths and first rows (u32: TMA coordinates are s32). A block whose
+  // query tile starts past its sequence's end leaves before anything is set up.
+  Value qFirst, kvFirst;
+  if (c.varlen) {
+    Sequence sq = loadSequence(kb, arrays, b);
+    seqQ = sq.seqQ;
+    seqK = sq.seqK;
+    qFirst = sq.qFirst;
+    kvFirst = sq.kvFirst;
+    kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
+  }
   Value nTiles = ((keyEnd(kb, c, q0, kRows, seqQ, seqK) + (kKeys - 1)) / kKeys).named("tiles");
 
   kb.if_then((tid == 0u).named("init"), [&] {
@@ -150,7 +168,10 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   auto produce = [&] {
     // Tensor-map coordinates (s32): element c0 of the row c1 of the 2-D views.
     auto s32 = [&](Value x) { return kb.bitcast(x, Type::s32()); };
-    Value qRow0 = (b * seqQ + q0).named("q_row0"), kvRow0 = (b * kvStride).named("kv_row0");
+    // Rows past the sequence's ends are loaded too: another sequence's, or zeros past the tensor;
+    // the masks and the V zeroing below treat them as they treat those past seq_q and seq_k.
+    Value qRow0 = (c.varlen ? qFirst + q0 : b * seqQ + q0).named("q_row0");
+    Value kvRow0 = (c.varlen ? kvFirst : b * kvStride).named("kv_row0");
     Value qCol0 = (qh * c.dim).named("q_col0");
     Value kvCol0 = (kvHeadOf(kb, qh, qHeads, kvHeads) * c.dim).named("kv_col0");
     auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar) {
@@ -300,7 +321,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
         },
         {.label = "other_tiles", .iv = "jt"});
 
-    const Output dst{out, lse, (kb.mul_wide(b, seqQ)).named("q_first"), seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+    Value outFirst = (c.varlen ? kb.cvt(qFirst, Type::u64()) : kb.mul_wide(b, seqQ)).named("q_first");
+    const Output dst{out, lse, outFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
     const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
     storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4], 4 * tile + e); });
   };
@@ -317,10 +339,11 @@ LaunchRule launchPrefill90(const Options& o) {
   const Expr one(1), batch = Expr::param("batch");
   const Expr qCols = Expr::param("q_heads") * Expr(c.dim), kvCols = Expr::param("kv_heads") * Expr(c.dim);
   // Rows at least 1: an empty tensor has no map (nothing is launched then anyway).
-  const Expr qRows = max(batch * Expr::param("seq_q"), one), kvRows = max(batch * Expr::param("kv_stride"), one);
+  const Expr qRows = max(c.varlen ? Expr::param("q_rows") : batch * Expr::param("seq_q"), one);
+  const Expr kvRows = max(c.varlen ? Expr::param("kv_rows") : batch * Expr::param("kv_stride"), one);
   LaunchRule r;
   r.block = {kThreads};
-  r.grid = {ceilDiv(Expr::param("seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
+  r.grid = {ceilDiv(Expr::param(c.varlen ? "max_seq_q" : "seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
   r.dynamicShared = Expr(layoutOf(c).total() + kAtom);
   r.tensorMaps = {
       {"q_map", "q", el, {qCols, qRows}, qCols * Expr(2), {kStrip, kRows}, 128},

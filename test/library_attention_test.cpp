@@ -154,6 +154,8 @@ constexpr PrefillVariant k90Bf16Causal{"prefill90_bf16_d128_causal", Dtype::BF16
 constexpr PrefillVariant k90Bf16D64{"prefill90_bf16_d64", Dtype::BF16, 64, false, false, "attention90", 128};
 constexpr PrefillVariant k90Bf16D64Causal{"prefill90_bf16_d64_causal", Dtype::BF16, 64, true, false, "attention90", 128};
 constexpr PrefillVariant k90F16Causal{"prefill90_f16_d64_causal", Dtype::F16, 64, true, true, "attention90", 128};
+constexpr PrefillVariant k90VarlenBf16Causal{"prefill90_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true, "attention90", 128};
+constexpr PrefillVariant k90VarlenF16{"prefill90_f16_d64_varlen", Dtype::F16, 64, false, false, "attention90", 128};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -357,7 +359,7 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
   std::vector<float> k = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
   std::vector<float> val = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
   const float sentinel = -7.0f;
-  Call call("attention", v.kernel);
+  Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q))
       .buffer("k", encode(v.d, k))
       .buffer("v", encode(v.d, val))
@@ -367,8 +369,9 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .buffer("kv_offsets", kvOff)
       .buffer("kv_lengths", kvLen)
       .scalar("batch", B)
-      .scalar("max_seq_q", maxQ)
-      .scalar("q_heads", QH)
+      .scalar("max_seq_q", maxQ);
+  if (v.tileKeys == 128) call.scalar("q_rows", qRows).scalar("kv_rows", kvRows);  // wgmma: the tensor maps' extents
+  call.scalar("q_heads", QH)
       .scalar("kv_heads", KH)
       .scalar("scale", scale);
   if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
@@ -400,4 +403,13 @@ LIBRARY_TEST("attention_prefill varlen: sequences of their own lengths in one la
   checkVarlen(r, rng, kVarlenBf16Causal, mixed, 4, 2);
   checkVarlen(r, rng, kVarlenF16, mixed, 2, 2);
   checkVarlen(r, rng, kVarlenBf16Causal, {{65, 200}}, 8, 1);
+}
+
+LIBRARY_TEST("attention_prefill wgmma (sm_90a) varlen: sequences of their own lengths in one launch", attentionPrefill90Varlen) {
+  std::mt19937 rng(seed());
+  // As above, and a sequence whose second consumer has no rows (70), one over three key tiles
+  // (a stage reused: 300), and a last sequence whose tiles run past the end of q and k/v.
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}, {37, 300}, {140, 150}};
+  checkVarlen(r, rng, k90VarlenBf16Causal, mixed, 4, 2);
+  checkVarlen(r, rng, k90VarlenF16, mixed, 2, 2);
 }
