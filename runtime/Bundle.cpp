@@ -145,10 +145,14 @@ Bundle& Bundle::operator=(Bundle&& o) noexcept {
 Bundle::~Bundle() = default;
 
 Result<Bundle> Bundle::load(const Context& ctx, Span<const uint8_t> bytes, LoadOptions opts) {
+  return adopt(ctx, std::vector<uint8_t>(bytes.begin(), bytes.end()), opts);
+}
+
+Result<Bundle> Bundle::adopt(const Context& ctx, std::vector<uint8_t> bytes, LoadOptions opts) {
   auto s = std::make_unique<State>();
   s->ctx = &ctx;
   s->opts = opts;
-  s->bytes.assign(bytes.begin(), bytes.end());
+  s->bytes = std::move(bytes);
   // Only the selected payloads are read, each checked by its own checksum when decompressed.
   auto reader = tn::bundle::Reader::open(s->bytes, tn::bundle::Verify::Used);
   if (!reader) return make(Errc::BadBundle, "Bundle::load", reader.error().message);
@@ -216,9 +220,9 @@ Result<std::vector<uint8_t>> Bundle::read_file(const std::string& path, uint64_t
 Result<Bundle> Bundle::load_file(const Context& ctx, const std::string& path, LoadOptions opts) {
   auto bytes = read_file(path);
   if (!bytes) return bytes.error();
-  // The API never throws: load() copies the bytes and builds tables, which may not fit.
+  // The API never throws: adopt() builds tables, which may not fit.
   try {
-    return load(ctx, bytes.value(), opts);
+    return adopt(ctx, std::move(bytes).value(), opts);
   } catch (const std::bad_alloc&) {
     return make(Errc::OutOfMemory, "Bundle::load_file", "not enough memory to load '" + path + "'");
   }

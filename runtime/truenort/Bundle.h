@@ -177,6 +177,8 @@ class Bundle {
   friend class Kernel;
   struct State;
   explicit Bundle(std::unique_ptr<State> s);
+  // load() over bytes the bundle takes (load_file's, not copied again).
+  static Result<Bundle> adopt(const Context& ctx, std::vector<uint8_t> bytes, LoadOptions opts);
   std::unique_ptr<State> state_;
 };
 
