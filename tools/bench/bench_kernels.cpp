@@ -496,18 +496,32 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // Flash-attention prefill (attention_prefill, bf16): `batch` sequences of `seq` tokens, `heads`
 // query and kv heads, keys = queries. Bytes: q, k, v and o once; FLOPs 4 batch heads seq^2 dim,
 // half of it causal (the masked half is not computed). wgmma: the sm_90a member (its tensor maps
-// filled by the runtime), op attention_prefill_wgmma[_causal].
-Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false) {
-  const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (causal ? "_causal" : "");
+// filled by the runtime), op attention_prefill_wgmma[_causal]. varlen (wgmma only): the same
+// problem as packed sequences of equal lengths (offsets seq apart), the same memory layout, op
+// attention_prefill_wgmma_varlen[_causal].
+Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
+                          bool varlen = false) {
+  const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (causal ? "_causal" : "");
   Case c{"attention_prefill" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
          "bf16", {}, {}, 0, 0, 0};
   const size_t t = size_t(batch) * seq * heads * dim * 2;
   c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
-  c.launches = {{"attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
-                     (causal ? "_causal" : ""),
-                 {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
-                  val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
-                  val("scale", 1.0f / std::sqrt(float(dim)))}}};
+  const std::string kernel = "attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
+                             (varlen ? "_varlen" : "") + (causal ? "_causal" : "");
+  const float scale = 1.0f / std::sqrt(float(dim));
+  if (varlen) {
+    for (Fill f : {Fill::Strided, Fill::Constant, Fill::Strided, Fill::Constant}) c.buffers.push_back({batch * 4u, f, seq});
+    c.launches = {{kernel,
+                   {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), buf("q_offsets", 4), buf("q_lengths", 5),
+                    buf("kv_offsets", 6), buf("kv_lengths", 7), val("batch", batch), val("max_seq_q", seq),
+                    val("q_rows", batch * seq), val("kv_rows", batch * seq), val("q_heads", heads),
+                    val("kv_heads", heads), val("scale", scale)}}};
+  } else {
+    c.launches = {{kernel,
+                   {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
+                    val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
+                    val("scale", scale)}}};
+  }
   c.bytes = 4.0 * double(t);
   c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal};
   c.attentionFlops = 4.0 * batch * heads * double(seq) * seq * dim / (causal ? 2.0 : 1.0);
@@ -611,6 +625,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
         out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, 128, causal, true));
+    // Its varlen form on the same problems (equal lengths), beside it.
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true})
+        out.push_back(attentionPrefillCase(tiny ? 2 : 4, tiny ? 2 : 16, seq, 128, causal, true, true));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).
