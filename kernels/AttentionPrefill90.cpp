@@ -93,7 +93,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   if (c.varlen) arrays = declareVarlen(kb);
   kb.param(Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
-    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a consumer
+    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 128 rows a block
     kb.param(Type::u32(), "q_rows");     // the tensor maps' extents
     kb.param(Type::u32(), "kv_rows");
   } else {
