@@ -343,12 +343,12 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
 constexpr int kRmsScaleLog2 = 90;
 
 // rmsnorm (kernels/Norms.cpp) of each row, then quantize_q8_1 of the result, in one launch: one
-// block of 256 threads per row. The sums of squares are taken exactly as rmsnorm takes them
-// (the same elements per thread in the same order, 16-byte vectors when x and weight are aligned
-// and cols is a multiple of the vector, the same block combine and the same 1/rms), and each
-// value is rounded to dtype as rmsnorm stores it, so the blocks are those of the unfused pair
-// whenever rmsnorm takes the same path. Then each warp quantizes blocks of 32 of the row,
-// re-reading x (an L2 hit).
+// block of 256 threads per row. The sums of squares are taken as rmsnorm's two-pass path takes
+// them (the same elements per thread in the same order, 16-byte vectors when x and weight are
+// aligned and cols is a multiple of the vector, the same block combine), and each value is
+// rounded to dtype as rmsnorm stores it. rmsnorm's one-pass path sums per register slot first,
+// so the blocks equal the unfused pair's up to a rounding (docs/kernels.md). Then each warp
+// quantizes blocks of 32 of the row, re-reading x (an L2 hit).
 std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s), V = vecElems(s);

@@ -8,6 +8,7 @@
 // rmsnorm in double. The test vectors are required in CI (CI=true): without them the tests fail.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <numbers>
 #include <filesystem>
 #include <fstream>
@@ -350,9 +351,13 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
 }
 
 // rmsnorm_quantize_q8_1 against the unfused pair, norms' rmsnorm then quantize_q8_1, on the same
-// runner: bit for bit, as both take the same path (weight misaligned for both, or everything
-// aligned). And the blocks' values against rmsnorm in double: within half a step (d/2) and the
-// step's rounding to half (127 d 2^-11), plus rmsnorm's own error (2^-20, and a bf16 rounding).
+// runner. The fused kernel adds each thread's squares in one chain; rmsnorm on its one-pass path
+// (rows in registers) adds them per register slot and then the slots, and rescales differently
+// where squares overflow: its 1/rms may differ by a rounding, and with it a value, so a block may
+// differ by one step of a q at a rounding tie and by one unit in the last place of the f16 d or s
+// (seed 2635789971 made an s differ). Blocks are compared within that.
+// And the blocks' values against rmsnorm in double: within half a step (d/2) and the step's
+// rounding to half (127 d 2^-11), plus rmsnorm's own error (2^-20, and a bf16 rounding).
 void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
                      const std::vector<float>& weight, float eps, const std::string& what, uint32_t misalign = 0) {
   std::string suffix = std::string("_") + dtypeName(d);
@@ -379,9 +384,19 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
                                            .scalar("n", uint32_t(rows * cols)))
                                     .get<uint8_t>("y");
   REQUIRE(fused.size() == unfused.size());
-  size_t bad = 0;
-  for (size_t i = 0; i < fused.size(); ++i) bad += fused[i] != unfused[i];
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " bytes differ from rmsnorm + quantize_q8_1 (seed " << seed() << ")");
+  size_t bad = 0, differ = 0;  // blocks further apart than a rounding; blocks not equal
+  auto halfBits = [](const uint8_t* p) { return int(uint16_t(p[0] | p[1] << 8)); };
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const uint8_t* f = fused.data() + 36 * blk;
+    const uint8_t* u = unfused.data() + 36 * blk;
+    bool near = std::abs(halfBits(f) - halfBits(u)) <= 1 && std::abs(halfBits(f + 2) - halfBits(u + 2)) <= 1;
+    for (size_t i = 4; i < 36; ++i) near = near && std::abs(int(int8_t(f[i])) - int(int8_t(u[i]))) <= 1;
+    bad += !near;
+    differ += std::memcmp(f, u, 36) != 0;
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " blocks differ from rmsnorm + quantize_q8_1 by more than a rounding (seed "
+                               << seed() << ")");
+  if (differ) MESSAGE(what << ": " << differ << " of " << nblocks << " blocks differ from rmsnorm + quantize_q8_1 by a rounding");
   std::vector<float> got = dequantQ81(fused);
   for (uint32_t row = 0; row < rows; ++row) {
     double ss = 0;
