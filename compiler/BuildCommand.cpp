@@ -315,7 +315,7 @@ int runBuild(const BuildOpts& o) {
   // spec order, kernel by kernel (deterministic diagnostics order). A kernel that fails does not
   // stop the others: every kernel's errors are reported, then nothing is written.
   std::vector<Unit> units;
-  std::vector<spec::Instance> instances(spec->kernels.size());
+  std::vector<std::vector<spec::TargetedInstance>> instances(spec->kernels.size());
   spec::TirCache tirs;
   compile::Options options = spec::compileOptions(*spec);
   options.lineInfo = options.lineInfo || o.lineInfo;
@@ -326,17 +326,18 @@ int runBuild(const BuildOpts& o) {
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
     const spec::KernelSpec& k = spec->kernels[ki];
     ir::Diagnostics d;
-    std::optional<spec::Instance> inst = spec::instantiate(*spec, k, tirs, d);
+    std::optional<std::vector<spec::TargetedInstance>> inst = spec::instantiateForTargets(*spec, k, tirs, d);
     printDiagnostics(d);
-    ir::Diagnostics fit;
-    if (!inst || (k.tmpl && !spec::templateFitsTargets(*spec, k, inst->module, fit))) {
-      printDiagnostics(fit);
+    if (!inst) {
       failed = true;
       continue;
     }
     for (const bundle::Target& target : spec->targets) {
       ir::Diagnostics td;
-      ir::Module m = inst->module;
+      auto own = std::find_if(inst->begin(), inst->end(), [&](const spec::TargetedInstance& t) {
+        return std::find(t.targets.begin(), t.targets.end(), target) != t.targets.end();
+      });
+      ir::Module m = own->instance.module;
       compile::Output out = compile::compile(m, target, options, td);
       if (k.tmpl && td.hasErrors()) spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
       printDiagnostics(td);
@@ -377,8 +378,13 @@ int runBuild(const BuildOpts& o) {
   in.ir = withIr;
   in.ptxasVersion = ptxasVersion;
   in.producer = std::string("truenoc ") + TRUENOC_VERSION;
-  for (size_t ki = 0; ki < spec->kernels.size(); ++ki)
-    in.kernels.push_back({spec->kernels[ki].name, instances[ki].params, instances[ki].launch, {}});
+  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
+    // The first instance serves the targets no variant lists (spec::instantiateForTargets).
+    const std::vector<spec::TargetedInstance>& own = instances[ki];
+    in.kernels.push_back({spec->kernels[ki].name, own[0].instance.params, own[0].instance.launch, {}});
+    for (size_t v = 1; v < own.size(); ++v)
+      in.kernels.back().variants.push_back({own[v].targets, own[v].instance.params, own[v].instance.launch});
+  }
   std::vector<std::optional<uint32_t>> moduleOf(jobs.size());  // a job's index among in.modules
   for (size_t j = 0; j < jobs.size(); ++j)
     if (jobs[j].isModule()) {

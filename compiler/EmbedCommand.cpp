@@ -97,8 +97,8 @@ std::optional<std::string> cppType(const bundle::Param& p) {
   return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
-const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V2
-#define TRUENOC_EMBED_INTERFACE_V2
+const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V3
+#define TRUENOC_EMBED_INTERFACE_V3
 // The launch interface shared by every truenoc-generated header (docs/specs.md). C++17.
 struct CUstream_st;  // CUstream (cuda.h, truenort) and cudaStream_t are all `CUstream_st*`
 
@@ -143,6 +143,10 @@ struct Launch {
   void** args;  // args[i] points at argument i, as cuLaunchKernel's kernelParams, except that a
                 // kernel's tmap parameters are left out: truenort's Kernel::launch_raw encodes them
   std::uint32_t num_args;
+  // The kernel's launch rule differs by target (a template entry with mainloop = "auto"): grid,
+  // block and dynamic_shared are 0, and the launcher takes them from the rule of the code it
+  // selected (truenort's Kernel::launch_raw without geometry does).
+  bool per_target_rule = false;
 };
 
 // Supplied by the caller: returns 0 on success. (With the runtime, Kernels launches itself.)
@@ -286,10 +290,13 @@ class RuntimeLaunch {
       self->status_ = k.error();
       return -3;
     }
-    self->status_ = k.value().launch_raw(truenort::Stream::wrap(self->bundle_->context(), static_cast<truenort::CUstream>(l.stream)),
-                                         truenort::Dim3{l.grid[0], l.grid[1], l.grid[2]},
-                                         truenort::Dim3{l.block[0], l.block[1], l.block[2]}, l.dynamic_shared, l.args,
-                                         l.num_args);
+    const truenort::Stream stream = truenort::Stream::wrap(self->bundle_->context(), static_cast<truenort::CUstream>(l.stream));
+    if (l.per_target_rule)
+      self->status_ = k.value().launch_raw(stream, l.args, l.num_args);
+    else
+      self->status_ = k.value().launch_raw(stream, truenort::Dim3{l.grid[0], l.grid[1], l.grid[2]},
+                                           truenort::Dim3{l.block[0], l.block[1], l.block[2]}, l.dynamic_shared, l.args,
+                                           l.num_args);
     return self->status_.ok() ? 0 : -3;
   }
   const truenort::Bundle* bundle_;
@@ -299,7 +306,7 @@ class RuntimeLaunch {
 
 }  // namespace embed
 }  // namespace truenoc
-#endif  // TRUENOC_EMBED_INTERFACE_V2
+#endif  // TRUENOC_EMBED_INTERFACE_V3
 )TNC";
 
 struct Names {
@@ -374,16 +381,24 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
     return std::string("0");  // unreachable: the reader checked every name against the signature
   };
   std::string s = declaration(k, names) + " {\n";
-  s += "  truenoc::embed::RuleEval truenoc_ev;\n";
+  // A kernel with variants has a launch rule per target: the launcher evaluates the one of the
+  // code it selected (Launch::per_target_rule).
+  const bool perTarget = !k.variants.empty();
   static constexpr const char* kDims[3] = {"x", "y", "z"};
-  for (size_t i = 0; i < 3; ++i)
-    s += "  const std::uint64_t truenoc_grid_" + std::string(kDims[i]) + " = " +
-         (i < k.launch.grid.size() ? k.launch.grid[i].toCpp("truenoc_ev", spell) : std::string("UINT64_C(1)")) + ";\n";
-  s += "  const std::uint64_t truenoc_shared = " + k.launch.dynamicShared.toCpp("truenoc_ev", spell) + ";\n";
-  s += "  if (!truenoc_ev.ok || truenoc_grid_x > UINT64_C(" + std::to_string(bundle::kMaxGridX) + ") || truenoc_grid_y > UINT64_C(" +
-       std::to_string(bundle::kMaxGridYZ) + ") ||\n      truenoc_grid_z > UINT64_C(" + std::to_string(bundle::kMaxGridYZ) +
-       ") || truenoc_shared > UINT64_C(4294967295))\n    return truenoc::embed::kInvalidLaunch;\n";
-  s += "  if (truenoc_grid_x == 0 || truenoc_grid_y == 0 || truenoc_grid_z == 0) return 0;  // nothing to launch\n";
+  if (perTarget) {
+    for (size_t i = 0; i < 3; ++i) s += "  const std::uint64_t truenoc_grid_" + std::string(kDims[i]) + " = 0;\n";
+    s += "  const std::uint64_t truenoc_shared = 0;\n";
+  } else {
+    s += "  truenoc::embed::RuleEval truenoc_ev;\n";
+    for (size_t i = 0; i < 3; ++i)
+      s += "  const std::uint64_t truenoc_grid_" + std::string(kDims[i]) + " = " +
+           (i < k.launch.grid.size() ? k.launch.grid[i].toCpp("truenoc_ev", spell) : std::string("UINT64_C(1)")) + ";\n";
+    s += "  const std::uint64_t truenoc_shared = " + k.launch.dynamicShared.toCpp("truenoc_ev", spell) + ";\n";
+    s += "  if (!truenoc_ev.ok || truenoc_grid_x > UINT64_C(" + std::to_string(bundle::kMaxGridX) + ") || truenoc_grid_y > UINT64_C(" +
+         std::to_string(bundle::kMaxGridYZ) + ") ||\n      truenoc_grid_z > UINT64_C(" + std::to_string(bundle::kMaxGridYZ) +
+         ") || truenoc_shared > UINT64_C(4294967295))\n    return truenoc::embed::kInvalidLaunch;\n";
+    s += "  if (truenoc_grid_x == 0 || truenoc_grid_y == 0 || truenoc_grid_z == 0) return 0;  // nothing to launch\n";
+  }
   s += "  if (!launcher.launch) return truenoc::embed::kNoLauncher;\n";
   // Pointer arguments go to the kernel as the raw pointers they wrap.
   std::vector<std::string> slots;
@@ -405,13 +420,15 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
     s += "};\n";
   }
   uint32_t b[3] = {1, 1, 1};
-  for (size_t i = 0; i < k.launch.block.size(); ++i) b[i] = k.launch.block[i];
+  if (perTarget) b[0] = b[1] = b[2] = 0;
+  for (size_t i = 0; i < k.launch.block.size() && !perTarget; ++i) b[i] = k.launch.block[i];
   s += "  const truenoc::embed::Launch truenoc_launch{truenoc_detail::kBundle, sizeof truenoc_detail::kBundle, \"" + k.name +
        "\", stream,\n";
   s += "      {static_cast<std::uint32_t>(truenoc_grid_x), static_cast<std::uint32_t>(truenoc_grid_y), "
        "static_cast<std::uint32_t>(truenoc_grid_z)},\n";
   s += "      {" + std::to_string(b[0]) + ", " + std::to_string(b[1]) + ", " + std::to_string(b[2]) +
-       "}, static_cast<std::uint32_t>(truenoc_shared), truenoc_args, " + std::to_string(slots.size()) + "};\n";
+       "}, static_cast<std::uint32_t>(truenoc_shared), truenoc_args, " + std::to_string(slots.size()) +
+       (perTarget ? ", true" : "") + "};\n";
   s += "  return launcher.launch(launcher.user, truenoc_launch);\n}\n";
   return s;
 }
@@ -540,7 +557,18 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   hpp += "const unsigned char* bundle_bytes();\nstd::size_t bundle_size();\n";
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const bundle::KernelInfo& k = m.kernels[i];
-    hpp += "\n// " + commentSignature(k) + "\n// " + bundle::describe(k.launch) + "\n";
+    // A kernel with variants: the rule of each target's code (the launcher takes the selected one's).
+    uint64_t others = 0;
+    for (const bundle::Variant& v : k.variants) others |= v.targets;
+    auto on = [&](uint64_t mask) {
+      if (k.variants.empty()) return std::string();
+      std::string s;
+      for (size_t t = 0; t < m.targets.size(); ++t)
+        if (mask >> t & 1) s += (s.empty() ? "on " : ", ") + m.targets[t].name();
+      return s + ": ";
+    };
+    hpp += "\n// " + commentSignature(k) + "\n// " + on(~others) + bundle::describe(k.launch) + "\n";
+    for (const bundle::Variant& v : k.variants) hpp += "// " + on(v.targets) + bundle::describe(v.launch) + "\n";
     hpp += declaration(k, (*names)[i]) + ";\n";
   }
   hpp += "\n#ifdef TRUENOC_HAVE_RUNTIME\n";

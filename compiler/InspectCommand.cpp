@@ -18,10 +18,20 @@ std::string ratio(uint64_t raw, uint64_t compressed) {
   return buf;
 }
 
-std::string signature(const bundle::KernelInfo& k) {
-  std::string s = k.name + "(";
-  for (size_t i = 0; i < k.params.size(); ++i) s += (i ? ", " : "") + k.params[i].name + ": " + k.params[i].type.name();
+std::string signature(const std::string& name, const std::vector<bundle::Param>& params) {
+  std::string s = name + "(";
+  for (size_t i = 0; i < params.size(); ++i) s += (i ? ", " : "") + params[i].name + ": " + params[i].type.name();
   return s + ")";
+}
+
+// The targets whose code a kernel's own launch rule serves (all but its variants'), or a variant's.
+std::string targetsOf(const bundle::Manifest& m, const bundle::KernelInfo& k, const bundle::Variant* v) {
+  uint64_t others = 0;
+  for (const bundle::Variant& x : k.variants) others |= x.targets;
+  std::string s;
+  for (size_t t = 0; t < m.targets.size(); ++t)
+    if (v ? (v->targets >> t & 1) : !(others >> t & 1)) s += (s.empty() ? "" : " ") + m.targets[t].name();
+  return s;
 }
 
 std::string padRight(std::string s, size_t width) {
@@ -122,9 +132,18 @@ std::string textReport(const bundle::Reader& r) {
            std::to_string(e->rawSize) + " bytes (compressed " + std::to_string(e->compressedSize) + ")\n";
   out += "kernels: " + std::to_string(m.kernels.size()) + "\n";
   for (const bundle::KernelInfo& k : m.kernels) {
-    out += "\nkernel " + signature(k) + "\n";
-    out += "  launch: " + bundle::describe(k.launch) + "\n";
-    for (const bundle::TensorMapRule& t : k.launch.tensorMaps) out += "  tensor map: " + bundle::describe(t) + "\n";
+    out += "\nkernel " + signature(k.name, k.params) + "\n";
+    // A kernel with variants (format 7): each launch rule with the targets it serves, and each
+    // variant's whole signature (it differs from the kernel's in tmap parameters or alignments).
+    const std::string own = k.variants.empty() ? std::string() : " (" + targetsOf(m, k, nullptr) + ")";
+    out += "  launch" + own + ": " + bundle::describe(k.launch) + "\n";
+    for (const bundle::TensorMapRule& t : k.launch.tensorMaps) out += "  tensor map" + own + ": " + bundle::describe(t) + "\n";
+    for (const bundle::Variant& v : k.variants) {
+      const std::string at = " (" + targetsOf(m, k, &v) + ")";
+      out += "  variant" + at + ": " + signature(k.name, v.params) + "\n";
+      out += "  launch" + at + ": " + bundle::describe(v.launch) + "\n";
+      for (const bundle::TensorMapRule& t : v.launch.tensorMaps) out += "  tensor map" + at + ": " + bundle::describe(t) + "\n";
+    }
     out += "  target  kind   bytes     compressed  regs  spill-st  spill-ld  smem    stack  cmem\n";
     for (const bundle::Entry& e : k.entries) {
       const bundle::Resources& res = e.resources;
@@ -153,10 +172,47 @@ std::string jsonString(std::string_view s) {
   return out + "\"";
 }
 
+std::string num(uint64_t v) { return std::to_string(v); }
+
+std::string jsonParams(const std::vector<bundle::Param>& params) {
+  std::string out = "[";
+  for (size_t i = 0; i < params.size(); ++i) {
+    const bundle::Param& p = params[i];
+    out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(p.name) + ", \"type\": " + jsonString(p.type.name()) +
+           ", \"align\": " + num(p.align);
+    if (p.type.isPointer()) {
+      out += ", \"access\": " + jsonString(bundle::accessName(p.access));
+      if (p.element) out += ", \"element\": " + jsonString(bundle::ParamType{*p.element}.name());
+    }
+    out += "}";
+  }
+  return out + "]";
+}
+
+std::string jsonLaunch(const bundle::LaunchRule& launch) {
+  std::string out = "{\"block\": [";
+  for (size_t i = 0; i < launch.block.size(); ++i) out += (i ? ", " : "") + num(launch.block[i]);
+  out += "], \"grid\": [";
+  for (size_t i = 0; i < launch.grid.size(); ++i) out += (i ? ", " : "") + jsonString(launch.grid[i].text());
+  out += "], \"dynamic_shared\": " + jsonString(launch.dynamicShared.text());
+  if (!launch.tensorMaps.empty()) {
+    out += ", \"tensor_maps\": [";
+    for (size_t i = 0; i < launch.tensorMaps.size(); ++i) {
+      const bundle::TensorMapRule& t = launch.tensorMaps[i];
+      out += (i ? ", " : "") + std::string("{\"param\": ") + jsonString(t.param) + ", \"source\": " + jsonString(t.source) +
+             ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [" +
+             jsonString(t.dims[0].text()) + ", " + jsonString(t.dims[1].text()) + "], \"row_stride\": " +
+             jsonString(t.rowStride.text()) + ", \"box\": [" + num(t.box[0]) + ", " + num(t.box[1]) +
+             "], \"swizzle\": " + num(t.swizzle) + "}";
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
 std::string jsonReport(const bundle::Reader& r) {
   const bundle::Manifest& m = r.manifest();
   const bundle::BundleStats& st = r.stats();
-  auto num = [](uint64_t v) { return std::to_string(v); };
   std::string out = "{\n";
   out += "  \"name\": " + jsonString(m.name) + ",\n";
   out += "  \"format_version\": " + num(r.formatVersion()) + ",\n";
@@ -181,36 +237,21 @@ std::string jsonReport(const bundle::Reader& r) {
   for (size_t ki = 0; ki < m.kernels.size(); ++ki) {
     const bundle::KernelInfo& k = m.kernels[ki];
     out += ki ? ",\n" : "\n";
-    out += "    {\n      \"name\": " + jsonString(k.name) + ",\n      \"params\": [";
-    for (size_t i = 0; i < k.params.size(); ++i)
-    {
-      const bundle::Param& p = k.params[i];
-      out += (i ? ", " : "") + std::string("{\"name\": ") + jsonString(p.name) + ", \"type\": " + jsonString(p.type.name()) +
-             ", \"align\": " + num(p.align);
-      if (p.type.isPointer()) {
-        out += ", \"access\": " + jsonString(bundle::accessName(p.access));
-        if (p.element) out += ", \"element\": " + jsonString(bundle::ParamType{*p.element}.name());
-      }
-      out += "}";
-    }
-    out += "],\n      \"launch\": {\"block\": [";
-    for (size_t i = 0; i < k.launch.block.size(); ++i) out += (i ? ", " : "") + num(k.launch.block[i]);
-    out += "], \"grid\": [";
-    for (size_t i = 0; i < k.launch.grid.size(); ++i) out += (i ? ", " : "") + jsonString(k.launch.grid[i].text());
-    out += "], \"dynamic_shared\": " + jsonString(k.launch.dynamicShared.text());
-    if (!k.launch.tensorMaps.empty()) {
-      out += ", \"tensor_maps\": [";
-      for (size_t i = 0; i < k.launch.tensorMaps.size(); ++i) {
-        const bundle::TensorMapRule& t = k.launch.tensorMaps[i];
-        out += (i ? ", " : "") + std::string("{\"param\": ") + jsonString(t.param) + ", \"source\": " + jsonString(t.source) +
-               ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [" +
-               jsonString(t.dims[0].text()) + ", " + jsonString(t.dims[1].text()) + "], \"row_stride\": " +
-               jsonString(t.rowStride.text()) + ", \"box\": [" + num(t.box[0]) + ", " + num(t.box[1]) +
-               "], \"swizzle\": " + num(t.swizzle) + "}";
+    out += "    {\n      \"name\": " + jsonString(k.name) + ",\n      \"params\": " + jsonParams(k.params) +
+           ",\n      \"launch\": " + jsonLaunch(k.launch);
+    if (!k.variants.empty()) {
+      out += ",\n      \"variants\": [";
+      for (size_t i = 0; i < k.variants.size(); ++i) {
+        const bundle::Variant& v = k.variants[i];
+        out += (i ? ", " : "") + std::string("{\"targets\": [");
+        size_t n = 0;
+        for (size_t t = 0; t < m.targets.size(); ++t)
+          if (v.targets >> t & 1) out += (n++ ? ", " : "") + jsonString(m.targets[t].name());
+        out += "], \"params\": " + jsonParams(v.params) + ", \"launch\": " + jsonLaunch(v.launch) + "}";
       }
       out += "]";
     }
-    out += "},\n      \"entries\": [";
+    out += ",\n      \"entries\": [";
     for (size_t i = 0; i < k.entries.size(); ++i) {
       const bundle::Entry& e = k.entries[i];
       const bundle::Resources& res = e.resources;

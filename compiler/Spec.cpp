@@ -637,14 +637,19 @@ compile::Options compileOptions(const Spec& spec) {
   return o;
 }
 
-std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags) {
+namespace {
+
+// instantiate() for the given options (the entry's, or one of its template's alternatives),
+// without the per-target check of its dynamic shared memory (sharedFits).
+std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, const kernels::Options& options,
+                                        TirCache& tirs, ir::Diagnostics& diags) {
   auto error = [&](SourceLoc loc, std::string msg) { diags.report(ir::Severity::Error, spec.file, loc, std::move(msg)); };
   Instance inst;
   if (k.tmpl) {
     // A template's own diagnostics point into its source, followed by a note at the spec entry;
     // those without a place (a combination of options it refuses) are the spec entry's.
     ir::Diagnostics own;
-    std::optional<ir::Module> built = k.tmpl->build(k.options, own);
+    std::optional<ir::Module> built = k.tmpl->build(options, own);
     bool inSource = false;
     for (const ir::Diagnostic& d : own.all()) {
       diags.report(d.severity, d.file.empty() ? spec.file : d.file, d.file.empty() ? k.templateLoc : d.loc,
@@ -728,7 +733,7 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
 
   // The launch rule: the template's, or the spec's for a .tir kernel.
   if (k.tmpl) {
-    inst.launch = k.tmpl->launch(k.options);
+    inst.launch = k.tmpl->launch(options);
     if (auto bad = bundle::checkRule(inst.launch, inst.params)) {
       error(k.templateLoc, "template " + q(k.tmpl->name) + " launch rule " + bad->where() + ": " + bad->error.message);
       return std::nullopt;
@@ -752,22 +757,6 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
 
   addTensorMapUse(kernel, inst.launch, inst.params);
 
-  // Dynamic shared memory that no launch can have on a target: its least value with the static
-  // arrays, over the target's opt-in maximum per block.
-  const uint64_t leastDynamic = inst.launch.dynamicShared.leastValue().value();  // checkRule: no error
-  if (leastDynamic > 0)
-    for (const bundle::Target& t : spec.targets) {
-      const passes::TargetLimits& limits = passes::limitsFor(t.sm);
-      const uint64_t total = leastDynamic + passes::staticSharedBytes(kernel);
-      if (total <= limits.maxDynamicShared) continue;
-      error(k.tmpl ? k.templateLoc : k.dynamicShared.loc,
-            "dynamic_shared: '" + inst.launch.dynamicShared.text() + "' with the kernel's static shared memory is " +
-                (inst.launch.dynamicShared.constantValue() ? "" : "at least ") + std::to_string(total) +
-                " bytes per block, over the " + std::to_string(limits.maxDynamicShared) + " bytes " + t.name() +
-                " allows");
-      return std::nullopt;
-    }
-
   // The block must fit the kernel's own thread-count attributes.
   uint32_t b[3] = {1, 1, 1};
   for (size_t i = 0; i < inst.launch.block.size(); ++i) b[i] = inst.launch.block[i];
@@ -786,6 +775,127 @@ std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCa
     return std::nullopt;
   }
   return inst;
+}
+
+// Dynamic shared memory that no launch can have on one of the targets: its least value with the
+// static arrays, over the target's opt-in maximum per block.
+bool sharedFits(const Spec& spec, const KernelSpec& k, const Instance& inst, std::span<const bundle::Target> targets,
+                ir::Diagnostics& diags) {
+  const uint64_t leastDynamic = inst.launch.dynamicShared.leastValue().value();  // checkRule: no error
+  if (leastDynamic == 0) return true;
+  for (const bundle::Target& t : targets) {
+    const passes::TargetLimits& limits = passes::limitsFor(t.sm);
+    const uint64_t total = leastDynamic + passes::staticSharedBytes(inst.module.kernels.front());
+    if (total <= limits.maxDynamicShared) continue;
+    diags.report(ir::Severity::Error, spec.file, k.tmpl ? k.templateLoc : k.dynamicShared.loc,
+                 "dynamic_shared: '" + inst.launch.dynamicShared.text() + "' with the kernel's static shared memory is " +
+                     (inst.launch.dynamicShared.constantValue() ? "" : "at least ") + std::to_string(total) +
+                     " bytes per block, over the " + std::to_string(limits.maxDynamicShared) + " bytes " + t.name() +
+                     " allows");
+    return false;
+  }
+  return true;
+}
+
+// Whether target t can run a kernel that needs `need` (an arch-specific one only on its own target).
+bool runs(const bundle::Target& t, const bundle::Target& need) {
+  return t.sm >= need.sm && (!need.archSpecific || t == need);
+}
+
+}  // namespace
+
+std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags) {
+  std::optional<Instance> inst = instantiateWith(spec, k, k.options, tirs, diags);
+  if (!inst || !sharedFits(spec, k, *inst, spec.targets, diags)) return std::nullopt;
+  return inst;
+}
+
+std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& spec, const KernelSpec& k, TirCache& tirs,
+                                                                   ir::Diagnostics& diags) {
+  std::vector<kernels::Options> alternatives;
+  if (k.tmpl && k.tmpl->alternatives) alternatives = k.tmpl->alternatives(k.options);
+  std::vector<TargetedInstance> out;
+  if (alternatives.empty()) {
+    std::optional<Instance> inst = instantiate(spec, k, tirs, diags);
+    if (!inst || (k.tmpl && !templateFitsTargets(spec, k, inst->module, diags))) return std::nullopt;
+    out.push_back({std::move(*inst), spec.targets});
+    return out;
+  }
+  // Every alternative must build (the options hold for all of them); each target then takes the
+  // first that it runs, and the last one names what the targets that run none lack.
+  std::vector<Instance> built;
+  for (const kernels::Options& o : alternatives) {
+    std::optional<Instance> inst = instantiateWith(spec, k, o, tirs, diags);
+    if (!inst) {
+      std::string differs;
+      for (const auto& [name, value] : o.all())
+        if (k.options.all().at(name) != value) {
+          const std::string* text = std::get_if<std::string>(&value);
+          differs += (differs.empty() ? "" : ", ") + name + "=" + (text ? *text : kernels::optionValueText(value));
+        }
+      if (!differs.empty())
+        noteTemplateEntry(spec, k, "the member built with " + differs + " (the options must suit every member)", diags);
+      return std::nullopt;
+    }
+    built.push_back(std::move(*inst));
+  }
+  std::vector<std::vector<bundle::Target>> takers(built.size());
+  for (const bundle::Target& t : spec.targets) {
+    size_t i = 0;
+    while (i < built.size() && !runs(t, ir::requiredTarget(built[i].module))) ++i;
+    if (i == built.size()) {
+      templateFitsTargets(spec, k, built.back().module, diags);
+      return std::nullopt;
+    }
+    takers[i].push_back(t);
+  }
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (takers[i].empty()) continue;
+    if (!sharedFits(spec, k, built[i], takers[i], diags)) return std::nullopt;
+    out.push_back({std::move(built[i]), std::move(takers[i])});
+  }
+  auto lowest = [](const TargetedInstance& t) { return *std::min_element(t.targets.begin(), t.targets.end()); };
+  std::sort(out.begin(), out.end(), [&](const TargetedInstance& a, const TargetedInstance& b) { return lowest(a) < lowest(b); });
+  // One signature launches every target's code: the caller-visible parameters must be alike (a
+  // template's mistake, not the spec's), their pointer use merged so that a generated launcher
+  // passes what any target's code reads or writes.
+  auto visible = [](std::vector<bundle::Param>& ps) {
+    std::vector<bundle::Param*> v;
+    for (bundle::Param& p : ps)
+      if (p.type.scalar != bundle::ParamType::Scalar::TensorMap) v.push_back(&p);
+    return v;
+  };
+  std::vector<bundle::Param*> first = visible(out.front().instance.params);
+  for (TargetedInstance& other : out) {
+    std::vector<bundle::Param*> theirs = visible(other.instance.params);
+    bool alike = theirs.size() == first.size();
+    for (size_t p = 0; alike && p < first.size(); ++p)
+      alike = first[p]->name == theirs[p]->name && first[p]->type == theirs[p]->type &&
+              (!first[p]->element || !theirs[p]->element || first[p]->element == theirs[p]->element);
+    if (!alike) {
+      auto names = [](const std::vector<bundle::Param*>& ps) {
+        std::string s;
+        for (const bundle::Param* p : ps) s += (s.empty() ? "" : ", ") + p->name + ": " + p->type.name();
+        return s;
+      };
+      diags.report(ir::Severity::Error, spec.file, k.templateLoc,
+                   describeInstance(k) + " builds kernels of different parameters for " + other.targets.front().name() +
+                       " (" + names(theirs) + ") and " + out.front().targets.front().name() + " (" + names(first) + ")");
+      return std::nullopt;
+    }
+    for (size_t p = 0; p < first.size(); ++p) {
+      first[p]->access |= theirs[p]->access;
+      if (!first[p]->element) first[p]->element = theirs[p]->element;
+    }
+  }
+  for (TargetedInstance& other : out) {
+    std::vector<bundle::Param*> theirs = visible(other.instance.params);
+    for (size_t p = 0; p < first.size(); ++p) {
+      theirs[p]->access = first[p]->access;
+      theirs[p]->element = first[p]->element;
+    }
+  }
+  return out;
 }
 
 }  // namespace tn::spec

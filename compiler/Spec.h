@@ -105,6 +105,19 @@ class TirCache {
 
 std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags);
 
+// An instance and the spec targets whose code it is.
+struct TargetedInstance {
+  Instance instance;
+  std::vector<bundle::Target> targets;
+};
+// What `truenoc build` instantiates for a [[kernel]] entry: one instance for every target, or,
+// for a template whose options build per target (Template::alternatives, mainloop = "auto"), one
+// per alternative that some target takes, the first being the lowest target's. Also checks that
+// every target runs its instance (templateFitsTargets) and that the instances' caller-visible
+// parameters are alike, merging their pointer use. Errors go to diags.
+std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& spec, const KernelSpec& k, TirCache& tirs,
+                                                                   ir::Diagnostics& diags);
+
 // "target" or "kernel" (the spec's `modules`, `build --modules`); nullopt for anything else.
 std::optional<Spec::Modules> parseModules(std::string_view text);
 

@@ -279,6 +279,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   kb.param(Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
+    if (o.text("mainloop") == "auto") {  // the wgmma member's parameters, unused here
+      kb.param(Type::u32(), "q_rows");
+      kb.param(Type::u32(), "kv_rows");
+    }
   } else {
     seqQ = kb.param(Type::u32(), "seq_q");
     seqK = kb.param(Type::u32(), "seq_k");
@@ -434,11 +438,13 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
               "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
-              "sizes the grid; with mainloop = \"wgmma\" also q_rows and kv_rows, the row counts of q and k/v (the "
-              "extents of their tensor maps)"),
-       choiceOption("mainloop", "mma", {"mma", "wgmma"},
+              "sizes the grid; with mainloop = \"wgmma\" or \"auto\" also q_rows and kv_rows, the row counts of q "
+              "and k/v (the extents of their tensor maps)"),
+       choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
-                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned)")},
+                    "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned); \"auto\": wgmma in "
+                    "an sm_90a target's code and mma.sync in the other targets', one bundle kernel with the wgmma "
+                    "member's parameters")},
       buildPrefill,
       [](const Options& o) {
         if (o.text("mainloop") == "wgmma") return launchPrefill90(o);
@@ -448,6 +454,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
         r.grid = {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")};
         return r;
       },
+      wgmmaWhereItRuns,
   });
 }
 

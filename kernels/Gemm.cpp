@@ -79,6 +79,7 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
     return fail("stages and warps set the tensor-core members; the f32 SIMT member always runs 8 warps over two "
                 "buffers");
   c.wgmma = o.text("mainloop") == "wgmma";
+  c.batched = o.text("mainloop") == "mma";
   c.blocks = static_cast<unsigned>(o.integer("blocks"));
   if (c.wgmma) {
     if (c.in != Input::BF16 && c.in != Input::F16)
@@ -116,11 +117,15 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.lda = kb.param(Type::u32(), "lda");
   p.ldb = kb.param(Type::u32(), "ldb");
   p.ldc = kb.param(Type::u32(), "ldc");
-  if (!c.wgmma) {
+  if (c.batched) {
     kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
     p.strideA = kb.param(Type::u64(), "stride_a");
     p.strideB = kb.param(Type::u64(), "stride_b");
     p.strideC = kb.param(Type::u64(), "stride_c");
+  } else if (!c.wgmma) {  // mainloop = "auto"'s mma.sync member: one matrix (grid z = 1)
+    p.strideA = kb.u64(0, "stride_a");
+    p.strideB = kb.u64(0, "stride_b");
+    p.strideC = kb.u64(0, "stride_c");
   }
   const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
   p.alpha = kb.param(scale, "alpha");
@@ -525,10 +530,12 @@ void addGemm(std::vector<Template>& out) {
        choiceOption("activation", "none", {"none", "relu", "gelu", "gelu_erf", "silu"},
                     "applied to alpha * A B + beta * C + bias (s8/u8: none or relu)"),
        option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation"),
-       choiceOption("mainloop", "mma", {"mma", "wgmma"},
+       choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "mma: mma.sync (sm_80+); wgmma: bf16/f16 on sm_90a only, TMA loads through an mbarrier ring "
                     "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n; not "
-                    "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8"),
+                    "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8; "
+                    "auto: the wgmma member in an sm_90a target's code and an mma.sync member with its parameters "
+                    "(not batched) in the other targets', one bundle kernel (the options must suit both)"),
        blocks,
        option("split_k", false,
               "split K over the run-time parameter `splits` blocks per tile (0 or 1: no split; grid z = batch * "
@@ -539,13 +546,14 @@ void addGemm(std::vector<Template>& out) {
       buildGemm,
       [](const Options& o) {
         if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
-        Expr z = Expr::param("batch");
+        Expr z = o.text("mainloop") == "mma" ? Expr::param("batch") : Expr(1);
         if (o.flag("split_k")) z = z * max(Expr::param("splits"), Expr(1));
         return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
                           {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),
                            ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), z},
                           0};
       },
+      wgmmaWhereItRuns,
   });
 }
 

@@ -52,6 +52,13 @@ OptionSpec choiceOption(std::string name, std::string def, std::vector<std::stri
   return o;
 }
 
+std::vector<Options> wgmmaWhereItRuns(const Options& o) {
+  if (o.text("mainloop") != "auto") return {};
+  Options wgmma = o;
+  wgmma.set("mainloop", std::string("wgmma"));
+  return {wgmma, o};
+}
+
 OptionSpec dtypeOption(std::string name, std::string doc) {
   return choiceOption(std::move(name), "f32", {"f32", "bf16", "f16"}, std::move(doc));
 }

@@ -31,6 +31,10 @@ inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 OptionSpec option(std::string name, OptionValue def, std::string doc);
 // A String option that accepts only `choices`.
 OptionSpec choiceOption(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
+// Template::alternatives of a template whose `mainloop` option takes "auto": with auto, the wgmma
+// member (which sm_90a runs), then the options as given (the mma.sync member, built with the wgmma
+// member's parameters for the other targets); otherwise none.
+std::vector<Options> wgmmaWhereItRuns(const Options& o);
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
 Storage storageOption(const Options& o, const std::string& name = "dtype");

@@ -2,7 +2,7 @@
 // instantiates with typed options. A template declares its option schema (with defaults and
 // docs), builds one kernel with the IR builder and states its launch rule over the kernel's
 // parameters. A template does not see the target: the compiler instantiates it once and
-// retargets the module for each target. Adding a template is a function returning a Template
+// retargets the module for each target (or once per alternative option set, below). Adding a template is a function returning a Template
 // in its kernels/*.cpp file plus one line in the list in kernels/Templates.cpp; a project adds its
 // own through a generator (addTemplate, docs/generators.md).
 #pragma once
@@ -69,6 +69,13 @@ struct Template {
   // The launch rule over the kernel's parameters (Expr::param("n"), ceilDiv, min, ...); the
   // compiler checks it against the kernel's signature.
   std::function<LaunchRule(const Options&)> launch;
+  // Optional, for options that build different code for different targets (gemm's and
+  // attention_prefill's mainloop = "auto"): the complete option sets to build, most specific
+  // first. Each target of a spec takes the first whose kernel it can run (an arch-specific kernel
+  // only its own target), and one bundle kernel holds them all (bundle variants,
+  // docs/bundle-format.md): their parameters must be alike but for tmap ones. Empty (or no
+  // function): the options as given, for every target.
+  std::function<std::vector<Options>(const Options&)> alternatives = {};
 
   Options defaults() const;
 };

@@ -67,7 +67,11 @@ struct Kernel::Loaded {
   CUfunction fn = nullptr;  // set once its module is loaded
   int shared_optin = 0;  // the dynamic shared memory this function is opted in to
   std::vector<ParamInfo> signature;
-  tn::bundle::BoundRule rule;  // borrows info->launch
+  // The parameters and launch rule of the selected code: the kernel's own, or a variant's (a
+  // template entry with mainloop = "auto", bundle format 7).
+  const std::vector<tn::bundle::Param>* params = nullptr;
+  const tn::bundle::LaunchRule* launch = nullptr;
+  tn::bundle::BoundRule rule;  // borrows *launch
   std::vector<bool> isTensorMap;  // per parameter: filled by the runtime, not passed by callers
   // Encoded tensor maps (with the bundle's mutex), replaced oldest first.
   std::vector<std::pair<TensorMapKey, TensorMapBytes>> maps;
@@ -168,23 +172,26 @@ Result<Bundle> Bundle::adopt(const Context& ctx, std::vector<uint8_t> bytes, Loa
                   info.name);
     auto sel = selectCode(ctx.sm(), entries, opts.allow_jit, info.name);
     if (!sel) return sel.error();
-    auto sig = signatureOf(info.params, info.name);
+    // The selection indexes the code entries, a subset of the bundle's: find the entry by target and kind.
+    const auto target = static_cast<uint32_t>(m.targetIndex(entries[sel.value().index].target));
+    const std::vector<tn::bundle::Param>& params = info.paramsFor(target);
+    auto sig = signatureOf(params, info.name);
     if (!sig) return sig.error();
-    auto rule = tn::bundle::bindRule(info.launch, info.params);
+    auto rule = tn::bundle::bindRule(info.launchFor(target), params);
     if (!rule) return make(Errc::BadBundle, "Bundle::load", "launch rule: " + rule.error().message, info.name);
     Kernel::Loaded k;
     k.info = &info;
-    // The selection indexes the code entries, a subset of the bundle's: find the entry by target and kind.
-    k.entry = info.find(static_cast<uint32_t>(m.targetIndex(entries[sel.value().index].target)),
-                        simulated           ? tn::bundle::PayloadKind::Ir
-                        : sel.value().jit   ? tn::bundle::PayloadKind::Ptx
-                                            : tn::bundle::PayloadKind::Cubin);
+    k.params = &params;
+    k.launch = &info.launchFor(target);
+    k.entry = info.find(target, simulated           ? tn::bundle::PayloadKind::Ir
+                                : sel.value().jit   ? tn::bundle::PayloadKind::Ptx
+                                                    : tn::bundle::PayloadKind::Cubin);
     k.jit = sel.value().jit;
     k.ir = simulated;
     k.target = entries[sel.value().index].target;
     k.signature = std::move(sig).value();
     k.rule = std::move(*rule);
-    for (const tn::bundle::Param& p : info.params) k.isTensorMap.push_back(p.type.scalar == tn::bundle::ParamType::Scalar::TensorMap);
+    for (const tn::bundle::Param& p : params) k.isTensorMap.push_back(p.type.scalar == tn::bundle::ParamType::Scalar::TensorMap);
     s->kernels.push_back(std::move(k));
   }
   if (opts.eager) {
@@ -262,6 +269,8 @@ const Context& Bundle::context() const { return *state_->ctx; }
 
 const std::string& Kernel::name() const { return k_->info->name; }
 const tn::bundle::KernelInfo& Kernel::info() const { return *k_->info; }
+const std::vector<tn::bundle::Param>& Kernel::params() const { return *k_->params; }
+const tn::bundle::LaunchRule& Kernel::launch_rule() const { return *k_->launch; }
 
 Target Kernel::target() const { return k_->target; }
 
@@ -345,9 +354,17 @@ Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void
   return launch_caller(s, args, &g, &b, shared);
 }
 
+Status Kernel::launch_raw(const Stream& s, void** args, size_t num_args) const {
+  if (num_args != k_->signature.size())
+    return make(Errc::SignatureMismatch, "Kernel::launch",
+                "expected " + std::to_string(k_->signature.size()) + " arguments, got " + std::to_string(num_args),
+                k_->info->name);
+  return launch_caller(s, args, nullptr, nullptr, 0);
+}
+
 Status Kernel::launch_caller(const Stream& s, const void* const* args, const Dim3* grid, const Dim3* block,
                              unsigned shared) const {
-  const size_t n = k_->info->params.size();
+  const size_t n = k_->params->size();
   const void* full[tn::bundle::kMaxParams];
   for (size_t i = 0, next = 0; i < n; ++i) full[i] = k_->isTensorMap[i] ? nullptr : args[next++];
   Dim3 g, b;
@@ -362,15 +379,15 @@ Status Kernel::launch_caller(const Stream& s, const void* const* args, const Dim
     shared = dims->dynamicShared;
   }
   if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch, no maps to encode
-  if (k_->info->launch.tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full));
-  std::vector<TensorMapBytes> maps(k_->info->launch.tensorMaps.size());
+  if (k_->launch->tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full));
+  std::vector<TensorMapBytes> maps(k_->launch->tensorMaps.size());
   if (Status st = encode_tensor_maps(full, maps.data()); !st) return st;
   return enqueue(s, g, b, shared, const_cast<void**>(full));
 }
 
 Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const {
   const std::string& name = k_->info->name;
-  auto t = tn::bundle::evaluateTensorMaps(k_->info->launch, k_->info->params, full);
+  auto t = tn::bundle::evaluateTensorMaps(*k_->launch, *k_->params, full);
   if (!t) return make(Errc::InvalidArgument, "launch rule", t.error().message, name);
   const Context& ctx = bundle_->context();
   const Driver& drv = ctx.driver();
@@ -378,7 +395,7 @@ Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const
   auto* k = const_cast<Loaded*>(k_);
   for (size_t i = 0; i < t->size(); ++i) {
     const tn::bundle::TensorMapArgs& a = (*t)[i];
-    const std::string& param = k_->info->params[a.param].name;
+    const std::string& param = (*k_->params)[a.param].name;
     const TensorMapKey key{a.param, a.address, {a.dims[0], a.dims[1]}, a.strides[0]};
     auto hit = std::find_if(k->maps.begin(), k->maps.end(), [&](const auto& m) { return m.first == key; });
     if (hit == k->maps.end()) {
@@ -395,7 +412,7 @@ Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const
                                               static_cast<int>(a.swizzle), 2 /* L2 promotion 128B */, 0 /* OOB zeros */);
       if (r != cu::SUCCESS) {
         Error e = drv.fail(r, "cuTensorMapEncodeTiled", name);
-        e.message = "tensor map '" + param + "' over '" + k_->info->params[a.source].name + "' ([" +
+        e.message = "tensor map '" + param + "' over '" + (*k_->params)[a.source].name + "' ([" +
                     std::to_string(a.dims[0]) + ", " + std::to_string(a.dims[1]) + "] elements, row stride " +
                     std::to_string(a.strides[0]) + " bytes, box [" + std::to_string(a.box[0]) + ", " +
                     std::to_string(a.box[1]) + "]): " + e.message;

@@ -154,6 +154,31 @@ std::string tmaBundle() {
   return *b;
 }
 
+// One kernel whose sm_90a code takes a tensor map and another launch rule than its sm_80 and
+// sm_90 code (a variant, format 7), as a template entry with mainloop = "auto" builds it.
+BundleInput variantInput() {
+  BundleInput in;
+  in.name = "auto";
+  in.targets = {tgt("sm_80"), tgt("sm_90"), tgt("sm_90a")};
+  in.producer = "truenoc test";
+  in.ptxasVersion = "13.0.88";
+  std::vector<Param> own = tmaParams();
+  own.erase(own.begin() + 1);  // no a_map
+  own[0].align = 0;
+  in.kernels.push_back({"load", own, rule({256}, {"ceil_div(m, 64)", "2"}), {}});
+  LaunchRule wgmma = rule({384}, {"min(ceil_div(m, 128), 132)"}, "98304");
+  wgmma.tensorMaps.push_back(aMap());
+  in.kernels[0].variants.push_back({{tgt("sm_90a")}, tmaParams(), wgmma});
+  for (const char* t : {"sm_80", "sm_90", "sm_90a"})
+    in.kernels[0].payloads.push_back({tgt(t), PayloadKind::Cubin, {}, std::string("ELF cubin for ") + t});
+  return in;
+}
+std::string variantBundle() {
+  Result<std::string> b = write(variantInput());
+  REQUIRE_MESSAGE(b.ok(), b.error().message);
+  return *b;
+}
+
 std::span<const uint8_t> span(const std::string& s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
 
 // Opens and fully verifies; the error message, or "" when the bundle is accepted.
@@ -406,9 +431,9 @@ TEST_CASE("parameter types: the manifest code round-trips and nothing else decod
 }
 
 TEST_CASE("bundle: every single-byte change of a small bundle is rejected") {
-  for (const std::string& good : {smallBundle(), moduleBundle()}) {
+  for (const std::string& good : {smallBundle(), moduleBundle(), variantBundle()}) {
   REQUIRE(check(good).empty());
-  CHECK(good.size() < 500);
+  CHECK(good.size() < 1000);
   for (size_t i = 0; i < good.size(); ++i) {
     for (unsigned x = 1; x < 256; ++x) {
       std::string bad = good;
@@ -461,10 +486,11 @@ TEST_CASE("bundle: Verify::Used leaves the payload section to each payload's own
 
 TEST_CASE("bundle: every truncation and any extension is rejected") {
   const std::string good = smallBundle();
-  for (size_t n = 0; n < good.size(); ++n) {
-    Result<Reader> r = Reader::open(span(good.substr(0, n)));
-    if (r.ok()) FAIL("truncation to " << n << " bytes was accepted");
-  }
+  for (const std::string& b : {good, variantBundle()})
+    for (size_t n = 0; n < b.size(); ++n) {
+      Result<Reader> r = Reader::open(span(b.substr(0, n)));
+      if (r.ok()) FAIL("truncation to " << n << " bytes was accepted");
+    }
   CHECK(check(good.substr(0, 5)) == "not a truenoc bundle: 5 bytes is too short");
   CHECK(check(good.substr(0, 100)) == "truncated bundle: 100 bytes end inside the header");
   CHECK(check(good.substr(0, good.size() - 1)) ==
@@ -515,11 +541,11 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 6); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 7); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 6); rebuild the bundle with this truenoc");
-  b[8] = 7;
-  CHECK(check(b) == "unsupported bundle format version 7 (this truenoc reads versions 4 to 6)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 7); rebuild the bundle with this truenoc");
+  b[8] = 8;
+  CHECK(check(b) == "unsupported bundle format version 8 (this truenoc reads versions 4 to 7)");
   b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
   CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
@@ -537,7 +563,7 @@ TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never tr
   // Every byte of the header, table and manifest changed to a few values, checksums recomputed:
   // the reader must either reject the input or return a self-consistent bundle, whose launch
   // rules (tensor maps included, in the format 5 bundle) check and evaluate without harm.
-  for (const std::string& good : {smallBundle(), tmaBundle()}) {
+  for (const std::string& good : {smallBundle(), tmaBundle(), variantBundle()}) {
     uint64_t manifestEnd = getU64(good, kHeaderSize + 8) + getU64(good, kHeaderSize + 16);
     size_t accepted = 0, rejected = 0;
     for (size_t i = 0; i < manifestEnd; ++i) {
@@ -560,11 +586,14 @@ TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never tr
             Result<std::string> p = r->payload(e);
             if (p) CHECK(p->size() == e.rawSize);
           }
-          CHECK_FALSE(checkRule(k.launch, k.params).has_value());
-          std::vector<uint64_t> values(k.params.size(), 4096);
-          std::vector<const void*> args;
-          for (const uint64_t& x : values) args.push_back(&x);
-          (void)evaluateTensorMaps(k.launch, k.params, args.data());
+          for (uint32_t t = 0; t < r->manifest().targets.size(); ++t) {  // the kernel's own code and its variants'
+            const std::vector<Param>& params = k.paramsFor(t);
+            CHECK_FALSE(checkRule(k.launchFor(t), params).has_value());
+            std::vector<uint64_t> values(params.size(), 4096);
+            std::vector<const void*> args;
+            for (const uint64_t& x : values) args.push_back(&x);
+            (void)evaluateTensorMaps(k.launchFor(t), params, args.data());
+          }
         }
       }
     }
@@ -1276,4 +1305,72 @@ TEST_CASE("launch rule: tensor maps evaluate to cuTensorMapEncodeTiled's argumen
         "tensor map 'a_map': the address of 'a' (123145302311176) is not 16-byte aligned");
   const void* missing[] = {nullptr, nullptr, &m, &k, &lda};
   CHECK(evaluateTensorMaps(r, params, missing).error().message == "tensor map 'a_map': no argument for parameter 'a'");
+}
+
+TEST_CASE("bundle: a kernel's variants (format 7) give some targets other parameters and launch rules") {
+  const std::string b = variantBundle();
+  Result<Reader> r = Reader::open(span(b));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->formatVersion() == 7);
+  const KernelInfo& k = r->manifest().kernels.at(0);
+  REQUIRE(k.variants.size() == 1);
+  CHECK(k.variants[0].targets == 4);  // sm_90a, the third target
+  for (uint32_t t : {0u, 1u}) {
+    CHECK(&k.paramsFor(t) == &k.params);
+    CHECK(k.launchFor(t).block == std::vector<uint32_t>{256});
+  }
+  CHECK(k.paramsFor(2) == tmaParams());
+  CHECK(k.launchFor(2).block == std::vector<uint32_t>{384});
+  CHECK(k.launchFor(2).tensorMaps == std::vector<TensorMapRule>{aMap()});
+  CHECK(k.launchFor(2).dynamicShared.text() == "98304");
+  // Written again from what was read: the same bytes (canonical), and no variant means no format 7.
+  BundleInput again = variantInput();
+  std::reverse(again.kernels[0].payloads.begin(), again.kernels[0].payloads.end());
+  CHECK(*write(again) == b);
+  again.kernels[0].variants.clear();
+  CHECK(Reader::open(span(*write(again)))->formatVersion() == 4);
+
+  // The writer refuses, and the reader rejects, variants that do not describe one kernel.
+  auto refusal = [](auto change) {
+    BundleInput in = variantInput();
+    change(in.kernels[0]);
+    Result<std::string> w = write(in);
+    return w.ok() ? std::string("accepted") : w.error().message;
+  };
+  CHECK(refusal([](KernelInput& k) { k.variants[0].targets.push_back(tgt("sm_100")); }) ==
+        "kernel 'load': variant for unlisted target 'sm_100'");
+  CHECK(refusal([](KernelInput& k) { k.variants[0].targets = {tgt("sm_80"), tgt("sm_90"), tgt("sm_90a")}; }) ==
+        "kernel 'load': its variants cover every target");
+  CHECK(refusal([](KernelInput& k) { k.variants[0].targets.clear(); }) == "kernel 'load': variant 0 lists no target");
+  CHECK(refusal([](KernelInput& k) {
+          k.variants.push_back(k.variants[0]);
+          k.variants[1].targets.push_back(tgt("sm_90"));
+        }) == "kernel 'load': variant 1 lists a target of an earlier variant");
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params[2].name = "rows"; }).starts_with("variant 0 of kernel 'load': launch rule"));
+  const std::string different = "kernel 'load': variant 0 takes other parameters than the kernel (all but tmap parameters must be alike)";
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params[3].type = kU64; }) == different);
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params[0].access = kPtrRead | kPtrWritten; }) == different);
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params[0].element = S::F16; }) == different);
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params.push_back({"extra", kU32, 0}); }) == different);
+  CHECK(refusal([](KernelInput& k) { k.variants[0].params[0].align = 0; }) == "accepted");  // alignments may differ
+
+  // The reader's own checks, behind valid checksums: the variant's target mask patched.
+  const std::string mask("\x01\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00", 12);  // count 1, mask 4
+  const size_t at = b.find(mask);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(b.find(mask, at + 1) == std::string::npos);
+  auto patched = [&](uint64_t m) {
+    std::string bad = b;
+    putU64(bad, at + 4, m);
+    reseal(bad);
+    return check(bad);
+  };
+  CHECK(patched(0) == "corrupt bundle: kernel 'load': variant 0 lists no target");
+  CHECK(patched(8) == "corrupt bundle: kernel 'load': variant 0 lists a target index past the bundle's 3 targets");
+  CHECK(patched(7) == "corrupt bundle: kernel 'load': its variants cover every target");
+  CHECK(patched(2) == "");  // sm_90's code may be the variant instead
+  std::string count = b;
+  count[at] = 3;  // more variants than targets but one
+  reseal(count);
+  CHECK(check(count) == "corrupt bundle: variant count is 3; expected 0 to 2");
 }

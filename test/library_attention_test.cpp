@@ -140,6 +140,8 @@ struct PrefillVariant {
   bool causal, lse;
   const char* spec = "attention";
   uint32_t tileKeys = 64;  // keys of a K/V tile (what a NaN in V reaches)
+  bool tmaRows = false;    // varlen: the q_rows and kv_rows parameters (wgmma, or mainloop = "auto")
+  const char* target = "";  // whose code the interpreter runs (Call::target)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -154,8 +156,10 @@ constexpr PrefillVariant k90Bf16Causal{"prefill90_bf16_d128_causal", Dtype::BF16
 constexpr PrefillVariant k90Bf16D64{"prefill90_bf16_d64", Dtype::BF16, 64, false, false, "attention90", 128};
 constexpr PrefillVariant k90Bf16D64Causal{"prefill90_bf16_d64_causal", Dtype::BF16, 64, true, false, "attention90", 128};
 constexpr PrefillVariant k90F16Causal{"prefill90_f16_d64_causal", Dtype::F16, 64, true, true, "attention90", 128};
-constexpr PrefillVariant k90VarlenBf16Causal{"prefill90_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true, "attention90", 128};
-constexpr PrefillVariant k90VarlenF16{"prefill90_f16_d64_varlen", Dtype::F16, 64, false, false, "attention90", 128};
+constexpr PrefillVariant k90VarlenBf16Causal{"prefill90_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true, "attention90", 128, true};
+constexpr PrefillVariant k90VarlenF16{"prefill90_f16_d64_varlen", Dtype::F16, 64, false, false, "attention90", 128, true};
+// mainloop = "auto" (test/library/mainloop_auto.toml): wgmma in the sm_90a code, mma.sync in the sm_80 code.
+constexpr PrefillVariant kAutoVarlen{"auto_prefill_bf16_d64_varlen_causal", Dtype::BF16, 64, true, true, "mainloop_auto", 128, true};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -370,7 +374,8 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .buffer("kv_lengths", kvLen)
       .scalar("batch", B)
       .scalar("max_seq_q", maxQ);
-  if (v.tileKeys == 128) call.scalar("q_rows", qRows).scalar("kv_rows", kvRows);  // wgmma: the tensor maps' extents
+  if (v.tmaRows) call.scalar("q_rows", qRows).scalar("kv_rows", kvRows);  // wgmma: the tensor maps' extents
+  call.target(v.target);
   call.scalar("q_heads", QH)
       .scalar("kv_heads", KH)
       .scalar("scale", scale);
@@ -412,4 +417,14 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a) varlen: sequences of their own le
   const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}, {37, 300}, {140, 150}};
   checkVarlen(r, rng, k90VarlenBf16Causal, mixed, 4, 2);
   checkVarlen(r, rng, k90VarlenF16, mixed, 2, 2);
+}
+
+LIBRARY_TEST("attention_prefill mainloop auto varlen: the sm_80 and sm_90a code of one kernel", attentionPrefillAutoVarlen) {
+  std::mt19937 rng(seed());
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {0, 5}, {70, 5}, {3, 0}, {37, 150}};
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
+    PrefillVariant v = kAutoVarlen;
+    v.target = target.c_str();
+    checkVarlen(r, rng, v, mixed, 4, 2);
+  }
 }

@@ -29,6 +29,7 @@ struct Variant {
   bool batched = true;  // the wgmma members have no batch and stride parameters
   bool splitK = false;  // split_k: the splits and workspace parameters
   uint32_t tileM = 128, tileN = 128;
+  const char* target = "";  // whose code the interpreter runs (Call::target)
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -118,6 +119,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   }
   Matrix bias = outputs(rng, v.out, sized(p.n)), res = outputs(rng, v.out, sized(sc * p.batch));
   Call call(v.spec, v.kernel);
+  call.target(v.target);
   call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
   if (v.bias) call.buffer("bias", bias.bytes);
   if (v.residual) call.buffer("residual", res.bytes);
@@ -352,4 +354,28 @@ LIBRARY_TEST("gemm split_k: SIMT and mma.sync members", gemmSplitK) {
 LIBRARY_TEST("gemm split_k: wgmma members (sm_90a)", gemmSplitKWgmma) {
   std::mt19937 rng(seed());
   for (const Variant* v : {&kWgSplitBf16, &kWgSplitF16}) checkSplits(r, rng, *v);
+}
+
+// mainloop = "auto" (test/library/mainloop_auto.toml, targets sm_80 and sm_90a): one kernel, the
+// wgmma member in the sm_90a code and an mma.sync member with its parameters (no batch) in the
+// sm_80 code, each launched by its own rule. The interpreter runs both targets' code on the same
+// problems; a GPU runs the code the runtime selects for it (the wgmma member on an H100).
+namespace {
+
+constexpr Variant kAutoBf16CR{"auto_bf16_cr_bias", true, false, true, false, Act::None, In::BF16, Out::BF16, "mainloop_auto", false};
+constexpr Variant kAutoF16RC{"auto_f16_rc_split", false, true, false, false, Act::None, In::F16, Out::F32, "mainloop_auto", false, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm mainloop auto: the sm_80 and sm_90a code of one kernel", gemmAuto) {
+  std::mt19937 rng(seed());
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
+    Variant bf16 = kAutoBf16CR, f16 = kAutoF16RC;
+    bf16.target = f16.target = target.c_str();
+    checkGemm(r, rng, bf16, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, bf16, {130, 258, 72, 1, 3, -1.25f, 0.75f, true});  // several tiles per block (wgmma)
+    checkGemm(r, rng, bf16, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});         // k = 0: C = beta C
+    checkGemm(r, rng, f16, {70, 129, 300, 1, 0, 1.0f, 0.0f, true, 3});
+    checkGemm(r, rng, f16, {33, 20, 40, 1, 1, 2.0f, -1.0f, true, 0});
+  }
 }

@@ -84,7 +84,7 @@ class InterpRunner final : public Runner {
   bool fast() const override { return false; }
 
   Outputs run(const Call& c) override {
-    const Built& k = built(c.spec(), c.kernel(), optimize_);
+    const Built& k = built(c.spec(), c.kernel(), c.target(), optimize_);
     checkCoverage(c, k.params);
     interp::Interpreter in;
     auto fail = [&](const std::optional<interp::Error>& e) {
@@ -157,9 +157,10 @@ class InterpRunner final : public Runner {
 
   // Each (spec, kernel, level) is built once per test binary: -O2 exactly as `truenoc build`
   // does it, or -O0 (verified, checkers run, nothing rewritten).
-  static const Built& built(const std::string& family, const std::string& kernel, bool optimize) {
+  static const Built& built(const std::string& family, const std::string& kernel, const std::string& targetName,
+                            bool optimize) {
     static std::map<std::string, std::unique_ptr<Built>> cache;
-    std::string key = family + "/" + kernel + (optimize ? "" : " -O0");
+    std::string key = family + "/" + kernel + (targetName.empty() ? "" : ":" + targetName) + (optimize ? "" : " -O0");
     if (auto it = cache.find(key); it != cache.end()) return *it->second;
     const spec::Spec s = readSpec(family);
     ir::Diagnostics diags;
@@ -169,13 +170,21 @@ class InterpRunner final : public Runner {
       if (k.name == kernel) ks = &k;
     REQUIRE_MESSAGE(ks, specPath(family) << " has no kernel '" << kernel << "'");
     spec::TirCache tirs;
-    std::optional<spec::Instance> inst = spec::instantiate(s, *ks, tirs, diags);
-    REQUIRE(inst.has_value());
+    // The instance `truenoc build` compiles for the target (the first, for sm_90 outside the spec).
+    std::optional<std::vector<spec::TargetedInstance>> all = spec::instantiateForTargets(s, *ks, tirs, diags);
+    REQUIRE(all.has_value());
+    const std::optional<bundle::Target> named = bundle::Target::parse(targetName);
+    REQUIRE_MESSAGE((targetName.empty() || named), "unknown target '" << targetName << "'");
+    const bundle::Target target = named ? *named : bundle::Target{90, sm90aOnly(s)};
+    auto own = std::find_if(all->begin(), all->end(), [&](const spec::TargetedInstance& t) {
+      return std::find(t.targets.begin(), t.targets.end(), target) != t.targets.end();
+    });
+    REQUIRE_MESSAGE((own != all->end() || !named), specPath(family) << " does not target " << targetName);
+    spec::Instance* inst = own != all->end() ? &own->instance : &all->front().instance;
     // Compiled as `truenoc build` compiles it (-O2), or with the checks alone (-O0).
     compile::Options options = spec::compileOptions(s);
     if (!optimize) options.level = compile::Level::O0;
-    // sm_90, or sm_90a for a spec that targets sm_90a alone.
-    REQUIRE(compile::compile(inst->module, bundle::Target{90, sm90aOnly(s)}, options, diags).ptx.has_value());
+    REQUIRE(compile::compile(inst->module, target, options, diags).ptx.has_value());
     REQUIRE_FALSE(diags.hasErrors());
     auto b = std::make_unique<Built>(Built{std::move(inst->module), std::move(inst->params), std::move(inst->launch)});
     return *cache.emplace(key, std::move(b)).first->second;
@@ -298,6 +307,11 @@ std::string Call::describe() const {
 std::unique_ptr<Runner> interpRunner(bool optimize) { return std::make_unique<InterpRunner>(optimize); }
 std::unique_ptr<Runner> gpuRunner() { return std::make_unique<GpuRunner>(); }
 bool noGpu() { return context() == nullptr; }
+std::vector<std::string> codeTargets(const Runner& r, std::vector<std::string> targets) {
+  if (std::string_view(r.name()) == "gpu") return {""};
+  return targets;
+}
+
 bool simulatedGpu() { return context() && context()->simulated(); }
 
 unsigned seed() {

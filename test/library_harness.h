@@ -65,14 +65,23 @@ class Call {
     return *this;
   }
 
+  // The target whose code the interpreter runs (a kernel whose code differs by target, mainloop =
+  // "auto"): "sm_80", "sm_90a"; empty for sm_90 (sm_90a for a spec of sm_90a alone). A GPU runs
+  // the code the runtime selects for it, whatever the call names.
+  Call& target(std::string t) {
+    target_ = std::move(t);
+    return *this;
+  }
+
   const std::string& spec() const { return spec_; }
   const std::string& kernel() const { return kernel_; }
+  const std::string& target() const { return target_; }
   const std::vector<Buffer>& buffers() const { return buffers_; }
   const std::vector<Scalar>& scalars() const { return scalars_; }
   std::string describe() const;  // "norms/rmsnorm_f32(x[12 B], rows=3, ...)"
 
  private:
-  std::string spec_, kernel_;
+  std::string spec_, kernel_, target_;
   std::vector<Buffer> buffers_;
   std::vector<Scalar> scalars_;
 };
@@ -149,6 +158,11 @@ double roundoff(Dtype d);
 // infinities matching exactly. Reports the first few mismatches with their index and the count.
 void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
                  const std::string& what);
+
+// The targets a test of a kernel whose code differs by target (mainloop = "auto") runs: each of
+// `targets` on the interpreter, which runs the code a call names (Call::target); on a GPU once,
+// "" (the code the runtime selects for the device).
+std::vector<std::string> codeTargets(const Runner& r, std::vector<std::string> targets);
 
 // Runs a test body on the GPU runner; a NotForThisDevice skips it with a message.
 inline void runOnGpu(void (*body)(Runner&)) {

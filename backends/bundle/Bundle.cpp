@@ -3,6 +3,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <set>
 
@@ -162,6 +163,24 @@ void writeTensorMaps(Out& o, const std::vector<TensorMapRule>& maps) {
   }
 }
 
+// A kernel's (or a variant's) parameters and launch rule, as the manifest lays them out.
+void writeCode(Out& o, const std::vector<Param>& params, const LaunchRule& launch, uint32_t version) {
+  o.u32(static_cast<uint32_t>(params.size()));
+  for (const Param& p : params) {
+    o.str(p.name);
+    o.u32(p.type.code());
+    o.u32(p.align);
+    o.u32(p.access);
+    o.u32(p.element ? static_cast<uint32_t>(*p.element) : 0);
+  }
+  o.u32(static_cast<uint32_t>(launch.block.size()));
+  for (uint32_t b : launch.block) o.u32(b);
+  o.u32(static_cast<uint32_t>(launch.grid.size()));
+  for (const Expr& g : launch.grid) o.str(g.text());
+  o.str(launch.dynamicShared.text());
+  if (version >= 5) writeTensorMaps(o, launch.tensorMaps);
+}
+
 // Checks what both the writer and the reader require of a kernel's signature and launch rule.
 std::optional<std::string> checkKernel(const std::string& name, const std::vector<Param>& params, const LaunchRule& rule) {
   if (!isIdentifier(name)) return "kernel name " + quoted(name) + " is not an identifier";
@@ -180,6 +199,42 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
              num(static_cast<uint32_t>(*p.element));
   }
   if (auto bad = checkRule(rule, params)) return "kernel " + quoted(name) + ": launch rule " + bad->where() + ": " + bad->error.message;
+  return std::nullopt;
+}
+
+// Checks what both the writer and the reader require of a kernel's variants (version 7): target
+// sets that are not empty, lie within the bundle's targets, do not overlap, leave the kernel's own
+// code at least one target and come sorted by their lowest target; each variant a valid signature
+// and launch rule whose caller-visible parameters (all but tmap ones) are the kernel's.
+std::optional<std::string> checkVariants(const std::string& name, const std::vector<Param>& params,
+                                         const std::vector<Variant>& variants, size_t targets) {
+  auto visible = [](const std::vector<Param>& ps) {
+    std::vector<const Param*> out;
+    for (const Param& p : ps)
+      if (p.type.scalar != ParamType::Scalar::TensorMap) out.push_back(&p);
+    return out;
+  };
+  const std::vector<const Param*> own = visible(params);
+  const uint64_t all = targets >= 64 ? ~uint64_t{0} : (uint64_t{1} << targets) - 1;
+  uint64_t seen = 0;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant& v = variants[i];
+    const std::string at = "kernel " + quoted(name) + ": variant " + num(i) + " ";
+    if (v.targets == 0) return at + "lists no target";
+    if ((v.targets & ~all) != 0) return at + "lists a target index past the bundle's " + num(targets) + " targets";
+    if ((v.targets & seen) != 0) return at + "lists a target of an earlier variant";
+    if (i > 0 && std::countr_zero(v.targets) < std::countr_zero(variants[i - 1].targets))
+      return at + "is not sorted by its lowest target";
+    seen |= v.targets;
+    if (auto bad = checkKernel(name, v.params, v.launch)) return "variant " + num(i) + " of " + *bad;
+    const std::vector<const Param*> theirs = visible(v.params);
+    bool same = theirs.size() == own.size();
+    for (size_t p = 0; same && p < own.size(); ++p)
+      same = own[p]->name == theirs[p]->name && own[p]->type == theirs[p]->type && own[p]->access == theirs[p]->access &&
+             own[p]->element == theirs[p]->element;
+    if (!same) return at + "takes other parameters than the kernel (all but tmap parameters must be alike)";
+  }
+  if (seen == all && !variants.empty()) return "kernel " + quoted(name) + ": its variants cover every target";
   return std::nullopt;
 }
 
@@ -238,6 +293,18 @@ const Entry* KernelInfo::find(uint32_t target, PayloadKind kind) const {
   for (const Entry& e : entries)
     if (e.target == target && e.kind == kind) return &e;
   return nullptr;
+}
+
+const std::vector<Param>& KernelInfo::paramsFor(uint32_t target) const {
+  for (const Variant& v : variants)
+    if (target < 64 && (v.targets >> target & 1)) return v.params;
+  return params;
+}
+
+const LaunchRule& KernelInfo::launchFor(uint32_t target) const {
+  for (const Variant& v : variants)
+    if (target < 64 && (v.targets >> target & 1)) return v.launch;
+  return launch;
 }
 
 const KernelInfo* Manifest::find(std::string_view kernel) const {
@@ -309,12 +376,13 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
-  // The oldest version that holds this bundle, so that it reads wherever that version does: 6 for
-  // a payload shared by several entries, 5 for tensor maps, else 4.
+  // The oldest version that holds this bundle, so that it reads wherever that version does: 7 for
+  // a kernel with variants, 6 for a payload shared by several entries, 5 for tensor maps, else 4.
   const bool shared = std::any_of(moduleUsers.begin(), moduleUsers.end(), [](uint32_t n) { return n > 1; });
   const bool tensorMaps =
       std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); });
-  const uint32_t version = shared ? 6 : tensorMaps ? 5 : 4;
+  const bool variants = std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->variants.empty(); });
+  const uint32_t version = variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
   std::string payloads;
   // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
@@ -334,20 +402,27 @@ Result<std::string> write(const BundleInput& in) {
     if (ki > 0 && kernels[ki - 1]->name == k.name) return Error{"duplicate kernel " + quoted(k.name)};
     if (auto bad = checkKernel(k.name, k.params, k.launch)) return Error{*bad};
     manifest.str(k.name);
-    manifest.u32(static_cast<uint32_t>(k.params.size()));
-    for (const Param& p : k.params) {
-      manifest.str(p.name);
-      manifest.u32(p.type.code());
-      manifest.u32(p.align);
-      manifest.u32(p.access);
-      manifest.u32(p.element ? static_cast<uint32_t>(*p.element) : 0);
+    writeCode(manifest, k.params, k.launch, version);
+    if (version >= 7) {
+      std::vector<Variant> variants;
+      for (const VariantInput& v : k.variants) {
+        Variant out{0, v.params, v.launch};
+        for (const Target& t : v.targets) {
+          auto it = std::find(targets.begin(), targets.end(), t);
+          if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": variant for unlisted target " + quoted(t.name())};
+          out.targets |= uint64_t{1} << (it - targets.begin());
+        }
+        variants.push_back(std::move(out));
+      }
+      std::sort(variants.begin(), variants.end(),
+                [](const Variant& a, const Variant& b) { return std::countr_zero(a.targets) < std::countr_zero(b.targets); });
+      if (auto bad = checkVariants(k.name, k.params, variants, targets.size())) return Error{*bad};
+      manifest.u32(static_cast<uint32_t>(variants.size()));
+      for (const Variant& v : variants) {
+        manifest.u64(v.targets);
+        writeCode(manifest, v.params, v.launch, version);
+      }
     }
-    manifest.u32(static_cast<uint32_t>(k.launch.block.size()));
-    for (uint32_t b : k.launch.block) manifest.u32(b);
-    manifest.u32(static_cast<uint32_t>(k.launch.grid.size()));
-    for (const Expr& g : k.launch.grid) manifest.str(g.text());
-    manifest.str(k.launch.dynamicShared.text());
-    if (version >= 5) writeTensorMaps(manifest, k.launch.tensorMaps);
 
     struct Ref {
       uint32_t target;
@@ -487,7 +562,7 @@ Expr readExpr(In& in, const std::string& kernel, const std::string& field) {
 }
 
 // Version 5's tensor-map rules; checkKernel checks them with the rest of the rule.
-void readTensorMaps(In& in, KernelInfo& k) {
+void readTensorMaps(In& in, const std::string& kernel, LaunchRule& launch) {
   uint32_t n = in.count("tensor map count", 0, kMaxParams);
   for (uint32_t i = 0; i < n && !in.failed(); ++i) {
     TensorMapRule m;
@@ -496,16 +571,47 @@ void readTensorMaps(In& in, KernelInfo& k) {
     m.source = in.str("tensor map source");
     uint32_t element = in.u32();
     if (!in.failed() && (element < 1 || element > static_cast<uint32_t>(ParamType::Scalar::TensorMap)))
-      in.fail("kernel " + quoted(k.name) + ": " + at + " has unknown element type code " + num(element));
+      in.fail("kernel " + quoted(kernel) + ": " + at + " has unknown element type code " + num(element));
     m.element = static_cast<ParamType::Scalar>(element);
-    m.dims[0] = readExpr(in, k.name, at + ".dims[0]");
-    m.dims[1] = readExpr(in, k.name, at + ".dims[1]");
-    m.rowStride = readExpr(in, k.name, at + ".row_stride");
+    m.dims[0] = readExpr(in, kernel, at + ".dims[0]");
+    m.dims[1] = readExpr(in, kernel, at + ".dims[1]");
+    m.rowStride = readExpr(in, kernel, at + ".row_stride");
     m.box[0] = in.u32();
     m.box[1] = in.u32();
     m.swizzle = in.u32();
-    k.launch.tensorMaps.push_back(std::move(m));
+    launch.tensorMaps.push_back(std::move(m));
   }
+}
+
+// writeCode's fields; checkKernel checks them.
+void readCode(In& in, const std::string& kernel, std::vector<Param>& params, LaunchRule& launch, uint32_t version) {
+  uint32_t np = in.count("parameter count", 0, kMaxParams);
+  for (uint32_t i = 0; i < np && !in.failed(); ++i) {
+    Param p;
+    p.name = in.str("parameter name");
+    uint32_t code = in.u32();
+    std::optional<ParamType> type = ParamType::decode(code);
+    if (!in.failed() && !type) in.fail("kernel " + quoted(kernel) + ": parameter " + quoted(p.name) + " has unknown type code " + num(code));
+    if (type) p.type = *type;
+    p.align = in.u32();
+    p.access = in.u32();
+    if (uint32_t elem = in.u32(); elem != 0) {
+      // Checked with the rest of the kernel (checkKernel): a scalar of ParamType other than Ptr.
+      if (!in.failed() && (elem > static_cast<uint32_t>(ParamType::Scalar::Ptr)))
+        in.fail("kernel " + quoted(kernel) + ": parameter " + quoted(p.name) + " has unknown element type code " + num(elem));
+      else
+        p.element = static_cast<ParamType::Scalar>(elem);
+    }
+    params.push_back(std::move(p));
+  }
+  uint32_t nb = in.count("block dimension count", 1, 3);
+  launch.block.clear();
+  for (uint32_t i = 0; i < nb && !in.failed(); ++i) launch.block.push_back(in.u32());
+  uint32_t ng = in.count("grid dimension count", 1, 3);
+  launch.grid.clear();
+  for (uint32_t i = 0; i < ng && !in.failed(); ++i) launch.grid.push_back(readExpr(in, kernel, "grid[" + num(i) + "]"));
+  launch.dynamicShared = readExpr(in, kernel, "dynamic_shared");
+  if (version >= 5) readTensorMaps(in, kernel, launch);
 }
 
 Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes, uint32_t version) {
@@ -534,37 +640,26 @@ Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadB
     k.name = in.str("kernel name");
     if (in.failed()) break;
     if (!m.kernels.empty() && !(m.kernels.back().name < k.name)) fail("kernels are not sorted and unique at " + quoted(k.name));
-    uint32_t np = in.count("parameter count", 0, kMaxParams);
-    for (uint32_t i = 0; i < np && !in.failed(); ++i) {
-      Param p;
-      p.name = in.str("parameter name");
-      uint32_t code = in.u32();
-      std::optional<ParamType> type = ParamType::decode(code);
-      if (!in.failed() && !type) fail("kernel " + quoted(k.name) + ": parameter " + quoted(p.name) + " has unknown type code " + num(code));
-      if (type) p.type = *type;
-      p.align = in.u32();
-      p.access = in.u32();
-      if (uint32_t elem = in.u32(); elem != 0) {
-        // Checked with the rest of the kernel (checkKernel): a scalar of ParamType other than Ptr.
-        if (!in.failed() && (elem > static_cast<uint32_t>(ParamType::Scalar::Ptr)))
-          fail("kernel " + quoted(k.name) + ": parameter " + quoted(p.name) + " has unknown element type code " + num(elem));
-        else
-          p.element = static_cast<ParamType::Scalar>(elem);
-      }
-      k.params.push_back(std::move(p));
-    }
-    uint32_t nb = in.count("block dimension count", 1, 3);
-    k.launch.block.clear();
-    for (uint32_t i = 0; i < nb && !in.failed(); ++i) k.launch.block.push_back(in.u32());
-    uint32_t ng = in.count("grid dimension count", 1, 3);
-    k.launch.grid.clear();
-    for (uint32_t i = 0; i < ng && !in.failed(); ++i) k.launch.grid.push_back(readExpr(in, k.name, "grid[" + num(i) + "]"));
-    k.launch.dynamicShared = readExpr(in, k.name, "dynamic_shared");
-    if (version >= 5) readTensorMaps(in, k);
+    readCode(in, k.name, k.params, k.launch, version);
     if (in.failed()) break;
     if (auto bad = checkKernel(k.name, k.params, k.launch)) {
       fail(*bad);
       break;
+    }
+    if (version >= 7) {
+      // At most one variant a target beyond the kernel's own; checkVariants finds the rest.
+      uint32_t nv = in.count("variant count", 0, nt - 1);
+      for (uint32_t i = 0; i < nv && !in.failed(); ++i) {
+        Variant v;
+        v.targets = in.u64();
+        readCode(in, k.name, v.params, v.launch, version);
+        k.variants.push_back(std::move(v));
+      }
+      if (in.failed()) break;
+      if (auto bad = checkVariants(k.name, k.params, k.variants, nt)) {
+        fail(*bad);
+        break;
+      }
     }
     uint32_t ne = in.count("entry count", nt, 3 * nt);
     for (uint32_t i = 0; i < ne && !in.failed(); ++i) {

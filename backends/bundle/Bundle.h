@@ -24,7 +24,7 @@ namespace tn::bundle {
 // 6: cubin entries may share a payload (a module: one cubin holding several kernels of a target).
 // 5: tensor-map rules. The writer writes the oldest version that holds what a bundle has (4
 // without shared modules and tensor maps), so that older readers read it; this reader reads 4 to 6.
-inline constexpr uint32_t kFormatVersion = 6;
+inline constexpr uint32_t kFormatVersion = 7;
 inline constexpr uint32_t kOldestFormatVersion = 4;  // 4: pointer access and element types
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;
@@ -73,12 +73,27 @@ struct Entry {
   uint64_t rawChecksum = 0;     // FNV-1a 64 of the uncompressed bytes
 };
 
-struct KernelInfo {
-  std::string name;
+// The code of a kernel for some of the bundle's targets that takes other parameters or another
+// launch rule than the kernel's own (version 7): a template entry with mainloop = "auto" builds the
+// wgmma member for sm_90a and the mma.sync member for the other targets. Its caller-visible
+// parameters (all but the tmap ones) are the kernel's, alike in name, type, pointer use and
+// element type, so one signature launches it everywhere; alignments and tmap parameters may differ.
+struct Variant {
+  uint64_t targets = 0;  // bit t: Manifest::targets[t]; never every target (the kernel's own serve one)
   std::vector<Param> params;
   LaunchRule launch;
-  std::vector<Entry> entries;  // sorted by (target, kind)
+};
+
+struct KernelInfo {
+  std::string name;
+  std::vector<Param> params;  // of the code for the targets no variant lists
+  LaunchRule launch;
+  std::vector<Variant> variants;  // disjoint, sorted by their lowest target
+  std::vector<Entry> entries;     // sorted by (target, kind)
   const Entry* find(uint32_t target, PayloadKind kind) const;
+  // The parameters and launch rule of the code for target index t.
+  const std::vector<Param>& paramsFor(uint32_t target) const;
+  const LaunchRule& launchFor(uint32_t target) const;
 };
 
 struct Manifest {
@@ -114,11 +129,18 @@ struct ModuleInput {
   std::string bytes;  // uncompressed
 };
 
-struct KernelInput {
-  std::string name;
+struct VariantInput {
+  std::vector<Target> targets;  // some of BundleInput::targets, not all
   std::vector<Param> params;
   LaunchRule launch;
+};
+
+struct KernelInput {
+  std::string name;
+  std::vector<Param> params;  // for the targets no variant lists
+  LaunchRule launch;
   std::vector<PayloadInput> payloads;
+  std::vector<VariantInput> variants = {};
 };
 
 struct BundleInput {

@@ -236,13 +236,14 @@ struct PyKernel {
   truenort::Kernel kernel;
   int device;
 
-  const tn::bundle::KernelInfo& info() const { return kernel.info(); }
+  // The launch rule of the code this device runs (a kernel with variants has one per target).
+  const tn::bundle::LaunchRule& rule() const { return kernel.launch_rule(); }
 
   // The parameters a call passes: all but the tmap ones, which the runtime fills from the
   // launch rule (parallel to kernel.signature()).
   std::vector<tn::bundle::Param> params() const {
     std::vector<tn::bundle::Param> out;
-    for (const tn::bundle::Param& p : info().params)
+    for (const tn::bundle::Param& p : kernel.params())
       if (p.type.scalar != tn::bundle::ParamType::Scalar::TensorMap) out.push_back(p);
     return out;
   }
@@ -451,14 +452,14 @@ PYBIND11_MODULE(_truenort, m) {
       .def_property_readonly("signature", &PyKernel::signatureText)
       .def_property_readonly("launch_rule", [](const PyKernel& k) {
         py::dict d;
-        d["block"] = k.info().launch.block;
+        d["block"] = k.rule().block;
         std::vector<std::string> grid;
-        for (const auto& g : k.info().launch.grid) grid.push_back(g.text());
+        for (const auto& g : k.rule().grid) grid.push_back(g.text());
         d["grid"] = grid;
-        d["dynamic_shared"] = k.info().launch.dynamicShared.text();
-        if (!k.info().launch.tensorMaps.empty()) {  // filled by the runtime: never passed
+        d["dynamic_shared"] = k.rule().dynamicShared.text();
+        if (!k.rule().tensorMaps.empty()) {  // filled by the runtime: never passed
           std::vector<std::string> maps;
-          for (const auto& t : k.info().launch.tensorMaps) maps.push_back(tn::bundle::describe(t));
+          for (const auto& t : k.rule().tensorMaps) maps.push_back(tn::bundle::describe(t));
           d["tensor_maps"] = maps;
         }
         return d;

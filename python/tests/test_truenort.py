@@ -33,6 +33,16 @@ def tearDownModule():
     TMP.cleanup()
 
 
+def build(name, toml):
+    """Builds a spec (PTX and IR only: the simulated driver runs the IR) and loads the bundle."""
+    spec = os.path.join(TMP.name, name + ".toml")
+    with open(spec, "w") as f:
+        f.write(toml)
+    path = os.path.join(TMP.name, name + ".tnb")
+    subprocess.run([os.environ["TRUENOC"], "build", spec, "--ptx-only", "-o", path], check=True)
+    return truenort.load(path)
+
+
 def f32(values):
     return struct.pack("%df" % len(values), *values)
 
@@ -231,15 +241,10 @@ class TensorMaps(unittest.TestCase):
 
     def test_a_tma_kernel_takes_no_tensor_map_argument(self):
         tir = os.path.join(HERE, "..", "..", "test", "gpu", "tma_tiles.tir")
-        spec = os.path.join(TMP.name, "tma.toml")
-        with open(spec, "w") as f:
-            f.write('[bundle]\nname = "tma"\ntargets = ["sm_90"]\n\n[[kernel]]\ntir = "%s"\nkernel = "tiles"\n'
-                    'block = [64]\ngrid = ["ceil_div(cols, 16)", "ceil_div(rows, 8)"]\n'
-                    'tensor_maps = { src_map = { source = "src", element = "f32", dims = ["cols", "rows"], '
-                    'row_stride = "ld * 4", box = [16, 8] } }\n' % tir)
-        path = os.path.join(TMP.name, "tma.tnb")
-        subprocess.run([os.environ["TRUENOC"], "build", spec, "--ptx-only", "-o", path], check=True)
-        tiles = truenort.load(path).tiles
+        tiles = build("tma", '[bundle]\nname = "tma"\ntargets = ["sm_90"]\n\n[[kernel]]\ntir = "%s"\nkernel = "tiles"\n'
+                      'block = [64]\ngrid = ["ceil_div(cols, 16)", "ceil_div(rows, 8)"]\n'
+                      'tensor_maps = { src_map = { source = "src", element = "f32", dims = ["cols", "rows"], '
+                      'row_stride = "ld * 4", box = [16, 8] } }\n' % tir).tiles
         self.assertEqual(tiles.signature,
                          "tiles(src: ptr.global read f32, dst: ptr.global write f32, cols: u32, rows: u32, ld: u32)")
         self.assertEqual([p["name"] for p in tiles.params], ["src", "dst", "cols", "rows", "ld"])
@@ -263,13 +268,8 @@ class SplitK(unittest.TestCase):
     the arrival counters, which every launch leaves zero; Python sees it as f32 elements."""
 
     def test_split_gemm_matches_python_and_leaves_counters_zero(self):
-        spec = os.path.join(TMP.name, "split.toml")
-        with open(spec, "w") as f:
-            f.write('[bundle]\nname = "split"\ntargets = ["sm_90"]\n\n[[kernel]]\nname = "gemm_split"\n'
-                    'template = "gemm"\noptions = { split_k = true, tile_m = 64, tile_n = 64 }\n')
-        path = os.path.join(TMP.name, "split.tnb")
-        subprocess.run([os.environ["TRUENOC"], "build", spec, "--ptx-only", "-o", path], check=True)
-        gemm = truenort.load(path).gemm_split
+        gemm = build("split", '[bundle]\nname = "split"\ntargets = ["sm_90"]\n\n[[kernel]]\nname = "gemm_split"\n'
+                     'template = "gemm"\noptions = { split_k = true, tile_m = 64, tile_n = 64 }\n').gemm_split
         self.assertTrue(gemm.signature.endswith("splits: u32, workspace: ptr.global read-write f32)"),
                         gemm.signature)
         m, n, k, splits = 70, 9, 40, 3  # two tiles along M, 5 K steps of 8 over 3 splits
@@ -290,6 +290,31 @@ class SplitK(unittest.TestCase):
             for j in range(n):
                 want = sum(a[i * k + kk] * b[kk * n + j] for kk in range(k))
                 self.assertAlmostEqual(results[0][i * n + j], want, delta=1e-5)
+
+
+class MainloopAuto(unittest.TestCase):
+    """gemm with mainloop = "auto" (docs/kernels.md): one kernel whose sm_90a code (the wgmma
+    member) takes tensor maps and another launch rule than its sm_80 code; the simulated device
+    (sm_90) selects the sm_90a code, and the kernel's launch rule is that code's."""
+
+    def test_the_selected_code_has_its_own_launch_rule(self):
+        gemm = build("auto", '[bundle]\nname = "autogemm"\ntargets = ["sm_80", "sm_90a"]\n\n[[kernel]]\nname = "gemm"\n'
+                     'template = "gemm"\noptions = { dtype = "bf16", mainloop = "auto" }\n').gemm
+        self.assertEqual(gemm.target, "sm_90a")
+        self.assertEqual(gemm.launch_rule["block"], [384])  # the wgmma member's, not the mma.sync member's 256
+        self.assertEqual(len(gemm.launch_rule["tensor_maps"]), 2)
+        self.assertEqual([p["name"] for p in gemm.params], ["a", "b", "c", "m", "n", "k", "lda", "ldb", "ldc", "alpha", "beta"])
+        # Small integers are exact in bf16, and so are these sums: C = A B exactly.
+        m, n, k = 20, 24, 16
+        a = [random.randint(-2, 2) for _ in range(m * k)]
+        b = [random.randint(-2, 2) for _ in range(k * n)]
+        bf16 = lambda v: struct.pack("%dH" % len(v), *[struct.unpack("I", struct.pack("f", x))[0] >> 16 for x in v])
+        c = truenort.DeviceArray.zeros([m * n], "bfloat16")
+        gemm(truenort.DeviceArray.from_bytes(bf16(a), [m * k], "bfloat16"),
+             truenort.DeviceArray.from_bytes(bf16(b), [k * n], "bfloat16"), c, m, n, k, k, n, n, 1.0, 0.0)
+        got = [struct.unpack("f", struct.pack("I", h << 16))[0] for h in struct.unpack("%dH" % (m * n), c.to_bytes())]
+        want = [float(sum(a[i * k + kk] * b[kk * n + j] for kk in range(k))) for i in range(m) for j in range(n)]
+        self.assertEqual(got, want)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ namespace tn::bundle {
 struct Param;
 struct Manifest;
 struct KernelInfo;
+struct LaunchRule;
 }
 
 namespace truenort {
@@ -100,8 +101,12 @@ class Kernel {
   const std::string& name() const;
   const std::vector<ParamInfo>& signature() const;
   // The kernel's manifest entry (backends/bundle/Bundle.h): its parameters with their pointer
-  // use, and its launch rule.
+  // use, its launch rule and its entries. A kernel with variants (a template entry with
+  // mainloop = "auto", docs/bundle-format.md) has other parameters and launch rules for some
+  // targets: params() and launch_rule() are those of the code this device runs.
   const tn::bundle::KernelInfo& info() const;
+  const std::vector<tn::bundle::Param>& params() const;
+  const tn::bundle::LaunchRule& launch_rule() const;
   // The bundle target whose code runs on this device (truenort/ArchSelect.h), and whether it is
   // PTX for the driver to JIT.
   Target target() const;
@@ -129,6 +134,9 @@ class Kernel {
   // against the signature (their types cannot be: generated launch functions are typed).
   Status launch_raw(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args,
                     size_t num_args) const;
+  // The same with grid, block and dynamic shared memory from launch_rule(), as launch() takes them
+  // (a generated launch function of a kernel with variants calls this).
+  Status launch_raw(const Stream& s, void** args, size_t num_args) const;
   // Checks count and types against the manifest signature (no driver involved).
   Status check_args(Span<const Arg> args) const;
   CUfunction handle() const { return fn_; }
