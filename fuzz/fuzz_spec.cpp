@@ -63,15 +63,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tn::spec::TirCache tirs;
   for (const tn::spec::KernelSpec& k : spec->kernels) {
     if (!k.tmpl && !inTirFolder(k.tirPath)) continue;
-    std::optional<tn::spec::Instance> inst = tn::spec::instantiate(*spec, k, tirs, diags);
-    if (!inst || !k.tmpl) continue;
-    // A template builds for sm_80 and the compiler retargets it; an instance using newer ops
-    // (sm_90a's wgmma) is checked on the target they need, as the spec's target check allows.
-    const tn::bundle::Target need = tn::ir::requiredTarget(inst->module);
-    if (need.archSpecific || need.sm > inst->module.target.sm) tn::compile::retarget(inst->module, need);
-    tn::ir::Diagnostics verifyDiags;
-    if (!tn::ir::verify(inst->module, verifyDiags))
-      tn::fuzz::broken("fuzz_spec: template '" + k.tmpl->name + "' built a module that does not verify", verifyDiags);
+    // As `truenoc build`: one instance, or one per alternative a target takes (mainloop = "auto").
+    auto instances = tn::spec::instantiateForTargets(*spec, k, tirs, diags);
+    if (!instances || !k.tmpl) continue;
+    for (tn::spec::TargetedInstance& inst : *instances) {
+      // A template builds for sm_80 and the compiler retargets it; an instance using newer ops
+      // (sm_90a's wgmma) is checked on the target they need, as the spec's target check allows.
+      tn::ir::Module& m = inst.instance.module;
+      const tn::bundle::Target need = tn::ir::requiredTarget(m);
+      if (need.archSpecific || need.sm > m.target.sm) tn::compile::retarget(m, need);
+      tn::ir::Diagnostics verifyDiags;
+      if (!tn::ir::verify(m, verifyDiags))
+        tn::fuzz::broken("fuzz_spec: template '" + k.tmpl->name + "' built a module that does not verify", verifyDiags);
+    }
   }
   return 0;
 }

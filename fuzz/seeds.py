@@ -7,8 +7,8 @@ runs this at build time; docs/robustness.md, section Fuzzing).
 OUT_DIR/seeds/tir     every .tir of examples/, lit-tests/, test/gpu/, and the compiled IR of the
                       kernels in the seed bundles (library templates included)
 OUT_DIR/seeds/spec    every spec .toml, and the lit tests that are specs
-OUT_DIR/seeds/bundle  small bundles built with TRUENOC (cubins when PTXAS is given), and
-                      truncated and corrupted copies of them
+OUT_DIR/seeds/bundle  small bundles built with TRUENOC (cubins when PTXAS is given; formats 4 to
+                      7), and truncated and corrupted copies of them
 OUT_DIR/tir.dict, OUT_DIR/spec.dict   libFuzzer dictionaries: IR keywords, ops and modifiers
                       from ir/Ops.def; spec keys, templates and their options
 """
@@ -81,6 +81,12 @@ with tempfile.TemporaryDirectory() as tmp:
                        '[[kernel]]\ntemplate = "add"\noptions = { dtype = "bf16" }\n\n'
                        '[[kernel]]\ntemplate = "softmax"\n')
     run(truenoc, "build", str(library), "-o", str(bundle / "library.tnb"), *build_with)
+    # A format 7 bundle: a mainloop = "auto" kernel, whose sm_90a code has its own parameters and
+    # launch rule (a variant); PTX alone keeps it small.
+    variants = tmp / "variants.toml"
+    variants.write_text('[bundle]\nname = "auto"\ntargets = ["sm_80", "sm_90a"]\n\n'
+                        '[[kernel]]\nname = "gemm"\ntemplate = "gemm"\noptions = { dtype = "bf16", mainloop = "auto" }\n')
+    run(truenoc, "build", str(variants), "-o", str(bundle / "variants.tnb"), "--ptx-only", "--no-ir")
     # Every template's compiled IR as .tir seeds: real kernels, larger than the hand-written ones.
     everything = tmp / "templates.toml"
     everything.write_text('[bundle]\nname = "all"\ntargets = ["sm_90"]\n' +

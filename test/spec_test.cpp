@@ -241,3 +241,70 @@ TEST_CASE("spec: the built-in templates build with their defaults on every defau
     }
   }
 }
+
+// A template whose options build per target (Template::alternatives, as mainloop = "auto"): path
+// "auto" builds "fast" (an sm_90a-only kernel of another launch rule) where it runs, and itself
+// elsewhere; "odd" makes the two members' caller-visible parameters differ.
+TEST_CASE("spec: a template's alternatives give each target the first member it runs, with one signature") {
+  auto templates = testTemplates();
+  kernels::Template& fill = templates[0];
+  fill.options.push_back({"path", kernels::OptionType::String, std::string("base"), "which member", INT64_MIN,
+                          INT64_MAX, 1, {"base", "fast", "auto", "odd"}});
+  fill.build = [](const kernels::Options& o, ir::Diagnostics&) -> std::optional<ir::Module> {
+    ir::Module m;
+    ir::KernelBuilder kb(m, "fill");
+    ir::Value out = kb.param(ir::Type::ptr(ir::AddrSpace::Global), "out");
+    kb.param(ir::Type::u32(), o.text("path") == "odd" ? "count" : "n");
+    if (o.text("path") == "fast") kb.wgmma_fence();  // sm_90a only
+    else kb.store(out, kb.u32(1));  // the base member writes through out, the fast one does not
+    kb.ret();
+    return m;
+  };
+  fill.launch = [](const kernels::Options& o) {
+    const bool fast = o.text("path") == "fast";
+    return bundle::LaunchRule{{fast ? 384u : 128u}, {fast ? bundle::Expr(1) : bundle::Expr::param(o.text("path") == "odd" ? "count" : "n")}, 0};
+  };
+  fill.alternatives = [](const kernels::Options& o) -> std::vector<kernels::Options> {
+    if (o.text("path") != "auto" && o.text("path") != "odd") return {};
+    kernels::Options fast = o;
+    fast.set("path", std::string("fast"));
+    return {fast, o};
+  };
+  auto instances = [&](const char* targetList, const char* path, std::vector<std::string>& errors) {
+    Loaded l = load(std::string("[bundle]\nname = \"b\"\ntargets = [") + targetList +
+                        "]\n[[kernel]]\ntemplate = \"fill\"\noptions = { path = \"" + path + "\" }\n",
+                    templates);
+    REQUIRE(l.spec);
+    spec::TirCache tirs;
+    ir::Diagnostics d;
+    auto out = spec::instantiateForTargets(*l.spec, l.spec->kernels[0], tirs, d);
+    for (const ir::Diagnostic& diag : d.all()) errors.push_back(ir::formatDiagnostic(diag));
+    return out;
+  };
+  std::vector<std::string> errors;
+  // Targets in any order: the member of the lowest target comes first.
+  auto two = instances("\"sm_90a\", \"sm_80\", \"sm_90\"", "auto", errors);
+  REQUIRE(two);
+  CHECK(errors.empty());
+  REQUIRE(two->size() == 2);
+  CHECK((*two)[0].targets == targets({"sm_80", "sm_90"}));
+  CHECK((*two)[1].targets == targets({"sm_90a"}));
+  CHECK((*two)[0].instance.launch.block == std::vector<uint32_t>{128});
+  CHECK((*two)[1].instance.launch.block == std::vector<uint32_t>{384});
+  // One signature: `out` is written by one member, so both record the write.
+  CHECK((*two)[0].instance.params == (*two)[1].instance.params);
+  CHECK((*two)[1].instance.params[0].access == bundle::kPtrWritten);
+  // No sm_90a target: the base member alone; sm_90a alone: the fast one.
+  auto base = instances("\"sm_80\"", "auto", errors);
+  REQUIRE((base && base->size() == 1));
+  CHECK((*base)[0].instance.launch.block == std::vector<uint32_t>{128});
+  auto fast = instances("\"sm_90a\"", "auto", errors);
+  REQUIRE((fast && fast->size() == 1));
+  CHECK((*fast)[0].instance.launch.block == std::vector<uint32_t>{384});
+  // Members whose parameters differ are one error at the entry.
+  CHECK_FALSE(instances("\"sm_80\", \"sm_90a\"", "odd", errors));
+  CHECK(errors == std::vector<std::string>{
+                      "spec.toml:5:12: error: template 'fill' with path=odd builds kernels of different parameters for "
+                      "sm_90a (out: ptr.global, n: u32) and sm_80 (out: ptr.global, count: u32)",
+                  });
+}
