@@ -114,10 +114,15 @@ struct Case {
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
   // gemv_q: the second reference, our dequantize to bf16 (refLaunches) then cublasGemmEx of
   // those weights (buffer refW) with the activations rounded to bf16 (refX, from the f32 x in
-  // buffer 1) into refY; y = the last buffer of the case.
+  // buffer refSrcX, its q8_1 blocks in the next) into refY; y = the last buffer of the case, just
+  // before refW. gemv_q_swiglu: also the up weights (refW2) into refY2, then our swiglu
+  // (refThen) of refY and refY2 into refOut.
   std::vector<Launch> refLaunches{};
   uint32_t refM = 0, refK = 0, refNtok = 0;
-  int refW = -1, refX = -1, refY = -1;
+  int refW = -1, refX = -1, refY = -1, refSrcX = 1;
+  int refW2 = -1, refY2 = -1, refOut = -1;
+  std::vector<Launch> refThen{};
+  int refCompared() const { return refOut >= 0 ? refOut : refY; }
   double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
   // Attention: the problem, for the check of sampled output rows against a CPU reference, and
   // the FLOPs of prefill (its table reports TFLOP/s beside the bandwidth).
@@ -294,6 +299,21 @@ void addDequantRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32
   c.refW = ref, c.refX = ref + 1, c.refY = ref + 2;
 }
 
+// gemv_q_swiglu's reference (buffers 0 gate, 1 up, 2 the f32 x, y last): addDequantRef's of the
+// gate weights, and the up weights dequantized and multiplied likewise, then silu(gate) * up by
+// our swiglu kernel: the unfused chain, dequantize + cuBLAS.
+void addSwigluRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
+  addDequantRef(c, f, m, k, ntok);
+  c.refSrcX = 2;
+  const int more = int(c.buffers.size());
+  c.buffers.push_back({size_t(m) * k * 2, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * m * 4, Fill::Zero});
+  c.buffers.push_back({size_t(ntok) * m * 4, Fill::Zero});
+  c.refW2 = more, c.refY2 = more + 1, c.refOut = more + 2;
+  c.refLaunches.push_back({std::string("dequantize_") + f.name + "_bf16", {buf("q", 1), buf("y", more), val("rows", m), val("k", k)}});
+  c.refThen = {{"swiglu_f32", {buf("gate", c.refY), buf("up", c.refY2), buf("y", c.refOut), val("n", ntok * m)}}};
+}
+
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
 // launch included in the time and its bytes in the count. W's bytes dominate the count. The
 // reference: W dequantized to bf16 by our dequantize, then cublasGemmEx (bf16 x), both timed.
@@ -345,13 +365,14 @@ Case gemvQSwigluCase(const QuantFormat& f, const std::string& act, uint32_t m, u
     c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
     c.launches = {{kernel, {buf("gate", 0), buf("up", 1), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
     c.bytes = 2.0 * double(w) + double(x) + double(y);
-    return c;
+  } else {
+    size_t xq = size_t(ntok) * (k / 32) * 36;
+    c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+    c.launches = {{"quantize_q8_1_f32", {buf("x", 2), buf("y", 3), val("n", ntok * k)}},
+                  {kernel, {buf("gate", 0), buf("up", 1), buf("x", 3), buf("y", 4), val("m", m), val("k", k)}}};
+    c.bytes = 2.0 * double(w) + double(x) + 2.0 * double(xq) + double(y);
   }
-  size_t xq = size_t(ntok) * (k / 32) * 36;
-  c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
-  c.launches = {{"quantize_q8_1_f32", {buf("x", 2), buf("y", 3), val("n", ntok * k)}},
-                {kernel, {buf("gate", 0), buf("up", 1), buf("x", 3), buf("y", 4), val("m", m), val("k", k)}}};
-  c.bytes = 2.0 * double(w) + double(x) + 2.0 * double(xq) + double(y);
+  addSwigluRef(c, f, m, k, ntok);
   return c;
 }
 
@@ -1001,22 +1022,53 @@ std::string compareDequantRef(const std::vector<float>& ours, const std::vector<
   return "";
 }
 
+double rmsOf(const std::vector<double>& v) {
+  double ss = 0;
+  for (double x : v) ss += x * x;
+  return std::sqrt(ss / double(std::max<size_t>(v.size(), 1)));
+}
+
+// gemv_q_swiglu, y = silu(g) * u, against a reference's y and its two products g and u: each
+// product may be off by compareDequantRef's 3% of its rms, which moves y by up to
+// |silu'(g)| <= 1.1 times g's share times |u| plus |silu(g)| times u's. (3% of y's rms would be
+// too tight where a large g meets a large u: y's rms is dominated by a few such elements.)
+std::string compareSwigluRef(const std::vector<float>& ours, const std::vector<float>& ref, const std::vector<double>& g,
+                             const std::vector<double>& u) {
+  const double dg = 0.03 * rmsOf(g), du = 0.03 * rmsOf(u);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double silu = g[i] / (1.0 + std::exp(-g[i])), tol = 1.1 * dg * std::fabs(u[i]) + std::fabs(silu) * du + 1e-30;
+    if (!(std::fabs(double(ours[i]) - ref[i]) <= tol))
+      return "y[" + std::to_string(i) + "] = " + std::to_string(ours[i]) + ", reference " + std::to_string(ref[i]) +
+             " (tolerance " + std::to_string(tol) + ")";
+  }
+  return "";
+}
+
 // The dequantize reference on the CPU (--check on a device, where cuBLAS is not): the product
 // cublasGemmEx computes, of our dequantize's bf16 weights (refW) and refActivations, in double,
 // against the case's y with compareDequantRef.
 std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c) {
-  const size_t m = c.refM, k = c.refK, ntok = c.refNtok;
-  std::vector<uint16_t> w(m * k), x = refActivations(ntok * k, mem[1], c.dtype == "q8_1" ? &mem[2] : nullptr);
+  const size_t m = c.refM, k = c.refK, ntok = c.refNtok, src = size_t(c.refSrcX);
+  std::vector<uint16_t> x = refActivations(ntok * k, mem[src], c.dtype == "q8_1" ? &mem[src + 1] : nullptr);
   std::vector<float> ours(ntok * m), ref(ntok * m);
-  must(mem[size_t(c.refW)].download(w.data(), w.size() * 2), "download dequantized w");
   must(mem[size_t(c.refW) - 1].download(ours.data(), ours.size() * 4), "download y");
-  for (size_t t = 0; t < ntok; ++t)
-    for (size_t i = 0; i < m; ++i) {
-      double sum = 0;
-      for (size_t j = 0; j < k; ++j) sum += double(tn::ir::bf16ToF32(w[i * k + j])) * tn::ir::bf16ToF32(x[t * k + j]);
-      ref[t * m + i] = float(sum);
-    }
-  return compareDequantRef(ours, ref);
+  auto product = [&](int weights) {
+    std::vector<uint16_t> w(m * k);
+    must(mem[size_t(weights)].download(w.data(), w.size() * 2), "download dequantized w");
+    std::vector<double> y(ntok * m);
+    for (size_t t = 0; t < ntok; ++t)
+      for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < k; ++j) y[t * m + i] += double(tn::ir::bf16ToF32(w[i * k + j])) * tn::ir::bf16ToF32(x[t * k + j]);
+    return y;
+  };
+  std::vector<double> y = product(c.refW);
+  if (c.refW2 < 0) {
+    for (size_t i = 0; i < y.size(); ++i) ref[i] = float(y[i]);
+    return compareDequantRef(ours, ref);
+  }
+  std::vector<double> up = product(c.refW2);  // swiglu: silu(gate) * up
+  for (size_t i = 0; i < y.size(); ++i) ref[i] = float(y[i] / (1.0 + std::exp(-y[i])) * up[i]);
+  return compareSwigluRef(ours, ref, y, up);
 }
 
 int runTinyCases(const Context& ctx, const std::string& path) {
@@ -1035,6 +1087,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     // The reference's own launches (dequantize) run too; cuBLAS is not there.
     std::vector<Launch> all = c.launches;
     all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
+    all.insert(all.end(), c.refThen.begin(), c.refThen.end());  // of zeros here: that it runs
     for (const Launch& l : all) {
       auto k = bundle.kernel(l.kernel);
       if (!k) {
@@ -1079,6 +1132,7 @@ int checkCases(const std::string& path, bool quick) {
     std::string label = c.op + " " + c.shape + " " + c.dtype, why, calls;
     std::vector<Launch> all = c.launches;
     all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
+    all.insert(all.end(), c.refThen.begin(), c.refThen.end());
     for (size_t li = 0; li < all.size(); ++li) {
       const Launch& l = all[li];
       const tn::bundle::KernelInfo* k = manifest.find(l.kernel);
@@ -1101,9 +1155,12 @@ int checkCases(const std::string& path, bool quick) {
           why = l.kernel + ": parameter " + std::to_string(i) + " is " + params[i].name + ", the case passes " +
                 l.args[i].param;
       if (!why.empty()) break;
-      calls += (li == 0 ? "" : li == c.launches.size() ? ", ref: " : " + ") + l.kernel;
     }
-    if (!c.refLaunches.empty()) calls += " + cublasGemmEx";
+    // What runs: the case's launches, then its reference (our launches around cuBLAS's products).
+    for (size_t li = 0; li < c.launches.size(); ++li) calls += (li ? " + " : "") + c.launches[li].kernel;
+    for (size_t li = 0; li < c.refLaunches.size(); ++li) calls += (li ? " + " : ", ref: ") + c.refLaunches[li].kernel;
+    if (!c.refLaunches.empty()) calls += c.refW2 >= 0 ? " + 2 cublasGemmEx" : " + cublasGemmEx";
+    for (const Launch& l : c.refThen) calls += " + " + l.kernel;
     if (why.empty()) {
       std::printf("ok   %-40s %10.3f MB  %s\n", label.c_str(), c.bytes / 1e6, calls.c_str());
     } else {
@@ -1262,9 +1319,10 @@ int main(int argc, char** argv) {
     for (auto& set : mem)
       for (size_t i = 0; i < c.buffers.size(); ++i) set.push_back(shared[i] ? shared[i] : allocate(c.buffers[i]));
     // The arguments of every launch of every set (and of the reference's launches), built once.
-    std::vector<std::vector<std::vector<Arg>>> args(sets), refArgs(sets);
+    std::vector<std::vector<std::vector<Arg>>> args(sets), refArgs(sets), refThenArgs(sets);
     for (int s = 0; s < sets; ++s)
-      for (auto [launches, out] : {std::pair{&c.launches, &args[s]}, std::pair{&c.refLaunches, &refArgs[s]}})
+      for (auto [launches, out] : {std::pair{&c.launches, &args[s]}, std::pair{&c.refLaunches, &refArgs[s]},
+                                   std::pair{&c.refThen, &refThenArgs[s]}})
         for (const Launch& l : *launches) {
           std::vector<Arg> a;
           for (const ArgSpec& spec : l.args)
@@ -1276,23 +1334,32 @@ int main(int argc, char** argv) {
     // gemv_q's second reference: dequantize to bf16, then cublasGemmEx on x rounded to bf16 (for
     // q8_1 activations the timed runs multiply x too, and the comparison the kernel's q8_1 values).
     bool haveDequantRef = c.refM && haveCublas && cublas.gemmEx;
-    std::vector<Kernel> refKernels;
-    for (const Launch& l : c.refLaunches) {
-      auto k = bundle.kernel(l.kernel);
-      if (k) refKernels.push_back(k.value());
-      else haveDequantRef = false;
-    }
+    std::vector<Kernel> refKernels, refThenKernels;
+    for (auto [launches, out] : {std::pair{&c.refLaunches, &refKernels}, std::pair{&c.refThen, &refThenKernels}})
+      for (const Launch& l : *launches) {
+        auto k = bundle.kernel(l.kernel);
+        if (k) out->push_back(k.value());
+        else haveDequantRef = false;
+      }
+    const size_t srcX = size_t(c.refSrcX);
     if (haveDequantRef) {
       for (int s = 0; s < sets; ++s) {  // x itself: the q8_1 blocks are not written yet
-        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[s][1], nullptr);
+        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[s][srcX], nullptr);
         must(mem[s][size_t(c.refX)]->upload(xb.data(), xb.size() * 2), "upload bf16 x");
       }
     }
     auto enqueueRef = [&](int s) {
       for (size_t i = 0; i < refKernels.size(); ++i)
         if (!refKernels[i].launch_args(stream, refArgs[s][i])) return false;
-      return cublas.gemm(kDequantRef, mem[s][size_t(c.refX)]->ptr(), mem[s][size_t(c.refW)]->ptr(),
-                         mem[s][size_t(c.refY)]->ptr(), c.refNtok, c.refM, c.refK);
+      const CUdeviceptr x = mem[s][size_t(c.refX)]->ptr();
+      if (!cublas.gemm(kDequantRef, x, mem[s][size_t(c.refW)]->ptr(), mem[s][size_t(c.refY)]->ptr(), c.refNtok, c.refM, c.refK))
+        return false;
+      if (c.refW2 >= 0 &&
+          !cublas.gemm(kDequantRef, x, mem[s][size_t(c.refW2)]->ptr(), mem[s][size_t(c.refY2)]->ptr(), c.refNtok, c.refM, c.refK))
+        return false;
+      for (size_t i = 0; i < refThenKernels.size(); ++i)
+        if (!refThenKernels[i].launch_args(stream, refThenArgs[s][i])) return false;
+      return true;
     };
 
     // GEMM: the same C as cuBLAS before anything is timed.
@@ -1398,14 +1465,23 @@ int main(int argc, char** argv) {
       must(stream.synchronize(), "sync");
       must(mem[0][size_t(c.refW) - 1]->download(ours.data(), count * 4), "download");
       if (c.dtype == "q8_1") {
-        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[0][1], mem[0][2]);
+        std::vector<uint16_t> xb = refActivations(size_t(c.refNtok) * c.refK, *mem[0][srcX], mem[0][srcX + 1]);
         must(mem[0][size_t(c.refX)]->upload(xb.data(), xb.size() * 2), "upload bf16 q8_1 x");
       }
       if (!enqueueRef(0) || !stream.synchronize()) {
         std::printf("dequantize + cuBLAS failed for %s: no reference\n", label.c_str());
       } else {
-        must(mem[0][size_t(c.refY)]->download(ref.data(), count * 4), "download");
-        if (std::string why = compareDequantRef(ours, ref); !why.empty()) {
+        must(mem[0][size_t(c.refCompared())]->download(ref.data(), count * 4), "download");
+        std::string why;
+        if (c.refW2 >= 0) {  // swiglu: the tolerance from the reference's two products
+          std::vector<float> gf(count), uf(count);
+          must(mem[0][size_t(c.refY)]->download(gf.data(), count * 4), "download");
+          must(mem[0][size_t(c.refY2)]->download(uf.data(), count * 4), "download");
+          why = compareSwigluRef(ours, ref, std::vector<double>(gf.begin(), gf.end()), std::vector<double>(uf.begin(), uf.end()));
+        } else {
+          why = compareDequantRef(ours, ref);
+        }
+        if (!why.empty()) {
           std::printf("WARNING %s: ours and dequantize + cuBLAS differ: %s\n", label.c_str(), why.c_str());
           ++failures;
         }
