@@ -1528,8 +1528,8 @@ int main(int argc, char** argv) {
                 r.oursGbs, r.copyGbs, r.refGbs ? fmt(*r.refGbs, "%.1f").c_str() : "-", r.oursGbs / r.copyGbs,
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
-  std::printf("ref: cuBLAS SGEMV (gemv f32); gemv_q: our dequantize to bf16 + cublasGemmEx (bf16 x, f32 y), the "
-              "same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
+  std::printf("ref: cuBLAS SGEMV (gemv f32); gemv_q, gemm_q: our dequantize to bf16 + cublasGemmEx (bf16 x, f32 y); "
+              "gemv_q_swiglu: two of those + our swiglu; the same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
               "and V only\n");
   if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tflops > 0; })) {
     std::printf("\n%-26s %-18s %12s %12s\n", "op", "shape (BxHxSxD)", "ours us", "ours TFLOP/s");
