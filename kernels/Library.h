@@ -35,6 +35,13 @@ OptionSpec choiceOption(std::string name, std::string def, std::vector<std::stri
 // member (which sm_90a runs), then the options as given (the mma.sync member, built with the wgmma
 // member's parameters for the other targets); otherwise none.
 std::vector<Options> wgmmaWhereItRuns(const Options& o);
+// rmsnorm's statistics for a kernel that fuses rmsnorm with what follows (rmsnorm_quantize_q8_1):
+// 1 / rms of the row at xrow (cols elements stored as s), computed by rmsnorm's own code
+// (kernels/Norms.cpp) for a launch whose tensors are 16-byte aligned where `aligned` holds: one
+// pass from registers when the row fits, else a pass over the row; the overflow rescan; the block
+// combine through `scratch` (2 * 8 f32). So the fused kernel sees rmsnorm's bits. Blocks of 256.
+Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
+                    ir::SharedArray scratch);
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
 Storage storageOption(const Options& o, const std::string& name = "dtype");

@@ -235,6 +235,42 @@ void writeNormalized(const Row& row, Value inv, unsigned h) {
       "write");
 }
 
+// rmsnorm's one-pass statistics: 1 / rms from the row's values in registers (h[k] the values of
+// slot k), with the overflow rescan from the same registers.
+Value onePassInvRms(KernelBuilder& kb, const Slots& sl, const std::vector<std::vector<Value>>& h, Value tid,
+                    ir::SharedArray scratch, Value colsF, Value eps) {
+  auto sumSquares = [&](Value scale) {
+    std::vector<Value> parts;
+    for (unsigned j = 0; j < kSlots; ++j) {
+      Value part;
+      for (Value e : h[j]) {
+        Value u = scale.valid() ? e * scale : e;
+        part = part.valid() ? kb.fma(u, u, part) : u * u;
+      }
+      parts.push_back(sl.only(j, part));
+    }
+    return treeSum(parts);
+  };
+  std::vector<Value> sums = withScaledSum(kb, sumSquares(Value()), sumSquares);
+  sums = blockCombine(
+      kb, sums, tid, scratch, [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
+      Order::Commutative);
+  return invRms(kb, sums, colsF, eps);
+}
+
+// rmsnorm's two-pass statistics: a pass adding the squares of h (`stats`, over what `load`
+// reads), the overflow rescan over what `rescan` reads, the block combine, 1 / rms.
+Value twoPassInvRms(KernelBuilder& kb, const Row& row, const LoadFn& load, const UseFn& stats, const LoadFn& rescan,
+                    ir::SharedArray scratch, Value zero, Value colsF, Value eps) {
+  Value ss = row.pass({zero}, load, stats, "stats")[0];
+  std::vector<Value> sums =
+      withScaledSum(kb, ss, [&](Value scale) { return row.pass({zero}, rescan, addSquares(kb, scale), "rescan")[0]; });
+  sums = blockCombine(
+      kb, sums, row.tid, scratch,
+      [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; }, Order::Commutative);
+  return invRms(kb, sums, colsF, eps);
+}
+
 std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s), V = vecElems(s);
@@ -381,24 +417,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
               h[j] = st.values;
             }
           }
-          auto sumSquares = [&](Value scale) {
-            std::vector<Value> parts;
-            for (unsigned j = 0; j < kSlots; ++j) {
-              Value part;
-              for (Value e : h[j]) {
-                Value u = scale.valid() ? e * scale : e;
-                part = part.valid() ? kb.fma(u, u, part) : u * u;
-              }
-              parts.push_back(sl.only(j, part));
-            }
-            return treeSum(parts);
-          };
-          std::vector<Value> sums = withScaledSum(kb, sumSquares(Value()), sumSquares);
-          sums = blockCombine(
-              kb, sums, tid, scratch,
-              [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
-              Order::Commutative);
-          Value inv = invRms(kb, sums, colsF, eps);
+          Value inv = onePassInvRms(kb, sl, h, tid, scratch, colsF, eps);
           sl.write(2, [&](unsigned j, Value c) {
             std::vector<Value> w = p.load(1, c, true), out;
             for (unsigned i = 0; i < V; ++i) out.push_back((h[j][i] * inv) * w[i]);
@@ -414,31 +433,20 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
             }
             return l;
           };
-          Value ss = row.pass(
-              {zero}, loadH,
-              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value> acc) {
-                std::vector<Value> h(l.begin(), l.begin() + p.width);
-                if (res) {
-                  // The statistics see h as stored, so they match a reference on the stored residual.
-                  for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
-                  h = p.storeRounded(3, c, h);
-                }
-                Value t = acc[0];
-                for (Value v : h) t = kb.fma(v, v, t);
-                return std::vector<Value>{t};
-              },
-              "stats")[0];
-          std::vector<Value> sums = withScaledSum(kb, ss, [&](Value scale) {
-            // residual now holds h; this thread wrote exactly these elements.
-            return row.pass(
-                {zero}, [&](const Path& p, Value c) { return res ? p.load(3, c, false) : p.load(0, c, true); },
-                addSquares(kb, scale), "rescan")[0];
-          });
-          sums = blockCombine(
-              kb, sums, tid, scratch,
-              [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
-              Order::Commutative);
-          writeNormalized(row, invRms(kb, sums, colsF, eps), res ? 3 : 0);
+          auto stats = [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value> acc) {
+            std::vector<Value> h(l.begin(), l.begin() + p.width);
+            if (res) {
+              // The statistics see h as stored, so they match a reference on the stored residual.
+              for (unsigned i = 0; i < p.width; ++i) h[i] = l[i] + l[p.width + i];
+              h = p.storeRounded(3, c, h);
+            }
+            Value t = acc[0];
+            for (Value v : h) t = kb.fma(v, v, t);
+            return std::vector<Value>{t};
+          };
+          // The rescan reads h: residual now holds it (this thread wrote exactly these elements).
+          auto rescan = [&](const Path& p, Value c) { return res ? p.load(3, c, false) : p.load(0, c, true); };
+          writeNormalized(row, twoPassInvRms(kb, row, loadH, stats, rescan, scratch, zero, colsF, eps), res ? 3 : 0);
         },
         {.label = "path"});
   }
@@ -532,6 +540,30 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
 }
 
 }  // namespace
+
+Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
+                   ir::SharedArray scratch) {
+  const unsigned V = vecElems(s);
+  Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
+  Value zero = kb.f32(0.0f, "zero");
+  Value vec = (aligned & ((cols & (V - 1)) == 0u)).named("vector");
+  Value nvec = (cols >> static_cast<uint32_t>(std::countr_zero(V))).named("nvec");
+  Value inRegs = ((cols != 0u) & (cols <= kBlock * kSlots * V)).named("fits");
+  Row row{kb, s, tid, cols, vec, {xrow}};
+  return kb.if_else(
+      (vec & inRegs).named("one_pass"),
+      [&] {
+        Path p = row.vectorPath();
+        Slots sl{kb, p, tid, nvec};
+        std::vector<std::vector<Value>> h = sl.load([&](Value c) { return p.load(0, c, true); });
+        return std::vector<Value>{onePassInvRms(kb, sl, h, tid, scratch, colsF, eps)};
+      },
+      [&] {
+        auto x = [&](const Path& p, Value c) { return p.load(0, c, true); };
+        return std::vector<Value>{twoPassInvRms(kb, row, x, addSquares(kb), x, scratch, zero, colsF, eps)};
+      },
+      {.label = "path", .results = {"inv_rms"}})[0];
+}
 
 void addNorms(std::vector<Template>& out) {
   out.push_back(normTemplate(Kind::LayerNorm, "layernorm",

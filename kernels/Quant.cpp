@@ -339,19 +339,16 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
 
 // ---- rmsnorm_quantize_q8_1 -------------------------------------------------------------------
 
-// rmsnorm's overflow-safe second sum of squares (kernels/Norms.cpp) scales x by 2^-90.
-constexpr int kRmsScaleLog2 = 90;
-
 // rmsnorm (kernels/Norms.cpp) of each row, then quantize_q8_1 of the result, in one launch: one
-// block of 256 threads per row. The sums of squares are taken as rmsnorm's two-pass path takes
-// them (the same elements per thread in the same order, 16-byte vectors when x and weight are
-// aligned and cols is a multiple of the vector, the same block combine), and each value is
-// rounded to dtype as rmsnorm stores it. rmsnorm's one-pass path sums per register slot first,
-// so the blocks equal the unfused pair's up to a rounding (docs/kernels.md). Then each warp
-// quantizes blocks of 32 of the row, re-reading x (an L2 hit).
+// block of 256 threads per row. 1 / rms is rmsnorm's, computed by rmsnorm's own code
+// (rmsnormInvRms: one pass from registers when the row fits and x and weight are 16-byte aligned,
+// else a pass over the row), and each value is rounded to dtype as rmsnorm stores it, so the
+// blocks equal the unfused pair's byte for byte when rmsnorm's y would be 16-byte aligned too
+// (its alignment picks rmsnorm's path; docs/kernels.md). Then each warp quantizes blocks of 32 of
+// the row, re-reading x (an L2 hit, or the registers' loads' lines).
 std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
-  unsigned bytes = bytesOf(s), V = vecElems(s);
+  unsigned bytes = bytesOf(s);
   ir::Module m = newModule();
   KernelBuilder kb(m, "rmsnorm_quantize_q8_1");
   Value x = kb.param(kGlobalPtr, "x");
@@ -361,42 +358,13 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
+  // As rmsnorm: the row in registers without spills (64 values a thread for bf16).
+  kb.minnctapersm(s == Storage::F32 ? 3 : 2);
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * (kBlock / 32));
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytes, "xrow");
-  Value zero = kb.f32(0.0f, "zero");
-  Value scale = kb.f32(std::ldexp(1.0f, -kRmsScaleLog2), "scale");
-  Value vector = (allAligned(kb, {x, weight}, 16) & ((cols & (V - 1)) == 0u)).named("vector");
-  auto walk = [&](unsigned width) {
-    Value base = width == 1 ? xrow : assumeAligned16(kb, xrow, "xrow.a");
-    Value n = width == 1 ? cols : cols >> log2u(width);
-    return kb.for_range(
-        tid, n, kb.u32(kBlock), {zero, zero},
-        [&](Value c, std::span<Value> acc) {
-          std::vector<Value> l = width == 1 ? std::vector<Value>{loadF32(kb, kb.index(base, c, bytes), s, true, "x")}
-                                            : loadVecF32(kb, kb.index(base, c, 16), s, true, "x");
-          Value ss = acc[0], scaled = acc[1];
-          for (Value v : l) {
-            ss = kb.fma(v, v, ss);
-            Value t = v * scale;
-            scaled = kb.fma(t, t, scaled);
-          }
-          return std::vector<Value>{ss, scaled};
-        },
-        {.label = width == 1 ? "stats.scalar" : "stats.vec", .iv = "c"});
-  };
-  std::vector<Value> sums =
-      kb.if_else(vector, [&] { return walk(V); }, [&] { return walk(1); }, {.label = "stats.path"});
-  sums = blockCombine(
-      kb, sums, tid, scratch,
-      [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; }, Order::Commutative);
-  Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
-  Value plain = kb.rsqrt(kb.op(Op::Div, Type::f32(), {sums[0], colsF}, {Mod::Rn}) + eps);
-  Value safe = kb.rsqrt(kb.op(Op::Div, Type::f32(), {sums[1], colsF}, {Mod::Rn})) *
-               kb.f32(std::ldexp(1.0f, -kRmsScaleLog2));
-  Value overflow = (sums[0] == std::numeric_limits<float>::infinity()).named("overflow");
-  Value inv = kb.select(overflow, safe, plain, "inv_rms");
+  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch);
 
   Value lane = (tid & 31u).named("lane");
   Value blocks = (cols >> 5u).named("qblocks");

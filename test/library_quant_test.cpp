@@ -351,11 +351,8 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
 }
 
 // rmsnorm_quantize_q8_1 against the unfused pair, norms' rmsnorm then quantize_q8_1, on the same
-// runner. The fused kernel adds each thread's squares in one chain; rmsnorm on its one-pass path
-// (rows in registers) adds them per register slot and then the slots, and rescales differently
-// where squares overflow: its 1/rms may differ by a rounding, and with it a value, so a block may
-// differ by one step of a q at a rounding tie and by one unit in the last place of the f16 d or s
-// (seed 2635789971 made an s differ). Blocks are compared within that.
+// runner: byte for byte (the fused kernel takes 1 / rms from rmsnorm's own code, on the path
+// rmsnorm takes for these buffers: y of both 16-byte aligned, weight misaligned for both or none).
 // And the blocks' values against rmsnorm in double: within half a step (d/2) and the step's
 // rounding to half (127 d 2^-11), plus rmsnorm's own error (2^-20, and a bf16 rounding).
 void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
@@ -384,19 +381,14 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
                                            .scalar("n", uint32_t(rows * cols)))
                                     .get<uint8_t>("y");
   REQUIRE(fused.size() == unfused.size());
-  size_t bad = 0, differ = 0;  // blocks further apart than a rounding; blocks not equal
-  auto halfBits = [](const uint8_t* p) { return int(uint16_t(p[0] | p[1] << 8)); };
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const uint8_t* f = fused.data() + 36 * blk;
-    const uint8_t* u = unfused.data() + 36 * blk;
-    bool near = std::abs(halfBits(f) - halfBits(u)) <= 1 && std::abs(halfBits(f + 2) - halfBits(u + 2)) <= 1;
-    for (size_t i = 4; i < 36; ++i) near = near && std::abs(int(int8_t(f[i])) - int(int8_t(u[i]))) <= 1;
-    bad += !near;
-    differ += std::memcmp(f, u, 36) != 0;
-  }
-  CHECK_MESSAGE(bad == 0, what << ": " << bad << " blocks differ from rmsnorm + quantize_q8_1 by more than a rounding (seed "
-                               << seed() << ")");
-  if (differ) MESSAGE(what << ": " << differ << " of " << nblocks << " blocks differ from rmsnorm + quantize_q8_1 by a rounding");
+  size_t differ = 0, first = nblocks;
+  for (size_t blk = 0; blk < nblocks; ++blk)
+    if (std::memcmp(fused.data() + 36 * blk, unfused.data() + 36 * blk, 36) != 0) {
+      ++differ;
+      first = std::min(first, blk);
+    }
+  CHECK_MESSAGE(differ == 0, what << ": " << differ << " of " << nblocks << " blocks differ from rmsnorm + quantize_q8_1, the first "
+                                  << first << " (seed " << seed() << ")");
   std::vector<float> got = dequantQ81(fused);
   for (uint32_t row = 0; row < rows; ++row) {
     double ss = 0;
@@ -639,7 +631,7 @@ LIBRARY_TEST("quant gemv_q_swiglu: random gate and up, odd row counts, f32, bf16
 LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, odd rows, zero and huge rows", quantRmsnormQ81) {
   std::mt19937 rng(seed());
   for (Dtype d : {Dtype::F32, Dtype::BF16}) {
-    for (uint32_t cols : {32u, 160u, 1312u, 2080u}) {
+    for (uint32_t cols : {32u, 160u, 1312u, 2080u, 16416u}) {  // the last: past the one-pass bound
       uint32_t rows = 3;
       std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
       std::vector<float> weight = roundTo(d, uniform(rng, cols, 0.5f, 1.5f));
@@ -650,6 +642,12 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
       checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what);
       if (r.honoursMisalign()) checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what + " misaligned", d == Dtype::F32 ? 4 : 2);
     }
+    // Many rows at the one-pass bound: another order of the squares than rmsnorm's (a fused
+    // kernel forced onto the two-pass path) changes a few of these 16384 blocks.
+    const uint32_t rows = 64, cols = 8192;
+    std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+    checkRmsnormQ81(r, d, rows, cols, x, roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), 1e-5f,
+                    std::string(dtypeName(d)) + " rows=64 cols=8192");
   }
 }
 
