@@ -346,19 +346,20 @@ Status Kernel::launch_args(const Stream& s, Span<const Arg> args, const Dim3* gr
   return launch_caller(s, ptrs, grid, block, dynamic_shared);
 }
 
+// launch_raw's arguments are pointers, so only their count can be checked.
+static Status checkCount(size_t want, size_t got, const std::string& kernel) {
+  if (got == want) return {};
+  return make(Errc::SignatureMismatch, "Kernel::launch",
+              "expected " + std::to_string(want) + " arguments, got " + std::to_string(got), kernel);
+}
+
 Status Kernel::launch_raw(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args, size_t num_args) const {
-  if (num_args != k_->signature.size())
-    return make(Errc::SignatureMismatch, "Kernel::launch",
-                "expected " + std::to_string(k_->signature.size()) + " arguments, got " + std::to_string(num_args),
-                k_->info->name);
+  if (Status st = checkCount(k_->signature.size(), num_args, k_->info->name); !st) return st;
   return launch_caller(s, args, &g, &b, shared);
 }
 
 Status Kernel::launch_raw(const Stream& s, void** args, size_t num_args) const {
-  if (num_args != k_->signature.size())
-    return make(Errc::SignatureMismatch, "Kernel::launch",
-                "expected " + std::to_string(k_->signature.size()) + " arguments, got " + std::to_string(num_args),
-                k_->info->name);
+  if (Status st = checkCount(k_->signature.size(), num_args, k_->info->name); !st) return st;
   return launch_caller(s, args, nullptr, nullptr, 0);
 }
 

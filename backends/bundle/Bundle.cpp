@@ -404,7 +404,7 @@ Result<std::string> write(const BundleInput& in) {
     manifest.str(k.name);
     writeCode(manifest, k.params, k.launch, version);
     if (version >= 7) {
-      std::vector<Variant> variants;
+      std::vector<Variant> encoded;  // target sets as masks over the sorted targets
       for (const VariantInput& v : k.variants) {
         Variant out{0, v.params, v.launch};
         for (const Target& t : v.targets) {
@@ -412,13 +412,13 @@ Result<std::string> write(const BundleInput& in) {
           if (it == targets.end()) return Error{"kernel " + quoted(k.name) + ": variant for unlisted target " + quoted(t.name())};
           out.targets |= uint64_t{1} << (it - targets.begin());
         }
-        variants.push_back(std::move(out));
+        encoded.push_back(std::move(out));
       }
-      std::sort(variants.begin(), variants.end(),
+      std::sort(encoded.begin(), encoded.end(),
                 [](const Variant& a, const Variant& b) { return std::countr_zero(a.targets) < std::countr_zero(b.targets); });
-      if (auto bad = checkVariants(k.name, k.params, variants, targets.size())) return Error{*bad};
-      manifest.u32(static_cast<uint32_t>(variants.size()));
-      for (const Variant& v : variants) {
+      if (auto bad = checkVariants(k.name, k.params, encoded, targets.size())) return Error{*bad};
+      manifest.u32(static_cast<uint32_t>(encoded.size()));
+      for (const Variant& v : encoded) {
         manifest.u64(v.targets);
         writeCode(manifest, v.params, v.launch, version);
       }
