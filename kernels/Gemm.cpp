@@ -535,7 +535,8 @@ void addGemm(std::vector<Template>& out) {
                     "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n; not "
                     "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8; "
                     "auto: the wgmma member in an sm_90a target's code and an mma.sync member with its parameters "
-                    "(not batched) in the other targets', one bundle kernel (the options must suit both)"),
+                    "(not batched) in the other targets', one bundle kernel (the options must suit both; with "
+                    "tile_n = 256 the mma.sync member takes 128)"),
        blocks,
        option("split_k", false,
               "split K over the run-time parameter `splits` blocks per tile (0 or 1: no split; grid z = batch * "
@@ -553,7 +554,12 @@ void addGemm(std::vector<Template>& out) {
                            ceilDiv(Expr::param("m"), static_cast<unsigned>(o.integer("tile_m"))), z},
                           0};
       },
-      wgmmaWhereItRuns,
+      [](const Options& o) {
+        // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
+        std::vector<Options> members = wgmmaWhereItRuns(o);
+        if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
+        return members;
+      },
   });
 }
 
