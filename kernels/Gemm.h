@@ -45,8 +45,7 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullpt
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual], m, n,
 // k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members);
 // the wgmma members (and the others with mainloop = "auto") have no batch, stride_a, stride_b and
-// stride_c; split_k adds splits (u32) and
-// workspace at the end.
+// stride_c; split_k adds splits (u32) and workspace at the end.
 struct Params {
   Value a, b, c, bias, residual;
   Value m, n, k, lda, ldb, ldc;

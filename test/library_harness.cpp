@@ -285,7 +285,7 @@ class GpuRunner final : public Runner {
 }  // namespace
 
 std::string Call::describe() const {
-  std::string out = spec_ + "/" + kernel_ + "(";
+  std::string out = spec_ + "/" + kernel_ + (target_.empty() ? "" : ":" + target_) + "(";
   bool first = true;
   for (const Buffer& b : buffers_) {
     out += (first ? "" : ", ") + b.name + "[" + std::to_string(b.bytes.size()) + " B";

@@ -78,7 +78,7 @@ class Call {
   const std::string& target() const { return target_; }
   const std::vector<Buffer>& buffers() const { return buffers_; }
   const std::vector<Scalar>& scalars() const { return scalars_; }
-  std::string describe() const;  // "norms/rmsnorm_f32(x[12 B], rows=3, ...)"
+  std::string describe() const;  // "norms/rmsnorm_f32(x[12 B], rows=3, ...)", with ":sm_80" after a named target
 
  private:
   std::string spec_, kernel_, target_;
