@@ -123,6 +123,10 @@ struct Case {
   int refW2 = -1, refY2 = -1, refOut = -1;
   std::vector<Launch> refThen{};
   int refCompared() const { return refOut >= 0 ? refOut : refY; }
+  // A fused kernel whose reference is its unfused chain of our own kernels (refLaunches, no
+  // cuBLAS; refM 0): buffer `first` (the kernel's output) must equal `second` (the chain's) byte
+  // for byte.
+  std::pair<int, int> refEqual{-1, -1};
   double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
   // Attention: the problem, for the check of sampled output rows against a CPU reference, and
   // the FLOPs of prefill (its table reports TFLOP/s beside the bandwidth).
@@ -376,15 +380,31 @@ Case gemvQSwigluCase(const QuantFormat& f, const std::string& act, uint32_t m, u
   return c;
 }
 
-// rmsnorm fused into the q8_1 quantization of the activations (rmsnorm_quantize_q8_1).
+// rmsnorm fused into the q8_1 quantization of the activations (rmsnorm_quantize_q8_1). The
+// reference: our rmsnorm then quantize_q8_1, whose blocks the fused kernel's equal byte for byte.
 Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
   Case c{"rmsnorm_quantize_q8_1", dims(rows, cols), dtype, {}, {}, 0, 0, 0};
   size_t es = sizeOf(dtype), n = size_t(rows) * cols, yq = n / 32 * 36;
-  c.buffers = {{n * es, fillOf(dtype)}, {cols * es, fillOf(dtype)}, {yq, Fill::Zero}};
+  c.buffers = {{n * es, fillOf(dtype)}, {cols * es, fillOf(dtype)}, {yq, Fill::Zero}, {n * es, Fill::Zero}, {yq, Fill::Zero}};
   c.launches = {{"rmsnorm_quantize_q8_1_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows),
                                                     val("cols", cols), val("eps", 1e-5f)}}};
+  c.refLaunches = {{"rmsnorm_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 3), val("rows", rows), val("cols", cols),
+                                         val("eps", 1e-5f)}},
+                   {"quantize_q8_1_" + dtype, {buf("x", 3), buf("y", 4), val("n", uint32_t(n))}}};
+  c.refEqual = {2, 4};
   c.bytes = double(n * es) + double(cols * es) + double(yq);
   return c;
+}
+
+// A fused kernel's output against its unfused chain's, byte for byte: "" when equal.
+std::string compareBytes(const DeviceMemory& ours, const DeviceMemory& ref, size_t bytes) {
+  std::vector<uint8_t> a(bytes), b(bytes);
+  must(ours.download(a.data(), bytes), "download");
+  must(ref.download(b.data(), bytes), "download");
+  for (size_t i = 0; i < bytes; ++i)
+    if (a[i] != b[i])
+      return "byte " + std::to_string(i) + " is " + std::to_string(a[i]) + ", the unfused chain's " + std::to_string(b[i]);
+  return "";
 }
 
 // The m x k weights dequantized to bf16 (what a bf16 GEMM would take).
@@ -1105,6 +1125,8 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
     if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
     if (why.empty() && c.refM) why = checkDequantRef(mem, c);
+    if (why.empty() && c.refEqual.first >= 0)
+      why = compareBytes(mem[size_t(c.refEqual.first)], mem[size_t(c.refEqual.second)], c.buffers[size_t(c.refEqual.first)].bytes);
     if (why.empty() && c.attention) {
       std::vector<const DeviceMemory*> set;
       for (const DeviceMemory& m : mem) set.push_back(&m);
@@ -1159,7 +1181,7 @@ int checkCases(const std::string& path, bool quick) {
     // What runs: the case's launches, then its reference (our launches around cuBLAS's products).
     for (size_t li = 0; li < c.launches.size(); ++li) calls += (li ? " + " : "") + c.launches[li].kernel;
     for (size_t li = 0; li < c.refLaunches.size(); ++li) calls += (li ? " + " : ", ref: ") + c.refLaunches[li].kernel;
-    if (!c.refLaunches.empty()) calls += c.refW2 >= 0 ? " + 2 cublasGemmEx" : " + cublasGemmEx";
+    if (c.refM) calls += c.refW2 >= 0 ? " + 2 cublasGemmEx" : " + cublasGemmEx";
     for (const Launch& l : c.refThen) calls += " + " + l.kernel;
     if (why.empty()) {
       std::printf("ok   %-40s %10.3f MB  %s\n", label.c_str(), c.bytes / 1e6, calls.c_str());
@@ -1489,6 +1511,28 @@ int main(int argc, char** argv) {
         if (rms > 0) row.refGbs = c.bytes / (rms * 1e6);
       }
     }
+    // A fused kernel against its unfused chain of our own kernels: the same bytes, then the chain
+    // timed as the reference.
+    if (c.refEqual.first >= 0 && refKernels.size() == c.refLaunches.size()) {
+      auto enqueueChain = [&](int s) {
+        for (size_t i = 0; i < refKernels.size(); ++i)
+          if (!refKernels[i].launch_args(stream, refArgs[s][i])) return false;
+        return true;
+      };
+      for (size_t i = 0; i < kernels.size(); ++i) must(kernels[i].launch_args(stream, args[0][i]), "launch " + label);
+      if (!enqueueChain(0) || !stream.synchronize()) {
+        std::printf("the unfused chain failed for %s: no reference\n", label.c_str());
+      } else {
+        const auto [ours, ref] = c.refEqual;
+        if (std::string why = compareBytes(*mem[0][size_t(ours)], *mem[0][size_t(ref)], c.buffers[size_t(ours)].bytes);
+            !why.empty()) {
+          std::printf("WARNING %s: ours and the unfused chain differ: %s\n", label.c_str(), why.c_str());
+          ++failures;
+        }
+        double rms = bench.time(enqueueChain, sets);
+        if (rms > 0) row.refGbs = c.bytes / (rms * 1e6);
+      }
+    }
     mem.clear();
     owned.clear();
 
@@ -1529,7 +1573,8 @@ int main(int argc, char** argv) {
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
   std::printf("ref: cuBLAS SGEMV (gemv f32); gemv_q, gemm_q: our dequantize to bf16 + cublasGemmEx (bf16 x, f32 y); "
-              "gemv_q_swiglu: two of those + our swiglu; the same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
+              "gemv_q_swiglu: two of those + our swiglu; rmsnorm_quantize_q8_1: our rmsnorm + quantize_q8_1; "
+              "the same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
               "and V only\n");
   if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tflops > 0; })) {
     std::printf("\n%-26s %-18s %12s %12s\n", "op", "shape (BxHxSxD)", "ours us", "ours TFLOP/s");
