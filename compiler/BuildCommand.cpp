@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -414,23 +415,23 @@ int runBuild(const BuildOpts& o) {
 }  // namespace
 
 Command buildCommand() {
-  return {"build", "Compile a kernel spec (TOML) into a .tnb bundle of cubins", [](CLI::App& app) {
+  return {"build", "Compile a kernel spec (TOML) into a .tnb bundle of cubins", [](Options& cli) {
             auto o = std::make_shared<BuildOpts>();
-            app.add_option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin")->required();
-            app.add_option("-o,--output", o->output, "Output bundle (.tnb), or - for stdout")->required();
-            app.add_option("-j,--jobs", o->jobs, "Parallel ptxas jobs (default: one per CPU)")->check(CLI::Range(1u, 1024u));
-            app.add_option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
-            addPtxasOptions(app, o->ptxas, o->ptxasTimeout);
-            app.add_flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
-            app.add_flag("--no-ir", o->noIr, "Leave out each kernel's compiled IR (which the CPU simulator runs; spec key 'ir')");
-            app.add_flag("--line-info", o->lineInfo,
-                         "Map PTX and cubins to source lines (.tir lines, template builder calls) for "
-                         "profilers; on by default with the spec's 'debug = true'");
-            app.add_option("--modules", o->modules,
-                           "One cubin per target holding every kernel, loaded as one driver module (target, the "
-                           "default), or one per kernel (kernel); overrides the spec's 'modules'")
-                ->check(CLI::IsMember({"target", "kernel"}));
-            app.add_option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
+            cli.option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin").required();
+            cli.option("-o,--output", o->output, "Output bundle (.tnb), or - for stdout").required();
+            cli.option("-j,--jobs", o->jobs, "Parallel ptxas jobs (default: one per CPU)").range(1, 1024);
+            cli.option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
+            addPtxasOptions(cli, o->ptxas, o->ptxasTimeout);
+            cli.flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
+            cli.flag("--no-ir", o->noIr, "Leave out each kernel's compiled IR (which the CPU simulator runs; spec key 'ir')");
+            cli.flag("--line-info", o->lineInfo,
+                     "Map PTX and cubins to source lines (.tir lines, template builder calls) for "
+                     "profilers; on by default with the spec's 'debug = true'");
+            cli.option("--modules", o->modules,
+                       "One cubin per target holding every kernel, loaded as one driver module (target, the "
+                       "default), or one per kernel (kernel); overrides the spec's 'modules'")
+                .oneOf({"target", "kernel"});
+            cli.option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
             return std::function<int()>([o] { return runBuild(*o); });
           }};
 }

@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "backends/bundle/Bundle.h"
 #include "backends/ptx/Ptxas.h"
 #include "compiler/Input.h"
+#include "compiler/Options.h"
 #include "compiler/Output.h"
 #include "ir/Diagnostics.h"
 #include "ir/IR.h"
@@ -20,11 +19,11 @@ namespace tn::cli {
 // Exit codes shared by every subcommand.
 enum Exit : int { kOk = 0, kInputError = 1, kUsageError = 2 };
 
-// A subcommand: `setup` declares its options on `app` and returns the action run when chosen.
+// A subcommand: `setup` declares its options and returns the action run when chosen.
 struct Command {
   const char* name;
   const char* summary;
-  std::function<std::function<int()>(CLI::App&)> setup;
+  std::function<std::function<int()>(Options&)> setup;
 };
 
 // The registry, in the order `truenoc --help` lists them.
@@ -65,7 +64,7 @@ bool writeOutputs(std::span<const io::OutputFile> outputs, std::span<const std::
 // Refuses, before any work, outputs that writeOutputs would refuse; false with a message on stderr.
 bool checkOutputs(std::span<const io::OutputFile> outputs, std::span<const std::string> inputs);
 // --ptxas PATH and --ptxas-timeout SECONDS, for the commands that run ptxas.
-void addPtxasOptions(CLI::App& app, std::string& path, unsigned& timeoutSeconds);
+void addPtxasOptions(Options& cli, std::string& path, unsigned& timeoutSeconds);
 // "error: ptxas failed for kernel K on T: LOG" (or that it timed out) on stderr; nothing for an
 // interrupted run, which ends by its signal instead.
 void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out);

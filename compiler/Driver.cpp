@@ -2,6 +2,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
+
+#include <CLI/CLI.hpp>
 
 #include "backends/ptx/Ptxas.h"
 #include "compiler/Command.h"
@@ -27,6 +30,64 @@ int guarded(const std::function<int()>& body) {
   return kInputError;
 }
 
+// ---- Options over CLI11 (compiler/Options.h) -------------------------------------------------
+Option& Option::required() {
+  option_->required();
+  return *this;
+}
+
+Option& Option::showDefault() {
+  option_->capture_default_str();
+  return *this;
+}
+
+Option& Option::range(int64_t lo, int64_t hi) {
+  // CLI11 reads the value in the range's type: the option's own, as if declared on it.
+  switch (kind_) {
+    case Kind::Unsigned: option_->check(CLI::Range(static_cast<unsigned>(lo), static_cast<unsigned>(hi))); break;
+    case Kind::Int: option_->check(CLI::Range(static_cast<int>(lo), static_cast<int>(hi))); break;
+    case Kind::Int64: option_->check(CLI::Range(lo, hi)); break;
+    case Kind::UInt64: option_->check(CLI::Range(static_cast<uint64_t>(lo), static_cast<uint64_t>(hi))); break;
+    default: throw std::logic_error("range() on an option that holds no number: " + option_->get_name());
+  }
+  return *this;
+}
+
+Option& Option::oneOf(std::initializer_list<const char*> values) {
+  option_->check(CLI::IsMember(std::vector<std::string>(values.begin(), values.end())));
+  return *this;
+}
+
+Option& Option::excludes(const Option& other) {
+  option_->excludes(other.option_);
+  return *this;
+}
+
+Option Options::option(const std::string& names, std::string& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::String};
+}
+Option Options::option(const std::string& names, std::optional<std::string>& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::OptionalString};
+}
+Option Options::option(const std::string& names, std::vector<std::string>& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::Strings};
+}
+Option Options::option(const std::string& names, unsigned& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::Unsigned};
+}
+Option Options::option(const std::string& names, int& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::Int};
+}
+Option Options::option(const std::string& names, int64_t& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::Int64};
+}
+Option Options::option(const std::string& names, uint64_t& into, const std::string& help) {
+  return {app_.add_option(names, into, help), Option::Kind::UInt64};
+}
+Option Options::flag(const std::string& names, bool& into, const std::string& help) {
+  return {app_.add_flag(names, into, help), Option::Kind::Flag};
+}
+
 namespace {
 
 int runCommandLine(int argc, char** argv) {
@@ -36,7 +97,8 @@ int runCommandLine(int argc, char** argv) {
   std::function<int()> action;
   for (const Command& c : commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
-    auto act = c.setup(*sub);
+    Options options(*sub);
+    auto act = c.setup(options);
     sub->callback([&action, act] { action = act; });
   }
   try {
@@ -108,12 +170,12 @@ bool checkOutputs(std::span<const io::OutputFile> outputs, std::span<const std::
   return false;
 }
 
-void addPtxasOptions(CLI::App& app, std::string& path, unsigned& timeoutSeconds) {
-  app.add_option("--ptxas", path,
-                 "The ptxas to run (default: the first in $CUDA_HOME/bin, $CUDA_PATH/bin, $PATH, then "
-                 "/usr/local/cuda/bin when neither variable is set)");
-  app.add_option("--ptxas-timeout", timeoutSeconds, "Seconds one ptxas run may take before it is killed (0: no limit)")
-      ->capture_default_str();
+void addPtxasOptions(Options& cli, std::string& path, unsigned& timeoutSeconds) {
+  cli.option("--ptxas", path,
+             "The ptxas to run (default: the first in $CUDA_HOME/bin, $CUDA_PATH/bin, $PATH, then "
+             "/usr/local/cuda/bin when neither variable is set)");
+  cli.option("--ptxas-timeout", timeoutSeconds, "Seconds one ptxas run may take before it is killed (0: no limit)")
+      .showDefault();
 }
 
 void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "compiler/Command.h"
@@ -623,14 +624,14 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
 }  // namespace
 
 Command embedCommand() {
-  return {"embed", "Generate C++ (bundle bytes + typed launch functions) from a .tnb bundle", [](CLI::App& app) {
+  return {"embed", "Generate C++ (bundle bytes + typed launch functions) from a .tnb bundle", [](Options& cli) {
             struct Opts {
               std::string input, name, outDir;
             };
             auto o = std::make_shared<Opts>();
-            app.add_option("BUNDLE", o->input, "Bundle file (.tnb), or - for stdin")->required();
-            app.add_option("--name", o->name, "C++ namespace and file name (default: the bundle's name); a::b nests");
-            app.add_option("-o,--output", o->outDir, "Output folder for NAME.hpp and NAME.cpp")->required();
+            cli.option("BUNDLE", o->input, "Bundle file (.tnb), or - for stdin").required();
+            cli.option("--name", o->name, "C++ namespace and file name (default: the bundle's name); a::b nests");
+            cli.option("-o,--output", o->outDir, "Output folder for NAME.hpp and NAME.cpp").required();
             return std::function<int()>([o] { return runEmbed(o->input, o->name, o->outDir); });
           }};
 }

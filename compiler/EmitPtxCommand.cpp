@@ -3,30 +3,32 @@
 // pipeline: barrier-safety, tile-validation with the target's limits, register-liveness) and
 // emitted. A checker's error refuses the PTX; --no-checks skips the checkers
 // (compile::Level::None).
+#include <memory>
+
 #include "compiler/Command.h"
 #include "compiler/Compile.h"
 
 namespace tn::cli {
 
 Command emitPtxCommand() {
-  return {"emit-ptx", "Verify a .tir module and emit PTX for one target", [](CLI::App& app) {
+  return {"emit-ptx", "Verify a .tir module and emit PTX for one target", [](Options& cli) {
             struct Opts {
               std::string input, output = "-", target, kernel;
               bool noRegReuse = false, noChecks = false, lineInfo = false;
             };
             auto o = std::make_shared<Opts>();
-            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
-            app.add_option("--target", o->target, "Target architecture (sm_75 ... sm_121, sm_90a ... sm_121a)")->required();
-            app.add_option("--kernel", o->kernel, "Emit only this kernel");
-            app.add_flag("--no-reg-reuse", o->noRegReuse,
-                         "Give every value registers of its own instead of sharing names between values "
-                         "with disjoint live ranges");
-            app.add_flag("--no-checks", o->noChecks,
-                         "Skip the checks build runs (barrier safety, shared memory and threads against the "
-                         "target's limits, register pressure) and emit what verifies");
-            app.add_flag("--line-info", o->lineInfo,
-                         "Map each PTX instruction to its .tir line with .file/.loc directives (for profilers)");
-            app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
+            cli.option("FILE", o->input, "Input .tir file, or - for stdin").required();
+            cli.option("--target", o->target, "Target architecture (sm_75 ... sm_121, sm_90a ... sm_121a)").required();
+            cli.option("--kernel", o->kernel, "Emit only this kernel");
+            cli.flag("--no-reg-reuse", o->noRegReuse,
+                     "Give every value registers of its own instead of sharing names between values "
+                     "with disjoint live ranges");
+            cli.flag("--no-checks", o->noChecks,
+                     "Skip the checks build runs (barrier safety, shared memory and threads against the "
+                     "target's limits, register pressure) and emit what verifies");
+            cli.flag("--line-info", o->lineInfo,
+                     "Map each PTX instruction to its .tir line with .file/.loc directives (for profilers)");
+            cli.option("-o,--output", o->output, "Output file, or - for stdout").showDefault();
             return std::function<int()>([o] {
               std::optional<bundle::Target> target = parseTargetOption(o->target, "--target");
               if (!target) return int(kUsageError);

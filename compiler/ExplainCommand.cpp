@@ -302,17 +302,17 @@ int runExplain(const ExplainOptions& o) {
 
 Command explainCommand() {
   return {"explain", "Report registers, shared memory, occupancy and hazards per kernel, beside ptxas -v",
-          [](CLI::App& app) {
+          [](Options& cli) {
             auto o = std::make_shared<ExplainOptions>();
-            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
-            app.add_option("--target", o->target,
-                           "Target architecture (sm_75 ... sm_121, sm_90a ... sm_121a); default: the module's");
-            app.add_option("--kernel", o->kernel, "Explain only this kernel");
-            app.add_option("--dyn-shared", o->dynShared,
-                           "Bytes of dynamic shared memory per block, counted for kernels that declare dynamic arrays")
-                ->check(CLI::Range(int64_t{0}, int64_t{UINT32_MAX}));
-            addPtxasOptions(app, o->ptxas, o->ptxasTimeout);
-            app.add_flag("--json", o->json, "Print JSON instead of text");
+            cli.option("FILE", o->input, "Input .tir file, or - for stdin").required();
+            cli.option("--target", o->target,
+                       "Target architecture (sm_75 ... sm_121, sm_90a ... sm_121a); default: the module's");
+            cli.option("--kernel", o->kernel, "Explain only this kernel");
+            cli.option("--dyn-shared", o->dynShared,
+                       "Bytes of dynamic shared memory per block, counted for kernels that declare dynamic arrays")
+                .range(0, UINT32_MAX);
+            addPtxasOptions(cli, o->ptxas, o->ptxasTimeout);
+            cli.flag("--json", o->json, "Print JSON instead of text");
             return std::function<int()>([o] { return runExplain(*o); });
           }};
 }

@@ -3,6 +3,7 @@
 // checksummed) before anything is printed.
 #include <cstdio>
 #include <map>
+#include <memory>
 
 #include "backends/bundle/Bundle.h"
 #include "compiler/Command.h"
@@ -317,13 +318,13 @@ std::optional<bundle::Reader> openBundle(const std::string& path, std::string& b
 }
 
 Command inspectCommand() {
-  return {"inspect", "Show the kernels, launch rules and per-target resources of a .tnb bundle", [](CLI::App& app) {
+  return {"inspect", "Show the kernels, launch rules and per-target resources of a .tnb bundle", [](Options& cli) {
             auto input = std::make_shared<std::string>();
             auto json = std::make_shared<bool>(false);
             auto payload = std::make_shared<std::optional<std::string>>();  // given, even if empty
-            app.add_option("BUNDLE", *input, "Bundle file (.tnb), or - for stdin")->required();
-            app.add_flag("--json", *json, "Print JSON instead of text");
-            app.add_option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin, ptx or ir) to stdout");
+            cli.option("BUNDLE", *input, "Bundle file (.tnb), or - for stdin").required();
+            cli.flag("--json", *json, "Print JSON instead of text");
+            cli.option("--extract", *payload, "Write one payload (KERNEL:TARGET:KIND, KIND = cubin, ptx or ir) to stdout");
             return std::function<int()>([input, json, payload] {
               std::string bytes;
               auto r = openBundle(*input, bytes);

@@ -4,6 +4,7 @@
 // parameter's buffer (--tensor-map); --out writes a buffer back after the run.
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "backends/interp/Interp.h"
 #include "compiler/Command.h"
@@ -271,29 +272,29 @@ int runInterp(const InterpOpts& o) {
 }  // namespace
 
 Command interpCommand() {
-  return {"interp", "Run a kernel on the CPU with GPU semantics and bounds/barrier/race checks", [](CLI::App& app) {
+  return {"interp", "Run a kernel on the CPU with GPU semantics and bounds/barrier/race checks", [](Options& cli) {
             auto o = std::make_shared<InterpOpts>();
-            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
-            app.add_option("--kernel", o->kernel, "Kernel to run")->required();
-            app.add_option("--grid", o->grid, "Grid size X[,Y,Z]")->required();
-            app.add_option("--block", o->block, "Block size X[,Y,Z]")->required();
-            app.add_option("--arg", o->args, "name=VALUE for a scalar, name=@FILE for a buffer (raw bytes)");
-            app.add_option("--out", o->outs, "name=FILE: write a buffer after the run");
-            app.add_option("--tensor-map", o->tensorMaps,
-                           "name=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer parameter "
-                           "SRC (extents and box in elements, innermost first; row stride in bytes; swizzle none, "
-                           "32, 64 or 128)");
-            app.add_option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
-            app.add_flag("--check-races", o->checkRaces, "Report shared-memory data races between barriers");
-            app.add_flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");
-            app.add_option("--max-instructions", o->maxInstructions, "Instruction budget per thread")
-                ->capture_default_str();
-            app.add_option("--max-launch-instructions", o->maxLaunchInstructions,
-                           "Instruction budget of the whole launch (thread instructions)")
-                ->capture_default_str();
-            app.add_option("--threads", o->threads, "Host threads running blocks in parallel (0: one per core)")
-                ->capture_default_str()
-                ->check(CLI::Range(0u, 1024u));
+            cli.option("FILE", o->input, "Input .tir file, or - for stdin").required();
+            cli.option("--kernel", o->kernel, "Kernel to run").required();
+            cli.option("--grid", o->grid, "Grid size X[,Y,Z]").required();
+            cli.option("--block", o->block, "Block size X[,Y,Z]").required();
+            cli.option("--arg", o->args, "name=VALUE for a scalar, name=@FILE for a buffer (raw bytes)");
+            cli.option("--out", o->outs, "name=FILE: write a buffer after the run");
+            cli.option("--tensor-map", o->tensorMaps,
+                       "name=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer parameter "
+                       "SRC (extents and box in elements, innermost first; row stride in bytes; swizzle none, "
+                       "32, 64 or 128)");
+            cli.option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
+            cli.flag("--check-races", o->checkRaces, "Report shared-memory data races between barriers");
+            cli.flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");
+            cli.option("--max-instructions", o->maxInstructions, "Instruction budget per thread")
+                .showDefault();
+            cli.option("--max-launch-instructions", o->maxLaunchInstructions,
+                       "Instruction budget of the whole launch (thread instructions)")
+                .showDefault();
+            cli.option("--threads", o->threads, "Host threads running blocks in parallel (0: one per core)")
+                .showDefault()
+                .range(0, 1024);
             return std::function<int()>([o] { return runInterp(*o); });
           }};
 }

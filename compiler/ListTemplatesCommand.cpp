@@ -56,7 +56,7 @@ std::string describeTemplate(const kernels::Template& t) {
 }  // namespace
 
 Command listTemplatesCommand() {
-  return {"list-templates", "Document the kernel templates a spec can instantiate (a generator's own too)", [](CLI::App&) {
+  return {"list-templates", "Document the kernel templates a spec can instantiate (a generator's own too)", [](Options&) {
             return std::function<int()>([] {
               std::string out;
               for (const kernels::Template& t : kernels::templates()) out += (out.empty() ? "" : "\n") + describeTemplate(t);

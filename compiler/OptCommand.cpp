@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "compiler/Command.h"
@@ -133,25 +134,25 @@ int runOpt(const OptOptions& o) {
 
 Command optCommand() {
   return {"opt", "Parse, verify, optimize and check a .tir module, print it (reads stdin for '-')",
-          [](CLI::App& app) {
+          [](Options& cli) {
             auto o = std::make_shared<OptOptions>();
-            app.add_option("FILE", o->input, "Input .tir file, or - for stdin")->required();
-            app.add_option("-o,--output", o->output, "Output file, or - for stdout")->capture_default_str();
-            auto* passesOpt = app.add_option("--passes", o->passes, passHelp());
-            app.add_option("-O", o->level,
-                           "Pipeline: 0 = checks only, 1 = clean-ups + checks, 2 = clean-ups + fma-fusion + checks")
-                ->check(CLI::Range(0, 2))
-                ->excludes(passesOpt);
-            app.add_option("--print-after", o->printAfter,
-                           "Print the IR to stderr after each run of this pass (repeatable)");
-            app.add_flag("--print-after-all", o->printAfterAll, "Print the IR to stderr after every pass");
-            app.add_flag("--verify-each", o->verifyEach, "Verify the IR after every pass; stop at the first failure");
-            app.add_flag("--time-passes", o->timePasses, "Print a table of pass run times to stderr");
-            app.add_option("--fp-contract", o->fpContract, "Contract float mul+add into fma: fast (default) or off")
-                ->check(CLI::IsMember({"fast", "off"}))
-                ->capture_default_str();
-            app.add_option("--target", o->target, "Override the module target (sm_75 ... sm_121, sm_90a ... sm_121a)");
-            app.add_flag("--remarks", o->remarks, "Also report analysis results (pressure, occupancy, uniformity) as notes");
+            cli.option("FILE", o->input, "Input .tir file, or - for stdin").required();
+            cli.option("-o,--output", o->output, "Output file, or - for stdout").showDefault();
+            Option passesOpt = cli.option("--passes", o->passes, passHelp());
+            cli.option("-O", o->level,
+                       "Pipeline: 0 = checks only, 1 = clean-ups + checks, 2 = clean-ups + fma-fusion + checks")
+                .range(0, 2)
+                .excludes(passesOpt);
+            cli.option("--print-after", o->printAfter,
+                       "Print the IR to stderr after each run of this pass (repeatable)");
+            cli.flag("--print-after-all", o->printAfterAll, "Print the IR to stderr after every pass");
+            cli.flag("--verify-each", o->verifyEach, "Verify the IR after every pass; stop at the first failure");
+            cli.flag("--time-passes", o->timePasses, "Print a table of pass run times to stderr");
+            cli.option("--fp-contract", o->fpContract, "Contract float mul+add into fma: fast (default) or off")
+                .oneOf({"fast", "off"})
+                .showDefault();
+            cli.option("--target", o->target, "Override the module target (sm_75 ... sm_121, sm_90a ... sm_121a)");
+            cli.flag("--remarks", o->remarks, "Also report analysis results (pressure, occupancy, uniformity) as notes");
             return std::function<int()>([o] { return runOpt(*o); });
           }};
 }

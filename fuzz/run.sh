@@ -2,7 +2,8 @@
 # Builds and runs the fuzzers (docs/robustness.md, section Fuzzing) in build-fuzz/: clang,
 # libFuzzer, ASan+UBSan, only the fuzz targets and the libraries they link.
 #   fuzz/run.sh smoke [SECONDS]        every fuzzer over its seed corpus, then SECONDS (12) of
-#                                      fuzzing each from the seeds (tools/test.sh runs this)
+#                                      fuzzing each from the seeds, one fuzzer per CPU at a time
+#                                      (tools/test.sh runs this)
 #   fuzz/run.sh NAME [SECONDS] [ARG..] fuzz NAME (tir, spec, bundle or runtime) for SECONDS (600),
 #                                      growing build-fuzz/fuzz/corpus/NAME; ARGs go to libFuzzer
 # Findings are saved as build-fuzz/fuzz/findings/NAME-crash-* (also -leak-, -timeout-, -oom-);
@@ -27,7 +28,10 @@ if [ -z "$cxx" ] || ! echo "$probe" | "$cxx" -x c++ -fsanitize=fuzzer,address,un
 fi
 
 # CXX is read when the folder is first configured; later runs keep its compiler.
-CXX="$cxx" cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRUENOC_FUZZ=ON -DTRUENOC_TESTS=OFF >/dev/null
+# TRUENOC_FUZZ_SEED_TRUENOC: a truenoc that builds the seed bundles (tools/test.sh passes the
+# main build's), so that this folder need not compile the command line; empty: this folder's.
+CXX="$cxx" cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTRUENOC_FUZZ=ON -DTRUENOC_TESTS=OFF \
+  -DTRUENOC_FUZZ_SEED_TRUENOC="${TRUENOC_FUZZ_SEED_TRUENOC:-}" >/dev/null
 cmake --build "$dir" --target fuzzers -j"$(nproc)"
 
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
@@ -61,19 +65,46 @@ fuzz() {
   echo "fuzz: fuzz_$name: $(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz/$name.log") inputs in $((SECONDS - start)) s"
 }
 
+# each CMD..: runs `CMD.. NAME` for every fuzzer NAME, as many at once as there are CPUs (each
+# one single-threaded), then prints their output in the fuzzers' order; fails when one failed.
+each() {
+  local batch=$(nproc) failed=0 i j
+  for ((i = 0; i < ${#names[@]}; i += batch)); do
+    local pids=()
+    for ((j = i; j < i + batch && j < ${#names[@]}; ++j)); do
+      "$@" "${names[j]}" >"$dir/fuzz/${names[j]}.out" 2>&1 &
+      pids+=($!)
+    done
+    for ((j = i; j < i + batch && j < ${#names[@]}; ++j)); do
+      if wait "${pids[j - i]}"; then
+        cat "$dir/fuzz/${names[j]}.out"
+      else
+        cat "$dir/fuzz/${names[j]}.out" >&2
+        failed=1
+      fi
+    done
+  done
+  return $failed
+}
+
+# The seeds alone, so that a failing seed is reported as such.
+check_seeds() {
+  logged "$1" "fails on a seed of $dir/fuzz/seeds/$(seeds_of "$1")" \
+    "$dir/bin/fuzz_$1" -runs=0 "$dir/fuzz/seeds/$(seeds_of "$1")"
+  echo "fuzz: fuzz_$1: every seed passes"
+}
+
+# SECONDS of fuzzing from the seeds, with a fixed libFuzzer seed: CI explores the same inputs
+# each time unless the code changes.
+smoke() {
+  rm -rf "$dir/fuzz/smoke/$1"
+  fuzz "$1" "$seconds" "$dir/fuzz/smoke/$1" -seed="${TRUENOC_FUZZ_SEED:-1}"
+}
+
 if [ "$mode" = smoke ]; then
   seconds=${2:-12}
-  for name in "${names[@]}"; do
-    # The seeds alone first, so that a failing seed is reported as such.
-    logged "$name" "fails on a seed of $dir/fuzz/seeds/$(seeds_of "$name")" \
-      "$dir/bin/fuzz_$name" -runs=0 "$dir/fuzz/seeds/$(seeds_of "$name")"
-    echo "fuzz: fuzz_$name: every seed passes"
-  done
-  for name in "${names[@]}"; do
-    rm -rf "$dir/fuzz/smoke/$name"
-    # A fixed libFuzzer seed: CI explores the same inputs each time unless the code changes.
-    fuzz "$name" "$seconds" "$dir/fuzz/smoke/$name" -seed="${TRUENOC_FUZZ_SEED:-1}"
-  done
+  each check_seeds
+  each smoke
   exit 0
 fi
 

@@ -182,7 +182,7 @@ TEST_CASE("every kernel the verifier accepts emits PTX that ptxas accepts") {
     if (!ptxas) continue;
     ptxas::TempDir dir;
     REQUIRE(dir.ok());
-    ptxas::Output as = ptxas::assemble(*ptxas, dir.path(), {m.kernels.front().name, target, *out.ptx});
+    ptxas::Output as = ptxas::assemble(*ptxas, dir.path(), {.kernel = m.kernels.front().name, .target = target, .ptx = *out.ptx, .resources = false});
     INFO(as.log.substr(0, 4000));
     CHECK(as.ok);
   }

@@ -21,5 +21,6 @@ ctest --test-dir "$dir" --output-on-failure -V -j"$(nproc)"
 if [ "${TRUENOC_FUZZ:-1}" = 0 ] && [ "${CI:-}" != true ]; then
   echo "truenoc: fuzz smoke test left out (TRUENOC_FUZZ=0)" >&2
 else
-  bash fuzz/run.sh smoke
+  # The seed bundles come from this build's truenoc: the fuzz build compiles no command line.
+  TRUENOC_FUZZ_SEED_TRUENOC="$PWD/$dir/bin/truenoc" bash fuzz/run.sh smoke
 fi

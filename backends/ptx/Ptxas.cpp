@@ -241,8 +241,9 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
     return out;
   }
 
-  std::vector<std::string> args = {ptxas, "-v", "-arch=" + job.target.name(), "-o", cubinPath, ptxPath};
-  if (job.lineInfo) args.insert(args.begin() + 2, "-lineinfo");
+  std::vector<std::string> args = {ptxas, "-arch=" + job.target.name(), "-o", cubinPath, ptxPath};
+  if (job.lineInfo) args.insert(args.begin() + 1, "-lineinfo");
+  if (job.resources) args.insert(args.begin() + 1, "-v");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -287,8 +288,8 @@ Output assemble(const std::string& ptxas, const std::string& workDir, const Job&
     out.log = "ptxas succeeded but wrote no cubin";
     return out;
   }
-  const std::vector<std::string> one = {job.kernel};
-  for (const std::string& entry : job.entries.empty() ? one : job.entries)
+  const std::vector<std::string> one = {job.kernel}, none;
+  for (const std::string& entry : !job.resources ? none : job.entries.empty() ? one : job.entries)
     if (!parseResources(out.log, entry, out.resources.emplace_back())) {
       out.log = "ptxas -v did not report the resources of '" + entry + "':\n" + out.log;
       out.resources.clear();

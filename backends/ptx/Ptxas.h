@@ -55,6 +55,9 @@ struct Job {
   // The .entry functions whose -v report is read, for PTX holding several kernels (a module);
   // empty: {kernel}.
   std::vector<std::string> entries = {};
+  // false: no -v and no resources, only whether ptxas accepts the PTX (-v doubles ptxas's time
+  // on PTX of thousands of entries).
+  bool resources = true;
 };
 
 struct Output {
@@ -67,7 +70,8 @@ struct Output {
 };
 
 // Runs `ptxas -v [-lineinfo] -arch=TARGET -o K.TARGET.cubin K.TARGET.ptx` in `workDir`, killing it after
-// `timeoutSeconds` (0: no limit); ok when it succeeds and reports the resources of every entry.
+// `timeoutSeconds` (0: no limit); ok when it succeeds and reports the resources of every entry
+// (when the job asks for them).
 Output assemble(const std::string& ptxas, const std::string& workDir, const Job& job,
                 unsigned timeoutSeconds = kDefaultTimeoutSeconds);
 
