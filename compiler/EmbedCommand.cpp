@@ -559,16 +559,13 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
   for (size_t i = 0; i < m.kernels.size(); ++i) {
     const bundle::KernelInfo& k = m.kernels[i];
     // A kernel with variants: the rule of each target's code (the launcher takes the selected one's).
-    uint64_t others = 0;
-    for (const bundle::Variant& v : k.variants) others |= v.targets;
     auto on = [&](uint64_t mask) {
       if (k.variants.empty()) return std::string();
       std::string s;
-      for (size_t t = 0; t < m.targets.size(); ++t)
-        if (mask >> t & 1) s += (s.empty() ? "on " : ", ") + m.targets[t].name();
+      for (const std::string& name : m.targetNames(mask)) s += (s.empty() ? "on " : ", ") + name;
       return s + ": ";
     };
-    hpp += "\n// " + commentSignature(k) + "\n// " + on(~others) + bundle::describe(k.launch) + "\n";
+    hpp += "\n// " + commentSignature(k) + "\n// " + on(k.ownTargets()) + bundle::describe(k.launch) + "\n";
     for (const bundle::Variant& v : k.variants) hpp += "// " + on(v.targets) + bundle::describe(v.launch) + "\n";
     hpp += declaration(k, (*names)[i]) + ";\n";
   }

@@ -27,11 +27,8 @@ std::string signature(const std::string& name, const std::vector<bundle::Param>&
 
 // The targets whose code a kernel's own launch rule serves (all but its variants'), or a variant's.
 std::string targetsOf(const bundle::Manifest& m, const bundle::KernelInfo& k, const bundle::Variant* v) {
-  uint64_t others = 0;
-  for (const bundle::Variant& x : k.variants) others |= x.targets;
   std::string s;
-  for (size_t t = 0; t < m.targets.size(); ++t)
-    if (v ? (v->targets >> t & 1) : !(others >> t & 1)) s += (s.empty() ? "" : " ") + m.targets[t].name();
+  for (const std::string& name : m.targetNames(v ? v->targets : k.ownTargets())) s += (s.empty() ? "" : " ") + name;
   return s;
 }
 
@@ -246,8 +243,7 @@ std::string jsonReport(const bundle::Reader& r) {
         const bundle::Variant& v = k.variants[i];
         out += (i ? ", " : "") + std::string("{\"targets\": [");
         size_t n = 0;
-        for (size_t t = 0; t < m.targets.size(); ++t)
-          if (v.targets >> t & 1) out += (n++ ? ", " : "") + jsonString(m.targets[t].name());
+        for (const std::string& name : m.targetNames(v.targets)) out += (n++ ? ", " : "") + jsonString(name);
         out += "], \"params\": " + jsonParams(v.params) + ", \"launch\": " + jsonLaunch(v.launch) + "}";
       }
       out += "]";

@@ -1323,6 +1323,8 @@ TEST_CASE("bundle: a kernel's variants (format 7) give some targets other parame
   CHECK(k.launchFor(2).block == std::vector<uint32_t>{384});
   CHECK(k.launchFor(2).tensorMaps == std::vector<TensorMapRule>{aMap()});
   CHECK(k.launchFor(2).dynamicShared.text() == "98304");
+  CHECK(r->manifest().targetNames(k.ownTargets()) == std::vector<std::string>{"sm_80", "sm_90"});
+  CHECK(r->manifest().targetNames(k.variants[0].targets) == std::vector<std::string>{"sm_90a"});
   // Written again from what was read: the same bytes (canonical), and no variant means no format 7.
   BundleInput again = variantInput();
   std::reverse(again.kernels[0].payloads.begin(), again.kernels[0].payloads.end());

@@ -307,6 +307,19 @@ const LaunchRule& KernelInfo::launchFor(uint32_t target) const {
   return launch;
 }
 
+uint64_t KernelInfo::ownTargets() const {
+  uint64_t others = 0;
+  for (const Variant& v : variants) others |= v.targets;
+  return ~others;
+}
+
+std::vector<std::string> Manifest::targetNames(uint64_t mask) const {
+  std::vector<std::string> names;
+  for (size_t t = 0; t < targets.size() && t < 64; ++t)
+    if (mask >> t & 1) names.push_back(targets[t].name());
+  return names;
+}
+
 const KernelInfo* Manifest::find(std::string_view kernel) const {
   for (const KernelInfo& k : kernels)
     if (k.name == kernel) return &k;

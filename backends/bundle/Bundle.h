@@ -94,6 +94,9 @@ struct KernelInfo {
   // The parameters and launch rule of the code for target index t.
   const std::vector<Param>& paramsFor(uint32_t target) const;
   const LaunchRule& launchFor(uint32_t target) const;
+  // The targets (bit t: Manifest::targets[t]) whose code the kernel's own params and launch
+  // serve: all but its variants' (bits past the bundle's targets set too).
+  uint64_t ownTargets() const;
 };
 
 struct Manifest {
@@ -105,6 +108,8 @@ struct Manifest {
   std::vector<KernelInfo> kernels;  // sorted by name
   const KernelInfo* find(std::string_view kernel) const;
   int targetIndex(Target target) const;  // -1 when absent
+  // The names of the targets in `mask` (bit t: targets[t]), in the bundle's order.
+  std::vector<std::string> targetNames(uint64_t mask) const;
 };
 
 // FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
