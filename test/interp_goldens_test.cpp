@@ -837,9 +837,9 @@ GOLDEN_TEST("dynamic-shared.tir", "scale") {
       chk.bits("data[" + std::to_string(i) + "]", after[i], i < perBlock ? 0 : before[i]);
   });
   SUBCASE("faults: a block wider than @tile.lo, dynamic shared memory smaller than the block") {
-    // Thread 32's store lands on @param_n, which follows @tile.lo: the interpreter attributes a
-    // shared access to the array it falls in (it does not track which array a pointer came
-    // from), so the first fault is thread 33's, past the end of @param_n.
+    // Thread 32's store lands on @param_n, which follows @tile.lo: its pointer came from
+    // @tile.lo's shared.addr, so the interpreter reports it there, not only thread 33's past the
+    // end of @param_n.
     Run wide = s.runs.back();
     wide.buffers = {{"data", std::vector<std::byte>(64 * 4)}};
     wide.cfg.block.x = 34;
@@ -848,8 +848,8 @@ GOLDEN_TEST("dynamic-shared.tir", "scale") {
     REQUIRE(o.error);
     CHECK(o.error->kind == ErrorKind::OutOfBounds);
     CHECK(o.error->text() == faultAt("dynamic-shared.tir", "st %lslot",
-                                     "out-of-bounds st.shared of 4 bytes at offset 4 of '@param_n' (4 bytes) in kernel "
-                                     "'scale', block (0,0,0) thread (33,0,0)"));
+                                     "out-of-bounds st.shared of 4 bytes at offset 0 of '@param_n' (4 bytes) through a "
+                                     "pointer into '@tile.lo' (128 bytes) in kernel 'scale', block (0,0,0) thread (32,0,0)"));
     Run small = wide;
     small.cfg.block.x = 8;
     small.cfg.dynamicShared = 7 * 4;

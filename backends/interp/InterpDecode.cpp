@@ -53,6 +53,7 @@ class Decoder {
       p_.params.push_back({name, t, slot_[kp.value.index]});
     }
     if (auto e = layoutShared()) return e;
+    traceSharedOrigins();
     markWgmmaSlots();
 
     p_.blockStart.resize(k_.blocks.size());
@@ -141,6 +142,66 @@ class Decoder {
     for (const ir::SharedDecl& d : k_.shared)
       if (d.dynamic) p_.shared.push_back({d.name, p_.dynamicSharedStart, 0, true});
     return std::nullopt;
+  }
+
+  // Program::sharedOrigin: which array each ptr.shared value points into, when the IR says so
+  // for every path. A forward data-flow over the SSA values to a fixed point: kUnset (no
+  // definition seen yet), an array, or -1 (several arrays, or an address from elsewhere).
+  void traceSharedOrigins() {
+    constexpr int32_t kUnset = -2, kMixed = -1;
+    const Type sharedPtr = Type::ptr(ir::AddrSpace::Shared);
+    std::vector<int32_t> origin(k_.values.size(), kMixed);
+    bool any = false;
+    for (size_t v = 0; v < k_.values.size(); ++v)
+      if (k_.values[v].type == sharedPtr && k_.values[v].kind != ir::DefKind::KernelParam) {
+        origin[v] = kUnset;
+        any = true;
+      }
+    if (!any) return;
+    auto meet = [](int32_t a, int32_t b) { return a == kUnset ? b : b == kUnset || a == b ? a : kMixed; };
+    auto arrayOf = [&](int32_t symbol) {
+      if (symbol < 0 || static_cast<size_t>(symbol) >= k_.shared.size()) return kMixed;
+      for (size_t a = 0; a < p_.shared.size(); ++a)
+        if (p_.shared[a].name == k_.shared[symbol].name) return static_cast<int32_t>(a);
+      return kMixed;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      auto update = [&](ValueId v, int32_t o) {
+        if (v.index >= origin.size() || origin[v.index] == kMixed) return;
+        int32_t next = meet(origin[v.index], o);
+        if (next != origin[v.index]) {
+          origin[v.index] = next;
+          changed = true;
+        }
+      };
+      auto of = [&](size_t operand, const Inst& in) {
+        return operand < in.operands.size() && in.operands[operand].index < origin.size()
+                   ? origin[in.operands[operand].index]
+                   : kMixed;
+      };
+      for (const ir::Block& blk : k_.blocks)
+        for (ir::InstId id : blk.insts) {
+          const Inst& in = k_.inst(id);
+          for (const ir::BlockCall& call : in.succs) {
+            if (call.block.index >= k_.blocks.size()) continue;
+            const ir::Block& to = k_.blocks[call.block.index];
+            for (size_t a = 0; a < call.args.size() && a < to.params.size(); ++a)
+              if (call.args[a].index < origin.size()) update(to.params[a], origin[call.args[a].index]);
+          }
+          if (!in.result || in.result.index >= origin.size() || origin[in.result.index] == kMixed) continue;
+          switch (in.op) {
+            case Op::SharedAddr: update(in.result, arrayOf(in.symbol)); break;
+            case Op::PtrAdd: update(in.result, of(0, in)); break;
+            case Op::Selp: update(in.result, meet(of(0, in), of(1, in))); break;
+            case Op::Bitcast: update(in.result, in.srcType == sharedPtr ? of(0, in) : kMixed); break;
+            default: update(in.result, kMixed); break;
+          }
+        }
+    }
+    p_.sharedOrigin.assign(p_.slots, kMixed);
+    for (size_t v = 0; v < k_.values.size(); ++v)
+      if (origin[v] >= 0) p_.sharedOrigin[slot_[v]] = origin[v];
   }
 
   uint32_t sharedStart(int32_t symbol) const {

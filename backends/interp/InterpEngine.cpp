@@ -877,7 +877,19 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
 
 std::optional<Error> Engine::checkShared(const Code& k, const Warp& w, uint32_t lane, int64_t off,
                                          unsigned bytes) const {
+  // Every caller's address operand is src[0]. When the IR says which array it points into
+  // (Program::sharedOrigin), the access must stay inside that array, also where it would land
+  // in a neighbouring one.
   const SharedArray* arr = sharedArrayAt(off);
+  if (k.nsrc && k.src[0] < p_.sharedOrigin.size() && p_.sharedOrigin[k.src[0]] >= 0) {
+    const SharedArray& from = p_.shared[p_.sharedOrigin[k.src[0]]];
+    const uint64_t size = from.dynamic ? dynamicBytes_ : from.bytes;
+    if (off < from.start || static_cast<uint64_t>(off) + bytes > from.start + size)
+      return fault(ErrorKind::OutOfBounds, k, w, lane,
+                   "out-of-bounds " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+                       (arr == &from ? std::string()
+                                     : " through a pointer into '@" + from.name + "' (" + std::to_string(size) + " bytes)"));
+  }
   uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
   if (!arr || static_cast<uint64_t>(off) + bytes > end)
     return fault(ErrorKind::OutOfBounds, k, w, lane,

@@ -111,6 +111,10 @@ struct Program {
   std::vector<std::pair<uint32_t, uint64_t>> constants;  // (slot, bits) preloaded in every warp
   std::vector<ParamSlot> params;
   std::vector<SharedArray> shared;  // static arrays in layout order, then the dynamic ones
+  // Per register slot: for a ptr.shared value that every definition derives from one array's
+  // shared.addr (through ptradd, selp, bitcast and block arguments), that array's index in
+  // `shared`; -1 otherwise. An access through it must stay inside that array.
+  std::vector<int32_t> sharedOrigin;
   uint32_t staticSharedEnd = 0;
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;
