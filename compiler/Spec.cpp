@@ -859,15 +859,9 @@ std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& s
   // One signature launches every target's code: the caller-visible parameters must be alike (a
   // template's mistake, not the spec's), their pointer use merged so that a generated launcher
   // passes what any target's code reads or writes.
-  auto visible = [](std::vector<bundle::Param>& ps) {
-    std::vector<bundle::Param*> v;
-    for (bundle::Param& p : ps)
-      if (p.type.scalar != bundle::ParamType::Scalar::TensorMap) v.push_back(&p);
-    return v;
-  };
-  std::vector<bundle::Param*> first = visible(out.front().instance.params);
+  std::vector<bundle::Param*> first = bundle::callerParams(out.front().instance.params);
   for (TargetedInstance& other : out) {
-    std::vector<bundle::Param*> theirs = visible(other.instance.params);
+    std::vector<bundle::Param*> theirs = bundle::callerParams(other.instance.params);
     bool alike = theirs.size() == first.size();
     for (size_t p = 0; alike && p < first.size(); ++p)
       alike = first[p]->name == theirs[p]->name && first[p]->type == theirs[p]->type &&
@@ -889,7 +883,7 @@ std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& s
     }
   }
   for (TargetedInstance& other : out) {
-    std::vector<bundle::Param*> theirs = visible(other.instance.params);
+    std::vector<bundle::Param*> theirs = bundle::callerParams(other.instance.params);
     for (size_t p = 0; p < first.size(); ++p) {
       theirs[p]->access = first[p]->access;
       theirs[p]->element = first[p]->element;

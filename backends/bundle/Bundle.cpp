@@ -208,13 +208,7 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
 // and launch rule whose caller-visible parameters (all but tmap ones) are the kernel's.
 std::optional<std::string> checkVariants(const std::string& name, const std::vector<Param>& params,
                                          const std::vector<Variant>& variants, size_t targets) {
-  auto visible = [](const std::vector<Param>& ps) {
-    std::vector<const Param*> out;
-    for (const Param& p : ps)
-      if (p.type.scalar != ParamType::Scalar::TensorMap) out.push_back(&p);
-    return out;
-  };
-  const std::vector<const Param*> own = visible(params);
+  const std::vector<const Param*> own = callerParams(params);
   const uint64_t all = targets >= 64 ? ~uint64_t{0} : (uint64_t{1} << targets) - 1;
   uint64_t seen = 0;
   for (size_t i = 0; i < variants.size(); ++i) {
@@ -227,7 +221,7 @@ std::optional<std::string> checkVariants(const std::string& name, const std::vec
       return at + "is not sorted by its lowest target";
     seen |= v.targets;
     if (auto bad = checkKernel(name, v.params, v.launch)) return "variant " + num(i) + " of " + *bad;
-    const std::vector<const Param*> theirs = visible(v.params);
+    const std::vector<const Param*> theirs = callerParams(v.params);
     bool same = theirs.size() == own.size();
     for (size_t p = 0; same && p < own.size(); ++p)
       same = own[p]->name == theirs[p]->name && own[p]->type == theirs[p]->type && own[p]->access == theirs[p]->access &&

@@ -73,6 +73,16 @@ struct Param {
   // Read through, never written through and not escaping: a `const T*` in generated C++.
   bool readOnly() const { return type.isPointer() && (access & (kPtrWritten | kPtrEscapes)) == 0; }
 };
+// The parameters a caller passes, in order: all but tmap ones, which the runtime fills. The code
+// of every target of one kernel takes these alike (its variants). Param* or const Param*, as
+// `params` is.
+template <class Params>
+auto callerParams(Params& params) {
+  std::vector<decltype(&params[0])> out;
+  for (auto& p : params)
+    if (p.type.scalar != ParamType::Scalar::TensorMap) out.push_back(&p);
+  return out;
+}
 // A pointer parameter's access as inspect, embed and the Python package spell it: "read",
 // "write", "read-write", "unused" or "escapes".
 std::string_view accessName(uint32_t access);

@@ -146,14 +146,15 @@ class Decoder {
 
   // Program::sharedOrigin: which array each ptr.shared value points into, when the IR says so
   // for every path. A forward data-flow over the SSA values to a fixed point: kUnset (no
-  // definition seen yet), an array, or -1 (several arrays, or an address from elsewhere).
+  // definition seen yet), an array, or -1 (several arrays, or an address from elsewhere: an
+  // integer, a load). (The verifier lets no bitcast widen a ptr.shared into a generic pointer.)
   void traceSharedOrigins() {
     constexpr int32_t kUnset = -2, kMixed = -1;
-    const Type sharedPtr = Type::ptr(ir::AddrSpace::Shared);
+    auto tracked = [](std::optional<Type> t) { return t && *t == Type::ptr(ir::AddrSpace::Shared); };
     std::vector<int32_t> origin(k_.values.size(), kMixed);
     bool any = false;
     for (size_t v = 0; v < k_.values.size(); ++v)
-      if (k_.values[v].type == sharedPtr && k_.values[v].kind != ir::DefKind::KernelParam) {
+      if (tracked(k_.values[v].type) && k_.values[v].kind != ir::DefKind::KernelParam) {
         origin[v] = kUnset;
         any = true;
       }
@@ -194,7 +195,7 @@ class Decoder {
             case Op::SharedAddr: update(in.result, arrayOf(in.symbol)); break;
             case Op::PtrAdd: update(in.result, of(0, in)); break;
             case Op::Selp: update(in.result, meet(of(0, in), of(1, in))); break;
-            case Op::Bitcast: update(in.result, in.srcType == sharedPtr ? of(0, in) : kMixed); break;
+            case Op::Bitcast: update(in.result, tracked(in.srcType) ? of(0, in) : kMixed); break;
             default: update(in.result, kMixed); break;
           }
         }
