@@ -160,27 +160,21 @@ class Decoder {
       }
     if (!any) return;
     auto meet = [](int32_t a, int32_t b) { return a == kUnset ? b : b == kUnset || a == b ? a : kMixed; };
-    auto arrayOf = [&](int32_t symbol) {
-      if (symbol < 0 || static_cast<size_t>(symbol) >= k_.shared.size()) return kMixed;
-      for (size_t a = 0; a < p_.shared.size(); ++a)
-        if (p_.shared[a].name == k_.shared[symbol].name) return static_cast<int32_t>(a);
-      return kMixed;
+    bool changed = true;
+    auto update = [&](ValueId v, int32_t o) {
+      if (v.index >= origin.size() || origin[v.index] == kMixed) return;
+      int32_t next = meet(origin[v.index], o);
+      if (next != origin[v.index]) {
+        origin[v.index] = next;
+        changed = true;
+      }
     };
-    for (bool changed = true; changed;) {
+    auto of = [&](const Inst& in, size_t operand) {
+      return operand < in.operands.size() && in.operands[operand].index < origin.size() ? origin[in.operands[operand].index]
+                                                                                          : kMixed;
+    };
+    while (changed) {
       changed = false;
-      auto update = [&](ValueId v, int32_t o) {
-        if (v.index >= origin.size() || origin[v.index] == kMixed) return;
-        int32_t next = meet(origin[v.index], o);
-        if (next != origin[v.index]) {
-          origin[v.index] = next;
-          changed = true;
-        }
-      };
-      auto of = [&](size_t operand, const Inst& in) {
-        return operand < in.operands.size() && in.operands[operand].index < origin.size()
-                   ? origin[in.operands[operand].index]
-                   : kMixed;
-      };
       for (const ir::Block& blk : k_.blocks)
         for (ir::InstId id : blk.insts) {
           const Inst& in = k_.inst(id);
@@ -192,10 +186,10 @@ class Decoder {
           }
           if (!in.result || in.result.index >= origin.size() || origin[in.result.index] == kMixed) continue;
           switch (in.op) {
-            case Op::SharedAddr: update(in.result, arrayOf(in.symbol)); break;
-            case Op::PtrAdd: update(in.result, of(0, in)); break;
-            case Op::Selp: update(in.result, meet(of(0, in), of(1, in))); break;
-            case Op::Bitcast: update(in.result, tracked(in.srcType) ? of(0, in) : kMixed); break;
+            case Op::SharedAddr: update(in.result, sharedIndex(in.symbol)); break;
+            case Op::PtrAdd: update(in.result, of(in, 0)); break;
+            case Op::Selp: update(in.result, meet(of(in, 0), of(in, 1))); break;
+            case Op::Bitcast: update(in.result, tracked(in.srcType) ? of(in, 0) : kMixed); break;
             default: update(in.result, kMixed); break;
           }
         }
@@ -205,11 +199,17 @@ class Decoder {
       if (origin[v] >= 0) p_.sharedOrigin[slot_[v]] = origin[v];
   }
 
+  // The index in Program::shared of the array a shared.addr names; -1 for none.
+  int32_t sharedIndex(int32_t symbol) const {
+    if (symbol < 0 || static_cast<size_t>(symbol) >= k_.shared.size()) return -1;
+    for (size_t a = 0; a < p_.shared.size(); ++a)
+      if (p_.shared[a].name == k_.shared[symbol].name) return static_cast<int32_t>(a);
+    return -1;
+  }
+
   uint32_t sharedStart(int32_t symbol) const {
-    const std::string& name = k_.shared[symbol].name;
-    for (const SharedArray& a : p_.shared)
-      if (a.name == name) return a.start;
-    return 0;
+    int32_t a = sharedIndex(symbol);
+    return a < 0 ? 0 : p_.shared[a].start;
   }
 
   // The operand types the table's letters demand (see ir/Ops.def).
