@@ -195,6 +195,10 @@ TEST_CASE("interp: TMA faults name the copy, its box, its map and its mbarrier")
                                      "of '@tile' (2000 bytes) (a box starts on a 16-byte boundary)" + in);
   CHECK(runFault({.dst = 1600}) ==
         at + "out-of-bounds cp.async.bulk.tensor.2d shared destination of a 512-byte box at offset 1600 of '@tile' (2000 bytes)" + in);
+  // 512 bytes before @tile: the box lies inside @pad, but its pointer came from @tile.
+  CHECK(runFault({.dst = 0u - 512u}) ==
+        at + "out-of-bounds cp.async.bulk.tensor.2d shared destination of a 512-byte box at offset 512 of '@pad' (1024 "
+             "bytes) through a pointer into '@tile' (2000 bytes)" + in);
   // The box fits linearly, but the 128B swizzle of the last, partial 128-byte line moves its
   // first 16 bytes to the line's last chunk, past the array's end.
   CHECK(runFault({.dst = 1488, .swizzle = 3}) ==

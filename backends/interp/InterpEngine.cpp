@@ -251,14 +251,16 @@ class Engine {
   void bulkGroups(const Warp& w, const Code& k, uint32_t mask);
   // The launch's map for a tmap operand, checked to be 2-D.
   std::optional<Error> tensorMapOf(const Code& k, const Warp& w, uint32_t lane, uint32_t src, const TensorMapDesc*& map);
-  // The shared box of a TMA at `base` (box bytes, 16-byte aligned, inside one array).
-  // Its array's bounds come back in lo, hi.
-  std::optional<Error> checkBox(const Code& k, const Warp& w, uint32_t lane, uint64_t base, uint64_t bytes,
-                                uint64_t& lo, uint64_t& hi) const;
+  // The shared box of a TMA at `base`, whose address is register slot `baseSlot` (box bytes,
+  // 16-byte aligned, inside one array: the one its pointer came from, when the IR says which).
+  // That array's bounds come back in lo, hi.
+  std::optional<Error> checkBox(const Code& k, const Warp& w, uint32_t lane, uint32_t baseSlot, uint64_t base,
+                                uint64_t bytes, uint64_t& lo, uint64_t& hi) const;
   // The TMA load's write of `bytes` at `off`: race and proxy checks, then the byte is async-owned.
   std::optional<Error> tmaWrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes);
   struct Box;
-  std::optional<Error> boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint64_t base, Box& box);
+  std::optional<Error> boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint32_t baseSlot,
+                             uint64_t base, Box& box);
   template <class F>
   std::optional<Error> walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, int64_t x0, int64_t y0, F&& f);
   std::string paramName(uint32_t slot) const;
@@ -274,6 +276,17 @@ class Engine {
   std::string memName(const Code& k) const;
   const SharedArray* sharedArrayAt(int64_t off) const;
   std::string sharedPlace(int64_t off) const;
+  uint64_t bytesOf(const SharedArray& a) const { return a.dynamic ? dynamicBytes_ : a.bytes; }
+  // The array the ptr.shared value in register slot `slot` points into, when the IR says which
+  // (Program::sharedOrigin); else null.
+  const SharedArray* originOf(uint32_t slot) const {
+    return slot < p_.sharedOrigin.size() && p_.sharedOrigin[slot] >= 0 ? &p_.shared[p_.sharedOrigin[slot]] : nullptr;
+  }
+  // " through a pointer into '@from' (N bytes)", for an access that left the pointer's array
+  // `from` and landed in `at` (nothing when they are the same).
+  std::string through(const SharedArray& from, const SharedArray* at) const {
+    return at == &from ? std::string() : " through a pointer into '@" + from.name + "' (" + std::to_string(bytesOf(from)) + " bytes)";
+  }
   Error fault(ErrorKind kind, const Code& k, Dim3 thread, const std::string& what) const;
   Error fault(ErrorKind kind, const Code& k, const Warp& w, uint32_t lane, const std::string& what) const {
     return fault(kind, k, threadOf(w, lane), what);
@@ -395,7 +408,7 @@ std::string Engine::sharedPlace(int64_t off) const {
   const SharedArray* a = sharedArrayAt(off);
   if (!a) return "at offset " + std::to_string(off) + " of shared memory (" + std::to_string(shared_.size()) + " bytes)";
   return "at offset " + std::to_string(off - a->start) + " of '@" + a->name + "' (" +
-         std::to_string(a->dynamic ? dynamicBytes_ : a->bytes) + " bytes)";
+         std::to_string(bytesOf(*a)) + " bytes)";
 }
 
 // Setup errors of a launch configuration, before anything runs.
@@ -881,16 +894,12 @@ std::optional<Error> Engine::checkShared(const Code& k, const Warp& w, uint32_t 
   // (Program::sharedOrigin), the access must stay inside that array, also where it would land
   // in a neighbouring one.
   const SharedArray* arr = sharedArrayAt(off);
-  if (k.nsrc && k.src[0] < p_.sharedOrigin.size() && p_.sharedOrigin[k.src[0]] >= 0) {
-    const SharedArray& from = p_.shared[p_.sharedOrigin[k.src[0]]];
-    const uint64_t size = from.dynamic ? dynamicBytes_ : from.bytes;
-    if (off < from.start || static_cast<uint64_t>(off) + bytes > from.start + size)
-      return fault(ErrorKind::OutOfBounds, k, w, lane,
-                   "out-of-bounds " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
-                       (arr == &from ? std::string()
-                                     : " through a pointer into '@" + from.name + "' (" + std::to_string(size) + " bytes)"));
-  }
-  uint64_t end = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
+  if (const SharedArray* from = k.nsrc ? originOf(k.src[0]) : nullptr;
+      from && (off < from->start || static_cast<uint64_t>(off) + bytes > from->start + bytesOf(*from)))
+    return fault(ErrorKind::OutOfBounds, k, w, lane,
+                 "out-of-bounds " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
+                     through(*from, arr));
+  uint64_t end = arr ? arr->start + bytesOf(*arr) : 0;
   if (!arr || static_cast<uint64_t>(off) + bytes > end)
     return fault(ErrorKind::OutOfBounds, k, w, lane,
                  "out-of-bounds " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off));
@@ -1778,14 +1787,17 @@ std::optional<Error> Engine::tensorMapOf(const Code& k, const Warp& w, uint32_t 
   return std::nullopt;
 }
 
-std::optional<Error> Engine::checkBox(const Code& k, const Warp& w, uint32_t lane, uint64_t base, uint64_t bytes,
-                                      uint64_t& lo, uint64_t& hi) const {
+std::optional<Error> Engine::checkBox(const Code& k, const Warp& w, uint32_t lane, uint32_t baseSlot, uint64_t base,
+                                      uint64_t bytes, uint64_t& lo, uint64_t& hi) const {
   const SharedArray* arr = base < shared_.size() ? sharedArrayAt(static_cast<int64_t>(base)) : nullptr;
-  hi = arr ? arr->start + (arr->dynamic ? dynamicBytes_ : arr->bytes) : 0;
-  lo = arr ? arr->start : 0;
+  const SharedArray* from = originOf(baseSlot);
+  const SharedArray* holder = from ? from : arr;
+  lo = holder ? holder->start : 0;
+  hi = holder ? holder->start + bytesOf(*holder) : 0;
   const std::string box = memName(k) + " of a " + std::to_string(bytes) + "-byte box ";
-  if (!arr || base + bytes > hi)
-    return fault(ErrorKind::OutOfBounds, k, w, lane, "out-of-bounds " + box + sharedPlace(static_cast<int64_t>(base)));
+  if (!holder || base < lo || base + bytes > hi)
+    return fault(ErrorKind::OutOfBounds, k, w, lane,
+                 "out-of-bounds " + box + sharedPlace(static_cast<int64_t>(base)) + (from ? through(*from, arr) : ""));
   if (base % 16)
     return fault(ErrorKind::Misaligned, k, w, lane,
                  "misaligned " + box + sharedPlace(static_cast<int64_t>(base)) + " (a box starts on a 16-byte boundary)");
@@ -1870,13 +1882,13 @@ struct Engine::Box {
   uint64_t bytes() const { return uint64_t{map->box[0]} * map->box[1] * map->elementBytes; }
 };
 
-std::optional<Error> Engine::boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint64_t base,
-                                   Box& box) {
+std::optional<Error> Engine::boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint32_t baseSlot,
+                                   uint64_t base, Box& box) {
   if (auto e = tensorMapOf(k, w, lane, mapSlot, box.map)) return e;
   box.global = box.shared = k;
   box.global.space = AddrSpace::Global;
   box.global.bytes = box.shared.bytes = box.map->elementBytes;
-  return checkBox(box.shared, w, lane, base, box.bytes(), box.lo, box.hi);
+  return checkBox(box.shared, w, lane, baseSlot, base, box.bytes(), box.lo, box.hi);
 }
 
 // Calls f(phys, at) for every element (b0, b1) of the box at coordinates (x0, y0), b0 fastest:
@@ -1918,7 +1930,7 @@ std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask
     const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
     const uint32_t barOff = static_cast<uint32_t>(bar[l]);
     const SharedArray* barArray = sharedArrayAt(barOff);
-    if (!barArray || barOff % 8 || barOff + 8 > barArray->start + (barArray->dynamic ? dynamicBytes_ : barArray->bytes))
+    if (!barArray || barOff % 8 || barOff + 8 > barArray->start + bytesOf(*barArray))
       return fault(ErrorKind::Mbarrier, k, w, l,
                    "cp.async.bulk.tensor.2d's mbarrier " + sharedPlace(barOff) +
                        " is not 8 aligned bytes inside one shared array");
@@ -1928,7 +1940,7 @@ std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask
                    "cp.async.bulk.tensor.2d completes its bytes on the mbarrier " + sharedPlace(barOff) +
                        ", which no mbarrier.init set up");
     Box box;
-    if (auto e = boxOf(k, w, l, k.src[1], dst[l], box)) return e;
+    if (auto e = boxOf(k, w, l, k.src[1], k.src[0], dst[l], box)) return e;
     const unsigned e = box.map->elementBytes;
     const uint32_t phase = found->second.phase;
     auto copy = [&](uint32_t phys, std::optional<uint64_t> at) -> std::optional<Error> {
@@ -1966,7 +1978,7 @@ std::optional<Error> Engine::tmaStore(const Warp& w, const Code& k, uint32_t mas
   for (uint32_t m = mask; m; m &= m - 1) {
     const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
     Box box;
-    if (auto e = boxOf(k, w, l, k.src[0], src[l], box)) return e;
+    if (auto e = boxOf(k, w, l, k.src[0], k.src[3], src[l], box)) return e;
     const unsigned e = box.map->elementBytes;
     BulkStore store{bulk_[t].committed, k.inst, UINT32_MAX, 0};
     auto copy = [&](uint32_t phys, std::optional<uint64_t> at) -> std::optional<Error> {
