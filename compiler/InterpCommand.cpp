@@ -285,7 +285,7 @@ Command interpCommand() {
                        "SRC (extents and box in elements, innermost first; row stride in bytes; swizzle none, "
                        "32, 64 or 128)");
             cli.option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
-            cli.flag("--check-races", o->checkRaces, "Report shared-memory data races between barriers");
+            cli.flag("--check-races", o->checkRaces, "Report data races: on shared and global memory between barriers, on global memory between blocks");
             cli.flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");
             cli.option("--max-instructions", o->maxInstructions, "Instruction budget per thread")
                 .showDefault();

@@ -407,17 +407,29 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
             }
             return l;
           });
-          if (res) {
-            // h = x + residual, stored; the statistics see h as stored.
+          // h = x + residual, stored; the statistics see h as stored. Slots past the row's end
+          // load its last vector (Slots), so that vector's owner stores it only after the
+          // reduction's bar.sync, from x and residual loaded again: no store races with a load.
+          auto hOf = [&](const std::vector<Value>& xr) {
+            std::vector<Value> sum;
+            for (unsigned i = 0; i < V; ++i) sum.push_back(xr[i] + xr[V + i]);
+            return packVecF32(kb, sum, s);
+          };
+          Value last = (nvec - 1u).named("last");
+          if (res)
             for (unsigned j = 0; j < kSlots; ++j) {
-              std::vector<Value> sum;
-              for (unsigned i = 0; i < V; ++i) sum.push_back(h[j][i] + h[j][V + i]);
-              StoredVec st = packVecF32(kb, sum, s);
-              sl.store(3, j, st.bytes);
+              StoredVec st = hOf(h[j]);
+              kb.if_then((sl.chunk(j) < last).named("early" + std::to_string(j)),
+                         [&] { kb.store(p.at(3, sl.chunk(j)), st.bytes); }, "store" + std::to_string(j));
               h[j] = st.values;
             }
-          }
           Value inv = onePassInvRms(kb, sl, h, tid, scratch, colsF, eps);
+          if (res)
+            kb.if_then((tid == (last & (kBlock - 1u))).named("owns_last"), [&] {
+              std::vector<Value> xr = p.load(0, last, true), r = p.load(3, last, false);
+              xr.insert(xr.end(), r.begin(), r.end());
+              kb.store(p.at(3, last), hOf(xr).bytes);
+            }, "store_last");
           sl.write(2, [&](unsigned j, Value c) {
             std::vector<Value> w = p.load(1, c, true), out;
             for (unsigned i = 0; i < V; ++i) out.push_back((h[j][i] * inv) * w[i]);

@@ -243,19 +243,24 @@ TEST_CASE("gpu: H13 four threads share one context, 1000 launches each" * doctes
 }
 
 TEST_CASE("gpu: every kernel of examples/decode.toml loads and launches with zero JIT" * doctest::skip(noGpu())) {
-  // Every pointer argument gets a zeroed 1 MB scratch buffer and every scalar the value 1, so each
+  // Every pointer argument gets a zeroed 1 MB scratch buffer of its own (aliased arguments would
+  // race where a kernel writes one and reads another) and every scalar the value 1, so each
   // kernel runs a minimal problem; the point is loading and launching every kernel's cubin.
   Bundle b = loadBundle(decodeBundle());
   Stream s = stream();
-  auto scratch = deviceBuffer<uint8_t>(1 << 20);
-  REQUIRE_OK(scratch.upload(std::vector<uint8_t>(1 << 20)));
+  std::vector<DeviceBuffer<uint8_t>> scratch;
   for (const std::string& name : b.kernel_names()) {
     INFO("kernel " << name);
     auto k = b.kernel(name);
     REQUIRE(k.ok());
     std::vector<Arg> args;
+    size_t pointers = 0;
     for (const ParamInfo& p : k.value().signature()) {
-      Arg a = p.kind == Arg::Kind::Pointer ? arg(scratch.ptr()) : Arg{p.kind, 1};
+      if (p.kind == Arg::Kind::Pointer && pointers == scratch.size()) {
+        scratch.push_back(deviceBuffer<uint8_t>(1 << 20));
+        REQUIRE_OK(scratch.back().upload(std::vector<uint8_t>(1 << 20)));
+      }
+      Arg a = p.kind == Arg::Kind::Pointer ? arg(scratch[pointers++].ptr()) : Arg{p.kind, 1};
       if (p.kind == Arg::Kind::F32) a = arg(1.0f);
       if (p.kind == Arg::Kind::F64) a = arg(1.0);
       args.push_back(a);

@@ -707,19 +707,22 @@ GOLDEN_TEST("cp-async.tir", "stage") {
 
 // ---- mbarrier.tir ------------------------------------------------------------------------------
 
+// Every block copies src into its own 32 words of dst.
 GOLDEN_TEST("mbarrier.tir", "handoff") {
   s.forEach([&](const Run& run, const Outcome& o) {
-    CHECK(o.array<uint32_t>("dst") == run.inputArray<uint32_t>("src"));
+    std::vector<uint32_t> src = run.inputArray<uint32_t>("src"), want;
+    for (uint32_t b = 0; b < run.cfg.grid.x; ++b) want.insert(want.end(), src.begin(), src.end());
+    CHECK(o.array<uint32_t>("dst") == want);
   });
 }
 
 // ---- named-barrier.tir -------------------------------------------------------------------------
 
-// Warp 1 copies out the words warp 0 staged: its lanes' thread indices.
+// Warp 1 copies out the words warp 0 staged, its lanes' thread indices, into the block's 32 words.
 GOLDEN_TEST("named-barrier.tir", "handoff") {
-  s.forEach([&](const Run&, const Outcome& o) {
-    std::vector<uint32_t> want(32);
-    for (uint32_t t = 0; t < 32; ++t) want[t] = t;
+  s.forEach([&](const Run& run, const Outcome& o) {
+    std::vector<uint32_t> want(32 * run.cfg.grid.x);
+    for (uint32_t t = 0; t < want.size(); ++t) want[t] = t % 32;
     CHECK(o.array<uint32_t>("out") == want);
   });
   SUBCASE("fault: warp 1 waits for more threads than ever arrive") {

@@ -726,7 +726,7 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    R runs;
                    for (uint32_t grid : {1u, 2u}) {
                      Run r = launch("handoff", {grid, 1, 1}, {64, 1, 1});
-                     std::vector<uint32_t> out(32);
+                     std::vector<uint32_t> out(32 * grid);  // a block's own 32 words
                      for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
                      r.buffer("out", out).bits("n", 32);
                      r.opts.checkRaces = r.opts.checkUninit = true;  // barrier 1 orders the handoff
@@ -739,7 +739,7 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    R runs;
                    for (uint32_t grid : {1u, 3u}) {
                      Run r = launch("handoff", {grid, 1, 1}, {64, 1, 1});
-                     std::vector<uint32_t> src(32), dst(32);
+                     std::vector<uint32_t> src(32), dst(32 * grid);  // a block's own 32 words
                      for (uint32_t& w : src) w = static_cast<uint32_t>(rng());
                      for (uint32_t& w : dst) w = static_cast<uint32_t>(rng());
                      r.buffer("src", src).buffer("dst", dst);

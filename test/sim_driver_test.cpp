@@ -3,7 +3,9 @@
 // runs on the interpreter, including a faulting launch whose report reaches the Error.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -172,6 +174,60 @@ TEST_CASE("sim: a kernel from .tir text runs on the interpreter; an out-of-bound
   for (CUdeviceptr p : {da, db, dc}) CHECK(d.cuMemFree(p) == cu::SUCCESS);
   CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
   CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr) == 400);
+}
+
+// The simulator checks races (checks = all): on device memory the report names the address and
+// its allocation; a load through a parameter the kernel never stores to is checked when its
+// allocation is one the kernel writes through another parameter.
+TEST_CASE("sim: races on global memory, in a block and between blocks, fail the launch") {
+  const Driver& d = sim();
+  makeCurrent();
+  std::string text = readSource("lit-tests/interp/global-race.tir");
+  CUmodule mod = nullptr;
+  REQUIRE(d.cuModuleLoadData(&mod, text.c_str()) == cu::SUCCESS);
+  CUdeviceptr out = alloc(512), in = alloc(64);
+  REQUIRE(d.cuMemsetD8Async(out, 0, 512, nullptr) == cu::SUCCESS);
+  REQUIRE(d.cuMemsetD8Async(in, 0, 64, nullptr) == cu::SUCCESS);
+  auto launch = [&](const char* kernel, unsigned grid, unsigned block, std::vector<void*> args) {
+    CUfunction fn = nullptr;
+    REQUIRE(d.cuModuleGetFunction(&fn, mod, kernel) == cu::SUCCESS);
+    CUresult r = d.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, nullptr, args.data(), nullptr);
+    return std::pair{r, r == cu::SUCCESS ? std::string() : d.fail(r, "cuLaunchKernel", kernel).describe()};
+  };
+  auto place = [&](CUdeviceptr base, uint64_t offset, uint64_t bytes) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "at address 0x%llx (offset %llu of the %llu-byte allocation at 0x%llx)",
+                  static_cast<unsigned long long>(base + offset), static_cast<unsigned long long>(offset),
+                  static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(base));
+    return std::string(buf);
+  };
+
+  auto [overlap, overlapText] = launch("overlap", 3, 33, {&out});
+  CHECK(overlap == 719);  // CUDA_ERROR_LAUNCH_FAILED
+  CHECK(overlapText.find("global-memory race: a write of the byte " + place(out, 128, 512) +
+                         ", which block (0,0,0) thread (32,0,0) writes at ") != std::string::npos);
+  CHECK(overlapText.find("in kernel 'overlap', block (1,0,0) thread (0,0,0)") != std::string::npos);
+  CHECK(launch("overlap", 3, 32, {&out}).first == cu::SUCCESS);
+
+  auto [neighbour, neighbourText] = launch("neighbour", 1, 8, {&out});
+  CHECK(neighbour == 719);
+  CHECK(neighbourText.find("global-memory race: ld.global of 4 bytes " + place(out, 4, 512) +
+                           " reads a byte that thread (1,0,0) wrote at ") != std::string::npos);
+
+  // Every block loads in[0]; block 0 stores out[0]. Apart, no race; with in = out, block 1's load
+  // of in[0] reads what block 0 writes.
+  CHECK(launch("handoff", 2, 1, {&out, &in}).first == 719);  // block 1 still reads out[0]
+  CHECK(launch("handoff", 1, 1, {&out, &in}).first == cu::SUCCESS);
+  auto [alias, aliasText] = launch("handoff", 2, 1, {&out, &out});
+  CHECK(alias == 719);
+  CHECK(aliasText.find("global-memory race: a read of the byte " + place(out, 0, 512) +
+                       ", which block (0,0,0) thread (0,0,0) writes at ") != std::string::npos);
+  const std::string loadOfIn = "  %x = ld %in : u32";
+  REQUIRE(text.find(loadOfIn) != std::string::npos);
+  const auto line = std::count(text.begin(), text.begin() + text.find(loadOfIn), '\n') + 1;
+  CHECK(aliasText.find(".tir:" + std::to_string(line) + ":8: error:") != std::string::npos);  // in's load, not out's
+  for (CUdeviceptr p : {out, in}) CHECK(d.cuMemFree(p) == cu::SUCCESS);
+  CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
 }
 
 TEST_CASE("sim: images that are not verified IR are invalid images, with the diagnostics") {

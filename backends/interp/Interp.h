@@ -36,6 +36,8 @@ enum class ErrorKind : uint8_t {
                       // barrier's count out of range or not the one its phase began with
   CollectiveMask,     // shfl.sync/vote.sync membermask naming inactive, exited or missing lanes
   SharedRace,         // two threads touch one shared byte, one writes, no barrier between (optional)
+  GlobalRace,         // the same for a global byte: two threads of a block with no barrier between, or two
+                      // blocks of the launch (optional, with SharedRace's check)
   DivisionByZero,     // integer div/rem by zero
   AsyncCopy,          // a shared byte used before the cp.async writing it is waited for (and, for
                       // other threads, made visible by a bar.sync after the wait); a bad src-size
@@ -68,7 +70,7 @@ struct LaunchConfig {
 };
 
 struct Options {
-  bool checkRaces = false;   // report shared-memory data races between barriers
+  bool checkRaces = false;   // report data races: shared and global memory between barriers, global between blocks
   bool checkUninit = false;  // report reads of shared memory the block never wrote
   uint64_t maxInstructions = 100'000'000;  // per thread; exceeding it is an InstructionBudget fault
   // Thread instructions of the whole launch (Stats::instructions); checked whenever a warp stops

@@ -54,6 +54,7 @@ class Decoder {
     }
     if (auto e = layoutShared()) return e;
     traceSharedOrigins();
+    traceGlobalWrites();
     markWgmmaSlots();
 
     p_.blockStart.resize(k_.blocks.size());
@@ -144,34 +145,30 @@ class Decoder {
     return std::nullopt;
   }
 
-  // Program::sharedOrigin: which array each ptr.shared value points into, when the IR says so
-  // for every path. A forward data-flow over the SSA values to a fixed point: kUnset (no
-  // definition seen yet), an array, or -1 (several arrays, or an address from elsewhere: an
-  // integer, a load). (The verifier lets no bitcast widen a ptr.shared into a generic pointer.)
-  void traceSharedOrigins() {
-    constexpr int32_t kUnset = -2, kMixed = -1;
-    auto tracked = [](std::optional<Type> t) { return t && *t == Type::ptr(ir::AddrSpace::Shared); };
-    std::vector<int32_t> origin(k_.values.size(), kMixed);
+  // The origin of every value of a type `tracked` accepts, when the IR says it for every path: a
+  // forward data-flow over the SSA values to a fixed point in a lattice of origins V, joined by
+  // `meet` (for which `start`'s unset state is the identity and `mixed` the top). `start(v)` is a
+  // value's state before any definition is seen (unset, or a kernel parameter's own origin);
+  // `transfer(in, of)` the origin an instruction gives its result from its operands' (`of(i)`).
+  // Block arguments meet into their parameters.
+  template <class V, class Tracked, class Start, class Transfer, class Meet>
+  std::vector<V> traceOrigins(V mixed, Tracked tracked, Start start, Transfer transfer, Meet meet) const {
+    std::vector<V> origin(k_.values.size(), mixed);
     bool any = false;
     for (size_t v = 0; v < k_.values.size(); ++v)
-      if (tracked(k_.values[v].type) && k_.values[v].kind != ir::DefKind::KernelParam) {
-        origin[v] = kUnset;
+      if (tracked(k_.values[v].type)) {
+        origin[v] = start(v);
         any = true;
       }
-    if (!any) return;
-    auto meet = [](int32_t a, int32_t b) { return a == kUnset ? b : b == kUnset || a == b ? a : kMixed; };
+    if (!any) return origin;
     bool changed = true;
-    auto update = [&](ValueId v, int32_t o) {
-      if (v.index >= origin.size() || origin[v.index] == kMixed) return;
-      int32_t next = meet(origin[v.index], o);
+    auto update = [&](ValueId v, V o) {
+      if (v.index >= origin.size() || origin[v.index] == mixed) return;
+      V next = meet(origin[v.index], o);
       if (next != origin[v.index]) {
         origin[v.index] = next;
         changed = true;
       }
-    };
-    auto of = [&](const Inst& in, size_t operand) {
-      return operand < in.operands.size() && in.operands[operand].index < origin.size() ? origin[in.operands[operand].index]
-                                                                                          : kMixed;
     };
     while (changed) {
       changed = false;
@@ -184,19 +181,104 @@ class Decoder {
             for (size_t a = 0; a < call.args.size() && a < to.params.size(); ++a)
               if (call.args[a].index < origin.size()) update(to.params[a], origin[call.args[a].index]);
           }
-          if (!in.result || in.result.index >= origin.size() || origin[in.result.index] == kMixed) continue;
-          switch (in.op) {
-            case Op::SharedAddr: update(in.result, sharedIndex(in.symbol)); break;
-            case Op::PtrAdd: update(in.result, of(in, 0)); break;
-            case Op::Selp: update(in.result, meet(of(in, 0), of(in, 1))); break;
-            case Op::Bitcast: update(in.result, tracked(in.srcType) ? of(in, 0) : kMixed); break;
-            default: update(in.result, kMixed); break;
-          }
+          if (!in.result || in.result.index >= origin.size() || origin[in.result.index] == mixed) continue;
+          auto of = [&](size_t operand) {
+            return operand < in.operands.size() && in.operands[operand].index < origin.size()
+                       ? origin[in.operands[operand].index]
+                       : mixed;
+          };
+          update(in.result, transfer(in, of));
         }
     }
+    return origin;
+  }
+
+  // Program::sharedOrigin: which array each ptr.shared value points into, through ptradd, selp
+  // and bitcast (shared.addr creates them; a parameter never is one; -2 unset, -1 several arrays
+  // or an address from elsewhere: an integer, a load). (The verifier lets no bitcast widen a
+  // ptr.shared into a generic pointer.)
+  void traceSharedOrigins() {
+    constexpr int32_t kUnset = -2, kMixed = -1;
+    const Type shared = Type::ptr(ir::AddrSpace::Shared);
+    auto tracked = [&](std::optional<Type> t) { return t && *t == shared; };
+    auto meet = [](int32_t a, int32_t b) { return a == kUnset ? b : b == kUnset || a == b ? a : kMixed; };
+    std::vector<int32_t> origin = traceOrigins(
+        kMixed, tracked, [&](size_t v) { return k_.values[v].kind == ir::DefKind::KernelParam ? kMixed : kUnset; },
+        [&](const Inst& in, auto&& of) {
+          switch (in.op) {
+            case Op::SharedAddr: return sharedIndex(in.symbol);
+            case Op::PtrAdd: return of(0);
+            case Op::Selp: return meet(of(0), of(1));
+            case Op::Bitcast: return tracked(in.srcType) ? of(0) : kMixed;
+            default: return kMixed;
+          }
+        },
+        meet);
     p_.sharedOrigin.assign(p_.slots, kMixed);
     for (size_t v = 0; v < k_.values.size(); ++v)
       if (origin[v] >= 0) p_.sharedOrigin[slot_[v]] = origin[v];
+  }
+
+  // Program::paramWritten and writesAnywhere: which pointer parameters the kernel's plain global
+  // stores may write through. A global or generic pointer's origin is the set of parameters it
+  // may derive from (one bit each; the empty set: unset), through ptradd, selp, bitcast and
+  // 64-bit integers (a pointer's bits masked to an alignment, offset, cast back): an integer
+  // from no pointer is kNone, and adding, subtracting or masking it keeps the other operand's
+  // origin. kShared: a generic pointer made from a ptr.shared, no global memory. kUnknown: a
+  // pointer cast from an integer of no pointer (or a loaded one), the sum of two pointers, a
+  // parameter beyond the first 60; a store through it may write anything.
+  void traceGlobalWrites() {
+    constexpr uint64_t kShared = uint64_t{1} << 60, kNone = uint64_t{1} << 61, kUnknown = uint64_t{1} << 62;
+    constexpr unsigned kParamBits = 60;
+    auto pointer = [](Type t) {
+      return t.isPtr() && (t.space == ir::AddrSpace::Global || t.space == ir::AddrSpace::Generic);
+    };
+    auto wide = [](Type t) { return (t.isInt() || t.isBits()) && !t.isVector() && t.bits() == 64; };
+    std::vector<uint64_t> paramBit(k_.values.size(), kUnknown);
+    for (size_t i = 0; i < k_.params.size() && i < kParamBits; ++i)
+      if (k_.params[i].value.index < paramBit.size()) paramBit[k_.params[i].value.index] = uint64_t{1} << i;
+    // A pointer made from `o`: an integer of no pointer points anywhere.
+    auto asPointer = [&](uint64_t o) { return o & kNone ? (o & ~kNone) | kUnknown : o; };
+    std::vector<uint64_t> origin = traceOrigins(
+        kUnknown, [&](std::optional<Type> t) { return t && (pointer(*t) || wide(*t)); },
+        [&](size_t v) -> uint64_t {
+          if (k_.values[v].kind != ir::DefKind::KernelParam) return 0;
+          return pointer(k_.values[v].type) ? paramBit[v] : kNone;
+        },
+        [&](const Inst& in, auto&& of) -> uint64_t {
+          const Type t = k_.typeOf(in.result);
+          auto sum = [&](uint64_t a, uint64_t b) -> uint64_t {  // a pointer's bits plus an integer
+            if (!a || !b) return 0;                              // wait for both
+            uint64_t pa = a & ~kNone, pb = b & ~kNone;
+            return pa && pb ? kUnknown : pa | pb ? pa | pb : kNone;
+          };
+          switch (in.op) {
+            case Op::PtrAdd: return of(0);
+            case Op::Selp: return of(0) | of(1);
+            case Op::Bitcast:
+              if (in.srcType && *in.srcType == Type::ptr(ir::AddrSpace::Shared)) return kShared;
+              if (!in.srcType || !(pointer(*in.srcType) || wide(*in.srcType))) return pointer(t) ? kUnknown : kNone;
+              return pointer(t) ? asPointer(of(0)) : of(0);
+            case Op::Add: case Op::Sub: case Op::And: case Op::Or:
+              return wide(t) ? sum(of(0), of(1)) : kUnknown;
+            case Op::Mad:  // a product of integers plus a pointer's bits
+              if (!wide(t)) return kUnknown;
+              if (!of(0) || !of(1)) return 0;
+              return of(0) == kNone && of(1) == kNone ? sum(kNone, of(2)) : kUnknown;
+            default: return wide(t) ? kNone : kUnknown;  // a constant, a load, a conversion: no pointer
+          }
+        },
+        [](uint64_t a, uint64_t b) { return a | b; });
+    p_.paramWritten.assign(k_.params.size(), 0);
+    for (const Inst& in : k_.insts) {
+      if (in.op != Op::St || in.operands.empty() || in.operands[0].index >= origin.size() ||
+          !pointer(k_.typeOf(in.operands[0])))
+        continue;
+      uint64_t o = asPointer(origin[in.operands[0].index]);
+      if (o & kUnknown) p_.writesAnywhere = true;
+      for (unsigned i = 0; i < kParamBits && i < k_.params.size(); ++i)
+        if (o >> i & 1) p_.paramWritten[i] = 1;
+    }
   }
 
   // The index in Program::shared of the array a shared.addr names; -1 for none.
@@ -316,6 +398,7 @@ class Decoder {
         c.kind = in.op == Op::Ld ? Kind::Ld : in.op == Op::St ? Kind::St : Kind::Atom;
         c.space = k_.typeOf(in.operands[0]).space;
         c.bytes = static_cast<uint8_t>(in.type->bytes());
+        c.isVolatile = in.has(ir::Mod::VolatileMod);
         if (std::string why; in.op == Op::Atom && !validAtom(c, why)) return fail(in.loc, why);
         break;
       case Op::Membar:

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "backends/interp/InterpImpl.h"
 
@@ -74,6 +75,68 @@ struct ByteAccess {
 };
 
 enum class Access : uint8_t { Read, Write, Atomic };
+
+// --check-races on global memory: the ByteAccess of every global byte the block touched in the
+// current barrier interval, by address (a tagged pointer or a device address), four bytes (an
+// aligned word) to an entry of an open-addressing table that starts empty in every interval
+// (only its used slots are cleared).
+class GlobalBytes {
+ public:
+  using Word = std::array<ByteAccess, 4>;
+  // The entry of the word holding `addr` (bytes addr & ~3 ... + 3); valid until the next call.
+  Word& word(uint64_t addr, uint32_t epoch) {
+    if (epoch != epoch_) {
+      for (uint32_t i : used_) slots_[i].key = kEmpty;
+      used_.clear();
+      epoch_ = epoch;
+    }
+    if ((used_.size() + 1) * 2 > slots_.size()) grow();
+    return slots_[find(addr >> 2)].bytes;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~uint64_t{0};
+  struct Slot {
+    uint64_t key = kEmpty;
+    Word bytes;
+  };
+  // The slot of word `key`, taken for it if it had none.
+  uint32_t find(uint64_t key) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = (key * 0x9E3779B97F4A7C15ull) >> shift_;
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask;
+    if (slots_[i].key == kEmpty) {
+      slots_[i].key = key;
+      slots_[i].bytes.fill(ByteAccess{});
+      used_.push_back(static_cast<uint32_t>(i));
+    }
+    return static_cast<uint32_t>(i);
+  }
+  void grow() {
+    std::vector<Slot> old;
+    for (uint32_t i : used_) old.push_back(slots_[i]);
+    slots_.assign(std::max<size_t>(1024, 2 * slots_.size()), Slot{});
+    shift_ = 64 - std::countr_zero(slots_.size());
+    used_.clear();
+    for (const Slot& s : old) slots_[find(s.key)].bytes = s.bytes;
+  }
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> used_;  // the slots taken in this interval
+  uint32_t epoch_ = 0;
+  unsigned shift_ = 64;
+};
+
+// A run of global bytes one block wrote (or, where the check covers reads, read) in a launch, for
+// the check between blocks: [lo, hi) by instruction `inst`, in accesses of `size` bytes by
+// consecutive threads from `thread` on.
+struct Span {
+  uint64_t lo = 0, hi = 0;
+  uint64_t block = 0;  // linear
+  uint32_t inst = 0, thread = 0;
+  uint8_t size = 0;
+  bool write = false;
+  uint32_t threadAt(uint64_t addr) const { return thread + static_cast<uint32_t>((addr - lo) / size); }
+};
 
 // Asynchronous copies (docs/interpreter.md, "Asynchronous copies"): a cp.async reads its source
 // when issued and waits, per thread, in its group until a cp.async.wait_group/wait_all covers the
@@ -179,6 +242,44 @@ std::string hex64(uint64_t v) {
   return buf;
 }
 
+// "at offset N of 'name' (S bytes)", or with device memory "at address A (offset N of the S-byte
+// allocation at B)": the place of a global byte in messages.
+std::string globalPlace(const GlobalMemory& m, uint64_t addr) {
+  if (m.device) {
+    std::optional<DeviceMemory::Allocation> a = m.device->below(addr);
+    if (!a || addr - a->base >= a->bytes) return "at address " + hex64(addr);
+    return "at address " + hex64(addr) + " (offset " + std::to_string(addr - a->base) + " of the " +
+           std::to_string(a->bytes) + "-byte allocation at " + hex64(a->base) + ")";
+  }
+  uint64_t tag = pointerTag(addr);
+  if (tag == 0 || tag > m.buffers.size()) return "at " + hex64(addr);
+  const GlobalBuffer& b = m.buffers[tag - 1];
+  return "at offset " + std::to_string(pointerOffset(addr)) + " of '" + b.name + "' (" +
+         std::to_string(b.bytes->size()) + " bytes)";
+}
+
+// The block of a grid with linear index `linear` (x fastest), and the thread of a block.
+Dim3 blockOfLinear(uint64_t linear, const Dim3& grid) {
+  return {static_cast<uint32_t>(linear % grid.x), static_cast<uint32_t>(linear / grid.x % grid.y),
+          static_cast<uint32_t>(linear / (uint64_t(grid.x) * grid.y))};
+}
+Dim3 threadOfLinear(uint32_t t, const Dim3& block) {
+  return {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+}
+
+// A run-time fault at instruction `inst`: "WHAT in kernel 'K', block (x,y,z) thread (x,y,z)".
+Error launchFault(const Program& p, ErrorKind kind, uint32_t inst, Dim3 block, Dim3 thread, const std::string& what) {
+  Error e;
+  e.kind = kind;
+  ir::SourceLoc loc = p.locs[inst];
+  std::string file = loc.file < p.files.size() ? p.files[loc.file] : "";
+  e.diag = {ir::Severity::Error, file, loc,
+            what + " in kernel '" + p.kernel + "', block " + dimText(block) + " thread " + dimText(thread)};
+  e.block = block;
+  e.thread = thread;
+  return e;
+}
+
 // What the engines of one launch share.
 struct Launch {
   const Program& p;
@@ -189,6 +290,13 @@ struct Launch {
   uint32_t threadsPerBlock = 0;
   uint64_t sharedBytes = 0;
   std::atomic<uint64_t> instructions{0};  // thread instructions so far, for the launch budget
+  // --check-races on global memory (docs/interpreter.md, "Checks"): loads are recorded only from
+  // memory some st of the kernel may write, the buffers (by tag) or allocations (by base) its
+  // written parameters (and its TMA stores' maps) point into, or all memory with trackAll; loads
+  // enter the check between blocks only when no global atomic or membar can order the blocks.
+  bool globalRaces = false, trackAll = false, crossBlockReads = false;
+  std::vector<uint8_t> trackedTags{};
+  std::vector<uint64_t> trackedBases{};
 };
 
 // Runs blocks of one launch, one at a time, on the calling thread.
@@ -197,7 +305,10 @@ class Engine {
   explicit Engine(Launch& l);
 
   std::optional<Error> runBlock(uint64_t linear);
+  // After block `linear` ran without a fault: its global spans join the launch's (--check-races).
+  void closeBlock(uint64_t linear);
   const Stats& stats() const { return stats_; }
+  std::vector<Span>& spans() { return spans_; }
 
  private:
   std::optional<Error> runWarp(Warp& w);
@@ -245,6 +356,12 @@ class Engine {
   static WgmmaOp* wgInflight(WarpgroupState& g, uint32_t slot, bool chainable);
   static void wgDirty(WarpgroupState& g, uint32_t slot, uint32_t inst);
   std::optional<Error> checkRace(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
+  // The race check over `bytes` bytes whose ByteAccess at(i) returns; place() describes them.
+  template <class At, class Place>
+  std::optional<Error> race(const Code& k, const Warp& w, uint32_t lane, unsigned bytes, Access acc, ErrorKind kind,
+                            At at, Place place);
+  std::optional<Error> trackGlobal(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, unsigned bytes,
+                                   Access acc);
   std::optional<Error> checkTma(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes, Access acc);
   std::optional<Error> tmaLoad(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> tmaStore(const Warp& w, const Code& k, uint32_t mask);
@@ -266,9 +383,7 @@ class Engine {
   std::string paramName(uint32_t slot) const;
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
-  Dim3 threadOfLinear(uint32_t t) const {
-    return {t % cfg_.block.x, (t / cfg_.block.x) % cfg_.block.y, t / (cfg_.block.x * cfg_.block.y)};
-  }
+  Dim3 threadOfLinear(uint32_t t) const { return detail::threadOfLinear(t, cfg_.block); }
   std::string where(uint32_t inst) const {
     const ir::SourceLoc& l = p_.locs[inst];
     return std::to_string(l.line) + ":" + std::to_string(l.col);
@@ -310,6 +425,9 @@ class Engine {
   std::vector<uint8_t> written_;    // --check-uninit: bytes of shared memory the block wrote
   std::vector<ByteAccess> access_;  // --check-races
   uint32_t epoch_ = 0;
+  GlobalBytes globalAccess_;        // --check-races on global memory: this barrier interval's bytes
+  std::vector<Span> blockSpans_;    // and this block's spans
+  std::vector<Span> spans_;         // the spans of the blocks this engine ran
   std::vector<ThreadCopies> copies_;  // kernels with cp.async: per thread of the block
   std::vector<AsyncByte> asyncBytes_;  // and per shared byte
   bool asyncUsed_ = false;             // some cp.async ran in this block (the state needs a reset)
@@ -383,15 +501,7 @@ std::string Engine::memName(const Code& k) const {
 }
 
 Error Engine::fault(ErrorKind kind, const Code& k, Dim3 thread, const std::string& what) const {
-  Error e;
-  e.kind = kind;
-  ir::SourceLoc loc = p_.locs[k.inst];
-  std::string file = loc.file < p_.files.size() ? p_.files[loc.file] : "";
-  e.diag = {ir::Severity::Error, file, loc,
-            what + " in kernel '" + p_.kernel + "', block " + dimText(ctaid_) + " thread " + dimText(thread)};
-  e.block = ctaid_;
-  e.thread = thread;
-  return e;
+  return launchFault(p_, kind, k.inst, ctaid_, thread, what);
 }
 
 // The shared array an access at `off` belongs to: the last one starting at or before it (an
@@ -487,10 +597,9 @@ Engine::Engine(Launch& l)
 }
 
 std::optional<Error> Engine::runBlock(uint64_t linear) {
-  const Dim3& g = cfg_.grid;
-  ctaid_ = {static_cast<uint32_t>(linear % g.x), static_cast<uint32_t>(linear / g.x % g.y),
-            static_cast<uint32_t>(linear / (uint64_t(g.x) * g.y))};
+  ctaid_ = blockOfLinear(linear, cfg_.grid);
   ++stats_.blocks;
+  blockSpans_.clear();
   for (Warp& w : warps_) {
     w.exited = 0;
     w.state = WarpState::Running;
@@ -856,7 +965,9 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
     if (sp == AddrSpace::Generic && tag == kSharedTag) {
       shared = true;
     } else if (launch_.memory.device) {
-      return locateDevice(k, w, lane, addr, out, bytes);
+      if (auto e = locateDevice(k, w, lane, addr, out, bytes)) return e;
+      return launch_.globalRaces && acc != Access::Atomic && !k.isVolatile ? trackGlobal(k, w, lane, addr, bytes, acc)
+                                                                            : std::nullopt;
     } else {
       if (tag == 0 || tag > buffers_.size()) {
         char buf[32];
@@ -875,7 +986,8 @@ std::optional<Error> Engine::locate(const Code& k, const Warp& w, uint32_t lane,
         return fault(outside ? ErrorKind::OutOfBounds : ErrorKind::Misaligned, k, w, lane, what);
       }
       out = b.bytes->data() + off;
-      return std::nullopt;
+      return launch_.globalRaces && acc != Access::Atomic && !k.isVolatile ? trackGlobal(k, w, lane, addr, bytes, acc)
+                                                                            : std::nullopt;
     }
   } else if (shared) {
     off = static_cast<uint32_t>(addr);
@@ -963,24 +1075,31 @@ std::optional<Error> Engine::trackShared(const Code& k, const Warp& w, uint32_t 
 // completed mbarrier phase orders before it.
 std::optional<Error> Engine::checkRace(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes,
                                        Access acc) {
+  return race(
+      k, w, lane, bytes, acc, ErrorKind::SharedRace, [&](unsigned i) -> ByteAccess& { return access_[off + i]; },
+      [&] { return "shared-memory race: " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off); });
+}
+
+template <class At, class Place>
+std::optional<Error> Engine::race(const Code& k, const Warp& w, uint32_t lane, unsigned bytes, Access acc,
+                                  ErrorKind kind, At at, Place place) {
   const uint32_t t = w.index * kWarpSize + lane;
-  auto race = [&](uint32_t other, uint32_t otherInst, const char* did) {
-    return fault(ErrorKind::SharedRace, k, w, lane,
-                 "shared-memory race: " + memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
-                     (acc == Access::Write ? " writes" : " reads") + " a byte that thread " +
+  auto report = [&](uint32_t other, uint32_t otherInst, const char* did) {
+    return fault(kind, k, w, lane,
+                 place() + (acc == Access::Write ? " writes" : " reads") + " a byte that thread " +
                      dimText(threadOfLinear(other)) + " " + did + " at " + where(otherInst) +
                      (arrivals_.empty() ? " with no bar.sync between" : " with no bar.sync or completed mbarrier phase between"));
   };
   const uint32_t s = stamp(t);
   for (unsigned i = 0; i < bytes; ++i) {
-    ByteAccess& a = access_[off + i];
+    ByteAccess& a = at(i);
     if (a.writeEpoch == epoch_ && a.writer != t && !ordered(a.writer, a.writeStamp, t))
-      return race(a.writer, a.writeInst, "wrote");
+      return report(a.writer, a.writeInst, "wrote");
     if (acc == Access::Write) {
       if (a.readEpoch == epoch_ && a.reader != t && !ordered(a.reader, a.readStamp, t))
-        return race(a.reader, a.readInst, "read");
+        return report(a.reader, a.readInst, "read");
       if (a.readEpoch == epoch_ && a.reader2 != kNoThread && a.reader2 != t && !ordered(a.reader2, a.reader2Stamp, t))
-        return race(a.reader2, a.reader2Inst, "read");
+        return report(a.reader2, a.reader2Inst, "read");
       a.writeEpoch = epoch_;
       a.writer = t;
       a.writeInst = k.inst;
@@ -999,6 +1118,45 @@ std::optional<Error> Engine::checkRace(const Code& k, const Warp& w, uint32_t la
     }
   }
   return std::nullopt;
+}
+
+// --check-races on a global access (not atomic, not volatile): the race check within the block
+// over the bytes' addresses, and the access joins the block's spans for the check between blocks.
+// A load of memory that no st of the kernel writes is not recorded (Launch::trackedTags).
+std::optional<Error> Engine::trackGlobal(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, unsigned bytes,
+                                         Access acc) {
+  const bool write = acc == Access::Write;
+  if (!write && !launch_.trackAll) {
+    bool tracked = launch_.memory.device
+                       ? std::find(launch_.trackedBases.begin(), launch_.trackedBases.end(), lastAllocation_.base) !=
+                             launch_.trackedBases.end()
+                       : launch_.trackedTags[pointerTag(addr)];
+    if (!tracked) return std::nullopt;
+  }
+  const uint32_t t = w.index * kWarpSize + lane;
+  if (write || launch_.crossBlockReads) {
+    Span* last = blockSpans_.empty() ? nullptr : &blockSpans_.back();
+    if (last && last->write == write && last->inst == k.inst && last->size == bytes && last->hi == addr &&
+        last->threadAt(addr) == t)
+      last->hi += bytes;
+    else
+      blockSpans_.push_back({addr, addr + bytes, 0, k.inst, t, static_cast<uint8_t>(bytes), write});
+  }
+  return race(
+      k, w, lane, bytes, acc, ErrorKind::GlobalRace,
+      [&, word = static_cast<GlobalBytes::Word*>(nullptr)](unsigned i) mutable -> ByteAccess& {
+        const uint64_t byte = addr + i;
+        if (!word || (byte & 3) == 0) word = &globalAccess_.word(byte, epoch_);
+        return (*word)[byte & 3];
+      },
+      [&] { return "global-memory race: " + memName(k) + " of " + std::to_string(bytes) + " bytes " +
+                   globalPlace(launch_.memory, addr); });
+}
+
+void Engine::closeBlock(uint64_t linear) {
+  for (Span& s : blockSpans_) s.block = linear;
+  spans_.insert(spans_.end(), blockSpans_.begin(), blockSpans_.end());
+  blockSpans_.clear();
 }
 
 std::optional<Error> Engine::memory(Warp& w, const Code& k, uint32_t mask) {
@@ -2041,6 +2199,74 @@ bool hasGlobalAtomics(const Program& p) {
                      [](const Code& k) { return k.kind == Kind::Atom && k.space != AddrSpace::Shared; });
 }
 
+// --check-races: what Launch needs to record global accesses (the memory the kernel's stores and
+// TMA stores can reach).
+void prepareGlobalRaces(Launch& l) {
+  const Program& p = l.p;
+  l.globalRaces = true;
+  l.trackAll = p.writesAnywhere;
+  l.crossBlockReads = !hasGlobalAtomics(p) && std::none_of(p.code.begin(), p.code.end(), [](const Code& k) {
+    return k.op == Op::Membar;
+  });
+  l.trackedTags.assign(l.memory.buffers.size() + 1, 0);
+  auto mark = [&](uint64_t pointer) {
+    if (!l.memory.device) {
+      if (uint64_t tag = pointerTag(pointer); tag >= 1 && tag <= l.memory.buffers.size()) l.trackedTags[tag] = 1;
+    } else if (auto a = l.memory.device->below(pointer); a && pointer - a->base < a->bytes) {
+      l.trackedBases.push_back(a->base);
+    }
+  };
+  for (size_t i = 0; i < p.params.size() && i < p.paramWritten.size() && i < l.params.size(); ++i)
+    if (p.paramWritten[i]) mark(l.params[i]);
+  if (p.bulkStores)
+    for (const TensorMapDesc& map : l.memory.tensorMaps) mark(map.address);
+}
+
+// --check-races between blocks: the first byte, in address order, that two blocks touch through
+// plain accesses, one of them writing it. Nothing orders the blocks of a launch (loads are
+// recorded only where no atomic or membar could order them: Launch::crossBlockReads). Reported
+// at the access of the later block.
+std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.lo, a.block, a.hi, a.inst) < std::tie(b.lo, b.block, b.hi, b.inst);
+  });
+  // The spans seen so far that reach furthest, from two different blocks.
+  struct Furthest {
+    const Span* first = nullptr;   // reaches furthest
+    const Span* second = nullptr;  // reaches furthest among the other blocks' spans
+    void add(const Span& s) {
+      if (first && s.block == first->block) {
+        if (s.hi > first->hi) first = &s;
+      } else if (!first || s.hi > first->hi) {
+        second = first;
+        first = &s;
+      } else if (!second || s.hi > second->hi) {
+        second = &s;
+      }
+    }
+    const Span* otherThan(uint64_t block) const { return first && first->block != block ? first : second; }
+  } any, writes;
+  for (const Span& s : spans) {
+    const Span* o = (s.write ? any : writes).otherThan(s.block);
+    if (o && o->hi > s.lo) {
+      const Span& later = o->block > s.block ? *o : s;
+      const Span& earlier = o->block > s.block ? s : *o;
+      auto blockOf = [&](uint64_t b) { return blockOfLinear(b, l.cfg.grid); };
+      auto threadOf = [&](uint32_t t) { return threadOfLinear(t, l.cfg.block); };
+      const ir::SourceLoc& at = l.p.locs[earlier.inst];
+      return launchFault(l.p, ErrorKind::GlobalRace, later.inst, blockOf(later.block), threadOf(later.threadAt(s.lo)),
+                         std::string("global-memory race: a ") + (later.write ? "write" : "read") + " of the byte " +
+                             globalPlace(l.memory, s.lo) + ", which block " + dimText(blockOf(earlier.block)) +
+                             " thread " + dimText(threadOf(earlier.threadAt(s.lo))) + (earlier.write ? " writes" : " reads") +
+                             " at " + std::to_string(at.line) + ":" + std::to_string(at.col) +
+                             "; nothing orders the blocks of one launch");
+    }
+    any.add(s);
+    if (s.write) writes.add(s);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, GlobalMemory memory,
@@ -2051,6 +2277,7 @@ std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBi
   Launch launch{p, paramBits, memory, cfg, opts};
   launch.threadsPerBlock = cfg.block.total();
   launch.sharedBytes = cfg.dynamicShared ? uint64_t(p.dynamicSharedStart) + cfg.dynamicShared : p.staticSharedEnd;
+  if (opts.checkRaces) prepareGlobalRaces(launch);
   const uint64_t blocks = uint64_t(cfg.grid.x) * cfg.grid.y * cfg.grid.z;
   uint64_t workers = opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
   if (hasGlobalAtomics(p)) workers = 1;
@@ -2063,6 +2290,7 @@ std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBi
   std::mutex mu;
   std::optional<Error> first;
   std::vector<Stats> perWorker(workers);
+  std::vector<std::vector<Span>> spans(workers);
   auto work = [&](size_t index) {
     FenvGuard fenv;  // the floating-point environment is per thread
     Engine engine(launch);
@@ -2075,9 +2303,12 @@ std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBi
           first = std::move(e);
           stopAfter.store(b);
         }
+      } else {
+        engine.closeBlock(b);
       }
     }
     perWorker[index] = engine.stats();
+    spans[index] = std::move(engine.spans());
   };
   if (workers == 1) {
     work(0);
@@ -2091,6 +2322,11 @@ std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBi
     stats.blocks += s.blocks;
   }
   stats.threads = stats.blocks * launch.threadsPerBlock;
+  if (!first && launch.globalRaces) {
+    std::vector<Span> all = std::move(spans[0]);
+    for (size_t i = 1; i < spans.size(); ++i) all.insert(all.end(), spans[i].begin(), spans[i].end());
+    first = crossBlockRace(launch, all);
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return first;
 }

@@ -72,6 +72,7 @@ struct Code {
   ir::AddrSpace srcSpace = ir::AddrSpace::Generic;  // bitcast between pointers
   uint8_t bytes = 0;                                // memory ops: access size (cp.async: cp-size)
   bool srcSize = false;                             // cp.async: src[2] holds a src-size
+  bool isVolatile = false;                          // ld/st .volatile: not a data race (PTX memory model)
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
   uint32_t src[5] = {0, 0, 0, 0, 0};
@@ -115,6 +116,12 @@ struct Program {
   // shared.addr (through ptradd, selp, bitcast and block arguments), that array's index in
   // `shared`; -1 otherwise. An access through it must stay inside that array.
   std::vector<int32_t> sharedOrigin;
+  // Per parameter (in `params` order): some plain st writes global memory through a pointer
+  // derived from it. writesAnywhere: some st writes through a global or generic pointer whose
+  // parameter the IR does not say (a loaded pointer, an integer). With --check-races, loads of
+  // memory no st can write go unrecorded, since nothing in the launch can race with them.
+  std::vector<uint8_t> paramWritten;
+  bool writesAnywhere = false;
   uint32_t staticSharedEnd = 0;
   uint32_t dynamicSharedStart = 0;
   std::optional<ir::Dim3> reqntid, maxntid;

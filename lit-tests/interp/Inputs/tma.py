@@ -13,7 +13,8 @@
                                              (X, Y) from a tile whose word i held i + 1 (tile at
                                              BASE): in-bounds elements hold the tile's, the rest
                                              (padding and elements outside the box) is unchanged
-  tma.py ring OUT K                          the ring kernel's output: 16 x 8K u32 tensor copied
+  tma.py ring OUT K [BLOCKS]                 the ring kernel's output: 16 x 8K u32 tensor copied,
+                                             once per block
 """
 import sys
 
@@ -79,9 +80,9 @@ def store(path, e, cols, rows, stride, x, y, b0, b1, mode, base):
     return bad == 0
 
 
-def ring(path, k):
+def ring(path, k, blocks=1):
     data = open(path, "rb").read()
-    want = b"".join(value(r, c, 16, 4).to_bytes(4, "little") for r in range(8 * k) for c in range(16))
+    want = b"".join(value(r, c, 16, 4).to_bytes(4, "little") for r in range(8 * k) for c in range(16)) * blocks
     print("ring: %d tiles, %s" % (k, "ok" if data == want else "wrong"))
     return data == want
 
@@ -97,7 +98,7 @@ def main(argv):
     if cmd == "store":
         return 0 if store(args[0], n(1), n(2), n(3), n(4), n(5), n(6), n(7), n(8), MODE[args[9]], n(10)) else 1
     if cmd == "ring":
-        return 0 if ring(args[0], n(1)) else 1
+        return 0 if ring(args[0], n(1), n(2) if len(args) > 2 else 1) else 1
     print(__doc__)
     return 2
 
