@@ -2,8 +2,9 @@
 // token per sequence against a KV cache, split along the sequence (flash-decoding).
 //
 // attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
-// min((s + 1) * split_len, length)) of sequence b's cache once for all `group` query heads that
-// share kv head h (grouped-query attention). Its 4 warps take every 4th position, 4 positions per
+// min((s + 1) * split_len, length)) of sequence b's cache (contiguous rows from offsets[b], or
+// with page_size the rows of its pages, which its row of block_table lists) once for all `group`
+// query heads that share kv head h (grouped-query attention). Its 4 warps take every 4th position, 4 positions per
 // step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
 // products finished by one warp reduction of all of a step's (warpSumEach), kept in the log2
@@ -17,6 +18,7 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
+#include <bit>
 #include <string>
 
 #include "kernels/Library.h"
@@ -42,12 +44,15 @@ constexpr unsigned kMaxGroupDim = 1024;
 struct Config {
   Storage s;
   unsigned dim, group;
+  unsigned pageSize = 0;  // 0: a sequence's rows are contiguous from offsets[b]
   unsigned perLane() const { return dim / 32; }
 };
 
 Config configOf(const Options& o) {
-  const unsigned group = o.all().count("group") ? static_cast<unsigned>(o.integer("group")) : 1;  // merge: none
-  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), group};
+  // The merge has neither group nor page_size.
+  auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
+  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
+          static_cast<unsigned>(optional("page_size", 0))};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -59,6 +64,8 @@ bool checkConfig(const Config& c, bool withGroup, ir::Diagnostics& diags) {
   else if (withGroup && c.group * c.dim > kMaxGroupDim)
     why = "group * head_dim is at most " + std::to_string(kMaxGroupDim) + " (here " + std::to_string(c.group) + " * " +
           std::to_string(c.dim) + ")";
+  else if (c.pageSize & (c.pageSize - 1))
+    why = "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize);
   if (!why.empty()) diags.report(ir::Severity::Error, "", {}, why);
   return why.empty();
 }
@@ -106,10 +113,13 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_decode");
   if (!checkConfig(c, true, diags)) return std::nullopt;
+  const unsigned ps = c.pageSize;
   Value q = kb.param(kGlobalPtr, "q");
   Value kc = kb.param(kGlobalPtr, "k_cache");
   Value vc = kb.param(kGlobalPtr, "v_cache");
-  Value offsets = kb.param(kGlobalPtr, "offsets");
+  // Paged: sequence b's page j is page block_table[b * max_pages + j] of the caches (rows
+  // [page * page_size, (page + 1) * page_size)).
+  Value rowsOf = kb.param(kGlobalPtr, ps ? "block_table" : "offsets");
   Value lengths = kb.param(kGlobalPtr, "lengths");
   Value partial = kb.param(kGlobalPtr, "partial");
   Value stats = kb.param(kGlobalPtr, "stats");
@@ -117,6 +127,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value kvHeads = kb.param(Type::u32(), "kv_heads");
   Value splits = kb.param(Type::u32(), "splits");
   Value splitLen = kb.param(Type::u32(), "split_len");
+  Value maxPages = ps ? kb.param(Type::u32(), "max_pages") : Value();
   Value scale = kb.param(Type::f32(), "scale");
   kb.reqntid(kBlock);
   // Four blocks (16 warps) per SM, up to 128 registers a thread: ptxas's own choice for this
@@ -136,7 +147,15 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     return kb.shfl(Mod::Idx, kb.load(p, Type::u32(), {Mod::NcMod}), 0, name);
   };
   Value len = uniformLoad(kb.index(lengths, b, 4), "len");
-  Value first = uniformLoad(kb.index(offsets, b, 4), "first_row");
+  Value first = ps ? Value() : uniformLoad(kb.index(rowsOf, b, 4), "first_row");
+  Value pages = ps ? kb.index(rowsOf, (b * maxPages).named("table_row"), 4, "pages") : Value();
+  // The cache row of position t: first + t, or row t % page_size of the sequence's page t / page_size.
+  auto rowAt = [&](Value t) {
+    if (!ps) return (first + t).named("row");
+    const unsigned shift = static_cast<unsigned>(std::countr_zero(ps));
+    Value page = kb.load(kb.index(pages, (t >> shift).named("page_of"), 4), Type::u32(), {Mod::NcMod}, "page");
+    return ((page << shift) + (t & (ps - 1))).named("row");
+  };
   Value t0 = (split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
   Value qHeads = (kvHeads * G).named("q_heads");
@@ -184,7 +203,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
           for (unsigned u = 0; u < unroll; ++u) {
             Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
             Value in = u == 0 ? kb.pred(true) : (tu < t1).named("in_split");
-            Value row = (first + kb.select(in, tu, t)).named("row");
+            Value row = rowAt(kb.select(in, tu, t));
             valid.push_back(in);
             kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
             vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
@@ -338,6 +357,15 @@ OptionSpec dimOption() {
   return s;
 }
 
+OptionSpec pageOption() {
+  OptionSpec s = option("page_size", int64_t{0},
+                        "cache rows per page: 0 for contiguous rows from offsets[b]; a power of two for a paged cache "
+                        "read through block_table and max_pages");
+  s.min = 0;
+  s.max = 4096;
+  return s;
+}
+
 OptionSpec groupOption() {
   OptionSpec s = option("group", int64_t{1},
                         "query heads per kv head (grouped-query attention); group * head_dim <= " +
@@ -354,10 +382,11 @@ void addAttention(std::vector<Template>& out) {
   out.push_back({
       "attention_decode",
       "decode attention, pass 1: one query token per sequence against its KV cache rows [offsets[b], offsets[b] + "
-      "lengths[b]) (each row kv_heads x head_dim), grouped-query heads sharing one read of K and V, split along the "
-      "sequence: block (kv head, split, sequence) writes its normalized output and log2-sum-exp to the f32 "
+      "lengths[b]) (each row kv_heads x head_dim), or with page_size its pages' rows (position t in row t % page_size "
+      "of page block_table[b * max_pages + t / page_size]), grouped-query heads sharing one read of K and V, split "
+      "along the sequence: block (kv head, split, sequence) writes its normalized output and log2-sum-exp to the f32 "
       "workspace partial [batch, q_heads, splits, head_dim] and stats [batch, q_heads, splits]",
-      {dtypeOption("dtype", storage), dimOption(), groupOption()},
+      {dtypeOption("dtype", storage), dimOption(), groupOption(), pageOption()},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};

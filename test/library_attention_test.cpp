@@ -1,10 +1,13 @@
 // attention_decode + attention_decode_merge (kernels/Attention.cpp) against a double-precision
 // reference on the inputs rounded to the storage type: sequences of lengths 0, 1, 2, 31 and 257
-// in one batch with gaps between their cache rows, grouped-query ratios 1, 4 and 8, head dims
-// 64, 128 and 256, many splits and one, and NaN in K and in V.
+// in one batch with gaps between their cache rows, or in shuffled pages of a paged cache,
+// grouped-query ratios 1, 4 and 8, head dims 64, 128 and 256, many splits and one, and NaN in K
+// and in V.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 
 #include "library_harness.h"
 
@@ -17,6 +20,7 @@ struct Variant {
   const char* merge;
   Dtype d;
   uint32_t dim, group;
+  uint32_t pageSize = 0;  // a paged cache (block_table, max_pages) when not 0
 };
 
 constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
@@ -24,6 +28,9 @@ constexpr Variant kBf16G4{"decode_bf16_d128_g4", "merge_bf16_d128", Dtype::BF16,
 constexpr Variant kBf16G8{"decode_bf16_d128_g8", "merge_bf16_d128", Dtype::BF16, 128, 8};
 constexpr Variant kF16{"decode_f16_d256_g4", "merge_f16_d256", Dtype::F16, 256, 4};
 constexpr Variant kF16G3{"decode_f16_d256_g3", "merge_f16_d256", Dtype::F16, 256, 3};  // 2 positions a step
+constexpr Variant kPaged16{"decode_bf16_d128_g4_p16", "merge_bf16_d128", Dtype::BF16, 128, 4, 16};
+constexpr Variant kPaged1{"decode_f32_d64_g1_p1", "merge_f32_d64", Dtype::F32, 64, 1, 1};
+constexpr Variant kPaged64{"decode_f16_d256_g3_p64", "merge_f16_d256", Dtype::F16, 256, 3, 64};
 
 struct Problem {
   std::vector<uint32_t> lengths;
@@ -37,36 +44,58 @@ struct Problem {
 };
 
 void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
-  const uint32_t B = uint32_t(p.lengths.size()), KH = p.kvHeads, QH = KH * v.group, D = v.dim;
+  const uint32_t B = uint32_t(p.lengths.size()), KH = p.kvHeads, QH = KH * v.group, D = v.dim, P = v.pageSize;
   uint32_t maxLen = 0, rows = 0;
-  std::vector<uint32_t> offsets;
-  for (uint32_t len : p.lengths) {
-    offsets.push_back(rows + 3);  // gaps of 3 unused rows between sequences
-    rows += len + 3;
-    maxLen = std::max(maxLen, len);
+  for (uint32_t len : p.lengths) maxLen = std::max(maxLen, len);
+  // Contiguous: sequence b's rows from offsets[b], gaps of 3 unused rows between sequences.
+  // Paged: its pages in block_table's row b, in shuffled order among twice the pages needed; the
+  // entries past a sequence's last page point far outside the caches (the kernel must not read them).
+  std::vector<uint32_t> offsets, table;
+  const uint32_t maxPages = P ? std::max<uint32_t>(1, (maxLen + P - 1) / P + 1) : 0;
+  if (P) {
+    uint32_t needed = 0;
+    for (uint32_t len : p.lengths) needed += (len + P - 1) / P;
+    std::vector<uint32_t> order(2 * needed + 1);
+    std::iota(order.begin(), order.end(), 0u);
+    std::shuffle(order.begin(), order.end(), rng);
+    table.assign(size_t(B) * maxPages, 0x7FFFFFFFu / P);
+    uint32_t next = 0;
+    for (uint32_t b = 0; b < B; ++b)
+      for (uint32_t j = 0; j * P < p.lengths[b]; ++j) table[size_t(b) * maxPages + j] = order[next++];
+    rows = uint32_t(order.size()) * P;
+  } else {
+    for (uint32_t len : p.lengths) {
+      offsets.push_back(rows + 3);
+      rows += len + 3;
+    }
   }
+  auto rowOf = [&](uint32_t b, uint32_t t) {
+    return P ? size_t(table[size_t(b) * maxPages + t / P]) * P + t % P : size_t(offsets[b]) + t;
+  };
   const uint32_t splits = std::max<uint32_t>(1, (maxLen + p.splitLen - 1) / p.splitLen);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
   std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(rows) * KH * D)));
   std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(rows) * KH * D)));
-  const size_t nanAt = (size_t(offsets[0]) + p.at) * KH * D + 3;
+  const size_t nanAt = rowOf(0, p.at) * KH * D + 3;
   if (p.nan == Problem::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Problem::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> partial(size_t(B) * QH * splits * D, -7.0f), stats(size_t(B) * QH * splits, -7.0f);
-  Outputs first = r.run(Call("attention", v.decode)
-                            .buffer("q", encode(v.d, q))
-                            .buffer("k_cache", encode(v.d, k), p.misalign)
-                            .buffer("v_cache", encode(v.d, val), p.misalign)
-                            .buffer("offsets", offsets)
-                            .buffer("lengths", p.lengths)
-                            .buffer("partial", partial)
-                            .buffer("stats", stats)
-                            .scalar("batch", B)
-                            .scalar("kv_heads", KH)
-                            .scalar("splits", splits)
-                            .scalar("split_len", p.splitLen)
-                            .scalar("scale", scale));
+  Call call = Call("attention", v.decode)
+                  .buffer("q", encode(v.d, q))
+                  .buffer("k_cache", encode(v.d, k), p.misalign)
+                  .buffer("v_cache", encode(v.d, val), p.misalign)
+                  .buffer("lengths", p.lengths)
+                  .buffer("partial", partial)
+                  .buffer("stats", stats)
+                  .scalar("batch", B)
+                  .scalar("kv_heads", KH)
+                  .scalar("splits", splits)
+                  .scalar("split_len", p.splitLen)
+                  .scalar("scale", scale);
+  if (P) call.buffer("block_table", table).scalar("max_pages", maxPages);
+  else call.buffer("offsets", offsets);
+  Outputs first = r.run(call);
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
   Outputs second = r.run(Call("attention", v.merge)
                              .buffer("partial", first.get<float>("partial"))
@@ -81,7 +110,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
     for (uint32_t qh = 0; qh < QH; ++qh) {
       const uint32_t h = qh / v.group, len = p.lengths[b];
       const float* qrow = &q[(size_t(b) * QH + qh) * D];
-      auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[((size_t(offsets[b]) + t) * KH + h) * D]; };
+      auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[(rowOf(b, t) * KH + h) * D]; };
       std::vector<double> s(len);
       double m = -std::numeric_limits<double>::infinity();
       for (uint32_t t = 0; t < len; ++t) {
@@ -100,7 +129,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
       }
     }
   std::string what = std::string(v.decode) + " batch " + std::to_string(B) + " kv_heads " + std::to_string(KH) +
-                     " split_len " + std::to_string(p.splitLen);
+                     " split_len " + std::to_string(p.splitLen) + (P ? " page_size " + std::to_string(P) : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
   // to 1, so the output is off by at most ~1e-5 * max|v| = 1e-5, plus its rounding to storage.
@@ -121,6 +150,21 @@ LIBRARY_TEST("attention_decode: mixed lengths, one and many splits, every storag
   // Caches only element-aligned: the element-by-element loads (on the GPU and the simulator).
   checkDecode(r, rng, kF32, {mixed, 2, 64, Problem::Nan::None, 0, 4});
   checkDecode(r, rng, kBf16G4, {mixed, 1, 64, Problem::Nan::None, 0, 2});
+}
+
+// Paged caches: pages of 16 rows (split_len 64 and 1000 take several pages a split; 24 a page
+// boundary inside a split), of 1 row (a row per position) and of 64; sequences ending exactly at
+// a page's end (16, 32, 64) and one past it (17, 65).
+LIBRARY_TEST("attention_decode: paged caches through a block table", attentionDecodePaged) {
+  std::mt19937 rng(seed());
+  const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0, 16, 17};
+  for (const Variant* v : {&kPaged16, &kPaged1, &kPaged64}) {
+    checkDecode(r, rng, *v, {mixed, 2, 64});
+    checkDecode(r, rng, *v, {mixed, 1, 1000});
+    checkDecode(r, rng, *v, {{32, 64, 65}, 2, 24});
+  }
+  checkDecode(r, rng, kPaged16, {mixed, 1, 64, Problem::Nan::None, 0, 2});  // element loads
+  checkDecode(r, rng, kPaged16, {{40, 5}, 2, 16, Problem::Nan::V, 17});
 }
 
 LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements", attentionDecodeNan) {

@@ -39,7 +39,9 @@ TEST_CASE("gpu: with NVTX on, each launch is a range named after its kernel" * d
   auto kernels = decode_embed::Kernels::load(ctx.value());
   REQUIRE(kernels.ok());
   auto a = truenort::DeviceBuffer<float>::allocate(ctx.value(), 64);
+  auto y = truenort::DeviceBuffer<float>::allocate(ctx.value(), 64);  // gelu reads x through ld.nc: not in place
   REQUIRE(a.ok());
+  REQUIRE(y.ok());
   // The kernels read it: defined values (compute-sanitizer's initcheck reported the reads).
   REQUIRE(a.value().upload(std::vector<float>(64, 0.5f)).ok());
   void* fake = dlopen(TRUENOC_FAKE_NVTX, RTLD_NOW | RTLD_LOCAL);
@@ -52,7 +54,7 @@ TEST_CASE("gpu: with NVTX on, each launch is a range named after its kernel" * d
   REQUIRE(truenort::enable_nvtx(TRUENOC_FAKE_NVTX).ok());
   CHECK(truenort::nvtx_enabled());
   REQUIRE(kernels.value().vadd(nullptr, a.value(), a.value(), a.value(), 64u).ok());
-  REQUIRE(kernels.value().gelu(nullptr, a.value(), a.value(), 64u).ok());
+  REQUIRE(kernels.value().gelu(nullptr, a.value(), y.value(), 64u).ok());
   REQUIRE(kernels.value().vadd(nullptr, a.value(), a.value(), a.value(), 0u).ok());  // empty: no launch, no range
   REQUIRE(ctx.value().synchronize().ok());
   CHECK(std::string(take()) == "push vadd;pop;push gelu;pop;");

@@ -178,7 +178,7 @@ TEST_CASE("sim: a kernel from .tir text runs on the interpreter; an out-of-bound
 
 // The simulator checks races (checks = all): on device memory the report names the address and
 // its allocation; a load through a parameter the kernel never stores to is checked when its
-// allocation is one the kernel writes through another parameter.
+// allocation is one the kernel writes through another parameter, as an ld.nc of it is.
 TEST_CASE("sim: races on global memory, in a block and between blocks, fail the launch") {
   const Driver& d = sim();
   makeCurrent();
@@ -226,6 +226,13 @@ TEST_CASE("sim: races on global memory, in a block and between blocks, fail the 
   REQUIRE(text.find(loadOfIn) != std::string::npos);
   const auto line = std::count(text.begin(), text.begin() + text.find(loadOfIn), '\n') + 1;
   CHECK(aliasText.find(".tir:" + std::to_string(line) + ":8: error:") != std::string::npos);  // in's load, not out's
+
+  // copy reads src through ld.nc: with src = dst, memory the launch writes.
+  CHECK(launch("copy", 2, 4, {&out, &in}).first == cu::SUCCESS);
+  auto [nc, ncText] = launch("copy", 2, 4, {&out, &out});
+  CHECK(nc == 719);
+  CHECK(ncText.find("global-memory race: ld.nc of the byte " + place(out, 0, 512) +
+                    ", which block (0,0,0) thread (0,0,0) writes at ") != std::string::npos);
   for (CUdeviceptr p : {out, in}) CHECK(d.cuMemFree(p) == cu::SUCCESS);
   CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
 }

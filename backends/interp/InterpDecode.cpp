@@ -399,6 +399,7 @@ class Decoder {
         c.space = k_.typeOf(in.operands[0]).space;
         c.bytes = static_cast<uint8_t>(in.type->bytes());
         c.isVolatile = in.has(ir::Mod::VolatileMod);
+        c.nc = in.has(ir::Mod::NcMod);
         if (std::string why; in.op == Op::Atom && !validAtom(c, why)) return fail(in.loc, why);
         break;
       case Op::Membar:

@@ -126,15 +126,15 @@ class GlobalBytes {
   unsigned shift_ = 64;
 };
 
-// A run of global bytes one block wrote (or, where the check covers reads, read) in a launch, for
-// the check between blocks: [lo, hi) by instruction `inst`, in accesses of `size` bytes by
+// A run of global bytes one block wrote, or read (where the check between blocks covers reads, or
+// by ld.nc), in a launch: [lo, hi) by instruction `inst`, in accesses of `size` bytes by
 // consecutive threads from `thread` on.
 struct Span {
   uint64_t lo = 0, hi = 0;
   uint64_t block = 0;  // linear
   uint32_t inst = 0, thread = 0;
   uint8_t size = 0;
-  bool write = false;
+  bool write = false, nc = false;
   uint32_t threadAt(uint64_t addr) const { return thread + static_cast<uint32_t>((addr - lo) / size); }
 };
 
@@ -1134,13 +1134,13 @@ std::optional<Error> Engine::trackGlobal(const Code& k, const Warp& w, uint32_t 
     if (!tracked) return std::nullopt;
   }
   const uint32_t t = w.index * kWarpSize + lane;
-  if (write || launch_.crossBlockReads) {
+  if (write || launch_.crossBlockReads || k.nc) {
     Span* last = blockSpans_.empty() ? nullptr : &blockSpans_.back();
     if (last && last->write == write && last->inst == k.inst && last->size == bytes && last->hi == addr &&
         last->threadAt(addr) == t)
       last->hi += bytes;
     else
-      blockSpans_.push_back({addr, addr + bytes, 0, k.inst, t, static_cast<uint8_t>(bytes), write});
+      blockSpans_.push_back({addr, addr + bytes, 0, k.inst, t, static_cast<uint8_t>(bytes), write, k.nc});
   }
   return race(
       k, w, lane, bytes, acc, ErrorKind::GlobalRace,
@@ -2223,9 +2223,10 @@ void prepareGlobalRaces(Launch& l) {
 }
 
 // --check-races between blocks: the first byte, in address order, that two blocks touch through
-// plain accesses, one of them writing it. Nothing orders the blocks of a launch (loads are
-// recorded only where no atomic or membar could order them: Launch::crossBlockReads). Reported
-// at the access of the later block.
+// plain accesses, one of them writing it. Nothing orders the blocks of a launch (loads take part
+// only where no atomic or membar could order them: Launch::crossBlockReads). Reported at the
+// access of the later block. Also the first byte an ld.nc reads that any thread of the launch
+// writes, reported at the load.
 std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return std::tie(a.lo, a.block, a.hi, a.inst) < std::tie(b.lo, b.block, b.hi, b.inst);
@@ -2245,24 +2246,35 @@ std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
       }
     }
     const Span* otherThan(uint64_t block) const { return first && first->block != block ? first : second; }
-  } any, writes;
+  } any, writes, ncReads;
+  auto blockOf = [&](uint64_t b) { return blockOfLinear(b, l.cfg.grid); };
+  auto threadOf = [&](uint32_t t) { return threadOfLinear(t, l.cfg.block); };
+  // `at` touches byte `addr`, which `other` also touches: the fault at `at`'s access.
+  auto report = [&](const Span& at, const Span& other, uint64_t addr, const std::string& what, const char* why) {
+    const ir::SourceLoc& loc = l.p.locs[other.inst];
+    return launchFault(l.p, ErrorKind::GlobalRace, at.inst, blockOf(at.block), threadOf(at.threadAt(addr)),
+                       "global-memory race: " + what + " of the byte " + globalPlace(l.memory, addr) + ", which block " +
+                           dimText(blockOf(other.block)) + " thread " + dimText(threadOf(other.threadAt(addr))) +
+                           (other.write ? " writes" : " reads") + " at " + std::to_string(loc.line) + ":" +
+                           std::to_string(loc.col) + why);
+  };
+  const char* ncWhy = " in this launch; ld.nc is for memory nothing writes while the kernel runs";
   for (const Span& s : spans) {
+    if (const Span* w = writes.first; s.nc && w && w->hi > s.lo) return report(s, *w, s.lo, "ld.nc", ncWhy);
+    if (const Span* r = ncReads.first; s.write && r && r->hi > s.lo) return report(*r, s, s.lo, "ld.nc", ncWhy);
+    if (!s.write && !l.crossBlockReads) {
+      ncReads.add(s);
+      continue;
+    }
     const Span* o = (s.write ? any : writes).otherThan(s.block);
     if (o && o->hi > s.lo) {
       const Span& later = o->block > s.block ? *o : s;
-      const Span& earlier = o->block > s.block ? s : *o;
-      auto blockOf = [&](uint64_t b) { return blockOfLinear(b, l.cfg.grid); };
-      auto threadOf = [&](uint32_t t) { return threadOfLinear(t, l.cfg.block); };
-      const ir::SourceLoc& at = l.p.locs[earlier.inst];
-      return launchFault(l.p, ErrorKind::GlobalRace, later.inst, blockOf(later.block), threadOf(later.threadAt(s.lo)),
-                         std::string("global-memory race: a ") + (later.write ? "write" : "read") + " of the byte " +
-                             globalPlace(l.memory, s.lo) + ", which block " + dimText(blockOf(earlier.block)) +
-                             " thread " + dimText(threadOf(earlier.threadAt(s.lo))) + (earlier.write ? " writes" : " reads") +
-                             " at " + std::to_string(at.line) + ":" + std::to_string(at.col) +
-                             "; nothing orders the blocks of one launch");
+      return report(later, o->block > s.block ? s : *o, s.lo, later.write ? "a write" : "a read",
+                    "; nothing orders the blocks of one launch");
     }
     any.add(s);
     if (s.write) writes.add(s);
+    if (s.nc) ncReads.add(s);
   }
   return std::nullopt;
 }

@@ -73,6 +73,7 @@ struct Code {
   uint8_t bytes = 0;                                // memory ops: access size (cp.async: cp-size)
   bool srcSize = false;                             // cp.async: src[2] holds a src-size
   bool isVolatile = false;                          // ld/st .volatile: not a data race (PTX memory model)
+  bool nc = false;                                  // ld.nc: the memory must not be written during the launch
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
   uint32_t src[5] = {0, 0, 0, 0, 0};

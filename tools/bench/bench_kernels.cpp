@@ -507,13 +507,15 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // SM of an H100; or, with `len`, splits of that many positions (op attention_decode_lenN: against
 // the 528 blocks, the split_len of 256-1024 that docs/kernels.md suggests at batch 1, where 528
 // blocks leave about 63 positions a block at context 4096). Bytes: K and V (what the kernel
-// streams; q, o and the workspace are small).
-Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0) {
-  const uint32_t kvHeads = qHeads / 4, dim = 128;
+// streams; q, o and the workspace are small). paged (op attention_decode_paged): the same cache
+// read through a block table of 16-row pages in order (context a multiple of 16), to show what
+// paging costs.
+Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false) {
+  const uint32_t kvHeads = qHeads / 4, dim = 128, pageSize = 16, pages = context / pageSize;
   const uint32_t splits = len ? (context + len - 1) / len
                               : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
   const uint32_t splitLen = (context + splits - 1) / splits;
-  Case c{len ? "attention_decode_len" + std::to_string(len) : "attention_decode",
+  Case c{len ? "attention_decode_len" + std::to_string(len) : paged ? "attention_decode_paged" : "attention_decode",
          std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
          "bf16", {}, {}, 0, 0, 0};
@@ -522,10 +524,15 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   c.buffers = {{q, Fill::BF16},           {cache, Fill::BF16},         {cache, Fill::BF16},
                {batch * 4u, Fill::Strided, context}, {batch * 4u, Fill::Constant, context},
                {partial, Fill::Zero},     {stats, Fill::Zero},         {q, Fill::Zero}};
-  c.launches = {{"attention_decode_bf16_d128_g4",
-                 {buf("q", 0), buf("k_cache", 1), buf("v_cache", 2), buf("offsets", 3), buf("lengths", 4),
-                  buf("partial", 5), buf("stats", 6), val("batch", batch), val("kv_heads", kvHeads),
-                  val("splits", splits), val("split_len", splitLen), val("scale", 1.0f / std::sqrt(float(dim)))}},
+  std::vector<ArgSpec> args = {buf("q", 0), buf("k_cache", 1), buf("v_cache", 2), buf(paged ? "block_table" : "offsets", 3),
+                               buf("lengths", 4), buf("partial", 5), buf("stats", 6), val("batch", batch),
+                               val("kv_heads", kvHeads), val("splits", splits), val("split_len", splitLen)};
+  if (paged) {
+    c.buffers[3] = {size_t(batch) * pages * 4, Fill::Strided, 1};  // page i of the table is page i of the cache
+    args.push_back(val("max_pages", pages));
+  }
+  args.push_back(val("scale", 1.0f / std::sqrt(float(dim))));
+  c.launches = {{paged ? "attention_decode_bf16_d128_g4_p16" : "attention_decode_bf16_d128_g4", args},
                 {"attention_decode_merge_bf16_d128",
                  {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
                   val("splits", splits)}}};
@@ -659,6 +666,8 @@ std::vector<Case> cases(Sizes sizes) {
         for (uint32_t ctx : {4096u, 32768u})
           for (uint32_t len : {256u, 1024u}) out.push_back(attentionDecodeCase(b, ctx, 32, len));
     if (tiny) out.push_back(attentionDecodeCase(2, 70, 8, 32));
+    // Paged, beside the contiguous rows at context 4096.
+    for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 64 : 4096, tiny ? 8 : 32, 0, true));
     for (uint32_t dim : {64u, 128u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
