@@ -8,7 +8,9 @@
 // head_dim], of which rows [0, seq_k) are read. With seq_k > seq_q the first seq_k - seq_q keys
 // are a cached prefix (chunked prefill), and `causal` lets query row i see keys j <= i + seq_k -
 // seq_q (the rows are aligned at the bottom right). Query head h reads kv head h / (q_heads /
-// kv_heads).
+// kv_heads). With page_size, k and v are a paged cache [rows, kv_heads, head_dim]: position p of
+// sequence b is row p % page_size of page block_table[b * max_pages + p / page_size], looked up
+// per row as a tile is staged.
 //
 // Block (query tile, query head, sequence): 4 warps, 64 query rows, 16 per warp. The Q tile stays
 // in shared memory, read as mma A fragments for every key tile. K and V come in tiles of 64 keys through shared
@@ -32,6 +34,7 @@
 // seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every
 // key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
 // whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
+#include <bit>
 #include <cmath>
 #include <string>
 
@@ -43,7 +46,7 @@ namespace prefill {
 
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
-          o.flag("varlen")};
+          o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u};
 }
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
@@ -58,11 +61,11 @@ Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
   return (qh / group).named("kv_head");
 }
 
-VarlenArrays declareVarlen(KernelBuilder& kb) {
+VarlenArrays declareVarlen(KernelBuilder& kb, bool kvOffsets) {
   VarlenArrays a;
   a.qOffsets = kb.param(kGlobalPtr, "q_offsets");
   a.qLengths = kb.param(kGlobalPtr, "q_lengths");
-  a.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
+  if (kvOffsets) a.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
   a.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
   return a;
 }
@@ -72,7 +75,7 @@ Sequence loadSequence(KernelBuilder& kb, const VarlenArrays& a, Value b) {
     return kb.load(kb.index(p, b, 4), ir::Type::u32(), {ir::Mod::NcMod}, name);
   };
   return {perSeq(a.qLengths, "seq_q"), perSeq(a.kvLengths, "seq_k"), perSeq(a.qOffsets, "q_first"),
-          perSeq(a.kvOffsets, "kv_first")};
+          a.kvOffsets.valid() ? perSeq(a.kvOffsets, "kv_first") : Value()};
 }
 
 Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK) {
@@ -198,12 +201,15 @@ constexpr unsigned kKeys = 64;           // keys of a K/V tile
 
 // A tile of 64 rows in shared memory and where its rows come from: row r is sequence position
 // first + r of the tensor at `base` (this sequence's and head's element 0), `stride` bytes apart,
-// present while the position is below `extent`, zeros past it.
+// present while the position is below `extent`, zeros past it. A paged tensor's `row` gives the
+// row of a position (base is then the head's element 0 of row 0).
 struct Tile {
   SharedArray mem;
   Value base;    // global pointer
-  Value stride;  // u32 bytes between positions
+  Value stride;  // u32 bytes between rows
   Value extent;  // u32 positions
+  std::function<Value(Value pos)> row = {};
+  Value rowOf(Value pos) const { return row ? row(pos) : pos; }
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row`; `low` is row & 7 when the caller has it.
@@ -220,7 +226,7 @@ void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
   for (unsigned j = 0; j < kRows / rowsPerPass; ++j) {
     Value pos = (first + r0 + j * rowsPerPass).named("pos");
     Value in = (pos < t.extent).named("in");
-    Value offset = (kb.mul_wide(kb.min(pos, last), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
+    Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
     Value src = assumeAligned16(kb, kb.ptradd(t.base, offset), "src");
     // Row r0 + j rowsPerPass has r & 7 == r0 & 7 (rowsPerPass is a multiple of 8).
     Value dst = j == 0 ? dst0 : kb.ptradd(dst0, kb.u32(j * rowsPerPass * c.rowBytes()), "dst");
@@ -244,7 +250,7 @@ void loadTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
       Value e = (tid + (j0 + u) * kThreads).named("elem");
       Value r = (e / c.dim).named("r"), col = (e % c.dim).named("col");
       Value pos = (first + r).named("pos");
-      Value offset = (kb.mul_wide(kb.min(pos, last), t.stride) + kb.cvt(col << 1u, Type::u64())).named("off");
+      Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(col << 1u, Type::u64())).named("off");
       Value v = kb.load(kb.ptradd(t.base, offset), Type::of(Scalar::U16), {Mod::NcMod}, "g");
       staged.push_back(kb.select((pos < t.extent).named("in"), v, kb.const_bits(Type::of(Scalar::U16), 0), "staged"));
       slots.push_back(slotOf(c, r, col >> 3u) + ((col & 7u) << 1u));
@@ -258,8 +264,14 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
 }
 
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
-  if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   const Config c = configOf(o);
+  if (c.pageSize && (o.text("mainloop") != "mma" || (c.pageSize & (c.pageSize - 1)))) {
+    diags.report(ir::Severity::Error, "", {},
+                 o.text("mainloop") != "mma" ? "page_size (a paged k and v) needs mainloop = \"mma\""
+                                             : "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize));
+    return std::nullopt;
+  }
+  if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
   if (c.dim != 64 && c.dim != 128) {
@@ -271,11 +283,14 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value v = kb.param(kGlobalPtr, "v");
   Value out = kb.param(kGlobalPtr, "o");
   Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
+  // Paged: sequence b's page j of k and v is page block_table[b * max_pages + j] (rows
+  // [page * page_size, (page + 1) * page_size) of k and v [rows, kv_heads, head_dim]).
+  Value table = c.pageSize ? kb.param(kGlobalPtr, "block_table") : Value();
   // Sequence b: one length each for a launch, q and o [batch, seq_q, ...], k and v [batch,
   // kv_stride, ...]; or (varlen) its own lengths and first rows in q/o and k/v [rows, heads, ...].
   VarlenArrays arrays;
-  Value seqQ, seqK, kvStride;
-  if (c.varlen) arrays = declareVarlen(kb);
+  Value seqQ, seqK, kvStride, maxPages;
+  if (c.varlen) arrays = declareVarlen(kb, !c.pageSize);
   kb.param(Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
@@ -286,8 +301,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   } else {
     seqQ = kb.param(Type::u32(), "seq_q");
     seqK = kb.param(Type::u32(), "seq_k");
-    kvStride = kb.param(Type::u32(), "kv_stride");
+    if (!c.pageSize) kvStride = kb.param(Type::u32(), "kv_stride");
   }
+  if (c.pageSize) maxPages = kb.param(Type::u32(), "max_pages");
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kvHeads = kb.param(Type::u32(), "kv_heads");
   Value scale = kb.param(Type::f32(), "scale");
@@ -314,13 +330,14 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     seqQ = sq.seqQ;
     seqK = sq.seqK;
     qFirst = kb.cvt(sq.qFirst, Type::u64());
-    kvFirst = kb.cvt(sq.kvFirst, Type::u64());
+    if (!c.pageSize) kvFirst = kb.cvt(sq.kvFirst, Type::u64());
     // Query tiles past this sequence's length: nothing to do.
     kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
   } else {
     qFirst = kb.mul_wide(b, seqQ, "q_first");
-    kvFirst = kb.mul_wide(b, kvStride, "kv_first");
+    if (!c.pageSize) kvFirst = kb.mul_wide(b, kvStride, "kv_first");
   }
+  if (c.pageSize) kvFirst = kb.u64(0);
   Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
   Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
@@ -329,6 +346,15 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
   Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
   Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
+  if (c.pageSize) {
+    // Position p: row p % page_size of the sequence's page p / page_size.
+    Value pages = kb.index(table, (b * maxPages).named("table_row"), 4, "pages");
+    const unsigned shift = static_cast<unsigned>(std::countr_zero(c.pageSize));
+    kTile.row = vTile.row = [&kb, pages, shift, ps = c.pageSize](Value pos) {
+      Value page = kb.load(kb.index(pages, (pos >> shift).named("page_of"), 4), Type::u32(), {Mod::NcMod}, "page");
+      return ((page << shift) + (pos & (ps - 1))).named("row");
+    };
+  }
   Value fast = allAligned(kb, {q, k, v}, 16, "fast");
   auto stage = [&](const Tile& tile, Value first) {
     kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
@@ -418,6 +444,21 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
 }  // namespace
 
+namespace {
+
+OptionSpec pagedOption() {
+  OptionSpec s = option("page_size", int64_t{0},
+                        "k and v rows per page: 0 for the layouts above; a power of two for a paged cache (mainloop "
+                        "= \"mma\"): sequence b's position p is row p % page_size of page block_table[b * max_pages + "
+                        "p / page_size] of k and v [rows, kv_heads, head_dim], block_table and max_pages in place of "
+                        "kv_stride (or kv_offsets)");
+  s.min = 0;
+  s.max = 4096;
+  return s;
+}
+
+}  // namespace
+
 void addAttentionPrefill(std::vector<Template>& out) {
   OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64 or 128");
   dim.min = 64;
@@ -440,6 +481,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
               "sizes the grid; with mainloop = \"wgmma\" or \"auto\" also q_rows and kv_rows, the row counts of q "
               "and k/v (the extents of their tensor maps)"),
+       pagedOption(),
        choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
                     "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned); \"auto\": wgmma in "

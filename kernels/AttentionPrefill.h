@@ -15,6 +15,7 @@ struct Config {
   Storage s;
   unsigned dim;
   bool causal, lse, varlen;
+  unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
@@ -27,12 +28,13 @@ Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
 Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name);
 
 // varlen: the u32 [batch] arrays of sequence lengths and first rows, declared as parameters in
-// this order; then sequence b's values from them (ld.global.nc at a block-uniform address: the
-// same in every thread, so they may bound loops holding barriers).
+// this order (kv_offsets only where k and v are not paged: `kvOffsets`); then sequence b's values
+// from them (ld.global.nc at a block-uniform address: the same in every thread, so they may bound
+// loops holding barriers; kvFirst invalid without kv_offsets).
 struct VarlenArrays {
   Value qOffsets, qLengths, kvOffsets, kvLengths;
 };
-VarlenArrays declareVarlen(KernelBuilder& kb);
+VarlenArrays declareVarlen(KernelBuilder& kb, bool kvOffsets = true);
 struct Sequence {
   Value seqQ, seqK, qFirst, kvFirst;  // u32
 };

@@ -43,35 +43,54 @@ struct Problem {
   uint32_t misalign = 0;
 };
 
+// A paged cache for sequences of `lengths` positions: each sequence's pages, in its row of the
+// table, are shuffled among twice the pages needed (plus one, so that there is always one); the
+// entries past a sequence's last page point far outside the cache (the kernel must not read them).
+struct PagedCache {
+  uint32_t pageSize = 0, maxPages = 0, rows = 0;
+  std::vector<uint32_t> table;
+  size_t row(uint32_t b, uint32_t t) const {
+    return size_t(table[size_t(b) * maxPages + t / pageSize]) * pageSize + t % pageSize;
+  }
+};
+
+PagedCache pagedCache(std::mt19937& rng, const std::vector<uint32_t>& lengths, uint32_t pageSize) {
+  PagedCache c;
+  c.pageSize = pageSize;
+  uint32_t needed = 0, longest = 0;
+  for (uint32_t len : lengths) {
+    needed += (len + pageSize - 1) / pageSize;
+    longest = std::max(longest, len);
+  }
+  c.maxPages = (longest + pageSize - 1) / pageSize + 1;
+  std::vector<uint32_t> order(2 * needed + 1);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), rng);
+  c.table.assign(size_t(lengths.size()) * c.maxPages, 0x7FFFFFFFu / pageSize);
+  uint32_t next = 0;
+  for (size_t b = 0; b < lengths.size(); ++b)
+    for (uint32_t j = 0; j * pageSize < lengths[b]; ++j) c.table[b * c.maxPages + j] = order[next++];
+  c.rows = uint32_t(order.size()) * pageSize;
+  return c;
+}
+
 void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
   const uint32_t B = uint32_t(p.lengths.size()), KH = p.kvHeads, QH = KH * v.group, D = v.dim, P = v.pageSize;
   uint32_t maxLen = 0, rows = 0;
   for (uint32_t len : p.lengths) maxLen = std::max(maxLen, len);
   // Contiguous: sequence b's rows from offsets[b], gaps of 3 unused rows between sequences.
-  // Paged: its pages in block_table's row b, in shuffled order among twice the pages needed; the
-  // entries past a sequence's last page point far outside the caches (the kernel must not read them).
-  std::vector<uint32_t> offsets, table;
-  const uint32_t maxPages = P ? std::max<uint32_t>(1, (maxLen + P - 1) / P + 1) : 0;
+  std::vector<uint32_t> offsets;
+  PagedCache paged;
   if (P) {
-    uint32_t needed = 0;
-    for (uint32_t len : p.lengths) needed += (len + P - 1) / P;
-    std::vector<uint32_t> order(2 * needed + 1);
-    std::iota(order.begin(), order.end(), 0u);
-    std::shuffle(order.begin(), order.end(), rng);
-    table.assign(size_t(B) * maxPages, 0x7FFFFFFFu / P);
-    uint32_t next = 0;
-    for (uint32_t b = 0; b < B; ++b)
-      for (uint32_t j = 0; j * P < p.lengths[b]; ++j) table[size_t(b) * maxPages + j] = order[next++];
-    rows = uint32_t(order.size()) * P;
+    paged = pagedCache(rng, p.lengths, P);
+    rows = paged.rows;
   } else {
     for (uint32_t len : p.lengths) {
       offsets.push_back(rows + 3);
       rows += len + 3;
     }
   }
-  auto rowOf = [&](uint32_t b, uint32_t t) {
-    return P ? size_t(table[size_t(b) * maxPages + t / P]) * P + t % P : size_t(offsets[b]) + t;
-  };
+  auto rowOf = [&](uint32_t b, uint32_t t) { return P ? paged.row(b, t) : size_t(offsets[b]) + t; };
   const uint32_t splits = std::max<uint32_t>(1, (maxLen + p.splitLen - 1) / p.splitLen);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
@@ -93,7 +112,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                   .scalar("splits", splits)
                   .scalar("split_len", p.splitLen)
                   .scalar("scale", scale);
-  if (P) call.buffer("block_table", table).scalar("max_pages", maxPages);
+  if (P) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
   else call.buffer("offsets", offsets);
   Outputs first = r.run(call);
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
@@ -186,6 +205,7 @@ struct PrefillVariant {
   uint32_t tileKeys = 64;  // keys of a K/V tile (what a NaN in V reaches)
   bool tmaRows = false;    // varlen: the q_rows and kv_rows parameters (wgmma, or mainloop = "auto")
   const char* target = "";  // whose code the interpreter runs (Call::target)
+  uint32_t pageSize = 0;    // k and v a paged cache (block_table, max_pages) when not 0
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -194,6 +214,10 @@ constexpr PrefillVariant kPrefillF16{"prefill_f16_d64", Dtype::F16, 64, false, f
 constexpr PrefillVariant kPrefillF16Causal{"prefill_f16_d64_causal", Dtype::F16, 64, true, false};
 constexpr PrefillVariant kVarlenBf16Causal{"prefill_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true};
 constexpr PrefillVariant kVarlenF16{"prefill_f16_d64_varlen", Dtype::F16, 64, false, false};
+// Paged k and v: pages of 16 rows (a tile spans 4), of 128 (2 tiles a page) and of 1.
+constexpr PrefillVariant kPagedBf16Causal{"prefill_bf16_d128_causal_p16", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16};
+constexpr PrefillVariant kPagedF16{"prefill_f16_d64_p128", Dtype::F16, 64, false, false, "attention", 64, false, "", 128};
+constexpr PrefillVariant kPagedVarlenBf16Causal{"prefill_bf16_d128_varlen_causal_p1", Dtype::BF16, 128, true, true, "attention", 64, false, "", 1};
 // mainloop = "wgmma" (sm_90a; test/library/attention90.toml): 128-key tiles.
 constexpr PrefillVariant k90Bf16{"prefill90_bf16_d128", Dtype::BF16, 128, false, true, "attention90", 128};
 constexpr PrefillVariant k90Bf16Causal{"prefill90_bf16_d128_causal", Dtype::BF16, 128, true, true, "attention90", 128};
@@ -244,10 +268,18 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim;
   const uint32_t stride = SK + p.kvSpare, group = QH / KH;
   const float scale = 1.0f / std::sqrt(float(D));
+  // k and v: [batch, kv_stride, ...], or a paged cache holding every sequence's seq_k rows.
+  PagedCache paged;
+  size_t kvRows = size_t(B) * stride;
+  if (v.pageSize) {
+    paged = pagedCache(rng, std::vector<uint32_t>(B, SK), v.pageSize);
+    kvRows = paged.rows;
+  }
+  auto kvRow = [&](uint32_t b, uint32_t j) { return v.pageSize ? paged.row(b, j) : size_t(b) * stride + j; };
   std::vector<float> q = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * SQ * QH * D)));
-  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
-  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * stride * KH * D)));
-  const size_t nanAt = size_t(p.at) * KH * D + 5;
+  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, kvRows * KH * D)));
+  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, kvRows * KH * D)));
+  const size_t nanAt = (SK ? kvRow(0, p.at) : 0) * KH * D + 5;
   if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
@@ -260,10 +292,11 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
       .scalar("batch", B)
       .scalar("seq_q", SQ)
       .scalar("seq_k", SK)
-      .scalar("kv_stride", stride)
       .scalar("q_heads", QH)
       .scalar("kv_heads", KH)
       .scalar("scale", scale);
+  if (v.pageSize) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
+  else call.scalar("kv_stride", stride);
   if (v.lse) call.buffer("lse", lse);
   Outputs out = r.run(call);
 
@@ -281,7 +314,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
     for (uint32_t i = 0; i < SQ; ++i)
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const uint32_t h = qh / group;
-        auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(b) * stride + j) * KH + h) * D]; };
+        auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
         const size_t at = want.size();
         wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
                                     [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
@@ -290,7 +323,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
           want[at + 5] = std::numeric_limits<double>::quiet_NaN();
       }
   std::string what = std::string(v.kernel) + " batch " + std::to_string(B) + " seq_q " + std::to_string(SQ) + " seq_k " +
-                     std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH);
+                     std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH) +
+                     (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
   // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
@@ -403,9 +437,16 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
     kvRows += lk + 3;
     maxQ = std::max(maxQ, lq);
   }
+  // Paged: k and v hold the sequences' pages instead (kv_offsets unused).
+  PagedCache paged;
+  if (v.pageSize) {
+    paged = pagedCache(rng, kvLen, v.pageSize);
+    kvRows = paged.rows;
+  }
+  auto kvRow = [&](uint32_t b, uint32_t j) { return v.pageSize ? paged.row(b, j) : size_t(kvOff[b]) + j; };
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(qRows) * QH * D));
-  std::vector<float> k = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
-  std::vector<float> val = roundTo(v.d, uniform(rng, size_t(kvRows) * KH * D));
+  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(kvRows) * KH * D)));
+  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(kvRows) * KH * D)));
   const float sentinel = -7.0f;
   Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q))
@@ -414,10 +455,11 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .buffer("o", encode(v.d, std::vector<float>(q.size(), sentinel)))
       .buffer("q_offsets", qOff)
       .buffer("q_lengths", qLen)
-      .buffer("kv_offsets", kvOff)
       .buffer("kv_lengths", kvLen)
       .scalar("batch", B)
       .scalar("max_seq_q", maxQ);
+  if (v.pageSize) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
+  else call.buffer("kv_offsets", kvOff);
   if (v.tmaRows) call.scalar("q_rows", qRows).scalar("kv_rows", kvRows);  // wgmma: the tensor maps' extents
   call.target(v.target);
   call.scalar("q_heads", QH)
@@ -431,7 +473,7 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
     for (uint32_t i = 0; i < qLen[b]; ++i)
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const size_t row = size_t(qOff[b]) + i, h = qh / group;
-        auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[((size_t(kvOff[b]) + j) * KH + h) * D]; };
+        auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
         auto sees = [&](uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + kvLen[b] - qLen[b]; };
         std::vector<double> o;
         wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
@@ -452,6 +494,21 @@ LIBRARY_TEST("attention_prefill varlen: sequences of their own lengths in one la
   checkVarlen(r, rng, kVarlenBf16Causal, mixed, 4, 2);
   checkVarlen(r, rng, kVarlenF16, mixed, 2, 2);
   checkVarlen(r, rng, kVarlenBf16Causal, {{65, 200}}, 8, 1);
+}
+
+// Paged k and v (mainloop = "mma"): pages of 16 rows (a key tile over 4 pages), 128 (a page over
+// 2 tiles) and 1 (a row a page: the table is a row map), the sequence's pages shuffled in a cache
+// twice their size; a cached prefix, rows without keys, element loads on the GPU.
+LIBRARY_TEST("attention_prefill: paged k and v through a block table", attentionPrefillPaged) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kPagedBf16Causal, {2, 17, 67, 4, 2});
+  checkPrefill(r, rng, kPagedBf16Causal, {1, 130, 130, 2, 1});
+  checkPrefill(r, rng, kPagedBf16Causal, {1, 70, 5, 2, 2});  // rows without keys
+  checkPrefill(r, rng, kPagedF16, {2, 40, 300, 2, 2});
+  checkPrefill(r, rng, kPagedF16, {1, 17, 17, 2, 2, 0, 2});  // 2-byte aligned: element loads
+  checkPrefill(r, rng, kPagedF16, {1, 9, 9, 2, 1, 0, 0, Prefill::Nan::V, 5});
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kPagedVarlenBf16Causal, mixed, 4, 2);
 }
 
 LIBRARY_TEST("attention_prefill wgmma (sm_90a) varlen: sequences of their own lengths in one launch", attentionPrefill90Varlen) {
