@@ -546,16 +546,19 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // half of it causal (the masked half is not computed). wgmma: the sm_90a member (its tensor maps
 // filled by the runtime), op attention_prefill_wgmma[_causal]. varlen (wgmma only): the same
 // problem as packed sequences of equal lengths (offsets seq apart), the same memory layout, op
-// attention_prefill_wgmma_varlen[_causal].
+// attention_prefill_wgmma_varlen[_causal]. paged (mma.sync, head_dim 128): k and v read through
+// a block table of 16-row pages in order (seq a multiple of 16), the same memory layout, op
+// attention_prefill_paged[_causal].
 Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
-                          bool varlen = false) {
-  const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (causal ? "_causal" : "");
+                          bool varlen = false, bool paged = false) {
+  const std::string suffix =
+      std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (paged ? "_paged" : "") + (causal ? "_causal" : "");
   Case c{"attention_prefill" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
          "bf16", {}, {}, 0, 0, 0};
   const size_t t = size_t(batch) * seq * heads * dim * 2;
   c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
   const std::string kernel = "attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
-                             (varlen ? "_varlen" : "") + (causal ? "_causal" : "");
+                             (varlen ? "_varlen" : "") + (causal ? "_causal" : "") + (paged ? "_p16" : "");
   const float scale = 1.0f / std::sqrt(float(dim));
   if (varlen) {
     for (Fill f : {Fill::Strided, Fill::Constant, Fill::Strided, Fill::Constant}) c.buffers.push_back({batch * 4u, f, seq});
@@ -563,6 +566,13 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
                    {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), buf("q_offsets", 4), buf("q_lengths", 5),
                     buf("kv_offsets", 6), buf("kv_lengths", 7), val("batch", batch), val("max_seq_q", seq),
                     val("q_rows", batch * seq), val("kv_rows", batch * seq), val("q_heads", heads),
+                    val("kv_heads", heads), val("scale", scale)}}};
+  } else if (paged) {
+    const uint32_t pages = seq / 16;
+    c.buffers.push_back({size_t(batch) * pages * 4, Fill::Strided, 1});  // page i of the table is page i of k and v
+    c.launches = {{kernel,
+                   {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), buf("block_table", 4), val("batch", batch),
+                    val("seq_q", seq), val("seq_k", seq), val("max_pages", pages), val("q_heads", heads),
                     val("kv_heads", heads), val("scale", scale)}}};
   } else {
     c.launches = {{kernel,
@@ -671,6 +681,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t dim : {64u, 128u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
+    // Paged k and v beside the contiguous mma.sync rows at head_dim 128.
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true})
+        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 64 : seq, 128, causal, false, false, true));
     // The sm_90a member at head_dim 128 (issue 15's goal: >= 0.90 x SDPA at seq 4096).
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})

@@ -87,7 +87,8 @@ def make_case(torch, op, shape, dtype):
         if op == "transpose":
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
-    if op == "attention_decode" or op.startswith("attention_decode_len"):  # _lenN: other splits, same problem
+    # _lenN: other splits; _paged: the same cache through a block table: the same problem.
+    if op in ("attention_decode", "attention_decode_paged") or op.startswith("attention_decode_len"):
         # One query token per sequence, q_heads / kv_heads of them per kv head. SDPA on [B, KH, G,
         # D] queries against [B, KH, ctx, D] keys: the group's heads become query rows of one kv
         # head (no mask, so the same softmax), with no copy of K and V for grouped-query heads.
@@ -98,7 +99,7 @@ def make_case(torch, op, shape, dtype):
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
     if op in ("attention_prefill", "attention_prefill_causal", "attention_prefill_wgmma",
               "attention_prefill_wgmma_causal", "attention_prefill_wgmma_varlen",
-              "attention_prefill_wgmma_varlen_causal"):
+              "attention_prefill_wgmma_varlen_causal", "attention_prefill_paged", "attention_prefill_paged_causal"):
         batch, heads, seq, dim = dims
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
