@@ -18,7 +18,6 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
-#include <bit>
 #include <string>
 
 #include "kernels/Library.h"
@@ -150,12 +149,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value first = ps ? Value() : uniformLoad(kb.index(rowsOf, b, 4), "first_row");
   Value pages = ps ? kb.index(rowsOf, (b * maxPages).named("table_row"), 4, "pages") : Value();
   // The cache row of position t: first + t, or row t % page_size of the sequence's page t / page_size.
-  auto rowAt = [&](Value t) {
-    if (!ps) return (first + t).named("row");
-    const unsigned shift = static_cast<unsigned>(std::countr_zero(ps));
-    Value page = kb.load(kb.index(pages, (t >> shift).named("page_of"), 4), Type::u32(), {Mod::NcMod}, "page");
-    return ((page << shift) + (t & (ps - 1))).named("row");
-  };
+  auto rowAt = [&](Value t) { return ps ? pagedRow(kb, pages, t, ps) : (first + t).named("row"); };
   Value t0 = (split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
   Value qHeads = (kvHeads * G).named("q_heads");
@@ -357,15 +351,6 @@ OptionSpec dimOption() {
   return s;
 }
 
-OptionSpec pageOption() {
-  OptionSpec s = option("page_size", int64_t{0},
-                        "cache rows per page: 0 for contiguous rows from offsets[b]; a power of two for a paged cache "
-                        "read through block_table and max_pages");
-  s.min = 0;
-  s.max = 4096;
-  return s;
-}
-
 OptionSpec groupOption() {
   OptionSpec s = option("group", int64_t{1},
                         "query heads per kv head (grouped-query attention); group * head_dim <= " +
@@ -386,7 +371,9 @@ void addAttention(std::vector<Template>& out) {
       "of page block_table[b * max_pages + t / page_size]), grouped-query heads sharing one read of K and V, split "
       "along the sequence: block (kv head, split, sequence) writes its normalized output and log2-sum-exp to the f32 "
       "workspace partial [batch, q_heads, splits, head_dim] and stats [batch, q_heads, splits]",
-      {dtypeOption("dtype", storage), dimOption(), groupOption(), pageOption()},
+      {dtypeOption("dtype", storage), dimOption(), groupOption(),
+       pageSizeOption("cache rows per page: 0 for contiguous rows from offsets[b]; a power of two for a paged "
+                      "cache read through block_table and max_pages")},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};

@@ -34,7 +34,6 @@
 // seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every
 // key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
 // whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
-#include <bit>
 #include <cmath>
 #include <string>
 
@@ -349,11 +348,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   if (c.pageSize) {
     // Position p: row p % page_size of the sequence's page p / page_size.
     Value pages = kb.index(table, (b * maxPages).named("table_row"), 4, "pages");
-    const unsigned shift = static_cast<unsigned>(std::countr_zero(c.pageSize));
-    kTile.row = vTile.row = [&kb, pages, shift, ps = c.pageSize](Value pos) {
-      Value page = kb.load(kb.index(pages, (pos >> shift).named("page_of"), 4), Type::u32(), {Mod::NcMod}, "page");
-      return ((page << shift) + (pos & (ps - 1))).named("row");
-    };
+    kTile.row = vTile.row = [&kb, pages, ps = c.pageSize](Value pos) { return pagedRow(kb, pages, pos, ps); };
   }
   Value fast = allAligned(kb, {q, k, v}, 16, "fast");
   auto stage = [&](const Tile& tile, Value first) {
@@ -444,21 +439,6 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
 }  // namespace
 
-namespace {
-
-OptionSpec pagedOption() {
-  OptionSpec s = option("page_size", int64_t{0},
-                        "k and v rows per page: 0 for the layouts above; a power of two for a paged cache (mainloop "
-                        "= \"mma\"): sequence b's position p is row p % page_size of page block_table[b * max_pages + "
-                        "p / page_size] of k and v [rows, kv_heads, head_dim], block_table and max_pages in place of "
-                        "kv_stride (or kv_offsets)");
-  s.min = 0;
-  s.max = 4096;
-  return s;
-}
-
-}  // namespace
-
 void addAttentionPrefill(std::vector<Template>& out) {
   OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64 or 128");
   dim.min = 64;
@@ -481,7 +461,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
               "sizes the grid; with mainloop = \"wgmma\" or \"auto\" also q_rows and kv_rows, the row counts of q "
               "and k/v (the extents of their tensor maps)"),
-       pagedOption(),
+       pageSizeOption("k and v rows per page: 0 for the layouts above; a power of two for a paged cache (mainloop = "
+                      "\"mma\"): sequence b's position p is row p % page_size of page block_table[b * max_pages + p "
+                      "/ page_size] of k and v [rows, kv_heads, head_dim], block_table and max_pages in place of "
+                      "kv_stride (or kv_offsets)"),
        choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
                     "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned); \"auto\": wgmma in "

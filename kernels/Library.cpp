@@ -46,6 +46,19 @@ OptionSpec option(std::string name, OptionValue def, std::string doc) {
   return o;
 }
 
+OptionSpec pageSizeOption(std::string doc) {
+  OptionSpec s = option("page_size", int64_t{0}, std::move(doc));
+  s.min = 0;
+  s.max = 4096;
+  return s;
+}
+
+Value pagedRow(KernelBuilder& kb, Value pages, Value pos, unsigned pageSize) {
+  const unsigned shift = static_cast<unsigned>(std::countr_zero(pageSize));
+  Value page = kb.load(kb.index(pages, (pos >> shift).named("page_of"), 4), Type::u32(), {Mod::NcMod}, "page");
+  return ((page << shift) + (pos & (pageSize - 1))).named("row");
+}
+
 OptionSpec choiceOption(std::string name, std::string def, std::vector<std::string> choices, std::string doc) {
   OptionSpec o = option(std::move(name), std::move(def), std::move(doc));
   o.choices = std::move(choices);

@@ -31,6 +31,12 @@ inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 OptionSpec option(std::string name, OptionValue def, std::string doc);
 // A String option that accepts only `choices`.
 OptionSpec choiceOption(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
+// Paged KV caches (attention_decode, attention_prefill): the `page_size` option (0: not paged; up
+// to 4096, a power of two, which the template checks), and the cache row of position `pos` (u32)
+// of a sequence whose u32 page indices start at `pages`: row pos % pageSize of page
+// pages[pos / pageSize] (one ld.global.nc of the table, a shift and a mask).
+OptionSpec pageSizeOption(std::string doc);
+Value pagedRow(KernelBuilder& kb, Value pages, Value pos, unsigned pageSize);
 // Template::alternatives of a template whose `mainloop` option takes "auto": with auto, the wgmma
 // member (which sm_90a runs), then the options as given (the mma.sync member, built with the wgmma
 // member's parameters for the other targets); otherwise none.
