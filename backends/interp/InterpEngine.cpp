@@ -417,6 +417,7 @@ class Engine {
   uint32_t threadsPerBlock_ = 0;
   Dim3 ctaid_;
   DeviceMemory::Allocation lastAllocation_;  // device memory: the allocation of the last access
+  bool lastTracked_ = false;                 // --check-races: loads from it are recorded (trackedBases)
   std::vector<Warp> warps_;
   std::vector<uint64_t> regs_;
   std::vector<uint64_t> staging_;
@@ -1026,25 +1027,30 @@ std::optional<Error> Engine::locateDevice(const Code& k, const Warp& w, uint32_t
                                           std::byte*& out, unsigned span) {
   const unsigned bytes = span, align = k.bytes;
   DeviceMemory::Allocation a = lastAllocation_;
-  if (addr < a.base || addr - a.base >= a.bytes) {
+  const bool moved = addr < a.base || addr - a.base >= a.bytes;
+  if (moved) {
     auto found = launch_.memory.device->below(addr);
     if (found) a = *found;
     else a = {};
   }
-  const std::string access = memName(k) + " of " + std::to_string(bytes) + " bytes at address " + hex64(addr);
+  // Built only for a report: this runs for every access.
+  auto access = [&] { return memName(k) + " of " + std::to_string(bytes) + " bytes at address " + hex64(addr); };
   if (!a.host)
-    return fault(ErrorKind::InvalidPointer, k, w, lane, access + ", which is in no live allocation");
+    return fault(ErrorKind::InvalidPointer, k, w, lane, access() + ", which is in no live allocation");
   const uint64_t off = addr - a.base;
   if (off >= a.bytes || a.bytes - off < bytes) {
     uint64_t past = off + bytes - a.bytes;
     return fault(ErrorKind::OutOfBounds, k, w, lane,
-                 "out-of-bounds " + access + ", " + std::to_string(past) + (past == 1 ? " byte" : " bytes") +
+                 "out-of-bounds " + access() + ", " + std::to_string(past) + (past == 1 ? " byte" : " bytes") +
                      " past the end of the " + std::to_string(a.bytes) + "-byte allocation at " + hex64(a.base));
   }
   if (addr % align)
     return fault(ErrorKind::Misaligned, k, w, lane,
-                 "misaligned " + access + " (offset " + std::to_string(off) + " of the allocation at " +
+                 "misaligned " + access() + " (offset " + std::to_string(off) + " of the allocation at " +
                      hex64(a.base) + ")");
+  if (moved && launch_.globalRaces)
+    lastTracked_ = std::find(launch_.trackedBases.begin(), launch_.trackedBases.end(), a.base) !=
+                   launch_.trackedBases.end();
   lastAllocation_ = a;
   out = a.host + off;
   return std::nullopt;
@@ -1127,11 +1133,7 @@ std::optional<Error> Engine::trackGlobal(const Code& k, const Warp& w, uint32_t 
                                          Access acc) {
   const bool write = acc == Access::Write;
   if (!write && !launch_.trackAll) {
-    bool tracked = launch_.memory.device
-                       ? std::find(launch_.trackedBases.begin(), launch_.trackedBases.end(), lastAllocation_.base) !=
-                             launch_.trackedBases.end()
-                       : launch_.trackedTags[pointerTag(addr)];
-    if (!tracked) return std::nullopt;
+    if (!(launch_.memory.device ? lastTracked_ : launch_.trackedTags[pointerTag(addr)])) return std::nullopt;
   }
   const uint32_t t = w.index * kWarpSize + lane;
   if (write || launch_.crossBlockReads || k.nc) {
@@ -2262,10 +2264,8 @@ std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
   for (const Span& s : spans) {
     if (const Span* w = writes.first; s.nc && w && w->hi > s.lo) return report(s, *w, s.lo, "ld.nc", ncWhy);
     if (const Span* r = ncReads.first; s.write && r && r->hi > s.lo) return report(*r, s, s.lo, "ld.nc", ncWhy);
-    if (!s.write && !l.crossBlockReads) {
-      ncReads.add(s);
-      continue;
-    }
+    if (s.nc) ncReads.add(s);
+    if (!s.write && !l.crossBlockReads) continue;
     const Span* o = (s.write ? any : writes).otherThan(s.block);
     if (o && o->hi > s.lo) {
       const Span& later = o->block > s.block ? *o : s;
@@ -2274,7 +2274,6 @@ std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
     }
     any.add(s);
     if (s.write) writes.add(s);
-    if (s.nc) ncReads.add(s);
   }
   return std::nullopt;
 }
