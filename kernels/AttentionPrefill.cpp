@@ -45,7 +45,39 @@ namespace prefill {
 
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
-          o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u};
+          o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
+          o.text("mainloop") != "mma"};
+}
+
+Params declareParams(KernelBuilder& kb, const Config& c) {
+  Params p;
+  p.q = kb.param(kGlobalPtr, "q");
+  p.k = kb.param(kGlobalPtr, "k");
+  p.v = kb.param(kGlobalPtr, "v");
+  p.out = kb.param(kGlobalPtr, "o");
+  if (c.lse) p.lse = kb.param(kGlobalPtr, "lse");
+  if (c.pageSize) p.table = kb.param(kGlobalPtr, "block_table");
+  if (c.varlen) {
+    p.arrays.qOffsets = kb.param(kGlobalPtr, "q_offsets");
+    p.arrays.qLengths = kb.param(kGlobalPtr, "q_lengths");
+    if (!c.pageSize) p.arrays.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
+    p.arrays.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
+  }
+  kb.param(ir::Type::u32(), "batch");  // the grid's z extent
+  if (c.varlen) {
+    kb.param(ir::Type::u32(), "max_seq_q");  // the grid's x extent
+    if (c.tmaParams) kb.param(ir::Type::u32(), "q_rows");
+  } else {
+    p.seqQ = kb.param(ir::Type::u32(), "seq_q");
+    p.seqK = kb.param(ir::Type::u32(), "seq_k");
+    if (!c.pageSize) p.kvStride = kb.param(ir::Type::u32(), "kv_stride");
+  }
+  if (c.tmaParams && (c.varlen || c.pageSize)) kb.param(ir::Type::u32(), "kv_rows");
+  if (c.pageSize) p.maxPages = kb.param(ir::Type::u32(), "max_pages");
+  p.qHeads = kb.param(ir::Type::u32(), "q_heads");
+  p.kvHeads = kb.param(ir::Type::u32(), "kv_heads");
+  p.scale = kb.param(ir::Type::f32(), "scale");
+  return p;
 }
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
@@ -58,15 +90,6 @@ Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Valu
 Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
   Value group = kb.max(qHeads / kb.max(kvHeads, kb.u32(1)), kb.u32(1), "group");
   return (qh / group).named("kv_head");
-}
-
-VarlenArrays declareVarlen(KernelBuilder& kb, bool kvOffsets) {
-  VarlenArrays a;
-  a.qOffsets = kb.param(kGlobalPtr, "q_offsets");
-  a.qLengths = kb.param(kGlobalPtr, "q_lengths");
-  if (kvOffsets) a.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
-  a.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
-  return a;
 }
 
 Sequence loadSequence(KernelBuilder& kb, const VarlenArrays& a, Value b) {
@@ -264,10 +287,15 @@ Value pack2(KernelBuilder& kb, Value v4, unsigned first) {
 
 std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
-  if (c.pageSize && (o.text("mainloop") != "mma" || (c.pageSize & (c.pageSize - 1)))) {
+  if (c.pageSize & (c.pageSize - 1)) {
+    diags.report(ir::Severity::Error, "", {}, "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize));
+    return std::nullopt;
+  }
+  if (c.pageSize && c.pageSize < kMinTmaPage && c.tmaParams) {
     diags.report(ir::Severity::Error, "", {},
-                 o.text("mainloop") != "mma" ? "page_size (a paged k and v) needs mainloop = \"mma\""
-                                             : "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize));
+                 "page_size " + std::to_string(c.pageSize) + " needs mainloop = \"mma\": the wgmma member loads k and v "
+                 "by TMA boxes of whole 8-row 128B-swizzle atoms, so its pages hold at least " +
+                     std::to_string(kMinTmaPage) + " rows");
     return std::nullopt;
   }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
@@ -277,35 +305,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     diags.report(ir::Severity::Error, "", {}, "head_dim must be 64 or 128, not " + std::to_string(c.dim));
     return std::nullopt;
   }
-  Value q = kb.param(kGlobalPtr, "q");
-  Value k = kb.param(kGlobalPtr, "k");
-  Value v = kb.param(kGlobalPtr, "v");
-  Value out = kb.param(kGlobalPtr, "o");
-  Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
-  // Paged: sequence b's page j of k and v is page block_table[b * max_pages + j] (rows
-  // [page * page_size, (page + 1) * page_size) of k and v [rows, kv_heads, head_dim]).
-  Value table = c.pageSize ? kb.param(kGlobalPtr, "block_table") : Value();
-  // Sequence b: one length each for a launch, q and o [batch, seq_q, ...], k and v [batch,
-  // kv_stride, ...]; or (varlen) its own lengths and first rows in q/o and k/v [rows, heads, ...].
-  VarlenArrays arrays;
-  Value seqQ, seqK, kvStride, maxPages;
-  if (c.varlen) arrays = declareVarlen(kb, !c.pageSize);
-  kb.param(Type::u32(), "batch");  // the grid's z extent
-  if (c.varlen) {
-    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 64 rows a block
-    if (o.text("mainloop") == "auto") {  // the wgmma member's parameters, unused here
-      kb.param(Type::u32(), "q_rows");
-      kb.param(Type::u32(), "kv_rows");
-    }
-  } else {
-    seqQ = kb.param(Type::u32(), "seq_q");
-    seqK = kb.param(Type::u32(), "seq_k");
-    if (!c.pageSize) kvStride = kb.param(Type::u32(), "kv_stride");
-  }
-  if (c.pageSize) maxPages = kb.param(Type::u32(), "max_pages");
-  Value qHeads = kb.param(Type::u32(), "q_heads");
-  Value kvHeads = kb.param(Type::u32(), "kv_heads");
-  Value scale = kb.param(Type::f32(), "scale");
+  const Params p = declareParams(kb, c);
+  const Value q = p.q, k = p.k, v = p.v, out = p.out, lse = p.lse, table = p.table;
+  const Value kvStride = p.kvStride, maxPages = p.maxPages, qHeads = p.qHeads, kvHeads = p.kvHeads, scale = p.scale;
+  Value seqQ = p.seqQ, seqK = p.seqK;
   kb.reqntid(kThreads);
   // The blocks per SM the design aims at (ptxas's own register target for 128 threads spills
   // head_dim 64): 2 at head_dim 128 (up to 255 registers; 48 KiB of shared memory), 3 at 64.
@@ -325,7 +328,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   // The first rows of the sequence in q/o and in k/v (u64).
   Value qFirst, kvFirst;
   if (c.varlen) {
-    Sequence sq = loadSequence(kb, arrays, b);
+    Sequence sq = loadSequence(kb, p.arrays, b);
     seqQ = sq.seqQ;
     seqK = sq.seqK;
     qFirst = kb.cvt(sq.qFirst, Type::u64());
@@ -461,10 +464,11 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "kv_heads, head_dim], in place of seq_q, seq_k and kv_stride; max_seq_q (at least every q_lengths[b]) "
               "sizes the grid; with mainloop = \"wgmma\" or \"auto\" also q_rows and kv_rows, the row counts of q "
               "and k/v (the extents of their tensor maps)"),
-       pageSizeOption("k and v rows per page: 0 for the layouts above; a power of two for a paged cache (mainloop = "
-                      "\"mma\"): sequence b's position p is row p % page_size of page block_table[b * max_pages + p "
-                      "/ page_size] of k and v [rows, kv_heads, head_dim], block_table and max_pages in place of "
-                      "kv_stride (or kv_offsets)"),
+       pageSizeOption("k and v rows per page: 0 for the layouts above; a power of two for a paged cache (at least 8 "
+                      "with mainloop = \"wgmma\" or \"auto\"): sequence b's position p is row p % page_size of page "
+                      "block_table[b * max_pages + p / page_size] of k and v [rows, kv_heads, head_dim], block_table "
+                      "and max_pages in place of kv_stride (or kv_offsets); with mainloop = \"wgmma\" or \"auto\" "
+                      "also kv_rows, the cache's rows (the extent of its tensor maps)"),
        choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
                     "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned); \"auto\": wgmma in "

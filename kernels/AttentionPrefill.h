@@ -16,10 +16,28 @@ struct Config {
   unsigned dim;
   bool causal, lse, varlen;
   unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
+  bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
 Config configOf(const Options& o);
+
+// The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
+// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], batch, then max_seq_q and
+// with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride (paged: kv_rows with
+// tmaParams); then [max_pages], q_heads, kv_heads, scale. q_rows and kv_rows are the row counts of
+// q and k/v, the extents of the wgmma member's tensor maps.
+struct VarlenArrays {
+  Value qOffsets, qLengths, kvOffsets, kvLengths;
+};
+struct Params {
+  Value q, k, v, out, lse, table;  // lse, table: invalid without the options
+  VarlenArrays arrays;             // varlen
+  Value seqQ, seqK, kvStride;      // not varlen; kv_stride not paged
+  Value maxPages;                  // paged
+  Value qHeads, kvHeads, scale;
+};
+Params declareParams(KernelBuilder& kb, const Config& c);
 
 // Two f32 rounded to the storage type as one b32: lo in bits 15:0.
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
@@ -27,14 +45,9 @@ Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
 // Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim].
 Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name);
 
-// varlen: the u32 [batch] arrays of sequence lengths and first rows, declared as parameters in
-// this order (kv_offsets only where k and v are not paged: `kvOffsets`); then sequence b's values
-// from them (ld.global.nc at a block-uniform address: the same in every thread, so they may bound
-// loops holding barriers; kvFirst invalid without kv_offsets).
-struct VarlenArrays {
-  Value qOffsets, qLengths, kvOffsets, kvLengths;
-};
-VarlenArrays declareVarlen(KernelBuilder& kb, bool kvOffsets = true);
+// varlen: sequence b's lengths and first rows from the u32 [batch] arrays (ld.global.nc at a
+// block-uniform address: the same in every thread, so they may bound loops holding barriers;
+// kvFirst invalid without kv_offsets, as when k and v are paged).
 struct Sequence {
   Value seqQ, seqK, qFirst, kvFirst;  // u32
 };
@@ -75,6 +88,9 @@ std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax
 // layout (e < 2 row g, else g + 8; columns 8 j + 2 t + (e & 1)).
 void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value l[2],
                const std::function<Value(unsigned tile, unsigned e)>& acc);
+
+// The smallest page the wgmma member takes: its TMA boxes of a page are whole 128B-swizzle atoms.
+constexpr unsigned kMinTmaPage = 8;
 
 // The sm_90a main loop (mainloop = "wgmma") and its launch rule.
 std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diags);

@@ -1,7 +1,7 @@
 // attention_prefill with mainloop = "wgmma" (docs/kernels.md, docs/hopper.md §4): the same
 // kernel as kernels/AttentionPrefill.cpp on sm_90a's machinery. The tensors, options and results
 // are the mma path's; varlen adds q_rows and kv_rows, the row counts of q and k/v (the extents of
-// their tensor maps).
+// their tensor maps), and page_size kv_rows (kernels/AttentionPrefill.h: declareParams).
 //
 // Block (128 query rows, query head, sequence): three warpgroups, FA3's warp-specialized shape.
 // Warpgroup 0 is the producer: it gives registers back (setmaxnreg.dec) and one elected thread
@@ -20,6 +20,12 @@
 // stage are done; the producer waits for a stage to be empty before it loads the next tile into
 // it.
 //
+// Paged k and v (page_size, at least 8): the maps span the cache's kv_rows rows in boxes of
+// min(page_size, kKeys) rows, and the producer loads a key tile as kKeys / page_size boxes, each
+// from its page's table entry (one box inside a larger page). A box fills whole 8-row swizzle
+// atoms at 1024-byte offsets, so the tile's shared layout, and every descriptor, is the
+// contiguous case's.
+//
 // S = Q K^T: head_dim / 16 wgmma m64n(kKeys)k16, both operands K-major descriptors. Lane i of
 // the v(kKeys/2).f32 accumulator is row 16 warp + g + 8 ((i >> 1) & 1), key 8 (i >> 2) + 2 t +
 // (i & 1): the mma C layout per 8 keys, so the masks and the online softmax are the mma path's.
@@ -32,6 +38,7 @@
 // thread its share, fence.proxy.async, then a named barrier of the 256 consumer threads: the
 // producer takes no part), so that 0 · NaN cannot reach a row. Only a block's last
 // tile can reach past seq_k. Special values are then the mma path's.
+#include <algorithm>
 #include <string>
 
 #include "kernels/AttentionPrefill.h"
@@ -81,34 +88,14 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   }
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
-  Value q = kb.param(kGlobalPtr, "q");
-  Value k = kb.param(kGlobalPtr, "k");
-  Value v = kb.param(kGlobalPtr, "v");
-  Value out = kb.param(kGlobalPtr, "o");
-  Value lse = c.lse ? kb.param(kGlobalPtr, "lse") : Value();
-  // As the mma path: one length each for a launch, or (varlen) each sequence its own lengths and
-  // first rows; then also the row counts of q and k/v, which their tensor maps need.
-  VarlenArrays arrays;
-  Value seqQ, seqK, kvStride;
-  if (c.varlen) arrays = declareVarlen(kb);
-  kb.param(Type::u32(), "batch");  // the grid's z extent
-  if (c.varlen) {
-    kb.param(Type::u32(), "max_seq_q");  // the grid's x extent: 128 rows a block
-    kb.param(Type::u32(), "q_rows");     // the tensor maps' extents
-    kb.param(Type::u32(), "kv_rows");
-  } else {
-    seqQ = kb.param(Type::u32(), "seq_q");
-    seqK = kb.param(Type::u32(), "seq_k");
-    kvStride = kb.param(Type::u32(), "kv_stride");
-  }
-  Value qHeads = kb.param(Type::u32(), "q_heads");
-  Value kvHeads = kb.param(Type::u32(), "kv_heads");
-  Value scale = kb.param(Type::f32(), "scale");
+  const Params p = declareParams(kb, c);
+  const Value out = p.out, lse = p.lse, kvStride = p.kvStride, qHeads = p.qHeads, kvHeads = p.kvHeads, scale = p.scale;
+  Value seqQ = p.seqQ, seqK = p.seqK;
   // Filled by the runtime from the launch rule's tensorMaps (views of q, k and v).
   Value qMap = kb.param(Type::of(Scalar::TensorMap), "q_map");
   Value kMap = kb.param(Type::of(Scalar::TensorMap), "k_map");
   Value vMap = kb.param(Type::of(Scalar::TensorMap), "v_map");
-  (void)q, (void)k, (void)v;  // read only through the tensor maps
+  // q, k and v are read only through the tensor maps.
   // setmaxnreg needs a register budget known at entry (TC§5.4): 384 threads, one block per SM
   // (its shared memory), so no occupancy warning either.
   kb.maxntid(kThreads);
@@ -142,7 +129,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   // query tile starts past its sequence's end leaves before anything is set up.
   Value qFirst, kvFirst;
   if (c.varlen) {
-    Sequence sq = loadSequence(kb, arrays, b);
+    Sequence sq = loadSequence(kb, p.arrays, b);
     seqQ = sq.seqQ;
     seqK = sq.seqK;
     qFirst = sq.qFirst;
@@ -171,13 +158,30 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     // Rows past the sequence's ends are loaded too: another sequence's, or zeros past the tensor;
     // the masks and the V zeroing below treat them as they treat those past seq_q and seq_k.
     Value qRow0 = (c.varlen ? qFirst + q0 : b * seqQ + q0).named("q_row0");
-    Value kvRow0 = (c.varlen ? kvFirst : b * kvStride).named("kv_row0");
+    Value kvRow0 = c.pageSize ? Value() : (c.varlen ? kvFirst : b * kvStride).named("kv_row0");
     Value qCol0 = (qh * c.dim).named("q_col0");
     Value kvCol0 = (kvHeadOf(kb, qh, qHeads, kvHeads) * c.dim).named("kv_col0");
     auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar) {
       for (unsigned s = 0; s < strips; ++s)
         kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * rows * kStripRow), "strip"), map, s32(col0 + s * kStrip),
                        s32(row0), bar);
+    };
+    // Paged: a key tile is kKeys / boxRows boxes of one page each. Box i of tile j holds positions
+    // from j kKeys + i boxRows; one past the sequence's last page (only in its last tile, whose
+    // rows past seq_k are masked and zeroed) is read from that last page instead, so that no
+    // table entry past the sequence's pages is read.
+    const unsigned boxRows = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;
+    Value pages = c.pageSize ? kb.index(p.table, (b * p.maxPages).named("table_row"), 4, "pages") : Value();
+    auto loadKv = [&](Value map, Value dst, Value j, Value bar) {
+      if (!c.pageSize) return loadTile(map, dst, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar);
+      Value lastKey = (seqK - 1u).named("last_key");  // a tile is loaded: seq_k > 0
+      auto box = [&](Value i) {
+        Value pos = kb.min((j * kKeys + i * boxRows).named("box_pos"), lastKey, "box_key");
+        Value row = pagedRow(kb, pages, pos, c.pageSize);
+        loadTile(map, at(dst, (i * (boxRows * kStripRow)).named("box_off"), "box"), kKeys, kvCol0, row, bar);
+      };
+      if (boxRows == kKeys) return box(kb.u32(0));
+      kb.for_range(kb.u32(0), kb.u32(kKeys / boxRows), kb.u32(1), [&](Value i) { box(i); }, {.label = "boxes", .iv = "i"});
     };
     kb.mbarrier_arrive_expect_tx(qFull, kb.u32(lay.qBytes));
     loadTile(qMap, tiles, kRows, qCol0, qRow0, qFull);
@@ -189,11 +193,10 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           // barrier has not completed the phase before its first, so the first use passes at
           // once (TC§5.3).
           waitPhase(kb, empty(stage), ((j >> 1u) & 1u) ^ 1u, "empty_wait");
-          Value row0 = (kvRow0 + j * kKeys).named("kv_row");
           kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
-          loadTile(kMap, kTile(stage), kKeys, kvCol0, row0, kFull(stage));
+          loadKv(kMap, kTile(stage), j, kFull(stage));
           kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
-          loadTile(vMap, vTile(stage), kKeys, kvCol0, row0, vFull(stage));
+          loadKv(vMap, vTile(stage), j, vFull(stage));
         },
         {.label = "kv_tiles", .iv = "j"});
   };
@@ -340,15 +343,16 @@ LaunchRule launchPrefill90(const Options& o) {
   const Expr qCols = Expr::param("q_heads") * Expr(c.dim), kvCols = Expr::param("kv_heads") * Expr(c.dim);
   // Rows at least 1: an empty tensor has no map (nothing is launched then anyway).
   const Expr qRows = max(c.varlen ? Expr::param("q_rows") : batch * Expr::param("seq_q"), one);
-  const Expr kvRows = max(c.varlen ? Expr::param("kv_rows") : batch * Expr::param("kv_stride"), one);
+  const Expr kvRows = max(c.varlen || c.pageSize ? Expr::param("kv_rows") : batch * Expr::param("kv_stride"), one);
+  const unsigned kvBox = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;  // a box: rows of one page
   LaunchRule r;
   r.block = {kThreads};
   r.grid = {ceilDiv(Expr::param(c.varlen ? "max_seq_q" : "seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
   r.dynamicShared = Expr(layoutOf(c).total() + kAtom);
   r.tensorMaps = {
       {"q_map", "q", el, {qCols, qRows}, qCols * Expr(2), {kStrip, kRows}, 128},
-      {"k_map", "k", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kKeys}, 128},
-      {"v_map", "v", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kKeys}, 128},
+      {"k_map", "k", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kvBox}, 128},
+      {"v_map", "v", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kvBox}, 128},
   };
   return r;
 }

@@ -203,7 +203,7 @@ struct PrefillVariant {
   bool causal, lse;
   const char* spec = "attention";
   uint32_t tileKeys = 64;  // keys of a K/V tile (what a NaN in V reaches)
-  bool tmaRows = false;    // varlen: the q_rows and kv_rows parameters (wgmma, or mainloop = "auto")
+  bool tmaRows = false;    // varlen: the q_rows and kv_rows parameters, paged: kv_rows (wgmma, or mainloop = "auto")
   const char* target = "";  // whose code the interpreter runs (Call::target)
   uint32_t pageSize = 0;    // k and v a paged cache (block_table, max_pages) when not 0
 };
@@ -226,8 +226,13 @@ constexpr PrefillVariant k90Bf16D64Causal{"prefill90_bf16_d64_causal", Dtype::BF
 constexpr PrefillVariant k90F16Causal{"prefill90_f16_d64_causal", Dtype::F16, 64, true, true, "attention90", 128};
 constexpr PrefillVariant k90VarlenBf16Causal{"prefill90_bf16_d128_varlen_causal", Dtype::BF16, 128, true, true, "attention90", 128, true};
 constexpr PrefillVariant k90VarlenF16{"prefill90_f16_d64_varlen", Dtype::F16, 64, false, false, "attention90", 128, true};
+// Paged, wgmma: pages of 16 (8 TMA boxes a tile), 256 (a tile within a page) and 8 (16 boxes).
+constexpr PrefillVariant k90PagedBf16Causal{"prefill90_bf16_d128_causal_p16", Dtype::BF16, 128, true, true, "attention90", 128, true, "", 16};
+constexpr PrefillVariant k90PagedF16{"prefill90_f16_d64_p256", Dtype::F16, 64, false, false, "attention90", 128, true, "", 256};
+constexpr PrefillVariant k90PagedVarlen{"prefill90_bf16_d128_varlen_causal_p8", Dtype::BF16, 128, true, true, "attention90", 128, true, "", 8};
 // mainloop = "auto" (test/library/mainloop_auto.toml): wgmma in the sm_90a code, mma.sync in the sm_80 code.
 constexpr PrefillVariant kAutoVarlen{"auto_prefill_bf16_d64_varlen_causal", Dtype::BF16, 64, true, true, "mainloop_auto", 128, true};
+constexpr PrefillVariant kAutoPaged{"auto_prefill_f16_d128_causal_p32", Dtype::F16, 128, true, false, "mainloop_auto", 128, true, "", 32};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -297,7 +302,9 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
       .scalar("scale", scale);
   if (v.pageSize) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
   else call.scalar("kv_stride", stride);
+  if (v.pageSize && v.tmaRows) call.scalar("kv_rows", uint32_t(kvRows));  // the tensor maps' extent
   if (v.lse) call.buffer("lse", lse);
+  call.target(v.target);
   Outputs out = r.run(call);
 
   // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
@@ -527,5 +534,26 @@ LIBRARY_TEST("attention_prefill mainloop auto varlen: the sm_80 and sm_90a code 
     PrefillVariant v = kAutoVarlen;
     v.target = target.c_str();
     checkVarlen(r, rng, v, mixed, 4, 2);
+    PrefillVariant paged = kAutoPaged;
+    paged.target = target.c_str();
+    checkPrefill(r, rng, paged, {2, 37, 150, 4, 2});
+    checkPrefill(r, rng, paged, {1, 70, 5, 2, 2});  // rows without keys
   }
+}
+
+// Paged k and v on the wgmma member: the key tiles' TMA boxes come one page at a time. A cache
+// holding one sequence whose last tile's boxes reach past the table's row (their pages are read
+// from the sequence's last page, not the table), three tiles (a stage reused), rows without keys,
+// NaN in V; varlen with every kind of sequence.
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): paged k and v through a block table", attentionPrefill90Paged) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, k90PagedBf16Causal, {1, 130, 130, 2, 1});
+  checkPrefill(r, rng, k90PagedBf16Causal, {2, 37, 300, 2, 2});
+  checkPrefill(r, rng, k90PagedBf16Causal, {1, 70, 5, 2, 2});
+  checkPrefill(r, rng, k90PagedBf16Causal, {1, 130, 130, 2, 2, 0, 0, Prefill::Nan::V, 70});
+  checkPrefill(r, rng, k90PagedF16, {2, 40, 300, 2, 2});
+  checkPrefill(r, rng, k90PagedF16, {1, 17, 600, 2, 1});  // three pages, two tiles each
+  checkPrefill(r, rng, k90PagedF16, {2, 9, 0, 2, 1});     // seq_k 0: zeros
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}, {37, 300}, {140, 150}};
+  checkVarlen(r, rng, k90PagedVarlen, mixed, 4, 2);
 }

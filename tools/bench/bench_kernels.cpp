@@ -546,9 +546,9 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // half of it causal (the masked half is not computed). wgmma: the sm_90a member (its tensor maps
 // filled by the runtime), op attention_prefill_wgmma[_causal]. varlen (wgmma only): the same
 // problem as packed sequences of equal lengths (offsets seq apart), the same memory layout, op
-// attention_prefill_wgmma_varlen[_causal]. paged (mma.sync, head_dim 128): k and v read through
-// a block table of 16-row pages in order (seq a multiple of 16), the same memory layout, op
-// attention_prefill_paged[_causal].
+// attention_prefill_wgmma_varlen[_causal]. paged (head_dim 128): k and v read through a block
+// table of 16-row pages in order (seq a multiple of 16), the same memory layout, op
+// attention_prefill[_wgmma]_paged[_causal].
 Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
                           bool varlen = false, bool paged = false) {
   const std::string suffix =
@@ -570,10 +570,12 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
   } else if (paged) {
     const uint32_t pages = seq / 16;
     c.buffers.push_back({size_t(batch) * pages * 4, Fill::Strided, 1});  // page i of the table is page i of k and v
-    c.launches = {{kernel,
-                   {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), buf("block_table", 4), val("batch", batch),
-                    val("seq_q", seq), val("seq_k", seq), val("max_pages", pages), val("q_heads", heads),
-                    val("kv_heads", heads), val("scale", scale)}}};
+    std::vector<ArgSpec> args = {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), buf("block_table", 4),
+                                 val("batch", batch), val("seq_q", seq), val("seq_k", seq)};
+    if (wgmma) args.push_back(val("kv_rows", batch * seq));  // the tensor maps' extent
+    for (ArgSpec a : {val("max_pages", pages), val("q_heads", heads), val("kv_heads", heads), val("scale", scale)})
+      args.push_back(a);
+    c.launches = {{kernel, args}};
   } else {
     c.launches = {{kernel,
                    {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
@@ -693,6 +695,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
         out.push_back(attentionPrefillCase(tiny ? 2 : 4, tiny ? 2 : 16, seq, 128, causal, true, true));
+    // Its paged form (pages of 16 rows: 8 TMA boxes a key tile), beside it.
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true})
+        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 80 : seq, 128, causal, true, false, true));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).

@@ -99,7 +99,8 @@ def make_case(torch, op, shape, dtype):
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
     if op in ("attention_prefill", "attention_prefill_causal", "attention_prefill_wgmma",
               "attention_prefill_wgmma_causal", "attention_prefill_wgmma_varlen",
-              "attention_prefill_wgmma_varlen_causal", "attention_prefill_paged", "attention_prefill_paged_causal"):
+              "attention_prefill_wgmma_varlen_causal", "attention_prefill_paged", "attention_prefill_paged_causal",
+              "attention_prefill_wgmma_paged", "attention_prefill_wgmma_paged_causal"):
         batch, heads, seq, dim = dims
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
