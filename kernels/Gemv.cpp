@@ -1,8 +1,9 @@
-// gemv: y = W x for a row-major m x k matrix W (f32 or bf16) and f32 vectors (docs/kernels.md).
-// Memory-bound on W, so one warp owns a row: its lanes stream the row in 16-byte vectors, several
-// loads in flight per lane, x (shared by every row) comes from L1/L2, and a warp reduction ends
-// the row. The vector path needs w and x 16-byte aligned and every row starting aligned
-// (k * bytes a multiple of 16); otherwise the same warp reads the row element by element.
+// gemv: y = W x for a row-major m x k matrix W (f32, bf16 or f16) and vectors x, y (f32, bf16 or
+// f16; f32 math), optionally with rows ldw elements apart and a batch of (W, x, y) triples
+// (docs/kernels.md). Memory-bound on W, so one warp owns a row: its lanes stream the row in 16-byte
+// vectors, several loads in flight per lane, x (shared by every row) comes from L1/L2, and a warp
+// reduction ends the row. The vector path needs the row and x 16-byte aligned and k a multiple of
+// a vector's elements; otherwise the same warp reads the row element by element.
 #include <string>
 
 #include "kernels/Library.h"
@@ -25,6 +26,15 @@ constexpr unsigned kUnroll = 4;
 // (docs/performance.md, "Machine code").
 constexpr unsigned kMinBlocksPerSM = 3;
 
+struct Config {
+  Storage w, x;  // weight; x and y
+  bool strided, batched;
+};
+
+Config configOf(const Options& o) {
+  return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched")};
+}
+
 // W is read exactly once: evict-first (.cs) keeps it from pushing x out of L1 and L2.
 Value loadW(KernelBuilder& kb, Value ptr, Type t, std::string_view name) {
   return kb.load(ptr, t, {Mod::Cs, Mod::NcMod}, name);
@@ -34,41 +44,44 @@ Value loadW(KernelBuilder& kb, Value ptr, Type t, std::string_view name) {
 // loaded values; split from dotVector so that a main-loop iteration issues all its loads first.
 struct Loaded {
   Value w;
-  std::vector<Value> x;  // 16-byte pieces of f32 x
+  std::vector<Value> x;  // the loads of x: 16-byte pieces, or 8 bytes of 16-bit x for f32 W
 };
 
-Loaded loadVector(KernelBuilder& kb, Value wrow, Value x, Value v, Storage s) {
+Loaded loadVector(KernelBuilder& kb, const Config& c, Value wrow, Value x, Value v) {
   Loaded l;
-  Type wt = Type::of(s == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, 4);
+  Type wt = Type::of(c.w == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, 4);
   l.w = loadW(kb, kb.index(wrow, v, 16, "pw"), wt, "w.v");
-  unsigned pieces = vecElems(s) / 4;
-  Value px = kb.index(x, v, 16 * pieces, "px");
-  for (unsigned piece = 0; piece < pieces; ++piece) {
-    Value p = piece == 0 ? px : kb.ptradd(px, kb.u64(16 * piece));
-    l.x.push_back(kb.load(p, Type::of(ir::Scalar::F32, 4), {Mod::NcMod}, "x.v"));
+  const unsigned xBytes = vecElems(c.w) * bytesOf(c.x);  // 8, 16 or 32
+  if (xBytes == 8) {
+    l.x.push_back(kb.load(kb.index(x, v, 8, "px"), Type::of(ir::Scalar::U32, 2), {Mod::NcMod}, "x.v"));
+    return l;
   }
+  Type xt = Type::of(c.x == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, 4);
+  Value px = kb.index(x, v, xBytes, "px");
+  for (unsigned piece = 0; piece < xBytes / 16; ++piece)
+    l.x.push_back(kb.load(piece == 0 ? px : kb.ptradd(px, kb.u64(16 * piece)), xt, {Mod::NcMod}, "x.v"));
   return l;
 }
 
+// The f32 values of loaded words: f32 lanes as they are, 16-bit pairs widened (exactly).
+std::vector<Value> widen(KernelBuilder& kb, Value v, Storage s) {
+  if (s != Storage::F32) return unpackHalves(kb, v, s);
+  std::vector<Value> out;
+  for (unsigned i = 0; i < v.type().lanes; ++i) out.push_back(kb.extract(v, i));
+  return out;
+}
+
 // acc + the products of one loaded vector pair.
-Value dotVector(KernelBuilder& kb, const Loaded& l, Storage s, Value acc) {
-  std::vector<Value> wv;
-  for (unsigned i = 0; i < 4; ++i) {
-    Value e = kb.extract(l.w, i);
-    if (s == Storage::F32) {
-      wv.push_back(e);
-    } else {
-      // bf16 widens exactly: its bits are the high half of the f32.
-      wv.push_back(kb.bitcast(e << 16u, Type::f32()));
-      wv.push_back(kb.bitcast(e & 0xFFFF0000u, Type::f32()));
-    }
-  }
-  for (size_t i = 0; i < wv.size(); ++i) acc = kb.fma(wv[i], kb.extract(l.x[i / 4], i % 4), acc);
+Value dotVector(KernelBuilder& kb, const Config& c, const Loaded& l, Value acc) {
+  std::vector<Value> wv = widen(kb, l.w, c.w), xv;
+  for (Value piece : l.x)
+    for (Value e : widen(kb, piece, c.x)) xv.push_back(e);
+  for (size_t i = 0; i < wv.size(); ++i) acc = kb.fma(wv[i], xv[i], acc);
   return acc;
 }
 
 std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
-  Storage s = storageOption(o, "weight");
+  const Config c = configOf(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemv");
   Value w = kb.param(kGlobalPtr, "w");
@@ -76,6 +89,18 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   Value y = kb.param(kGlobalPtr, "y");
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
+  Value ldw = c.strided ? kb.param(Type::u32(), "ldw") : k;
+  const unsigned bytes = bytesOf(c.w), xBytes = bytesOf(c.x), perVec = vecElems(c.w);
+  if (c.batched) {
+    kb.param(Type::u32(), "batch");  // the grid's y extent
+    Value strideW = kb.param(Type::u32(), "stride_w");
+    Value strideX = kb.param(Type::u32(), "stride_x");
+    Value strideY = kb.param(Type::u32(), "stride_y");
+    Value z = kb.ctaid(Mod::Y, "batch_index");
+    w = kb.index(w, kb.mul_wide(z, strideW), bytes, "w_batch");
+    x = kb.index(x, kb.mul_wide(z, strideX), xBytes, "x_batch");
+    y = kb.index(y, kb.mul_wide(z, strideY), xBytes, "y_batch");
+  }
   kb.reqntid(kBlock);
   kb.minnctapersm(kMinBlocksPerSM);
 
@@ -86,10 +111,10 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   kb.if_then(
       (row < rows).named("has_row"),
       [&] {
-        unsigned bytes = bytesOf(s), perVec = vecElems(s);
-        Value wrow = kb.index(w, kb.mul_wide(row, k, "row_off"), bytes, "wrow");
-        Value rowAligned = ((k & (perVec - 1)) == 0u).named("row_aligned");
-        Value vector = (allAligned(kb, {w, x}, 16) & rowAligned).named("vector");
+        Value wrow = kb.index(w, kb.mul_wide(row, ldw, "row_off"), bytes, "wrow");
+        Value whole = ((k & (perVec - 1)) == 0u).named("whole_vectors");
+        // Without ldw, every row starts aligned when w does (k a multiple of perVec).
+        Value vector = (allAligned(kb, {c.strided ? wrow : w, x}, 16) & whole).named("vector");
         Value zero = kb.f32(0.0f, "zero");
         std::vector<Value> sum = kb.if_else(
             vector,
@@ -105,9 +130,9 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
                     Value v0 = (base + lane).named("v");
                     std::vector<Loaded> loads;
                     for (unsigned j = 0; j < kUnroll; ++j)
-                      loads.push_back(loadVector(kb, wa, xa, j == 0 ? v0 : v0 + 32u * j, s));
+                      loads.push_back(loadVector(kb, c, wa, xa, j == 0 ? v0 : v0 + 32u * j));
                     std::vector<Value> next;
-                    for (unsigned j = 0; j < kUnroll; ++j) next.push_back(dotVector(kb, loads[j], s, acc[j]));
+                    for (unsigned j = 0; j < kUnroll; ++j) next.push_back(dotVector(kb, c, loads[j], acc[j]));
                     return next;
                   },
                   {.label = "main", .iv = "base", .carried = {"a0", "a1", "a2", "a3"}});
@@ -115,22 +140,22 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
               // The last nvec % chunk vectors, one per lane per step.
               return kb.for_range(
                   nmain + lane, nvec, kb.u32(32), {acc},
-                  [&](Value v, std::span<Value> a) { return dotVector(kb, loadVector(kb, wa, xa, v, s), s, a[0]); },
+                  [&](Value v, std::span<Value> a) { return dotVector(kb, c, loadVector(kb, c, wa, xa, v), a[0]); },
                   {.label = "tail", .iv = "v", .carried = {"acc"}})[0];
             },
             [&] {
               return kb.for_range(
                   lane, k, kb.u32(32), {zero},
                   [&](Value j, std::span<Value> a) {
-                    Value wj = loadF32(kb, kb.index(wrow, j, bytes, "pw"), s, true, "wj");
-                    Value xj = kb.load(kb.index(x, j, 4, "px"), Type::f32(), {Mod::NcMod}, "xj");
+                    Value wj = loadF32(kb, kb.index(wrow, j, bytes, "pw"), c.w, true, "wj");
+                    Value xj = loadF32(kb, kb.index(x, j, xBytes, "px"), c.x, true, "xj");
                     return kb.fma(wj, xj, a[0]);
                   },
                   {.label = "scalar", .iv = "j", .carried = {"acc"}})[0];
             },
             {.label = "path", .results = {"partial"}});
         Value total = kb.warp_reduce_sum(sum[0], "total");
-        kb.if_then((lane == 0u).named("first"), [&] { kb.store(kb.index(y, row, 4, "py"), total); }, "write");
+        kb.if_then((lane == 0u).named("first"), [&] { storeF32(kb, kb.index(y, row, xBytes, "py"), total, c.x); }, "write");
       },
       "row");
   kb.ret();
@@ -141,21 +166,23 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
 
 void addGemv(std::vector<Template>& out) {
   static_assert(kUnroll == 4, "the main loop names four accumulators");
-  OptionSpec weight;
-  weight.name = "weight";
-  weight.type = OptionType::String;
-  weight.defaultValue = std::string("f32");
-  weight.doc = "storage type of w (x and y are f32; accumulation is f32)";
-  weight.choices = {"f32", "bf16"};
   out.push_back({
       "gemv",
-      "y[i] = sum_j w[i*k + j] * x[j] for row-major w (m x k, f32 or bf16) and f32 x, y; one warp per row, " +
+      "y[i] = sum_j w[i*ldw + j] * x[j] for row-major w (m x k; ldw = k unless strided) and vectors x (k), y (m); "
+      "f32 products and accumulation; one warp per row, " +
           std::to_string(kRowsPerBlock) + " rows per block of " + std::to_string(kBlock) +
-          " threads; 16-byte loads when w and x are 16-byte aligned and k * bytes(weight) is a multiple of 16",
-      {weight},
+          " threads; 16-byte loads when the row and x are 16-byte aligned and k * bytes(weight) is a multiple of 16",
+      {dtypeOption("weight", "storage type of w"),
+       dtypeOption("activation", "storage type of x and y (y rounded to nearest from the f32 sum)"),
+       option("strided", false, "rows of w ldw elements apart (a u32 parameter after k, at least k)"),
+       option("batched", false,
+              "batch triples (w, x, y) in one launch (grid y = batch): u32 parameters batch, stride_w, stride_x, "
+              "stride_y after k (and ldw), the elements between consecutive w, x and y")},
       buildGemv,
-      [](const Options&) {
-        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0};
+      [](const Options& o) {
+        LaunchRule r{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0};
+        if (o.flag("batched")) r.grid.push_back(Expr::param("batch"));
+        return r;
       },
   });
 }

@@ -33,6 +33,22 @@ Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name
 
 }  // namespace
 
+std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name) {
+  std::vector<Value> out;
+  for (unsigned i = 0; i < words.type().lanes; ++i) {
+    Value w = kb.extract(words, i);
+    std::string lo = sub(name, "." + std::to_string(2 * i)), hi = sub(name, "." + std::to_string(2 * i + 1));
+    if (s == Storage::BF16) {
+      out.push_back(bf16HighBitsToF32(kb, w << 16u, lo));
+      out.push_back(bf16HighBitsToF32(kb, w & 0xFFFF0000u, hi));
+    } else {
+      out.push_back(f16BitsToF32(kb, w, lo));
+      out.push_back(f16BitsToF32(kb, w >> 16u, hi));
+    }
+  }
+  return out;
+}
+
 unsigned bytesOf(Storage s) { return s == Storage::F32 ? 4 : 2; }
 
 OptionSpec option(std::string name, OptionValue def, std::string doc) {
@@ -116,23 +132,6 @@ void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s) {
 }
 
 namespace {
-
-// The f32 values of four 32-bit words of packed bf16/f16 pairs, the lower half first (exact).
-std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name) {
-  std::vector<Value> out;
-  for (unsigned i = 0; i < 4; ++i) {
-    Value w = kb.extract(words, i);
-    std::string lo = sub(name, "." + std::to_string(2 * i)), hi = sub(name, "." + std::to_string(2 * i + 1));
-    if (s == Storage::BF16) {
-      out.push_back(bf16HighBitsToF32(kb, w << 16u, lo));
-      out.push_back(bf16HighBitsToF32(kb, w & 0xFFFF0000u, hi));
-    } else {
-      out.push_back(f16BitsToF32(kb, w, lo));
-      out.push_back(f16BitsToF32(kb, w >> 16u, hi));
-    }
-  }
-  return out;
-}
 
 // One cvt.rn.{bf16x2,f16x2}.f32 per pair (the element at the lower address in the low half).
 Value packHalves(KernelBuilder& kb, std::span<const Value> values, Storage s) {

@@ -69,6 +69,9 @@ Value loadF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::strin
 // Rounds v (f32) to nearest in storage type s and stores it at ptr.
 void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s);
 
+// The f32 values of a vector of 32-bit words of packed bf16/f16 pairs (s), the lower half of each
+// first: memory order (exact).
+std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name = {});
 // The 16 bytes at ptr (16-byte aligned) as vecElems(s) f32 values, in memory order.
 std::vector<Value> loadVecF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::string_view name = {});
 // Stores vecElems(s) f32 values as 16 bytes at ptr (16-byte aligned).

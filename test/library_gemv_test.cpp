@@ -1,81 +1,145 @@
-// gemv (kernels/Gemv.cpp, spec test/library/gemv.toml) with f32 and bf16 weights against a
-// double-precision reference: shapes that take the vector main loop, its tail and the scalar
-// path, k = 0 and m = 0, and (on the GPU) misaligned w and x.
+// gemv (kernels/Gemv.cpp, spec test/library/gemv.toml) for every weight and activation type,
+// strided rows and batches, against a double-precision reference: shapes that take the vector
+// main loop, its tail and the scalar path, k = 0, m = 0 and batch = 0, and (on the GPU)
+// misaligned w and x.
 #include "library_harness.h"
 
 using namespace tn::libtest;
 
 namespace {
 
-struct Shape {
-  uint32_t m, k;
+struct Variant {
+  const char* kernel;
+  Dtype w, x;  // weight; x and y
+  bool strided = false, batched = false;
 };
 
-// y = W x for one (m, k): W stored as `weight`, x and y f32; `misalign` shifts w and x on the
-// GPU so that the scalar path runs even where k would allow vectors.
-void checkGemv(Runner& r, std::mt19937& rng, Dtype weight, Shape s, uint32_t misalign = 0) {
-  std::vector<float> w = roundTo(weight, uniform(rng, size_t(s.m) * s.k));
-  std::vector<float> x = uniform(rng, s.k);
-  std::vector<float> y(s.m, -7.0f);  // every row must be overwritten
-  std::string kernel = std::string("gemv_") + dtypeName(weight);
-  Call call("gemv", kernel);
-  if (weight == Dtype::F32) call.buffer("w", w, misalign);
-  else call.buffer("w", encode(weight, w), misalign);
-  call.buffer("x", x, misalign).buffer("y", y).scalar("m", s.m).scalar("k", s.k);
+constexpr Variant kF32{"gemv_f32", Dtype::F32, Dtype::F32};
+constexpr Variant kBf16{"gemv_bf16", Dtype::BF16, Dtype::F32};
+constexpr Variant kF16{"gemv_f16", Dtype::F16, Dtype::F32};
+constexpr Variant kBf16Bf16{"gemv_bf16_bf16", Dtype::BF16, Dtype::BF16};
+constexpr Variant kF32F16{"gemv_f32_f16", Dtype::F32, Dtype::F16};  // 8 bytes of x per vector of w
+constexpr Variant kBf16Strided{"gemv_bf16_strided", Dtype::BF16, Dtype::F32, true};
+constexpr Variant kF32Batched{"gemv_f32_batched", Dtype::F32, Dtype::F32, false, true};
+constexpr Variant kF16Bf16StridedBatched{"gemv_f16_bf16_strided_batched", Dtype::F16, Dtype::BF16, true, true};
+
+struct Problem {
+  uint32_t m, k;
+  uint32_t pad = 0;       // strided: ldw = k + pad
+  uint32_t batch = 1;     // batched
+  uint32_t gap = 0;       // batched: elements between one batch's w, x, y and the next's
+  uint32_t misalign = 0;  // bytes w and x are shifted by on the GPU (the scalar path)
+};
+
+// y = W x for every batch; the elements of y between batches must keep their sentinel.
+void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
+  const uint32_t ldw = v.strided ? p.k + p.pad : p.k, batch = v.batched ? p.batch : 1;
+  const size_t strideW = size_t(p.m) * ldw + p.gap, strideX = size_t(p.k) + p.gap, strideY = size_t(p.m) + p.gap;
+  const float sentinel = -7.0f;
+  std::vector<float> w = roundTo(v.w, uniform(rng, batch * strideW));
+  std::vector<float> x = roundTo(v.x, uniform(rng, batch * strideX));
+  Call call("gemv", v.kernel);
+  call.buffer("w", encode(v.w, w), p.misalign)
+      .buffer("x", encode(v.x, x), p.misalign)
+      .buffer("y", encode(v.x, std::vector<float>(batch * strideY, sentinel)))
+      .scalar("m", p.m)
+      .scalar("k", p.k);
+  if (v.strided) call.scalar("ldw", ldw);
+  if (v.batched)
+    call.scalar("batch", batch)
+        .scalar("stride_w", uint32_t(strideW))
+        .scalar("stride_x", uint32_t(strideX))
+        .scalar("stride_y", uint32_t(strideY));
   Outputs out = r.run(call);
-  std::vector<float> got = out.get<float>("y");
-  REQUIRE(got.size() == s.m);
-  std::string what = kernel + " m=" + std::to_string(s.m) + " k=" + std::to_string(s.k) +
-                     " misalign=" + std::to_string(misalign);
-  // f32 accumulation in any order (per-lane fma chains, then a warp tree): a product passes
-  // through at most k fmas/adds with nonzero operands plus k - 1 additions of partial sums, so
-  // |error| <= ~2k * 2^-24 * sum|w x| (first order), checked per row as an absolute bound.
-  for (uint32_t i = 0; i < s.m; ++i) {
-    double want = 0, mag = 0;
-    for (uint32_t j = 0; j < s.k; ++j) {
-      double p = double(w[size_t(i) * s.k + j]) * double(x[j]);
-      want += p;
-      mag += std::fabs(p);
+  std::vector<float> got = decode(v.x, out.get<std::byte>("y"));
+  REQUIRE(got.size() == batch * strideY);
+  const std::string what = std::string(v.kernel) + " m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) +
+                           " ldw=" + std::to_string(ldw) + " batch=" + std::to_string(batch) +
+                           " misalign=" + std::to_string(p.misalign);
+  for (uint32_t b = 0; b < batch; ++b)
+    for (size_t i = 0; i < strideY; ++i) {
+      const size_t at = b * strideY + i;
+      if (i >= p.m) {
+        expectClose({got[at]}, {sentinel}, 0, 0, what + " gap after batch " + std::to_string(b));
+        continue;
+      }
+      // f32 accumulation in any order (per-lane fma chains, then a warp tree): a product passes
+      // through at most k fmas/adds with nonzero operands plus k - 1 additions of partial sums,
+      // so |error| <= ~2k * 2^-24 * sum|w x| (first order); then y's rounding to its type.
+      double want = 0, mag = 0;
+      for (uint32_t j = 0; j < p.k; ++j) {
+        double prod = double(w[b * strideW + i * ldw + j]) * double(x[b * strideX + j]);
+        want += prod;
+        mag += std::fabs(prod);
+      }
+      const double tol = 2.0 * std::max<uint32_t>(p.k, 1) * std::ldexp(1.0, -24) * mag * (1 + roundoff(v.x));
+      expectClose({got[at]}, {want}, tol, roundoff(v.x), what + " batch " + std::to_string(b) + " row " + std::to_string(i));
     }
-    double tol = 2.0 * std::max<uint32_t>(s.k, 1) * std::ldexp(1.0, -24) * mag;
-    expectClose({got[i]}, {want}, tol, 0, what + " row " + std::to_string(i));
-  }
 }
 
-const Shape kShapes[] = {{1, 1}, {3, 31}, {33, 33}, {5, 4097}, {64, 1000}, {7, 4096}, {9, 1032}};
+const Problem kShapes[] = {{1, 1}, {3, 31}, {33, 33}, {5, 4097}, {64, 1000}, {7, 4096}, {9, 1032}};
 
 }  // namespace
 
 LIBRARY_TEST("gemv f32 shapes", gemvF32Shapes) {
   std::mt19937 rng(seed());
-  for (Shape s : kShapes) checkGemv(r, rng, Dtype::F32, s);
-  checkGemv(r, rng, Dtype::F32, {3, 0});  // k = 0: y = 0
-  if (r.fast()) checkGemv(r, rng, Dtype::F32, {1000, 8192});
+  for (const Problem& p : kShapes) checkGemv(r, rng, kF32, p);
+  checkGemv(r, rng, kF32, {3, 0});  // k = 0: y = 0
+  if (r.fast()) checkGemv(r, rng, kF32, {1000, 8192});
 }
 
 LIBRARY_TEST("gemv bf16 shapes", gemvBf16Shapes) {
   std::mt19937 rng(seed());
-  for (Shape s : kShapes) checkGemv(r, rng, Dtype::BF16, s);
-  checkGemv(r, rng, Dtype::BF16, {3, 0});
-  if (r.fast()) checkGemv(r, rng, Dtype::BF16, {1000, 4096});
+  for (const Problem& p : kShapes) checkGemv(r, rng, kBf16, p);
+  checkGemv(r, rng, kBf16, {3, 0});
+  if (r.fast()) checkGemv(r, rng, kBf16, {1000, 4096});
+}
+
+// f16 weights; bf16 and f16 x and y, rounded to nearest from the f32 sum: with f32 weights a
+// vector of W meets 8 bytes of 16-bit x, with 16-bit weights 16 bytes.
+LIBRARY_TEST("gemv f16 weights, bf16 and f16 activations", gemvTypes) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kF16, &kBf16Bf16, &kF32F16}) {
+    for (const Problem& p : kShapes) checkGemv(r, rng, *v, p);
+    checkGemv(r, rng, *v, {3, 0});
+  }
 }
 
 LIBRARY_TEST("gemv misaligned pointers take the scalar path", gemvMisaligned) {
   std::mt19937 rng(seed());
-  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
-    checkGemv(r, rng, d, {33, 1024}, 4);
-    checkGemv(r, rng, d, {5, 4097}, 4);
+  for (const Variant* v : {&kF32, &kBf16, &kBf16Bf16, &kF32F16}) {
+    checkGemv(r, rng, *v, {33, 1024, 0, 1, 0, 4});
+    checkGemv(r, rng, *v, {5, 4097, 0, 1, 0, 4});
   }
+}
+
+// ldw past k: aligned rows (pad 8) take vectors; an odd ldw leaves some rows aligned and some not,
+// each warp choosing its row's path. Batches: strides with and without gaps (an odd gap
+// misaligns every other batch), a batch of one, and batch 0, which launches nothing.
+LIBRARY_TEST("gemv strided rows and batches", gemvStridedBatched) {
+  std::mt19937 rng(seed());
+  checkGemv(r, rng, kBf16Strided, {33, 1000, 8});
+  checkGemv(r, rng, kBf16Strided, {17, 4096, 3});
+  checkGemv(r, rng, kBf16Strided, {3, 31, 1});
+  checkGemv(r, rng, kF32Batched, {17, 256, 0, 5});
+  checkGemv(r, rng, kF32Batched, {3, 31, 0, 2, 1});
+  checkGemv(r, rng, kF32Batched, {9, 1032, 0, 1});
+  checkGemv(r, rng, kF16Bf16StridedBatched, {9, 1032, 8, 3});
+  checkGemv(r, rng, kF16Bf16StridedBatched, {7, 520, 1, 4, 5});
+  checkGemv(r, rng, kF16Bf16StridedBatched, {5, 4097, 0, 2, 3, 2});
+  checkGemv(r, rng, kF16Bf16StridedBatched, {4, 64, 0, 0});  // batch 0: y keeps its sentinel
 }
 
 LIBRARY_TEST("gemv m = 0 launches nothing", gemvEmpty) {
   std::mt19937 rng(seed());
-  for (Dtype d : {Dtype::F32, Dtype::BF16}) {
-    Call call("gemv", std::string("gemv_") + dtypeName(d));
+  for (const Variant* v : {&kF32, &kBf16, &kBf16Bf16}) {
+    Call call("gemv", v->kernel);
     std::vector<float> x = uniform(rng, 16), y = {5.0f};  // y untouched
-    if (d == Dtype::F32) call.buffer("w", std::vector<float>{});
-    else call.buffer("w", std::vector<uint16_t>{});
-    Outputs out = r.run(call.buffer("x", x).buffer("y", y).scalar("m", 0u).scalar("k", 16u));
-    CHECK(out.get<float>("y") == std::vector<float>{5.0f});
+    Outputs out = r.run(call.buffer("w", std::vector<float>{})
+                            .buffer("x", encode(v->x, x))
+                            .buffer("y", encode(v->x, y))
+                            .scalar("m", 0u)
+                            .scalar("k", 16u));
+    CHECK(decode(v->x, out.get<std::byte>("y")) == std::vector<float>{5.0f});
   }
 }

@@ -109,6 +109,12 @@ struct Case {
   std::vector<Launch> launches;  // one op may be several launches (long softmax rows)
   double bytes = 0;              // read + written, each tensor once
   uint32_t gemvM = 0, gemvK = 0;  // f32 gemv: also timed with cuBLAS on buffers 0 (w), 1 (x), 2 (y)
+  // gemv: checked against the CPU on buffers 0 (w), 1 (x), 2 (y), each f32 or bf16 (--check).
+  struct Gemv {
+    uint32_t m, k;
+    bool wBf16, xBf16;
+  };
+  std::optional<Gemv> gemv{};
   // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n); dtype names the
   // member (gemmMember).
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
@@ -269,16 +275,19 @@ Case elementwiseCase(const std::string& op, const std::string& dtype, uint32_t n
   return c;
 }
 
-Case gemvCase(const std::string& weight, uint32_t m, uint32_t k) {
-  Case c{"gemv", dims(m, k), weight, {}, {}, 0, 0, 0};
-  size_t w = size_t(m) * k * sizeOf(weight);
-  c.buffers = {{w, fillOf(weight)}, {size_t(k) * 4, Fill::F32}, {size_t(m) * 4, Fill::Zero}};
-  c.launches = {{"gemv_" + weight, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
-  c.bytes = double(w) + 4.0 * k + 4.0 * m;
+// gemv: f32 or bf16 weights with f32 x and y (op gemv), or bf16 weights, x and y (op gemv_xbf16,
+// PyTorch's torch.mv in bf16: the same bytes).
+Case gemvCase(const std::string& weight, uint32_t m, uint32_t k, bool xBf16 = false) {
+  Case c{xBf16 ? "gemv_xbf16" : "gemv", dims(m, k), weight, {}, {}, 0, 0, 0};
+  const size_t w = size_t(m) * k * sizeOf(weight), x = xBf16 ? 2 : 4;
+  c.buffers = {{w, fillOf(weight)}, {size_t(k) * x, xBf16 ? Fill::BF16 : Fill::F32}, {size_t(m) * x, Fill::Zero}};
+  c.launches = {{"gemv_" + weight + (xBf16 ? "_xbf16" : ""), {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
+  c.bytes = double(w) + double(x) * (k + m);
   if (weight == "f32") {
     c.gemvM = m;
     c.gemvK = k;
   }
+  c.gemv = Case::Gemv{m, k, weight == "bf16", xBf16};
   return c;
 }
 
@@ -607,6 +616,7 @@ std::vector<Case> cases(Sizes sizes) {
   for (const char* op : {"add", "silu", "swiglu"}) out.push_back(elementwiseCase(op, "bf16", n));
   out.push_back(gemvCase("f32", pick(8192, 1024, 70), pick(8192, 1024, 300)));
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512)));
+  out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512), true));
 
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
   const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);
@@ -920,16 +930,26 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
 // --check: each launch's arguments against the bundle's signature of its kernel, by parameter
 // name and type, so that a case cannot pass a buffer in the wrong place.
 // A GEMV's y (buffer 2) against a double-precision reference from its w and x (f32 weights).
-std::string checkGemv(const std::deque<DeviceMemory>& mem, uint32_t m, uint32_t k) {
-  std::vector<float> w(size_t(m) * k), x(k), y(m);
-  must(mem[0].download(w.data(), w.size() * 4), "download w");
-  must(mem[1].download(x.data(), x.size() * 4), "download x");
-  must(mem[2].download(y.data(), y.size() * 4), "download y");
-  const double tol = 1e-3 * std::sqrt(double(k));  // as for the comparison with cuBLAS
-  for (uint32_t i = 0; i < m; ++i) {
+std::string checkGemv(const std::deque<DeviceMemory>& mem, const Case::Gemv& g) {
+  // Buffer i as f32 values (bf16 widened exactly).
+  auto values = [&](size_t i, size_t count, bool bf16) {
+    std::vector<float> out(count);
+    if (!bf16) {
+      must(mem[i].download(out.data(), count * 4), "download");
+      return out;
+    }
+    std::vector<uint16_t> raw(count);
+    must(mem[i].download(raw.data(), count * 2), "download");
+    for (size_t j = 0; j < count; ++j) out[j] = tn::ir::bf16ToF32(raw[j]);
+    return out;
+  };
+  const std::vector<float> w = values(0, size_t(g.m) * g.k, g.wBf16), x = values(1, g.k, g.xBf16), y = values(2, g.m, g.xBf16);
+  // As for the comparison with cuBLAS, and y's rounding to bf16.
+  const double tol = 1e-3 * std::sqrt(double(g.k));
+  for (uint32_t i = 0; i < g.m; ++i) {
     double ref = 0;
-    for (uint32_t j = 0; j < k; ++j) ref += double(w[size_t(i) * k + j]) * x[j];
-    if (!(std::fabs(y[i] - ref) <= tol))
+    for (uint32_t j = 0; j < g.k; ++j) ref += double(w[size_t(i) * g.k + j]) * x[j];
+    if (!(std::fabs(y[i] - ref) <= tol + (g.xBf16 ? std::ldexp(std::fabs(ref), -8) : 0.0)))
       return "y[" + std::to_string(i) + "] = " + std::to_string(y[i]) + ", reference " + std::to_string(ref);
   }
   return "";
@@ -1151,7 +1171,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
       }
     }
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
-    if (why.empty() && c.gemvM) why = checkGemv(mem, c.gemvM, c.gemvK);
+    if (why.empty() && c.gemv) why = checkGemv(mem, *c.gemv);
     if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
     if (why.empty() && c.refM) why = checkDequantRef(mem, c);
     if (why.empty() && c.refEqual.first >= 0)
