@@ -278,7 +278,7 @@ Command interpCommand() {
             cli.option("--kernel", o->kernel, "Kernel to run").required();
             cli.option("--grid", o->grid, "Grid size X[,Y,Z]").required();
             cli.option("--block", o->block, "Block size X[,Y,Z]").required();
-            cli.option("--arg", o->args, "name=VALUE for a scalar, name=@FILE for a buffer (raw bytes)");
+            cli.option("--arg", o->args, "name=VALUE for a scalar, name=V0,V1,... for a vector (its lanes), name=@FILE for a buffer (raw bytes)");
             cli.option("--out", o->outs, "name=FILE: write a buffer after the run");
             cli.option("--tensor-map", o->tensorMaps,
                        "name=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer parameter "

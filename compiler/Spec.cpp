@@ -697,6 +697,17 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
     kernel.minnctapersm = k.minnctapersm;
   }
   inst.params = signatureOf(kernel);
+  // A launch passes pointers, scalars and tensor maps (truenort's Arg kinds): a bundle with any
+  // other parameter would not load, so the kernel is refused here, where the spec says it.
+  bool passable = true;
+  for (const bundle::Param& p : inst.params)
+    if (p.type.lanes != 1 || p.type.scalar == bundle::ParamType::Scalar::Pred) {
+      error(k.nameLoc, "kernel " + q(k.name) + ": parameter " + q(p.name) + " has type " + p.type.name() +
+                           ", which a launch cannot pass (parameters are pointers, scalars other than pred, and tmap): "
+                           "give each lane its own parameter, or a pred as an integer");
+      passable = false;
+    }
+  if (!passable) return std::nullopt;
   analyzeParamUse(kernel, inst.params);
   bool elementsOk = true;
   for (const KernelSpec::Element& e : k.elements) {

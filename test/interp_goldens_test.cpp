@@ -58,9 +58,7 @@ bool registerGolden(const char* file, const char* kernel) {
 
 // Kernels of the goldens that the interpreter cannot load (and why); they have a test that
 // checks the refusal.
-const std::set<std::pair<std::string, std::string>> kNotRunnable = {
-    {"vector-access.tir", "vector_params"},  // vector parameters cannot be bound to host memory
-};
+const std::set<std::pair<std::string, std::string>> kNotRunnable = {};
 
 // ---- checking ---------------------------------------------------------------------------
 
@@ -1276,15 +1274,21 @@ GOLDEN_TEST("vector-access.tir", "vectors") {
   });
 }
 
-// No Session: the interpreter cannot load this kernel (kNotRunnable), so it has no scenario.
-GOLDEN_TEST_CASE("vector-access.tir", "vector_params") {
-  tn::ir::Module m = parseSourceFile("lit-tests/emit-ptx/vector-access.tir");
-  tn::interp::Interpreter vm;
-  std::optional<tn::interp::Error> err = vm.load(m, "vector_params");
-  REQUIRE(err);
-  CHECK(err->kind == ErrorKind::Setup);
-  CHECK(err->diag.message ==
-        "cannot interpret kernel 'vector_params': parameter '%v' of type v4.f32 cannot be bound to host memory");
+// The parameters' lanes as a launch passes them: out gets v's 16 bytes, then w's lane 3 over its
+// bytes 16..23, then b's two bytes over v's first.
+GOLDEN_TEST("vector-access.tir", "vector_params") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> v = run.vectorLanes<uint32_t>("v");
+    const std::vector<uint64_t> w = run.vectorLanes<uint64_t>("w");
+    const std::vector<uint8_t> b = run.vectorLanes<uint8_t>("b");
+    std::vector<uint32_t> before = run.inputArray<uint32_t>("out"), out = o.array<uint32_t>("out");
+    Checker chk(s.probes, o);
+    chk.complete(run.threads());
+    for (uint64_t t = 0; t < run.threads(); ++t) chk.exact(t, "x", w[3]);
+    const uint32_t want[8] = {(v[0] & 0xFFFF0000u) | b[0] | uint32_t(b[1]) << 8, v[1], v[2], v[3],
+                              uint32_t(w[3]), uint32_t(w[3] >> 32), before[6], before[7]};
+    for (int i = 0; i < 8; ++i) chk.bits("out[" + std::to_string(i) + "]", out[i], want[i]);
+  });
 }
 
 // ---- warp-reduce.tir ---------------------------------------------------------------------------

@@ -76,6 +76,7 @@ struct Run {
   interp::Options opts;
   std::vector<std::pair<std::string, std::vector<std::byte>>> buffers;
   std::vector<std::pair<std::string, uint64_t>> scalars;
+  std::vector<std::pair<std::string, std::vector<std::byte>>> vectors;  // vector parameters' bytes
   // tmap parameters: the map and the buffer parameter it views (execute fills in its address).
   struct TensorMap {
     std::string param, source;
@@ -93,6 +94,24 @@ struct Run {
   Run& bits(const std::string& name, uint64_t value) {
     scalars.emplace_back(name, value);
     return *this;
+  }
+  template <class T>
+  Run& vector(const std::string& name, const std::vector<T>& lanes) {
+    std::vector<std::byte> bytes(lanes.size() * sizeof(T));
+    if (!bytes.empty()) std::memcpy(bytes.data(), lanes.data(), bytes.size());
+    vectors.emplace_back(name, std::move(bytes));
+    return *this;
+  }
+  template <class T>
+  std::vector<T> vectorLanes(const std::string& name) const {
+    for (const auto& [n, bytes] : vectors)
+      if (n == name) {
+        std::vector<T> out(bytes.size() / sizeof(T));
+        if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+        return out;
+      }
+    FAIL("no vector parameter " << name);
+    return {};
   }
   // A 2-D map over buffer `source` (dims and box innermost first, rows `rowStride` bytes apart,
   // swizzle in bytes: 0, 32, 64 or 128), as cuTensorMapEncodeTiled would be asked for it.
@@ -325,6 +344,10 @@ inline Outcome execute(const ir::Module& m, const std::string& kernel, const Run
   }
   for (const auto& [name, value] : run.scalars) {
     err = vm.setScalarBits(name, value);
+    REQUIRE_MESSAGE(!err, (err ? err->text() : ""));
+  }
+  for (const auto& [name, bytes] : run.vectors) {
+    err = vm.setScalarBytes(name, bytes);
     REQUIRE_MESSAGE(!err, (err ? err->text() : ""));
   }
   for (Run::TensorMap map : run.tensorMaps) {
@@ -1081,6 +1104,27 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      std::vector<uint32_t> dst(12);
                      for (uint32_t& w : dst) w = static_cast<uint32_t>(rng());
                      r.buffer("src", src).buffer("dst", dst).bits("n", n);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
+  // vector-access.tir's vector parameters: random lanes (special values included), one thread or a
+  // few warps in a few blocks (every thread stores the same).
+  all.push_back({"vector-access.tir", "vector_params", "entry", {"x"}, [](std::mt19937& rng) {
+                   R runs;
+                   const std::pair<unsigned, unsigned> shapes[] = {{1, 1}, {1, 33}, {3, 64}};
+                   for (auto [grid, block] : shapes) {
+                     Run r = launch("vector_params", {grid, 1, 1}, {block, 1, 1});
+                     std::vector<float> v(4);
+                     for (float& f : v) f = randomF32(rng);
+                     std::vector<double> w(4);
+                     for (double& d : w) d = std::uniform_real_distribution<double>(-1e300, 1e300)(rng);
+                     std::vector<uint32_t> dst(8);
+                     for (uint32_t& x : dst) x = static_cast<uint32_t>(rng());
+                     r.buffer("out", dst)
+                         .vector("v", v)
+                         .vector("w", w)
+                         .vector("b", std::vector<uint8_t>{uint8_t(rng()), uint8_t(rng())});
                      runs.push_back(std::move(r));
                    }
                    return runs;

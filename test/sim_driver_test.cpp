@@ -176,6 +176,43 @@ TEST_CASE("sim: a kernel from .tir text runs on the interpreter; an out-of-bound
   CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr) == 400);
 }
 
+// Parameters the runtime does not pass (vectors, pred) still run on the simulator when a caller
+// launches them directly, each as many bytes of its kernelParams entry as its type has.
+TEST_CASE("sim: vector and pred parameters reach the kernel as cuLaunchKernel passes them") {
+  const Driver& d = sim();
+  makeCurrent();
+  const char* text = R"(target sm_80
+ptx 7.0
+kernel @k(%out: ptr.global align 16, %a: v4.f32, %h: v2.f16, %p: pred) {
+^entry:
+  %z = const 0.0 : f32
+  %x = extract %a, 2 : v4.f32
+  %y = selp %x, %z, %p : f32
+  %hx = extract %h, 1 : v2.f16
+  %hy = cvt %hx : f16 -> f32
+  %s = add %y, %hy : f32
+  st %out, %s : f32
+  ret
+}
+)";
+  CUmodule mod = nullptr;
+  REQUIRE(d.cuModuleLoadData(&mod, text) == cu::SUCCESS);
+  CUfunction fn = nullptr;
+  REQUIRE(d.cuModuleGetFunction(&fn, mod, "k") == cu::SUCCESS);
+  CUdeviceptr out = alloc(16);
+  alignas(16) float a[4] = {1.0f, 2.0f, 3.5f, 4.0f};
+  const uint16_t h[2] = {0x3C00, 0x4100};  // 1.0 and 2.5 as f16
+  for (bool p : {true, false}) {
+    void* args[] = {&out, a, const_cast<uint16_t*>(h), &p};
+    REQUIRE(d.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, args, nullptr) == cu::SUCCESS);
+    float got = 0;
+    REQUIRE(d.cuMemcpyDtoH(&got, out, 4) == cu::SUCCESS);
+    CHECK(got == (p ? 6.0f : 2.5f));
+  }
+  CHECK(d.cuMemFree(out) == cu::SUCCESS);
+  CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
+}
+
 // The simulator checks races (checks = all): on device memory the report names the address and
 // its allocation; a load through a parameter the kernel never stores to is checked when its
 // allocation is one the kernel writes through another parameter, as an ld.nc of it is.

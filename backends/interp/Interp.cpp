@@ -13,6 +13,7 @@ struct Interpreter::State {
   bool loaded = false;
   std::vector<std::vector<std::byte>> buffers;  // per parameter (pointer parameters only)
   std::vector<std::optional<uint64_t>> values;  // per parameter; pointers get their tag at launch
+  std::vector<std::vector<uint64_t>> wide;      // per parameter: a vector's words after its first
   std::vector<TensorMapBytes> tensorMaps;       // per parameter (tmap parameters only)
   const DeviceMemory* device = nullptr;         // pointers are device addresses into it
   Stats stats;
@@ -50,6 +51,7 @@ std::optional<Error> Interpreter::load(const ir::Module& m, std::string_view nam
     s_->loaded = true;
     s_->buffers.resize(s_->program.params.size());
     s_->values.resize(s_->program.params.size());
+    s_->wide.resize(s_->program.params.size());
     s_->tensorMaps.resize(s_->program.params.size());
     return std::nullopt;
   }
@@ -162,12 +164,44 @@ std::optional<Error> Interpreter::bindBuffer(std::string_view param, std::vector
   return std::nullopt;
 }
 
+namespace {
+
+// Bits of a value of type t (pred: 1 bit); the mask of one lane of a vector.
+uint64_t laneMask(ir::Type t) {
+  return t.isPred() ? 1 : ir::scalarBits(t.scalar) >= 64 ? ~uint64_t{0} : (uint64_t{1} << ir::scalarBits(t.scalar)) - 1;
+}
+
+std::string vectorUse(std::string_view param, ir::Type t) {
+  return "parameter '" + std::string(param) + "' has type " + ir::typeName(t) + ": give its " +
+         std::to_string(t.lanes) + " lanes (setScalarBytes, or setScalarText with " + std::to_string(t.lanes) +
+         " comma-separated values)";
+}
+
+}  // namespace
+
 std::optional<Error> Interpreter::setScalarBits(std::string_view param, uint64_t bits) {
   size_t i = 0;
   if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
   ir::Type t = s_->program.params[i].type;
-  uint64_t mask = t.isPred() ? 1 : t.bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << t.bits()) - 1;
-  s_->values[i] = bits & mask;
+  if (t.isVector()) return setupError(vectorUse(param, t));
+  s_->values[i] = bits & laneMask(t);
+  return std::nullopt;
+}
+
+std::optional<Error> Interpreter::setScalarBytes(std::string_view param, std::span<const std::byte> bytes) {
+  size_t i = 0;
+  if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
+  ir::Type t = s_->program.params[i].type;
+  const size_t want = t.isPred() ? 1 : t.bytes();
+  if (bytes.size() != want)
+    return setupError("parameter '" + std::string(param) + "' has type " + ir::typeName(t) + " (" +
+                      std::to_string(want) + " bytes), not " + std::to_string(bytes.size()) + " bytes");
+  // Little-endian words, as a vector lies in registers: lane j at bit j * lane width.
+  std::vector<uint64_t> words((want + 7) / 8, 0);
+  std::memcpy(words.data(), bytes.data(), want);
+  if (!t.isVector()) words[0] &= laneMask(t);
+  s_->values[i] = words[0];
+  s_->wide[i].assign(words.begin() + 1, words.end());
   return std::nullopt;
 }
 
@@ -176,6 +210,7 @@ std::optional<Error> Interpreter::setScalarChecked(std::string_view param, uint6
   size_t i = 0;
   if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
   ir::Type t = s_->program.params[i].type;
+  if (t.isVector()) return setupError(vectorUse(param, t));
   bool ok = t.isPred() ? isBool
             : t.isFloat() ? isFloat && t.bits() == bytes * 8
                           : !isFloat && !isBool && t.bits() == bytes * 8;
@@ -188,15 +223,33 @@ std::optional<Error> Interpreter::setScalarChecked(std::string_view param, uint6
 std::optional<Error> Interpreter::setScalarText(std::string_view param, std::string_view text) {
   size_t i = 0;
   if (auto e = findParam(s_->program, s_->loaded, param, Binding::Scalar, i)) return e;
-  ir::Type t = s_->program.params[i].type;
-  // The IR's literals spell bit patterns (-1 is a u32's 0xFFFFFFFF); a value given for an
-  // unsigned parameter is a number and takes no minus sign.
-  const bool negativeUnsigned = t.isInt() && !t.isSigned() && text.starts_with('-');
-  auto bits = negativeUnsigned ? std::nullopt : ir::parseConstLiteral(text, t);
-  if (!bits)
-    return setupError("invalid " + ir::typeName(t) + " value '" + std::string(text) + "' for parameter '" +
-                      std::string(param) + "'");
-  return setScalarBits(param, *bits);
+  const ir::Type t = s_->program.params[i].type, lane = ir::Type::of(t.scalar);
+  // A vector's lanes: comma-separated literals of its element type.
+  std::vector<std::string_view> parts;
+  for (size_t at = 0;;) {
+    size_t comma = t.isVector() ? text.find(',', at) : std::string_view::npos;
+    parts.push_back(text.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at));
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
+  }
+  if (parts.size() != t.lanes)
+    return setupError("parameter '" + std::string(param) + "' of type " + ir::typeName(t) + " takes " +
+                      std::to_string(t.lanes) + " comma-separated values, not " + std::to_string(parts.size()));
+  std::vector<std::byte> bytes(t.isPred() ? 1 : t.bytes());
+  const unsigned laneBytes = t.isPred() ? 1 : t.bytes() / t.lanes;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    // The IR's literals spell bit patterns (-1 is a u32's 0xFFFFFFFF); a value given for an
+    // unsigned parameter is a number and takes no minus sign.
+    const bool negativeUnsigned = lane.isInt() && !lane.isSigned() && parts[j].starts_with('-');
+    auto bits = negativeUnsigned ? std::nullopt : ir::parseConstLiteral(parts[j], lane);
+    if (!bits)
+      return setupError("invalid " + ir::typeName(lane) + " value '" + std::string(parts[j]) + "' for " +
+                        (t.isVector() ? "lane " + std::to_string(j) + " of " : std::string()) + "parameter '" +
+                        std::string(param) + "'");
+    const uint64_t v = *bits & laneMask(t);
+    std::memcpy(bytes.data() + j * laneBytes, &v, laneBytes);
+  }
+  return setScalarBytes(param, bytes);
 }
 
 std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options& opts) {
@@ -205,6 +258,7 @@ std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options&
   std::vector<uint64_t> bits(p.params.size());
   std::vector<detail::GlobalBuffer> globals;
   std::vector<TensorMapDesc> tensorMaps;
+  std::vector<uint64_t> wide;  // the vectors' words after their first, in parameter order
   for (size_t i = 0; i < p.params.size(); ++i) {
     const Binding binding = bindingOf(p.params[i].type);
     if (!s_->values[i])
@@ -229,9 +283,10 @@ std::optional<Error> Interpreter::launch(const LaunchConfig& cfg, const Options&
       bits[i] = static_cast<uint64_t>(globals.size()) << detail::kTagShift;
     } else {
       bits[i] = *s_->values[i];
+      wide.insert(wide.end(), s_->wide[i].begin(), s_->wide[i].end());
     }
   }
-  return detail::execute(p, bits, {globals, s_->device, tensorMaps}, cfg, opts, s_->stats);
+  return detail::execute(p, bits, wide, {globals, s_->device, tensorMaps}, cfg, opts, s_->stats);
 }
 
 const std::vector<std::byte>* Interpreter::buffer(std::string_view param) const {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -156,7 +157,13 @@ class Interpreter {
     std::memcpy(&bits, &value, sizeof(T));
     return setScalarChecked(param, bits, std::is_floating_point_v<T>, std::is_same_v<T, bool>, sizeof(T));
   }
+  // A scalar parameter's bits (the low bits of `bits`, as wide as its type).
   std::optional<Error> setScalarBits(std::string_view param, uint64_t bits);
+  // A scalar or vector parameter's value as it lies in a kernel's parameter buffer (a vector's
+  // lanes in order, little-endian): exactly as many bytes as its type has (a pred: 1).
+  std::optional<Error> setScalarBytes(std::string_view param, std::span<const std::byte> bytes);
+  // A literal of the parameter's type; a vector's lanes as that many literals of its element
+  // type separated by commas ("1.5,2,0x3,-4").
   std::optional<Error> setScalarText(std::string_view param, std::string_view text);
 
   std::optional<Error> launch(const LaunchConfig& cfg, const Options& opts = {});

@@ -48,9 +48,9 @@ class Decoder {
       Type t = k_.typeOf(kp.value);
       const std::string& name = k_.value(kp.value).name;
       bool hostPtr = t.isPtr() && (t.space == ir::AddrSpace::Global || t.space == ir::AddrSpace::Generic);
-      if ((t.isPtr() && !hostPtr) || t.isVector())
+      if (t.isPtr() && !hostPtr)
         return fail(k_.loc, "parameter '%" + name + "' of type " + ir::typeName(t) + " cannot be bound to host memory");
-      p_.params.push_back({name, t, slot_[kp.value.index]});
+      p_.params.push_back({name, t, slot_[kp.value.index], slotsOf(t)});
     }
     if (auto e = layoutShared()) return e;
     traceSharedOrigins();

@@ -283,7 +283,8 @@ Error launchFault(const Program& p, ErrorKind kind, uint32_t inst, Dim3 block, D
 // What the engines of one launch share.
 struct Launch {
   const Program& p;
-  std::span<const uint64_t> params;
+  std::span<const uint64_t> params;       // per parameter: its value, a vector's first word
+  std::span<const uint64_t> vectorWords;  // the words of vector parameters after their first
   GlobalMemory memory;
   const LaunchConfig& cfg;
   const Options& opts;
@@ -566,8 +567,12 @@ Engine::Engine(Launch& l)
       w.tid[2][l] = d.z;
     }
     for (auto [slot, bits] : p_.constants) std::fill_n(slotPtr(w.regs, slot), kWarpSize, bits);
-    for (size_t i = 0; i < p_.params.size(); ++i)
+    size_t word = 0;
+    for (size_t i = 0; i < p_.params.size(); ++i) {
       std::fill_n(slotPtr(w.regs, p_.params[i].slot), kWarpSize, l.params[i]);
+      for (uint32_t j = 1; j < p_.params[i].slots && word < l.vectorWords.size(); ++j)
+        std::fill_n(slotPtr(w.regs, p_.params[i].slot + j), kWarpSize, l.vectorWords[word++]);
+    }
   }
   shared_.assign(l.sharedBytes, std::byte{0});
   if (opts_.checkUninit) written_.assign(l.sharedBytes, 0);
@@ -2280,12 +2285,12 @@ std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
 
 }  // namespace
 
-std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, GlobalMemory memory,
-                             const LaunchConfig& cfg, const Options& opts, Stats& stats) {
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, std::span<const uint64_t> vectorWords,
+                             GlobalMemory memory, const LaunchConfig& cfg, const Options& opts, Stats& stats) {
   auto t0 = std::chrono::steady_clock::now();
   stats = Stats{};
   if (auto e = checkConfig(p, cfg)) return e;
-  Launch launch{p, paramBits, memory, cfg, opts};
+  Launch launch{p, paramBits, vectorWords, memory, cfg, opts};
   launch.threadsPerBlock = cfg.block.total();
   launch.sharedBytes = cfg.dynamicShared ? uint64_t(p.dynamicSharedStart) + cfg.dynamicShared : p.staticSharedEnd;
   if (opts.checkRaces) prepareGlobalRaces(launch);

@@ -98,6 +98,7 @@ struct ParamSlot {
   std::string name;
   ir::Type type;
   uint32_t slot = 0;
+  uint32_t slots = 1;  // a vector wider than 8 bytes: more than one
 };
 
 struct Program {
@@ -184,7 +185,8 @@ struct GlobalMemory {
 };
 
 // Runs one launch of p. paramBits holds each parameter's value (pointers already encoded).
-std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, GlobalMemory memory,
+std::optional<Error> execute(const Program& p, std::span<const uint64_t> paramBits, std::span<const uint64_t> vectorWords,
+                             GlobalMemory memory,
                              const LaunchConfig& cfg, const Options& opts, Stats& stats);
 
 // ---- lane loops shared by the semantics files --------------------------------------------------

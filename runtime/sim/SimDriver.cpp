@@ -570,11 +570,13 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
       if (auto e = fn->vm.setTensorMap(ps[i].name, map)) return fail(err::InvalidValue, "cuLaunchKernel: " + e->text());
       continue;
     }
-    const size_t bytes = t.isPtr() ? 8 : t.isPred() ? 1 : t.bytes();
-    if (bytes > 8) return fail(err::NotSupported, "cuLaunchKernel: " + kernel + " has a vector parameter");
-    uint64_t bits = 0;
-    std::memcpy(&bits, params[i], bytes);
-    e = t.isPtr() ? fn->vm.setAddress(ps[i].name, bits) : fn->vm.setScalarBits(ps[i].name, bits);
+    if (t.isPtr()) {
+      uint64_t address = 0;
+      std::memcpy(&address, params[i], 8);
+      e = fn->vm.setAddress(ps[i].name, address);
+    } else {  // a scalar or a vector, as many bytes as its type
+      e = fn->vm.setScalarBytes(ps[i].name, {static_cast<const std::byte*>(params[i]), t.isPred() ? 1 : t.bytes()});
+    }
     if (e) return fail(err::InvalidValue, "cuLaunchKernel: " + e->text());
   }
   const Config& k = state().config;
