@@ -226,7 +226,7 @@ constexpr unsigned kKeys = 64;           // keys of a K/V tile
 // present while the position is below `extent`, zeros past it. A paged tensor's `row` gives the
 // row of a position (base is then the head's element 0 of row 0).
 struct Tile {
-  SharedArray mem;
+  std::function<Value()> smem;  // the tile's shared address, materialized where it is used
   Value base;    // global pointer
   Value stride;  // u32 bytes between rows
   Value extent;  // u32 positions
@@ -243,15 +243,18 @@ Value slotOf(const Config& c, Value row, Value chunk, Value low = Value()) {
 void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
   const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow;
   Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
-  Value dst0 = kb.ptradd(kb.shared_addr(t.mem), slotOf(c, r0, chunk), "dst");
+  Value dst0 = kb.ptradd(t.smem(), slotOf(c, r0, chunk), "dst");
   Value last = (t.extent - 1u).named("last");  // first < extent: the tile holds a position
   for (unsigned j = 0; j < kRows / rowsPerPass; ++j) {
     Value pos = (first + r0 + j * rowsPerPass).named("pos");
     Value in = (pos < t.extent).named("in");
     Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
     Value src = assumeAligned16(kb, kb.ptradd(t.base, offset), "src");
-    // Row r0 + j rowsPerPass has r & 7 == r0 & 7 (rowsPerPass is a multiple of 8).
-    Value dst = j == 0 ? dst0 : kb.ptradd(dst0, kb.u32(j * rowsPerPass * c.rowBytes()), "dst");
+    // Row r0 + j rowsPerPass has r & 7 == r0 & 7 when rowsPerPass is a multiple of 8 (head_dim up
+    // to 128); at 256 (4 rows a pass) each pass's row has its own swizzle.
+    Value dst = j == 0                 ? dst0
+                : rowsPerPass % 8 == 0 ? kb.ptradd(dst0, kb.u32(j * rowsPerPass * c.rowBytes()), "dst")
+                                       : kb.ptradd(t.smem(), slotOf(c, r0 + j * rowsPerPass, chunk), "dst");
     kb.cp_async(dst, src, 16, kb.select(in, kb.u32(16), kb.u32(0), "bytes"), Mod::Cg);
   }
 }
@@ -265,7 +268,7 @@ constexpr unsigned kBatch = 4;
 void loadTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
   const unsigned count = kRows * c.dim / kThreads;
   Value last = (t.extent - 1u).named("last");
-  Value tile = kb.shared_addr(t.mem, "tile");
+  Value tile = t.smem();
   kb.for_range(kb.u32(0), kb.u32(count), kb.u32(kBatch), [&](Value j0) {
     std::vector<Value> staged, slots;
     for (unsigned u = 0; u < kBatch; ++u) {
@@ -298,11 +301,15 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                      std::to_string(kMinTmaPage) + " rows");
     return std::nullopt;
   }
+  if (c.dim == 256 && c.tmaParams) {
+    diags.report(ir::Severity::Error, "", {}, "head_dim 256 needs mainloop = \"mma\" (the wgmma member takes 64 or 128)");
+    return std::nullopt;
+  }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
-  if (c.dim != 64 && c.dim != 128) {
-    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64 or 128, not " + std::to_string(c.dim));
+  if (c.dim != 64 && c.dim != 128 && c.dim != 256) {
+    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim));
     return std::nullopt;
   }
   const Params p = declareParams(kb, c);
@@ -312,11 +319,26 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   kb.reqntid(kThreads);
   // The blocks per SM the design aims at (ptxas's own register target for 128 threads spills
   // head_dim 64): 2 at head_dim 128 (up to 255 registers; 48 KiB of shared memory), 3 at 64.
-  kb.minnctapersm(c.dim == 128 ? 2 : 3);
+  kb.minnctapersm(c.dim == 256 ? 1 : c.dim == 128 ? 2 : 3);
   const unsigned tileWords = kRows * c.rowBytes() / 4;
-  SharedArray qMem = kb.shared("q_tile", Type::of(Scalar::B32), tileWords, 128);
-  SharedArray kMem = kb.shared("k_tile", Type::of(Scalar::B32), tileWords, 128);
-  SharedArray vMem = kb.shared("v_tile", Type::of(Scalar::B32), tileWords, 128);
+  // The Q, K and V tiles: static arrays up to head_dim 128 (48 KiB in all), past that the dynamic
+  // shared memory the launch rule asks for (96 KiB at 256).
+  std::function<Value()> qMem, kMem, vMem;
+  if (c.dim <= 128) {
+    SharedArray q = kb.shared("q_tile", Type::of(Scalar::B32), tileWords, 128);
+    SharedArray k = kb.shared("k_tile", Type::of(Scalar::B32), tileWords, 128);
+    SharedArray v = kb.shared("v_tile", Type::of(Scalar::B32), tileWords, 128);
+    qMem = [&kb, q] { return kb.shared_addr(q); };
+    kMem = [&kb, k] { return kb.shared_addr(k); };
+    vMem = [&kb, v] { return kb.shared_addr(v); };
+  } else {
+    Value tiles = kb.shared_addr(kb.shared_dynamic("tiles", Type::of(Scalar::B32), 128), "tiles");
+    Value kTiles = kb.ptradd(tiles, kb.u32(4 * tileWords), "k_tiles");
+    Value vTiles = kb.ptradd(tiles, kb.u32(8 * tileWords), "v_tiles");
+    qMem = [tiles] { return tiles; };
+    kMem = [kTiles] { return kTiles; };
+    vMem = [vTiles] { return vTiles; };
+  }
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
@@ -394,10 +416,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
         std::vector<Value> s(nTiles, acc0);
         for (unsigned kk = 0; kk < steps; ++kk) {
-          Value qf = kb.ldmatrix(kb.ptradd(kb.shared_addr(qMem), slotOf(c, qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
+          Value qf = kb.ldmatrix(kb.ptradd(qMem(), slotOf(c, qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
           for (unsigned i = 0; i < nTiles / 2; ++i) {
             Value slot = slotOf(c, kRow + 16 * i, kChunk + 2 * kk, lane7);
-            Value frag = kb.ldmatrix(kb.ptradd(kb.shared_addr(kMem), slot), 4, false, "k_frag");
+            Value frag = kb.ldmatrix(kb.ptradd(kMem(), slot), 4, false, "k_frag");
             s[2 * i] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 0), s[2 * i], "s");
             s[2 * i + 1] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 2), s[2 * i + 1], "s");
           }
@@ -424,7 +446,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
         for (unsigned kk = 0; kk < nTiles / 2; ++kk)
           for (unsigned i = 0; i < oTiles / 2; ++i) {
             Value slot = slotOf(c, vRow + 16 * kk, vChunk + 2 * i, lane7);
-            Value frag = kb.ldmatrix(kb.ptradd(kb.shared_addr(vMem), slot), 4, true, "v_frag");
+            Value frag = kb.ldmatrix(kb.ptradd(vMem(), slot), 4, true, "v_frag");
             next[4 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 0), next[4 + 2 * i], "o");
             next[5 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 2), next[5 + 2 * i], "o");
           }
@@ -443,9 +465,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 }  // namespace
 
 void addAttentionPrefill(std::vector<Template>& out) {
-  OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64 or 128");
+  OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64 or 128, or 256 with mainloop = \"mma\"");
   dim.min = 64;
-  dim.max = 128;
+  dim.max = 256;
   dim.multipleOf = 64;
   out.push_back({
       "attention_prefill",
@@ -481,6 +503,8 @@ void addAttentionPrefill(std::vector<Template>& out) {
         LaunchRule r;
         r.block = {kThreads};
         r.grid = {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")};
+        const Config c = configOf(o);
+        if (c.dim > 128) r.dynamicShared = Expr(3 * kRows * c.rowBytes());  // the Q, K and V tiles
         return r;
       },
       wgmmaWhereItRuns,

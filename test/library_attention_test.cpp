@@ -218,6 +218,10 @@ constexpr PrefillVariant kVarlenF16{"prefill_f16_d64_varlen", Dtype::F16, 64, fa
 constexpr PrefillVariant kPagedBf16Causal{"prefill_bf16_d128_causal_p16", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16};
 constexpr PrefillVariant kPagedF16{"prefill_f16_d64_p128", Dtype::F16, 64, false, false, "attention", 64, false, "", 128};
 constexpr PrefillVariant kPagedVarlenBf16Causal{"prefill_bf16_d128_varlen_causal_p1", Dtype::BF16, 128, true, true, "attention", 64, false, "", 1};
+// head_dim 256 (mma.sync, dynamic shared memory).
+constexpr PrefillVariant kPrefillBf16D256Causal{"prefill_bf16_d256_causal", Dtype::BF16, 256, true, true};
+constexpr PrefillVariant kPrefillF16D256{"prefill_f16_d256", Dtype::F16, 256, false, false};
+constexpr PrefillVariant kPrefillF16D256VarlenPaged{"prefill_f16_d256_varlen_p16", Dtype::F16, 256, false, false, "attention", 64, false, "", 16};
 // mainloop = "wgmma" (sm_90a; test/library/attention90.toml): 128-key tiles.
 constexpr PrefillVariant k90Bf16{"prefill90_bf16_d128", Dtype::BF16, 128, false, true, "attention90", 128};
 constexpr PrefillVariant k90Bf16Causal{"prefill90_bf16_d128_causal", Dtype::BF16, 128, true, true, "attention90", 128};
@@ -516,6 +520,22 @@ LIBRARY_TEST("attention_prefill: paged k and v through a block table", attention
   checkPrefill(r, rng, kPagedF16, {1, 9, 9, 2, 1, 0, 0, Prefill::Nan::V, 5});
   const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
   checkVarlen(r, rng, kPagedVarlenBf16Causal, mixed, 4, 2);
+}
+
+// head_dim 256: its tiles' copies take 4 rows a pass (each with its own swizzle), 32 output
+// tiles a warp; the same problems as at 64 and 128, and varlen over a paged cache.
+LIBRARY_TEST("attention_prefill: head_dim 256", attentionPrefillD256) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&kPrefillBf16D256Causal, &kPrefillF16D256}) {
+    checkPrefill(r, rng, *v, {1, 1, 1, 2, 2});
+    checkPrefill(r, rng, *v, {2, 17, 67, 4, 2, 3});  // a cached prefix, grouped-query heads, spare rows
+    checkPrefill(r, rng, *v, {1, 17, 40, 2, 1, 0, 2});  // 2-byte aligned: element loads on the GPU
+  }
+  checkPrefill(r, rng, kPrefillBf16D256Causal, {1, 130, 130, 2, 1});  // three query blocks, three key tiles
+  checkPrefill(r, rng, kPrefillBf16D256Causal, {1, 70, 5, 2, 2});     // rows without keys
+  checkPrefill(r, rng, kPrefillF16D256, {1, 70, 70, 2, 1, 0, 0, Prefill::Nan::V, 40});
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kPrefillF16D256VarlenPaged, mixed, 4, 2);
 }
 
 LIBRARY_TEST("attention_prefill wgmma (sm_90a) varlen: sequences of their own lengths in one launch", attentionPrefill90Varlen) {

@@ -690,7 +690,7 @@ std::vector<Case> cases(Sizes sizes) {
     if (tiny) out.push_back(attentionDecodeCase(2, 70, 8, 32));
     // Paged, beside the contiguous rows at context 4096.
     for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 64 : 4096, tiny ? 8 : 32, 0, true));
-    for (uint32_t dim : {64u, 128u})
+    for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
     // Paged k and v beside the contiguous mma.sync rows at head_dim 128.
