@@ -184,7 +184,7 @@ void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge
 void addAttentionPrefill(std::vector<Template>& out);  // attention_prefill (kernels/AttentionPrefill.cpp)
-void addQuant(std::vector<Template>& out);  // dequantize, quantize_q8_1, gemv_q(_swiglu), gemm_q,
+void addQuant(std::vector<Template>& out);  // dequantize, embedding, quantize_q8_1, gemv_q(_swiglu), gemm_q,
                                             // rmsnorm_quantize_q8_1
 
 }  // namespace tn::kernels::lib

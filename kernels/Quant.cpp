@@ -1,5 +1,6 @@
 // Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the formats are
-// specified in ../shared/docs/ggml-quant-formats.md): dequantize, quantize_q8_1, gemv_q, the
+// specified in ../shared/docs/ggml-quant-formats.md): dequantize, embedding (which also gathers
+// plain tables), quantize_q8_1, gemv_q, the
 // fused decode kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the
 // int8 tensor cores (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
 // block. Blocks are only 2-byte aligned in a row (18, 34 and 210 bytes), so quant bytes are read
@@ -277,6 +278,93 @@ std::optional<ir::Module> buildDequantize(const Options& o, ir::Diagnostics& dia
               for (unsigned i = 0; i < kGroup; ++i) storeF32(kb, kb.ptradd(py, kb.u64(i * bytesOf(s))), v[i], s);
             },
             {.label = "store"});
+      },
+      "group");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- embedding ------------------------------------------------------------------------------
+// y row t = row ids[t] of table (rows x k): a plain f32/bf16/f16 table, or ggml blocks decoded as
+// dequantize decodes them (bit-exact). One thread per 8 elements of y; an id outside the table
+// gives a row of NaN, and nothing is read for it.
+
+// Stores the 8 values of group `gi` of y's row starting at `yrow`: 16-byte vectors when `vector`
+// (k a multiple of 8, y 16-byte aligned), else element by element below k.
+void storeGroup(KernelBuilder& kb, Storage s, Value yrow, Value gi, Value k, Value vector, const std::vector<Value>& v) {
+  Value py = kb.ptradd(yrow, kb.mul_wide(gi, kb.u32(kGroup * bytesOf(s))), "py");
+  kb.if_else(
+      vector,
+      [&] {
+        Value pa = assumeAligned16(kb, py, "py.a");
+        const unsigned per = vecElems(s);
+        for (unsigned i = 0; i < kGroup; i += per)
+          storeVecF32(kb, i == 0 ? pa : kb.ptradd(pa, kb.u64(16 * (i / per))), std::span<const Value>(v).subspan(i, per), s);
+      },
+      [&] {
+        for (unsigned i = 0; i < kGroup; ++i)
+          kb.if_then(((gi << 3u) + i < k).named("in_row"),
+                     [&] { storeF32(kb, kb.ptradd(py, kb.u64(i * bytesOf(s))), v[i], s); }, "element");
+      },
+      {.label = "store"});
+}
+
+std::optional<ir::Module> buildEmbedding(const Options& o, ir::Diagnostics& diags) {
+  const std::string format = o.text("format");
+  const bool plain = format == "f32" || format == "bf16" || format == "f16";
+  const Storage s = storageOption(o);  // y
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "embedding");
+  Value table = kb.param(kGlobalPtr, "table");
+  Value ids = kb.param(kGlobalPtr, "ids");
+  Value y = kb.param(kGlobalPtr, "y");
+  Value n = kb.param(Type::u32(), "n");
+  Value rows = kb.param(Type::u32(), "rows");
+  Value k = kb.param(Type::u32(), "k");
+  kb.reqntid(kBlock);
+  Value g = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock), kb.tid(Mod::X), "g");
+  Value perRow = ((k + (kGroup - 1)) >> 3u).named("groups_per_row");
+  kb.if_then(
+      (g < (n * perRow).named("groups")).named("has_group"),
+      [&] {
+        Value t = (g / perRow).named("token"), gi = (g - t * perRow).named("gi");
+        Value id = kb.load(kb.index(ids, t, 4), Type::u32(), {Mod::NcMod}, "id");
+        Value whole = ((k & (kGroup - 1)) == 0u).named("whole_groups");
+        Value nan = kb.f32(std::numeric_limits<float>::quiet_NaN());
+        std::vector<Value> v = kb.if_else(
+            (id < rows).named("in_table"),
+            [&] {
+              if (!plain) {
+                const FmtInfo& f = formatOption(o);
+                auto [blk, j] = groupBlock(kb, f, table, (id * perRow + gi).named("src_group"));
+                return decode8(kb, f, blk, j);
+              }
+              const Storage ts = storageOption(o, "format");
+              Value src = kb.index(table, (kb.mul_wide(id, k) + kb.cvt(gi << 3u, Type::u64())).named("src_elem"),
+                                   bytesOf(ts), "src");
+              return kb.if_else(
+                  (whole & allAligned(kb, {table}, 16)).named("vector_load"),
+                  [&] {
+                    Value sa = assumeAligned16(kb, src, "src.a");
+                    std::vector<Value> out;
+                    for (unsigned i = 0; i < kGroup; i += vecElems(ts))
+                      for (Value e : loadVecF32(kb, i == 0 ? sa : kb.ptradd(sa, kb.u64(16 * (i / vecElems(ts)))), ts, true))
+                        out.push_back(e);
+                    return out;
+                  },
+                  [&] {
+                    // Elements past k read the row's last element (never past the table) and are not stored.
+                    std::vector<Value> out;
+                    Value last = ((k - 1u) - (gi << 3u)).named("last_in_group");
+                    for (unsigned i = 0; i < kGroup; ++i)
+                      out.push_back(loadF32(kb, kb.index(src, kb.min(kb.u32(i), last), bytesOf(ts)), ts, true, "e"));
+                    return out;
+                  },
+                  {.label = "load"});
+            },
+            [&] { return std::vector<Value>(kGroup, nan); }, {.label = "row"});
+        Value yrow = kb.index(y, kb.mul_wide(t, k), bytesOf(s), "yrow");
+        storeGroup(kb, s, yrow, gi, k, (whole & allAligned(kb, {y}, 16)).named("vector_store"), v);
       },
       "group");
   kb.ret();
@@ -913,6 +1001,20 @@ void addQuant(std::vector<Template>& out) {
       buildDequantize,
       [](const Options&) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("rows") * (Expr::param("k") / kGroup), kBlock)}, 0};
+      },
+  });
+  std::vector<std::string> tableFormats = {"f32", "bf16", "f16"};
+  for (const std::string& f : formatNames()) tableFormats.push_back(f);
+  out.push_back({
+      "embedding",
+      "y[t*k + j] = table[ids[t]*k + j] for t < n, j < k (u32 ids, table rows x k): a plain table, or ggml blocks "
+      "(GGUF layout, k a multiple of the block) decoded bit-exactly as dequantize does; an id >= rows gives a row "
+      "of NaN and reads nothing; one thread per 8 elements",
+      {choiceOption("format", "f32", tableFormats, "storage of the table: a float type, or a ggml block format"),
+       dtypeOption("dtype", "storage type of y")},
+      buildEmbedding,
+      [](const Options&) {
+        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n") * ceilDiv(Expr::param("k"), kGroup), kBlock)}, 0};
       },
   });
   out.push_back({

@@ -12,6 +12,7 @@
 #include <numbers>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -467,6 +468,84 @@ LIBRARY_TEST("quant dequantize: rows = 0 writes nothing", quantDequantEmpty) {
   Call call("quant", "dequantize_q4_k_f32");
   Outputs o = r.run(call.buffer("q", std::vector<uint8_t>{}).buffer("y", y).scalar("rows", 0u).scalar("k", 256u));
   CHECK(o.get<float>("y") == std::vector<float>{5.0f});
+}
+
+namespace {
+
+// embedding: y row t = table row ids[t] (rows x k), rounded to `out`; an id past the table a row of
+// NaN. `table` is the table's bytes, `values` its rows as f32 (the reference). The elements of y
+// past n rows keep their sentinel.
+void checkEmbedding(Runner& r, const std::string& kernel, Dtype out, const std::vector<std::byte>& table,
+                    const std::vector<float>& values, uint32_t rows, uint32_t k, const std::vector<uint32_t>& ids,
+                    uint32_t misalign = 0) {
+  const uint32_t n = uint32_t(ids.size());
+  const float sentinel = -7.0f;
+  Call call("embedding", kernel);
+  call.buffer("table", table, misalign)
+      .buffer("ids", ids.empty() ? std::vector<uint32_t>{0} : ids)
+      .buffer("y", encode(out, std::vector<float>(size_t(n) * k + 3, sentinel)))
+      .scalar("n", n)
+      .scalar("rows", rows)
+      .scalar("k", k);
+  std::vector<float> got = decode(out, r.run(call).get<std::byte>("y"));
+  std::vector<float> want(size_t(n) * k + 3, sentinel);
+  for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t j = 0; j < k; ++j)
+      want[size_t(t) * k + j] = ids[t] < rows ? values[size_t(ids[t]) * k + j] : std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> rounded = roundTo(out, want);
+  expectClose(got, std::vector<double>(rounded.begin(), rounded.end()), 0, 0,
+              kernel + " rows=" + std::to_string(rows) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+}
+
+// Token ids: repeats, the first and last row, and ids past the table (rows itself, and ~0).
+std::vector<uint32_t> tokenIds(std::mt19937& rng, uint32_t rows, uint32_t n) {
+  std::vector<uint32_t> ids(n);
+  for (uint32_t& id : ids) id = rng() % rows;
+  if (n > 0) ids[0] = rows - 1;
+  if (n > 2) ids[2] = ids[1];
+  if (n > 3) ids[3] = rows;
+  if (n > 5) ids[5] = 0xFFFFFFFFu;
+  return ids;
+}
+
+}  // namespace
+
+LIBRARY_TEST("embedding: plain tables, rows gathered by id, ids past the table give NaN", embeddingPlain) {
+  std::mt19937 rng(seed());
+  struct Plain {
+    const char* kernel;
+    Dtype table, out;
+  };
+  for (Plain p : {Plain{"embedding_f32_f32", Dtype::F32, Dtype::F32}, Plain{"embedding_bf16_bf16", Dtype::BF16, Dtype::BF16},
+                  Plain{"embedding_f16_f32", Dtype::F16, Dtype::F32}})
+    for (auto [rows, k, n] : {std::tuple{37u, 64u, 9u}, std::tuple{5u, 13u, 7u}, std::tuple{3u, 1u, 4u}, std::tuple{300u, 1000u, 2u}}) {
+      std::vector<float> values = roundTo(p.table, uniform(rng, size_t(rows) * k));
+      checkEmbedding(r, p.kernel, p.out, encode(p.table, values), values, rows, k, tokenIds(rng, rows, n));
+      // Only 4-byte aligned (f32 table) or 2-byte: element loads (on the GPU and the simulator).
+      if (r.honoursMisalign() && k == 64)
+        checkEmbedding(r, p.kernel, p.out, encode(p.table, values), values, rows, k, tokenIds(rng, rows, n),
+                       uint32_t(dtypeBytes(p.table)));
+    }
+  std::vector<float> values = uniform(rng, 8);
+  checkEmbedding(r, "embedding_f32_f32", Dtype::F32, encode(Dtype::F32, values), values, 1, 8, {});  // n = 0
+}
+
+LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the table give NaN", embeddingQuant) {
+  std::mt19937 rng(seed());
+  const std::pair<const char*, Dtype> kernels[] = {{"embedding_q4_0_f32", Dtype::F32}, {"embedding_q8_0_bf16", Dtype::BF16},
+                                                   {"embedding_q4_k_f32", Dtype::F32}, {"embedding_q5_k_f16", Dtype::F16},
+                                                   {"embedding_q6_k_bf16", Dtype::BF16}};
+  for (size_t i = 0; i < std::size(kFormats); ++i) {
+    const Format& f = kFormats[i];
+    const uint32_t rows = 6, k = (f.qk == 32 ? 3 : 2) * f.qk;
+    std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
+    std::vector<std::byte> bytes(q.size());
+    std::memcpy(bytes.data(), q.data(), q.size());
+    checkEmbedding(r, kernels[i].first, kernels[i].second, bytes, refDequant(f, q), rows, k, tokenIds(rng, rows, 8));
+    // Blocks only 2-byte aligned, as in a GGUF file.
+    if (r.honoursMisalign())
+      checkEmbedding(r, kernels[i].first, kernels[i].second, bytes, refDequant(f, q), rows, k, tokenIds(rng, rows, 3), 2);
+  }
 }
 
 LIBRARY_TEST("quant quantize_q8_1: ggml test vectors, bit-exact", quantQ81Vectors) {

@@ -426,6 +426,22 @@ Case dequantizeCase(const QuantFormat& f, uint32_t m, uint32_t k) {
   return c;
 }
 
+// embedding: `tokens` rows gathered from a table of `rows` x k (bf16, or q4_k blocks) into bf16 y,
+// at distinct random ids. The table is shared by the buffer sets: a launch reads only its rows.
+Case embeddingCase(const std::string& format, uint32_t tokens, uint32_t rows, uint32_t k) {
+  Case c{"embedding", dims(tokens, rows) + "x" + std::to_string(k), format, {}, {}, 0, 0, 0};
+  const bool q4k = format == "q4_k";
+  const size_t rowBytes = q4k ? size_t(k) / 256 * 144 : size_t(k) * 2;
+  // q4_k blocks as random halves in every 2-byte slot: every scale finite (as gemv_q's cases).
+  c.buffers = {{size_t(rows) * rowBytes, q4k ? Fill::F16 : Fill::BF16, 0, true},
+               {size_t(tokens) * 4, Fill::Positions, rows},
+               {size_t(tokens) * k * 2, Fill::Zero}};
+  c.launches = {{"embedding_" + format + "_bf16",
+                 {buf("table", 0), buf("ids", 1), buf("y", 2), val("n", tokens), val("rows", rows), val("k", k)}}};
+  c.bytes = double(tokens) * (rowBytes + 2.0 * k + 4);  // the rows read, y written, the ids
+  return c;
+}
+
 // `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
 // random positions. The caches are shared by the buffer sets: a launch touches only its rows.
 Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
@@ -631,6 +647,10 @@ std::vector<Case> cases(Sizes sizes) {
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));
   out.push_back(kvScatterCase("bf16", pick(4096, 256, 16), 1024, pick(65536, 4096, 64)));
+  // Token embeddings of LLaMA-3-8B's vocabulary: a decode batch and a prefill chunk; bf16 and q4_k.
+  for (const char* format : {"bf16", "q4_k"})
+    for (uint32_t tokens : {pick(32, 32, 5), pick(2048, 256, 17)})
+      out.push_back(embeddingCase(format, tokens, pick(128256, 4096, 40), pick(4096, 4096, 512)));
   // LLaMA-style GQA attention: 32 query heads, 8 KV heads of 128.
   for (const char* dt : {"f32", "bf16"}) out.push_back(ropeCase("neox", dt, pick(4096, 256, 3), 32, 8, 128));
   // Quantized weights: the decode shapes of LLaMA-3-8B (and its 128k vocabulary) per format,

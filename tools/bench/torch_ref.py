@@ -106,6 +106,12 @@ def make_case(torch, op, shape, dtype):
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2], is_causal=causal))
+    if op == "embedding":
+        tokens, rows, k = dims
+        # One table for every input set, as in the benchmark: a run reads only `tokens` rows of it.
+        table = rand(rows, k)
+        return ((lambda: (torch.randperm(rows, device=dev)[:tokens],)), (lambda s: F.embedding(s[0], table)),
+                tokens * k * 2 * table.element_size() + 8 * tokens)  # rows read, y written; int64 ids
     if op == "kv_scatter":
         tokens, row, cache_rows = dims
         # One pair of caches for every input set, as in the benchmark: a run writes only `tokens`
