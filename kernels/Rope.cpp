@@ -25,16 +25,19 @@ constexpr float kTwoPiHi = 6.28318548202514648f;
 constexpr float kTwoPiLo = static_cast<float>(2.0 * std::numbers::pi - static_cast<double>(kTwoPiHi));
 constexpr float kInvTwoPi = static_cast<float>(0.5 / std::numbers::pi);
 
-std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildRope(Storage s, bool neox, bool positions, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "rope");
   Value q = kb.param(kGlobalPtr, "q");
   Value k = kb.param(kGlobalPtr, "k");
+  // Token t's position: positions[t] (u32, each token its own: a batch of sequences, varlen), or
+  // pos_offset + t.
+  Value posArray = positions ? kb.param(kGlobalPtr, "positions") : Value();
   Value tokens = kb.param(Type::u32(), "tokens");
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kHeads = kb.param(Type::u32(), "k_heads");
   Value headDim = kb.param(Type::u32(), "head_dim");
-  Value posOffset = kb.param(Type::u32(), "pos_offset");
+  Value posOffset = positions ? Value() : kb.param(Type::u32(), "pos_offset");
   Value theta = kb.param(Type::f32(), "theta");
   kb.reqntid(32, kHeadsPerBlock);
   unsigned bytes = bytesOf(s), V = vecElems(s);
@@ -72,7 +75,11 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, ir::Diagnostics& diags
   auto overTokens = [&](auto body) {
     kb.for_range(
         kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
-        [&](Value t) { body(t, kb.cvt(posOffset + t, Type::f32(), "pos")); }, {.label = "tokens", .iv = "t"});
+        [&](Value t) {
+          Value pos = positions ? kb.load(kb.index(posArray, t, 4), Type::u32(), {Mod::NcMod}, "position") : posOffset + t;
+          body(t, kb.cvt(pos, Type::f32(), "pos"));
+        },
+        {.label = "tokens", .iv = "t"});
   };
 
   // Both neox halves (head_dim/2 elements each) or every interleaved chunk of V elements must be
@@ -169,13 +176,17 @@ void addRope(std::vector<Template>& out) {
   out.push_back({
       "rope",
       "rotary embedding in place on q (tokens x q_heads x head_dim) and k (tokens x k_heads x head_dim): token t "
-      "is at position pos_offset + t and pair i turns by pos * theta^(-2i/head_dim); an odd head_dim leaves its "
+      "is at position pos_offset + t (or positions[t]) and pair i turns by pos * theta^(-2i/head_dim); an odd "
+      "head_dim leaves its "
       "last element unchanged; 4 heads per block of 32x4 threads: with q, k 16-byte aligned and head_dim a "
       "multiple of 2V (neox) or V (interleaved), V = 16 / element bytes, the threads take the heads' 16-byte "
       "vectors in turn, else one warp per (token, head); blocks loop over tokens past 65535",
-      {dtypeOption(), layoutOption()},
+      {dtypeOption(), layoutOption(),
+       option("positions", false,
+              "each token's position from positions (u32 [tokens], a pointer parameter after k) in place of "
+              "pos_offset + t: tokens of several sequences, each at its own position")},
       [](const Options& o, ir::Diagnostics& d) {
-        return buildRope(storageOption(o), o.text("layout") == "neox", d);
+        return buildRope(storageOption(o), o.text("layout") == "neox", o.flag("positions"), d);
       },
       [](const Options&) {
         return LaunchRule{{32, kHeadsPerBlock},

@@ -12,6 +12,8 @@ namespace {
 struct Shape {
   uint32_t tokens, qHeads, kHeads, headDim, posOffset;
   float theta;
+  std::vector<uint32_t> positions = {};  // token t's position when not empty (a `positions` kernel)
+  double pos(uint32_t t) const { return positions.empty() ? double(posOffset) + t : double(positions[t]); }
 };
 
 // The reference rotation of one tensor (tokens x heads x headDim) and the bound each output
@@ -32,7 +34,7 @@ void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool
   for (uint32_t t = 0; t < s.tokens; ++t)
     for (uint32_t h = 0; h < heads; ++h) {
       size_t row = (size_t(t) * heads + h) * s.headDim;
-      double pos = double(s.posOffset) + t;
+      double pos = s.pos(t);
       for (uint32_t i = 0; i < half; ++i) {
         double freq = std::pow(double(s.theta), -2.0 * i / s.headDim);
         double angle = pos * freq;
@@ -65,19 +67,24 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
              uint32_t misalignK = 0) {
   std::vector<float> q = roundTo(d, uniform(rng, size_t(s.tokens) * s.qHeads * s.headDim));
   std::vector<float> k = roundTo(d, uniform(rng, size_t(s.tokens) * s.kHeads * s.headDim));
-  std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d);
-  Outputs out = r.run(Call("rope", name)
-                          .buffer("q", encode(d, q), misalignQ)
-                          .buffer("k", encode(d, k), misalignK)
-                          .scalar("tokens", s.tokens)
-                          .scalar("q_heads", s.qHeads)
-                          .scalar("k_heads", s.kHeads)
-                          .scalar("head_dim", s.headDim)
-                          .scalar("pos_offset", s.posOffset)
-                          .scalar("theta", s.theta));
+  const bool perToken = !s.positions.empty();
+  std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d) + (perToken ? "_pos" : "");
+  Call call("rope", name);
+  call.buffer("q", encode(d, q), misalignQ)
+      .buffer("k", encode(d, k), misalignK)
+      .scalar("tokens", s.tokens)
+      .scalar("q_heads", s.qHeads)
+      .scalar("k_heads", s.kHeads)
+      .scalar("head_dim", s.headDim)
+      .scalar("theta", s.theta);
+  if (perToken) call.buffer("positions", s.positions);
+  else call.scalar("pos_offset", s.posOffset);
+  Outputs out = r.run(call);
   std::ostringstream what;
   what << name << " tokens=" << s.tokens << " heads=" << s.qHeads << "/" << s.kHeads << " head_dim=" << s.headDim
-       << " pos_offset=" << s.posOffset << " theta=" << s.theta;
+       << " theta=" << s.theta;
+  if (perToken) what << " positions[0]=" << s.positions[0];
+  else what << " pos_offset=" << s.posOffset;
   if (misalignQ || misalignK) what << " misaligned q+" << misalignQ << " k+" << misalignK;
   std::vector<double> want, tol;
   reference(q, s.qHeads, s, neox, d, want, tol);
@@ -97,6 +104,18 @@ LIBRARY_TEST("rope layouts, dtypes, head sizes and positions", ropeShapes) {
       for (uint32_t headDim : {2u, 6u, 64u, 128u})
         for (uint32_t tokens : {1u, 5u})
           for (uint32_t posOffset : {0u, 30000u}) runRope(r, d, neox, {tokens, 8, 2, headDim, posOffset, 10000.0f}, rng);
+}
+
+// Each token its own position (positions = true): a decode batch of sequences at scattered
+// positions (far ones, 0, repeats, not increasing), on the vector and the scalar path.
+LIBRARY_TEST("rope positions per token", ropePositions) {
+  std::mt19937 rng(seed());
+  for (auto [d, neox] : {std::pair{Dtype::BF16, true}, std::pair{Dtype::F32, false}})
+    for (uint32_t headDim : {6u, 64u, 128u}) {
+      std::vector<uint32_t> positions = {131000, 0, 7, 7, 30000, 1};
+      for (uint32_t i = 0; i < 3; ++i) positions.push_back(rng() % 100000);
+      runRope(r, d, neox, {uint32_t(positions.size()), 4, 2, headDim, 0, 500000.0f, positions}, rng);
+    }
 }
 
 // Head counts that leave warps of a block idle, llama-3's theta, the largest positions of a long
