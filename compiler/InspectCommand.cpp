@@ -198,10 +198,14 @@ std::string jsonLaunch(const bundle::LaunchRule& launch) {
     for (size_t i = 0; i < launch.tensorMaps.size(); ++i) {
       const bundle::TensorMapRule& t = launch.tensorMaps[i];
       out += (i ? ", " : "") + std::string("{\"param\": ") + jsonString(t.param) + ", \"source\": " + jsonString(t.source) +
-             ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [" +
-             jsonString(t.dims[0].text()) + ", " + jsonString(t.dims[1].text()) + "], \"row_stride\": " +
-             jsonString(t.rowStride.text()) + ", \"box\": [" + num(t.box[0]) + ", " + num(t.box[1]) +
-             "], \"swizzle\": " + num(t.swizzle) + "}";
+             ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [";
+      for (size_t d = 0; d < t.dims.size(); ++d) out += (d ? ", " : "") + jsonString(t.dims[d].text());
+      out += "]";
+      for (size_t d = 0; d < t.strides.size(); ++d)
+        out += ", \"" + std::string(bundle::tensorMapStrideName(d)) + "\": " + jsonString(t.strides[d].text());
+      out += ", \"box\": [";
+      for (size_t d = 0; d < t.box.size(); ++d) out += (d ? ", " : "") + num(t.box[d]);
+      out += "], \"swizzle\": " + num(t.swizzle) + "}";
     }
     out += "]";
   }

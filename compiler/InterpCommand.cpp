@@ -49,10 +49,11 @@ bool splitAssignment(const std::string& text, std::string& name, std::string& va
   return true;
 }
 
-// --tensor-map NAME=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer
-// parameter SRC, as cuTensorMapEncodeTiled takes it (TC§5.1): element type, extents and box in
-// elements (innermost first), the byte stride between rows, the swizzle in bytes (none, 32, 64,
-// 128; default none). Its address is filled in from SRC's buffer after binding.
+// --tensor-map NAME=SRC,TYPE,D0xD1[xD2],ROWSTRIDE[xPLANESTRIDE],B0xB1[xB2][,SWIZZLE]: a 2-D or
+// 3-D tensor map over pointer parameter SRC, as cuTensorMapEncodeTiled takes it (TC§5.1):
+// element type, extents and box in elements (innermost first), the byte strides of dimensions 1
+// (rows) and 2 (planes), the swizzle in bytes (none, 32, 64, 128; default none). Its address is
+// filled in from SRC's buffer after binding.
 struct TensorMapOption {
   std::string param, source;
   interp::TensorMapDesc desc;
@@ -65,15 +66,17 @@ std::optional<uint64_t> parseCount(const std::string& text, uint64_t max) {
   return n;
 }
 
-// "AxB" as two counts, each 1..max.
-bool parsePair(const std::string& text, uint64_t max, uint64_t out[2]) {
-  size_t x = text.find('x');
-  if (x == std::string::npos) return false;
-  auto a = parseCount(text.substr(0, x), max), b = parseCount(text.substr(x + 1), max);
-  if (!a || !b || !*a || !*b) return false;
-  out[0] = *a;
-  out[1] = *b;
-  return true;
+// "AxB..." as counts, each least..max: how many (at most 3), or 0 when malformed.
+size_t parseCounts(const std::string& text, uint64_t least, uint64_t max, uint64_t out[3]) {
+  size_t n = 0;
+  for (size_t pos = 0;;) {
+    size_t x = text.find('x', pos);
+    auto v = parseCount(text.substr(pos, x == std::string::npos ? std::string::npos : x - pos), max);
+    if (!v || *v < least || n == 3) return 0;
+    out[n++] = *v;
+    if (x == std::string::npos) return n;
+    pos = x + 1;
+  }
 }
 
 // The map of one --tensor-map, or the reason it is malformed.
@@ -87,7 +90,7 @@ std::optional<TensorMapOption> parseTensorMap(const std::string& text, std::stri
   TensorMapOption o;
   std::string rest;
   if (!splitAssignment(text, o.param, rest)) {
-    why = "expected NAME=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]";
+    why = "expected NAME=SRC,TYPE,D0xD1[xD2],ROWSTRIDE[xPLANESTRIDE],B0xB1[xB2][,SWIZZLE]";
     return std::nullopt;
   }
   std::vector<std::string> f;
@@ -98,13 +101,11 @@ std::optional<TensorMapOption> parseTensorMap(const std::string& text, std::stri
     pos = comma + 1;
   }
   if (f.size() != 5 && f.size() != 6) {
-    why = "expected 5 or 6 fields after '=': SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]";
+    why = "expected 5 or 6 fields after '=': SRC,TYPE,D0xD1[xD2],ROWSTRIDE[xPLANESTRIDE],B0xB1[xB2][,SWIZZLE]";
     return std::nullopt;
   }
   o.source = f[0];
   interp::TensorMapDesc& d = o.desc;
-  d.rank = 2;
-  d.elementStrides[0] = d.elementStrides[1] = 1;
   bool typed = false;
   for (const auto& t : kTypes)
     if (f[1] == t.name) {
@@ -114,13 +115,20 @@ std::optional<TensorMapOption> parseTensorMap(const std::string& text, std::stri
     }
   if (o.source.empty()) why = "the source pointer parameter is missing";
   else if (!typed) why = "unknown element type '" + f[1] + "' (u8, u16, u32, s32, u64, s64, f16, bf16, f32, f64)";
-  else if (!parsePair(f[2], uint64_t{1} << 32, d.dims)) why = "invalid extents '" + f[2] + "' (D0xD1, each 1 .. 2^32)";
-  else if (auto s = parseCount(f[3], (uint64_t{1} << 40) - 1); !s) why = "invalid row stride '" + f[3] + "' (bytes)";
-  else d.strides[0] = *s;
-  uint64_t box[2] = {};
-  if (why.empty() && !parsePair(f[4], 256, box)) why = "invalid box '" + f[4] + "' (B0xB1, each 1 .. 256)";
-  d.box[0] = static_cast<uint32_t>(box[0]);
-  d.box[1] = static_cast<uint32_t>(box[1]);
+  else if (size_t rank = parseCounts(f[2], 1, uint64_t{1} << 32, d.dims); rank < 2)
+    why = "invalid extents '" + f[2] + "' (D0xD1 or D0xD1xD2, each 1 .. 2^32)";
+  else d.rank = static_cast<uint8_t>(rank);
+  const std::string strides = d.rank == 3 ? "ROWSTRIDExPLANESTRIDE" : "ROWSTRIDE";
+  const std::string boxes = d.rank == 3 ? "B0xB1xB2" : "B0xB1";
+  if (why.empty() && parseCounts(f[3], 0, (uint64_t{1} << 40) - 1, d.strides) != d.rank - 1u)
+    why = "invalid strides '" + f[3] + "' (" + strides + " in bytes, for " + std::to_string(d.rank) + " extents)";
+  uint64_t box[3] = {};
+  if (why.empty() && parseCounts(f[4], 1, 256, box) != d.rank)
+    why = "invalid box '" + f[4] + "' (" + boxes + ", each 1 .. 256, for " + std::to_string(d.rank) + " extents)";
+  for (unsigned i = 0; i < 3; ++i) {
+    d.box[i] = static_cast<uint32_t>(box[i]);
+    d.elementStrides[i] = 1;
+  }
   if (why.empty() && f.size() == 6) {
     const std::string& s = f[5];
     if (s == "none" || s == "0") d.swizzle = 0;
@@ -203,7 +211,7 @@ int runInterp(const InterpOpts& o) {
     if (!ptr) return mismatch("kernel '" + o.kernel + "' has no parameter '" + name + "'");
     if (isTensorMap(name))
       return mismatch("parameter '" + name + "' is a tmap: give it with --tensor-map " + name +
-                      "=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]");
+                      "=SRC,TYPE,D0xD1[xD2],ROWSTRIDE[xPLANESTRIDE],B0xB1[xB2][,SWIZZLE]");
     if (*ptr) {
       if (value.empty() || value[0] != '@')
         return mismatch("parameter '" + name + "' is a pointer: give its buffer as " + name + "=@FILE");
@@ -281,9 +289,9 @@ Command interpCommand() {
             cli.option("--arg", o->args, "name=VALUE for a scalar, name=V0,V1,... for a vector (its lanes), name=@FILE for a buffer (raw bytes)");
             cli.option("--out", o->outs, "name=FILE: write a buffer after the run");
             cli.option("--tensor-map", o->tensorMaps,
-                       "name=SRC,TYPE,D0xD1,ROWSTRIDE,B0xB1[,SWIZZLE]: a 2-D tensor map over pointer parameter "
-                       "SRC (extents and box in elements, innermost first; row stride in bytes; swizzle none, "
-                       "32, 64 or 128)");
+                       "name=SRC,TYPE,D0xD1[xD2],ROWSTRIDE[xPLANESTRIDE],B0xB1[xB2][,SWIZZLE]: a 2-D or 3-D "
+                       "tensor map over pointer parameter SRC (extents and box in elements, innermost first; "
+                       "strides of rows and planes in bytes; swizzle none, 32, 64 or 128)");
             cli.option("--dyn-shared", o->dynShared, "Bytes of dynamic shared memory");
             cli.flag("--check-races", o->checkRaces, "Report data races: on shared and global memory between barriers, on global memory between blocks");
             cli.flag("--check-uninit", o->checkUninit, "Report reads of shared memory never written");

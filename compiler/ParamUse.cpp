@@ -113,7 +113,7 @@ void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params) {
           touch(in.operands[0], bundle::kPtrWritten, std::nullopt);
           touch(in.operands[1], bundle::kPtrRead, std::nullopt);
           break;
-        case ir::Op::TmaStore:  // writes through a tensor map, whose pointer only the launch rule names
+        case ir::Op::TmaStore: case ir::Op::TmaStore3d:  // writes through a tensor map, whose pointer only the launch rule names
           for (const ir::KernelParam& p : k.params) escape(p.value);
           break;
         default:

@@ -321,9 +321,10 @@ class Loader {
   }
 
   // tensor_maps = { a_map = { source = "a", element = "bf16", dims = ["k", "m"], row_stride = "lda * 2",
-  //                           box = [64, 64], swizzle = 128 }, ... }
+  //                           box = [64, 64], swizzle = 128 }, ... }; a map of 3 dims also takes
+  // plane_stride, and a box of 3.
   void loadTensorMaps(const toml::table& t, KernelSpec& k) {
-    static constexpr std::string_view kKeys[] = {"source", "element", "dims", "row_stride", "box", "swizzle"};
+    static constexpr std::string_view kKeys[] = {"source", "element", "dims", "row_stride", "plane_stride", "box", "swizzle"};
     for (auto&& [keyNode, value] : t) {
       const std::string name(keyNode.str());
       const std::string at = "tensor_maps." + name;
@@ -344,27 +345,41 @@ class Loader {
       else ok = false;
       if (auto e = elementType(*m->get("element"), at + ".element")) map.rule.element = *e;
       else ok = false;
-      auto pair = [&](std::string_view key) -> const toml::array* {
+      // dims: 2 or 3 entries, the rank; box: as many.
+      auto list = [&](std::string_view key, size_t rank) -> const toml::array* {
         const toml::node* n = typed(*m, key, toml::node_type::array);
-        if (n && n->as_array()->size() == 2) return n->as_array();
-        if (n) error(locOf(n->source()), at + "." + std::string(key) + " must have 2 entries, innermost first");
+        if (!n) return nullptr;
+        const size_t size = n->as_array()->size();
+        if (rank ? size == rank : size == 2 || size == 3) return n->as_array();
+        error(locOf(n->source()), at + "." + std::string(key) + " must have " +
+                                      (rank ? std::to_string(rank) + " entries (one per entry of dims)" : "2 or 3 entries") +
+                                      ", innermost first, not " + std::to_string(size));
         return nullptr;
       };
-      if (const toml::array* dims = pair("dims"))
-        for (size_t d = 0; d < 2; ++d) {
-          ExprSource e = expression((*dims)[d], at + ".dims[" + std::to_string(d) + "]");
-          map.rule.dims[d] = e.expr;
-        }
+      const toml::array* dims = list("dims", 0);
+      if (dims)
+        for (size_t d = 0; d < dims->size(); ++d)
+          map.rule.dims.push_back(expression((*dims)[d], at + ".dims[" + std::to_string(d) + "]").expr);
       else ok = false;
-      map.rule.rowStride = expression(*m->get("row_stride"), at + ".row_stride").expr;
-      if (const toml::array* box = pair("box"))
-        for (size_t d = 0; d < 2; ++d) {
+      const size_t rank = dims ? dims->size() : 0;
+      map.rule.strides.push_back(expression(*m->get("row_stride"), at + ".row_stride").expr);
+      if (const toml::node* plane = m->get("plane_stride"); plane && rank == 2) {
+        error(locOf(plane->source()), at + ".plane_stride is for a tensor of 3 dims; this one has 2");
+        ok = false;
+      } else if (plane) {
+        map.rule.strides.push_back(expression(*plane, at + ".plane_stride").expr);
+      } else if (rank == 3) {
+        error(map.loc, at + " has 3 dims and needs 'plane_stride' (bytes between consecutive planes)");
+        ok = false;
+      }
+      if (const toml::array* box = list("box", rank))
+        for (size_t d = 0; d < box->size(); ++d) {
           const auto* v = (*box)[d].as_integer();
           if (!v || **v < 1 || **v > 256) {
             error(locOf((*box)[d].source()), at + ".box[" + std::to_string(d) + "] must be an integer from 1 to 256");
             ok = false;
           } else {
-            map.rule.box[d] = static_cast<uint32_t>(**v);
+            map.rule.box.push_back(static_cast<uint32_t>(**v));
           }
         }
       else ok = false;
@@ -764,6 +779,31 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
       error(loc, bad->where() + ": " + bad->error.message);
       return std::nullopt;
     }
+  }
+
+  // A copy through a tensor map takes the map's rank: cp.async.bulk.tensor.2d a map of 2 dims,
+  // .3d one of 3 (on a GPU another map is undefined; the simulator stops at the copy).
+  for (size_t r = 0; r < inst.launch.tensorMaps.size(); ++r) {
+    const bundle::TensorMapRule& rule = inst.launch.tensorMaps[r];
+    size_t p = 0;
+    while (p < inst.params.size() && inst.params[p].name != rule.param) ++p;
+    if (p >= kernel.params.size()) continue;  // checkRule has refused it
+    for (const ir::Block& b : kernel.blocks)
+      for (ir::InstId id : b.insts) {
+        const ir::Inst& in = kernel.inst(id);
+        const bool two = in.op == ir::Op::TmaLoad || in.op == ir::Op::TmaStore;
+        const bool three = in.op == ir::Op::TmaLoad3d || in.op == ir::Op::TmaStore3d;
+        const size_t mapOperand = in.op == ir::Op::TmaLoad || in.op == ir::Op::TmaLoad3d ? 1 : 0;
+        if ((!two && !three) || in.operands.size() <= mapOperand || in.operands[mapOperand] != kernel.params[p].value)
+          continue;
+        const size_t rank = two ? 2 : 3;
+        if (rank == rule.rank()) continue;
+        const SourceLoc loc = k.tmpl ? k.templateLoc : r < k.tensorMaps.size() ? k.tensorMaps[r].loc : k.loc;
+        error(loc, "tensor map '" + rule.param + "' has " + std::to_string(rule.rank()) + " dims, but the " +
+                       std::string(ir::info(in.op).name) + " at line " + std::to_string(in.loc.line) + " of kernel " +
+                       q(k.name) + " copies through it, which needs " + std::to_string(rank));
+        return std::nullopt;
+      }
   }
 
   addTensorMapUse(kernel, inst.launch, inst.params);

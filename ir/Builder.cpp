@@ -739,6 +739,12 @@ void KernelBuilder::tma_load_2d(Value dst, Value tmap, Value c0, Value c1, Value
 void KernelBuilder::tma_store_2d(Value tmap, Value c0, Value c1, Value src, Here l) {
   op(Op::TmaStore, std::nullopt, {tmap, c0, c1, src}, {}, {}, l);
 }
+void KernelBuilder::tma_load_3d(Value dst, Value tmap, Value c0, Value c1, Value c2, Value bar, Here l) {
+  op(Op::TmaLoad3d, std::nullopt, {dst, tmap, c0, c1, c2, bar}, {}, {}, l);
+}
+void KernelBuilder::tma_store_3d(Value tmap, Value c0, Value c1, Value c2, Value src, Here l) {
+  op(Op::TmaStore3d, std::nullopt, {tmap, c0, c1, c2, src}, {}, {}, l);
+}
 void KernelBuilder::bulk_commit_group(Here l) { op(Op::BulkCommit, std::nullopt, {}, {}, {}, l); }
 void KernelBuilder::bulk_wait_group_read(unsigned pending, Here l) {
   op_imm(Op::BulkWaitRead, std::nullopt, {}, pending, {}, {}, l);

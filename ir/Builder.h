@@ -322,6 +322,9 @@ class KernelBuilder {
   void tma_load_2d(Value dst, Value tmap, Value c0, Value c1, Value bar, Here loc = Here::current());
   // cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [tmap, {c0, c1}], [src]
   void tma_store_2d(Value tmap, Value c0, Value c1, Value src, Here loc = Here::current());
+  // The same through a map of rank 3, c2 the outermost coordinate (cp.async.bulk.tensor.3d...).
+  void tma_load_3d(Value dst, Value tmap, Value c0, Value c1, Value c2, Value bar, Here loc = Here::current());
+  void tma_store_3d(Value tmap, Value c0, Value c1, Value c2, Value src, Here loc = Here::current());
   void bulk_commit_group(Here loc = Here::current());                      // cp.async.bulk.commit_group
   void bulk_wait_group_read(unsigned pending, Here loc = Here::current());  // cp.async.bulk.wait_group.read N
   // setmaxnreg.inc / .dec (sm_90a): this warp's register budget becomes `count` (24 ... 256, a

@@ -740,11 +740,16 @@ void KernelVerifier::checkAsyncAndBits(const Inst& in) {
       }
     }
   }
-  if (in.op == Op::TmaLoad || in.op == Op::TmaStore) {
+  if (in.op == Op::TmaLoad || in.op == Op::TmaStore || in.op == Op::TmaLoad3d || in.op == Op::TmaStore3d) {
     // dst and bar (load), src (store): shared addresses, as the PTX spells them (.shared::cluster, ::cta).
     using Slot = std::pair<size_t, const char*>;
     static constexpr Slot load[] = {{0, "destination"}, {4, "mbarrier"}}, store[] = {{3, "source"}};
-    for (auto [i, what] : in.op == Op::TmaLoad ? std::span<const Slot>(load) : std::span<const Slot>(store)) {
+    static constexpr Slot load3[] = {{0, "destination"}, {5, "mbarrier"}}, store3[] = {{4, "source"}};
+    const std::span<const Slot> slots = in.op == Op::TmaLoad     ? std::span<const Slot>(load)
+                                        : in.op == Op::TmaStore  ? std::span<const Slot>(store)
+                                        : in.op == Op::TmaLoad3d ? std::span<const Slot>(load3)
+                                                                 : std::span<const Slot>(store3);
+    for (auto [i, what] : slots) {
       if (in.operands.size() <= i || !validValue(in.operands[i])) continue;
       Type t = k_.typeOf(in.operands[i]);
       if (t.isPtr() && t.space != AddrSpace::Shared)

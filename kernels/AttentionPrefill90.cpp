@@ -350,9 +350,9 @@ LaunchRule launchPrefill90(const Options& o) {
   r.grid = {ceilDiv(Expr::param(c.varlen ? "max_seq_q" : "seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
   r.dynamicShared = Expr(layoutOf(c).total() + kAtom);
   r.tensorMaps = {
-      {"q_map", "q", el, {qCols, qRows}, qCols * Expr(2), {kStrip, kRows}, 128},
-      {"k_map", "k", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kvBox}, 128},
-      {"v_map", "v", el, {kvCols, kvRows}, kvCols * Expr(2), {kStrip, kvBox}, 128},
+      {"q_map", "q", el, {qCols, qRows}, {qCols * Expr(2)}, {kStrip, kRows}, 128},
+      {"k_map", "k", el, {kvCols, kvRows}, {kvCols * Expr(2)}, {kStrip, kvBox}, 128},
+      {"v_map", "v", el, {kvCols, kvRows}, {kvCols * Expr(2)}, {kStrip, kvBox}, 128},
   };
   return r;
 }

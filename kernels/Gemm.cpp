@@ -79,7 +79,6 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
     return fail("stages and warps set the tensor-core members; the f32 SIMT member always runs 8 warps over two "
                 "buffers");
   c.wgmma = o.text("mainloop") == "wgmma";
-  c.batched = o.text("mainloop") == "mma";
   c.blocks = static_cast<unsigned>(o.integer("blocks"));
   if (c.wgmma) {
     if (c.in != Input::BF16 && c.in != Input::F16)
@@ -117,16 +116,10 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.lda = kb.param(Type::u32(), "lda");
   p.ldb = kb.param(Type::u32(), "ldb");
   p.ldc = kb.param(Type::u32(), "ldc");
-  if (c.batched) {
-    kb.param(Type::u32(), "batch");  // the grid's z extent (launch rule)
-    p.strideA = kb.param(Type::u64(), "stride_a");
-    p.strideB = kb.param(Type::u64(), "stride_b");
-    p.strideC = kb.param(Type::u64(), "stride_c");
-  } else if (!c.wgmma) {  // mainloop = "auto"'s mma.sync member: one matrix (grid z = 1)
-    p.strideA = kb.u64(0, "stride_a");
-    p.strideB = kb.u64(0, "stride_b");
-    p.strideC = kb.u64(0, "stride_c");
-  }
+  p.batch = kb.param(Type::u32(), "batch");  // mma.sync members: the grid's z extent (launch rule)
+  p.strideA = kb.param(Type::u64(), "stride_a");
+  p.strideB = kb.param(Type::u64(), "stride_b");
+  p.strideC = kb.param(Type::u64(), "stride_c");
   const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
   p.alpha = kb.param(scale, "alpha");
   p.beta = kb.param(scale, "beta");
@@ -511,7 +504,7 @@ void addGemm(std::vector<Template>& out) {
   out.push_back({
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
-      "batched (grid z = batch), blocks of 256 threads over tile_m x tile_n tiles: f32 by SIMT FFMA, tf32/bf16/f16 "
+      "batched (grid z = batch; wgmma: every batch's tiles in its persistent grid), blocks of 256 threads over tile_m x tile_n tiles: f32 by SIMT FFMA, tf32/bf16/f16 "
       "(f32 accumulation) and s8/u8 (s32) on the tensor cores (mma.sync, sm_80+); any sizes and leading "
       "dimensions; C is not read when beta = 0",
       {choiceOption("dtype", "f32", {"f32", "tf32", "bf16", "f16", "s8", "u8"},
@@ -532,11 +525,11 @@ void addGemm(std::vector<Template>& out) {
        option("residual", false, "add residual[i*ldc + j] (parameter 'residual', batched like C) after the activation"),
        choiceOption("mainloop", "mma", {"mma", "wgmma", "auto"},
                     "mma: mma.sync (sm_80+); wgmma: bf16/f16 on sm_90a only, TMA loads through an mbarrier ring "
-                    "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n; not "
-                    "batched (no batch and stride parameters), a and b 16-byte aligned, lda and ldb multiples of 8; "
-                    "auto: the wgmma member in an sm_90a target's code and an mma.sync member with its parameters "
-                    "(not batched) in the other targets', one bundle kernel (the options must suit both; with "
-                    "tile_n = 256 the mma.sync member takes 128)"),
+                    "(stages), a producer and two consumer warpgroups, persistent tiles of 128 x tile_n over every "
+                    "batch; a and b 16-byte aligned, lda and ldb multiples of 8, with batch > 1 stride_a and "
+                    "stride_b multiples of 8 or 0; auto: the wgmma member in an sm_90a target's code and the "
+                    "mma.sync member in the other targets', one bundle kernel (the options must suit both; with "
+                    "tile_n = 256 the mma.sync member takes 128); every mainloop takes the same parameters"),
        blocks,
        option("split_k", false,
               "split K over the run-time parameter `splits` blocks per tile (0 or 1: no split; grid z = batch * "
@@ -547,7 +540,7 @@ void addGemm(std::vector<Template>& out) {
       buildGemm,
       [](const Options& o) {
         if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
-        Expr z = o.text("mainloop") == "mma" ? Expr::param("batch") : Expr(1);
+        Expr z = Expr::param("batch");
         if (o.flag("split_k")) z = z * max(Expr::param("splits"), Expr(1));
         return LaunchRule{{32 * static_cast<unsigned>(o.integer("warps"))},
                           {ceilDiv(Expr::param("n"), static_cast<unsigned>(o.integer("tile_n"))),

@@ -29,10 +29,7 @@ struct Config {
   unsigned tileM, tileN, stages, warps;
   bool bias, residual;
   Activation act;
-  bool wgmma = false;  // mainloop = "wgmma": the sm_90a member (kernels/GemmWgmma.cpp), not batched
-  // The batch and stride parameters: mainloop = "mma" only. mainloop = "auto" builds the wgmma
-  // member for sm_90a and an mma.sync member with the wgmma member's parameters for the others.
-  bool batched = true;
+  bool wgmma = false;  // mainloop = "wgmma": the sm_90a member (kernels/GemmWgmma.cpp)
   unsigned blocks = 0; // wgmma: the persistent grid's cap
   bool splitK = false;  // split_k: K split over `splits` blocks per tile, the parameters splits and workspace
   bool integer() const { return out == Output::S32; }
@@ -43,13 +40,12 @@ struct Config {
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullptr);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual], m, n,
-// k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members);
-// the wgmma members (and the others with mainloop = "auto") have no batch, stride_a, stride_b and
-// stride_c; split_k adds splits (u32) and workspace at the end.
+// k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members),
+// the same for every mainloop; split_k adds splits (u32) and workspace at the end.
 struct Params {
   Value a, b, c, bias, residual;
   Value m, n, k, lda, ldb, ldc;
-  Value strideA, strideB, strideC;
+  Value batch, strideA, strideB, strideC;
   Value alpha, beta;
   Value splits, workspace;
 };

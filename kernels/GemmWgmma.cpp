@@ -7,7 +7,10 @@
 // 1 and 2 are the consumers (setmaxnreg.inc 232): consumer c owns rows 64c .. 64c + 63 of the
 // block's 128 x tile_n tile of C, a v(tile_n/2).f32 accumulator per thread (TC§4.2's layout).
 // The grid is min(tiles, blocks): block b computes tiles b, b + grid, ...; the producer and the
-// consumers walk the same sequence, so the ring's stage and phase run on across tiles.
+// consumers walk the same sequence, so the ring's stage and phase run on across tiles. The tiles
+// of a strided batch follow one another (batch z's tiles after batch z - 1's): A and B are 3-D
+// tensor maps whose third coordinate is the batch (0 for a stride of 0: one matrix for every
+// batch), C, bias and residual are offset per batch by the epilogue as in the other members.
 //
 // Shared memory (dynamic, aligned to 1024 bytes so that every tile starts a 128-byte swizzle
 // pattern): `stages` stages, each the A tile (128 x 64 elements) then the B tile (64 x tile_n),
@@ -21,8 +24,9 @@
 // a consumer keeps one group in flight (wait_group 1) and releases a stage once the group that
 // read it is done, the last one of a tile after wait_group 0. K, M and N edges need nothing: TMA fills the parts of
 // a box outside the matrix with zeros, and the epilogue stores only rows < m and columns < n.
-// The tensor maps need 16-byte aligned a and b and lda, ldb multiples of 8 elements; the runtime
-// refuses other launches (cuTensorMapEncodeTiled).
+// The tensor maps need 16-byte aligned a and b, lda and ldb multiples of 8 elements, and with
+// batch > 1 stride_a and stride_b multiples of 8 elements (or 0); the runtime refuses other
+// launches (cuTensorMapEncodeTiled).
 //
 // split_k: the persistent blocks walk tiles x splits work units, the producer and the consumers
 // the same K range of each; the consumers' epilogue goes through reduceSplits (kernels/Gemm.cpp),
@@ -74,14 +78,17 @@ struct Ring {
 };
 
 // The work of this block: for unit = ctaid.x; unit < units; unit += nctaid.x, a unit being a tile
-// (M runs fastest), or with split_k a tile's split (unit = tile * splits + split), with (m0, n0)
-// the tile's first row and column and the ring position carried.
+// (M runs fastest, then N, then the batch), or with split_k a tile's split (unit = tile * splits
+// + split), with (m0, n0) the tile's first row and column, z its batch and the ring position
+// carried.
 template <class F>
 std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p, std::vector<Value> carried, F&& body) {
   Value tilesM = ((p.m + (kTileM - 1)) / kTileM).named("tiles_m");  // m < 2^32 - 127: see the launch rule
   Value tilesN = ((p.n + (c.tileN - 1)) / c.tileN).named("tiles_n");
+  Value perBatch = (tilesM * tilesN).named("batch_tiles");
   Split split;
-  split.tiles = (tilesM * tilesN).named("tiles");
+  // Below 2^32 wherever C fits in memory: a tile past the first of a batch holds 129 rows or more.
+  split.tiles = (perBatch * p.batch).named("tiles");
   if (c.splitK) split.count = kb.max(p.splits, kb.u32(1), "splits");
   Value units = c.splitK ? (split.tiles * split.count).named("units") : split.tiles;
   return kb.for_range(
@@ -90,11 +97,19 @@ std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p,
         Split s = split;
         s.tile = c.splitK ? (unit / s.count).named("tile") : unit;
         if (c.splitK) s.index = (unit % s.count).named("split");
-        Value m0 = ((s.tile % tilesM) * kTileM).named("m0");
-        Value n0 = ((s.tile / tilesM) * c.tileN).named("n0");
-        return body(m0, n0, s, std::vector<Value>(ring.begin(), ring.end()));
+        Value z = (s.tile / perBatch).named("batch_index");
+        Value inBatch = (s.tile - z * perBatch).named("batch_tile");
+        Value m0 = ((inBatch % tilesM) * kTileM).named("m0");
+        Value n0 = ((inBatch / tilesM) * c.tileN).named("n0");
+        return body(m0, n0, z, s, std::vector<Value>(ring.begin(), ring.end()));
       },
       {.label = "tiles", .iv = c.splitK ? "unit" : "tile"});
+}
+
+// The third coordinate of an operand's box: its batch, or 0 when its stride is 0 (every batch
+// multiplies the same matrix; the map's plane stride is then a placeholder).
+Value planeOf(KernelBuilder& kb, Value stride, Value z, std::string_view name) {
+  return kb.select((stride == uint64_t{0}).named("shared_operand"), kb.u32(0), z, name);
 }
 
 Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
@@ -103,8 +118,9 @@ Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named(
 // stage, announce its bytes and issue its TMA loads.
 void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value aMap, Value bMap) {
   Value zero = kb.u32(0);
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, const Split& split, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos) {
     const StepRange range = splitSteps(kb, split, kBlocks(p));
+    Value za = s32(kb, planeOf(kb, p.strideA, z, "a_plane")), zb = s32(kb, planeOf(kb, p.strideB, z, "b_plane"));
     return kb.for_range(
         zero, range.count, kb.u32(1), pos,
         [&](Value kblock, std::span<Value> at) {
@@ -117,16 +133,16 @@ void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
           kb.mbarrier_arrive_expect_tx(full, kb.u32(stageBytes(c)));
           Value a = ring.stageA(kb, c, s), b = ring.stageB(kb, c, s);
           if (c.a == Layout::Row) {
-            kb.tma_load_2d(a, aMap, s32(kb, k0), s32(kb, m0), full);
+            kb.tma_load_3d(a, aMap, s32(kb, k0), s32(kb, m0), za, full);
           } else {
             for (unsigned i = 0; i < kTileM / kStrip; ++i)
-              kb.tma_load_2d(kb.ptradd(a, kb.u32(i * kStripBytes)), aMap, s32(kb, m0 + i * kStrip), s32(kb, k0), full);
+              kb.tma_load_3d(kb.ptradd(a, kb.u32(i * kStripBytes)), aMap, s32(kb, m0 + i * kStrip), s32(kb, k0), za, full);
           }
           if (c.b == Layout::Col) {
-            kb.tma_load_2d(b, bMap, s32(kb, k0), s32(kb, n0), full);
+            kb.tma_load_3d(b, bMap, s32(kb, k0), s32(kb, n0), zb, full);
           } else {
             for (unsigned i = 0; i < c.tileN / kStrip; ++i)
-              kb.tma_load_2d(kb.ptradd(b, kb.u32(i * kStripBytes)), bMap, s32(kb, n0 + i * kStrip), s32(kb, k0), full);
+              kb.tma_load_3d(kb.ptradd(b, kb.u32(i * kStripBytes)), bMap, s32(kb, n0 + i * kStrip), s32(kb, k0), zb, full);
           }
           auto [s2, phase2] = advance(kb, c, s, phase);
           return std::vector<Value>{s2, phase2};
@@ -158,7 +174,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   // Consumer c's rows start 8 KiB into the A tile: after 64 K-major rows of 128 bytes, or at
   // the c-th strip of 64 along M.
   Value sliceOff = (consumer * kStripBytes).named("a_slice");
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, const Split& split, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos) {
     // The k loop is a do-while behind a test for k = 0, so that its accumulator parameter is read
     // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
     // the loop's value leaves through the exit's own parameter.
@@ -210,7 +226,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
         Value col = (col0 + 8 * j).named("col");
         std::vector<Value> values(4);
         for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = at(4 * j + e);
-        storeResults(kb, c, p, Value(), rows, {col, (col + 1u).named("col")}, values);
+        storeResults(kb, c, p, z, rows, {col, (col + 1u).named("col")}, values);
       }
     };
     reduceSplits(kb, c, p, split, 2 * 128, (tid - 128u).named("consumer_tid"), lanes,
@@ -258,8 +274,8 @@ std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags
 LaunchRule wgmmaLaunchRule(const Config& c) {
   using bundle::TensorMapRule;
   const bundle::ParamType::Scalar el = c.in == Input::BF16 ? bundle::ParamType::Scalar::BF16 : bundle::ParamType::Scalar::F16;
-  const Expr m = Expr::param("m"), n = Expr::param("n");
-  const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN);
+  const Expr m = Expr::param("m"), n = Expr::param("n"), batch = Expr::param("batch");
+  const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN) * batch;
   const Expr units = c.splitK ? tiles * max(Expr::param("splits"), Expr(1)) : tiles;
   LaunchRule rule{{3 * 128}, {min(units, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
   // k = 0 (C = beta C) loads nothing, but a map needs extents of at least 1 and a row stride of
@@ -267,11 +283,19 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
   // encoded over 1 column and never read.
   const Expr k = max(Expr::param("k"), Expr(1));
   const Expr lda = max(Expr::param("lda") * 2, Expr(16)), ldb = max(Expr::param("ldb") * 2, Expr(16));
+  // The batch is each map's third dimension. Its stride counts only with batch > 1 (min(batch, 2)
+  // / 2 is 0 for batch 0 and 1): one matrix needs no stride that TMA can take; a stride of 0
+  // (one matrix for every batch) becomes a placeholder the kernel never steps (planeOf).
+  const Expr planes = max(batch, Expr(1)), several = min(batch, Expr(2)) / 2;
+  const Expr planeA = max(Expr::param("stride_a") * 2 * several, Expr(16));
+  const Expr planeB = max(Expr::param("stride_b") * 2 * several, Expr(16));
   // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
-  rule.tensorMaps.push_back(c.a == Layout::Row ? TensorMapRule{"a_map", "a", el, {k, m}, lda, {kKBlock, kTileM}, kSwizzle}
-                                               : TensorMapRule{"a_map", "a", el, {m, k}, lda, {kStrip, kKBlock}, kSwizzle});
-  rule.tensorMaps.push_back(c.b == Layout::Col ? TensorMapRule{"b_map", "b", el, {k, n}, ldb, {kKBlock, c.tileN}, kSwizzle}
-                                               : TensorMapRule{"b_map", "b", el, {n, k}, ldb, {kStrip, kKBlock}, kSwizzle});
+  rule.tensorMaps.push_back(c.a == Layout::Row
+                                ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kKBlock, kTileM, 1}, kSwizzle}
+                                : TensorMapRule{"a_map", "a", el, {m, k, planes}, {lda, planeA}, {kStrip, kKBlock, 1}, kSwizzle});
+  rule.tensorMaps.push_back(c.b == Layout::Col
+                                ? TensorMapRule{"b_map", "b", el, {k, n, planes}, {ldb, planeB}, {kKBlock, c.tileN, 1}, kSwizzle}
+                                : TensorMapRule{"b_map", "b", el, {n, k, planes}, {ldb, planeB}, {kStrip, kKBlock, 1}, kSwizzle});
   return rule;
 }
 

@@ -50,7 +50,7 @@ namespace {
 // What an encoded tensor map depends on beyond its rule: the cache key.
 struct TensorMapKey {
   uint32_t param;
-  uint64_t address, dims[2], stride;
+  uint64_t address, dims[3], strides[2];
   bool operator==(const TensorMapKey&) const = default;
 };
 // Encoded maps kept per kernel; past this many the oldest is replaced.
@@ -397,7 +397,7 @@ Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const
   for (size_t i = 0; i < t->size(); ++i) {
     const tn::bundle::TensorMapArgs& a = (*t)[i];
     const std::string& param = (*k_->params)[a.param].name;
-    const TensorMapKey key{a.param, a.address, {a.dims[0], a.dims[1]}, a.strides[0]};
+    const TensorMapKey key{a.param, a.address, {a.dims[0], a.dims[1], a.dims[2]}, {a.strides[0], a.strides[1]}};
     auto hit = std::find_if(k->maps.begin(), k->maps.end(), [&](const auto& m) { return m.first == key; });
     if (hit == k->maps.end()) {
       if (!drv.cuTensorMapEncodeTiled)
@@ -406,17 +406,21 @@ Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const
                         param + "' needs",
                     name);
       TensorMapBytes bytes{};
-      const uint32_t elementStrides[2] = {1, 1};
-      CUresult r = drv.cuTensorMapEncodeTiled(bytes.bytes, static_cast<int>(a.dataType), 2,
+      const uint32_t elementStrides[3] = {1, 1, 1};
+      CUresult r = drv.cuTensorMapEncodeTiled(bytes.bytes, static_cast<int>(a.dataType), a.rank,
                                               reinterpret_cast<void*>(static_cast<uintptr_t>(a.address)), a.dims,
                                               a.strides, a.box, elementStrides, 0 /* interleave none */,
                                               static_cast<int>(a.swizzle), 2 /* L2 promotion 128B */, 0 /* OOB zeros */);
       if (r != cu::SUCCESS) {
         Error e = drv.fail(r, "cuTensorMapEncodeTiled", name);
-        e.message = "tensor map '" + param + "' over '" + (*k_->params)[a.source].name + "' ([" +
-                    std::to_string(a.dims[0]) + ", " + std::to_string(a.dims[1]) + "] elements, row stride " +
-                    std::to_string(a.strides[0]) + " bytes, box [" + std::to_string(a.box[0]) + ", " +
-                    std::to_string(a.box[1]) + "]): " + e.message;
+        auto list = [&](const auto* v, uint32_t n) {
+          std::string out;
+          for (uint32_t d = 0; d < n; ++d) out += (d ? ", " : "") + std::to_string(v[d]);
+          return out;
+        };
+        e.message = "tensor map '" + param + "' over '" + (*k_->params)[a.source].name + "' ([" + list(a.dims, a.rank) +
+                    "] elements, strides [" + list(a.strides, a.rank - 1) + "] bytes, box [" + list(a.box, a.rank) +
+                    "]): " + e.message;
         return e;
       }
       if (k->maps.size() < kMaxCachedTensorMaps) {

@@ -135,19 +135,34 @@ std::vector<Param> tmaParams() {
   return {{"a", kPtr, 16, kPtrRead, S::BF16}, {"a_map", kTmap, 0}, {"m", kU32, 0}, {"k", kU32, 0}, {"lda", kU32, 0}};
 }
 TensorMapRule aMap() {
-  return {"a_map", "a", S::BF16, {Expr::param("k"), Expr::param("m")}, Expr::param("lda") * 2, {64, 128}, 128};
+  return {"a_map", "a", S::BF16, {Expr::param("k"), Expr::param("m")}, {Expr::param("lda") * 2}, {64, 128}, 128};
+}
+// The same over a batch of A matrices, stride_a elements apart (format 8).
+std::vector<Param> batchedTmaParams() {
+  std::vector<Param> p = tmaParams();
+  p.push_back({"batch", kU32, 0});
+  p.push_back({"stride_a", ParamType{S::U64}, 0});
+  return p;
+}
+TensorMapRule batchedAMap() {
+  TensorMapRule m = aMap();
+  m.dims.push_back(Expr::param("batch"));
+  m.strides.push_back(Expr::param("stride_a") * 2);
+  m.box.push_back(1);
+  return m;
 }
 
-// One kernel with a tensor map, one target, one cubin: a format 5 bundle.
-std::string tmaBundle() {
+// One kernel with a tensor map, one target, one cubin: a format 5 bundle (batched: a map of rank
+// 3, format 8).
+std::string tmaBundle(bool batched = false) {
   BundleInput in;
   in.name = "tma";
   in.targets = {tgt("sm_90a")};
   in.producer = "truenoc test";
   in.ptxasVersion = "13.0.88";
   LaunchRule r = rule({128}, {"ceil_div(m, 128)"});
-  r.tensorMaps.push_back(aMap());
-  in.kernels.push_back({"load", tmaParams(), r, {}});
+  r.tensorMaps.push_back(batched ? batchedAMap() : aMap());
+  in.kernels.push_back({"load", batched ? batchedTmaParams() : tmaParams(), r, {}});
   in.kernels[0].payloads.push_back({tgt("sm_90a"), PayloadKind::Cubin, {}, "ELF cubin bytes"});
   Result<std::string> b = write(in);
   REQUIRE(b.ok());
@@ -541,11 +556,11 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 7); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 8); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 7); rebuild the bundle with this truenoc");
-  b[8] = 8;
-  CHECK(check(b) == "unsupported bundle format version 8 (this truenoc reads versions 4 to 7)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 8); rebuild the bundle with this truenoc");
+  b[8] = 9;
+  CHECK(check(b) == "unsupported bundle format version 9 (this truenoc reads versions 4 to 8)");
   b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
   CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
@@ -563,7 +578,7 @@ TEST_CASE("bundle: hostile manifests with valid checksums are rejected, never tr
   // Every byte of the header, table and manifest changed to a few values, checksums recomputed:
   // the reader must either reject the input or return a self-consistent bundle, whose launch
   // rules (tensor maps included, in the format 5 bundle) check and evaluate without harm.
-  for (const std::string& good : {smallBundle(), tmaBundle(), variantBundle()}) {
+  for (const std::string& good : {smallBundle(), tmaBundle(), tmaBundle(true), variantBundle()}) {
     uint64_t manifestEnd = getU64(good, kHeaderSize + 8) + getU64(good, kHeaderSize + 16);
     size_t accepted = 0, rejected = 0;
     for (size_t i = 0; i < manifestEnd; ++i) {
@@ -1199,6 +1214,72 @@ TEST_CASE("bundle: tensor-map rules are written as format 5, read back exactly, 
     if (Reader::open(span(b.substr(0, n))).ok()) FAIL("truncation to " << n << " bytes was accepted");
 }
 
+TEST_CASE("bundle: a tensor map of rank 3 is written as format 8 and read back exactly") {
+  const std::string b = tmaBundle(true);
+  Result<Reader> r = Reader::open(span(b));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->formatVersion() == 8);
+  const LaunchRule& launch = r->manifest().kernels.at(0).launch;
+  REQUIRE(launch.tensorMaps.size() == 1);
+  CHECK(launch.tensorMaps[0] == batchedAMap());
+  CHECK(launch.tensorMaps[0].rank() == 3);
+  CHECK(describe(launch.tensorMaps[0]) ==
+        "a_map = a as bf16 [k, m, batch] row_stride lda * 2 plane_stride stride_a * 2 box [64, 128, 1] swizzle 128");
+  // Maps of rank 2 keep the older layout: the same rule as a variant's of format 7 reads there.
+  CHECK(Reader::open(span(tmaBundle()))->formatVersion() == 5);
+  for (size_t n = 0; n < b.size(); ++n)
+    if (Reader::open(span(b.substr(0, n))).ok()) FAIL("truncation to " << n << " bytes was accepted");
+  // A variant's map of rank 3 makes the bundle format 8 too.
+  BundleInput v = variantInput();
+  std::vector<Param> own = batchedTmaParams();
+  own.erase(own.begin() + 1);  // no a_map
+  own[0].align = 0;
+  v.kernels[0].params = own;
+  v.kernels[0].variants[0].params = batchedTmaParams();
+  v.kernels[0].variants[0].launch.tensorMaps[0] = batchedAMap();
+  Result<std::string> vb = write(v);
+  REQUIRE_MESSAGE(vb.ok(), vb.error().message);
+  Result<Reader> vr = Reader::open(span(*vb));
+  REQUIRE(vr.ok());
+  CHECK(vr->formatVersion() == 8);
+  CHECK(vr->manifest().kernels.at(0).variants.at(0).launch.tensorMaps.at(0) == batchedAMap());
+}
+
+TEST_CASE("launch rule: a tensor map of rank 3 evaluates its plane stride and batch extent") {
+  const std::vector<Param> params = batchedTmaParams();
+  LaunchRule r = rule({128}, {"ceil_div(m, 128)"});
+  r.tensorMaps.push_back(batchedAMap());
+  uint64_t a = 0x7000'0000'0100, strideA = 130 * 88;
+  uint32_t m = 130, k = 72, lda = 88, batch = 5;
+  const void* args[] = {&a, nullptr, &m, &k, &lda, &batch, &strideA};
+  Result<std::vector<TensorMapArgs>> t = evaluateTensorMaps(r, params, args);
+  REQUIRE_MESSAGE(t.ok(), t.error().message);
+  const TensorMapArgs& e = t->at(0);
+  CHECK(e.rank == 3);
+  CHECK(e.dims[0] == 72);
+  CHECK(e.dims[1] == 130);
+  CHECK(e.dims[2] == 5);
+  CHECK(e.strides[0] == 176);
+  CHECK(e.strides[1] == 130 * 88 * 2);
+  CHECK(e.box[2] == 1);
+  strideA = 3;
+  CHECK(evaluateTensorMaps(r, params, args).error().message ==
+        "tensor map 'a_map': plane_stride = 6 bytes is not a multiple of 16 below 2^40");
+  strideA = 8;
+  batch = 0;
+  CHECK(evaluateTensorMaps(r, params, args).error().message == "tensor map 'a_map': dims[2] = 0 is outside 1 to 4294967296");
+  batch = 1;
+  CHECK(evaluateTensorMaps(r, params, args).ok());
+  // A rank-2 map leaves the third extent and the second stride zero.
+  LaunchRule flat = rule({128}, {"1"});
+  flat.tensorMaps.push_back(aMap());
+  Result<std::vector<TensorMapArgs>> f = evaluateTensorMaps(flat, tmaParams(), args);
+  REQUIRE(f.ok());
+  CHECK(f->at(0).rank == 2);
+  CHECK(f->at(0).dims[2] == 0);
+  CHECK(f->at(0).strides[1] == 0);
+}
+
 TEST_CASE("launch rule: tensor maps are checked against the kernel's parameters and TMA's limits") {
   const std::vector<Param> params = tmaParams();
   LaunchRule good = rule({128}, {"1"});
@@ -1228,14 +1309,27 @@ TEST_CASE("launch rule: tensor maps are checked against the kernel's parameters 
   CHECK(error([](M& m, P&) { m.swizzle = 64; }) ==
         "tensor_maps[0]: a_map: the box's inner extent is 128 bytes, more than the 64-byte swizzle span");
   CHECK(error([](M& m, P&) { m.swizzle = 0, m.box[0] = 256; }) == "accepted");  // 512 bytes without a swizzle
-  CHECK(error([](M& m, P&) { m.rowStride = 100; }) == "tensor_maps[0]: a_map: row_stride is 100 bytes, not a multiple of 16");
+  CHECK(error([](M& m, P&) { m.strides[0] = 100; }) == "tensor_maps[0]: a_map: row_stride is 100 bytes, not a multiple of 16");
+  CHECK(error([](M& m, P&) { m.dims.pop_back(); }) == "tensor_maps[0]: a_map: it has 1 extents; a tensor map has 2 or 3");
+  CHECK(error([](M& m, P&) { m.dims.assign(4, Expr(1)); }) == "tensor_maps[0]: a_map: it has 4 extents; a tensor map has 2 or 3");
+  CHECK(error([](M& m, P&) { m.strides.push_back(16); }) ==
+        "tensor_maps[0]: a_map: it has 2 strides for 2 extents (row_stride)");
+  CHECK(error([](M& m, P&) { m.dims.push_back(Expr(2)); }) ==
+        "tensor_maps[0]: a_map: it has 1 strides for 3 extents (row_stride and plane_stride)");
+  CHECK(error([](M& m, P&) { m.box.push_back(1); }) == "tensor_maps[0]: a_map: its box has 3 extents for a tensor of 2");
+  CHECK(error([](M& m, P&) { m.dims.push_back(Expr(2)), m.strides.push_back(24), m.box.push_back(1); }) ==
+        "tensor_maps[0]: a_map: plane_stride is 24 bytes, not a multiple of 16");
+  CHECK(error([](M& m, P&) { m.dims.push_back(Expr(2)), m.strides.push_back(Expr::param("planes")), m.box.push_back(1); }) ==
+        "tensor_maps[0]: 'planes' is not a parameter of the kernel");
+  CHECK(error([](M& m, P&) { m.dims.push_back(Expr(2)), m.strides.push_back(Expr(16)), m.box.push_back(0); }) ==
+        "tensor_maps[0]: a_map: box extent 2 is 0; it must be 1 to 256");
   CHECK(error([](M& m, P&) { m.dims[1] = Expr::param("rows"); }) == "tensor_maps[0]: 'rows' is not a parameter of the kernel");
   CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("a"); }) ==
         "tensor_maps[0]: parameter 'a' has type 'ptr.global'; launch rules may only read integer parameters");
   CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("k") / 0; }) == "tensor_maps[0]: 'k / 0' divides by zero for every argument value");
   CHECK(error([](M& m, P&) { m.dims[0] = Expr::param("k") + (uint64_t{1} << 33); }) ==
         "tensor_maps[0]: 'k + 8589934592' is at least 8589934592, over the limit of 4294967296 elements");
-  CHECK(error([](M& m, P&) { m.rowStride = Expr::param("lda") + (uint64_t{1} << 40); }) ==
+  CHECK(error([](M& m, P&) { m.strides[0] = Expr::param("lda") + (uint64_t{1} << 40); }) ==
         "tensor_maps[0]: 'lda + 1099511627776' is at least 1099511627776, over the limit of 1099511627775 bytes");
   LaunchRule twice = good;
   twice.tensorMaps.push_back(aMap());

@@ -108,8 +108,8 @@ TEST_CASE("gpu: an embedded mainloop = auto gemm launches by the rule of the cod
   REQUIRE(kernel.ok());
   const bool wgmma = kernel.value().target() == truenort::Target{90, true};
   CHECK(kernel.value().launch_rule().block == std::vector<uint32_t>{wgmma ? 384u : 256u});
-  CHECK(kernel.value().params().size() == (wgmma ? 14u : 12u));  // and a_map, b_map, which the runtime fills
-  CHECK(kernel.value().signature().size() == 12u);
+  CHECK(kernel.value().params().size() == (wgmma ? 18u : 16u));  // and a_map, b_map, which the runtime fills
+  CHECK(kernel.value().signature().size() == 16u);
 
   // C = A B + bias, A column-major (a[kk * lda + i]), B row-major, C row-major; beta = 0.
   const uint32_t m = 70, n = 130, k = 48, lda = 80, ldb = 144, ldc = n;
@@ -128,7 +128,8 @@ TEST_CASE("gpu: an embedded mainloop = auto gemm launches by the rule of the cod
   REQUIRE(db.value().upload(b).ok());
   REQUIRE(dbias.value().upload(bias).ok());
   truenort::Status st = kernels.value().auto_bf16_cr_bias(stream.value(), da.value(), db.value(), dc.value(),
-                                                          dbias.value(), m, n, k, lda, ldb, ldc, 1.0f, 0.0f);
+                                                          dbias.value(), m, n, k, lda, ldb, ldc, 1u, uint64_t{0},
+                                                          uint64_t{0}, uint64_t{0}, 1.0f, 0.0f);
   INFO((st.ok() ? std::string("no runtime error") : st.error().describe()));
   REQUIRE(st.ok());
   REQUIRE(stream.value().synchronize().ok());

@@ -763,6 +763,38 @@ GOLDEN_TEST("tma.tir", "tile_scale") {
   });
 }
 
+// ---- tma-3d.tir --------------------------------------------------------------------------------
+
+// out = in on the box's in-bounds elements (row padding and plane padding excluded); the rest of
+// out keeps its bits.
+GOLDEN_TEST("tma-3d.tir", "planes") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> in = run.inputArray<uint32_t>("in"), before = run.inputArray<uint32_t>("out");
+    const std::vector<uint32_t> out = o.array<uint32_t>("out");
+    const tn::interp::TensorMapDesc& d = run.tensorMaps[0].desc;
+    auto scalar = [&](const char* name) {
+      for (const auto& [n, bits] : run.scalars)
+        if (n == name) return static_cast<int64_t>(static_cast<int32_t>(bits));
+      FAIL("no scalar " << name);
+      return int64_t{0};
+    };
+    const int64_t x = scalar("x"), y = scalar("y"), z = scalar("z");
+    const uint64_t stride = d.strides[0] / 4, plane = d.strides[1] / 4;
+    REQUIRE(out.size() == in.size());
+    size_t copied = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const int64_t p = static_cast<int64_t>(i / plane), r = static_cast<int64_t>(i % plane / stride),
+                    c = static_cast<int64_t>(i % plane % stride);
+      const bool inTensor = c < static_cast<int64_t>(d.dims[0]) && r < static_cast<int64_t>(d.dims[1]) && i % plane < stride * d.dims[1];
+      const bool inBox = c >= x && c < x + 8 && r >= y && r < y + 4 && p >= z && p < z + 16;
+      INFO("element " << c << ", row " << r << ", plane " << p);
+      CHECK(out[i] == (inTensor && inBox ? in[i] : before[i]));
+      copied += inTensor && inBox;
+    }
+    MESSAGE("copied " << copied << " elements");
+  });
+}
+
 // ---- warpgroup.tir -----------------------------------------------------------------------------
 
 GOLDEN_TEST("warpgroup.tir", "split") {

@@ -132,6 +132,19 @@ struct Run {
     tensorMaps.push_back({param, source, d});
     return *this;
   }
+  // A 3-D map: planes `planeStride` bytes apart; the box's third extent box[2].
+  Run& tensorMap3d(const std::string& param, const std::string& source, unsigned elementBytes,
+                   std::array<uint64_t, 3> dims, uint64_t rowStride, uint64_t planeStride, std::array<uint32_t, 3> box,
+                   unsigned swizzle = 0) {
+    tensorMap2d(param, source, elementBytes, {dims[0], dims[1]}, rowStride, {box[0], box[1]}, swizzle);
+    interp::TensorMapDesc& d = tensorMaps.back().desc;
+    d.rank = 3;
+    d.dims[2] = dims[2];
+    d.strides[1] = planeStride;
+    d.box[2] = box[2];
+    d.elementStrides[2] = 1;
+    return *this;
+  }
   template <class T>
   Run& scalar(const std::string& name, T value) {
     uint64_t b = 0;
@@ -837,6 +850,32 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      r.buffer("in", in).buffer("out", out);
                      r.tensorMap2d("in_map", "in", 4, {cols, rows}, 4 * stride, {16, 32});
                      r.tensorMap2d("out_map", "out", 4, {cols, rows}, 4 * stride, {16, 32});
+                     r.opts.checkRaces = r.opts.checkUninit = true;
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
+  // tma-3d.tir: reqntid(32); thread 0 loads the 8 x 4 x 16 f32 box at (x, y, z) of a batch of
+  // matrices and stores it back through the output's map: the box's in-bounds elements are
+  // copied, everything else of out keeps its bits. Boxes inside, across every edge and wholly
+  // outside; planes with padding between them.
+  all.push_back({"tma-3d.tir", "planes", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   struct Shape {
+                     uint32_t cols, rows, planes;
+                     int32_t x, y, z;
+                   };
+                   for (Shape t : {Shape{8, 4, 16, 0, 0, 0}, {13, 7, 20, 4, 5, 10}, {9, 9, 3, -3, -2, -7}, {12, 5, 4, 20, 0, 0}}) {
+                     const uint32_t stride = (t.cols + 3) / 4 * 4;        // floats per row: 16-byte rows
+                     const uint32_t plane = stride * t.rows + 4;          // floats per plane, one vector of padding
+                     Run r = launch("planes", {1, 1, 1}, {32, 1, 1});
+                     std::vector<float> in(size_t{plane} * t.planes), out(in.size());
+                     for (float& v : in) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+                     for (float& v : out) v = std::uniform_real_distribution<float>(-8, 8)(rng);
+                     r.buffer("in", in).buffer("out", out);
+                     r.scalar("x", t.x).scalar("y", t.y).scalar("z", t.z);
+                     r.tensorMap3d("in_map", "in", 4, {t.cols, t.rows, t.planes}, 4 * stride, 4 * plane, {8, 4, 16});
+                     r.tensorMap3d("out_map", "out", 4, {t.cols, t.rows, t.planes}, 4 * stride, 4 * plane, {8, 4, 16});
                      r.opts.checkRaces = r.opts.checkUninit = true;
                      runs.push_back(std::move(r));
                    }

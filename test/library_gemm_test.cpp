@@ -26,7 +26,6 @@ struct Variant {
   In in = In::F32;
   Out out = Out::F32;
   const char* spec = "gemm";
-  bool batched = true;  // the wgmma members have no batch and stride parameters
   bool splitK = false;  // split_k: the splits and workspace parameters
   uint32_t tileM = 128, tileN = 128;
   const char* target = "";  // whose code the interpreter runs (Call::target)
@@ -47,6 +46,8 @@ struct Problem {
   float alpha = 1.0f, beta = 0.0f;
   bool align = false;    // leading dimensions rounded up to 16 elements (the cp.async path)
   uint32_t splits = 0;   // split_k members: the splits argument
+  uint32_t gap = 0;      // elements between one batch's matrices and the next's
+  bool shareA = false, shareB = false;  // stride_a or stride_b 0: one matrix for every batch
 };
 
 double activate(Act a, double x) {
@@ -105,26 +106,28 @@ Matrix outputs(std::mt19937& rng, Out out, size_t n) {
 void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
   auto ld = [&](uint32_t d) { return p.align ? (d + p.pad + 15) / 16 * 16 : d + p.pad; };
   const uint32_t lda = ld(v.aCol ? p.m : p.k), ldb = ld(v.bCol ? p.k : p.n), ldc = ld(p.n);
-  const uint64_t sa = uint64_t(v.aCol ? p.k : p.m) * lda, sb = uint64_t(v.bCol ? p.n : p.k) * ldb,
-                 sc = uint64_t(p.m) * ldc;
-  auto sized = [](uint64_t n) { return std::max<uint64_t>(n, 1); };  // a buffer is never empty
+  const uint64_t oneA = uint64_t(v.aCol ? p.k : p.m) * lda, oneB = uint64_t(v.bCol ? p.n : p.k) * ldb,
+                 oneC = uint64_t(p.m) * ldc;
+  const uint64_t sa = p.shareA ? 0 : oneA + p.gap, sb = p.shareB ? 0 : oneB + p.gap, sc = oneC + p.gap;
+  // The batches' span (a buffer is never empty).
+  auto sized = [&](uint64_t one, uint64_t stride) { return std::max<uint64_t>(stride * std::max(p.batch, 1u) - stride + one, 1); };
   const bool ints = v.out == Out::S32;
-  Matrix a = inputs(rng, v.in, sized(sa * p.batch)), b = inputs(rng, v.in, sized(sb * p.batch));
-  Matrix c = outputs(rng, v.out, sized(sc * p.batch));
+  Matrix a = inputs(rng, v.in, sized(oneA, sa)), b = inputs(rng, v.in, sized(oneB, sb));
+  Matrix c = outputs(rng, v.out, sized(oneC, sc));
   if (p.beta == 0.0f && !ints) {  // C must not be read: NaN would show in every element
     std::vector<float> nan = decode(storage(v.out), c.bytes);
     for (size_t i = 0; i < nan.size(); ++i)
       if (i % ldc < p.n) nan[i] = std::numeric_limits<float>::quiet_NaN();
     c.bytes = encode(storage(v.out), nan);
   }
-  Matrix bias = outputs(rng, v.out, sized(p.n)), res = outputs(rng, v.out, sized(sc * p.batch));
+  Matrix bias = outputs(rng, v.out, sized(p.n, 0)), res = outputs(rng, v.out, sized(oneC, sc));
   Call call(v.spec, v.kernel);
   call.target(v.target);
   call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
   if (v.bias) call.buffer("bias", bias.bytes);
   if (v.residual) call.buffer("residual", res.bytes);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
-  if (v.batched) call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
+  call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
   if (ints)
     call.scalar("alpha", static_cast<int32_t>(p.alpha)).scalar("beta", static_cast<int32_t>(p.beta));
   else
@@ -154,6 +157,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
     got = decode(storage(v.out), gotBytes);
   std::string what = std::string(v.kernel) + " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                      " k=" + std::to_string(p.k) + " batch=" + std::to_string(p.batch) + " pad=" + std::to_string(p.pad) +
+                     (p.gap ? " gap=" + std::to_string(p.gap) : "") + (p.shareA ? " stride_a=0" : "") +
+                     (p.shareB ? " stride_b=0" : "") +
                      (p.align ? " (leading dimensions of 16)" : "") +
                      (v.splitK ? " splits=" + std::to_string(p.splits) : "");
   std::vector<float> gotIn;
@@ -195,7 +200,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   if (!ints) expectClose(gotIn, want, worst + 1e-6, 4e-6 + roundoff(storage(v.out)), what);
   const size_t elem = ints ? 4 : dtypeBytes(storage(v.out));
   for (size_t i = 0; i < gotBytes.size() / elem; ++i)
-    if (i % ldc >= p.n || i >= sc * p.batch)
+    if (i / sc >= p.batch || i % sc >= oneC || i % sc % ldc >= p.n)
       CHECK_MESSAGE(std::memcmp(&gotBytes[i * elem], &c.bytes[i * elem], elem) == 0, what << " padding at " << i);
 }
 
@@ -298,12 +303,12 @@ LIBRARY_TEST("gemm tensor cores: batches, padding and k = 0", gemmTcBatched) {
 // 64 x tile_n boxes, several tiles per block (blocks < tiles), k = 0 and k below one box.
 namespace {
 
-constexpr Variant kWgBf16RR{"wg_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false};
-constexpr Variant kWgBf16RC{"wg_bf16_rc_n256", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false};
-constexpr Variant kWgBf16CR{"wg_bf16_cr_f32", true, false, false, false, Act::None, In::BF16, Out::F32, "gemm90", false};
-constexpr Variant kWgBf16CC{"wg_bf16_cc_bias_gelu_res", true, true, true, true, Act::Gelu, In::BF16, Out::BF16, "gemm90", false};
-constexpr Variant kWgF16RC{"wg_f16_rc_bias_relu", false, true, true, false, Act::Relu, In::F16, Out::F16, "gemm90", false};
-constexpr Variant kWgF16RR{"wg_f16_rr_n256_f32", false, false, false, false, Act::None, In::F16, Out::F32, "gemm90", false};
+constexpr Variant kWgBf16RR{"wg_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90"};
+constexpr Variant kWgBf16RC{"wg_bf16_rc_n256", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm90"};
+constexpr Variant kWgBf16CR{"wg_bf16_cr_f32", true, false, false, false, Act::None, In::BF16, Out::F32, "gemm90"};
+constexpr Variant kWgBf16CC{"wg_bf16_cc_bias_gelu_res", true, true, true, true, Act::Gelu, In::BF16, Out::BF16, "gemm90"};
+constexpr Variant kWgF16RC{"wg_f16_rc_bias_relu", false, true, true, false, Act::Relu, In::F16, Out::F16, "gemm90"};
+constexpr Variant kWgF16RR{"wg_f16_rr_n256_f32", false, false, false, false, Act::None, In::F16, Out::F32, "gemm90"};
 
 }  // namespace
 
@@ -321,6 +326,22 @@ LIBRARY_TEST("gemm wgmma (sm_90a): layouts, odd sizes, persistent tiles and epil
   if (r.fast()) checkGemm(r, rng, kWgBf16RC, {1000, 1000, 1000, 1, 0, 1.0f, 0.0f, true});
 }
 
+// Strided batches on the wgmma members: every batch's tiles in one persistent grid, A and B read
+// through 3-D tensor maps (the batch their third coordinate), C, bias and residual offset by the
+// epilogue. Packed batches, gaps of 8 elements between them, one A or one B for every batch
+// (stride 0), and a single batch whose strides TMA could not take (odd: ignored, as one matrix
+// has no next one).
+LIBRARY_TEST("gemm wgmma (sm_90a): strided batches", gemmWgmmaBatched) {
+  std::mt19937 rng(seed());
+  checkGemm(r, rng, kWgBf16RR, {70, 129, 72, 3, 0, 1.0f, 0.0f, true});
+  checkGemm(r, rng, kWgBf16CC, {33, 70, 40, 4, 0, -1.25f, 0.75f, true, 0, 8});
+  checkGemm(r, rng, kWgF16RC, {17, 33, 100, 3, 0, 2.0f, -0.5f, true, 0, 0, true});
+  checkGemm(r, rng, kWgBf16CR, {17, 33, 100, 3, 0, 1.0f, 0.0f, true, 0, 8, false, true});
+  checkGemm(r, rng, kWgF16RR, {130, 20, 8, 2, 0, 1.0f, 0.0f, true});  // a 256-wide tile, two M tiles a batch
+  checkGemm(r, rng, kWgBf16RC, {20, 30, 16, 1, 0, 1.0f, 0.0f, true, 0, 3});
+  checkGemm(r, rng, kWgBf16RR, {20, 30, 0, 3, 0, 1.0f, 0.5f, true, 0, 8});  // k = 0: C = beta C in every batch
+}
+
 // split_k (test/library/gemm.toml, gemm90.toml): K shared by `splits` blocks per tile through the
 // workspace. Splits 0 and 1 (no split), 2 and 3 at odd sizes with a short last K step, more
 // splits than K steps (empty splits add zeros), k = 0 (every split empty: C = beta C), batches
@@ -328,12 +349,12 @@ LIBRARY_TEST("gemm wgmma (sm_90a): layouts, odd sizes, persistent tiles and epil
 // launch leaves the workspace's counters zero.
 namespace {
 
-constexpr Variant kSplitF32{"split_f32_bias_res", false, false, true, true, Act::None, In::F32, Out::F32, "gemm", true, true, 128, 64};
-constexpr Variant kSplitBf16{"split_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm", true, true};
-constexpr Variant kSplitF16{"split_f16_cr_w4_silu", true, false, false, false, Act::Silu, In::F16, Out::F32, "gemm", true, true, 64, 64};
-constexpr Variant kSplitS8{"split_s8_rc_relu", false, true, false, false, Act::Relu, In::S8, Out::S32, "gemm", true, true};
-constexpr Variant kWgSplitBf16{"wg_split_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false, true};
-constexpr Variant kWgSplitF16{"wg_split_f16_rc_n256_bias", false, true, true, false, Act::None, In::F16, Out::F16, "gemm90", false, true, 128, 256};
+constexpr Variant kSplitF32{"split_f32_bias_res", false, false, true, true, Act::None, In::F32, Out::F32, "gemm", true, 128, 64};
+constexpr Variant kSplitBf16{"split_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm", true};
+constexpr Variant kSplitF16{"split_f16_cr_w4_silu", true, false, false, false, Act::Silu, In::F16, Out::F32, "gemm", true, 64, 64};
+constexpr Variant kSplitS8{"split_s8_rc_relu", false, true, false, false, Act::Relu, In::S8, Out::S32, "gemm", true};
+constexpr Variant kWgSplitBf16{"wg_split_bf16_rr", false, false, false, false, Act::None, In::BF16, Out::BF16, "gemm90", true};
+constexpr Variant kWgSplitF16{"wg_split_f16_rc_n256_bias", false, true, true, false, Act::None, In::F16, Out::F16, "gemm90", true, 128, 256};
 
 void checkSplits(Runner& r, std::mt19937& rng, const Variant& v) {
   const bool align = v.in != In::F32;  // the tensor-core members' cp.async path; wgmma needs it
@@ -341,7 +362,7 @@ void checkSplits(Runner& r, std::mt19937& rng, const Variant& v) {
   // Integral alpha and beta: the s8 member's are s32.
   checkGemm(r, rng, v, {17, 33, 40, 1, 1, -1.0f, 2.0f, align, 7});  // more splits than K steps
   checkGemm(r, rng, v, {20, 30, 0, 1, 0, 1.0f, -1.0f, align, 3});   // k = 0: C = beta C
-  if (v.batched) checkGemm(r, rng, v, {33, 70, 100, 3, 2, 2.0f, -1.0f, align, 2});
+  checkGemm(r, rng, v, {33, 70, 100, 3, 2, 2.0f, -1.0f, align, 2});
 }
 
 }  // namespace
@@ -357,13 +378,13 @@ LIBRARY_TEST("gemm split_k: wgmma members (sm_90a)", gemmSplitKWgmma) {
 }
 
 // mainloop = "auto" (test/library/mainloop_auto.toml, targets sm_80 and sm_90a): one kernel, the
-// wgmma member in the sm_90a code and an mma.sync member with its parameters (no batch) in the
+// wgmma member in the sm_90a code and an mma.sync member with its parameters (batched alike) in the
 // sm_80 code, each launched by its own rule. The interpreter runs both targets' code on the same
 // problems; a GPU runs the code the runtime selects for it (the wgmma member on an H100).
 namespace {
 
-constexpr Variant kAutoBf16CR{"auto_bf16_cr_bias", true, false, true, false, Act::None, In::BF16, Out::BF16, "mainloop_auto", false};
-constexpr Variant kAutoF16RC{"auto_f16_rc_split", false, true, false, false, Act::None, In::F16, Out::F32, "mainloop_auto", false, true};
+constexpr Variant kAutoBf16CR{"auto_bf16_cr_bias", true, false, true, false, Act::None, In::BF16, Out::BF16, "mainloop_auto"};
+constexpr Variant kAutoF16RC{"auto_f16_rc_split", false, true, false, false, Act::None, In::F16, Out::F32, "mainloop_auto", true};
 
 }  // namespace
 
@@ -377,5 +398,7 @@ LIBRARY_TEST("gemm mainloop auto: the sm_80 and sm_90a code of one kernel", gemm
     checkGemm(r, rng, bf16, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});         // k = 0: C = beta C
     checkGemm(r, rng, f16, {70, 129, 300, 1, 0, 1.0f, 0.0f, true, 3});
     checkGemm(r, rng, f16, {33, 20, 40, 1, 1, 2.0f, -1.0f, true, 0});
+    checkGemm(r, rng, bf16, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 8});  // batches on both targets' code
+    checkGemm(r, rng, f16, {20, 129, 100, 2, 0, 1.0f, 0.0f, true, 2, 0, false, true});
   }
 }

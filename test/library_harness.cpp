@@ -140,17 +140,17 @@ class InterpRunner final : public Runner {
     for (const bundle::TensorMapArgs& a : *maps) {
       interp::TensorMapDesc d;
       d.dataType = static_cast<uint8_t>(a.dataType);
-      d.rank = 2;
+      d.rank = static_cast<uint8_t>(a.rank);
       d.swizzle = static_cast<uint8_t>(a.swizzle);
       d.l2Promotion = 2;  // 128B, as the runtime asks for
       d.elementBytes = static_cast<uint8_t>(a.elementBytes);
       d.address = a.address;
-      d.dims[0] = a.dims[0];
-      d.dims[1] = a.dims[1];
-      d.strides[0] = a.strides[0];
-      d.box[0] = a.box[0];
-      d.box[1] = a.box[1];
-      d.elementStrides[0] = d.elementStrides[1] = 1;
+      for (uint32_t i = 0; i < a.rank; ++i) {
+        d.dims[i] = a.dims[i];
+        if (i > 0) d.strides[i - 1] = a.strides[i - 1];
+        d.box[i] = a.box[i];
+        d.elementStrides[i] = 1;
+      }
       if (auto e = in.setTensorMap(k.params[a.param].name, interp::encodeTensorMap(d))) FAIL(c.describe() << ": " << e->text());
     }
   }

@@ -391,7 +391,7 @@ TEST_CASE("sim: a TMA kernel launches through truenort, which encodes its tensor
   k.launch.block = {64};
   k.launch.grid = {ceilDiv(Expr::param("cols"), 16), ceilDiv(Expr::param("rows"), 8)};
   k.launch.tensorMaps.push_back(
-      {"src_map", "src", S::F32, {Expr::param("cols"), Expr::param("rows")}, Expr::param("ld") * 4, {16, 8}, 0});
+      {"src_map", "src", S::F32, {Expr::param("cols"), Expr::param("rows")}, {Expr::param("ld") * 4}, {16, 8}, 0});
   k.payloads.push_back({in.targets[0], PayloadKind::Ptx, {}, "// the simulator runs the IR"});
   k.payloads.push_back({in.targets[0], PayloadKind::Ir, {}, readSource("test/gpu/tma_tiles.tir")});
   in.kernels.push_back(k);

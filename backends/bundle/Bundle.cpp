@@ -147,18 +147,18 @@ Resources readResources(In& in) {
   return r;
 }
 
-// Version 5: after the dynamic shared expression, the kernel's tensor-map rules.
-void writeTensorMaps(Out& o, const std::vector<TensorMapRule>& maps) {
+// Version 5: after the dynamic shared expression, the kernel's tensor-map rules, each of rank 2;
+// version 8 writes each map's rank before its extents, strides and box.
+void writeTensorMaps(Out& o, const std::vector<TensorMapRule>& maps, uint32_t version) {
   o.u32(static_cast<uint32_t>(maps.size()));
   for (const TensorMapRule& m : maps) {
     o.str(m.param);
     o.str(m.source);
     o.u32(static_cast<uint32_t>(m.element));
-    o.str(m.dims[0].text());
-    o.str(m.dims[1].text());
-    o.str(m.rowStride.text());
-    o.u32(m.box[0]);
-    o.u32(m.box[1]);
+    if (version >= 8) o.u32(static_cast<uint32_t>(m.rank()));
+    for (const Expr& d : m.dims) o.str(d.text());
+    for (const Expr& d : m.strides) o.str(d.text());
+    for (uint32_t b : m.box) o.u32(b);
     o.u32(m.swizzle);
   }
 }
@@ -178,7 +178,7 @@ void writeCode(Out& o, const std::vector<Param>& params, const LaunchRule& launc
   o.u32(static_cast<uint32_t>(launch.grid.size()));
   for (const Expr& g : launch.grid) o.str(g.text());
   o.str(launch.dynamicShared.text());
-  if (version >= 5) writeTensorMaps(o, launch.tensorMaps);
+  if (version >= 5) writeTensorMaps(o, launch.tensorMaps, version);
 }
 
 // Checks what both the writer and the reader require of a kernel's signature and launch rule.
@@ -383,13 +383,21 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
-  // The oldest version that holds this bundle, so that it reads wherever that version does: 7 for
-  // a kernel with variants, 6 for a payload shared by several entries, 5 for tensor maps, else 4.
+  // The oldest version that holds this bundle, so that it reads wherever that version does: 8 for
+  // a tensor map of rank 3, 7 for a kernel with variants, 6 for a payload shared by several
+  // entries, 5 for tensor maps, else 4.
   const bool shared = std::any_of(moduleUsers.begin(), moduleUsers.end(), [](uint32_t n) { return n > 1; });
   const bool tensorMaps =
       std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); });
   const bool variants = std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->variants.empty(); });
-  const uint32_t version = variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
+  auto rank3 = [](const LaunchRule& l) {
+    return std::any_of(l.tensorMaps.begin(), l.tensorMaps.end(), [](const TensorMapRule& m) { return m.rank() > 2; });
+  };
+  const bool planes = std::any_of(kernels.begin(), kernels.end(), [&](const KernelInput* k) {
+    return rank3(k->launch) ||
+           std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return rank3(v.launch); });
+  });
+  const uint32_t version = planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
   std::string payloads;
   // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
@@ -568,8 +576,9 @@ Expr readExpr(In& in, const std::string& kernel, const std::string& field) {
   return std::move(*e);
 }
 
-// Version 5's tensor-map rules; checkKernel checks them with the rest of the rule.
-void readTensorMaps(In& in, const std::string& kernel, LaunchRule& launch) {
+// Version 5's tensor-map rules (version 8: with their ranks); checkKernel checks them with the
+// rest of the rule.
+void readTensorMaps(In& in, const std::string& kernel, LaunchRule& launch, uint32_t version) {
   uint32_t n = in.count("tensor map count", 0, kMaxParams);
   for (uint32_t i = 0; i < n && !in.failed(); ++i) {
     TensorMapRule m;
@@ -580,11 +589,12 @@ void readTensorMaps(In& in, const std::string& kernel, LaunchRule& launch) {
     if (!in.failed() && (element < 1 || element > static_cast<uint32_t>(ParamType::Scalar::TensorMap)))
       in.fail("kernel " + quoted(kernel) + ": " + at + " has unknown element type code " + num(element));
     m.element = static_cast<ParamType::Scalar>(element);
-    m.dims[0] = readExpr(in, kernel, at + ".dims[0]");
-    m.dims[1] = readExpr(in, kernel, at + ".dims[1]");
-    m.rowStride = readExpr(in, kernel, at + ".row_stride");
-    m.box[0] = in.u32();
-    m.box[1] = in.u32();
+    const uint32_t rank = version >= 8 ? in.count("tensor map rank", 2, kMaxTensorMapRank) : 2;
+    for (uint32_t d = 0; d < rank && !in.failed(); ++d)
+      m.dims.push_back(readExpr(in, kernel, at + ".dims[" + num(d) + "]"));
+    for (uint32_t d = 0; d + 1 < rank && !in.failed(); ++d)
+      m.strides.push_back(readExpr(in, kernel, at + "." + tensorMapStrideName(d)));
+    for (uint32_t d = 0; d < rank && !in.failed(); ++d) m.box.push_back(in.u32());
     m.swizzle = in.u32();
     launch.tensorMaps.push_back(std::move(m));
   }
@@ -618,7 +628,7 @@ void readCode(In& in, const std::string& kernel, std::vector<Param>& params, Lau
   launch.grid.clear();
   for (uint32_t i = 0; i < ng && !in.failed(); ++i) launch.grid.push_back(readExpr(in, kernel, "grid[" + num(i) + "]"));
   launch.dynamicShared = readExpr(in, kernel, "dynamic_shared");
-  if (version >= 5) readTensorMaps(in, kernel, launch);
+  if (version >= 5) readTensorMaps(in, kernel, launch, version);
 }
 
 Result<Manifest> parseManifest(std::span<const uint8_t> bytes, uint64_t payloadBytes, uint32_t version) {

@@ -377,10 +377,16 @@ unsigned tensorMapElementBytes(ParamType::Scalar element) {
   return t ? kBytes[*t] : 0;
 }
 
+const char* tensorMapStrideName(size_t d) { return d == 0 ? "row_stride" : "plane_stride"; }
+
 std::string describe(const TensorMapRule& map) {
-  return map.param + " = " + map.source + " as " + ParamType{map.element}.name() + " [" + map.dims[0].text() + ", " +
-         map.dims[1].text() + "] row_stride " + map.rowStride.text() + " box [" + std::to_string(map.box[0]) + ", " +
-         std::to_string(map.box[1]) + "] swizzle " + std::to_string(map.swizzle);
+  std::string out = map.param + " = " + map.source + " as " + ParamType{map.element}.name() + " [";
+  for (size_t d = 0; d < map.dims.size(); ++d) out += (d ? ", " : "") + map.dims[d].text();
+  out += "]";
+  for (size_t d = 0; d < map.strides.size(); ++d) out += " " + std::string(tensorMapStrideName(d)) + " " + map.strides[d].text();
+  out += " box [";
+  for (size_t d = 0; d < map.box.size(); ++d) out += (d ? ", " : "") + std::to_string(map.box[d]);
+  return out + "] swizzle " + std::to_string(map.swizzle);
 }
 
 std::string describe(const LaunchRule& rule) {
@@ -437,7 +443,15 @@ std::optional<std::string> checkTensorMap(const TensorMapRule& m, std::span<cons
     return m.param + ": the source '" + m.source + "' has type '" + src->type.name() + "', not 'ptr.global'";
   const unsigned elementBytes = tensorMapElementBytes(m.element);
   if (elementBytes == 0) return m.param + ": TMA has no element type '" + ParamType{m.element}.name() + "'";
-  for (unsigned d = 0; d < 2; ++d)
+  const size_t rank = m.dims.size();
+  if (rank < 2 || rank > kMaxTensorMapRank)
+    return m.param + ": it has " + std::to_string(rank) + " extents; a tensor map has 2 or 3";
+  if (m.strides.size() != rank - 1)
+    return m.param + ": it has " + std::to_string(m.strides.size()) + " strides for " + std::to_string(rank) +
+           " extents (" + (rank == 2 ? "row_stride" : "row_stride and plane_stride") + ")";
+  if (m.box.size() != rank)
+    return m.param + ": its box has " + std::to_string(m.box.size()) + " extents for a tensor of " + std::to_string(rank);
+  for (unsigned d = 0; d < rank; ++d)
     if (m.box[d] < 1 || m.box[d] > 256)
       return m.param + ": box extent " + std::to_string(d) + " is " + std::to_string(m.box[d]) + "; it must be 1 to 256";
   if (m.swizzle != 0 && m.swizzle != 32 && m.swizzle != 64 && m.swizzle != 128)
@@ -448,8 +462,9 @@ std::optional<std::string> checkTensorMap(const TensorMapRule& m, std::span<cons
   if (m.swizzle != 0 && innerBytes > m.swizzle)
     return m.param + ": the box's inner extent is " + std::to_string(innerBytes) + " bytes, more than the " +
            std::to_string(m.swizzle) + "-byte swizzle span";
-  if (std::optional<uint64_t> stride = m.rowStride.constantValue(); stride && *stride % 16 != 0)
-    return m.param + ": row_stride is " + std::to_string(*stride) + " bytes, not a multiple of 16";
+  for (size_t d = 0; d < m.strides.size(); ++d)
+    if (std::optional<uint64_t> stride = m.strides[d].constantValue(); stride && *stride % 16 != 0)
+      return m.param + ": " + tensorMapStrideName(d) + " is " + std::to_string(*stride) + " bytes, not a multiple of 16";
   return std::nullopt;
 }
 
@@ -495,11 +510,13 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
     if (auto bad = checkTensorMap(m, params)) return RuleError{part, index, {*bad}};
     for (size_t j = 0; j < i; ++j)
       if (rule.tensorMaps[j].param == m.param) return RuleError{part, index, {"parameter '" + m.param + "' has two tensor-map rules"}};
-    for (const Expr* e : {&m.dims[0], &m.dims[1], &m.rowStride})
-      if (auto bad = checkNames(*e, part, index)) return bad;
-    for (const Expr* e : {&m.dims[0], &m.dims[1]})
-      if (auto bad = checkLeast(*e, part, index, kMaxTensorMapDim, "elements")) return bad;
-    if (auto bad = checkLeast(m.rowStride, part, index, kMaxTensorMapStride - 1, "bytes")) return bad;
+    for (const std::vector<Expr>* list : {&m.dims, &m.strides})
+      for (const Expr& e : *list)
+        if (auto bad = checkNames(e, part, index)) return bad;
+    for (const Expr& e : m.dims)
+      if (auto bad = checkLeast(e, part, index, kMaxTensorMapDim, "elements")) return bad;
+    for (const Expr& e : m.strides)
+      if (auto bad = checkLeast(e, part, index, kMaxTensorMapStride - 1, "bytes")) return bad;
   }
   for (const Param& p : params)
     if (isTensorMap(p.type) &&
@@ -613,22 +630,26 @@ Result<std::vector<TensorMapArgs>> evaluateTensorMaps(const LaunchRule& rule, st
       if (!v) return Error{std::string(what) + ": " + v.error().message};
       return v;
     };
-    for (unsigned d = 0; d < 2; ++d) {
-      Result<uint64_t> v = value(m.dims[d], d == 0 ? "dims[0]" : "dims[1]");
+    a.rank = static_cast<uint32_t>(m.dims.size());
+    for (unsigned d = 0; d < a.rank; ++d) {
+      const std::string name = "dims[" + std::to_string(d) + "]";
+      Result<uint64_t> v = value(m.dims[d], name.c_str());
       if (!v) return fail(v.error().message);
       if (*v < 1 || *v > kMaxTensorMapDim)
-        return fail("dims[" + std::to_string(d) + "] = " + std::to_string(*v) + " is outside 1 to " + std::to_string(kMaxTensorMapDim));
+        return fail(name + " = " + std::to_string(*v) + " is outside 1 to " + std::to_string(kMaxTensorMapDim));
       a.dims[d] = *v;
+      a.box[d] = m.box[d];
     }
-    Result<uint64_t> stride = value(m.rowStride, "row_stride");
-    if (!stride) return fail(stride.error().message);
-    if (*stride % 16 != 0 || *stride >= kMaxTensorMapStride)
-      return fail("row_stride = " + std::to_string(*stride) + " bytes is not a multiple of 16 below 2^40");
-    a.strides[0] = *stride;
+    for (unsigned d = 0; d + 1 < a.rank; ++d) {
+      Result<uint64_t> stride = value(m.strides[d], tensorMapStrideName(d));
+      if (!stride) return fail(stride.error().message);
+      if (*stride % 16 != 0 || *stride >= kMaxTensorMapStride)
+        return fail(std::string(tensorMapStrideName(d)) + " = " + std::to_string(*stride) +
+                    " bytes is not a multiple of 16 below 2^40");
+      a.strides[d] = *stride;
+    }
     if (a.address % 16 != 0)
       return fail("the address of '" + m.source + "' (" + std::to_string(a.address) + ") is not 16-byte aligned");
-    a.box[0] = m.box[0];
-    a.box[1] = m.box[1];
     a.swizzle = m.swizzle == 0 ? 0 : m.swizzle == 32 ? 1 : m.swizzle == 64 ? 2 : 3;
     out.push_back(a);
   }

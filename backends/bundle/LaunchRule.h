@@ -155,18 +155,21 @@ class Expr {
   std::vector<Ref> refs_;
 };
 
-// How the runtime fills one `tmap` parameter (docs/hopper.md §3): a 2-D tiled tensor map over
-// the memory of a global pointer parameter, its extents and row stride computed from the
+// How the runtime fills one `tmap` parameter (docs/hopper.md §3): a 2-D or 3-D tiled tensor map
+// over the memory of a global pointer parameter, its extents and strides computed from the
 // launch's integer arguments, encoded with cuTensorMapEncodeTiled (TC§5.1) at launch. Callers
-// never pass tensor maps.
+// never pass tensor maps. A map of rank 3 is a batch of matrices, `strides[1]` bytes apart.
+inline constexpr size_t kMaxTensorMapRank = 3;  // the ranks the IR's copies take: 2 and 3
+
 struct TensorMapRule {
-  std::string param;             // the kernel's tmap parameter this fills
-  std::string source;            // the ptr.global parameter whose memory it views
+  std::string param;              // the kernel's tmap parameter this fills
+  std::string source;             // the ptr.global parameter whose memory it views
   ParamType::Scalar element = ParamType::Scalar::F32;  // BF16, F16, F32, ...
-  Expr dims[2];                  // extents in elements, innermost first
-  Expr rowStride;                // bytes between consecutive rows (dimension 1)
-  uint32_t box[2] = {1, 1};      // box extents in elements, innermost first
-  uint32_t swizzle = 0;          // bytes: 0, 32, 64 or 128
+  std::vector<Expr> dims;         // extents in elements, innermost first: 2 or 3 (the rank)
+  std::vector<Expr> strides;      // bytes between consecutive rows (dimension 1), then planes (2)
+  std::vector<uint32_t> box;      // box extents in elements, innermost first, one per dimension
+  uint32_t swizzle = 0;           // bytes: 0, 32, 64 or 128
+  size_t rank() const { return dims.size(); }
   bool operator==(const TensorMapRule&) const = default;
 };
 
@@ -176,6 +179,8 @@ struct TensorMapRule {
 std::optional<uint32_t> tensorMapDataType(ParamType::Scalar element);
 // Bytes of one element of a type TMA has.
 unsigned tensorMapElementBytes(ParamType::Scalar element);
+// The spec's (and describe's) name of strides[d]: row_stride, plane_stride.
+const char* tensorMapStrideName(size_t d);
 
 // Block size (1 to 3 dimensions, at most 1024 threads), grid (1 to 3 expressions), dynamic
 // shared memory bytes (an expression) and one tensor-map rule per `tmap` parameter.
@@ -219,7 +224,7 @@ struct LaunchDims {
 inline constexpr uint64_t kMaxGridX = 2147483647u;
 inline constexpr uint64_t kMaxGridYZ = 65535u;
 inline constexpr uint64_t kMaxTensorMapDim = uint64_t{1} << 32;     // elements per dimension
-inline constexpr uint64_t kMaxTensorMapStride = uint64_t{1} << 40;  // a row stride is below this
+inline constexpr uint64_t kMaxTensorMapStride = uint64_t{1} << 40;  // a stride is below this
 
 // A rule with every name it reads resolved to its parameter's index and width once, so that
 // evaluating it per launch is index-based. Borrows the rule: keep it alive and unchanged.
@@ -251,16 +256,17 @@ struct TensorMapArgs {
   uint64_t address = 0;      // that pointer's value
   uint32_t dataType = 0;     // CUtensorMapDataType
   uint32_t elementBytes = 0;
-  uint64_t dims[2] = {};     // extents in elements, innermost first
-  uint64_t strides[1] = {};  // byte stride of dimension 1
-  uint32_t box[2] = {};
+  uint32_t rank = 2;         // 2 or 3: the entries of dims and box in use
+  uint64_t dims[kMaxTensorMapRank] = {};         // extents in elements, innermost first
+  uint64_t strides[kMaxTensorMapRank - 1] = {};  // byte strides of dimensions 1 .. rank - 1
+  uint32_t box[kMaxTensorMapRank] = {};
   uint32_t swizzle = 0;      // CUtensorMapSwizzle: 0 none, 1 32B, 2 64B, 3 128B
   bool operator==(const TensorMapArgs&) const = default;
 };
 
 // Evaluates every tensor-map rule for one launch, args as evaluate() takes them (the tmap
 // parameters' own slots are not read). Errors name the tmap parameter and say what
-// cuTensorMapEncodeTiled would refuse: an extent outside 1..2^32, a row stride that is not a
+// cuTensorMapEncodeTiled would refuse: an extent outside 1..2^32, a stride that is not a
 // multiple of 16 or not below 2^40, a source address that is not 16-byte aligned.
 Result<std::vector<TensorMapArgs>> evaluateTensorMaps(const LaunchRule& rule, std::span<const Param> params,
                                                       const void* const* args);

@@ -36,7 +36,11 @@ class Decoder {
     p_.reqntid = k_.reqntid;
     p_.maxntid = k_.maxntid;
     p_.locs.resize(k_.insts.size());
-    for (size_t i = 0; i < k_.insts.size(); ++i) p_.locs[i] = k_.insts[i].loc;
+    p_.ops.resize(k_.insts.size());
+    for (size_t i = 0; i < k_.insts.size(); ++i) {
+      p_.locs[i] = k_.insts[i].loc;
+      p_.ops[i] = k_.insts[i].op;
+    }
     if (k_.blocks.empty()) return fail(k_.loc, "kernel has no blocks");
 
     slot_.resize(k_.values.size());
@@ -486,17 +490,19 @@ class Decoder {
         c.kind = Kind::ProxyFence;
         break;
       // TMA: copies at issue, checked against the mbarrier phase or bulk group that covers them.
-      case Op::TmaLoad: case Op::TmaStore: {
-        c.kind = in.op == Op::TmaLoad ? Kind::TmaLoad : Kind::TmaStore;
+      case Op::TmaLoad: case Op::TmaStore: case Op::TmaLoad3d: case Op::TmaStore3d: {
+        const bool load = in.op == Op::TmaLoad || in.op == Op::TmaLoad3d;
+        const size_t rank = in.op == Op::TmaLoad || in.op == Op::TmaStore ? 2 : 3;
+        c.kind = load ? Kind::TmaLoad : Kind::TmaStore;
         c.space = ir::AddrSpace::Shared;
         const Type shared = Type::ptr(ir::AddrSpace::Shared);
-        bool ok = in.op == Op::TmaLoad ? k_.typeOf(in.operands[0]) == shared && k_.typeOf(in.operands[4]) == shared
-                                       : k_.typeOf(in.operands[3]) == shared;
+        bool ok = load ? k_.typeOf(in.operands[0]) == shared && k_.typeOf(in.operands[2 + rank]) == shared
+                       : k_.typeOf(in.operands[1 + rank]) == shared;
         if (!ok) return fail(in.loc, std::string(ir::info(in.op).name) + " takes ptr.shared addresses");
         // Its register holds the launch's index of the map, which only a kernel parameter gets.
-        if (k_.value(in.operands[in.op == Op::TmaLoad ? 1 : 0]).kind != ir::DefKind::KernelParam)
+        if (k_.value(in.operands[load ? 1 : 0]).kind != ir::DefKind::KernelParam)
           return fail(in.loc, std::string(ir::info(in.op).name) + "'s tensor map is not a kernel parameter");
-        (in.op == Op::TmaLoad ? p_.tmaLoads : p_.bulkStores) = true;
+        (load ? p_.tmaLoads : p_.bulkStores) = true;
         break;
       }
       case Op::BulkCommit: case Op::BulkWaitRead:

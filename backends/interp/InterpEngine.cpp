@@ -380,8 +380,9 @@ class Engine {
   std::optional<Error> boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint32_t baseSlot,
                              uint64_t base, Box& box);
   template <class F>
-  std::optional<Error> walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, int64_t x0, int64_t y0, F&& f);
+  std::optional<Error> walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, const int64_t (&c)[3], F&& f);
   std::string paramName(uint32_t slot) const;
+  void boxCoordinates(const Warp& w, const Code& k, unsigned first, uint32_t l, int64_t (&c)[3]) const;
 
   Dim3 threadOf(const Warp& w, uint32_t lane) const { return threadOfLinear(w.index * kWarpSize + lane); }
   Dim3 threadOfLinear(uint32_t t) const { return detail::threadOfLinear(t, cfg_.block); }
@@ -490,11 +491,10 @@ std::string Engine::memName(const Code& k) const {
   if (k.kind == Kind::Warpgroup) return "wgmma.mma_async operand";
   if (k.kind == Kind::Mbarrier || k.kind == Kind::MbarWait) return std::string(ir::info(k.op).name);
   if (k.op == Op::CpAsync) return k.space == AddrSpace::Shared ? "cp.async shared destination" : "cp.async global source";
-  if (k.op == Op::TmaLoad)
-    return k.space == AddrSpace::Shared ? "cp.async.bulk.tensor.2d shared destination" : "cp.async.bulk.tensor.2d global source";
-  if (k.op == Op::TmaStore)
-    return k.space == AddrSpace::Shared ? "cp.async.bulk.tensor.2d.store shared source"
-                                        : "cp.async.bulk.tensor.2d.store global destination";
+  if (k.op == Op::TmaLoad || k.op == Op::TmaLoad3d)
+    return std::string(ir::info(k.op).name) + (k.space == AddrSpace::Shared ? " shared destination" : " global source");
+  if (k.op == Op::TmaStore || k.op == Op::TmaStore3d)
+    return std::string(ir::info(k.op).name) + (k.space == AddrSpace::Shared ? " shared source" : " global destination");
   std::string base = k.op == Op::Ld ? "ld" : k.op == Op::St ? "st" : "atom";
   base += "." + std::string(ir::spaceName(k.space));
   if (k.op == Op::AtomCas) base += ".cas";
@@ -1945,10 +1945,12 @@ std::optional<Error> Engine::tensorMapOf(const Code& k, const Warp& w, uint32_t 
                                          const TensorMapDesc*& map) {
   // The decoder made the operand a kernel parameter, so it holds its map's index.
   map = &launch_.memory.tensorMaps[slotPtr(w.regs, src)[lane]];
-  if (map->rank != 2)
+  const unsigned rank = k.op == Op::TmaLoad || k.op == Op::TmaStore ? 2 : 3;
+  if (map->rank != rank)
     return fault(ErrorKind::AsyncProxy, k, w, lane,
                  std::string(ir::info(k.op).name) + " through the tensor map " + paramName(src) + " of rank " +
-                     std::to_string(map->rank) + " (a 2-D copy needs rank 2)");
+                     std::to_string(map->rank) + " (a " + std::to_string(rank) + "-D copy needs rank " +
+                     std::to_string(rank) + ")");
   return std::nullopt;
 }
 
@@ -1988,7 +1990,8 @@ std::optional<Error> Engine::checkTma(const Code& k, const Warp& w, uint32_t lan
         bool seen = b != mbarriers_.end() && b->second.seen.size() > t && b->second.seen[t] > m.phase;
         if (!seen)
           return fault(ErrorKind::AsyncProxy, k, w, lane,
-                       access() + "the cp.async.bulk.tensor.2d at " + where(m.inst) + " of " + who(m.issuer) +
+                       access() + "the " + std::string(ir::info(p_.ops[m.inst]).name) + " at " + where(m.inst) +
+                           " of " + who(m.issuer) +
                            " loads, before this thread has seen phase " + std::to_string(m.phase) + " of the mbarrier " +
                            sharedPlace(m.barrier) + " complete (" +
                            (acc == Access::Read ? "read before its barrier" : "written while pending") +
@@ -2001,7 +2004,8 @@ std::optional<Error> Engine::checkTma(const Code& k, const Warp& w, uint32_t lan
       ProxyByte& pb = proxyBytes_[off + i];
       if (pb.reader != kNoThread)
         return fault(ErrorKind::AsyncProxy, k, w, lane,
-                     access() + "the cp.async.bulk.tensor.2d.store at " + where(pb.readInst) + " of " + who(pb.reader) +
+                     access() + "the " + std::string(ir::info(p_.ops[pb.readInst]).name) + " at " +
+                         where(pb.readInst) + " of " + who(pb.reader) +
                          " may still be reading: no cp.async.bulk.wait_group.read of that thread has waited for it");
       pb.writer = t;
       pb.writeInst = k.inst;
@@ -2013,14 +2017,14 @@ std::optional<Error> Engine::checkTma(const Code& k, const Warp& w, uint32_t lan
 
 std::optional<Error> Engine::tmaWrite(const Code& k, const Warp& w, uint32_t lane, uint32_t off, unsigned bytes) {
   if (wgmma_)
-    if (auto e = wgOverwrite(k, w, lane, off, bytes, "cp.async.bulk.tensor.2d")) return e;
+    if (auto e = wgOverwrite(k, w, lane, off, bytes, std::string(ir::info(k.op).name))) return e;
   for (unsigned i = 0; i < bytes && !proxyBytes_.empty(); ++i) {
     ProxyByte& pb = proxyBytes_[off + i];
     if (pb.reader != kNoThread)
       return fault(ErrorKind::AsyncProxy, k, w, lane,
                    memName(k) + " of " + std::to_string(bytes) + " bytes " + sharedPlace(off) +
-                       " overwrites a byte that the cp.async.bulk.tensor.2d.store at " + where(pb.readInst) + " of thread " +
-                       dimText(threadOfLinear(pb.reader)) +
+                       " overwrites a byte that the " + std::string(ir::info(p_.ops[pb.readInst]).name) + " at " +
+                       where(pb.readInst) + " of thread " + dimText(threadOfLinear(pb.reader)) +
                        " may still be reading: no cp.async.bulk.wait_group.read of that thread has waited for it");
     pb.writer = kNoThread;  // written by the async proxy: a store needs no fence for it
   }
@@ -2044,7 +2048,9 @@ struct Engine::Box {
   const TensorMapDesc* map = nullptr;
   Code global, shared;
   uint64_t lo = 0, hi = 0;
-  uint64_t bytes() const { return uint64_t{map->box[0]} * map->box[1] * map->elementBytes; }
+  uint64_t bytes() const {
+    return uint64_t{map->box[0]} * map->box[1] * (map->rank > 2 ? map->box[2] : 1) * map->elementBytes;
+  }
 };
 
 std::optional<Error> Engine::boxOf(const Code& k, const Warp& w, uint32_t lane, uint32_t mapSlot, uint32_t baseSlot,
@@ -2056,53 +2062,65 @@ std::optional<Error> Engine::boxOf(const Code& k, const Warp& w, uint32_t lane, 
   return checkBox(box.shared, w, lane, baseSlot, base, box.bytes(), box.lo, box.hi);
 }
 
-// Calls f(phys, at) for every element (b0, b1) of the box at coordinates (x0, y0), b0 fastest:
-// phys its swizzled shared address (TC§4.5; checked to stay in the box's array), at its global
-// address, or nullopt outside the tensor.
+// Calls f(phys, at) for every element (b0, b1[, b2]) of the box at coordinates c (c[2] 0 for a
+// map of rank 2), b0 fastest: phys its swizzled shared address (TC§4.5, the box laid out linearly;
+// checked to stay in the box's array), at its global address, or nullopt outside the tensor.
 template <class F>
-std::optional<Error> Engine::walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, int64_t x0, int64_t y0,
+std::optional<Error> Engine::walkBox(const Box& box, const Warp& w, uint32_t lane, uint64_t base, const int64_t (&c)[3],
                                      F&& f) {
   const TensorMapDesc& map = *box.map;
   const unsigned e = map.elementBytes;
-  for (uint32_t b1 = 0; b1 < map.box[1]; ++b1)
-    for (uint32_t b0 = 0; b0 < map.box[0]; ++b0) {
-      const uint32_t phys = swizzled(static_cast<uint32_t>(base + uint64_t{e} * (b0 + uint64_t{map.box[0]} * b1)), map.swizzle);
-      if (phys < box.lo || phys + e > box.hi)
-        return fault(ErrorKind::OutOfBounds, box.shared, w, lane,
-                     "out-of-bounds " + memName(box.shared) + ": box element (" + std::to_string(b0) + ", " +
-                         std::to_string(b1) + ") swizzles to offset " + std::to_string(int64_t{phys} - int64_t(box.lo)) +
-                         " of '@" + sharedArrayAt(static_cast<int64_t>(box.lo))->name + "' (" +
-                         std::to_string(box.hi - box.lo) + " bytes), outside it");
-      const int64_t x = x0 + b0, y = y0 + b1;
-      std::optional<uint64_t> at;
-      if (x >= 0 && y >= 0 && static_cast<uint64_t>(x) < map.dims[0] && static_cast<uint64_t>(y) < map.dims[1])
-        at = map.address + static_cast<uint64_t>(y) * map.strides[0] + static_cast<uint64_t>(x) * e;
-      if (auto err = f(phys, at)) return err;
-    }
+  const bool three = map.rank > 2;
+  const uint32_t planes = three ? map.box[2] : 1;
+  for (uint32_t b2 = 0; b2 < planes; ++b2)
+    for (uint32_t b1 = 0; b1 < map.box[1]; ++b1)
+      for (uint32_t b0 = 0; b0 < map.box[0]; ++b0) {
+        const uint64_t linear = b0 + uint64_t{map.box[0]} * (b1 + uint64_t{map.box[1]} * b2);
+        const uint32_t phys = swizzled(static_cast<uint32_t>(base + uint64_t{e} * linear), map.swizzle);
+        if (phys < box.lo || phys + e > box.hi)
+          return fault(ErrorKind::OutOfBounds, box.shared, w, lane,
+                       "out-of-bounds " + memName(box.shared) + ": box element (" + std::to_string(b0) + ", " +
+                           std::to_string(b1) + (three ? ", " + std::to_string(b2) : std::string()) +
+                           ") swizzles to offset " + std::to_string(int64_t{phys} - int64_t(box.lo)) + " of '@" +
+                           sharedArrayAt(static_cast<int64_t>(box.lo))->name + "' (" +
+                           std::to_string(box.hi - box.lo) + " bytes), outside it");
+        const int64_t x = c[0] + b0, y = c[1] + b1, z = c[2] + b2;
+        std::optional<uint64_t> at;
+        if (x >= 0 && y >= 0 && z >= 0 && static_cast<uint64_t>(x) < map.dims[0] &&
+            static_cast<uint64_t>(y) < map.dims[1] && (!three || static_cast<uint64_t>(z) < map.dims[2]))
+          at = map.address + static_cast<uint64_t>(z) * map.strides[1] + static_cast<uint64_t>(y) * map.strides[0] +
+               static_cast<uint64_t>(x) * e;
+        if (auto err = f(phys, at)) return err;
+      }
   return std::nullopt;
 }
 
-// Per active lane: the box at (c0, c1) of the map, element by element, from the tensor (zeros
-// outside it) to the swizzled destination; then complete-tx of the whole box on the mbarrier
-// (TC§5.2: out-of-bounds elements count too).
+// Lane l's box coordinates: the s32 registers src[first] ... src[first + rank - 1] (c[2] 0 at rank 2).
+void Engine::boxCoordinates(const Warp& w, const Code& k, unsigned first, uint32_t l, int64_t (&c)[3]) const {
+  const unsigned rank = k.op == Op::TmaLoad || k.op == Op::TmaStore ? 2 : 3;
+  for (unsigned d = 0; d < 3; ++d) c[d] = d < rank ? static_cast<int32_t>(slotPtr(w.regs, k.src[first + d])[l]) : 0;
+}
+
+// Per active lane: the box at (c0, c1[, c2]) of the map, element by element, from the tensor
+// (zeros outside it) to the swizzled destination; then complete-tx of the whole box on the
+// mbarrier (TC§5.2: out-of-bounds elements count too).
 std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask) {
   tmaUsed_ = true;
+  const std::string name(ir::info(k.op).name);
   const uint64_t* dst = slotPtr(w.regs, k.src[0]);
-  const uint64_t* c0 = slotPtr(w.regs, k.src[2]);
-  const uint64_t* c1 = slotPtr(w.regs, k.src[3]);
-  const uint64_t* bar = slotPtr(w.regs, k.src[4]);
+  const uint64_t* bar = slotPtr(w.regs, k.src[k.nsrc - 1]);
   for (uint32_t m = mask; m; m &= m - 1) {
     const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
     const uint32_t barOff = static_cast<uint32_t>(bar[l]);
     const SharedArray* barArray = sharedArrayAt(barOff);
     if (!barArray || barOff % 8 || barOff + 8 > barArray->start + bytesOf(*barArray))
       return fault(ErrorKind::Mbarrier, k, w, l,
-                   "cp.async.bulk.tensor.2d's mbarrier " + sharedPlace(barOff) +
+                   name + "'s mbarrier " + sharedPlace(barOff) +
                        " is not 8 aligned bytes inside one shared array");
     auto found = mbarriers_.find(barOff);
     if (found == mbarriers_.end())
       return fault(ErrorKind::Mbarrier, k, w, l,
-                   "cp.async.bulk.tensor.2d completes its bytes on the mbarrier " + sharedPlace(barOff) +
+                   name + " completes its bytes on the mbarrier " + sharedPlace(barOff) +
                        ", which no mbarrier.init set up");
     Box box;
     if (auto e = boxOf(k, w, l, k.src[1], k.src[0], dst[l], box)) return e;
@@ -2121,7 +2139,9 @@ std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask
         for (unsigned i = 0; i < e; ++i) tmaBytes_[phys + i] = {barOff, phase, k.inst, t};
       return std::nullopt;
     };
-    if (auto err = walkBox(box, w, l, dst[l], static_cast<int32_t>(c0[l]), static_cast<int32_t>(c1[l]), copy)) return err;
+    int64_t c[3];
+    boxCoordinates(w, k, 2, l, c);
+    if (auto err = walkBox(box, w, l, dst[l], c, copy)) return err;
     // complete-tx: it may complete the phase, after the arrivals, or overrun what they announced.
     Mbarrier& b = found->second;
     b.tx -= static_cast<int64_t>(box.bytes());
@@ -2137,13 +2157,12 @@ std::optional<Error> Engine::tmaLoad(const Warp& w, const Code& k, uint32_t mask
 // now; the source stays being read until a wait_group.read covers the store's bulk group.
 std::optional<Error> Engine::tmaStore(const Warp& w, const Code& k, uint32_t mask) {
   tmaUsed_ = true;
-  const uint64_t* c0 = slotPtr(w.regs, k.src[1]);
-  const uint64_t* c1 = slotPtr(w.regs, k.src[2]);
-  const uint64_t* src = slotPtr(w.regs, k.src[3]);
+  const uint32_t srcSlot = k.src[k.nsrc - 1];
+  const uint64_t* src = slotPtr(w.regs, srcSlot);
   for (uint32_t m = mask; m; m &= m - 1) {
     const uint32_t l = static_cast<uint32_t>(std::countr_zero(m)), t = w.index * kWarpSize + l;
     Box box;
-    if (auto e = boxOf(k, w, l, k.src[0], k.src[3], src[l], box)) return e;
+    if (auto e = boxOf(k, w, l, k.src[0], srcSlot, src[l], box)) return e;
     const unsigned e = box.map->elementBytes;
     BulkStore store{bulk_[t].committed, k.inst, UINT32_MAX, 0};
     auto copy = [&](uint32_t phys, std::optional<uint64_t> at) -> std::optional<Error> {
@@ -2171,7 +2190,9 @@ std::optional<Error> Engine::tmaStore(const Warp& w, const Code& k, uint32_t mas
       store.hi = std::max(store.hi, phys + e);
       return std::nullopt;
     };
-    if (auto err = walkBox(box, w, l, src[l], static_cast<int32_t>(c0[l]), static_cast<int32_t>(c1[l]), copy)) return err;
+    int64_t c[3];
+    boxCoordinates(w, k, 1, l, c);
+    if (auto err = walkBox(box, w, l, src[l], c, copy)) return err;
     bulk_[t].pending.push_back(store);
   }
   return std::nullopt;

@@ -76,12 +76,12 @@ struct Code {
   bool nc = false;                                  // ld.nc: the memory must not be written during the launch
   ComputeFn fn = nullptr;
   uint32_t dst = 0;
-  uint32_t src[5] = {0, 0, 0, 0, 0};
+  uint32_t src[6] = {0, 0, 0, 0, 0, 0};
   uint64_t imm = 0;
   uint32_t inst = 0;   // InstId, for diagnostics
   uint32_t block = 0;  // the block this instruction ends (branches)
   Edge edge[2];
-  uint8_t nsrc = 0;    // register operands in src (at most 5)
+  uint8_t nsrc = 0;    // register operands in src (at most 6)
   bool wgWrite = false;  // writes the accumulator or A registers of some wgmma.mma_async
   uint8_t wgmma = 0;     // wgmma.mma_async: kWgTransA | kWgTransB | kWgRegA
 };
@@ -105,6 +105,7 @@ struct Program {
   std::string kernel;
   std::vector<std::string> files;
   std::vector<ir::SourceLoc> locs;  // per InstId
+  std::vector<ir::Op> ops;          // per InstId: its op, for diagnostics naming another instruction
   std::vector<Code> code;
   std::vector<Move> moves;
   std::vector<uint32_t> blockStart;  // per block: index of its first Code

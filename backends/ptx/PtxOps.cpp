@@ -191,15 +191,22 @@ void KernelEmitter::emitInst(const Inst& in) {
       return;
     case Op::ElectSync: line("elect.sync _|" + reg(in.result) + ", " + reg(in.operands[0]) + ";"); return;
     case Op::FenceProxyAsync: line("fence.proxy.async.shared::cta;"); return;
-    case Op::TmaLoad:  // TC§5.2; .shared::cluster is the destination PTX ISA 8.0 has (::cta needs 8.6)
-      line("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [" + reg(in.operands[0]) +
-           "], [" + reg(in.operands[1]) + ", {" + reg(in.operands[2]) + ", " + reg(in.operands[3]) + "}], [" +
-           reg(in.operands[4]) + "];");
+    case Op::TmaLoad: case Op::TmaLoad3d: {  // TC§5.2; .shared::cluster is the destination PTX ISA 8.0 has (::cta needs 8.6)
+      const size_t rank = in.op == Op::TmaLoad ? 2 : 3;
+      std::string coords;
+      for (size_t i = 0; i < rank; ++i) coords += (i ? ", " : "") + reg(in.operands[2 + i]);
+      line("cp.async.bulk.tensor." + std::to_string(rank) + "d.shared::cluster.global.mbarrier::complete_tx::bytes [" +
+           reg(in.operands[0]) + "], [" + reg(in.operands[1]) + ", {" + coords + "}], [" + reg(in.operands[2 + rank]) + "];");
       return;
-    case Op::TmaStore:
-      line("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [" + reg(in.operands[0]) + ", {" +
-           reg(in.operands[1]) + ", " + reg(in.operands[2]) + "}], [" + reg(in.operands[3]) + "];");
+    }
+    case Op::TmaStore: case Op::TmaStore3d: {
+      const size_t rank = in.op == Op::TmaStore ? 2 : 3;
+      std::string coords;
+      for (size_t i = 0; i < rank; ++i) coords += (i ? ", " : "") + reg(in.operands[1 + i]);
+      line("cp.async.bulk.tensor." + std::to_string(rank) + "d.global.shared::cta.bulk_group [" + reg(in.operands[0]) +
+           ", {" + coords + "}], [" + reg(in.operands[1 + rank]) + "];");
       return;
+    }
     case Op::BulkCommit: line("cp.async.bulk.commit_group;"); return;
     case Op::BulkWaitRead: line("cp.async.bulk.wait_group.read " + std::to_string(in.imm) + ";"); return;
     case Op::SetMaxNRegInc: case Op::SetMaxNRegDec:

@@ -303,19 +303,22 @@ class MainloopAuto(unittest.TestCase):
         self.assertEqual(gemm.target, "sm_90a")
         self.assertEqual(gemm.launch_rule["block"], [384])  # the wgmma member's, not the mma.sync member's 256
         self.assertEqual(len(gemm.launch_rule["tensor_maps"]), 2)
-        self.assertEqual([p["name"] for p in gemm.params], ["a", "b", "c", "m", "n", "k", "lda", "ldb", "ldc", "alpha", "beta"])
-        # Small integers are exact in bf16, and so are these sums: C = A B exactly.
-        m, n, k = 20, 24, 16
-        a = [random.randint(-2, 2) for _ in range(m * k)]
-        b = [random.randint(-2, 2) for _ in range(k * n)]
+        self.assertEqual([p["name"] for p in gemm.params], ["a", "b", "c", "m", "n", "k", "lda", "ldb", "ldc", "batch",
+                                                             "stride_a", "stride_b", "stride_c", "alpha", "beta"])
+        # Small integers are exact in bf16, and so are these sums: C = A B exactly, for each of 2
+        # batches (the wgmma member reads them through its 3-D tensor maps).
+        m, n, k, batch = 20, 24, 16, 2
+        a = [random.randint(-2, 2) for _ in range(batch * m * k)]
+        b = [random.randint(-2, 2) for _ in range(batch * k * n)]
         bf16 = lambda v: struct.pack("%dH" % len(v), *[struct.unpack("I", struct.pack("f", x))[0] >> 16 for x in v])
-        c = truenort.DeviceArray.zeros([m * n], "bfloat16")
-        gemm(truenort.DeviceArray.from_bytes(bf16(a), [m * k], "bfloat16"),
-             truenort.DeviceArray.from_bytes(bf16(b), [k * n], "bfloat16"), c, m, n, k, k, n, n, 1.0, 0.0)
-        got = [struct.unpack("f", struct.pack("I", h << 16))[0] for h in struct.unpack("%dH" % (m * n), c.to_bytes())]
-        want = [float(sum(a[i * k + kk] * b[kk * n + j] for kk in range(k))) for i in range(m) for j in range(n)]
+        c = truenort.DeviceArray.zeros([batch * m * n], "bfloat16")
+        gemm(truenort.DeviceArray.from_bytes(bf16(a), [batch * m * k], "bfloat16"),
+             truenort.DeviceArray.from_bytes(bf16(b), [batch * k * n], "bfloat16"), c, m, n, k, k, n, n, batch,
+             m * k, k * n, m * n, 1.0, 0.0)
+        got = [struct.unpack("f", struct.pack("I", h << 16))[0] for h in struct.unpack("%dH" % (batch * m * n), c.to_bytes())]
+        want = [float(sum(a[z * m * k + i * k + kk] * b[z * k * n + kk * n + j] for kk in range(k)))
+                for z in range(batch) for i in range(m) for j in range(n)]
         self.assertEqual(got, want)
-
 
 if __name__ == "__main__":
     unittest.main()

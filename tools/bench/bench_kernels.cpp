@@ -115,9 +115,9 @@ struct Case {
     bool wBf16, xBf16;
   };
   std::optional<Gemv> gemv{};
-  // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n); dtype names the
-  // member (gemmMember).
-  uint32_t gemmM = 0, gemmN = 0, gemmK = 0;
+  // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n), each gemmBatch
+  // matrices one after the other; dtype names the member (gemmMember).
+  uint32_t gemmM = 0, gemmN = 0, gemmK = 0, gemmBatch = 1;
   // gemv_q: the second reference, our dequantize to bf16 (refLaunches) then cublasGemmEx of
   // those weights (buffer refW) with the activations rounded to bf16 (refX, from the f32 x in
   // buffer refSrcX, its q8_1 blocks in the next) into refY; y = the last buffer of the case, just
@@ -133,7 +133,7 @@ struct Case {
   // cuBLAS; refM 0): buffer `first` (the kernel's output) must equal `second` (the chain's) byte
   // for byte.
   std::pair<int, int> refEqual{-1, -1};
-  double flops() const { return 2.0 * gemmM * gemmN * gemmK; }
+  double flops() const { return 2.0 * gemmM * gemmN * gemmK * gemmBatch; }
   // Attention: the problem, for the check of sampled output rows against a CPU reference, and
   // the FLOPs of prefill (its table reports TFLOP/s beside the bandwidth).
   struct Attention {
@@ -462,10 +462,11 @@ Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint
 
 // C = A B, dense (lda = k, ldb = n for f32 and k for the others, ldc = n), alpha 1, beta 0. The
 // tensor-core members run their 64-row-tile kernel for m <= 64 (the bundle's gemm_DTYPE_m64);
-// `wgmma` runs the sm_90a member instead (gemm_wg_DTYPE: not batched, its tensor maps built by the
-// runtime), reported as op gemm_wgmma beside cuBLAS the same way. `split`: the split_k entry of
+// `wgmma` runs the sm_90a member instead (gemm_wg_DTYPE: its tensor maps built by the runtime), reported as op gemm_wgmma beside cuBLAS the same way. `split`: the split_k entry of
 // the same member (kernel NAME_split, op gemm[_wgmma]_splitk) with splitsFor()'s splits and a
-// zeroed workspace (every launch leaves its counters zero).
+// zeroed workspace (every launch leaves its counters zero). `batch` > 1: that many problems of the
+// shape packed one after the other (op gemm[_wgmma]_batched, shape BATCHxMxNxK), against cuBLAS's
+// strided-batched GEMM.
 constexpr uint32_t kSms = 132;  // an H100 SXM's
 struct GemmTile {
   uint32_t m, n, perSm;  // the bench entry's tile and the blocks an SM holds (registers, shared memory)
@@ -481,11 +482,13 @@ uint32_t splitsFor(const GemmTile& t, uint32_t m, uint32_t n, uint32_t k) {
   const uint32_t tiles = ((m + t.m - 1) / t.m) * ((n + t.n - 1) / t.n);
   return std::clamp<uint32_t>(kSms * t.perSm / tiles, 1, std::clamp<uint32_t>(k / 256, 1, 16));
 }
-Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool wgmma = false, bool split = false) {
+Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool wgmma = false, bool split = false,
+              uint32_t batch = 1) {
   const GemmMember& g = gemmMember(dtype);
-  Case c{std::string(wgmma ? "gemm_wgmma" : "gemm") + (split ? "_splitk" : ""), dims(m, n) + "x" + std::to_string(k),
-         dtype, {}, {}, 0, 0, 0};
-  size_t a = size_t(m) * k * g.inBytes, b = size_t(k) * n * g.inBytes, cc = size_t(m) * n * g.outBytes;
+  Case c{std::string(wgmma ? "gemm_wgmma" : "gemm") + (split ? "_splitk" : "") + (batch > 1 ? "_batched" : ""),
+         (batch > 1 ? std::to_string(batch) + "x" : "") + dims(m, n) + "x" + std::to_string(k), dtype, {}, {}, 0, 0, 0};
+  size_t a = size_t(m) * k * g.inBytes * batch, b = size_t(k) * n * g.inBytes * batch,
+         cc = size_t(m) * n * g.outBytes * batch;
   c.buffers = {{a, g.fill}, {b, g.fill}, {cc, Fill::Zero}};
   const bool f32 = dtype == "f32";
   std::string kernel = wgmma ? "gemm_wg_" + dtype : "gemm_" + dtype + (!f32 && m <= 64 ? "_m64" : "");
@@ -493,10 +496,8 @@ Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool
   ArgSpec beta = dtype == "s8" ? val("beta", int32_t{0}) : val("beta", 0.0f);
   std::vector<ArgSpec> args = {buf("a", 0), buf("b", 1), buf("c", 2), val("m", m), val("n", n), val("k", k),
                                val("lda", k), val("ldb", f32 ? n : k), val("ldc", n)};
-  if (!wgmma)
-    args.insert(args.end(), {val("batch", 1u), val("stride_a", uint64_t{0}), val("stride_b", uint64_t{0}),
-                             val("stride_c", uint64_t{0})});
-  args.insert(args.end(), {alpha, beta});
+  args.insert(args.end(), {val("batch", batch), val("stride_a", uint64_t{m} * k), val("stride_b", uint64_t{k} * n),
+                           val("stride_c", uint64_t{m} * n), alpha, beta});
   if (split) {
     const GemmTile t = gemmTile(dtype, m, wgmma);
     const uint32_t splits = splitsFor(t, m, n, k);
@@ -510,6 +511,7 @@ Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool
   c.gemmM = m;
   c.gemmN = n;
   c.gemmK = k;
+  c.gemmBatch = batch;
   return c;
 }
 
@@ -744,8 +746,18 @@ std::vector<Case> cases(Sizes sizes) {
         out.push_back(gemmCase(g.dtype, 17, 33, 600, false, true));
         if (wgmma) out.push_back(gemmCase(g.dtype, 130, 258, 600, true, true));
       }
+      if (std::strcmp(g.dtype, "bf16") == 0) {
+        out.push_back(gemmCase(g.dtype, 70, 130, 72, false, false, 3));
+        out.push_back(gemmCase(g.dtype, 70, 130, 72, true, false, 3));
+      }
       continue;
     }
+    // Strided batches (bf16): many small problems, as attention-like or grouped layers have them.
+    if (std::strcmp(g.dtype, "bf16") == 0)
+      for (bool wg : {false, true})
+        for (auto [batch, side] : full ? std::vector<std::pair<uint32_t, uint32_t>>{{32, 512}, {8, 2048}}
+                                       : std::vector<std::pair<uint32_t, uint32_t>>{{32, 512}})
+          out.push_back(gemmCase(g.dtype, side, side, side, wg, false, batch));
     for (bool wg : {false, true}) {
       if (wg && !wgmma) continue;
       for (uint32_t side : full ? std::vector<uint32_t>{512, 1024, 2048, 4096, 8192} : std::vector<uint32_t>{512})
@@ -784,6 +796,13 @@ struct Cublas {
   int (*gemmEx)(Handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* a, int atype,
                 int lda, const void* b, int btype, int ldb, const void* beta, void* c, int ctype, int ldc, int compute,
                 int algo) = nullptr;  // optional: the tensor-core members' reference
+  // optional: the batched cases' reference (cublasSgemmStridedBatched, cublasGemmStridedBatchedEx)
+  int (*sgemmBatched)(Handle, int transa, int transb, int m, int n, int k, const float* alpha, const float* a, int lda,
+                      long long sa, const float* b, int ldb, long long sb, const float* beta, float* c, int ldc,
+                      long long sc, int count) = nullptr;
+  int (*gemmBatchedEx)(Handle, int transa, int transb, int m, int n, int k, const void* alpha, const void* a, int atype,
+                       int lda, long long sa, const void* b, int btype, int ldb, long long sb, const void* beta, void* c,
+                       int ctype, int ldc, long long sc, int count, int compute, int algo) = nullptr;
   static constexpr int kOpN = 0;  // CUBLAS_OP_N
   static constexpr int kOpT = 1;  // CUBLAS_OP_T
   void* lib = nullptr;
@@ -809,6 +828,8 @@ struct Cublas {
     sgemv = reinterpret_cast<decltype(sgemv)>(dlsym(lib, "cublasSgemv_v2"));
     sgemm = reinterpret_cast<decltype(sgemm)>(dlsym(lib, "cublasSgemm_v2"));
     gemmEx = reinterpret_cast<decltype(gemmEx)>(dlsym(lib, "cublasGemmEx"));
+    sgemmBatched = reinterpret_cast<decltype(sgemmBatched)>(dlsym(lib, "cublasSgemmStridedBatched"));
+    gemmBatchedEx = reinterpret_cast<decltype(gemmBatchedEx)>(dlsym(lib, "cublasGemmStridedBatchedEx"));
     if (!create || !destroy || !setStream || !sgemv || !sgemm) {
       why = name + " lacks cublasCreate_v2/cublasSetStream_v2/cublasSgemv_v2/cublasSgemm_v2";
       return false;
@@ -835,20 +856,34 @@ struct Cublas {
 
   // The case's C = A B in cuBLAS's column-major terms, C^T = B^T A^T. f32: row-major A (m x k) and
   // B (k x n), SGEMM. The others: B given as W (n x k, row-major), so C^T = W A^T: cublasGemmEx
-  // with W transposed.
-  bool gemm(const GemmMember& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, uint32_t m, uint32_t n,
-            uint32_t k) const {
+  // with W transposed. batch > 1: that many problems packed one after the other (strided batched).
+  bool gemm(const GemmMember& g, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, uint32_t m, uint32_t n, uint32_t k,
+            uint32_t batch = 1) const {
     const float one = 1.0f, zero = 0.0f;
     const int32_t ione = 1, izero = 0;
-    if (std::string_view(g.dtype) == "f32")
+    const long long sa = (long long)m * k, sb = (long long)k * n, sc = (long long)m * n;
+    if (std::string_view(g.dtype) == "f32") {
+      if (batch > 1)
+        return sgemmBatched && sgemmBatched(handle, kOpN, kOpN, int(n), int(m), int(k), &one,
+                                            reinterpret_cast<const float*>(b), int(n), sb,
+                                            reinterpret_cast<const float*>(a), int(k), sa, &zero,
+                                            reinterpret_cast<float*>(c), int(n), sc, int(batch)) == 0;
       return sgemm(handle, kOpN, kOpN, int(n), int(m), int(k), &one, reinterpret_cast<const float*>(b), int(n),
                    reinterpret_cast<const float*>(a), int(k), &zero, reinterpret_cast<float*>(c), int(n)) == 0;
-    if (!gemmEx) return false;
+    }
     const bool ints = g.compute == 72;
-    return gemmEx(handle, kOpT, kOpN, int(n), int(m), int(k), ints ? static_cast<const void*>(&ione) : &one,
-                  reinterpret_cast<const void*>(b), g.cudaIn, int(k), reinterpret_cast<const void*>(a), g.cudaIn, int(k),
-                  ints ? static_cast<const void*>(&izero) : &zero, reinterpret_cast<void*>(c), g.cudaOut, int(n),
-                  g.compute, -1) == 0;  // CUBLAS_GEMM_DEFAULT
+    const void* alpha = ints ? static_cast<const void*>(&ione) : &one;
+    const void* beta = ints ? static_cast<const void*>(&izero) : &zero;
+    if (batch > 1)
+      return gemmBatchedEx && gemmBatchedEx(handle, kOpT, kOpN, int(n), int(m), int(k), alpha,
+                                            reinterpret_cast<const void*>(b), g.cudaIn, int(k), sb,
+                                            reinterpret_cast<const void*>(a), g.cudaIn, int(k), sa, beta,
+                                            reinterpret_cast<void*>(c), g.cudaOut, int(n), sc, int(batch), g.compute,
+                                            -1) == 0;
+    if (!gemmEx) return false;
+    return gemmEx(handle, kOpT, kOpN, int(n), int(m), int(k), alpha, reinterpret_cast<const void*>(b), g.cudaIn,
+                  int(k), reinterpret_cast<const void*>(a), g.cudaIn, int(k), beta, reinterpret_cast<void*>(c),
+                  g.cudaOut, int(n), g.compute, -1) == 0;  // CUBLAS_GEMM_DEFAULT
   }
 
   ~Cublas() {
@@ -1059,14 +1094,18 @@ std::string compareGemm(const std::vector<double>& got, const std::vector<double
 }
 
 // C against a double-precision product of the case's A and B (B is k x n for f32, n x k else).
-std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k) {
+std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k,
+                      uint32_t batch) {
   const bool f32 = std::string_view(g.dtype) == "f32";
-  std::vector<double> a = gemmValues(mem[0], size_t(m) * k, g, false), b = gemmValues(mem[1], size_t(k) * n, g, false);
-  std::vector<double> c = gemmValues(mem[2], size_t(m) * n, g, true), want(c.size(), 0.0);
-  for (uint32_t i = 0; i < m; ++i)
-    for (uint32_t j = 0; j < n; ++j)
-      for (uint32_t kk = 0; kk < k; ++kk)
-        want[size_t(i) * n + j] += a[size_t(i) * k + kk] * b[f32 ? size_t(kk) * n + j : size_t(j) * k + kk];
+  const size_t sa = size_t(m) * k, sb = size_t(k) * n, sc = size_t(m) * n;
+  std::vector<double> a = gemmValues(mem[0], sa * batch, g, false), b = gemmValues(mem[1], sb * batch, g, false);
+  std::vector<double> c = gemmValues(mem[2], sc * batch, g, true), want(c.size(), 0.0);
+  for (uint32_t z = 0; z < batch; ++z)
+    for (uint32_t i = 0; i < m; ++i)
+      for (uint32_t j = 0; j < n; ++j)
+        for (uint32_t kk = 0; kk < k; ++kk)
+          want[z * sc + size_t(i) * n + j] +=
+              a[z * sa + size_t(i) * k + kk] * b[z * sb + (f32 ? size_t(kk) * n + j : size_t(j) * k + kk)];
   return compareGemm(c, want, n, k, g);
 }
 
@@ -1192,7 +1231,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     }
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemv) why = checkGemv(mem, *c.gemv);
-    if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK);
+    if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch);
     if (why.empty() && c.refM) why = checkDequantRef(mem, c);
     if (why.empty() && c.refEqual.first >= 0)
       why = compareBytes(mem[size_t(c.refEqual.first)], mem[size_t(c.refEqual.second)], c.buffers[size_t(c.refEqual.first)].bytes);
@@ -1457,11 +1496,12 @@ int main(int argc, char** argv) {
     const GemmMember& member = gemmMember(c.dtype);
     bool haveRef = haveCublas && (c.dtype == "f32" || cublas.gemmEx);
     if (c.gemmM && haveRef) {
-      const size_t count = size_t(c.gemmM) * c.gemmN;
+      const size_t count = size_t(c.gemmM) * c.gemmN * c.gemmBatch;
       must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
       must(stream.synchronize(), "sync");
       std::vector<double> ours = gemmValues(*mem[0][2], count, member, true);
-      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK)) {
+      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK,
+                       c.gemmBatch)) {
         std::printf("cuBLAS failed for %s: no reference\n", label.c_str());
         haveRef = false;
       }
@@ -1504,7 +1544,7 @@ int main(int argc, char** argv) {
         double cms = bench.time(
             [&](int s) {
               return cublas.gemm(member, mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
-                                 c.gemmK);
+                                 c.gemmK, c.gemmBatch);
             },
             sets);
         if (cms > 0) g.refTflops = c.flops() / (cms * 1e9);
