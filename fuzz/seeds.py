@@ -8,7 +8,7 @@ OUT_DIR/seeds/tir     every .tir of examples/, lit-tests/, test/gpu/, and the co
                       kernels in the seed bundles (library templates included)
 OUT_DIR/seeds/spec    every spec .toml, and the lit tests that are specs
 OUT_DIR/seeds/bundle  small bundles built with TRUENOC (cubins when PTXAS is given; formats 4 to
-                      7), and truncated and corrupted copies of them
+                      8), and truncated and corrupted copies of them
 OUT_DIR/tir.dict, OUT_DIR/spec.dict   libFuzzer dictionaries: IR keywords, ops and modifiers
                       from ir/Ops.def; spec keys, templates and their options
 """
@@ -81,8 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        '[[kernel]]\ntemplate = "add"\noptions = { dtype = "bf16" }\n\n'
                        '[[kernel]]\ntemplate = "softmax"\n')
     run(truenoc, "build", str(library), "-o", str(bundle / "library.tnb"), *build_with)
-    # A format 7 bundle: a mainloop = "auto" kernel, whose sm_90a code has its own parameters and
-    # launch rule (a variant); PTX alone keeps it small.
+    # A format 8 bundle: a mainloop = "auto" kernel, whose sm_90a code has its own parameters and
+    # launch rule (a variant, format 7) with tensor maps of 3 dims (format 8); PTX alone keeps it small.
     variants = tmp / "variants.toml"
     variants.write_text('[bundle]\nname = "auto"\ntargets = ["sm_80", "sm_90a"]\n\n'
                         '[[kernel]]\nname = "gemm"\ntemplate = "gemm"\noptions = { dtype = "bf16", mainloop = "auto" }\n')
@@ -113,6 +113,6 @@ words += [p + str(b) for p in "ubs" for b in (8, 16, 32, 64)] + ["f16", "bf16", 
 keys = ["[bundle]", "[[kernel]]", "name", "targets", "ptx_fallback", "ir", "fp_contract", "template", "tir",
         "kernel", "block", "grid", "dynamic_shared", "options", "allow_spills", "ceil_div", "min", "max",
         "true", "false", "fast", "off", "sm_80", "sm_90a", "elements", "tensor_maps", "source", "element",
-        "dims", "row_stride", "box", "swizzle"]
+        "dims", "row_stride", "plane_stride", "box", "swizzle"]
 keys += templates + re.findall(r"^    (\w+) \(", listing, re.M)
 (out / "spec.dict").write_text("".join(f'"{k}"\n' for k in dict.fromkeys(keys)))

@@ -4,7 +4,8 @@
 // attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
 // min((s + 1) * split_len, length)) of sequence b's cache (contiguous rows from offsets[b], or
 // with page_size the rows of its pages, which its row of block_table lists) once for all `group`
-// query heads that share kv head h (grouped-query attention). Its 4 warps take every 4th position, 4 positions per
+// query heads that share kv head h (grouped-query attention); with `window`, only the positions
+// from length - window on. Its 4 warps take every 4th position, 4 positions per
 // step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
 // products finished by one warp reduction of all of a step's (warpSumEach), kept in the log2
@@ -44,6 +45,7 @@ struct Config {
   Storage s;
   unsigned dim, group;
   unsigned pageSize = 0;  // 0: a sequence's rows are contiguous from offsets[b]
+  bool window = false;    // the u32 parameter window: only the last `window` positions (0: all)
   unsigned perLane() const { return dim / 32; }
 };
 
@@ -51,7 +53,7 @@ Config configOf(const Options& o) {
   // The merge has neither group nor page_size.
   auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
-          static_cast<unsigned>(optional("page_size", 0))};
+          static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window")};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -128,6 +130,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value splitLen = kb.param(Type::u32(), "split_len");
   Value maxPages = ps ? kb.param(Type::u32(), "max_pages") : Value();
   Value scale = kb.param(Type::f32(), "scale");
+  Value window = c.window ? kb.param(Type::u32(), "window") : Value();
   kb.reqntid(kBlock);
   // Four blocks (16 warps) per SM, up to 128 registers a thread: ptxas's own choice for this
   // block size (64) spills the largest groups.
@@ -152,6 +155,13 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   auto rowAt = [&](Value t) { return ps ? pagedRow(kb, pages, t, ps) : (first + t).named("row"); };
   Value t0 = (split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
+  if (c.window) {
+    // Sliding window: the query, at position len - 1, sees positions from len - window on (all of
+    // them with window 0 or window >= len); a split before them is empty.
+    Value inWindow = ((window != 0u) & (len > window)).named("windowed");
+    t0 = kb.max(t0, kb.select(inWindow, len - window, kb.u32(0)), "t0");
+    t1 = kb.max(t1, t0, "t1");
+  }
   Value qHeads = (kvHeads * G).named("q_heads");
   Value laneOff = (lane * n).named("lane_elem");
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain.
@@ -373,7 +383,11 @@ void addAttention(std::vector<Template>& out) {
       "workspace partial [batch, q_heads, splits, head_dim] and stats [batch, q_heads, splits]",
       {dtypeOption("dtype", storage), dimOption(), groupOption(),
        pageSizeOption("cache rows per page: 0 for contiguous rows from offsets[b]; a power of two for a paged "
-                      "cache read through block_table and max_pages")},
+                      "cache read through block_table and max_pages"),
+       option("window", false,
+              "sliding-window attention: the u32 parameter window (after scale) keeps the last window positions "
+              "of each sequence (the query's own included; 0: all of them), so one kernel serves a model's local "
+              "and global layers")},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};

@@ -46,7 +46,7 @@ namespace prefill {
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
-          o.text("mainloop") != "mma"};
+          o.text("mainloop") != "mma", o.flag("window")};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -77,6 +77,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.qHeads = kb.param(ir::Type::u32(), "q_heads");
   p.kvHeads = kb.param(ir::Type::u32(), "kv_heads");
   p.scale = kb.param(ir::Type::f32(), "scale");
+  if (c.window) p.window = kb.param(ir::Type::u32(), "window");
   return p;
 }
 
@@ -106,21 +107,44 @@ Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value 
   return kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
 }
 
+// Row r sees keys j with r + 1 + seq_k - seq_q - window <= j (its position less window - 1).
+Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value seqK, Value window) {
+  if (!c.window) return kb.u32(0);
+  Value reach = (row + 1u + seqK).named("row_reach");
+  Value past = (reach - seqQ).named("past");  // the keys up to the row's, when reach > seq_q
+  Value cut = ((window != 0u) & (reach > seqQ) & (past > window)).named("windowed");
+  return kb.select(cut, past - window, kb.u32(0), "k_start");
+}
+
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> sv, Value m[2], Value l[2], Value corr[2]) {
-  // Masks cost 3 instructions a score: only on the tiles that hold a masked key.
+  // Masks cost 3 instructions a score (4 with a window): only on the tiles that hold a masked key.
   Value partial = (k0 + keys > s.seqK).named("partial_tile");
   if (c.causal)
     partial = (partial | ((k0 + keys + s.seqQ).named("tile_reach") > (s.q0 + 1u + s.seqK).named("row_reach")))
+                  .named("masked_tile");
+  // A window: the tile starts before the window of the last of the 64 rows (k0 + seq_q + window <
+  // q0 + 64 + seq_k; a window that wraps the sum only takes the masked path).
+  if (c.window)
+    partial = (partial | ((s.window != 0u) & ((k0 + s.seqQ + s.window).named("tile_window") <
+                                                (s.q0 + 64u + s.seqK).named("last_reach"))))
                   .named("masked_tile");
   sv = kb.if_else(partial, [&] {
     std::vector<Value> masked = sv;
     Value key0 = (k0 + (s.t << 1u) + (c.causal ? s.seqQ : kb.u32(0))).named("key0");
     Value lim0 = c.causal ? (s.rows[0] + 1u + s.seqK).named("lim_g") : s.seqK;
     Value lim1 = c.causal ? (s.rows[1] + 1u + s.seqK).named("lim_g8") : s.seqK;
+    // With a window, a row sees keys from lim - window on (key0's units: keys + seq_q).
+    auto lowOf = [&](Value lim) {
+      return kb.select(((s.window != 0u) & (lim > s.window)).named("windowed"), lim - s.window, kb.u32(0), "low");
+    };
+    Value low0 = c.window ? lowOf(lim0) : Value(), low1 = c.window ? lowOf(lim1) : Value();
     for (unsigned i = 0; i < masked.size(); ++i) {
       Value key = key0 + (8 * (i >> 2) + (i & 1));
-      masked[i] = kb.select(key < (((i >> 1) & 1) ? lim1 : lim0), masked[i], negInf(kb), "masked");
+      const bool second = (i >> 1) & 1;
+      Value keep = (key < (second ? lim1 : lim0)).named("keep");
+      if (c.window) keep = (keep & (key >= (second ? low1 : low0))).named("keep");
+      masked[i] = kb.select(keep, masked[i], negInf(kb), "masked");
     }
     return masked;
   }, [&] { return sv; }, {.label = "mask"});
@@ -305,6 +329,10 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     diags.report(ir::Severity::Error, "", {}, "head_dim 256 needs mainloop = \"mma\" (the wgmma member takes 64 or 128)");
     return std::nullopt;
   }
+  if (c.window && !c.causal) {
+    diags.report(ir::Severity::Error, "", {}, "window needs causal = true (a query's window is the keys up to its own)");
+    return std::nullopt;
+  }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
@@ -365,6 +393,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
   Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
+  // With a window, the tiles before the first row's window are skipped (none may be left).
+  Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
 
   Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
   Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
@@ -383,7 +413,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
   // The Q tile and the first K tile; every key tile starts by waiting for its copies.
   stage(qTile, q0);
-  kb.if_then((tiles > 0u).named("has_keys"), [&] { stage(kTile, kb.u32(0)); }, "first_keys");
+  kb.if_then((tiles > firstTile).named("has_keys"), [&] { stage(kTile, (firstTile * kKeys).named("k_first")); },
+             "first_keys");
   kb.cp_async_commit_group();
   // Q's A fragment kk covers head elements [16 kk, 16 kk + 16) of the warp's rows: matrix `quad` of
   // ldmatrix x4 is rows 8 (quad & 1) and elements 8 (quad >> 1) on from there. Read again for
@@ -400,13 +431,13 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
-  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}};
+  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window};
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
   init.insert(init.end(), oTiles, acc0);
   std::vector<Value> st = kb.for_range(
-      kb.u32(0), tiles, kb.u32(1), init,
+      firstTile, tiles, kb.u32(1), init,
       [&](Value jt, std::span<Value> carried) {
         Value k0 = (jt * kKeys).named("k0");
         kb.cp_async_wait_all();
@@ -477,6 +508,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
       "64 query rows of one head (4 warps), K and V in tiles of 64 keys",
       {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim,
        option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
+       option("window", false,
+              "sliding-window attention (with causal): the u32 parameter window (after scale) keeps the window "
+              "keys up to each row's own, j > i + seq_k - seq_q - window (0: all of them), so one kernel serves a "
+              "model's local and global layers; key tiles before a block's windows are skipped"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
               "or [rows, q_heads] with varlen; -inf for a row without keys"),

@@ -17,6 +17,7 @@ struct Config {
   bool causal, lse, varlen;
   unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
   bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
+  bool window = false;    // sliding window (causal only): the u32 parameter window after scale
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
@@ -25,8 +26,8 @@ Config configOf(const Options& o);
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
 // this order: q, k, v, o, [lse], [block_table], [the varlen arrays], batch, then max_seq_q and
 // with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride (paged: kv_rows with
-// tmaParams); then [max_pages], q_heads, kv_heads, scale. q_rows and kv_rows are the row counts of
-// q and k/v, the extents of the wgmma member's tensor maps.
+// tmaParams); then [max_pages], q_heads, kv_heads, scale, [window]. q_rows and kv_rows are the row
+// counts of q and k/v, the extents of the wgmma member's tensor maps.
 struct VarlenArrays {
   Value qOffsets, qLengths, kvOffsets, kvLengths;
 };
@@ -36,6 +37,7 @@ struct Params {
   Value seqQ, seqK, kvStride;      // not varlen; kv_stride not paged
   Value maxPages;                  // paged
   Value qHeads, kvHeads, scale;
+  Value window;                    // window: a query sees the last `window` keys up to its own
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 
@@ -67,17 +69,23 @@ struct Output {
 // the arguments), and the keys [0, end) some row of the block's `rows` from q0 sees.
 Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads);
 Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK);
+// With a sliding window, the first key row `row` sees (its position row + seq_k - seq_q, less
+// window - 1; 0 for window 0); 0 without the option. The first key tile of a block is its first
+// row's.
+Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value seqK, Value window);
 
 // One key tile's masks, online softmax and P: scores[i] is the score of row g + 8 ((i >> 1) & 1)
 // of the warp's 16 (query positions rows[0] and rows[1]) and key k0 + 8 (i >> 2) + 2 t + (i & 1)
 // (mma's C layout per 8 keys, which is also wgmma's accumulator layout). Keys past seq_k and,
 // causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
-// wide from k0; q0 is the block's first row). m, l: the rows' running maxes (raw score units)
+// wide from k0; q0 is the first of the 64 rows the tile is multiplied for), and with a window
+// the keys before a row's window. m, l: the rows' running maxes (raw score units)
 // and this thread's partial sums, updated; corr: the factors the output rows are rescaled by;
 // the result: P's A fragments (v4.b32), one per 16 keys, rounded to the storage type.
 struct Softmax {
   Value seqQ, seqK, q0, t, scale2;
   Value rows[2];
+  Value window = {};  // the window parameter (Config::window)
 };
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> scores, Value m[2], Value l[2], Value corr[2]);

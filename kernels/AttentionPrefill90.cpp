@@ -20,6 +20,10 @@
 // stage are done; the producer waits for a stage to be empty before it loads the next tile into
 // it.
 //
+// Sliding windows (window): the producer's tiles start at the block's first row's window, the
+// ring's uses counted from there; each consumer multiplies from its own first row's window on and
+// takes part in the block's tiles before it, as in those past its rows.
+//
 // Paged k and v (page_size, at least 8): the maps span the cache's kv_rows rows in boxes of
 // min(page_size, kKeys) rows, and the producer loads a key tile as kKeys / page_size boxes, each
 // from its page's table entry (one box inside a larger page). A box fills whole 8-row swizzle
@@ -137,6 +141,9 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
   }
   Value nTiles = ((keyEnd(kb, c, q0, kRows, seqQ, seqK) + (kKeys - 1)) / kKeys).named("tiles");
+  // With a window, the block's tiles start at its first row's window: tiles [first, tiles), and the
+  // ring's stages and phases count from there.
+  Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
 
   kb.if_then((tid == 0u).named("init"), [&] {
     kb.mbarrier_init(qFull, kb.u32(1));
@@ -186,13 +193,14 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     kb.mbarrier_arrive_expect_tx(qFull, kb.u32(lay.qBytes));
     loadTile(qMap, tiles, kRows, qCol0, qRow0, qFull);
     kb.for_range(
-        kb.u32(0), nTiles, kb.u32(1),
+        firstTile, nTiles, kb.u32(1),
         [&](Value j) {
-          Value stage = (j & 1u).named("stage");
-          // Use j / 2 of the stage waits for the consumers' release of use j / 2 - 1; a fresh
+          Value use = (j - firstTile).named("use");
+          Value stage = (use & 1u).named("stage");
+          // Use u / 2 of the stage waits for the consumers' release of use u / 2 - 1; a fresh
           // barrier has not completed the phase before its first, so the first use passes at
           // once (TC§5.3).
-          waitPhase(kb, empty(stage), ((j >> 1u) & 1u) ^ 1u, "empty_wait");
+          waitPhase(kb, empty(stage), ((use >> 1u) & 1u) ^ 1u, "empty_wait");
           kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
           loadKv(kMap, kTile(stage), j, kFull(stage));
           kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
@@ -221,10 +229,10 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value scale2 = (scale * kLog2e).named("scale2");
     Value qw = (q0 + consumer * 64u).named("q_first_row");
     Value row0 = (qw + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
-    const Softmax sm{seqQ, seqK, qw, t, scale2, {row0, row1}};
+    const Softmax sm{seqQ, seqK, qw, t, scale2, {row0, row1}, p.window};
     // V rows past seq_k: zeros (whole 128-byte strip rows; the swizzle permutes within a row), by
     // both consumers, each thread its chunks, then named barrier kZeroedBarrier among the 256.
-    // Only a block's last tile reaches past seq_k, whichever of the two loops below takes it.
+    // Only a block's last tile reaches past seq_k, whichever of the loops below takes it.
     auto zeroPastEnd = [&](Value vT, Value k0) {
       kb.if_then((k0 + kKeys > seqK).named("partial_v"), [&] {
         Value valid = (seqK - k0).named("valid_keys");
@@ -259,16 +267,45 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     // reaches no more of its rows than in the mma path's 64-row blocks.
     Value mine = kb.select((qw < seqQ).named("has_rows"), (keyEnd(kb, c, qw, 64, seqQ, seqK) + (kKeys - 1)) / kKeys,
                            kb.u32(0), "my_tiles");
+    // With a window: the tiles [firstTile, myFirst) before this consumer's first row's window are
+    // other tiles too; the ones it multiplies are [myFirst, myEnd).
+    Value myFirst = firstTile, myEnd = mine;
+    if (c.window) {
+      Value own = (keyStart(kb, c, qw, seqQ, seqK, p.window) / kKeys).named("own_first");
+      myFirst = kb.max(firstTile, kb.min(own, nTiles), "my_first");
+      myEnd = kb.max(myFirst, mine, "my_end");
+    }
+    // A tile this consumer does not multiply: taken part in (turns, V zeroing, the release).
+    auto otherTiles = [&](Value from, Value to, const char* label) {
+      kb.for_range(
+          from, to, kb.u32(1),
+          [&](Value jt) {
+            Value use = (jt - firstTile).named("use");
+            Value stage = (use & 1u).named("stage"), parity = ((use >> 1u) & 1u).named("parity");
+            // Both of the tile's copies waited for, as in the loop below: no TMA write may land in
+            // the block's shared memory after it exits, and the release must follow the
+            // producer's wait for the stage's previous use.
+            waitPhase(kb, kFull(stage), parity, "k_wait");
+            takeTurn();
+            passTurn();
+            waitPhase(kb, vFull(stage), parity, "v_wait");
+            zeroPastEnd(vTile(stage), (jt * kKeys).named("k0"));
+            kb.mbarrier_arrive(empty(stage));
+          },
+          {.label = label, .iv = "jt"});
+    };
     waitPhase(kb, qFull, kb.u32(0), "q_wait");
     kb.if_then(!first, [&] { kb.bar_named_arrive(kTurnBarrier, kConsumerThreads); }, "first_turn");
 
+    if (c.window) otherTiles(firstTile, myFirst, "before_tiles");
     // Carried: m and l of rows g and g + 8, then O.
     std::vector<Value> init{negInf(kb), negInf(kb), zero, zero, oZero};
     std::vector<Value> st = kb.for_range(
-        kb.u32(0), mine, kb.u32(1), init,
+        myFirst, myEnd, kb.u32(1), init,
         [&](Value jt, std::span<Value> carried) {
           Value k0 = (jt * kKeys).named("k0");
-          Value stage = (jt & 1u).named("stage"), parity = ((jt >> 1u) & 1u).named("parity");
+          Value use = (jt - firstTile).named("use");
+          Value stage = (use & 1u).named("stage"), parity = ((use >> 1u) & 1u).named("parity");
           Value kT = kTile(stage);
           Value vT = vTile(stage);
           waitPhase(kb, kFull(stage), parity, "k_wait");
@@ -308,21 +345,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           return next;
         },
         {.label = "key_tiles", .iv = "jt"});
-    kb.for_range(
-        mine, nTiles, kb.u32(1),
-        [&](Value jt) {
-          Value stage = (jt & 1u).named("stage"), parity = ((jt >> 1u) & 1u).named("parity");
-          // Both of the tile's copies waited for, as in the loop above: no TMA write may land in
-          // the block's shared memory after it exits, and the release below must follow the
-          // producer's wait for the stage's previous use.
-          waitPhase(kb, kFull(stage), parity, "k_wait");
-          takeTurn();
-          passTurn();
-          waitPhase(kb, vFull(stage), parity, "v_wait");
-          zeroPastEnd(vTile(stage), (jt * kKeys).named("k0"));
-          kb.mbarrier_arrive(empty(stage));
-        },
-        {.label = "other_tiles", .iv = "jt"});
+    otherTiles(myEnd, nTiles, "other_tiles");
 
     Value outFirst = (c.varlen ? kb.cvt(qFirst, Type::u64()) : kb.mul_wide(b, seqQ)).named("q_first");
     const Output dst{out, lse, outFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};

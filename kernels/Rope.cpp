@@ -25,7 +25,12 @@ constexpr float kTwoPiHi = 6.28318548202514648f;
 constexpr float kTwoPiLo = static_cast<float>(2.0 * std::numbers::pi - static_cast<double>(kTwoPiHi));
 constexpr float kInvTwoPi = static_cast<float>(0.5 / std::numbers::pi);
 
-std::optional<ir::Module> buildRope(Storage s, bool neox, bool positions, ir::Diagnostics& diags) {
+struct RopeOptions {
+  bool neox, positions, freqFactors, attnFactor;
+};
+
+std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnostics& diags) {
+  const bool neox = o.neox, positions = o.positions;
   ir::Module m = newModule();
   KernelBuilder kb(m, "rope");
   Value q = kb.param(kGlobalPtr, "q");
@@ -33,12 +38,17 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, bool positions, ir::Di
   // Token t's position: positions[t] (u32, each token its own: a batch of sequences, varlen), or
   // pos_offset + t.
   Value posArray = positions ? kb.param(kGlobalPtr, "positions") : Value();
+  // Pair i's frequency divided by freq_factors[i] (f32 [head_dim / 2]): the host's scaling of
+  // long contexts (LLaMA-3.1's "llama3" rope scaling, LongRoPE), as llama.cpp's freq_factors.
+  Value factors = o.freqFactors ? kb.param(kGlobalPtr, "freq_factors") : Value();
   Value tokens = kb.param(Type::u32(), "tokens");
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kHeads = kb.param(Type::u32(), "k_heads");
   Value headDim = kb.param(Type::u32(), "head_dim");
   Value posOffset = positions ? Value() : kb.param(Type::u32(), "pos_offset");
   Value theta = kb.param(Type::f32(), "theta");
+  // Both rotated values scaled by attn_factor (YaRN's and LongRoPE's magnitude correction).
+  Value attnFactor = o.attnFactor ? kb.param(Type::f32(), "attn_factor") : Value();
   kb.reqntid(32, kHeadsPerBlock);
   unsigned bytes = bytesOf(s), V = vecElems(s);
 
@@ -48,7 +58,11 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, bool positions, ir::Di
   // Pair i turns at theta^(-2i/head_dim) = 2^(i * expStep) radians per position.
   Value expStep = (kb.lg2(theta) * kb.rcp(kb.cvt(headDim, Type::f32())) * -2.0f).named("exp_step");
   // .ftz (no range fix-ups around the MUFU): the frequency lies in [1/theta, 1], never subnormal.
-  auto freqOf = [&](Value i) { return ex2Approx(kb, kb.cvt(i, Type::f32()) * expStep, "freq"); };
+  auto freqOf = [&](Value i) {
+    Value freq = ex2Approx(kb, kb.cvt(i, Type::f32()) * expStep, "freq");
+    if (!o.freqFactors) return freq;
+    return (freq * kb.rcp(kb.load(kb.index(factors, i, 4), Type::f32(), {Mod::NcMod}, "factor"))).named("freq");
+  };
   // (sin, cos) of pos * freq.
   auto sinCos = [&](Value pos, Value freq) {
     Value angle = (pos * freq).named("angle");
@@ -57,7 +71,10 @@ std::optional<ir::Module> buildRope(Storage s, bool neox, bool positions, ir::Di
     Value r = kb.fma(-turns, kb.f32(kTwoPiHi), angle);
     r = kb.fma(-turns, kb.f32(kTwoPiLo), r).named("reduced");
     // .ftz: only a subnormal r changes (sin r = 0 instead of r, an error below 2^-126 of |x|).
-    auto approx = [&](ir::Op op, const char* n) { return kb.op(op, Type::f32(), {r}, {Mod::Approx, Mod::FtzMod}, n); };
+    auto approx = [&](ir::Op op, const char* n) {
+      Value v = kb.op(op, Type::f32(), {r}, {Mod::Approx, Mod::FtzMod}, n);
+      return o.attnFactor ? (v * attnFactor).named(n) : v;
+    };
     return std::pair{approx(ir::Op::Sin, "sin"), approx(ir::Op::Cos, "cos")};
   };
   // Head `head` counts q's heads, then k's; rowOf gives its first element in token t.
@@ -184,9 +201,18 @@ void addRope(std::vector<Template>& out) {
       {dtypeOption(), layoutOption(),
        option("positions", false,
               "each token's position from positions (u32 [tokens], a pointer parameter after k) in place of "
-              "pos_offset + t: tokens of several sequences, each at its own position")},
+              "pos_offset + t: tokens of several sequences, each at its own position"),
+       option("freq_factors", false,
+              "pair i's frequency divided by freq_factors[i] (f32 [head_dim / 2], a pointer parameter after k and "
+              "positions): long-context scaling computed by the host, as LLaMA-3.1's rope scaling and LongRoPE "
+              "give it"),
+       option("attn_factor", false,
+              "both rotated values multiplied by the f32 parameter attn_factor (after theta): YaRN's and "
+              "LongRoPE's magnitude scale")},
       [](const Options& o, ir::Diagnostics& d) {
-        return buildRope(storageOption(o), o.text("layout") == "neox", o.flag("positions"), d);
+        return buildRope(storageOption(o),
+                         {o.text("layout") == "neox", o.flag("positions"), o.flag("freq_factors"), o.flag("attn_factor")},
+                         d);
       },
       [](const Options&) {
         return LaunchRule{{32, kHeadsPerBlock},

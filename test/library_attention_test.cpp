@@ -21,6 +21,7 @@ struct Variant {
   Dtype d;
   uint32_t dim, group;
   uint32_t pageSize = 0;  // a paged cache (block_table, max_pages) when not 0
+  bool window = false;    // the window parameter (Problem::window)
 };
 
 constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
@@ -31,6 +32,8 @@ constexpr Variant kF16G3{"decode_f16_d256_g3", "merge_f16_d256", Dtype::F16, 256
 constexpr Variant kPaged16{"decode_bf16_d128_g4_p16", "merge_bf16_d128", Dtype::BF16, 128, 4, 16};
 constexpr Variant kPaged1{"decode_f32_d64_g1_p1", "merge_f32_d64", Dtype::F32, 64, 1, 1};
 constexpr Variant kPaged64{"decode_f16_d256_g3_p64", "merge_f16_d256", Dtype::F16, 256, 3, 64};
+constexpr Variant kDecodeWindowBf16{"decode_bf16_d128_g4_window", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, true};
+constexpr Variant kDecodeWindowPaged{"decode_f32_d64_g1_p1_window", "merge_f32_d64", Dtype::F32, 64, 1, 1, true};
 
 struct Problem {
   std::vector<uint32_t> lengths;
@@ -41,6 +44,7 @@ struct Problem {
   // Bytes the caches are shifted by on the GPU (the element-by-element path when not a multiple
   // of a lane's slice; the interpreter binds buffers aligned and runs the vector path).
   uint32_t misalign = 0;
+  uint32_t window = 0;  // sliding window (a window variant): the last `window` positions, 0 all
 };
 
 // A paged cache for sequences of `lengths` positions: each sequence's pages, in its row of the
@@ -114,6 +118,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                   .scalar("scale", scale);
   if (P) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
   else call.buffer("offsets", offsets);
+  if (v.window) call.scalar("window", p.window);
   Outputs first = r.run(call);
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
   Outputs second = r.run(Call("attention", v.merge)
@@ -128,11 +133,13 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   for (uint32_t b = 0; b < B; ++b)
     for (uint32_t qh = 0; qh < QH; ++qh) {
       const uint32_t h = qh / v.group, len = p.lengths[b];
+      // With a window, the positions from len - window on.
+      const uint32_t from = p.window != 0 && len > p.window ? len - p.window : 0;
       const float* qrow = &q[(size_t(b) * QH + qh) * D];
       auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[(rowOf(b, t) * KH + h) * D]; };
-      std::vector<double> s(len);
+      std::vector<double> s(len, 0.0);
       double m = -std::numeric_limits<double>::infinity();
-      for (uint32_t t = 0; t < len; ++t) {
+      for (uint32_t t = from; t < len; ++t) {
         double dot = 0;
         for (uint32_t d = 0; d < D; ++d) dot += double(qrow[d]) * row(k, t)[d];
         s[t] = dot * scale;
@@ -140,15 +147,16 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
         if (std::isnan(s[t])) m = s[t];
       }
       double sum = 0;
-      for (uint32_t t = 0; t < len; ++t) sum += s[t] = std::exp(s[t] - m);
+      for (uint32_t t = from; t < len; ++t) sum += s[t] = std::exp(s[t] - m);
       for (uint32_t d = 0; d < D; ++d) {
         double acc = 0;
-        for (uint32_t t = 0; t < len; ++t) acc += s[t] * row(val, t)[d];
+        for (uint32_t t = from; t < len; ++t) acc += s[t] * row(val, t)[d];
         want.push_back(len == 0 ? 0.0 : acc / sum);
       }
     }
   std::string what = std::string(v.decode) + " batch " + std::to_string(B) + " kv_heads " + std::to_string(KH) +
-                     " split_len " + std::to_string(p.splitLen) + (P ? " page_size " + std::to_string(P) : "");
+                     " split_len " + std::to_string(p.splitLen) + (P ? " page_size " + std::to_string(P) : "") +
+                     (v.window ? " window " + std::to_string(p.window) : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
   // to 1, so the output is off by at most ~1e-5 * max|v| = 1e-5, plus its rounding to storage.
@@ -206,6 +214,7 @@ struct PrefillVariant {
   bool tmaRows = false;    // varlen: the q_rows and kv_rows parameters, paged: kv_rows (wgmma, or mainloop = "auto")
   const char* target = "";  // whose code the interpreter runs (Call::target)
   uint32_t pageSize = 0;    // k and v a paged cache (block_table, max_pages) when not 0
+  bool window = false;      // the window parameter (Prefill::window, checkVarlen's window)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -237,6 +246,12 @@ constexpr PrefillVariant k90PagedVarlen{"prefill90_bf16_d128_varlen_causal_p8", 
 // mainloop = "auto" (test/library/mainloop_auto.toml): wgmma in the sm_90a code, mma.sync in the sm_80 code.
 constexpr PrefillVariant kAutoVarlen{"auto_prefill_bf16_d64_varlen_causal", Dtype::BF16, 64, true, true, "mainloop_auto", 128, true};
 constexpr PrefillVariant kAutoPaged{"auto_prefill_f16_d128_causal_p32", Dtype::F16, 128, true, false, "mainloop_auto", 128, true, "", 32};
+// Sliding windows (window = true).
+constexpr PrefillVariant kWindowBf16{"prefill_bf16_d128_causal_window", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, true};
+constexpr PrefillVariant kWindowPagedF16{"prefill_f16_d64_causal_p16_window", Dtype::F16, 64, true, false, "attention", 64, false, "", 16, true};
+constexpr PrefillVariant kWindowVarlen{"prefill_bf16_d64_varlen_causal_window", Dtype::BF16, 64, true, false, "attention", 64, false, "", 0, true};
+constexpr PrefillVariant k90WindowBf16{"prefill90_bf16_d128_causal_window", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true};
+constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
   uint32_t batch, seqQ, seqK, qHeads, kvHeads;
@@ -245,6 +260,7 @@ struct Prefill {
   // A NaN planted in K or V (or -inf in K) at sequence 0, key `at`, kv head 0, element 5.
   enum class Nan { None, K, V, KNegInf } nan = Nan::None;
   uint32_t at = 0;
+  uint32_t window = 0;  // sliding window (a window variant): keys j > i + seq_k - seq_q - window; 0 all
 };
 
 // Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
@@ -308,11 +324,16 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   else call.scalar("kv_stride", stride);
   if (v.pageSize && v.tmaRows) call.scalar("kv_rows", uint32_t(kvRows));  // the tensor maps' extent
   if (v.lse) call.buffer("lse", lse);
+  if (v.window) call.scalar("window", p.window);
   call.target(v.target);
   Outputs out = r.run(call);
 
-  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q.
-  auto sees = [&](uint32_t i, uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + SK - SQ; };
+  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q (and with a window
+  // j > i + seq_k - seq_q - window).
+  auto sees = [&](uint32_t i, uint32_t j) {
+    const int64_t diagonal = int64_t(i) + SK - SQ;
+    return (!v.causal || int64_t(j) <= diagonal) && (p.window == 0 || int64_t(j) > diagonal - p.window);
+  };
   // Rows of a block (64 query rows; a consumer warpgroup's 64 in the wgmma member) multiply every
   // key of the tiles (v.tileKeys keys) some row of the block sees, so a NaN in V reaches them all
   // (docs/kernels.md).
@@ -335,7 +356,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
       }
   std::string what = std::string(v.kernel) + " batch " + std::to_string(B) + " seq_q " + std::to_string(SQ) + " seq_k " +
                      std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH) +
-                     (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "");
+                     (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "") +
+                     (v.window ? " window " + std::to_string(p.window) : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
   // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
@@ -434,7 +456,7 @@ namespace {
 // Sequences of their own (q, kv) lengths packed into one q/o and one k/v buffer with gaps of 2 and
 // 3 rows between them; the gaps of o and lse must keep their sentinel.
 void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
-                 uint32_t QH, uint32_t KH) {
+                 uint32_t QH, uint32_t KH, uint32_t window = 0) {
   const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
@@ -477,6 +499,7 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .scalar("kv_heads", KH)
       .scalar("scale", scale);
   if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
+  if (v.window) call.scalar("window", window);
   Outputs out = r.run(call);
 
   std::vector<double> want(q.size(), sentinel), wantLse(size_t(qRows) * QH, sentinel);
@@ -485,13 +508,17 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const size_t row = size_t(qOff[b]) + i, h = qh / group;
         auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
-        auto sees = [&](uint32_t j) { return !v.causal || int64_t(j) <= int64_t(i) + kvLen[b] - qLen[b]; };
+        auto sees = [&](uint32_t j) {
+          const int64_t diagonal = int64_t(i) + kvLen[b] - qLen[b];
+          return (!v.causal || int64_t(j) <= diagonal) && (window == 0 || int64_t(j) > diagonal - window);
+        };
         std::vector<double> o;
         wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
                                            [&](uint32_t j) { return key(val, j); }, D, scale, o);
         std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * D));
       }
-  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences";
+  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences" +
+                     (v.window ? " window " + std::to_string(window) : "");
   expectClose(decode(v.d, out.get<std::byte>("o")), want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
   if (v.lse) expectClose(out.get<float>("lse"), wantLse, 1e-4, 1e-5, what + " lse");
 }
@@ -576,4 +603,58 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): paged k and v through a block ta
   checkPrefill(r, rng, k90PagedF16, {2, 9, 0, 2, 1});     // seq_k 0: zeros
   const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}, {37, 300}, {140, 150}};
   checkVarlen(r, rng, k90PagedVarlen, mixed, 4, 2);
+}
+
+// Sliding windows (window = true): a query sees the `window` keys up to its own, 0 all of them.
+// Decode: splits wholly before the window (empty), one holding its start, a window past the
+// sequence's start, windows of 1 and 0. Prefill: windows of 1, within a key tile, over several,
+// larger than the sequence and 0, with a cached prefix, and blocks whose first tiles are skipped
+// (seq 384, window 20: the wgmma member's second consumer then waits out a tile it does not
+// multiply before its own).
+LIBRARY_TEST("attention_decode: sliding windows", attentionDecodeWindow) {
+  std::mt19937 rng(seed());
+  const std::vector<uint32_t> lengths = {0, 1, 2, 31, 257};
+  for (uint32_t window : {0u, 1u, 5u, 40u, 100u, 300u}) {
+    checkDecode(r, rng, kDecodeWindowBf16, {lengths, 2, 64, Problem::Nan::None, 0, 0, window});
+    checkDecode(r, rng, kDecodeWindowPaged, {lengths, 2, 1000, Problem::Nan::None, 0, 0, window});
+  }
+}
+
+LIBRARY_TEST("attention_prefill: sliding windows", attentionPrefillWindow) {
+  std::mt19937 rng(seed());
+  for (uint32_t window : {0u, 1u, 17u, 64u, 65u, 100u, 1000u}) {
+    Prefill p{1, 130, 130, 2, 2};
+    p.window = window;
+    checkPrefill(r, rng, kWindowBf16, p);
+  }
+  for (uint32_t window : {20u, 129u}) {
+    Prefill prefix{2, 37, 300, 2, 1, 5};
+    prefix.window = window;
+    checkPrefill(r, rng, kWindowBf16, prefix);
+    checkPrefill(r, rng, kWindowPagedF16, prefix);
+    Prefill longer{1, 384, 384, 2, 2};
+    longer.window = window;
+    checkPrefill(r, rng, kWindowPagedF16, longer);
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kWindowVarlen, mixed, 4, 2, 30);
+}
+
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): sliding windows", attentionPrefill90Window) {
+  std::mt19937 rng(seed());
+  for (uint32_t window : {0u, 1u, 100u, 129u, 1000u}) {
+    Prefill p{1, 130, 130, 2, 2};
+    p.window = window;
+    checkPrefill(r, rng, k90WindowBf16, p);
+  }
+  for (uint32_t window : {20u, 200u}) {
+    Prefill longer{1, 384, 384, 2, 1};
+    longer.window = window;
+    checkPrefill(r, rng, k90WindowBf16, longer);
+    Prefill prefix{2, 37, 300, 2, 2, 5};
+    prefix.window = window;
+    checkPrefill(r, rng, k90WindowBf16, prefix);
+  }
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}, {37, 300}, {140, 150}};
+  checkVarlen(r, rng, k90WindowVarlen, mixed, 2, 2, 50);
 }

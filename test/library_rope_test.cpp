@@ -1,6 +1,7 @@
 // rope (test/library/rope.toml) against a double-precision reference of the exact formula.
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <sstream>
 
 #include "library_harness.h"
@@ -13,6 +14,8 @@ struct Shape {
   uint32_t tokens, qHeads, kHeads, headDim, posOffset;
   float theta;
   std::vector<uint32_t> positions = {};  // token t's position when not empty (a `positions` kernel)
+  std::vector<float> factors = {};       // freq_factors (head_dim / 2 of them) when not empty
+  float attnFactor = 0;                  // attn_factor when not 0
   double pos(uint32_t t) const { return positions.empty() ? double(posOffset) + t : double(positions[t]); }
 };
 
@@ -37,13 +40,19 @@ void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool
       double pos = s.pos(t);
       for (uint32_t i = 0; i < half; ++i) {
         double freq = std::pow(double(s.theta), -2.0 * i / s.headDim);
-        double angle = pos * freq;
+        // A factor's reciprocal and the product round twice more: 2^-23 of the angle.
+        double factorErr = 0;
+        if (!s.factors.empty()) {
+          factorErr = pos * freq / s.factors[i] * std::ldexp(1.0, -22);
+          freq /= s.factors[i];
+        }
+        double angle = pos * freq, scale = s.attnFactor != 0 ? double(s.attnFactor) : 1.0;
         size_t ia = row + (neox ? i : 2 * i), ib = row + (neox ? i + half : 2 * i + 1);
         double a = x[ia], b = x[ib];
-        want[ia] = a * std::cos(angle) - b * std::sin(angle);
-        want[ib] = a * std::sin(angle) + b * std::cos(angle);
-        double angleErr = std::ldexp(pos * freq * (1.0 + std::fabs(std::log2(freq))) + 1.0, -21);
-        double rho = std::hypot(a, b);
+        want[ia] = scale * (a * std::cos(angle) - b * std::sin(angle));
+        want[ib] = scale * (a * std::sin(angle) + b * std::cos(angle));
+        double angleErr = std::ldexp(pos * freq * (1.0 + std::fabs(std::log2(freq))) + 1.0, -21) + factorErr;
+        double rho = std::hypot(a, b) * scale;
         for (size_t e : {ia, ib})
           tol[e] = rho * (angleErr + std::ldexp(1.0, -20) + std::ldexp(1.0, -21)) + std::ldexp(1.0, -24) +
                    (d == Dtype::F32 ? 0.0 : roundoff(d)) * std::fabs(want[e]);
@@ -68,7 +77,8 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   std::vector<float> q = roundTo(d, uniform(rng, size_t(s.tokens) * s.qHeads * s.headDim));
   std::vector<float> k = roundTo(d, uniform(rng, size_t(s.tokens) * s.kHeads * s.headDim));
   const bool perToken = !s.positions.empty();
-  std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d) + (perToken ? "_pos" : "");
+  std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d) + (perToken ? "_pos" : "") +
+                     (s.factors.empty() ? "" : "_ff") + (s.attnFactor != 0 ? "_af" : "");
   Call call("rope", name);
   call.buffer("q", encode(d, q), misalignQ)
       .buffer("k", encode(d, k), misalignK)
@@ -79,6 +89,8 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
       .scalar("theta", s.theta);
   if (perToken) call.buffer("positions", s.positions);
   else call.scalar("pos_offset", s.posOffset);
+  if (!s.factors.empty()) call.buffer("freq_factors", s.factors);
+  if (s.attnFactor != 0) call.scalar("attn_factor", s.attnFactor);
   Outputs out = r.run(call);
   std::ostringstream what;
   what << name << " tokens=" << s.tokens << " heads=" << s.qHeads << "/" << s.kHeads << " head_dim=" << s.headDim
@@ -86,6 +98,8 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   if (perToken) what << " positions[0]=" << s.positions[0];
   else what << " pos_offset=" << s.posOffset;
   if (misalignQ || misalignK) what << " misaligned q+" << misalignQ << " k+" << misalignK;
+  if (!s.factors.empty()) what << " freq_factors";
+  if (s.attnFactor != 0) what << " attn_factor=" << s.attnFactor;
   std::vector<double> want, tol;
   reference(q, s.qHeads, s, neox, d, want, tol);
   check(decode(d, out.get<std::byte>("q")), want, tol, what.str() + " q");
@@ -183,4 +197,45 @@ LIBRARY_TEST("rope odd head_dim leaves the last element", ropeOddDim) {
 LIBRARY_TEST("rope no tokens", ropeEmpty) {
   std::mt19937 rng(seed());
   for (bool neox : {true, false}) runRope(r, Dtype::F32, neox, {0, 8, 2, 64, 0, 10000.0f}, rng);
+}
+
+namespace {
+
+// LLaMA-3.1's rope scaling ("llama3": factor 8, low_freq_factor 1, high_freq_factor 4, original
+// context 8192), as the host computes freq_factors from a model's config: frequency over factor.
+std::vector<float> llama3Factors(uint32_t headDim, double theta) {
+  std::vector<float> f(headDim / 2);
+  const double factor = 8, low = 1, high = 4, context = 8192;
+  for (uint32_t i = 0; i < f.size(); ++i) {
+    const double freq = std::pow(theta, -2.0 * i / headDim), wavelen = 2 * std::numbers::pi / freq;
+    double scaled = freq;
+    if (wavelen > context / low) {
+      scaled = freq / factor;
+    } else if (wavelen >= context / high) {
+      const double smooth = (context / wavelen - low) / (high - low);
+      scaled = (1 - smooth) * freq / factor + smooth * freq;
+    }
+    f[i] = float(freq / scaled);
+  }
+  return f;
+}
+
+}  // namespace
+
+// freq_factors (the host's long-context scaling: LLaMA-3.1's, and arbitrary factors as LongRoPE
+// has them) and attn_factor (the rotated values scaled), alone and together, with per-token
+// positions, on the vector and the scalar path; a factor of 1 everywhere is plain rope.
+LIBRARY_TEST("rope freq_factors and attn_factor", ropeScaling) {
+  std::mt19937 rng(seed());
+  for (uint32_t headDim : {6u, 64u, 128u}) {
+    std::vector<float> random(headDim / 2);
+    for (float& v : random) v = std::uniform_real_distribution<float>(0.5f, 40.0f)(rng);
+    runRope(r, Dtype::BF16, true, {3, 4, 2, headDim, 100000, 500000.0f, {}, llama3Factors(headDim, 500000.0)}, rng);
+    runRope(r, Dtype::F32, true, {2, 3, 1, headDim, 7, 10000.0f, {}, random, 1.1f}, rng);
+    runRope(r, Dtype::F32, true, {2, 3, 1, headDim, 7, 10000.0f, {}, std::vector<float>(headDim / 2, 1.0f), 1.0f}, rng);
+    runRope(r, Dtype::F16, false, {4, 2, 2, headDim, 0, 500000.0f, {131000, 0, 9, 30000}, random, 0.8f}, rng);
+    runRope(r, Dtype::BF16, false, {2, 5, 1, headDim, 4000, 10000.0f, {}, {}, 1.25f}, rng);
+  }
+  // Misaligned (GPU only): the scalar path with factors.
+  runRope(r, Dtype::F32, true, {2, 3, 1, 64, 50, 10000.0f, {}, llama3Factors(64, 10000.0), 1.1f}, rng, 4, 0);
 }
