@@ -46,6 +46,7 @@ struct Config {
   unsigned dim, group;
   unsigned pageSize = 0;  // 0: a sequence's rows are contiguous from offsets[b]
   bool window = false;    // the u32 parameter window: only the last `window` positions (0: all)
+  bool softcap = false;   // the f32 parameter softcap: scaled scores s become softcap tanh(s / softcap)
   unsigned perLane() const { return dim / 32; }
 };
 
@@ -53,7 +54,8 @@ Config configOf(const Options& o) {
   // The merge has neither group nor page_size.
   auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
-          static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window")};
+          static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window"),
+          o.all().count("softcap") && o.flag("softcap")};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -131,6 +133,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value maxPages = ps ? kb.param(Type::u32(), "max_pages") : Value();
   Value scale = kb.param(Type::f32(), "scale");
   Value window = c.window ? kb.param(Type::u32(), "window") : Value();
+  Value softcapArg = c.softcap ? kb.param(Type::f32(), "softcap") : Value();
   kb.reqntid(kBlock);
   // Four blocks (16 warps) per SM, up to 128 registers a thread: ptxas's own choice for this
   // block size (64) spills the largest groups.
@@ -166,6 +169,8 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value laneOff = (lane * n).named("lane_elem");
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain.
   Value qScale = (scale * kLog2e).named("q_scale");
+  Value cap = c.softcap ? (softcapArg * kLog2e).named("cap") : Value();
+  Value capRate = c.softcap ? (2.0f * kb.rcp(softcapArg)).named("cap_rate") : Value();
   std::vector<std::vector<Value>> qv;
   // Every slice starts at a multiple of its size from its tensor's base (rows are head_dim
   // elements), so aligned bases make every slice load aligned.
@@ -224,6 +229,9 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
               dots.push_back(dot);
             }
           std::vector<Value> sums = warpSumEach(kb, dots, lane);
+          // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap.
+          if (c.softcap)
+            for (Value& x : sums) x = softcap(kb, x, capRate, cap);
           std::vector<std::vector<Value>> scores(G);
           for (unsigned u = 0; u < unroll; ++u)
             for (unsigned g = 0; g < G; ++g)
@@ -387,7 +395,10 @@ void addAttention(std::vector<Template>& out) {
        option("window", false,
               "sliding-window attention: the u32 parameter window (after scale) keeps the last window positions "
               "of each sequence (the query's own included; 0: all of them), so one kernel serves a model's local "
-              "and global layers")},
+              "and global layers"),
+       option("softcap", false,
+              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; positive) turns each "
+              "scaled score s into softcap * tanh(s / softcap) before the softmax")},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};

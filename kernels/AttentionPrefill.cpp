@@ -46,7 +46,7 @@ namespace prefill {
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
-          o.text("mainloop") != "mma", o.flag("window")};
+          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap")};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -78,7 +78,14 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.kvHeads = kb.param(ir::Type::u32(), "kv_heads");
   p.scale = kb.param(ir::Type::f32(), "scale");
   if (c.window) p.window = kb.param(ir::Type::u32(), "window");
+  if (c.softcap) p.softcap = kb.param(ir::Type::f32(), "softcap");
   return p;
+}
+
+std::pair<Value, Value> capOf(KernelBuilder& kb, const Params& p) {
+  if (!p.softcap.valid()) return {};
+  Value cap = (p.softcap * kb.rcp(p.scale)).named("cap");
+  return {cap, (2.0f * kLog2e * kb.rcp(cap)).named("cap_rate")};
 }
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
@@ -118,6 +125,8 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> sv, Value m[2], Value l[2], Value corr[2]) {
+  if (c.softcap)
+    for (Value& x : sv) x = softcap(kb, x, s.capRate, s.cap);
   // Masks cost 3 instructions a score (4 with a window): only on the tiles that hold a masked key.
   Value partial = (k0 + keys > s.seqK).named("partial_tile");
   if (c.causal)
@@ -431,7 +440,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
-  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window};
+  const auto [cap, capRate] = capOf(kb, p);
+  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window, cap, capRate};
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
@@ -512,6 +522,9 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sliding-window attention (with causal): the u32 parameter window (after scale) keeps the window "
               "keys up to each row's own, j > i + seq_k - seq_q - window (0: all of them), so one kernel serves a "
               "model's local and global layers; key tiles before a block's windows are skipped"),
+       option("softcap", false,
+              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; positive) turns each "
+              "scaled score s into softcap * tanh(s / softcap) before the softmax"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
               "or [rows, q_heads] with varlen; -inf for a row without keys"),

@@ -18,6 +18,7 @@ struct Config {
   unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
   bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
   bool window = false;    // sliding window (causal only): the u32 parameter window after scale
+  bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
@@ -26,7 +27,7 @@ Config configOf(const Options& o);
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
 // this order: q, k, v, o, [lse], [block_table], [the varlen arrays], batch, then max_seq_q and
 // with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride (paged: kv_rows with
-// tmaParams); then [max_pages], q_heads, kv_heads, scale, [window]. q_rows and kv_rows are the row
+// tmaParams); then [max_pages], q_heads, kv_heads, scale, [window], [softcap]. q_rows and kv_rows are the row
 // counts of q and k/v, the extents of the wgmma member's tensor maps.
 struct VarlenArrays {
   Value qOffsets, qLengths, kvOffsets, kvLengths;
@@ -38,6 +39,7 @@ struct Params {
   Value maxPages;                  // paged
   Value qHeads, kvHeads, scale;
   Value window;                    // window: a query sees the last `window` keys up to its own
+  Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 
@@ -79,14 +81,18 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 // (mma's C layout per 8 keys, which is also wgmma's accumulator layout). Keys past seq_k and,
 // causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
 // wide from k0; q0 is the first of the 64 rows the tile is multiplied for), and with a window
-// the keys before a row's window. m, l: the rows' running maxes (raw score units)
+// the keys before a row's window; with softcap, the scores capped first (capOf). m, l: the rows'
+// running maxes (raw score units)
 // and this thread's partial sums, updated; corr: the factors the output rows are rescaled by;
 // the result: P's A fragments (v4.b32), one per 16 keys, rounded to the storage type.
 struct Softmax {
   Value seqQ, seqK, q0, t, scale2;
   Value rows[2];
   Value window = {};  // the window parameter (Config::window)
+  Value cap = {}, capRate = {};  // softcap: the cap in raw score units and 2 log2(e) / cap (capOf)
 };
+// Config::softcap: the cap in raw score units (softcap / scale) and the rate softcap() takes.
+std::pair<Value, Value> capOf(KernelBuilder& kb, const Params& p);
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> scores, Value m[2], Value l[2], Value corr[2]);
 

@@ -293,6 +293,10 @@ Value geluTanh(KernelBuilder& kb, Value x) {
   return xOverOnePlusExp2(kb, x, t);
 }
 
+Value softcap(KernelBuilder& kb, Value x, Value a, Value k) {
+  return kb.fma(-2.0f * k, rcpApprox(kb, ex2Approx(kb, x * a) + 1.0f), k, "capped");
+}
+
 // 0.5x(1 + erf(x/sqrt 2)) = x * Phi(x), Phi(x) = 0.5 erfc(-x/sqrt 2). With z = |x|/sqrt 2 and
 // h = 0.5 erfc(z), Phi is h for x < 0 and 1 - h otherwise, so no 1 - erf cancellation. erfc
 // is the Chebyshev fit of Numerical Recipes (erfcc): erfc(z) = r exp(-z^2 + P(r)), r = 1/(1 + z/2),

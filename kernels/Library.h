@@ -127,6 +127,11 @@ Value relu(KernelBuilder& kb, Value x);
 Value silu(KernelBuilder& kb, Value x);
 Value geluTanh(KernelBuilder& kb, Value x);
 Value geluErf(KernelBuilder& kb, Value x);
+// Logit soft-capping (Gemma 2): k tanh(x / k) for a score x and a cap k in the same units, given
+// a = 2 log2(e) / k, as k - 2k / (1 + 2^(a x)): one ex2 and one rcp (.approx), within a few ulp of
+// k (tanh.approx's 2^-11 relative error would be 0.02 of a logit at a cap of 50); +-inf give +-k,
+// NaN stays NaN.
+Value softcap(KernelBuilder& kb, Value x, Value a, Value k);
 
 // Combines one tuple of 32-bit values per thread (any 32-bit scalar types) over a 1-D block of
 // fixed size (reqntid; the warp count, a power of two, comes from it): a butterfly of shuffles
