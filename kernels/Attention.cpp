@@ -4,8 +4,8 @@
 // attention_decode: block (kv head h, split s, sequence b) reads positions [s * split_len,
 // min((s + 1) * split_len, length)) of sequence b's cache (contiguous rows from offsets[b], or
 // with page_size the rows of its pages, which its row of block_table lists) once for all `group`
-// query heads that share kv head h (grouped-query attention); with `window`, only the positions
-// from length - window on. Its 4 warps take every 4th position, 4 positions per
+// query heads that share kv head h (grouped-query attention); with `window`, the positions from
+// length - window on, the splits counting from there. Its 4 warps take every 4th position, 4 positions per
 // step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
 // products finished by one warp reduction of all of a step's (warpSumEach), kept in the log2
@@ -156,15 +156,14 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value pages = ps ? kb.index(rowsOf, (b * maxPages).named("table_row"), 4, "pages") : Value();
   // The cache row of position t: first + t, or row t % page_size of the sequence's page t / page_size.
   auto rowAt = [&](Value t) { return ps ? pagedRow(kb, pages, t, ps) : (first + t).named("row"); };
-  Value t0 = (split * splitLen).named("t0");
+  // Sliding window: the query, at position len - 1, sees positions from len - window on (all of
+  // them with window 0 or window >= len), and the splits count from there, so that
+  // ceil(min(len, window) / split_len) of them cover it.
+  Value from = kb.u32(0);
+  if (c.window)
+    from = kb.select(((window != 0u) & (len > window)).named("windowed"), len - window, kb.u32(0), "window_start");
+  Value t0 = (from + split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
-  if (c.window) {
-    // Sliding window: the query, at position len - 1, sees positions from len - window on (all of
-    // them with window 0 or window >= len); a split before them is empty.
-    Value inWindow = ((window != 0u) & (len > window)).named("windowed");
-    t0 = kb.max(t0, kb.select(inWindow, len - window, kb.u32(0)), "t0");
-    t1 = kb.max(t1, t0, "t1");
-  }
   Value qHeads = (kvHeads * G).named("q_heads");
   Value laneOff = (lane * n).named("lane_elem");
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain.
@@ -395,7 +394,8 @@ void addAttention(std::vector<Template>& out) {
        option("window", false,
               "sliding-window attention: the u32 parameter window (after scale) keeps the last window positions "
               "of each sequence (the query's own included; 0: all of them), so one kernel serves a model's local "
-              "and global layers"),
+              "and global layers; split s then covers positions from max(length - window, 0) + s * split_len, so "
+              "ceil(min(length, window) / split_len) splits suffice"),
        option("softcap", false,
               "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; positive) turns each "
               "scaled score s into softcap * tanh(s / softcap) before the softmax")},

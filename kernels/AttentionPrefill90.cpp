@@ -33,8 +33,9 @@
 // S = Q K^T: head_dim / 16 wgmma m64n(kKeys)k16, both operands K-major descriptors. Lane i of
 // the v(kKeys/2).f32 accumulator is row 16 warp + g + 8 ((i >> 1) & 1), key 8 (i >> 2) + 2 t +
 // (i & 1): the mma C layout per 8 keys, so the masks and the online softmax are the mma path's.
-// O += P V: kKeys / 16 wgmma m64n(head_dim)k16 with P's A fragments in registers (lanes 8 kk ...
-// 8 kk + 7 of S, rounded to the storage type) and V an MN-major descriptor (head_dim contiguous).
+// O += P V: kKeys / 16 wgmma m64n(head_dim)k16 (two of n128 at head_dim 256: O in two pieces)
+// with P's A fragments in registers (lanes 8 kk ... 8 kk + 7 of S, rounded to the storage type)
+// and V an MN-major descriptor (head_dim contiguous).
 //
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
@@ -63,7 +64,9 @@ constexpr unsigned kRows = kConsumers * 64;  // query rows of a block: 64 a cons
 // The producer's thread needs few; the rest of the 64K goes to the consumers (S, O and P in
 // registers): 128 * 24 + 256 * 240 = 64512.
 constexpr unsigned kProducerRegisters = 24, kConsumerRegisters = 240;
-constexpr unsigned kKeys = 128;  // keys of a K/V tile (the wgmma N of S = Q K^T)
+// Keys of a K/V tile (the wgmma N of S = Q K^T): 128, or 64 at head_dim 256, whose Q tile (64 KiB)
+// and two stages of K and V (32 KiB a tile) then fit in shared memory (193 KiB with the slack).
+unsigned keysOf(const Config& c) { return c.dim > 128 ? 64 : 128; }
 constexpr unsigned kStages = 2;
 constexpr unsigned kStrip = 64;         // elements of a box row: 128 bytes, the 128B swizzle span
 constexpr unsigned kAtom = 1024;        // bytes of a 128B swizzle atom (8 rows); tiles start on one
@@ -80,16 +83,17 @@ struct Layout {
   unsigned vAt(unsigned stage) const { return qBytes + (kStages + stage) * tileBytes; }
   unsigned total() const { return qBytes + 2 * kStages * tileBytes; }
 };
-Layout layoutOf(const Config& c) { return {kRows * c.rowBytes(), kKeys * c.rowBytes()}; }
+Layout layoutOf(const Config& c) { return {kRows * c.rowBytes(), keysOf(c) * c.rowBytes()}; }
 
 }  // namespace
 
 std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
-  if (c.dim != 64 && c.dim != 128) {
-    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64 or 128, not " + std::to_string(c.dim));
+  if (c.dim != 64 && c.dim != 128 && c.dim != 256) {
+    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim));
     return std::nullopt;
   }
+  const unsigned kKeys = keysOf(c);
   ir::Module m = newModule();
   KernelBuilder kb(m, "attention_prefill");
   const Params p = declareParams(kb, c);
@@ -222,7 +226,11 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     };
     // The consumer's 64 rows of Q: 8 atoms into each strip.
     Value qSlice = at(tiles, (consumer * (64 * kStripRow)).named("q_slice_off"), "q_slice");
-    const unsigned sLanes = kKeys / 2, oLanes = c.dim / 2;
+    // O in pieces of at most 128 columns (head_dim 256: two v64.f32 accumulators, one wgmma n128
+    // each per key step), rescaled one at a time, so that the old and the new values of a piece,
+    // not of all of O, are live together.
+    const unsigned pieces = c.dim > 128 ? 2 : 1, pieceN = c.dim / pieces, oLanes = pieceN / 2;
+    const unsigned sLanes = kKeys / 2;
     const Type sType = Type::of(Scalar::F32, sLanes), oType = Type::of(Scalar::F32, oLanes);
     Value zero = kb.f32(0.0f);
     Value oZero = kb.pack(oType, std::vector<Value>(oLanes, zero), "o_zero");
@@ -299,8 +307,9 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     kb.if_then(!first, [&] { kb.bar_named_arrive(kTurnBarrier, kConsumerThreads); }, "first_turn");
 
     if (c.window) otherTiles(firstTile, myFirst, "before_tiles");
-    // Carried: m and l of rows g and g + 8, then O.
-    std::vector<Value> init{negInf(kb), negInf(kb), zero, zero, oZero};
+    // Carried: m and l of rows g and g + 8, then O's pieces.
+    std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
+    init.insert(init.end(), pieces, oZero);
     std::vector<Value> st = kb.for_range(
         myFirst, myEnd, kb.u32(1), init,
         [&](Value jt, std::span<Value> carried) {
@@ -328,20 +337,26 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           Value m[2] = {carried[0], carried[1]}, l[2] = {carried[2], carried[3]}, corr[2];
           std::vector<Value> pf = softmaxTile(kb, c, sm, k0, kKeys, sv, m, l, corr);
           next[0] = m[0], next[1] = m[1], next[2] = l[0], next[3] = l[1];
-          std::vector<Value> o;
-          for (unsigned i = 0; i < oLanes; ++i) o.push_back(kb.extract(carried[4], i) * corr[(i >> 1) & 1]);
-          Value acc = kb.pack(oType, o, "o_scaled");
+          std::vector<Value> acc(pieces);
+          for (unsigned h = 0; h < pieces; ++h) {
+            std::vector<Value> o;
+            for (unsigned i = 0; i < oLanes; ++i) o.push_back(kb.extract(carried[4 + h], i) * corr[(i >> 1) & 1]);
+            acc[h] = kb.pack(oType, o, "o_scaled");
+          }
 
           waitPhase(kb, vFull(stage), parity, "v_wait");
           zeroPastEnd(vT, k0);
           kb.wgmma_fence();
-          for (unsigned kk = 0; kk < kKeys / 16; ++kk) {
-            Value vDesc = kb.wgmma_descriptor(at(vT, kb.u32(kk * 16 * kStripRow), "v_step"), kKeys * kStripRow, kAtom, 128, "desc");
-            acc = kb.wgmma_mma_async(c.dim, c.half(), acc, pf[kk], vDesc, kb.pred(true), false, true, "o");
-          }
+          // Piece h multiplies V's strips from h * pieceN / kStrip on (strips kKeys rows apart).
+          for (unsigned kk = 0; kk < kKeys / 16; ++kk)
+            for (unsigned h = 0; h < pieces; ++h) {
+              const unsigned off = kk * 16 * kStripRow + h * (pieceN / kStrip) * kKeys * kStripRow;
+              Value vDesc = kb.wgmma_descriptor(at(vT, kb.u32(off), "v_step"), kKeys * kStripRow, kAtom, 128, "desc");
+              acc[h] = kb.wgmma_mma_async(pieceN, c.half(), acc[h], pf[kk], vDesc, kb.pred(true), false, true, "o");
+            }
           kb.wgmma_commit_group();
           kb.wgmma_wait_group(0);
-          next[4] = acc;
+          for (unsigned h = 0; h < pieces; ++h) next[4 + h] = acc[h];
           kb.mbarrier_arrive(empty(stage));  // the producer may refill the stage
           return next;
         },
@@ -351,7 +366,11 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value outFirst = (c.varlen ? kb.cvt(qFirst, Type::u64()) : kb.mul_wide(b, seqQ)).named("q_first");
     const Output dst{out, lse, outFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
     const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
-    storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4], 4 * tile + e); });
+    // Output tile j (8 columns) is in piece j / (pieceN / 8), at lanes 4 (j % (pieceN / 8)) + e.
+    const unsigned tilesPerPiece = pieceN / 8;
+    storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) {
+      return kb.extract(st[4 + tile / tilesPerPiece], 4 * (tile % tilesPerPiece) + e);
+    });
   };
 
   warpSpecialize(kb, tid, kProducerRegisters, kConsumerRegisters, produce, consume);
@@ -361,6 +380,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
 
 LaunchRule launchPrefill90(const Options& o) {
   const Config c = configOf(o);
+  const unsigned kKeys = keysOf(c);
   using PScalar = bundle::ParamType::Scalar;
   const PScalar el = c.s == Storage::BF16 ? PScalar::BF16 : PScalar::F16;
   const Expr one(1), batch = Expr::param("batch");

@@ -98,7 +98,9 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
     }
   }
   auto rowOf = [&](uint32_t b, uint32_t t) { return P ? paged.row(b, t) : size_t(offsets[b]) + t; };
-  const uint32_t splits = std::max<uint32_t>(1, (maxLen + p.splitLen - 1) / p.splitLen);
+  // With a window the splits cover its positions only (counted from its start): the fewest that do.
+  const uint32_t span = v.window && p.window ? std::min(maxLen, p.window) : maxLen;
+  const uint32_t splits = std::max<uint32_t>(1, (span + p.splitLen - 1) / p.splitLen);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
   std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(rows) * KH * D)));
@@ -260,6 +262,10 @@ constexpr PrefillVariant kWindowVarlen{"prefill_bf16_d64_varlen_causal_window", 
 constexpr PrefillVariant k90WindowBf16{"prefill90_bf16_d128_causal_window", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true};
 constexpr PrefillVariant kSoftcapWindow{"prefill_bf16_d128_causal_window_softcap", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, true, true};
 constexpr PrefillVariant k90Softcap{"prefill90_bf16_d128_softcap", Dtype::BF16, 128, false, true, "attention90", 128, false, "", 0, false, true};
+// head_dim 256 on wgmma: key tiles of 64.
+constexpr PrefillVariant k90Bf16D256Causal{"prefill90_bf16_d256_causal", Dtype::BF16, 256, true, true, "attention90", 64};
+constexpr PrefillVariant k90F16D256{"prefill90_f16_d256", Dtype::F16, 256, false, false, "attention90", 64};
+constexpr PrefillVariant k90D256VarlenPaged{"prefill90_bf16_d256_varlen_causal_p16", Dtype::BF16, 256, true, false, "attention90", 64, true, "", 16};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -618,8 +624,9 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): paged k and v through a block ta
 }
 
 // Sliding windows (window = true): a query sees the `window` keys up to its own, 0 all of them.
-// Decode: splits wholly before the window (empty), one holding its start, a window past the
-// sequence's start, windows of 1 and 0. Prefill: windows of 1, within a key tile and over one,
+// Decode: as many splits as the window needs (counted from its start; shorter sequences leave some
+// empty), split lengths within and past it, a window past the sequence's start, windows of 1 and
+// 0. Prefill: windows of 1, within a key tile and over one,
 // larger than the sequence and 0, with a cached prefix, and blocks whose first tiles are skipped
 // (seq 384, window 20: the wgmma member's second consumer then waits out a tile it does not
 // multiply before its own).
@@ -692,4 +699,20 @@ LIBRARY_TEST("attention: logit soft-capping", attentionSoftcap) {
   checkPrefill(r, rng, k90Softcap, inf);
   inf.window = 100;
   checkPrefill(r, rng, kSoftcapWindow, inf);
+}
+
+// head_dim 256 on the wgmma member: key tiles of 64 (the Q tile and two stages of K and V fill 193
+// KiB of shared memory), O a v128.f32 accumulator a consumer thread, four strips a row; the
+// problems of the mma member's head_dim 256 test, and a NaN in V reaching the rows of its tile.
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): head_dim 256", attentionPrefill90D256) {
+  std::mt19937 rng(seed());
+  for (const PrefillVariant* v : {&k90Bf16D256Causal, &k90F16D256}) {
+    checkPrefill(r, rng, *v, {1, 1, 1, 2, 2});
+    checkPrefill(r, rng, *v, {2, 17, 67, 4, 2, 3});  // a cached prefix, grouped-query heads, spare rows
+  }
+  checkPrefill(r, rng, k90Bf16D256Causal, {1, 130, 130, 2, 1});  // two query blocks, three key tiles
+  checkPrefill(r, rng, k90Bf16D256Causal, {1, 70, 5, 2, 2});     // rows without keys
+  checkPrefill(r, rng, k90F16D256, {1, 70, 70, 2, 1, 0, 0, Prefill::Nan::V, 40});
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, k90D256VarlenPaged, mixed, 4, 2);
 }

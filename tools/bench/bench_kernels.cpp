@@ -719,10 +719,12 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
         out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 64 : seq, 128, causal, false, false, true));
-    // The sm_90a member at head_dim 128 (issue 15's goal: >= 0.90 x SDPA at seq 4096).
-    for (uint32_t seq : seqs)
-      for (bool causal : {false, true})
-        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, 128, causal, true));
+    // The sm_90a member at head_dim 128 (issue 15's goal: >= 0.90 x SDPA at seq 4096), and at 256
+    // (key tiles of 64).
+    for (uint32_t dim : {128u, 256u})
+      for (uint32_t seq : seqs)
+        for (bool causal : {false, true})
+          out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal, true));
     // Its varlen form on the same problems (equal lengths), beside it.
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
