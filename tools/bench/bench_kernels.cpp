@@ -140,6 +140,7 @@ struct Case {
     bool decode;
     uint32_t batch, seqQ, seqK, qHeads, kvHeads, dim;
     bool causal;
+    uint32_t window = 0;  // sliding window: the last `window` keys up to a row's own (0: all)
   };
   std::optional<Attention> attention = std::nullopt;
   double attentionFlops = 0;
@@ -537,12 +538,19 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // streams; q, o and the workspace are small). paged (op attention_decode_paged): the same cache
 // read through a block table of 16-row pages in order (context a multiple of 16), to show what
 // paging costs.
-Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false) {
+// window (op attention_decode_windowW): a sliding window of W positions, whose splits (about 528
+// blocks again) cover the window only; bytes: the window's K and V.
+Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false,
+                         uint32_t window = 0) {
   const uint32_t kvHeads = qHeads / 4, dim = 128, pageSize = 16, pages = context / pageSize;
-  const uint32_t splits = len ? (context + len - 1) / len
-                              : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (context + 127) / 128);
-  const uint32_t splitLen = (context + splits - 1) / splits;
-  Case c{len ? "attention_decode_len" + std::to_string(len) : paged ? "attention_decode_paged" : "attention_decode",
+  const uint32_t span = window ? std::min(window, context) : context;
+  const uint32_t splits = len ? (span + len - 1) / len
+                              : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (span + 127) / 128);
+  const uint32_t splitLen = (span + splits - 1) / splits;
+  Case c{len ? "attention_decode_len" + std::to_string(len)
+         : paged ? "attention_decode_paged"
+         : window ? "attention_decode_window" + std::to_string(window)
+                  : "attention_decode",
          std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
          "bf16", {}, {}, 0, 0, 0};
@@ -559,12 +567,13 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
     args.push_back(val("max_pages", pages));
   }
   args.push_back(val("scale", 1.0f / std::sqrt(float(dim))));
-  c.launches = {{paged ? "attention_decode_bf16_d128_g4_p16" : "attention_decode_bf16_d128_g4", args},
+  if (window) args.push_back(val("window", window));
+  c.launches = {{paged ? "attention_decode_bf16_d128_g4_p16" : window ? "attention_decode_bf16_d128_g4_window" : "attention_decode_bf16_d128_g4", args},
                 {"attention_decode_merge_bf16_d128",
                  {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
                   val("splits", splits)}}};
-  c.bytes = 2.0 * double(cache);
-  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false};
+  c.bytes = 2.0 * double(cache) * span / context;
+  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false, window};
   return c;
 }
 
@@ -712,6 +721,9 @@ std::vector<Case> cases(Sizes sizes) {
     if (tiny) out.push_back(attentionDecodeCase(2, 70, 8, 32));
     // Paged, beside the contiguous rows at context 4096.
     for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 64 : 4096, tiny ? 8 : 32, 0, true));
+    // A sliding window of 4096 positions (Mistral's) in a context of 32768: what the window's K and
+    // V cost, against the copy of those bytes.
+    for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 70 : full ? 32768 : 4096, tiny ? 8 : 32, 0, false, tiny ? 40 : full ? 4096 : 1024));
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
@@ -1029,7 +1041,8 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
   for (uint32_t s = 0; s < 16; ++s) {
     const uint32_t b = s % a.batch, h = (s * 7) % a.qHeads, i = (s * 131) % a.seqQ, kv = h / group;
     const size_t row = (size_t(b) * a.seqQ + i) * a.qHeads + h;  // q and o: [batch, seq_q, q_heads, D]
-    const int64_t last = a.causal ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
+    const int64_t last = a.causal || a.decode ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
+    const int64_t from = a.window && last + 1 > a.window ? last + 1 - a.window : 0;  // the window's first key
     const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
     const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
     const std::vector<uint16_t> k = bf16s(*mem[1], first, keys * a.kvHeads * D), v = bf16s(*mem[2], first, keys * a.kvHeads * D);
@@ -1037,6 +1050,10 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     std::vector<double> p(keys);
     double mx = -INFINITY, sum = 0;
     for (size_t j = 0; j < keys; ++j) {
+      if (int64_t(j) < from) {  // before the window: weight 0
+        p[j] = -INFINITY;
+        continue;
+      }
       double dot = 0;
       for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d);
       mx = std::max(mx, p[j] = dot * scale);

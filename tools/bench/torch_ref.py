@@ -89,6 +89,13 @@ def make_case(torch, op, shape, dtype):
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
     # _lenN: other splits; _paged: the same cache through a block table: the same problem.
+    # _windowW: a sliding window; PyTorch attends to the window's W rows, all it needs to read.
+    if op.startswith("attention_decode_window"):
+        batch, ctx, q_heads, kv_heads, dim = dims
+        group, rows = q_heads // kv_heads, min(int(op[len("attention_decode_window"):]), ctx)
+        return (lambda: (rand(batch, kv_heads, group, dim), rand(batch, kv_heads, rows, dim),
+                         rand(batch, kv_heads, rows, dim))), (
+            lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
     if op in ("attention_decode", "attention_decode_paged") or op.startswith("attention_decode_len"):
         # One query token per sequence, q_heads / kv_heads of them per kv head. SDPA on [B, KH, G,
         # D] queries against [B, KH, ctx, D] keys: the group's heads become query rows of one kv
