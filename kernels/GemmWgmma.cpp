@@ -107,7 +107,7 @@ std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p,
 }
 
 // The third coordinate of an operand's box: its batch, or 0 when its stride is 0 (every batch
-// multiplies the same matrix; the map's plane stride is then a placeholder).
+// multiplies the same matrix; the map's plane stride is then the matrix's own size).
 Value planeOf(KernelBuilder& kb, Value stride, Value z, std::string_view name) {
   return kb.select((stride == uint64_t{0}).named("shared_operand"), kb.u32(0), z, name);
 }
@@ -283,12 +283,17 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
   // encoded over 1 column and never read.
   const Expr k = max(Expr::param("k"), Expr(1));
   const Expr lda = max(Expr::param("lda") * 2, Expr(16)), ldb = max(Expr::param("ldb") * 2, Expr(16));
-  // The batch is each map's third dimension. Its stride counts only with batch > 1 (min(batch, 2)
-  // / 2 is 0 for batch 0 and 1): one matrix needs no stride that TMA can take; a stride of 0
-  // (one matrix for every batch) becomes a placeholder the kernel never steps (planeOf).
+  // The batch is each map's third dimension. Its stride is the caller's only with batch > 1 and a
+  // stride other than 0 (min(batch, 2) / 2 and min(stride, 1) are 0 or 1): otherwise the kernel
+  // never steps it (one matrix; or one for every batch, planeOf), and the plane is the matrix's
+  // own size, rows times row stride, a stride TMA takes whatever the caller's.
   const Expr planes = max(batch, Expr(1)), several = min(batch, Expr(2)) / 2;
-  const Expr planeA = max(Expr::param("stride_a") * 2 * several, Expr(16));
-  const Expr planeB = max(Expr::param("stride_b") * 2 * several, Expr(16));
+  auto plane = [&](const char* stride, const Expr& rows, const Expr& rowBytes) {
+    const Expr own = several * min(Expr::param(stride), Expr(1));
+    return Expr::param(stride) * 2 * own + max(rows, Expr(1)) * rowBytes * (Expr(1) - own);
+  };
+  const Expr planeA = plane("stride_a", c.a == Layout::Row ? m : Expr::param("k"), lda);
+  const Expr planeB = plane("stride_b", c.b == Layout::Col ? n : Expr::param("k"), ldb);
   // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
   rule.tensorMaps.push_back(c.a == Layout::Row
                                 ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kKBlock, kTileM, 1}, kSwizzle}
