@@ -300,6 +300,47 @@ TEST_CASE("interp: cvt between floats with rounding modes") {
   checkOp({"f32"}, "%r = cvt.sat %a : f32 -> f32", "f32", {{{f32(1.5f)}, f32(1)}, {{0x7FC00000}, 0}, {{f32(-0.0f)}, 0}});
 }
 
+TEST_CASE("interp: every f16 value widens to f32 exactly and rounds back to itself") {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    const float f = tn::ir::f16ToF32(bits);
+    const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    const double magnitude = exp == 0 ? std::ldexp(double(mant), -24) : std::ldexp(double(mant | 0x400), int(exp) - 25);
+    if (exp == 0x1F && mant) {
+      CHECK_MESSAGE(std::isnan(f), hex(h));
+      continue;
+    }
+    const double expected = exp == 0x1F ? INFINITY : magnitude;
+    CHECK_MESSAGE(double(f) == ((h & 0x8000) ? -expected : expected), hex(h));
+    CHECK_MESSAGE(std::signbit(f) == bool(h & 0x8000), hex(h));
+    CHECK_MESSAGE(tn::ir::f32ToF16(f) == bits, hex(h));
+  }
+}
+
+TEST_CASE("interp: f32 to bf16 and f16 round to nearest even as the general rounding does") {
+  // f64ToBf16 and f64ToF16 take the general path; f32ToBf16 and f32ToF16 in round-to-nearest
+  // take bit paths.
+  auto same = [](uint32_t bits) {
+    const float f = std::bit_cast<float>(bits);
+    CHECK_MESSAGE(tn::ir::f32ToBf16(f) == tn::ir::f64ToBf16(double(f)), hex(bits));
+    CHECK_MESSAGE(tn::ir::f32ToF16(f) == tn::ir::f64ToF16(double(f)), hex(bits));
+  };
+  // Every exponent and leading fraction, with the dropped bits of both formats at their ties.
+  for (uint32_t hi = 0; hi < 0x10000; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x0FFFu, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x7FFFu, 0x8000u,
+                        0x8001u, 0xFFFFu})
+      same(hi << 16 | lo);
+  // f16's largest finite value and the tie past it; its smallest normal and what lies just below.
+  for (uint32_t edge : {0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x38800000u, 0x387FFFFFu,
+                        0x387FF000u, 0x387FEFFFu})
+    for (uint32_t sign : {0u, 0x80000000u}) same(edge | sign);
+  uint32_t x = 0x12345678u;
+  for (int i = 0; i < 200000; ++i) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    same(x);
+  }
+}
+
 TEST_CASE("interp: cvt float to integer saturates, NaN gives 0 or 1 << (width - 1)") {
   checkOp({"f32"}, "%r = cvt.rzi %a : f32 -> s32", "s32",
           {{{f32(3.7f)}, 3}, {{f32(-3.7f)}, 0xFFFFFFFD}, {{f32(3e9f)}, 0x7FFFFFFF}, {{f32(-3e9f)}, kMin32},

@@ -47,7 +47,8 @@ float floatElement(Scalar s, uint32_t bits) {
 // Floats: each D element starts from C (exact in f32) and adds the products in k order with one
 // f32 fma each (exact product, one rounding per step); f16 results round to nearest once at the
 // end. Integers: s32 arithmetic that wraps around.
-void mmaWarp(uint64_t* regs, const Code& k) {
+// Cloned for CPUs with fma instructions: std::fma is then one instruction instead of a libm call.
+[[gnu::target_clones("fma", "default")]] void mmaWarp(uint64_t* regs, const Code& k) {
   const Scalar in = k.srcScalar, acc = k.scalar;
   const unsigned e = in == Scalar::S8 || in == Scalar::U8 ? 4 : in == Scalar::F32 ? 1 : 2;
   const unsigned K = 8 * e, width = 32 / e;
@@ -68,6 +69,14 @@ void mmaWarp(uint64_t* regs, const Code& k) {
           acc == Scalar::F16 ? (fragReg(regs, k.src[2], i / 2, l) >> (16 * (i & 1))) & 0xFFFFu
                              : fragReg(regs, k.src[2], i, l);
   }
+  // Float operands widened once each, not once per product.
+  float af[16][32], bf[32][8];
+  if (acc != Scalar::S32) {
+    for (unsigned m = 0; m < 16; ++m)
+      for (unsigned kk = 0; kk < K; ++kk) af[m][kk] = floatElement(in, a[m][kk]);
+    for (unsigned kk = 0; kk < K; ++kk)
+      for (unsigned n = 0; n < 8; ++n) bf[kk][n] = floatElement(in, b[kk][n]);
+  }
   uint32_t d[16][8];
   for (unsigned m = 0; m < 16; ++m)
     for (unsigned n = 0; n < 8; ++n) {
@@ -82,7 +91,7 @@ void mmaWarp(uint64_t* regs, const Code& k) {
         continue;
       }
       float sum = acc == Scalar::F16 ? ir::f16ToF32(static_cast<uint16_t>(c[m][n])) : std::bit_cast<float>(c[m][n]);
-      for (unsigned kk = 0; kk < K; ++kk) sum = std::fma(floatElement(in, a[m][kk]), floatElement(in, b[kk][n]), sum);
+      for (unsigned kk = 0; kk < K; ++kk) sum = std::fma(af[m][kk], bf[kk][n], sum);
       d[m][n] = acc == Scalar::F16 ? ir::f32ToF16(sum) : std::bit_cast<uint32_t>(sum);
     }
   for (uint32_t l = 0; l < kWarpSize; ++l) {
@@ -149,7 +158,7 @@ uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x,
 
 // Each D element starts from C (or 0 without scale-d) and adds the 16 products in k order with
 // one f32 fma each: the mma model's numerics.
-void wgmmaProduct(Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
+[[gnu::target_clones("fma", "default")]] void wgmmaProduct(Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
                   uint32_t* d) {
   float av[64 * 16];
   for (unsigned i = 0; i < 64 * 16; ++i) av[i] = floatElement(in, a[i]);
