@@ -47,6 +47,7 @@ struct Config {
   unsigned pageSize = 0;  // 0: a sequence's rows are contiguous from offsets[b]
   bool window = false;    // the u32 parameter window: only the last `window` positions (0: all)
   bool softcap = false;   // the f32 parameter softcap: scaled scores s become softcap tanh(s / softcap)
+  bool alibi = false;     // the f32 [q_heads] parameter alibi_slopes: scores gain slope (t - (len - 1))
   unsigned perLane() const { return dim / 32; }
 };
 
@@ -55,7 +56,7 @@ Config configOf(const Options& o) {
   auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
           static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window"),
-          o.all().count("softcap") && o.flag("softcap")};
+          o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi")};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -126,6 +127,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value lengths = kb.param(kGlobalPtr, "lengths");
   Value partial = kb.param(kGlobalPtr, "partial");
   Value stats = kb.param(kGlobalPtr, "stats");
+  Value slopes = c.alibi ? kb.param(kGlobalPtr, "alibi_slopes") : Value();
   kb.param(Type::u32(), "batch");  // the grid's z extent
   Value kvHeads = kb.param(Type::u32(), "kv_heads");
   Value splits = kb.param(Type::u32(), "splits");
@@ -170,6 +172,17 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value qScale = (scale * kLog2e).named("q_scale");
   Value cap = c.softcap ? (softcapArg * kLog2e).named("cap") : Value();
   Value capRate = c.softcap ? (2.0f * kb.rcp(softcapArg)).named("cap_rate") : Value();
+  Value capOn = c.softcap ? (softcapArg != 0.0f).named("cap_on") : Value();
+  // ALiBi: query head g's slope in the log2 domain; the query sits at position len - 1.
+  std::vector<Value> slope2;
+  Value lastPos;
+  if (c.alibi) {
+    for (unsigned g = 0; g < G; ++g) {
+      Value at = (h * G + g).named("q_head");
+      slope2.push_back(kb.load(kb.index(slopes, at, 4), Type::f32(), {Mod::NcMod}, "alibi_slope") * kLog2e);
+    }
+    lastPos = (kb.cvt(len, Type::f32(), {Mod::Rn}) - 1.0f).named("last_pos");
+  }
   std::vector<std::vector<Value>> qv;
   // Every slice starts at a multiple of its size from its tensor's base (rows are head_dim
   // elements), so aligned bases make every slice load aligned.
@@ -206,13 +219,14 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
         (t0 + warp).named("t_start"), t1, kb.u32(kWarps * unroll), init,
         [&](Value t, std::span<Value> carried) {
           // Positions t and t + 4 (when inside the split): every load first.
-          std::vector<Value> valid, ks, vs;
+          std::vector<Value> valid, positions;
           std::vector<std::vector<Value>> kv, vv;
           for (unsigned u = 0; u < unroll; ++u) {
             Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
             Value in = u == 0 ? kb.pred(true) : (tu < t1).named("in_split");
             Value row = rowAt(kb.select(in, tu, t));
             valid.push_back(in);
+            positions.push_back(tu);
             kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
             vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
           }
@@ -228,9 +242,20 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
               dots.push_back(dot);
             }
           std::vector<Value> sums = warpSumEach(kb, dots, lane);
-          // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap.
+          // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap; a cap
+          // of 0 leaves the scores alone.
           if (c.softcap)
-            for (Value& x : sums) x = softcap(kb, x, capRate, cap);
+            sums = kb.if_else(capOn, [&] {
+              std::vector<Value> capped = sums;
+              for (Value& x : capped) x = softcap(kb, x, capRate, cap);
+              return capped;
+            }, [&] { return sums; }, {.label = "softcap"});
+          // ALiBi: slope (t - (len - 1)), at most 0; positions are exact in f32 below 2^24.
+          if (c.alibi)
+            for (unsigned u = 0; u < unroll; ++u) {
+              Value dist = (kb.cvt(positions[u], Type::f32(), {Mod::Rn}) - lastPos).named("dist");
+              for (unsigned g = 0; g < G; ++g) sums[u * G + g] = kb.fma(slope2[g], dist, sums[u * G + g], "biased");
+            }
           std::vector<std::vector<Value>> scores(G);
           for (unsigned u = 0; u < unroll; ++u)
             for (unsigned g = 0; g < G; ++g)
@@ -397,8 +422,11 @@ void addAttention(std::vector<Template>& out) {
               "and global layers; split s then covers positions from max(length - window, 0) + s * split_len, so "
               "ceil(min(length, window) / split_len) splits suffice"),
        option("softcap", false,
-              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; positive) turns each "
-              "scaled score s into softcap * tanh(s / softcap) before the softmax")},
+              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; 0: no cap) turns "
+              "each scaled score s into softcap * tanh(s / softcap) before the softmax"),
+       option("alibi", false,
+              "ALiBi position biases: the f32 [q_heads] parameter alibi_slopes (after stats) adds "
+              "-alibi_slopes[h] * (length - 1 - t) to query head h's scaled (and capped) score of position t")},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};

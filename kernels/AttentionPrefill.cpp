@@ -46,7 +46,7 @@ namespace prefill {
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
-          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap")};
+          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap"), o.flag("alibi")};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -63,6 +63,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
     if (!c.pageSize) p.arrays.kvOffsets = kb.param(kGlobalPtr, "kv_offsets");
     p.arrays.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
   }
+  if (c.alibi) p.alibiSlopes = kb.param(kGlobalPtr, "alibi_slopes");
   kb.param(ir::Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(ir::Type::u32(), "max_seq_q");  // the grid's x extent
@@ -82,10 +83,24 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   return p;
 }
 
-std::pair<Value, Value> capOf(KernelBuilder& kb, const Params& p) {
-  if (!p.softcap.valid()) return {};
-  Value cap = (p.softcap * kb.rcp(p.scale)).named("cap");
-  return {cap, (2.0f * kLog2e * kb.rcp(cap)).named("cap_rate")};
+Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
+                  Value scale2, Value row0, Value row1, Value qh) {
+  Softmax s{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window};
+  if (c.softcap) {
+    s.capOn = (p.softcap != 0.0f).named("cap_on");
+    s.cap = (p.softcap * kb.rcp(p.scale)).named("cap");
+    s.capRate = (2.0f * kLog2e * kb.rcp(s.cap)).named("cap_rate");
+  }
+  if (c.alibi) {
+    // Causal, a row's keys lie at or before its position: the bias is slope (j - i'), no |.|.
+    Value slope = kb.load(kb.index(p.alibiSlopes, qh, 4), ir::Type::f32(), {ir::Mod::NcMod}, "alibi_slope");
+    Value raw = (slope / p.scale).named("slope_raw");
+    s.slope = c.causal ? raw : kb.neg(raw, "slope_neg");
+    Value seqQf = kb.cvt(seqQ, ir::Type::f32(), {ir::Mod::Rn}, "seq_q_f");
+    for (unsigned r = 0; r < 2; ++r)
+      s.rowPos[r] = (kb.cvt(s.rows[r] + seqK, ir::Type::f32(), {ir::Mod::Rn}) - seqQf).named("row_pos");
+  }
+  return s;
 }
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
@@ -125,8 +140,24 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> sv, Value m[2], Value l[2], Value corr[2]) {
+  // A cap of 0 leaves the scores alone (one kernel for capped and uncapped layers).
   if (c.softcap)
-    for (Value& x : sv) x = softcap(kb, x, s.capRate, s.cap);
+    sv = kb.if_else(s.capOn, [&] {
+      std::vector<Value> capped = sv;
+      for (Value& x : capped) x = softcap(kb, x, s.capRate, s.cap);
+      return capped;
+    }, [&] { return sv; }, {.label = "softcap"});
+  // ALiBi: 3 instructions a score (2 causal): the distance from the tile's first key of the
+  // thread's, plus the element's offset, then one fma. Positions are exact in f32 below 2^24.
+  if (c.alibi) {
+    Value key0 = kb.cvt(k0 + (s.t << 1u), ir::Type::f32(), {ir::Mod::Rn}, "key0_f");
+    const Value dist[2] = {(key0 - s.rowPos[0]).named("dist_g"), (key0 - s.rowPos[1]).named("dist_g8")};
+    for (unsigned i = 0; i < sv.size(); ++i) {
+      const unsigned offset = 8 * (i >> 2) + (i & 1);
+      Value d = offset ? (dist[(i >> 1) & 1] + float(offset)).named("dist") : dist[(i >> 1) & 1];
+      sv[i] = kb.fma(s.slope, c.causal ? d : kb.abs(d), sv[i], "biased");
+    }
+  }
   // Masks cost 3 instructions a score (4 with a window): only on the tiles that hold a masked key.
   Value partial = (k0 + keys > s.seqK).named("partial_tile");
   if (c.causal)
@@ -436,8 +467,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
-  const auto [cap, capRate] = capOf(kb, p);
-  const Softmax sm{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window, cap, capRate};
+  const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, q0, t, scale2, row0, row1, qh);
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
@@ -519,8 +549,12 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "keys up to each row's own, j > i + seq_k - seq_q - window (0: all of them), so one kernel serves a "
               "model's local and global layers; key tiles before a block's windows are skipped"),
        option("softcap", false,
-              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; positive) turns each "
-              "scaled score s into softcap * tanh(s / softcap) before the softmax"),
+              "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; 0: no cap) turns "
+              "each scaled score s into softcap * tanh(s / softcap) before the softmax"),
+       option("alibi", false,
+              "ALiBi position biases: the f32 [q_heads] parameter alibi_slopes (after the other pointers) adds "
+              "-alibi_slopes[h] * |i + seq_k - seq_q - j| to query head h's scaled (and capped) score of row i "
+              "and key j"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
               "or [rows, q_heads] with varlen; -inf for a row without keys"),

@@ -19,13 +19,14 @@ struct Config {
   bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
   bool window = false;    // sliding window (causal only): the u32 parameter window after scale
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
+  bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
 Config configOf(const Options& o);
 
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
-// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], batch, then max_seq_q and
+// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], batch, then max_seq_q and
 // with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride (paged: kv_rows with
 // tmaParams); then [max_pages], q_heads, kv_heads, scale, [window], [softcap]. q_rows and kv_rows are the row
 // counts of q and k/v, the extents of the wgmma member's tensor maps.
@@ -40,6 +41,7 @@ struct Params {
   Value qHeads, kvHeads, scale;
   Value window;                    // window: a query sees the last `window` keys up to its own
   Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
+  Value alibiSlopes;               // alibi: f32 [q_heads], head h's scores gain -slope_h |i - j|
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 
@@ -81,18 +83,24 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 // (mma's C layout per 8 keys, which is also wgmma's accumulator layout). Keys past seq_k and,
 // causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
 // wide from k0; q0 is the first of the 64 rows the tile is multiplied for), and with a window
-// the keys before a row's window; with softcap, the scores capped first (capOf). m, l: the rows'
-// running maxes (raw score units)
-// and this thread's partial sums, updated; corr: the factors the output rows are rescaled by;
-// the result: P's A fragments (v4.b32), one per 16 keys, rounded to the storage type.
+// the keys before a row's window; with softcap, the scores capped first (a cap of 0: none), then
+// with alibi each biased by -slope |i + seq_k - seq_q - j| (raw units: slope / scale). m, l: the
+// rows' running maxes (raw score units) and this thread's partial sums, updated; corr: the
+// factors the output rows are rescaled by; the result: P's A fragments (v4.b32), one per 16 keys,
+// rounded to the storage type.
 struct Softmax {
   Value seqQ, seqK, q0, t, scale2;
   Value rows[2];
-  Value window = {};  // the window parameter (Config::window)
-  Value cap = {}, capRate = {};  // softcap: the cap in raw score units and 2 log2(e) / cap (capOf)
+  Value window = {};             // the window parameter (Config::window)
+  Value capOn = {};              // softcap: the cap is not 0
+  Value cap = {}, capRate = {};  // softcap: the cap in raw score units and 2 log2(e) / cap
+  Value slope = {};              // alibi: slope / scale, negated unless causal (f32)
+  Value rowPos[2] = {};          // alibi: the rows' positions among the keys, i + seq_k - seq_q (f32)
 };
-// Config::softcap: the cap in raw score units (softcap / scale) and the rate softcap() takes.
-std::pair<Value, Value> capOf(KernelBuilder& kb, const Params& p);
+// The softmax state of a warp's rows row0 and row1 (query head qh) from the kernel's parameters:
+// the window, the cap and the ALiBi slope the options ask for.
+Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
+                  Value scale2, Value row0, Value row1, Value qh);
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> scores, Value m[2], Value l[2], Value corr[2]);
 

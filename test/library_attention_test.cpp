@@ -23,6 +23,7 @@ struct Variant {
   uint32_t pageSize = 0;  // a paged cache (block_table, max_pages) when not 0
   bool window = false;    // the window parameter (Problem::window)
   bool softcap = false;   // the softcap parameter (Problem::softcap)
+  bool alibi = false;     // the alibi_slopes parameter (alibiSlopes, Problem::alibi)
 };
 
 constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
@@ -36,6 +37,15 @@ constexpr Variant kPaged64{"decode_f16_d256_g3_p64", "merge_f16_d256", Dtype::F1
 constexpr Variant kDecodeWindowBf16{"decode_bf16_d128_g4_window", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, true};
 constexpr Variant kDecodeWindowPaged{"decode_f32_d64_g1_p1_window", "merge_f32_d64", Dtype::F32, 64, 1, 1, true};
 constexpr Variant kDecodeSoftcap{"decode_bf16_d128_g4_softcap", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true};
+constexpr Variant kDecodeAlibi{"decode_bf16_d128_g4_softcap_alibi", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true, true};
+
+// ALiBi's slopes for `heads` query heads (2^(-8 (h + 1) / heads), the paper's for a power of two),
+// times `factor` (0: no bias).
+std::vector<float> alibiSlopes(uint32_t heads, float factor) {
+  std::vector<float> slopes;
+  for (uint32_t h = 0; h < heads; ++h) slopes.push_back(factor * std::exp2(-8.0f * float(h + 1) / float(heads)));
+  return slopes;
+}
 
 struct Problem {
   std::vector<uint32_t> lengths;
@@ -48,6 +58,7 @@ struct Problem {
   uint32_t misalign = 0;
   uint32_t window = 0;  // sliding window (a window variant): the last `window` positions, 0 all
   float softcap = 0;    // a softcap variant's cap: scaled scores s become softcap tanh(s / softcap)
+  float alibi = 1;      // an alibi variant's slopes: alibiSlopes(q_heads, alibi)
 };
 
 // A paged cache for sequences of `lengths` positions: each sequence's pages, in its row of the
@@ -125,6 +136,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   else call.buffer("offsets", offsets);
   if (v.window) call.scalar("window", p.window);
   if (v.softcap) call.scalar("softcap", p.softcap);
+  const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
+  if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs first = r.run(call);
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
   Outputs second = r.run(Call("attention", v.merge)
@@ -149,7 +162,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
         double dot = 0;
         for (uint32_t d = 0; d < D; ++d) dot += double(qrow[d]) * row(k, t)[d];
         s[t] = dot * scale;
-        if (v.softcap) s[t] = p.softcap * std::tanh(s[t] / p.softcap);
+        if (v.softcap && p.softcap != 0) s[t] = p.softcap * std::tanh(s[t] / p.softcap);
+        s[t] -= double(slopes[qh]) * (len - 1 - t);
         m = std::max(m, s[t]);
         if (std::isnan(s[t])) m = s[t];
       }
@@ -164,7 +178,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   std::string what = std::string(v.decode) + " batch " + std::to_string(B) + " kv_heads " + std::to_string(KH) +
                      " split_len " + std::to_string(p.splitLen) + (P ? " page_size " + std::to_string(P) : "") +
                      (v.window ? " window " + std::to_string(p.window) : "") +
-                     (v.softcap ? " softcap " + std::to_string(p.softcap) : "");
+                     (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
+                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
   // to 1, so the output is off by at most ~1e-5 * max|v| = 1e-5, plus its rounding to storage.
@@ -224,6 +239,7 @@ struct PrefillVariant {
   uint32_t pageSize = 0;    // k and v a paged cache (block_table, max_pages) when not 0
   bool window = false;      // the window parameter (Prefill::window, checkVarlen's window)
   bool softcap = false;     // the softcap parameter (Prefill::softcap)
+  bool alibi = false;       // the alibi_slopes parameter (alibiSlopes, Prefill::alibi)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -266,6 +282,9 @@ constexpr PrefillVariant k90Softcap{"prefill90_bf16_d128_softcap", Dtype::BF16, 
 constexpr PrefillVariant k90Bf16D256Causal{"prefill90_bf16_d256_causal", Dtype::BF16, 256, true, true, "attention90", 64};
 constexpr PrefillVariant k90F16D256{"prefill90_f16_d256", Dtype::F16, 256, false, false, "attention90", 64};
 constexpr PrefillVariant k90D256VarlenPaged{"prefill90_bf16_d256_varlen_causal_p16", Dtype::BF16, 256, true, false, "attention90", 64, true, "", 16};
+constexpr PrefillVariant kAlibiSoftcap{"prefill_f16_d64_softcap_alibi", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, false, true, true};
+constexpr PrefillVariant kAlibiVarlen{"prefill_bf16_d128_varlen_causal_alibi", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, false, false, true};
+constexpr PrefillVariant k90AlibiWindow{"prefill90_bf16_d128_causal_window_alibi", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true, false, true};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -277,13 +296,22 @@ struct Prefill {
   uint32_t at = 0;
   uint32_t window = 0;  // sliding window (a window variant): keys j > i + seq_k - seq_q - window; 0 all
   float softcap = 0;    // a softcap variant's cap: scaled scores s become softcap tanh(s / softcap)
+  float alibi = 1;      // an alibi variant's slopes: alibiSlopes(q_heads, alibi)
+};
+
+// ALiBi's bias of a query at position `pos` among the keys: -slope |pos - j|.
+struct Bias {
+  double slope = 0;
+  int64_t pos = 0;
+  double at(uint32_t j) const { return -slope * double(std::abs(pos - int64_t(j))); }
 };
 
 // Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
-// it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none).
+// it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none);
+// the scaled scores capped by a softcap other than 0, then biased.
 double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_t)>& sees,
                  const std::function<const float*(uint32_t)>& k, const std::function<const float*(uint32_t)>& v,
-                 uint32_t d, float scale, std::vector<double>& out, double softcap = 0) {
+                 uint32_t d, float scale, std::vector<double>& out, double softcap = 0, Bias bias = {}) {
   std::vector<double> s;
   std::vector<uint32_t> seen;
   double m = -std::numeric_limits<double>::infinity();
@@ -292,7 +320,7 @@ double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_
     double dot = 0;
     for (uint32_t e = 0; e < d; ++e) dot += double(q[e]) * k(j)[e];
     seen.push_back(j);
-    s.push_back(softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale);
+    s.push_back((softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale) + bias.at(j));
     m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
   }
   double sum = 0;
@@ -342,6 +370,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.lse) call.buffer("lse", lse);
   if (v.window) call.scalar("window", p.window);
   if (v.softcap) call.scalar("softcap", p.softcap);
+  const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
+  if (v.alibi) call.buffer("alibi_slopes", slopes);
   call.target(v.target);
   Outputs out = r.run(call);
 
@@ -367,7 +397,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
         const size_t at = want.size();
         wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
                                     [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
-                                    scale, want, v.softcap ? p.softcap : 0.0));
+                                    scale, want, v.softcap ? p.softcap : 0.0, {slopes[qh], int64_t(i) + SK - SQ}));
         if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
           want[at + 5] = std::numeric_limits<double>::quiet_NaN();
       }
@@ -375,7 +405,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
                      std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH) +
                      (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "") +
                      (v.window ? " window " + std::to_string(p.window) : "") +
-                     (v.softcap ? " softcap " + std::to_string(p.softcap) : "");
+                     (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
+                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
   // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
@@ -474,7 +505,7 @@ namespace {
 // Sequences of their own (q, kv) lengths packed into one q/o and one k/v buffer with gaps of 2 and
 // 3 rows between them; the gaps of o and lse must keep their sentinel.
 void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
-                 uint32_t QH, uint32_t KH, uint32_t window = 0) {
+                 uint32_t QH, uint32_t KH, uint32_t window = 0, float alibi = 1) {
   const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
@@ -518,6 +549,8 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .scalar("scale", scale);
   if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
   if (v.window) call.scalar("window", window);
+  const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? alibi : 0.0f);
+  if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs out = r.run(call);
 
   std::vector<double> want(q.size(), sentinel), wantLse(size_t(qRows) * QH, sentinel);
@@ -532,11 +565,13 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
         };
         std::vector<double> o;
         wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
-                                           [&](uint32_t j) { return key(val, j); }, D, scale, o);
+                                           [&](uint32_t j) { return key(val, j); }, D, scale, o, 0,
+                                           {slopes[qh], int64_t(i) + kvLen[b] - qLen[b]});
         std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * D));
       }
   std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences" +
-                     (v.window ? " window " + std::to_string(window) : "");
+                     (v.window ? " window " + std::to_string(window) : "") +
+                     (v.alibi ? " alibi " + std::to_string(alibi) : "");
   expectClose(decode(v.d, out.get<std::byte>("o")), want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
   if (v.lse) expectClose(out.get<float>("lse"), wantLse, 1e-4, 1e-5, what + " lse");
 }
@@ -680,12 +715,13 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): sliding windows", attentionPrefi
 
 // Logit soft-capping (softcap = true): scaled scores s become softcap tanh(s / softcap) before the
 // softmax. Caps of 0.5 and 2 (most scores capped hard: |s| reaches about 3 here) and, in decode,
-// 50 (almost none); with a window; -inf in K becomes -softcap (a weight, not 0), +inf +softcap.
+// 50 (almost none) and 0 (no cap: the one kernel serves uncapped layers; prefill's in the ALiBi
+// test); with a window; -inf in K becomes -softcap (a weight, not 0), +inf +softcap.
 LIBRARY_TEST("attention: logit soft-capping", attentionSoftcap) {
   std::mt19937 rng(seed());
-  for (float cap : {0.5f, 2.0f, 50.0f}) {
+  for (float cap : {0.5f, 2.0f, 50.0f, 0.0f}) {
     checkDecode(r, rng, kDecodeSoftcap, {{0, 1, 31, 257}, 2, 64, Problem::Nan::None, 0, 0, 0, cap});
-    if (cap > 2.0f) continue;  // almost no score capped: the decode case shows it
+    if (cap > 2.0f || cap == 0.0f) continue;  // almost no score capped, or none: the decode case shows it
     Prefill p{1, 130, 130, 2, 2};
     p.window = cap < 1 ? 40 : 0;
     p.softcap = cap;
@@ -699,6 +735,29 @@ LIBRARY_TEST("attention: logit soft-capping", attentionSoftcap) {
   checkPrefill(r, rng, k90Softcap, inf);
   inf.window = 100;
   checkPrefill(r, rng, kSoftcapWindow, inf);
+}
+
+// ALiBi (alibi = true): query head h's scaled (and capped) scores gain -slope_h |i + seq_k - seq_q
+// - j|, the slopes 2^(-8 (h + 1) / q_heads) times 0 (no bias), 1 and 16 (only the nearest keys
+// weigh). Decode with a cap and without; prefill not causal (biased on both sides of a row's
+// position) after a prefix and with more rows than keys (positions below 0), capped and not;
+// causal varlen (each sequence's own positions); wgmma causal with a window and without.
+LIBRARY_TEST("attention: ALiBi position biases", attentionAlibi) {
+  std::mt19937 rng(seed());
+  for (float alibi : {0.0f, 1.0f, 16.0f})
+    checkDecode(r, rng, kDecodeAlibi, {{0, 1, 31, 257}, 2, 64, Problem::Nan::None, 0, 0, 0, alibi == 1 ? 2.0f : 0.0f, alibi});
+  for (float alibi : {1.0f, 16.0f}) {
+    Prefill p{1, 100, 150, 4, 2};
+    p.alibi = alibi;
+    p.softcap = alibi > 1 ? 0.0f : 2.0f;
+    checkPrefill(r, rng, kAlibiSoftcap, p);
+    Prefill w{1, 130, 200, 2, 1};
+    w.window = alibi > 1 ? 0 : 100;
+    w.alibi = alibi;
+    checkPrefill(r, rng, k90AlibiWindow, w);
+  }
+  checkPrefill(r, rng, kAlibiSoftcap, {2, 70, 20, 2, 2});
+  checkVarlen(r, rng, kAlibiVarlen, {{1, 1}, {17, 67}, {70, 5}, {3, 0}, {130, 130}}, 4, 2);
 }
 
 // head_dim 256 on the wgmma member: key tiles of 64 (the Q tile and two stages of K and V fill 193
