@@ -26,7 +26,7 @@ constexpr float kTwoPiLo = static_cast<float>(2.0 * std::numbers::pi - static_ca
 constexpr float kInvTwoPi = static_cast<float>(0.5 / std::numbers::pi);
 
 struct RopeOptions {
-  bool neox, positions, freqFactors, attnFactor;
+  bool neox, positions, freqFactors, attnFactor, rotaryDim;
 };
 
 std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnostics& diags) {
@@ -45,6 +45,9 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value kHeads = kb.param(Type::u32(), "k_heads");
   Value headDim = kb.param(Type::u32(), "head_dim");
+  // Partial rotation (GPT-NeoX, Phi, StableLM, ChatGLM): the first rotary_dim elements of a head
+  // form the pairs, the rest pass unchanged.
+  Value rotaryDim = o.rotaryDim ? kb.param(Type::u32(), "rotary_dim") : Value();
   Value posOffset = positions ? Value() : kb.param(Type::u32(), "pos_offset");
   Value theta = kb.param(Type::f32(), "theta");
   // Both rotated values scaled by attn_factor (YaRN's and LongRoPE's magnitude correction).
@@ -53,10 +56,12 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
   unsigned bytes = bytesOf(s), V = vecElems(s);
 
   Value allHeads = (qHeads + kHeads).named("all_heads");
-  Value half = (headDim >> 1u).named("half");
+  // The rotated elements: all of the head's, or the first rotary_dim (at most head_dim).
+  Value rot = o.rotaryDim ? kb.min(rotaryDim, headDim, "rot") : headDim;
+  Value half = (rot >> 1u).named("half");
   Value d64 = kb.cvt(headDim, Type::u64());
-  // Pair i turns at theta^(-2i/head_dim) = 2^(i * expStep) radians per position.
-  Value expStep = (kb.lg2(theta) * kb.rcp(kb.cvt(headDim, Type::f32())) * -2.0f).named("exp_step");
+  // Pair i turns at theta^(-2i/rot) = 2^(i * expStep) radians per position.
+  Value expStep = (kb.lg2(theta) * kb.rcp(kb.cvt(rot, Type::f32())) * -2.0f).named("exp_step");
   // .ftz (no range fix-ups around the MUFU): the frequency lies in [1/theta, 1], never subnormal.
   auto freqOf = [&](Value i) {
     Value freq = ex2Approx(kb, kb.cvt(i, Type::f32()) * expStep, "freq");
@@ -99,9 +104,12 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
         {.label = "tokens", .iv = "t"});
   };
 
-  // Both neox halves (head_dim/2 elements each) or every interleaved chunk of V elements must be
-  // whole 16-byte vectors, so that with q and k aligned every vector below is aligned.
-  Value dimOk = ((headDim & (neox ? 2 * V - 1 : V - 1)) == 0u).named("dim_ok");
+  // Both neox halves (rot/2 elements each) or every interleaved chunk of V elements must be
+  // whole 16-byte vectors, and so must the rows, so that with q and k aligned every vector below
+  // is aligned.
+  // Nothing to rotate (rot 0) takes the scalar path, whose loop has no pair to run.
+  Value dimOk = (((rot & (neox ? 2 * V - 1 : V - 1)) == 0u) & (rot != 0u)).named("dim_ok");
+  if (o.rotaryDim) dimOk = (dimOk & ((headDim & (V - 1)) == 0u)).named("dim_ok");
   Value vectorOk = (allAligned(kb, {q, k}, 16) & dimOk).named("vector_ok");
   kb.if_else(
       vectorOk,
@@ -110,7 +118,7 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
         // (neox: V pairs). The block's heads have `units` each, taken by its 128 threads in turn,
         // so short heads still fill the warps.
         unsigned pairsPerUnit = neox ? V : V / 2;
-        Value units = kb.div(headDim, kb.u32(neox ? 2 * V : V), "units");
+        Value units = kb.div(rot, kb.u32(neox ? 2 * V : V), "units");
         Value firstHead = (kb.ctaid(Mod::X) * kHeadsPerBlock).named("first_head");
         Value blockUnits = (kb.min(allHeads - firstHead, kb.u32(kHeadsPerBlock)) * units).named("block_units");
         Value tid = kb.mad(kb.tid(Mod::Y), kb.u32(32), kb.tid(Mod::X), "tid");
@@ -208,10 +216,15 @@ void addRope(std::vector<Template>& out) {
               "give it"),
        option("attn_factor", false,
               "both rotated values multiplied by the f32 parameter attn_factor (after theta): YaRN's and "
-              "LongRoPE's magnitude scale")},
+              "LongRoPE's magnitude scale"),
+       option("rotary_dim", false,
+              "partial rotation (GPT-NeoX, Phi, StableLM): the u32 parameter rotary_dim (after head_dim) rotates "
+              "only the first min(rotary_dim, head_dim) elements of each head, in place of head_dim in the pairs "
+              "and frequencies above (freq_factors then has rotary_dim / 2 entries); the others are left as they are")},
       [](const Options& o, ir::Diagnostics& d) {
         return buildRope(storageOption(o),
-                         {o.text("layout") == "neox", o.flag("positions"), o.flag("freq_factors"), o.flag("attn_factor")},
+                         {o.text("layout") == "neox", o.flag("positions"), o.flag("freq_factors"), o.flag("attn_factor"),
+                          o.flag("rotary_dim")},
                          d);
       },
       [](const Options&) {

@@ -16,6 +16,8 @@ struct Shape {
   std::vector<uint32_t> positions = {};  // token t's position when not empty (a `positions` kernel)
   std::vector<float> factors = {};       // freq_factors (head_dim / 2 of them) when not empty
   float attnFactor = 0;                  // attn_factor when not 0
+  uint32_t rotaryDim = ~0u;              // rotary_dim (a `_rd` kernel) when not ~0u
+  uint32_t rot() const { return std::min(rotaryDim, headDim); }
   double pos(uint32_t t) const { return positions.empty() ? double(posOffset) + t : double(positions[t]); }
 };
 
@@ -31,7 +33,7 @@ struct Shape {
 
 void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool neox, Dtype d,
                std::vector<double>& want, std::vector<double>& tol) {
-  uint32_t half = s.headDim / 2;
+  const uint32_t rot = s.rot(), half = rot / 2;
   want.assign(x.begin(), x.end());
   tol.assign(x.size(), 0.0);
   for (uint32_t t = 0; t < s.tokens; ++t)
@@ -39,7 +41,7 @@ void reference(const std::vector<float>& x, uint32_t heads, const Shape& s, bool
       size_t row = (size_t(t) * heads + h) * s.headDim;
       double pos = s.pos(t);
       for (uint32_t i = 0; i < half; ++i) {
-        double freq = std::pow(double(s.theta), -2.0 * i / s.headDim);
+        double freq = std::pow(double(s.theta), -2.0 * i / rot);
         // A factor's reciprocal and the product round twice more: 2^-23 of the angle.
         double factorErr = 0;
         if (!s.factors.empty()) {
@@ -78,7 +80,8 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   std::vector<float> k = roundTo(d, uniform(rng, size_t(s.tokens) * s.kHeads * s.headDim));
   const bool perToken = !s.positions.empty();
   std::string name = std::string("rope_") + (neox ? "neox_" : "interleaved_") + dtypeName(d) + (perToken ? "_pos" : "") +
-                     (s.factors.empty() ? "" : "_ff") + (s.attnFactor != 0 ? "_af" : "");
+                     (s.factors.empty() ? "" : "_ff") + (s.attnFactor != 0 ? "_af" : "") +
+                     (s.rotaryDim != ~0u ? "_rd" : "");
   Call call("rope", name);
   call.buffer("q", encode(d, q), misalignQ)
       .buffer("k", encode(d, k), misalignK)
@@ -91,6 +94,7 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   else call.scalar("pos_offset", s.posOffset);
   if (!s.factors.empty()) call.buffer("freq_factors", s.factors);
   if (s.attnFactor != 0) call.scalar("attn_factor", s.attnFactor);
+  if (s.rotaryDim != ~0u) call.scalar("rotary_dim", s.rotaryDim);
   Outputs out = r.run(call);
   std::ostringstream what;
   what << name << " tokens=" << s.tokens << " heads=" << s.qHeads << "/" << s.kHeads << " head_dim=" << s.headDim
@@ -100,6 +104,7 @@ void runRope(Runner& r, Dtype d, bool neox, const Shape& s, std::mt19937& rng, u
   if (misalignQ || misalignK) what << " misaligned q+" << misalignQ << " k+" << misalignK;
   if (!s.factors.empty()) what << " freq_factors";
   if (s.attnFactor != 0) what << " attn_factor=" << s.attnFactor;
+  if (s.rotaryDim != ~0u) what << " rotary_dim=" << s.rotaryDim;
   std::vector<double> want, tol;
   reference(q, s.qHeads, s, neox, d, want, tol);
   check(decode(d, out.get<std::byte>("q")), want, tol, what.str() + " q");
@@ -238,4 +243,23 @@ LIBRARY_TEST("rope freq_factors and attn_factor", ropeScaling) {
   }
   // Misaligned (GPU only): the scalar path with factors.
   runRope(r, Dtype::F32, true, {2, 3, 1, 64, 50, 10000.0f, {}, llama3Factors(64, 10000.0), 1.1f}, rng, 4, 0);
+}
+
+// Partial rotation (rotary_dim): GPT-NeoX's and Phi-2's quarter and Phi's/StableLM's halves of a
+// head on the vector path, a rotary_dim that only the scalar path takes (not a whole number of
+// vector pairs), an odd one (its last element stays), one past head_dim (all of it), 0 (nothing),
+// rows that are not whole vectors, with freq_factors of rotary_dim / 2 entries, and per-token
+// positions.
+LIBRARY_TEST("rope rotary_dim rotates the first elements of each head", ropeRotaryDim) {
+  std::mt19937 rng(seed());
+  for (bool neox : {true, false}) {
+    for (uint32_t rd : {32u, 64u, 24u, 13u, 200u, 0u})
+      runRope(r, Dtype::BF16, neox, {3, 4, 2, 128, 1000, 10000.0f, {}, {}, 0, rd}, rng);
+    runRope(r, Dtype::F32, neox, {2, 3, 1, 80, 7, 10000.0f, {}, {}, 0, 40}, rng);  // head_dim 80: Phi-2's
+    // Rows of 100 bf16 elements are not all 16-byte aligned: the scalar path, though 32 would do.
+    runRope(r, Dtype::BF16, neox, {2, 3, 1, 100, 5, 10000.0f, {}, {}, 0, 32}, rng);
+  }
+  std::vector<float> factors(16);
+  for (float& f : factors) f = std::uniform_real_distribution<float>(0.5f, 8.0f)(rng);
+  runRope(r, Dtype::F16, true, {4, 2, 2, 64, 0, 500000.0f, {3, 0, 9000, 17}, factors, 0, 32}, rng);
 }
