@@ -4,6 +4,7 @@
 #include "kernels/Library.h"
 
 #include <algorithm>
+#include <numbers>
 #include <string>
 
 namespace tn::kernels::lib {
@@ -105,22 +106,84 @@ Best scanLoads(KernelBuilder& kb, Value tid, Value count, unsigned perLoad, unsi
   return {best[0], best[1]};
 }
 
+// Sampling (the `sample` option of argmax and argmax_partial): the Gumbel-max trick. The index of
+// the largest x_j / T + g_j, with g_j independent standard Gumbel noise, is a sample of
+// softmax(x / T). In the log2 domain (a positive scale changes no argmax): x_j log2(e) / T -
+// log2(E_j), E_j = -ln(u_j) an exponential variate. u_j comes from a counter-based hash of (seed,
+// row, j): the same sample whichever kernel, block or thread reads element j. temperature <= 0 (or
+// NaN) leaves x as it is: the argmax.
+struct Sampler {
+  Value on;       // temperature > 0
+  Value scale2;   // log2(e) / temperature
+  Value rowKey;   // the hash of (seed, row)
+  Value offset;   // the index in the row of element 0 of the scanned range
+};
+
+// murmur3's 32-bit finalizer: a bijection of u32 whose every output bit depends on every input bit.
+Value fmix32(Value h) {
+  h = h ^ (h >> 16u);
+  h = h * 0x85EBCA6Bu;
+  h = h ^ (h >> 13u);
+  h = h * 0xC2B2AE35u;
+  return (h ^ (h >> 16u)).named("hash");
+}
+
+Sampler samplerOf(KernelBuilder& kb, Value temperature, Value seed, Value row, Value offset) {
+  Value on = (temperature > 0.0f).named("sampling");
+  Value scale2 = kb.select(on, kLog2e / temperature, kb.f32(1.0f), "scale2");
+  Value rowKey = fmix32(seed ^ fmix32(row * 0x9E3779B1u + 0x632BE5ABu)).named("row_key");
+  return {on, scale2, rowKey, offset};
+}
+
+// Element `idx` (in the row) of value x as the sampler scores it.
+Value sampleScore(KernelBuilder& kb, const Sampler& smp, Value x, Value idx) {
+  // Distinct elements of a row get distinct hashes (odd multiply, xor and fmix32 are bijections).
+  Value h = fmix32((idx * 0x9E3779B1u) ^ smp.rowKey);
+  // u in [2^-25, 1 - 2^-25], a multiple of 2^-25: exact in f32, never 0 or 1.
+  Value u = kb.fma(kb.cvt(h >> 8u, Type::f32(), {Mod::Rn}), kb.f32(0x1p-24f), kb.f32(0x1p-25f), "u");
+  // E = -ln u: by lg2 up to u = 3/4; above, where lg2's absolute error would be a large part of a
+  // small E (the winning noise of a long flat row), -ln(1 - w) = 2 atanh(w / (2 - w)) for w = 1 - u
+  // (exact), z = w / (2 - w) <= 1/7: the series to z^9 is within 2^-33 of it, and z's rcp.approx
+  // (2^-23 relative) keeps E's relative error near one rounding however small it is.
+  Value byLog = (kb.lg2(u) * -std::numbers::ln2_v<float>).named("e_log");
+  Value w = (1.0f - u).named("w");
+  Value z = (w * rcpApprox(kb, 2.0f - w)).named("z");
+  Value z2 = (z * z).named("z2");
+  Value series = kb.fma(z2, kb.f32(1.0f / 9), kb.f32(1.0f / 7));
+  series = kb.fma(z2, series, kb.f32(1.0f / 5));
+  series = kb.fma(z2, series, kb.f32(1.0f / 3));
+  series = kb.fma(z2, series, kb.f32(1.0f));
+  Value byAtanh = (2.0f * z * series).named("e_atanh");
+  Value e = kb.select(u > 0.75f, byAtanh, byLog, "exponential");
+  Value score = (x * smp.scale2 - kb.lg2(e)).named("score");
+  return kb.select(smp.on, score, x, "sampled");
+}
+
 // This thread's best over the n elements at `base` (indices relative to base): 16-byte loads
-// when vectorOk (base 16-byte aligned and n a multiple of the vector width), else scalar ones.
+// when vectorOk (base 16-byte aligned and n a multiple of the vector width), else scalar ones;
+// with a sampler, of their sample scores.
 Best scanRange(KernelBuilder& kb, Storage s, Value tid, Value base, Value n, Value vectorOk, unsigned vecUnroll,
-               unsigned scalarUnroll) {
+               unsigned scalarUnroll, const Sampler* smp = nullptr) {
   unsigned bytes = bytesOf(s), V = vecElems(s);
+  auto scored = [&](std::vector<Value> v, Value first) {
+    if (smp)
+      for (unsigned e = 0; e < v.size(); ++e) v[e] = sampleScore(kb, *smp, v[e], (smp->offset + first + e).named("idx"));
+    return v;
+  };
   std::vector<Value> best = kb.if_else(
       vectorOk,
       [&] {
         Value xa = assumeAligned16(kb, base);
         Best b = scanLoads(kb, tid, n / V, V, vecUnroll,
-                           [&](Value j) { return loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv"); });
+                           [&](Value j) {
+                             std::vector<Value> v = loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv");
+                             return smp ? scored(v, j * V) : v;
+                           });
         return std::vector<Value>{b.key, b.idx};
       },
       [&] {
         Best b = scanLoads(kb, tid, n, 1, scalarUnroll, [&](Value j) {
-          return std::vector<Value>{loadF32(kb, kb.index(base, j, bytes), s, true, "xs")};
+          return scored({loadF32(kb, kb.index(base, j, bytes), s, true, "xs")}, j);
         });
         return std::vector<Value>{b.key, b.idx};
       },
@@ -146,13 +209,23 @@ Value argmaxVectorOk(KernelBuilder& kb, Value x, Value cols, Storage s) {
   return (allAligned(kb, {x}, 16) & ((cols & (vecElems(s) - 1)) == 0u)).named("vector_ok");
 }
 
-std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
+// The sample option's parameters, after cols.
+struct SampleParams {
+  Value temperature, seed;
+};
+SampleParams sampleParams(KernelBuilder& kb, bool sample) {
+  if (!sample) return {};
+  return {kb.param(Type::f32(), "temperature"), kb.param(Type::u32(), "seed")};
+}
+
+std::optional<ir::Module> buildArgmax(Storage s, bool sample, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax");
   Value x = kb.param(kGlobalPtr, "x");
   Value index = kb.param(kGlobalPtr, "index");
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
+  const SampleParams sp = sampleParams(kb, sample);
   kb.reqntid(kArgmaxBlock);
   SharedArray scratch = argmaxScratch(kb);
 
@@ -160,20 +233,25 @@ std::optional<ir::Module> buildArgmax(Storage s, ir::Diagnostics& diags) {
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
-  Best mine = scanRange(kb, s, tid, xrow, cols, argmaxVectorOk(kb, x, cols, s), kArgmaxUnroll, kArgmaxUnroll);
+  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, row, kb.u32(0)) : Sampler{};
+  // Sampling spends about 35 instructions an element on the noise, which hides the loads' latency
+  // without 4 of them in flight (and 32 bf16 elements' noise at once took over 100 registers).
+  const unsigned unroll = sample ? 1 : kArgmaxUnroll;
+  Best mine = scanRange(kb, s, tid, xrow, cols, argmaxVectorOk(kb, x, cols, s), unroll, unroll, sample ? &smp : nullptr);
   Best all = blockBest(kb, mine, tid, scratch);
   kb.if_then(tid == 0u, [&] { kb.store(kb.index(index, row, 4), all.idx); }, "write");
   kb.ret();
   return finish(kb, m, diags);
 }
 
-std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildArgmaxPartial(Storage s, bool sample, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax_partial");
   Value x = kb.param(kGlobalPtr, "x");
   Value partial = kb.param(kGlobalPtr, "partial");
   kb.param(Type::u32(), "rows");  // the launch rule's grid height
   Value cols = kb.param(Type::u32(), "cols");
+  const SampleParams sp = sampleParams(kb, sample);
   kb.reqntid(kArgmaxBlock);
   SharedArray scratch = argmaxScratch(kb);
 
@@ -182,8 +260,9 @@ std::optional<ir::Module> buildArgmaxPartial(Storage s, ir::Diagnostics& diags) 
   Value xchunk = kb.index(x, kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64()), bytesOf(s), "xchunk");
   // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
   const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
+  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, c.row, c.start) : Sampler{};
   Best mine = scanRange(kb, s, tid, xchunk, c.len, argmaxVectorOk(kb, x, cols, s),
-                        std::max(1u, perThread / vecElems(s)), perThread);
+                        std::max(1u, perThread / vecElems(s)), perThread, sample ? &smp : nullptr);
   Best all = blockBest(kb, mine, tid, scratch);
   kb.if_then(
       tid == 0u,
@@ -430,6 +509,14 @@ std::optional<ir::Module> buildKvScatter(Storage s, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
+OptionSpec sampleOption() {
+  return option("sample", false,
+                "sample index[r] from softmax(x / temperature) instead (the Gumbel-max trick: the argmax of "
+                "x / temperature plus Gumbel noise hashed from seed, the row and the index, so the pair gives the "
+                "one-block kernel's sample): the f32 parameter temperature and the u32 parameter seed after cols; "
+                "temperature <= 0 gives the argmax");
+}
+
 }  // namespace
 
 void addRowOps(std::vector<Template>& out) {
@@ -439,8 +526,8 @@ void addRowOps(std::vector<Template>& out) {
       "argmax",
       "index[r] (u32) = first index of the maximum of row r of x (rows x cols); NaN is larger than "
       "every number (the first NaN wins); cols = 0 writes nothing; one block of 256 threads per row",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildArgmax(storageOption(o), d); },
+      {dtypeOption(), sampleOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildArgmax(storageOption(o), o.flag("sample"), d); },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   const std::string chunk = std::to_string(kArgmaxChunk);
@@ -450,8 +537,8 @@ void addRowOps(std::vector<Template>& out) {
           chunk + ", (c+1)*" + chunk + ") of row r as two u32 at partial[(r * chunks + c) * 2], chunks = ceil_div(cols, " +
           chunk + "); key orders values as argmax does, index is within the row; partial must hold rows * "
           "ceil_div(cols, " + chunk + ") * 2 u32; rows <= 65535 (the grid's height); blocks of 256 threads",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), d); },
+      {dtypeOption(), sampleOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), o.flag("sample"), d); },
       [](const Options&) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
       },

@@ -2,6 +2,7 @@
 // (test/library/rowops.toml) against C++ references. argmax and the two copies are exact: every
 // comparison here is bit for bit, no tolerance.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -250,6 +251,97 @@ LIBRARY_GPU_TEST("argmax_partial + argmax_merge vocabulary rows", argmaxSplitVoc
       checkSplit(runSplit(r, d, x, rows, cols), x, rows, cols, what);
       checkSplit(runSplit(r, d, x, rows, cols, uint32_t(dtypeBytes(d))), x, rows, cols, what + " misaligned");
     }
+}
+
+// ---- sampling (the sample option of argmax and argmax_partial) ------------------------------
+
+namespace {
+
+// The sample kernel's index per row: one block per row (argmax_<d>_sample), or the f32 pair
+// (argmax_partial_f32_sample, then argmax_merge).
+std::vector<uint32_t> runSample(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, float t,
+                                uint32_t seedArg, bool split = false) {
+  std::vector<uint32_t> index(rows, 0xDEADBEEFu);
+  if (!split)
+    return r.run(Call("rowops", kernelName("argmax", d) + "_sample")
+                     .buffer("x", encode(d, x))
+                     .buffer("index", index)
+                     .scalar("rows", rows)
+                     .scalar("cols", cols)
+                     .scalar("temperature", t)
+                     .scalar("seed", seedArg))
+        .get<uint32_t>("index");
+  const uint32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
+  Outputs part = r.run(Call("rowops", "argmax_partial_f32_sample")
+                           .buffer("x", x)
+                           .buffer("partial", std::vector<uint32_t>(size_t(rows) * chunks * 2, 0xDEADBEEFu))
+                           .scalar("rows", rows)
+                           .scalar("cols", cols)
+                           .scalar("temperature", t)
+                           .scalar("seed", seedArg));
+  return r.run(Call("rowops", "argmax_merge")
+                   .buffer("partial", part.get<uint32_t>("partial"))
+                   .buffer("index", index)
+                   .scalar("rows", rows)
+                   .scalar("cols", cols))
+      .get<uint32_t>("index");
+}
+
+}  // namespace
+
+// A temperature of 0 (or below, or NaN) is the argmax, NaN and ties included; the pair samples
+// exactly what one block does (the noise hashes the element's index in the row, whichever chunk
+// reads it), on rows of one and of several chunks.
+LIBRARY_TEST("argmax sample: temperature 0 is the argmax, the pair samples as one block", argmaxSampleExact) {
+  std::mt19937 rng(seed());
+  for (uint32_t cols : {7u, 1000u, 3 * kArgmaxChunk + 5}) {
+    const uint32_t rows = 4;
+    std::vector<float> x = uniform(rng, size_t(rows) * cols, -4.0f, 4.0f);
+    x[size_t(1) * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[size_t(2) * cols + cols - 1] = 9.0f;
+    x[size_t(2) * cols] = 9.0f;
+    for (float t : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+      std::vector<uint32_t> got = runSample(r, Dtype::F32, x, rows, cols, t, 7);
+      for (uint32_t row = 0; row < rows; ++row)
+        CHECK_MESSAGE(got[row] == refArgmax(&x[size_t(row) * cols], cols), "cols " << cols << " t " << t << " row " << row);
+    }
+    for (float t : {0.5f, 3.0f})
+      CHECK_MESSAGE(runSample(r, Dtype::F32, x, rows, cols, t, 99, true) == runSample(r, Dtype::F32, x, rows, cols, t, 99),
+                    "cols " << cols << " t " << t << " (seed " << seed() << ")");
+  }
+}
+
+// The samples of many rows with the same logits follow softmax(x / T): a chi-square test of the
+// counts at a significance of about 1e-6, on the scalar path (6 columns), the vector path (8 f32
+// columns) and bf16; another seed gives other samples.
+LIBRARY_TEST("argmax sample draws from softmax(x / temperature)", argmaxSampleDistribution) {
+  const uint32_t rows = 1000;
+  struct Case {
+    Dtype d;
+    std::vector<float> logits;
+    float t;
+  };
+  const Case cases[] = {{Dtype::F32, {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, 1.5f}, 0.5f},
+                        {Dtype::F32, {0.0f, 0.25f, -1.0f, 0.5f, 0.75f, -0.25f, 1.0f, 0.125f}, 0.5f},
+                        {Dtype::BF16, {3.0f, 2.0f, 1.0f, 0.0f, -1.0f, 2.5f, 1.5f, 0.5f}, 1.0f}};
+  for (const Case& c : cases) {
+    const uint32_t cols = uint32_t(c.logits.size());
+    std::vector<float> x;
+    for (uint32_t row = 0; row < rows; ++row) x.insert(x.end(), c.logits.begin(), c.logits.end());
+    const uint32_t seedArg = uint32_t(seed());
+    std::vector<uint32_t> got = runSample(r, c.d, x, rows, cols, c.t, seedArg);
+    std::vector<double> count(cols, 0.0), p(cols);
+    double sum = 0, chi2 = 0;
+    for (uint32_t i = 0; i < cols; ++i) sum += p[i] = std::exp(double(c.logits[i]) / c.t);
+    for (uint32_t i : got)
+      if (i < cols) count[i] += 1;
+    for (uint32_t i = 0; i < cols; ++i) chi2 += std::pow(count[i] - rows * p[i] / sum, 2) / (rows * p[i] / sum);
+    // The 1 - 1e-6 quantiles of chi-square with 5 and 7 degrees of freedom: 35.9 and 39.4.
+    CHECK_MESSAGE(chi2 < (cols == 6 ? 35.9 : 39.4), dtypeName(c.d) << " cols " << cols << ": chi-square " << chi2
+                                                                    << " (seed " << seed() << ")");
+    CHECK(std::all_of(got.begin(), got.end(), [&](uint32_t i) { return i < cols; }));
+    CHECK_MESSAGE(runSample(r, c.d, x, rows, cols, c.t, seedArg + 1) != got, "another seed, the same samples");
+  }
 }
 
 // ---- transpose ------------------------------------------------------------------------------
