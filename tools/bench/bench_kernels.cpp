@@ -213,17 +213,23 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
                    {buf("x", 0), buf("residual", 1), buf("weight", 2), buf("y", 3), val("rows", rows),
                     val("cols", cols), val("eps", eps)}}};
     c.bytes = 4.0 * n * es + 1.0 * cols * es;
-  } else if (op == "argmax" && rows < kFewRows) {
+  } else if ((op == "argmax" || op == "argmax_sample") && rows < kFewRows) {
     // Few rows: the split pair, each row spread over ceil_div(cols, 1024) blocks; the partial
-    // buffer allows chunks as small as 32 elements (the template's are 1024).
+    // buffer allows chunks as small as 32 elements (the template's are 1024). argmax_sample: the
+    // sample option's kernels, a sample of softmax(x / 0.8).
+    const bool sample = op == "argmax_sample";
     size_t partial = size_t(rows) * ((cols + 31) / 32) * 8;
     c.buffers = {{n * es, f}, {partial, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
-    c.launches = {{"argmax_partial_" + dtype, {buf("x", 0), buf("partial", 1), val("rows", rows), val("cols", cols)}},
+    std::vector<ArgSpec> args{buf("x", 0), buf("partial", 1), val("rows", rows), val("cols", cols)};
+    if (sample) args.insert(args.end(), {val("temperature", 0.8f), val("seed", 1234u)});
+    c.launches = {{(sample ? "argmax_sample_partial_" : "argmax_partial_") + dtype, args},
                   {"argmax_merge", {buf("partial", 1), buf("index", 2), val("rows", rows), val("cols", cols)}}};
     c.bytes = 1.0 * n * es + 4.0 * rows;
-  } else if (op == "argmax") {  // u32 indices out
+  } else if (op == "argmax" || op == "argmax_sample") {  // u32 indices out
     c.buffers = {{n * es, f}, {size_t(rows) * 4, Fill::Zero}};
-    c.launches = {{k, {buf("x", 0), buf("index", 1), val("rows", rows), val("cols", cols)}}};
+    std::vector<ArgSpec> args{buf("x", 0), buf("index", 1), val("rows", rows), val("cols", cols)};
+    if (op == "argmax_sample") args.insert(args.end(), {val("temperature", 0.8f), val("seed", 1234u)});
+    c.launches = {{k, args}};
     c.bytes = 1.0 * n * es + 4.0 * rows;
   } else if (op == "transpose") {
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
@@ -654,6 +660,11 @@ std::vector<Case> cases(Sizes sizes) {
   const uint32_t vocab = pick(128256, 128256, 5000);
   for (auto [r, c] : std::vector<std::pair<uint32_t, uint32_t>>{{1, vocab}, {pick(64, 4, 3), vocab}, {big, big}})
     out.push_back(rowCase("argmax", "f32", r, c));
+  // Sampling (argmax's sample option: Gumbel noise on every logit) beside PyTorch's softmax +
+  // multinomial: one decode-time row of the 128k vocabulary (the split pair), and a batch of 256
+  // over LLaMA 2's 32000 (one block a row).
+  out.push_back(rowCase("argmax_sample", "f32", 1, vocab));
+  out.push_back(rowCase("argmax_sample", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));

@@ -68,7 +68,7 @@ def make_case(torch, op, shape, dtype):
             return F.rms_norm(x, (x.shape[-1],), w, EPS)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
 
-    if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "transpose"):
+    if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "argmax_sample", "transpose"):
         rows, cols = dims
         if op == "softmax":
             return (lambda: (rand(rows, cols),)), (lambda s: torch.softmax(s[0], dim=-1))
@@ -85,6 +85,9 @@ def make_case(torch, op, shape, dtype):
             return (lambda: (rand(rows, cols), rand(rows, cols), rand(cols))), residual_rmsnorm
         if op == "argmax":  # int64 indices: 8 bytes a row where ours writes 4, negligible
             return (lambda: (rand(rows, cols),)), (lambda s: torch.argmax(s[0], dim=-1))
+        if op == "argmax_sample":  # a sample of softmax(x / 0.8), as a sampler in PyTorch draws it
+            return (lambda: (rand(rows, cols),)), (
+                lambda s: torch.multinomial(torch.softmax(s[0] / 0.8, dim=-1), 1))
         if op == "transpose":
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
