@@ -106,8 +106,7 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
 
   // Both neox halves (rot/2 elements each) or every interleaved chunk of V elements must be
   // whole 16-byte vectors, and so must the rows, so that with q and k aligned every vector below
-  // is aligned.
-  // Nothing to rotate (rot 0) takes the scalar path, whose loop has no pair to run.
+  // is aligned. Nothing to rotate (rot 0) takes the scalar path, whose loop has no pair to run.
   Value dimOk = (((rot & (neox ? 2 * V - 1 : V - 1)) == 0u) & (rot != 0u)).named("dim_ok");
   if (o.rotaryDim) dimOk = (dimOk & ((headDim & (V - 1)) == 0u)).named("dim_ok");
   Value vectorOk = (allAligned(kb, {q, k}, 16) & dimOk).named("vector_ok");

@@ -165,25 +165,26 @@ Value sampleScore(KernelBuilder& kb, const Sampler& smp, Value x, Value idx) {
 Best scanRange(KernelBuilder& kb, Storage s, Value tid, Value base, Value n, Value vectorOk, unsigned vecUnroll,
                unsigned scalarUnroll, const Sampler* smp = nullptr) {
   unsigned bytes = bytesOf(s), V = vecElems(s);
-  auto scored = [&](std::vector<Value> v, Value first) {
-    if (smp)
-      for (unsigned e = 0; e < v.size(); ++e) v[e] = sampleScore(kb, *smp, v[e], (smp->offset + first + e).named("idx"));
+  // Load j's values; with a sampler their scores (element e of load j is element j * perLoad + e
+  // of the range, formed only then: an unused product still changes the argmax's SASS).
+  auto scored = [&](std::vector<Value> v, Value j, unsigned perLoad) {
+    if (!smp) return v;
+    Value first = perLoad == 1 ? j : j * perLoad;
+    for (unsigned e = 0; e < v.size(); ++e) v[e] = sampleScore(kb, *smp, v[e], (smp->offset + first + e).named("idx"));
     return v;
   };
   std::vector<Value> best = kb.if_else(
       vectorOk,
       [&] {
         Value xa = assumeAligned16(kb, base);
-        Best b = scanLoads(kb, tid, n / V, V, vecUnroll,
-                           [&](Value j) {
-                             std::vector<Value> v = loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv");
-                             return smp ? scored(v, j * V) : v;
-                           });
+        Best b = scanLoads(kb, tid, n / V, V, vecUnroll, [&](Value j) {
+          return scored(loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv"), j, V);
+        });
         return std::vector<Value>{b.key, b.idx};
       },
       [&] {
         Best b = scanLoads(kb, tid, n, 1, scalarUnroll, [&](Value j) {
-          return scored({loadF32(kb, kb.index(base, j, bytes), s, true, "xs")}, j);
+          return scored({loadF32(kb, kb.index(base, j, bytes), s, true, "xs")}, j, 1);
         });
         return std::vector<Value>{b.key, b.idx};
       },
