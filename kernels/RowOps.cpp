@@ -4,8 +4,10 @@
 #include "kernels/Library.h"
 
 #include <algorithm>
+#include <limits>
 #include <numbers>
 #include <string>
+#include <tuple>
 
 namespace tn::kernels::lib {
 
@@ -117,6 +119,7 @@ struct Sampler {
   Value scale2;   // log2(e) / temperature
   Value rowKey;   // the hash of (seed, row)
   Value offset;   // the index in the row of element 0 of the scanned range
+  Value cut;      // with the cutoff option: elements below it are never drawn (else invalid)
 };
 
 // murmur3's 32-bit finalizer: a bijection of u32 whose every output bit depends on every input bit.
@@ -128,11 +131,13 @@ Value fmix32(Value h) {
   return (h ^ (h >> 16u)).named("hash");
 }
 
-Sampler samplerOf(KernelBuilder& kb, Value temperature, Value seed, Value row, Value offset) {
+// `cutoff` (the cutoff option's pointer, or invalid): row's threshold is cutoff[row].
+Sampler samplerOf(KernelBuilder& kb, Value temperature, Value seed, Value row, Value offset, Value cutoff) {
   Value on = (temperature > 0.0f).named("sampling");
   Value scale2 = kb.select(on, kLog2e / temperature, kb.f32(1.0f), "scale2");
   Value rowKey = fmix32(seed ^ fmix32(row * 0x9E3779B1u + 0x632BE5ABu)).named("row_key");
-  return {on, scale2, rowKey, offset};
+  Value cut = cutoff.valid() ? kb.load(kb.index(cutoff, row, 4), Type::f32(), {Mod::NcMod}, "cut") : Value{};
+  return {on, scale2, rowKey, offset, cut};
 }
 
 // Element `idx` (in the row) of value x as the sampler scores it.
@@ -156,6 +161,9 @@ Value sampleScore(KernelBuilder& kb, const Sampler& smp, Value x, Value idx) {
   Value byAtanh = (2.0f * z * series).named("e_atanh");
   Value e = kb.select(u > 0.75f, byAtanh, byLog, "exponential");
   Value score = (x * smp.scale2 - kb.lg2(e)).named("score");
+  // An excluded element scores -inf: it is drawn only when every element is excluded (a cutoff
+  // above the row's maximum, which sample_cutoff never writes), and then the first one is.
+  if (smp.cut.valid()) score = kb.select(x < smp.cut, negInf(kb), score, "kept_score");
   return kb.select(smp.on, score, x, "sampled");
 }
 
@@ -210,23 +218,31 @@ Value argmaxVectorOk(KernelBuilder& kb, Value x, Value cols, Storage s) {
   return (allAligned(kb, {x}, 16) & ((cols & (vecElems(s) - 1)) == 0u)).named("vector_ok");
 }
 
-// The sample option's parameters, after cols.
-struct SampleParams {
-  Value temperature, seed;
+// What argmax's options make of it: `sample`, and with it `cutoff`.
+struct ArgmaxMode {
+  bool sample = false, cutoff = false;
 };
-SampleParams sampleParams(KernelBuilder& kb, bool sample) {
-  if (!sample) return {};
-  return {kb.param(Type::f32(), "temperature"), kb.param(Type::u32(), "seed")};
+
+// The sample option's parameters, after cols; with cutoff, the f32 pointer `cutoff` after them.
+struct SampleParams {
+  Value temperature, seed, cutoff;
+};
+SampleParams sampleParams(KernelBuilder& kb, ArgmaxMode mode) {
+  if (!mode.sample) return {};
+  SampleParams p{kb.param(Type::f32(), "temperature"), kb.param(Type::u32(), "seed"), {}};
+  if (mode.cutoff) p.cutoff = kb.param(kGlobalPtr, "cutoff");
+  return p;
 }
 
-std::optional<ir::Module> buildArgmax(Storage s, bool sample, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildArgmax(Storage s, ArgmaxMode mode, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax");
   Value x = kb.param(kGlobalPtr, "x");
   Value index = kb.param(kGlobalPtr, "index");
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
-  const SampleParams sp = sampleParams(kb, sample);
+  const SampleParams sp = sampleParams(kb, mode);
+  const bool sample = mode.sample;
   kb.reqntid(kArgmaxBlock);
   SharedArray scratch = argmaxScratch(kb);
 
@@ -234,7 +250,7 @@ std::optional<ir::Module> buildArgmax(Storage s, bool sample, ir::Diagnostics& d
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
-  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, row, kb.u32(0)) : Sampler{};
+  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, row, kb.u32(0), sp.cutoff) : Sampler{};
   // Sampling spends about 35 instructions an element on the noise, which hides the loads' latency
   // without 4 of them in flight (and 32 bf16 elements' noise at once took over 100 registers).
   const unsigned unroll = sample ? 1 : kArgmaxUnroll;
@@ -245,14 +261,15 @@ std::optional<ir::Module> buildArgmax(Storage s, bool sample, ir::Diagnostics& d
   return finish(kb, m, diags);
 }
 
-std::optional<ir::Module> buildArgmaxPartial(Storage s, bool sample, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildArgmaxPartial(Storage s, ArgmaxMode mode, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "argmax_partial");
   Value x = kb.param(kGlobalPtr, "x");
   Value partial = kb.param(kGlobalPtr, "partial");
   kb.param(Type::u32(), "rows");  // the launch rule's grid height
   Value cols = kb.param(Type::u32(), "cols");
-  const SampleParams sp = sampleParams(kb, sample);
+  const SampleParams sp = sampleParams(kb, mode);
+  const bool sample = mode.sample;
   kb.reqntid(kArgmaxBlock);
   SharedArray scratch = argmaxScratch(kb);
 
@@ -261,7 +278,7 @@ std::optional<ir::Module> buildArgmaxPartial(Storage s, bool sample, ir::Diagnos
   Value xchunk = kb.index(x, kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64()), bytesOf(s), "xchunk");
   // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
   const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
-  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, c.row, c.start) : Sampler{};
+  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, c.row, c.start, sp.cutoff) : Sampler{};
   Best mine = scanRange(kb, s, tid, xchunk, c.len, argmaxVectorOk(kb, x, cols, s),
                         std::max(1u, perThread / vecElems(s)), perThread, sample ? &smp : nullptr);
   Best all = blockBest(kb, mine, tid, scratch);
@@ -311,6 +328,218 @@ std::optional<ir::Module> buildArgmaxMerge(ir::Diagnostics& diags) {
   for (unsigned off = 16; off >= 1; off /= 2)
     b = better(kb, b, {kb.shfl(Mod::Bfly, b.key, off, "key.other"), kb.shfl(Mod::Bfly, b.idx, off, "idx.other")});
   kb.if_then((lane == 0u) & (row < rows), [&] { kb.store(kb.index(index, row, 4), b.idx); }, "write");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- sample_cutoff ----------------------------------------------------------------------------
+
+// Sampling's filters as one threshold per row: cutoff[r] is the smallest logit argmax's sample
+// may still draw (its cutoff option drops every x_j < cutoff[r]). With p = softmax(x / T), the
+// filters as vLLM applies them: top_k keeps the elements at or above the k-th largest value;
+// top_p then keeps the fewest largest elements whose probability (renormalized over what top_k
+// kept) reaches top_p; min_p keeps the elements with p_j >= min_p * max p, x_j >= max x + T
+// ln(min_p). Each filter is a threshold on x, so what they keep together is x >= the largest of
+// the three; ties at a threshold are all kept. The thresholds are found as keys (orderKey) by
+// radix selection: four passes over the row, each a histogram of one byte of the candidates'
+// keys. top_p's histogram adds the weights ex2((x_j - max) log2(e) / T) as u64 fixed point
+// (2^32 for the maximum): exact integer sums, so the cutoff does not depend on the order of the
+// atomics and a run's sample is reproducible.
+constexpr unsigned kRadixBins = 256;
+
+// A key back to its value (orderKey's inverse; NaN for the NaN key).
+Value keyValue(KernelBuilder& kb, Value key) {
+  Value bits = kb.select(key >= 0x80000000u, key ^ 0x80000000u, kb.bit_not(key));
+  bits = kb.select(key == 0xFFFFFFFFu, kb.u32(0x7FC00000u), bits);
+  return kb.bitcast(bits, Type::f32(), "value");
+}
+
+// 64-bit shuffles: the two halves apart.
+Value shfl64(KernelBuilder& kb, Mod mode, Value v, Value laneOrOffset, uint32_t clamp) {
+  Value mask = kb.b32(0xFFFFFFFFu);
+  Value off = kb.bitcast(laneOrOffset, Type::of(Scalar::B32));
+  Value lo = kb.shfl_sync(mode, kb.cvt(v, Type::u32()), off, kb.b32(clamp), mask);
+  Value hi = kb.shfl_sync(mode, kb.cvt(v >> 32u, Type::u32()), off, kb.b32(clamp), mask);
+  return ((kb.cvt(hi, Type::u64()) << 32u) | kb.cvt(lo, Type::u64())).named("shfl64");
+}
+
+// The shared state of a radix selection: 256 u64 bins, then the selected prefix of the key and
+// what is left of the target.
+struct RadixScratch {
+  Value hist, state;
+};
+
+// Every element of the n at `base` that this thread owns, visit(x as f32): 16-byte loads when
+// vectorOk, else scalar ones.
+template <class Visit>
+void forEachElement(KernelBuilder& kb, Storage s, Value tid, Value base, Value n, Value vectorOk, Visit visit) {
+  const unsigned V = vecElems(s);
+  kb.if_else(
+      vectorOk,
+      [&] {
+        Value xa = assumeAligned16(kb, base);
+        kb.for_range(tid, n / V, kArgmaxBlock, [&](Value j) {
+          for (Value v : loadVecF32(kb, kb.index(xa, j, 16), s, true, "xv")) visit(v);
+        }, {.label = "vec", .iv = "j"});
+      },
+      [&] {
+        kb.for_range(tid, n, kArgmaxBlock, [&](Value j) { visit(loadF32(kb, kb.index(base, j, bytesOf(s)), s, true, "xs")); },
+                     {.label = "scalar", .iv = "j"});
+      },
+      {.label = "path"});
+}
+
+// Where bin d lives in the histogram: r = 255 - d is the bin's rank from the top, and the scan's
+// lane r / 8 reads it in its step r % 8, so step i of the 32 lanes reads slots 32i ... 32i + 31
+// (no bank conflict; ranks r / 8 apart would be 64 bytes apart, an 8-way conflict).
+Value binSlot(Value digit) {
+  Value rank = (0xFFu - digit).named("rank");
+  return ((rank >> 3u) | ((rank & 7u) << 5u)).named("slot");
+}
+
+// The largest key t such that the weights of the candidates with key >= t add up to at least the
+// target: targetOf(total of the candidates' weights), 1 <= target <= total. keyWeight(x) gives
+// an element's key, u64 weight and whether it is a candidate; forEach(visit) visits the row.
+// Four passes of one key byte each, most significant first: every thread adds the weights of the
+// candidates whose higher bytes are the prefix chosen so far into the bins of their next byte
+// (shared atomics), then warp 0 scans the bins from the top (8 a lane, a shuffle scan over the
+// lanes) for the one where the running sum reaches what is left of the target.
+template <class ForEach, class KeyWeight, class TargetOf>
+Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach forEach, KeyWeight keyWeight,
+                  TargetOf targetOf) {
+  std::vector<Value> found = kb.for_range(
+      kb.u32(0), kb.u32(4), kb.u32(1), {kb.u32(0), kb.u64(0)},
+      [&](Value pass, std::span<Value> c) {
+        Value prefix = c[0], remaining = c[1];
+        Value shift = (24u - pass * 8u).named("shift");
+        // The bits above this pass's byte, which must be the prefix's (none in the first pass).
+        Value high = kb.select(pass == 0u, kb.u32(0), kb.u32(0xFFFFFFFFu) << (shift + 8u), "high");
+        kb.store(kb.index(rs.hist, tid, 8), kb.u64(0));
+        kb.bar_sync();
+        forEach([&](Value x) {
+          auto [key, weight, candidate] = keyWeight(x);
+          Value match = (candidate & ((key & high) == prefix)).named("match");
+          kb.if_then(match, [&] { kb.atom(Mod::AAdd, kb.index(rs.hist, binSlot((key >> shift) & 0xFFu), 8), weight); }, "bin");
+        });
+        kb.bar_sync();
+        kb.if_then(tid < 32u, [&] {
+          Value lane = tid;
+          // Lane l holds the bins of ranks 8l ... 8l + 7 (digits 255 - 8l down to 248 - 8l): the
+          // running sum over the lanes goes from the top.
+          std::vector<Value> bin;
+          Value sum = kb.u64(0);
+          for (unsigned i = 0; i < 8; ++i) {
+            bin.push_back(kb.load(kb.index(rs.hist, lane + 32 * i, 8), Type::u64(), "bin"));
+            sum = (sum + bin.back()).named("lane_sum");
+          }
+          Value incl = sum;
+          for (uint32_t off = 1; off < 32; off *= 2) {
+            Value other = shfl64(kb, Mod::Up, incl, kb.u32(off), 0);
+            incl = kb.select(lane >= off, incl + other, incl, "running");
+          }
+          Value want = kb.select(pass == 0u, targetOf(shfl64(kb, Mod::Idx, incl, kb.u32(31), 31)), remaining, "want");
+          Value ballot = kb.bitcast(kb.vote(Mod::Ballot, incl >= want), Type::u32(), "reached");
+          Value first = (kb.popc(ballot ^ (ballot - 1u)) - 1u).named("first_lane");
+          // Every lane finds its own crossing; the first lane that reaches the target has the one.
+          Value cum = (incl - sum).named("above"), above = cum, digit = kb.u32(0), hitBefore = kb.pred(false);
+          for (unsigned i = 0; i < 8; ++i) {
+            Value next = cum + bin[i];
+            Value hit = kb.bit_not(hitBefore) & (next >= want);
+            digit = kb.select(hit, (kRadixBins - 1 - i) - lane * 8u, digit);
+            above = kb.select(hit, cum, above);
+            hitBefore = hitBefore | hit;
+            cum = next;
+          }
+          Value d = kb.shfl_sync(Mod::Idx, digit, kb.bitcast(first, Type::of(Scalar::B32)), kb.b32(31),
+                                 kb.b32(0xFFFFFFFFu), "digit");
+          Value a = shfl64(kb, Mod::Idx, above, first, 31);
+          kb.if_then(lane == 0u, [&] {
+            kb.store(kb.index(rs.state, kb.u32(0), 8), kb.cvt(prefix | (d << shift), Type::u64()));
+            kb.store(kb.index(rs.state, kb.u32(1), 8), want - a);
+          }, "select");
+        }, "scan");
+        kb.bar_sync();
+        return std::vector<Value>{kb.cvt(kb.load(kb.index(rs.state, kb.u32(0), 8), Type::u64()), Type::u32(), "prefix"),
+                                  kb.load(kb.index(rs.state, kb.u32(1), 8), Type::u64(), "remaining")};
+      },
+      {.label = "radix", .iv = "pass", .carried = {"prefix", "remaining"}});
+  return found[0];
+}
+
+std::optional<ir::Module> buildSampleCutoff(Storage s, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "sample_cutoff");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value cutoff = kb.param(kGlobalPtr, "cutoff");
+  kb.param(Type::u32(), "rows");  // read by the launch rule
+  Value cols = kb.param(Type::u32(), "cols");
+  Value temperature = kb.param(Type::f32(), "temperature");
+  Value topK = kb.param(Type::u32(), "top_k");
+  Value topP = kb.param(Type::f32(), "top_p");
+  Value minP = kb.param(Type::f32(), "min_p");
+  kb.reqntid(kArgmaxBlock);
+  // At ptxas's default of about 32 registers a few of the values that live across the passes
+  // spill; 4 resident blocks allow 64.
+  kb.minnctapersm(4);
+  SharedArray scratch = argmaxScratch(kb);
+  const RadixScratch rs{kb.shared_addr(kb.shared("hist", Type::u64(), kRadixBins, 8), "hist"),
+                        kb.shared_addr(kb.shared("select", Type::u64(), 2, 8), "state")};
+
+  kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
+  Value tid = kb.tid(Mod::X, "tid");
+  Value row = kb.ctaid(Mod::X, "row");
+  Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
+  Value vectorOk = argmaxVectorOk(kb, x, cols, s);
+  auto forEach = [&](auto visit) { forEachElement(kb, s, tid, xrow, cols, vectorOk, visit); };
+
+  Value maxKey = blockBest(kb, scanRange(kb, s, tid, xrow, cols, vectorOk, kArgmaxUnroll, kArgmaxUnroll), tid, scratch).key;
+  Value xmax = keyValue(kb, maxKey).named("xmax");
+  Value finite = (kb.abs(xmax) < std::numeric_limits<float>::infinity()).named("finite");
+  Value sampling = (temperature > 0.0f).named("sampling");
+  // Branches on parameters only: xmax comes out of shuffles, which the barrier check cannot
+  // prove uniform, so a row whose maximum is not finite runs the passes too (on keys and weights
+  // that mean nothing) and takes its maximum at the end.
+  std::vector<Value> cut = kb.if_else(
+      sampling,
+      [&] {
+        // top_k: the k-th largest key (every element a candidate: the row has no NaN here).
+        Value keyK = kb.if_else(
+            (topK > 0u) & (topK < cols),
+            [&] {
+              return radixSelect(kb, tid, rs, forEach,
+                                 [&](Value v) { return std::tuple{orderKey(kb, v), kb.u64(1), kb.pred(true)}; },
+                                 [&](Value) { return kb.cvt(topK, Type::u64()); });
+            },
+            [&] { return kb.u32(0); }, {.label = "top_k", .results = {"key_k"}})[0];
+        // top_p over what top_k kept: weights relative to the maximum's, 2^32 for it.
+        Value scale2 = (kLog2e / temperature).named("scale2");
+        Value bias = (kb.neg(xmax) * scale2).named("bias");
+        Value keyP = kb.if_else(
+            topP < 1.0f,
+            [&] {
+              auto keyWeight = [&](Value v) {
+                Value key = orderKey(kb, v);
+                Value w = ex2Approx(kb, kb.fma(v, scale2, bias), "weight");
+                return std::tuple{key, kb.cvt(w * 0x1p32f, Type::u64(), {Mod::Rni}, "fixed"), key >= keyK};
+              };
+              auto targetOf = [&](Value total) {
+                Value t = kb.cvt(kb.cvt(total, Type::f32()) * topP, Type::u64(), {Mod::Rpi}, "target");
+                return kb.min(kb.max(t, kb.u64(1)), total, "target");
+              };
+              return radixSelect(kb, tid, rs, forEach, keyWeight, targetOf);
+            },
+            [&] { return kb.u32(0); }, {.label = "top_p", .results = {"key_p"}})[0];
+        // min_p: p_j >= min_p max p, x_j >= xmax + T ln(min_p) (min_p above 1 counts as 1).
+        Value logMinP = (kb.lg2(kb.min(minP, kb.f32(1.0f))) * std::numbers::ln2_v<float>).named("ln_min_p");
+        Value tau = kb.fma(temperature, logMinP, xmax, "tau");
+        Value keyM = kb.select((minP > 0.0f) & kb.setp(Mod::Num, tau, tau), orderKey(kb, tau), kb.u32(0), "key_min_p");
+        Value key = kb.max(kb.max(keyK, keyP), keyM, "cut_key");
+        // No key below -inf's (0x007FFFFF) excludes anything. A maximum that is not finite is what
+        // the sampler takes (the first NaN, a +inf, the -inf of a row of -inf): the cutoff keeps it.
+        return kb.select(finite, kb.select(key > 0x007FFFFFu, keyValue(kb, key), negInf(kb)), xmax);
+      },
+      [&] { return negInf(kb); }, {.label = "filters", .results = {"cut"}});
+  kb.if_then(tid == 0u, [&] { kb.store(kb.index(cutoff, row, 4), cut[0]); }, "write");
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -518,6 +747,23 @@ OptionSpec sampleOption() {
                 "temperature <= 0 gives the argmax");
 }
 
+OptionSpec cutoffOption() {
+  return option("cutoff", false,
+                "with sample: elements below cutoff[r] (f32, the pointer parameter cutoff after seed, one per row; "
+                "sample_cutoff writes it) are never drawn: sampling with top-k, top-p and min-p filters");
+}
+
+// argmax's and argmax_partial's options as their builders take them; cutoff without sample is
+// an error (there is nothing for it to filter).
+std::optional<ArgmaxMode> argmaxMode(const Options& o, ir::Diagnostics& d) {
+  ArgmaxMode mode{o.flag("sample"), o.flag("cutoff")};
+  if (mode.cutoff && !mode.sample) {
+    d.report(ir::Severity::Error, "", {}, "cutoff needs sample = true (it filters what the sampler draws)");
+    return std::nullopt;
+  }
+  return mode;
+}
+
 }  // namespace
 
 void addRowOps(std::vector<Template>& out) {
@@ -527,8 +773,11 @@ void addRowOps(std::vector<Template>& out) {
       "argmax",
       "index[r] (u32) = first index of the maximum of row r of x (rows x cols); NaN is larger than "
       "every number (the first NaN wins); cols = 0 writes nothing; one block of 256 threads per row",
-      {dtypeOption(), sampleOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildArgmax(storageOption(o), o.flag("sample"), d); },
+      {dtypeOption(), sampleOption(), cutoffOption()},
+      [](const Options& o, ir::Diagnostics& d) -> std::optional<ir::Module> {
+        std::optional<ArgmaxMode> mode = argmaxMode(o, d);
+        return mode ? buildArgmax(storageOption(o), *mode, d) : std::nullopt;
+      },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   const std::string chunk = std::to_string(kArgmaxChunk);
@@ -538,8 +787,11 @@ void addRowOps(std::vector<Template>& out) {
           chunk + ", (c+1)*" + chunk + ") of row r as two u32 at partial[(r * chunks + c) * 2], chunks = ceil_div(cols, " +
           chunk + "); key orders values as argmax does, index is within the row; partial must hold rows * "
           "ceil_div(cols, " + chunk + ") * 2 u32; rows <= 65535 (the grid's height); blocks of 256 threads",
-      {dtypeOption(), sampleOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildArgmaxPartial(storageOption(o), o.flag("sample"), d); },
+      {dtypeOption(), sampleOption(), cutoffOption()},
+      [](const Options& o, ir::Diagnostics& d) -> std::optional<ir::Module> {
+        std::optional<ArgmaxMode> mode = argmaxMode(o, d);
+        return mode ? buildArgmaxPartial(storageOption(o), *mode, d) : std::nullopt;
+      },
       [](const Options&) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
       },
@@ -554,6 +806,19 @@ void addRowOps(std::vector<Template>& out) {
       [](const Options&) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("rows"), kMergeRowsPerBlock) * min(1, Expr::param("cols"))}, 0};
       },
+  });
+  out.push_back({
+      "sample_cutoff",
+      "cutoff[r] (f32) = the smallest value of row r of x (rows x cols) that sampling with top_k (u32), "
+      "top_p (f32) and min_p (f32) at temperature (f32) keeps, for argmax's sample with cutoff: top_k keeps "
+      "the k largest values (0 or >= cols: off), top_p then the fewest largest whose probability reaches "
+      "top_p (>= 1 or NaN: off), min_p those of probability >= min_p * the largest (<= 0 or NaN: off); ties "
+      "at a threshold are kept; -inf when nothing is excluded, and when temperature <= 0; a row whose maximum "
+      "is not finite gets its maximum; cols = 0 writes nothing; one block of 256 threads per row, up to 9 "
+      "passes over it",
+      {dtypeOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildSampleCutoff(storageOption(o), d); },
+      [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   out.push_back({
       "transpose",

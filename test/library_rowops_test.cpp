@@ -1,10 +1,11 @@
-// argmax (and its split pair argmax_partial + argmax_merge), transpose and kv_scatter
+// argmax (and its split pair argmax_partial + argmax_merge), sample_cutoff, transpose and kv_scatter
 // (test/library/rowops.toml) against C++ references. argmax and the two copies are exact: every
-// comparison here is bit for bit, no tolerance.
+// comparison here is bit for bit, no tolerance; sampling is checked by its distribution.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -258,27 +259,30 @@ LIBRARY_GPU_TEST("argmax_partial + argmax_merge vocabulary rows", argmaxSplitVoc
 namespace {
 
 // The sample kernel's index per row: one block per row (argmax_<d>_sample), or the f32 pair
-// (argmax_partial_f32_sample, then argmax_merge).
+// (argmax_partial_f32_sample, then argmax_merge); with `cut`, their cutoff kernels
+// (..._sample_cutoff) given those thresholds.
 std::vector<uint32_t> runSample(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, float t,
-                                uint32_t seedArg, bool split = false) {
+                                uint32_t seedArg, bool split = false, const std::vector<float>* cut = nullptr) {
+  const std::string suffix = cut ? "_sample_cutoff" : "_sample";
   std::vector<uint32_t> index(rows, 0xDEADBEEFu);
+  auto withCut = [&](Call& c) -> Call& {
+    c.scalar("temperature", t).scalar("seed", seedArg);
+    if (cut) c.buffer("cutoff", *cut);
+    return c;
+  };
   if (!split)
-    return r.run(Call("rowops", kernelName("argmax", d) + "_sample")
-                     .buffer("x", encode(d, x))
-                     .buffer("index", index)
-                     .scalar("rows", rows)
-                     .scalar("cols", cols)
-                     .scalar("temperature", t)
-                     .scalar("seed", seedArg))
+    return r.run(withCut(Call("rowops", kernelName("argmax", d) + suffix)
+                             .buffer("x", encode(d, x))
+                             .buffer("index", index)
+                             .scalar("rows", rows)
+                             .scalar("cols", cols)))
         .get<uint32_t>("index");
   const uint32_t chunks = (cols + kArgmaxChunk - 1) / kArgmaxChunk;
-  Outputs part = r.run(Call("rowops", "argmax_partial_f32_sample")
-                           .buffer("x", x)
-                           .buffer("partial", std::vector<uint32_t>(size_t(rows) * chunks * 2, 0xDEADBEEFu))
-                           .scalar("rows", rows)
-                           .scalar("cols", cols)
-                           .scalar("temperature", t)
-                           .scalar("seed", seedArg));
+  Outputs part = r.run(withCut(Call("rowops", "argmax_partial_f32" + suffix)
+                                   .buffer("x", x)
+                                   .buffer("partial", std::vector<uint32_t>(size_t(rows) * chunks * 2, 0xDEADBEEFu))
+                                   .scalar("rows", rows)
+                                   .scalar("cols", cols)));
   return r.run(Call("rowops", "argmax_merge")
                    .buffer("partial", part.get<uint32_t>("partial"))
                    .buffer("index", index)
@@ -342,6 +346,219 @@ LIBRARY_TEST("argmax sample draws from softmax(x / temperature)", argmaxSampleDi
     CHECK(std::all_of(got.begin(), got.end(), [&](uint32_t i) { return i < cols; }));
     CHECK_MESSAGE(runSample(r, c.d, x, rows, cols, c.t, seedArg + 1) != got, "another seed, the same samples");
   }
+}
+
+// ---- sample_cutoff, and argmax's sample with cutoff -----------------------------------------
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Filters {
+  float t;
+  uint32_t k;
+  float p, minP;
+};
+
+std::vector<float> runCutoff(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, Filters f,
+                             uint32_t misalign = 0) {
+  return r.run(Call("rowops", kernelName("sample_cutoff", d))
+                   .buffer("x", encode(d, x), misalign)
+                   .buffer("cutoff", std::vector<float>(rows, 12345.0f))
+                   .scalar("rows", rows)
+                   .scalar("cols", cols)
+                   .scalar("temperature", f.t)
+                   .scalar("top_k", f.k)
+                   .scalar("top_p", f.p)
+                   .scalar("min_p", f.minP))
+      .get<float>("cutoff");
+}
+
+// sample_cutoff's threshold in double, from the definition: the k-th largest value; the value at
+// which the probabilities (renormalized over what top_k kept), summed from the largest, reach
+// top_p; max + T ln(min_p). `ambiguous` marks a row where a running sum or a value lies so close
+// to a threshold that the kernel's f32 arithmetic (ex2.approx, lg2.approx, the rounding of the
+// target) may decide either way.
+struct RefCut {
+  double cut;
+  bool ambiguous = false;
+};
+RefCut refCutoff(const float* x, uint32_t n, Filters f) {
+  if (!(f.t > 0)) return {-kInf};
+  const float mx = x[refArgmax(x, n)];
+  if (!std::isfinite(mx)) return {mx};
+  std::vector<float> v(x, x + n);
+  std::sort(v.begin(), v.end(), std::greater<>());
+  RefCut out{-kInf};
+  const double vk = f.k > 0 && f.k < n ? v[f.k - 1] : -kInf;
+  out.cut = vk;
+  auto weight = [&](float y) { return std::exp((double(y) - mx) / f.t); };
+  if (f.p < 1.0f) {
+    double total = 0;
+    for (float y : v)
+      if (y >= vk) total += weight(y);
+    const double target = std::max(0.0, double(f.p)) * total, tol = 1e-6 * total;
+    double cum = 0;
+    for (size_t i = 0; i < n && v[i] >= vk; ++i) {
+      double before = cum;
+      cum += weight(v[i]);
+      if (cum >= target) {
+        bool tiedBelow = i + 1 < n && v[i + 1] == v[i], tiedAbove = i > 0 && v[i - 1] == v[i];
+        out.ambiguous = f.p > 0 && ((!tiedBelow && std::abs(cum - target) < tol) || (!tiedAbove && std::abs(before - target) < tol));
+        out.cut = std::max(out.cut, double(v[i]));
+        break;
+      }
+    }
+  }
+  if (f.minP > 0) {
+    const double tau = mx + f.t * std::log(std::min(1.0, double(f.minP)));
+    for (float y : v) out.ambiguous |= y != mx && std::abs(y - tau) < 1e-5 * (1 + std::abs(tau));
+    out.cut = std::max(out.cut, tau);
+  }
+  return out;
+}
+
+// Rows of logits: random ones at several spreads, and rows with masked (-inf) entries.
+std::vector<float> logitRows(std::mt19937& rng, uint32_t rows, uint32_t cols) {
+  std::vector<float> x;
+  for (uint32_t row = 0; row < rows; ++row) {
+    float spread = 1.0f + float(row % 4) * 3.0f;
+    std::vector<float> v = uniform(rng, cols, -spread, spread);
+    if (row % 5 == 4)
+      for (uint32_t j = 0; j < cols; j += 3) v[j] = -kInf;
+    x.insert(x.end(), v.begin(), v.end());
+  }
+  return x;
+}
+
+}  // namespace
+
+// Every combination of the three filters (each off, mild, strict, at its edges and out of range)
+// on random rows: the kernel keeps exactly the elements the definition keeps (rows too close to a
+// threshold for f32 to decide are skipped, and there are few of them); top_k alone gives the
+// k-th largest value bit for bit; bf16 rows are full of ties, all kept; the scalar path too.
+LIBRARY_TEST("sample_cutoff keeps what top-k, top-p and min-p keep", sampleCutoffFilters) {
+  std::mt19937 rng(seed());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  unsigned checked = 0, skipped = 0;
+  for (Dtype d : {Dtype::F32, Dtype::BF16})
+    for (uint32_t cols : {1u, 7u, 64u, 1000u, 4099u}) {
+      const uint32_t rows = 10;
+      std::vector<float> x = roundTo(d, logitRows(rng, rows, cols));
+      std::vector<Filters> filters = {{1.0f, 0, 1.0f, 0.0f},         {0.7f, 5, 1.0f, 0.0f},  {1.0f, cols - 1, 1.0f, 0.0f},
+                                      {1.0f, cols, 1.0f, 0.0f},      {1.0f, 0, 0.9f, 0.0f},  {2.0f, 0, 0.5f, 0.0f},
+                                      {1.0f, 0, 0.0f, 0.0f},         {1.0f, 0, -1.0f, 0.0f}, {1.0f, 0, nan, 0.0f},
+                                      {0.5f, 0, 1.0f, 0.1f},         {1.0f, 0, 1.0f, 1.0f},  {1.0f, 0, 1.0f, 3.0f},
+                                      {1.0f, 0, 1.0f, nan},          {1.0f, 40, 0.8f, 0.0f}, {1.5f, 20, 0.95f, 0.05f},
+                                      {1.0f, 3, 0.99f, 0.3f}};
+      for (const Filters& f : filters)
+        for (uint32_t misalign : {0u, uint32_t(dtypeBytes(d))}) {
+          if (misalign && cols < 1000) continue;
+          std::vector<float> got = runCutoff(r, d, x, rows, cols, f, misalign);
+          for (uint32_t row = 0; row < rows; ++row) {
+            const float* xr = &x[size_t(row) * cols];
+            RefCut want = refCutoff(xr, cols, f);
+            if (want.ambiguous) {
+              ++skipped;
+              continue;
+            }
+            ++checked;
+            uint32_t differ = 0;
+            for (uint32_t j = 0; j < cols; ++j) differ += (xr[j] >= got[row]) != (xr[j] >= want.cut);
+            CHECK_MESSAGE(differ == 0, dtypeName(d) << " cols " << cols << " row " << row << " t " << f.t << " k " << f.k
+                                                    << " p " << f.p << " min_p " << f.minP << ": cutoff " << got[row]
+                                                    << ", want " << want.cut << ", " << differ << " elements differ (seed "
+                                                    << seed() << ")");
+            if (f.k > 0 && f.k < cols && !(f.p < 1.0f) && !(f.minP > 0)) {
+              std::vector<float> v(xr, xr + cols);
+              std::nth_element(v.begin(), v.begin() + (f.k - 1), v.end(), std::greater<>());
+              CHECK_MESSAGE(got[row] == v[f.k - 1], "top_k alone gives the k-th largest value: cols " << cols << " row " << row);
+            }
+          }
+        }
+    }
+  CHECK_MESSAGE(skipped * 20 < checked, skipped << " of " << checked + skipped << " rows too close to call");
+}
+
+// Rows without a finite maximum, temperatures that do not sample, empty rows.
+LIBRARY_TEST("sample_cutoff: specials", sampleCutoffSpecials) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const uint32_t cols = 37;
+  std::vector<float> x(size_t(4) * cols, 0.25f);
+  x[3] = 2.0f;
+  x[cols + 5] = nan;                                   // row 1: a NaN
+  x[2 * cols + 9] = kInf;                              // row 2: +inf
+  std::fill(x.begin() + 3 * cols, x.end(), -kInf);     // row 3: all -inf
+  const Filters strict{1.0f, 2, 0.5f, 0.5f};
+  std::vector<float> got = runCutoff(r, Dtype::F32, x, 4, cols, strict);
+  // top_k and top_p keep the tied 0.25s; min_p's threshold 2 + ln 0.5 only the maximum.
+  CHECK(got[0] == doctest::Approx(2.0 + std::log(0.5)).epsilon(1e-6));
+  CHECK(std::isnan(got[1]));
+  CHECK(got[2] == kInf);
+  CHECK(got[3] == -kInf);
+  for (float t : {0.0f, -1.0f, nan}) {
+    got = runCutoff(r, Dtype::F32, x, 4, cols, {t, 2, 0.5f, 0.5f});
+    CHECK_MESSAGE(std::all_of(got.begin(), got.end(), [](float c) { return c == -kInf; }), "temperature " << t);
+  }
+  // Filters that exclude nothing: -inf.
+  got = runCutoff(r, Dtype::F32, x, 1, cols, {1.0f, 0, 1.0f, 0.0f});
+  CHECK(got[0] == -kInf);
+  // cols = 0 writes nothing.
+  got = runCutoff(r, Dtype::F32, {0.0f}, 3, 0, strict);
+  CHECK(std::all_of(got.begin(), got.end(), [](float c) { return c == 12345.0f; }));
+}
+
+
+// The sampler with a cutoff never draws below it, the pair draws what one block does, and the
+// draws follow softmax(x / T) renormalized over what the filters keep (a chi-square test at a
+// significance of about 1e-6); temperature 0 is still the argmax.
+LIBRARY_TEST("argmax sample with cutoff draws from the filtered distribution", argmaxSampleCutoff) {
+  std::mt19937 rng(seed());
+  {
+    const uint32_t rows = 12, cols = 2 * kArgmaxChunk + 77;
+    std::vector<float> x = logitRows(rng, rows, cols);
+    const Filters f{0.8f, 30, 0.9f, 0.02f};
+    std::vector<float> cut = runCutoff(r, Dtype::F32, x, rows, cols, f);
+    std::vector<uint32_t> one = runSample(r, Dtype::F32, x, rows, cols, f.t, 5, false, &cut);
+    CHECK(runSample(r, Dtype::F32, x, rows, cols, f.t, 5, true, &cut) == one);
+    for (uint32_t row = 0; row < rows; ++row)
+      CHECK_MESSAGE((one[row] < cols && x[size_t(row) * cols + one[row]] >= cut[row]), "row " << row);
+    std::vector<uint32_t> argmax = runSample(r, Dtype::F32, x, rows, cols, 0.0f, 5, false, &cut);
+    for (uint32_t row = 0; row < rows; ++row) CHECK(argmax[row] == refArgmax(&x[size_t(row) * cols], cols));
+  }
+  {
+    // A cutoff is exact: values at it are drawn, those one ulp below never.
+    const uint32_t rows = 200, cols = 2 * kArgmaxChunk;
+    std::vector<float> x(size_t(rows) * cols, 1.0f), cut(rows, 1.0f);
+    for (size_t i = 1; i < x.size(); i += 2) x[i] = std::nextafter(1.0f, 0.0f);
+    for (bool split : {false, true}) {
+      std::vector<uint32_t> got = runSample(r, Dtype::F32, x, rows, cols, 1.0f, 11, split, &cut);
+      CHECK_MESSAGE(std::all_of(got.begin(), got.end(), [&](uint32_t i) { return i < cols && i % 2 == 0; }), "split " << split);
+    }
+  }
+  const uint32_t rows = 1000;
+  const std::vector<float> logits = {2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f, 1.75f, -3.0f, 0.25f};
+  const uint32_t cols = uint32_t(logits.size());
+  std::vector<float> x;
+  for (uint32_t row = 0; row < rows; ++row) x.insert(x.end(), logits.begin(), logits.end());
+  const Filters f{1.0f, 7, 0.9f, 0.1f};  // top_k 7 drops -0.5, -1 and -3; top_p 0.25 and 0; min_p (2 + ln 0.1) nothing more
+  std::vector<float> cut = runCutoff(r, Dtype::F32, x, rows, cols, f);
+  CHECK(cut[0] == 0.5f);
+  std::vector<uint32_t> got = runSample(r, Dtype::F32, x, rows, cols, f.t, uint32_t(seed()), false, &cut);
+  std::vector<double> count(cols, 0.0), p(cols, 0.0);
+  double sum = 0, chi2 = 0;
+  for (uint32_t i = 0; i < cols; ++i)
+    if (logits[i] >= 0.5f) sum += p[i] = std::exp(double(logits[i]));
+  for (uint32_t i : got) count[std::min(i, cols - 1)] += 1;
+  for (uint32_t i = 0; i < cols; ++i) {
+    if (p[i] == 0) {
+      CHECK_MESSAGE(count[i] == 0, "drew excluded element " << i);
+      continue;
+    }
+    chi2 += std::pow(count[i] - rows * p[i] / sum, 2) / (rows * p[i] / sum);
+  }
+  // The 1 - 1e-6 quantile of chi-square with 4 degrees of freedom: 33.4.
+  CHECK_MESSAGE(chi2 < 33.4, "chi-square " << chi2 << " (seed " << seed() << ")");
 }
 
 // ---- transpose ------------------------------------------------------------------------------

@@ -231,6 +231,26 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     if (op == "argmax_sample") args.insert(args.end(), {val("temperature", 0.8f), val("seed", 1234u)});
     c.launches = {{k, args}};
     c.bytes = 1.0 * n * es + 4.0 * rows;
+  } else if (op == "sample_filtered") {
+    // Sampling with top_k 50, top_p 0.9 and min_p 0.05 at temperature 0.8: sample_cutoff writes
+    // each row's threshold, then argmax's sample with cutoff draws (few rows: its split pair).
+    c.buffers = {{n * es, f}, {size_t(rows) * 4, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
+    c.launches = {{"sample_cutoff_" + dtype,
+                   {buf("x", 0), buf("cutoff", 1), val("rows", rows), val("cols", cols), val("temperature", 0.8f),
+                    val("top_k", 50u), val("top_p", 0.9f), val("min_p", 0.05f)}}};
+    if (rows < kFewRows) {
+      size_t partial = size_t(rows) * ((cols + 31) / 32) * 8;
+      c.buffers.push_back({partial, Fill::Zero});
+      c.launches.push_back({"argmax_sample_cutoff_partial_" + dtype,
+                            {buf("x", 0), buf("partial", 3), val("rows", rows), val("cols", cols),
+                             val("temperature", 0.8f), val("seed", 1234u), buf("cutoff", 1)}});
+      c.launches.push_back({"argmax_merge", {buf("partial", 3), buf("index", 2), val("rows", rows), val("cols", cols)}});
+    } else {
+      c.launches.push_back({"argmax_sample_cutoff_" + dtype,
+                            {buf("x", 0), buf("index", 2), val("rows", rows), val("cols", cols), val("temperature", 0.8f),
+                             val("seed", 1234u), buf("cutoff", 1)}});
+    }
+    c.bytes = 2.0 * n * es + 8.0 * rows;  // x read by each kernel once from DRAM (the passes mostly hit L2)
   } else if (op == "transpose") {
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
@@ -665,6 +685,9 @@ std::vector<Case> cases(Sizes sizes) {
   // over LLaMA 2's 32000 (one block a row).
   out.push_back(rowCase("argmax_sample", "f32", 1, vocab));
   out.push_back(rowCase("argmax_sample", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
+  // The same with top-k, top-p and min-p (sample_cutoff first), beside PyTorch's sort-based filters.
+  out.push_back(rowCase("sample_filtered", "f32", 1, vocab));
+  out.push_back(rowCase("sample_filtered", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));

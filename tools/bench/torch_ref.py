@@ -68,7 +68,8 @@ def make_case(torch, op, shape, dtype):
             return F.rms_norm(x, (x.shape[-1],), w, EPS)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
 
-    if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "argmax_sample", "transpose"):
+    if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "argmax_sample", "sample_filtered",
+              "transpose"):
         rows, cols = dims
         if op == "softmax":
             return (lambda: (rand(rows, cols),)), (lambda s: torch.softmax(s[0], dim=-1))
@@ -88,6 +89,16 @@ def make_case(torch, op, shape, dtype):
         if op == "argmax_sample":  # a sample of softmax(x / 0.8), as a sampler in PyTorch draws it
             return (lambda: (rand(rows, cols),)), (
                 lambda s: torch.multinomial(torch.softmax(s[0] / 0.8, dim=-1), 1))
+        if op == "sample_filtered":  # top_k 50, top_p 0.9, min_p 0.05 at 0.8 by sorting, as PyTorch samplers do
+            def sample_filtered(s):
+                v, order = torch.sort(s[0] / 0.8, dim=-1, descending=True)
+                v[..., 50:] = float("-inf")
+                p = torch.softmax(v, dim=-1)
+                p = p.masked_fill(torch.cumsum(p, dim=-1) - p > 0.9, 0)
+                p = p.masked_fill(p < 0.05 * p[..., :1], 0)
+                return order.gather(-1, torch.multinomial(p, 1))
+
+            return (lambda: (rand(rows, cols),)), sample_filtered
         if op == "transpose":
             return (lambda: (rand(rows, cols),)), (lambda s: s[0].t().contiguous())
         return (lambda: (rand(rows, cols), rand(cols))), (lambda s: rms_norm(s[0], s[1]))
