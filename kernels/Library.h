@@ -185,6 +185,7 @@ void addSoftmax(std::vector<Template>& out);
 void addNorms(std::vector<Template>& out);
 void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
 void addRope(std::vector<Template>& out);
+void addPenalties(std::vector<Template>& out);  // logit_penalties (kernels/Penalties.cpp)
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge

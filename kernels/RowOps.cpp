@@ -417,7 +417,8 @@ Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach 
         kb.store(kb.index(rs.hist, tid, 8), kb.u64(0));
         kb.bar_sync();
         forEach([&](Value x) {
-          auto [key, weight, candidate] = keyWeight(x);
+          const auto kw = keyWeight(x);  // clang 14 cannot capture structured bindings
+          Value key = std::get<0>(kw), weight = std::get<1>(kw), candidate = std::get<2>(kw);
           Value match = (candidate & ((key & high) == prefix)).named("match");
           kb.if_then(match, [&] { kb.atom(Mod::AAdd, kb.index(rs.hist, binSlot((key >> shift) & 0xFFu), 8), weight); }, "bin");
         });

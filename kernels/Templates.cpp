@@ -51,6 +51,7 @@ std::vector<Template> makeTemplates() {
   lib::addSoftmax(all);
   lib::addNorms(all);
   lib::addRowOps(all);
+  lib::addPenalties(all);
   lib::addRope(all);
   lib::addGemv(all);
   lib::addGemm(all);

@@ -1,12 +1,14 @@
-// argmax (and its split pair argmax_partial + argmax_merge), sample_cutoff, transpose and kv_scatter
-// (test/library/rowops.toml) against C++ references. argmax and the two copies are exact: every
-// comparison here is bit for bit, no tolerance; sampling is checked by its distribution.
+// argmax (and its split pair argmax_partial + argmax_merge), sample_cutoff, logit_penalties,
+// transpose and kv_scatter (test/library/rowops.toml) against C++ references. argmax, the
+// penalties and the two copies are exact: every comparison here is bit for bit, no tolerance;
+// sampling is checked by its distribution.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "library_harness.h"
@@ -559,6 +561,84 @@ LIBRARY_TEST("argmax sample with cutoff draws from the filtered distribution", a
   }
   // The 1 - 1e-6 quantile of chi-square with 4 degrees of freedom: 33.4.
   CHECK_MESSAGE(chi2 < 33.4, "chi-square " << chi2 << " (seed " << seed() << ")");
+}
+
+// ---- logit_penalties --------------------------------------------------------------------------
+
+namespace {
+
+struct Penalty {
+  float repetition, frequency, presence;
+};
+
+// The penalties on the f32 values of the logits, from the definition: for every distinct id
+// below cols among the row's n tokens, the repetition penalty, then count * frequency + presence
+// (rounded once) subtracted.
+std::vector<float> refPenalties(std::vector<float> x, const std::vector<uint32_t>& tokens, uint32_t rows, uint32_t cols,
+                                uint32_t n, Penalty p) {
+  for (uint32_t row = 0; row < rows; ++row) {
+    std::map<uint32_t, uint32_t> count;
+    for (uint32_t i = 0; i < n; ++i)
+      if (uint32_t t = tokens[size_t(row) * n + i]; t < cols) ++count[t];
+    for (auto [t, c] : count) {
+      float& v = x[size_t(row) * cols + t];
+      v = v > 0 ? v / p.repetition : v * p.repetition;
+      v -= std::fma(float(c), p.frequency, p.presence);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+// Histories with many repeats (ids from a narrow range, so that the hash table's probes collide),
+// padding ids at and past cols, empty histories; each logit is exact (f32 division and fma, then
+// the storage type's rounding), every other element's bits untouched.
+LIBRARY_TEST("logit_penalties: repetition, frequency and presence", logitPenalties) {
+  std::mt19937 rng(seed());
+  const Penalty penalties[] = {{1.3f, 0.25f, 0.5f}, {0.8f, 0.0f, 0.0f}, {1.0f, -0.1f, 1.0f}, {1.0f, 0.0f, 0.0f}};
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {7u, 1000u, 32000u})
+      for (uint32_t n : {0u, 1u, 17u, 300u, 2000u, 5000u}) {
+        if (n == 5000 && (d != Dtype::F32 || cols != 32000)) continue;  // a table past 48 KiB once
+        const uint32_t rows = 3;
+        std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+        x[0] = 0.0f;
+        if (cols > 1) x[1] = -0.0f;
+        std::vector<uint32_t> tokens(size_t(rows) * n);
+        const uint32_t range = std::max(2u, std::min(cols, n / 3 + 2));  // repeats in every row
+        std::uniform_int_distribution<uint32_t> id(0, range - 1), pad(0, 9);
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          uint32_t k = pad(rng);
+          tokens[i] = k == 0 ? 0xFFFFFFFFu : k == 1 ? cols : id(rng);
+        }
+        if (n > 0) tokens[0] = 0, tokens[size_t(n) * (rows - 1)] = cols - 1;
+        if (n == 17 && cols == 32000) {
+          // Row 1: ids whose home slot (the kernel's hash, t * 0x9E3779B1 mod 2^32 mod 2n + 1) is
+          // the table's last, so that their probes wrap around to slot 0.
+          const uint32_t slots = 2 * n + 1;
+          for (uint32_t t = 0, k = 0; t < cols && k < n; ++t)
+            if (t * 0x9E3779B1u % slots == slots - 1) tokens[n + k++] = t;
+        }
+        const Penalty& p = penalties[(cols + n) % std::size(penalties)];
+        std::vector<std::byte> got = r.run(Call("rowops", kernelName("logit_penalties", d))
+                                               .buffer("logits", encode(d, x))
+                                               .buffer("tokens", tokens)
+                                               .scalar("rows", rows)
+                                               .scalar("cols", cols)
+                                               .scalar("n", n)
+                                               .scalar("repetition", p.repetition)
+                                               .scalar("frequency", p.frequency)
+                                               .scalar("presence", p.presence))
+                                         .get<std::byte>("logits");
+        std::vector<std::byte> want = encode(d, refPenalties(x, tokens, rows, cols, n, p));
+        size_t differ = 0, first = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          if (got[i] != want[i] && differ++ == 0) first = i / dtypeBytes(d);
+        CHECK_MESSAGE(differ == 0, dtypeName(d) << " cols " << cols << " n " << n << ": " << differ
+                                               << " bytes differ, the first in element " << first << " (seed " << seed()
+                                               << ")");
+      }
 }
 
 // ---- transpose ------------------------------------------------------------------------------

@@ -469,6 +469,18 @@ Case embeddingCase(const std::string& format, uint32_t tokens, uint32_t rows, ui
   return c;
 }
 
+// Sampling's penalties on `rows` rows of a `cols` vocabulary, `n` tokens seen per row (distinct
+// random ids). The logits are shared by the buffer sets: a launch touches only the ids' elements.
+Case penaltiesCase(uint32_t rows, uint32_t cols, uint32_t n) {
+  Case c{"logit_penalties", dims(rows, cols) + "x" + std::to_string(n), "f32", {}, {}, 0, 0, 0};
+  c.buffers = {{size_t(rows) * cols * 4, Fill::F32, 0, true}, {size_t(rows) * n * 4, Fill::Positions, cols}};
+  c.launches = {{"logit_penalties_f32",
+                 {buf("logits", 0), buf("tokens", 1), val("rows", rows), val("cols", cols), val("n", n),
+                  val("repetition", 1.3f), val("frequency", 0.25f), val("presence", 0.5f)}}};
+  c.bytes = 12.0 * rows * n;  // the ids, and their logits read and written
+  return c;
+}
+
 // `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
 // random positions. The caches are shared by the buffer sets: a launch touches only its rows.
 Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
@@ -688,6 +700,8 @@ std::vector<Case> cases(Sizes sizes) {
   // The same with top-k, top-p and min-p (sample_cutoff first), beside PyTorch's sort-based filters.
   out.push_back(rowCase("sample_filtered", "f32", 1, vocab));
   out.push_back(rowCase("sample_filtered", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
+  // Repetition, frequency and presence penalties over 2048 tokens seen by each of 32 sequences.
+  out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));

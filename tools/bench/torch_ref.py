@@ -133,6 +133,22 @@ def make_case(torch, op, shape, dtype):
         table = rand(rows, k)
         return ((lambda: (torch.randperm(rows, device=dev)[:tokens],)), (lambda s: F.embedding(s[0], table)),
                 tokens * k * 2 * table.element_size() + 8 * tokens)  # rows read, y written; int64 ids
+    if op == "logit_penalties":
+        rows, cols, n = dims
+        # vLLM's PyTorch penalties: counts over the whole vocabulary by scatter_add, then every
+        # logit rewritten. One logits tensor for every input set, as in the benchmark.
+        logits = rand(rows, cols)
+
+        def penalize(s):
+            counts = torch.zeros(rows, cols, device=dev, dtype=logits.dtype).scatter_add_(1, s[0], s[1])
+            seen = counts > 0
+            rep = torch.where(seen, 1.3, 1.0)
+            logits.copy_(torch.where(logits > 0, logits / rep, logits * rep) - 0.25 * counts - 0.5 * seen)
+
+        def tokens():
+            return torch.randint(0, cols, (rows, n), device=dev), torch.ones(rows, n, device=dev, dtype=logits.dtype)
+
+        return tokens, penalize, 12 * rows * n
     if op == "kv_scatter":
         tokens, row, cache_rows = dims
         # One pair of caches for every input set, as in the benchmark: a run writes only `tokens`
