@@ -34,6 +34,7 @@
 // seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every
 // key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
 // whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -46,7 +47,7 @@ namespace prefill {
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
-          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap"), o.flag("alibi")};
+          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap"), o.flag("alibi"), o.flag("bias")};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -64,6 +65,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
     p.arrays.kvLengths = kb.param(kGlobalPtr, "kv_lengths");
   }
   if (c.alibi) p.alibiSlopes = kb.param(kGlobalPtr, "alibi_slopes");
+  if (c.bias) p.bias = kb.param(kGlobalPtr, "bias");
   kb.param(ir::Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(ir::Type::u32(), "max_seq_q");  // the grid's x extent
@@ -80,11 +82,14 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.scale = kb.param(ir::Type::f32(), "scale");
   if (c.window) p.window = kb.param(ir::Type::u32(), "window");
   if (c.softcap) p.softcap = kb.param(ir::Type::f32(), "softcap");
+  if (c.bias)
+    for (unsigned i = 0; i < 3; ++i)
+      p.biasStrides[i] = kb.param(ir::Type::u32(), std::array{"bias_batch_stride", "bias_head_stride", "bias_row_stride"}[i]);
   return p;
 }
 
 Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
-                  Value scale2, Value row0, Value row1, Value qh) {
+                  Value scale2, Value row0, Value row1, Value qh, Value b) {
   Softmax s{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window};
   if (c.softcap) {
     s.capOn = (p.softcap != 0.0f).named("cap_on");
@@ -99,6 +104,16 @@ Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seq
     Value seqQf = kb.cvt(seqQ, ir::Type::f32(), {ir::Mod::Rn}, "seq_q_f");
     for (unsigned r = 0; r < 2; ++r)
       s.rowPos[r] = (kb.cvt(s.rows[r] + seqK, ir::Type::f32(), {ir::Mod::Rn}) - seqQf).named("row_pos");
+  }
+  if (c.bias) {
+    // Rows past seq_q (whose outputs are never stored) read the last row's bias; keys past seq_k
+    // the last key's (their scores are masked).
+    Value lastRow = (kb.max(seqQ, kb.u32(1)) - 1u).named("last_row");
+    Value head = (kb.mul_wide(b, p.biasStrides[0]) + kb.mul_wide(qh, p.biasStrides[1])).named("bias_head");
+    for (unsigned r = 0; r < 2; ++r)
+      s.biasRow[r] = kb.index(p.bias, head + kb.mul_wide(kb.min(s.rows[r], lastRow), p.biasStrides[2]), 2, "bias_row");
+    s.lastKey = (kb.max(seqK, kb.u32(1)) - 1u).named("last_key");
+    s.invScale = kb.rcp(p.scale, "inv_scale");
   }
   return s;
 }
@@ -156,6 +171,15 @@ std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax
       const unsigned offset = 8 * (i >> 2) + (i & 1);
       Value d = offset ? (dist[(i >> 1) & 1] + float(offset)).named("dist") : dist[(i >> 1) & 1];
       sv[i] = kb.fma(s.slope, c.causal ? d : kb.abs(d), sv[i], "biased");
+    }
+  }
+  // The bias tensor: one 2-byte load a score, at (row, min(key, seq_k - 1)), added as bias / scale.
+  if (c.bias) {
+    Value key0 = (k0 + (s.t << 1u)).named("bias_key0");
+    for (unsigned i = 0; i < sv.size(); ++i) {
+      Value key = kb.min(key0 + (8 * (i >> 2) + (i & 1)), s.lastKey, "bias_key");
+      Value bias = loadF32(kb, kb.index(s.biasRow[(i >> 1) & 1], key, 2, "bias_at"), c.s, true, "bias");
+      sv[i] = kb.fma(bias, s.invScale, sv[i], "biased");
     }
   }
   // Masks cost 3 instructions a score (4 with a window): only on the tiles that hold a masked key.
@@ -467,7 +491,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
-  const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, q0, t, scale2, row0, row1, qh);
+  const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, q0, t, scale2, row0, row1, qh, b);
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
   std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
@@ -555,6 +579,12 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "ALiBi position biases: the f32 [q_heads] parameter alibi_slopes (after the other pointers) adds "
               "-alibi_slopes[h] * |i + seq_k - seq_q - j| to query head h's scaled (and capped) score of row i "
               "and key j"),
+       option("bias", false,
+              "an additive bias (SDPA's attn_mask; -inf masks a key): the pointer bias (after the other pointers) "
+              "holds dtype elements, element (i, j) of sequence b and query head h at b * bias_batch_stride + h * "
+              "bias_head_stride + i * bias_row_stride + j, the three u32 strides (elements; 0 broadcasts) after "
+              "scale, window and softcap; added to the scaled (and capped) score of row i and key j, positions "
+              "within the sequence; a row whose keys are all masked gets zeros"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
               "or [rows, q_heads] with varlen; -inf for a row without keys"),

@@ -20,16 +20,18 @@ struct Config {
   bool window = false;    // sliding window (causal only): the u32 parameter window after scale
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
+  bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
 };
 Config configOf(const Options& o);
 
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
-// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], batch, then max_seq_q and
-// with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride (paged: kv_rows with
-// tmaParams); then [max_pages], q_heads, kv_heads, scale, [window], [softcap]. q_rows and kv_rows are the row
-// counts of q and k/v, the extents of the wgmma member's tensor maps.
+// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], [bias], batch,
+// then max_seq_q and with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride
+// (paged: kv_rows with tmaParams); then [max_pages], q_heads, kv_heads, scale, [window],
+// [softcap], [bias_batch_stride, bias_head_stride, bias_row_stride]. q_rows and kv_rows are the
+// row counts of q and k/v, the extents of the wgmma member's tensor maps.
 struct VarlenArrays {
   Value qOffsets, qLengths, kvOffsets, kvLengths;
 };
@@ -42,6 +44,8 @@ struct Params {
   Value window;                    // window: a query sees the last `window` keys up to its own
   Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
   Value alibiSlopes;               // alibi: f32 [q_heads], head h's scores gain -slope_h |i - j|
+  Value bias;                      // bias: the storage type's [batch, q_heads, seq_q, seq_k] by strides
+  Value biasStrides[3];            // bias: elements between sequences, heads and rows (u32; 0 broadcasts)
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 
@@ -84,7 +88,8 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 // causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
 // wide from k0; q0 is the first of the 64 rows the tile is multiplied for), and with a window
 // the keys before a row's window; with softcap, the scores capped first (a cap of 0: none), then
-// with alibi each biased by -slope |i + seq_k - seq_q - j| (raw units: slope / scale). m, l: the
+// with alibi each biased by -slope |i + seq_k - seq_q - j| (raw units: slope / scale), with bias
+// by the tensor's element (i, j) (raw units: divided by scale). m, l: the
 // rows' running maxes (raw score units) and this thread's partial sums, updated; corr: the
 // factors the output rows are rescaled by; the result: P's A fragments (v4.b32), one per 16 keys,
 // rounded to the storage type.
@@ -96,11 +101,14 @@ struct Softmax {
   Value cap = {}, capRate = {};  // softcap: the cap in raw score units and 2 log2(e) / cap
   Value slope = {};              // alibi: slope / scale, negated unless causal (f32)
   Value rowPos[2] = {};          // alibi: the rows' positions among the keys, i + seq_k - seq_q (f32)
+  Value biasRow[2] = {};         // bias: element 0 of the rows' bias rows (rows past seq_q: the last's)
+  Value lastKey = {};            // bias: seq_k - 1, the last key whose bias is read
+  Value invScale = {};           // bias: 1 / scale
 };
-// The softmax state of a warp's rows row0 and row1 (query head qh) from the kernel's parameters:
-// the window, the cap and the ALiBi slope the options ask for.
+// The softmax state of a warp's rows row0 and row1 (query head qh of sequence b) from the
+// kernel's parameters: the window, the cap, the ALiBi slope and the bias rows the options ask for.
 Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
-                  Value scale2, Value row0, Value row1, Value qh);
+                  Value scale2, Value row0, Value row1, Value qh, Value b);
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
                                std::vector<Value> scores, Value m[2], Value l[2], Value corr[2]);
 

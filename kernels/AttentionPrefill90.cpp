@@ -237,7 +237,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value scale2 = (scale * kLog2e).named("scale2");
     Value qw = (q0 + consumer * 64u).named("q_first_row");
     Value row0 = (qw + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
-    const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, qw, t, scale2, row0, row1, qh);
+    const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, qw, t, scale2, row0, row1, qh, b);
     // V rows past seq_k: zeros (whole 128-byte strip rows; the swizzle permutes within a row), by
     // both consumers, each thread its chunks, then named barrier kZeroedBarrier among the 256.
     // Only a block's last tile reaches past seq_k, whichever of the loops below takes it.

@@ -240,6 +240,7 @@ struct PrefillVariant {
   bool window = false;      // the window parameter (Prefill::window, checkVarlen's window)
   bool softcap = false;     // the softcap parameter (Prefill::softcap)
   bool alibi = false;       // the alibi_slopes parameter (alibiSlopes, Prefill::alibi)
+  bool bias = false;        // the bias tensor and its strides (Prefill::biasHeads)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -285,6 +286,10 @@ constexpr PrefillVariant k90D256VarlenPaged{"prefill90_bf16_d256_varlen_causal_p
 constexpr PrefillVariant kAlibiSoftcap{"prefill_f16_d64_softcap_alibi", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, false, true, true};
 constexpr PrefillVariant kAlibiVarlen{"prefill_bf16_d128_varlen_causal_alibi", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, false, false, true};
 constexpr PrefillVariant k90AlibiWindow{"prefill90_bf16_d128_causal_window_alibi", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true, false, true};
+constexpr PrefillVariant kBiasF16{"prefill_f16_d64_bias", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, false, false, false, true};
+constexpr PrefillVariant kBiasPagedAlibi{"prefill_bf16_d128_causal_p16_alibi_bias", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16, false, false, true, true};
+constexpr PrefillVariant k90BiasWindow{"prefill90_bf16_d128_causal_window_bias", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true, false, false, true};
+constexpr PrefillVariant k90BiasD256{"prefill90_f16_d256_bias", Dtype::F16, 256, false, false, "attention90", 64, false, "", 0, false, false, false, true};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -297,13 +302,16 @@ struct Prefill {
   uint32_t window = 0;  // sliding window (a window variant): keys j > i + seq_k - seq_q - window; 0 all
   float softcap = 0;    // a softcap variant's cap: scaled scores s become softcap tanh(s / softcap)
   float alibi = 1;      // an alibi variant's slopes: alibiSlopes(q_heads, alibi)
+  bool biasHeads = true;  // a bias variant's tensor: one per query head, or one for all (stride 0)
 };
 
-// ALiBi's bias of a query at position `pos` among the keys: -slope |pos - j|.
+// ALiBi's bias of a query at position `pos` among the keys, -slope |pos - j|, plus the bias
+// tensor's row (none: 0).
 struct Bias {
   double slope = 0;
   int64_t pos = 0;
-  double at(uint32_t j) const { return -slope * double(std::abs(pos - int64_t(j))); }
+  const float* row = nullptr;
+  double at(uint32_t j) const { return -slope * double(std::abs(pos - int64_t(j))) + (row ? row[j] : 0.0); }
 };
 
 // Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
@@ -323,6 +331,8 @@ double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_
     s.push_back((softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale) + bias.at(j));
     m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
   }
+  // Keys whose biased scores are all -inf: as no key.
+  if (m == -std::numeric_limits<double>::infinity()) seen.clear(), s.clear();
   double sum = 0;
   for (double& x : s) sum += x = std::exp(x - m);
   for (uint32_t e = 0; e < d; ++e) {
@@ -372,6 +382,25 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.softcap) call.scalar("softcap", p.softcap);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
+  // The bias tensor: rows of seq_k + 3 elements per head (a row stride that is not the row), of
+  // seq_k for all heads (dense: the last row ends the buffer), in [-2, 2] with every 7th element
+  // -inf (a masked key), and row seq_q / 2 of sequence 0, head 0 all -inf.
+  const uint32_t biasRowStride = p.biasHeads ? SK + 3 : SK, biasHeadStride = p.biasHeads ? SQ * biasRowStride : 0;
+  const uint32_t biasBatchStride = (p.biasHeads ? QH : 1) * SQ * biasRowStride;
+  std::vector<float> bias;
+  if (v.bias) {
+    bias = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * biasBatchStride), -2.0f, 2.0f));
+    for (size_t i = 0; i < bias.size(); i += 7) bias[i] = -std::numeric_limits<float>::infinity();
+    if (SQ > 0)
+      std::fill_n(bias.begin() + size_t(SQ / 2) * biasRowStride, SK, -std::numeric_limits<float>::infinity());
+    call.buffer("bias", encode(v.d, bias))
+        .scalar("bias_batch_stride", biasBatchStride)
+        .scalar("bias_head_stride", biasHeadStride)
+        .scalar("bias_row_stride", biasRowStride);
+  }
+  auto biasRow = [&](uint32_t b, uint32_t qh, uint32_t i) {
+    return v.bias ? &bias[size_t(b) * biasBatchStride + size_t(qh) * biasHeadStride + size_t(i) * biasRowStride] : nullptr;
+  };
   call.target(v.target);
   Outputs out = r.run(call);
 
@@ -397,7 +426,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
         const size_t at = want.size();
         wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
                                     [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
-                                    scale, want, v.softcap ? p.softcap : 0.0, {slopes[qh], int64_t(i) + SK - SQ}));
+                                    scale, want, v.softcap ? p.softcap : 0.0,
+                                    {slopes[qh], int64_t(i) + SK - SQ, biasRow(b, qh, i)}));
         if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
           want[at + 5] = std::numeric_limits<double>::quiet_NaN();
       }
@@ -406,7 +436,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
                      (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "") +
                      (v.window ? " window " + std::to_string(p.window) : "") +
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
-                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "");
+                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
+                     (v.bias ? (p.biasHeads ? " bias per head" : " bias for all heads") : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
   // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
@@ -758,6 +789,29 @@ LIBRARY_TEST("attention: ALiBi position biases", attentionAlibi) {
   }
   checkPrefill(r, rng, kAlibiSoftcap, {2, 70, 20, 2, 2});
   checkVarlen(r, rng, kAlibiVarlen, {{1, 1}, {17, 67}, {70, 5}, {3, 0}, {130, 130}}, 4, 2);
+}
+
+// An additive bias tensor (bias = true): each head's own or one for all heads (stride 0), a row
+// stride past the row, masked keys (-inf) and a row with every key masked (zeros, lse -inf); not
+// causal after a prefix and with more rows than keys, causal over a paged cache with ALiBi,
+// wgmma causal with a window and head_dim 256 with key tiles of 64.
+LIBRARY_TEST("attention_prefill: additive bias tensor", attentionPrefillBias) {
+  std::mt19937 rng(seed());
+  for (bool heads : {true, false}) {
+    Prefill p{2, 100, 150, 4, 2};
+    p.biasHeads = heads;
+    checkPrefill(r, rng, kBiasF16, p);
+    Prefill a{1, 130, 170, 2, 1};
+    a.biasHeads = heads;
+    a.alibi = 4;
+    checkPrefill(r, rng, kBiasPagedAlibi, a);
+    Prefill w{1, 130, 200, 2, 1};
+    w.window = heads ? 100 : 0;
+    w.biasHeads = heads;
+    checkPrefill(r, rng, k90BiasWindow, w);
+  }
+  checkPrefill(r, rng, kBiasF16, {1, 70, 20, 2, 2});
+  checkPrefill(r, rng, k90BiasD256, {1, 67, 67, 2, 1});
 }
 
 // head_dim 256 on the wgmma member: key tiles of 64 (the Q tile and two stages of K and V fill 193

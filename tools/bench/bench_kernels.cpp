@@ -141,6 +141,7 @@ struct Case {
     uint32_t batch, seqQ, seqK, qHeads, kvHeads, dim;
     bool causal;
     uint32_t window = 0;  // sliding window: the last `window` keys up to a row's own (0: all)
+    bool bias = false;    // prefill: a seq_q x seq_k bf16 bias shared by every sequence and head, buffer 4
   };
   std::optional<Attention> attention = std::nullopt;
   double attentionFlops = 0;
@@ -622,17 +623,20 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // problem as packed sequences of equal lengths (offsets seq apart), the same memory layout, op
 // attention_prefill_wgmma_varlen[_causal]. paged (head_dim 128): k and v read through a block
 // table of 16-row pages in order (seq a multiple of 16), the same memory layout, op
-// attention_prefill[_wgmma]_paged[_causal].
+// attention_prefill[_wgmma]_paged[_causal]. bias (neither varlen nor paged): an additive bias of
+// seq x seq elements (bf16) that every sequence and head shares (strides 0), as a mask given to
+// SDPA, op attention_prefill[_wgmma]_bias[_causal].
 Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
-                          bool varlen = false, bool paged = false) {
-  const std::string suffix =
-      std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (paged ? "_paged" : "") + (causal ? "_causal" : "");
+                          bool varlen = false, bool paged = false, bool bias = false) {
+  const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (paged ? "_paged" : "") +
+                             (bias ? "_bias" : "") + (causal ? "_causal" : "");
   Case c{"attention_prefill" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
          "bf16", {}, {}, 0, 0, 0};
   const size_t t = size_t(batch) * seq * heads * dim * 2;
   c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
   const std::string kernel = "attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
-                             (varlen ? "_varlen" : "") + (causal ? "_causal" : "") + (paged ? "_p16" : "");
+                             (varlen ? "_varlen" : "") + (causal ? "_causal" : "") + (paged ? "_p16" : "") +
+                             (bias ? "_bias" : "");
   const float scale = 1.0f / std::sqrt(float(dim));
   if (varlen) {
     for (Fill f : {Fill::Strided, Fill::Constant, Fill::Strided, Fill::Constant}) c.buffers.push_back({batch * 4u, f, seq});
@@ -651,13 +655,21 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
       args.push_back(a);
     c.launches = {{kernel, args}};
   } else {
-    c.launches = {{kernel,
-                   {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
-                    val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
-                    val("scale", scale)}}};
+    std::vector<ArgSpec> args = {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3)};
+    if (bias) {
+      c.buffers.push_back({size_t(seq) * seq * 2, Fill::BF16});
+      args.push_back(buf("bias", 4));
+    }
+    for (ArgSpec a : {val("batch", batch), val("seq_q", seq), val("seq_k", seq), val("kv_stride", seq),
+                      val("q_heads", heads), val("kv_heads", heads), val("scale", scale)})
+      args.push_back(a);
+    if (bias)
+      for (ArgSpec a : {val("bias_batch_stride", 0u), val("bias_head_stride", 0u), val("bias_row_stride", seq)})
+        args.push_back(a);
+    c.launches = {{kernel, args}};
   }
-  c.bytes = 4.0 * double(t);
-  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal};
+  c.bytes = 4.0 * double(t) + (bias ? 2.0 * seq * seq : 0.0);
+  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal, 0, bias};
   c.attentionFlops = 4.0 * batch * heads * double(seq) * seq * dim / (causal ? 2.0 : 1.0);
   return c;
 }
@@ -785,6 +797,10 @@ std::vector<Case> cases(Sizes sizes) {
       for (uint32_t seq : seqs)
         for (bool causal : {false, true})
           out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal, true));
+    // Both members with an additive bias (a shared seq x seq mask), beside the rows above and SDPA
+    // given the same mask.
+    for (bool wgmma : {false, true})
+      for (uint32_t seq : seqs) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, 128, false, wgmma, false, false, true));
     // Its varlen form on the same problems (equal lengths), beside it.
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
@@ -1073,7 +1089,7 @@ std::string checkGemv(const std::deque<DeviceMemory>& mem, const Case::Gemv& g) 
 }
 
 // Attention: 16 sampled output rows (sequence, query head, query row) against a double-precision
-// reference from the case's bf16 q, K and V, downloading only the rows they need. The weights are
+// reference from the case's bf16 q, K and V (and bias), downloading only the rows they need. The weights are
 // f32 (decode) or rounded to bf16 as mma inputs (prefill): each off by at most 2^-9 relative, so
 // an output row by 2^-9 max|v|, plus its rounding to bf16 (2^-9 of |o|). A row of the wrong head
 // or position is off by ~|o|.
@@ -1095,6 +1111,7 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
     const std::vector<uint16_t> k = bf16s(*mem[1], first, keys * a.kvHeads * D), v = bf16s(*mem[2], first, keys * a.kvHeads * D);
     auto at = [&](const std::vector<uint16_t>& t, size_t j, uint32_t d) { return double(tn::ir::bf16ToF32(t[(j * a.kvHeads + kv) * D + d])); };
+    const std::vector<uint16_t> bias = a.bias ? bf16s(*mem[4], size_t(i) * a.seqK, keys) : std::vector<uint16_t>();
     std::vector<double> p(keys);
     double mx = -INFINITY, sum = 0;
     for (size_t j = 0; j < keys; ++j) {
@@ -1104,7 +1121,7 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
       }
       double dot = 0;
       for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d);
-      mx = std::max(mx, p[j] = dot * scale);
+      mx = std::max(mx, p[j] = dot * scale + (a.bias ? tn::ir::bf16ToF32(bias[j]) : 0.0));
     }
     for (double& x : p) sum += x = std::exp(x - mx);
     for (uint32_t d = 0; d < D; ++d) {

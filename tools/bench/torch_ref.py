@@ -127,6 +127,11 @@ def make_case(torch, op, shape, dtype):
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2], is_causal=causal))
+    if op in ("attention_prefill_bias", "attention_prefill_wgmma_bias"):  # SDPA with the same float mask
+        batch, heads, seq, dim = dims
+        return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim),
+                         rand(seq, seq))), (
+            lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2], attn_mask=s[3]))
     if op == "embedding":
         tokens, rows, k = dims
         # One table for every input set, as in the benchmark: a run reads only `tokens` rows of it.
