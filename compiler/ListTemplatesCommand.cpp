@@ -1,6 +1,10 @@
-// truenoc list-templates: the kernel templates a spec can instantiate (built-in, and in a
-// generator its own: docs/generators.md), with their options (type, default, range, doc),
-// parameter signature and launch rule (for the defaults).
+// truenoc list-templates [TEMPLATE...] [--names]: the kernel templates a spec can instantiate
+// (built-in, and in a generator its own: docs/generators.md), with their options (type, default,
+// range, doc), parameter signature and launch rule (for the defaults); only the named ones when
+// names are given, only their names with --names.
+#include <memory>
+#include <span>
+
 #include "compiler/Command.h"
 #include "compiler/Spec.h"
 #include "kernels/Template.h"
@@ -56,10 +60,36 @@ std::string describeTemplate(const kernels::Template& t) {
 }  // namespace
 
 Command listTemplatesCommand() {
-  return {"list-templates", "Document the kernel templates a spec can instantiate (a generator's own too)", [](Options&) {
-            return std::function<int()>([] {
+  struct State {
+    std::vector<std::string> names;
+    bool namesOnly = false;
+  };
+  return {"list-templates", "Document the kernel templates a spec can instantiate (a generator's own too)",
+          [](Options& opts) {
+            auto st = std::make_shared<State>();
+            opts.option("TEMPLATE", st->names, "Only these templates (default: all of them)");
+            opts.flag("--names", st->namesOnly, "Print only the templates' names, one per line");
+            return std::function<int()>([st] {
+              std::vector<const kernels::Template*> chosen;
+              const std::span<const kernels::Template> all = kernels::templates();
+              if (st->names.empty())
+                for (const kernels::Template& t : all) chosen.push_back(&t);
+              bool unknown = false;
+              for (const std::string& name : st->names) {
+                if (const kernels::Template* t = kernels::findTemplate(all, name)) {
+                  chosen.push_back(t);
+                  continue;
+                }
+                std::string message = "unknown template '" + name + "'";
+                std::vector<std::string> near = kernels::similarTemplates(all, name);
+                for (size_t i = 0; i < near.size(); ++i) message += (i ? ", '" : " (did you mean '") + near[i] + "'";
+                printError(message + (near.empty() ? "" : "?)") + "; 'truenoc list-templates --names' lists them all");
+                unknown = true;
+              }
+              if (unknown) return int(kInputError);
               std::string out;
-              for (const kernels::Template& t : kernels::templates()) out += (out.empty() ? "" : "\n") + describeTemplate(t);
+              for (const kernels::Template* t : chosen)
+                out += st->namesOnly ? t->name + "\n" : (out.empty() ? "" : "\n") + describeTemplate(*t);
               return writeOutput("-", out) ? int(kOk) : int(kInputError);
             });
           }};

@@ -433,7 +433,9 @@ class Loader {
       std::string name = **tmpl->as_string();
       k.tmpl = kernels::findTemplate(templates_, name);
       if (!k.tmpl) {
-        error(k.templateLoc, "unknown template " + q(name) + " (see 'truenoc list-templates')");
+        std::string near;
+        for (const std::string& n : kernels::similarTemplates(templates_, name)) near += (near.empty() ? "did you mean " : ", ") + q(n);
+        error(k.templateLoc, "unknown template " + q(name) + " (" + (near.empty() ? "" : near + "? ") + "see 'truenoc list-templates')");
         return;
       }
       k.name = k.tmpl->name;

@@ -87,5 +87,8 @@ std::span<const Template> templates();
 // template is refused (a name that is not an identifier or is taken, no build or launch function).
 std::optional<std::string> addTemplate(Template t);
 const Template* findTemplate(std::span<const Template> all, std::string_view name);
+// The names of `all` close to `name` (for "did you mean"): those containing it (3 characters or
+// more) and those within a third of its length of edits of it, in the order of `all`.
+std::vector<std::string> similarTemplates(std::span<const Template> all, std::string_view name);
 
 }  // namespace tn::kernels

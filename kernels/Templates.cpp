@@ -139,4 +139,32 @@ const Template* findTemplate(std::span<const Template> all, std::string_view nam
   return nullptr;
 }
 
+namespace {
+
+// Edit distance of a and b (insertions, deletions, substitutions).
+size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> similarTemplates(std::span<const Template> all, std::string_view name) {
+  std::vector<std::string> out;
+  for (const Template& t : all)
+    if ((name.size() >= 3 && t.name.find(name) != std::string::npos) || editDistance(name, t.name) * 3 <= name.size())
+      out.push_back(t.name);
+  return out;
+}
+
 }  // namespace tn::kernels
