@@ -47,7 +47,8 @@ namespace prefill {
 Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
-          o.text("mainloop") != "mma", o.flag("window"), o.flag("softcap"), o.flag("alibi"), o.flag("bias")};
+          o.text("mainloop") != "mma", o.flag("window"), o.flag("window_right"), o.flag("softcap"), o.flag("alibi"),
+          o.flag("bias")};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -81,6 +82,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.kvHeads = kb.param(ir::Type::u32(), "kv_heads");
   p.scale = kb.param(ir::Type::f32(), "scale");
   if (c.window) p.window = kb.param(ir::Type::u32(), "window");
+  if (c.windowRight) p.windowRight = kb.param(ir::Type::u32(), "window_right");
   if (c.softcap) p.softcap = kb.param(ir::Type::f32(), "softcap");
   if (c.bias)
     for (unsigned i = 0; i < 3; ++i)
@@ -91,6 +93,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
 Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
                   Value scale2, Value row0, Value row1, Value qh, Value b) {
   Softmax s{seqQ, seqK, q0, t, scale2, {row0, row1}, p.window};
+  if (c.windowRight) s.right = kb.min(p.windowRight, seqQ, "right");
   if (c.softcap) {
     s.capOn = (p.softcap != 0.0f).named("cap_on");
     s.cap = (p.softcap * kb.rcp(p.scale)).named("cap");
@@ -138,9 +141,10 @@ Sequence loadSequence(KernelBuilder& kb, const VarlenArrays& a, Value b) {
           a.kvOffsets.valid() ? perSeq(a.kvOffsets, "kv_first") : Value()};
 }
 
-Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK) {
-  if (!c.causal) return seqK;
-  Value reach = (q0 + rows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k
+Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK, Value right) {
+  if (!c.causal && !c.windowRight) return seqK;
+  Value reach = (q0 + rows + seqK).named("reach");  // key + seq_q < row + 1 + seq_k (+ right)
+  if (c.windowRight) reach = (reach + kb.min(right, seqQ)).named("reach");
   return kb.select(reach > seqQ, kb.min(seqK, reach - seqQ), kb.u32(0), "k_end");
 }
 
@@ -183,10 +187,14 @@ std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax
     }
   }
   // Masks cost 3 instructions a score (4 with a window): only on the tiles that hold a masked key.
+  // Causal and window_right mask by the rows' positions, in key + seq_q units (diagonal).
+  const bool diagonal = c.causal || c.windowRight;
   Value partial = (k0 + keys > s.seqK).named("partial_tile");
-  if (c.causal)
-    partial = (partial | ((k0 + keys + s.seqQ).named("tile_reach") > (s.q0 + 1u + s.seqK).named("row_reach")))
-                  .named("masked_tile");
+  if (diagonal) {
+    Value firstReach = (s.q0 + 1u + s.seqK).named("row_reach");
+    if (c.windowRight) firstReach = (firstReach + s.right).named("row_reach");
+    partial = (partial | ((k0 + keys + s.seqQ).named("tile_reach") > firstReach)).named("masked_tile");
+  }
   // A window: the tile starts before the window of the last of the 64 rows (k0 + seq_q + window <
   // q0 + 64 + seq_k; a window that wraps the sum only takes the masked path).
   if (c.window)
@@ -195,14 +203,18 @@ std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax
                   .named("masked_tile");
   sv = kb.if_else(partial, [&] {
     std::vector<Value> masked = sv;
-    Value key0 = (k0 + (s.t << 1u) + (c.causal ? s.seqQ : kb.u32(0))).named("key0");
-    Value lim0 = c.causal ? (s.rows[0] + 1u + s.seqK).named("lim_g") : s.seqK;
-    Value lim1 = c.causal ? (s.rows[1] + 1u + s.seqK).named("lim_g8") : s.seqK;
-    // With a window, a row sees keys from lim - window on (key0's units: keys + seq_q).
-    auto lowOf = [&](Value lim) {
-      return kb.select(((s.window != 0u) & (lim > s.window)).named("windowed"), lim - s.window, kb.u32(0), "low");
+    Value key0 = (k0 + (s.t << 1u) + (diagonal ? s.seqQ : kb.u32(0))).named("key0");
+    // A row's position plus one (key0's units: keys + seq_q).
+    Value pos0 = diagonal ? (s.rows[0] + 1u + s.seqK).named("lim_g") : s.seqK;
+    Value pos1 = diagonal ? (s.rows[1] + 1u + s.seqK).named("lim_g8") : s.seqK;
+    // window_right: keys up to right past the position, and never past seq_k.
+    auto rightOf = [&](Value pos) { return kb.min(pos + s.right, s.seqQ + s.seqK, "lim_right"); };
+    Value lim0 = c.windowRight ? rightOf(pos0) : pos0, lim1 = c.windowRight ? rightOf(pos1) : pos1;
+    // With a window, a row sees keys from its position + 1 - window on.
+    auto lowOf = [&](Value pos) {
+      return kb.select(((s.window != 0u) & (pos > s.window)).named("windowed"), pos - s.window, kb.u32(0), "low");
     };
-    Value low0 = c.window ? lowOf(lim0) : Value(), low1 = c.window ? lowOf(lim1) : Value();
+    Value low0 = c.window ? lowOf(pos0) : Value(), low1 = c.window ? lowOf(pos1) : Value();
     for (unsigned i = 0; i < masked.size(); ++i) {
       Value key = key0 + (8 * (i >> 2) + (i & 1));
       const bool second = (i >> 1) & 1;
@@ -389,8 +401,15 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                      std::to_string(kMinTmaPage) + " rows");
     return std::nullopt;
   }
-  if (c.window && !c.causal) {
-    diags.report(ir::Severity::Error, "", {}, "window needs causal = true (a query's window is the keys up to its own)");
+  if (c.window && !c.causal && !c.windowRight) {
+    diags.report(ir::Severity::Error, "", {},
+                 "window needs causal = true or window_right = true (a query's window is the keys up to its own, "
+                 "and with window_right those up to window_right past it)");
+    return std::nullopt;
+  }
+  if (c.windowRight && c.causal) {
+    diags.report(ir::Severity::Error, "", {},
+                 "window_right needs causal = false (causal is a window_right of 0)");
     return std::nullopt;
   }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
@@ -451,7 +470,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   }
   if (c.pageSize) kvFirst = kb.u64(0);
   Value h = kvHeadOf(kb, qh, qHeads, kvHeads);
-  Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK);
+  Value kEnd = keyEnd(kb, c, q0, kRows, seqQ, seqK, p.windowRight);
   Value tiles = ((kEnd >> 6u) + kb.select((kEnd & 63u) != 0u, kb.u32(1), kb.u32(0))).named("tiles");
   // With a window, the tiles before the first row's window are skipped (none may be left).
   Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
@@ -569,9 +588,14 @@ void addAttentionPrefill(std::vector<Template>& out) {
       {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim,
        option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
        option("window", false,
-              "sliding-window attention (with causal): the u32 parameter window (after scale) keeps the window "
+              "sliding-window attention (with causal or window_right): the u32 parameter window (after scale) keeps the window "
               "keys up to each row's own, j > i + seq_k - seq_q - window (0: all of them), so one kernel serves a "
               "model's local and global layers; key tiles before a block's windows are skipped"),
+       option("window_right", false,
+              "a window to the right (not causal): the u32 parameter window_right (after scale and window) keeps "
+              "the keys j <= i + seq_k - seq_q + window_right, with window the keys of a two-sided window around "
+              "each row's position (FlashAttention's window_size = (window - 1, window_right)); key tiles past a "
+              "block's reach are skipped"),
        option("softcap", false,
               "logit soft-capping (Gemma 2): the f32 parameter softcap (after scale and window; 0: no cap) turns "
               "each scaled score s into softcap * tanh(s / softcap) before the softmax"),

@@ -17,7 +17,8 @@ struct Config {
   bool causal, lse, varlen;
   unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
   bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
-  bool window = false;    // sliding window (causal only): the u32 parameter window after scale
+  bool window = false;    // sliding window (causal or with windowRight): the u32 parameter window after scale
+  bool windowRight = false;  // not causal, keys up to window_right past a row's position: the u32 parameter after window
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
@@ -30,7 +31,7 @@ Config configOf(const Options& o);
 // this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], [bias], batch,
 // then max_seq_q and with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride
 // (paged: kv_rows with tmaParams); then [max_pages], q_heads, kv_heads, scale, [window],
-// [softcap], [bias_batch_stride, bias_head_stride, bias_row_stride]. q_rows and kv_rows are the
+// [window_right], [softcap], [bias_batch_stride, bias_head_stride, bias_row_stride]. q_rows and kv_rows are the
 // row counts of q and k/v, the extents of the wgmma member's tensor maps.
 struct VarlenArrays {
   Value qOffsets, qLengths, kvOffsets, kvLengths;
@@ -42,6 +43,7 @@ struct Params {
   Value maxPages;                  // paged
   Value qHeads, kvHeads, scale;
   Value window;                    // window: a query sees the last `window` keys up to its own
+  Value windowRight;               // window_right: and the keys up to `window_right` past its own
   Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
   Value alibiSlopes;               // alibi: f32 [q_heads], head h's scores gain -slope_h |i - j|
   Value bias;                      // bias: the storage type's [batch, q_heads, seq_q, seq_k] by strides
@@ -74,9 +76,10 @@ struct Output {
 };
 
 // The kv head of query head qh (q_heads / kv_heads query heads per kv head, at least 1 whatever
-// the arguments), and the keys [0, end) some row of the block's `rows` from q0 sees.
+// the arguments), and the keys [0, end) some row of the block's `rows` from q0 sees (`right`:
+// the window_right parameter, invalid without the option).
 Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads);
-Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK);
+Value keyEnd(KernelBuilder& kb, const Config& c, Value q0, unsigned rows, Value seqQ, Value seqK, Value right);
 // With a sliding window, the first key row `row` sees (its position row + seq_k - seq_q, less
 // window - 1; 0 for window 0); 0 without the option. The first key tile of a block is its first
 // row's.
@@ -85,9 +88,9 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
 // One key tile's masks, online softmax and P: scores[i] is the score of row g + 8 ((i >> 1) & 1)
 // of the warp's 16 (query positions rows[0] and rows[1]) and key k0 + 8 (i >> 2) + 2 t + (i & 1)
 // (mma's C layout per 8 keys, which is also wgmma's accumulator layout). Keys past seq_k and,
-// causal, past a row's diagonal weigh 0 (the masks only on tiles that hold such a key, `keys`
-// wide from k0; q0 is the first of the 64 rows the tile is multiplied for), and with a window
-// the keys before a row's window; with softcap, the scores capped first (a cap of 0: none), then
+// causal, past a row's diagonal (with window_right, past the diagonal plus window_right) weigh 0
+// (the masks only on tiles that hold such a key, `keys` wide from k0; q0 is the first of the 64
+// rows the tile is multiplied for), and with a window the keys before a row's window; with softcap, the scores capped first (a cap of 0: none), then
 // with alibi each biased by -slope |i + seq_k - seq_q - j| (raw units: slope / scale), with bias
 // by the tensor's element (i, j) (raw units: divided by scale). m, l: the
 // rows' running maxes (raw score units) and this thread's partial sums, updated; corr: the
@@ -97,6 +100,7 @@ struct Softmax {
   Value seqQ, seqK, q0, t, scale2;
   Value rows[2];
   Value window = {};             // the window parameter (Config::window)
+  Value right = {};              // windowRight: min(window_right, seq_q), keys past a row's position it sees
   Value capOn = {};              // softcap: the cap is not 0
   Value cap = {}, capRate = {};  // softcap: the cap in raw score units and 2 log2(e) / cap
   Value slope = {};              // alibi: slope / scale, negated unless causal (f32)

@@ -144,7 +144,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     kvFirst = sq.kvFirst;
     kb.if_then((q0 >= seqQ).named("past_end"), [&] { kb.ret(); }, "past_end");
   }
-  Value nTiles = ((keyEnd(kb, c, q0, kRows, seqQ, seqK) + (kKeys - 1)) / kKeys).named("tiles");
+  Value nTiles = ((keyEnd(kb, c, q0, kRows, seqQ, seqK, p.windowRight) + (kKeys - 1)) / kKeys).named("tiles");
   // With a window, the block's tiles start at its first row's window: tiles [first, tiles), and the
   // ring's stages and phases count from there.
   Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
@@ -273,7 +273,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     // The tiles some row of this consumer sees (none when its rows are past seq_q): the block's
     // other tiles it only takes part in (the V zeroing, the stage's release), so that a NaN in V
     // reaches no more of its rows than in the mma path's 64-row blocks.
-    Value mine = kb.select((qw < seqQ).named("has_rows"), (keyEnd(kb, c, qw, 64, seqQ, seqK) + (kKeys - 1)) / kKeys,
+    Value mine = kb.select((qw < seqQ).named("has_rows"), (keyEnd(kb, c, qw, 64, seqQ, seqK, p.windowRight) + (kKeys - 1)) / kKeys,
                            kb.u32(0), "my_tiles");
     // With a window: the tiles [firstTile, myFirst) before this consumer's first row's window are
     // other tiles too; the ones it multiplies are [myFirst, myEnd).

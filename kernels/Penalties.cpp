@@ -6,7 +6,6 @@
 namespace tn::kernels::lib {
 
 using ir::Mod;
-using ir::SharedArray;
 using ir::Type;
 
 namespace {

@@ -241,6 +241,7 @@ struct PrefillVariant {
   bool softcap = false;     // the softcap parameter (Prefill::softcap)
   bool alibi = false;       // the alibi_slopes parameter (alibiSlopes, Prefill::alibi)
   bool bias = false;        // the bias tensor and its strides (Prefill::biasHeads)
+  bool windowRight = false; // the window_right parameter (Prefill::windowRight)
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -290,6 +291,9 @@ constexpr PrefillVariant kBiasF16{"prefill_f16_d64_bias", Dtype::F16, 64, false,
 constexpr PrefillVariant kBiasPagedAlibi{"prefill_bf16_d128_causal_p16_alibi_bias", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16, false, false, true, true};
 constexpr PrefillVariant k90BiasWindow{"prefill90_bf16_d128_causal_window_bias", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, true, false, false, true};
 constexpr PrefillVariant k90BiasD256{"prefill90_f16_d256_bias", Dtype::F16, 256, false, false, "attention90", 64, false, "", 0, false, false, false, true};
+constexpr PrefillVariant kWindow2Bf16{"prefill_bf16_d128_window2", Dtype::BF16, 128, false, true, "attention", 64, false, "", 0, true, false, false, false, true};
+constexpr PrefillVariant kRightAlibiF16{"prefill_f16_d64_right_alibi", Dtype::F16, 64, false, false, "attention", 64, false, "", 0, false, false, true, false, true};
+constexpr PrefillVariant k90Window2{"prefill90_bf16_d128_window2", Dtype::BF16, 128, false, true, "attention90", 128, false, "", 0, true, false, false, false, true};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -303,6 +307,7 @@ struct Prefill {
   float softcap = 0;    // a softcap variant's cap: scaled scores s become softcap tanh(s / softcap)
   float alibi = 1;      // an alibi variant's slopes: alibiSlopes(q_heads, alibi)
   bool biasHeads = true;  // a bias variant's tensor: one per query head, or one for all (stride 0)
+  uint32_t windowRight = 0;  // a window_right variant: keys j <= i + seq_k - seq_q + windowRight
 };
 
 // ALiBi's bias of a query at position `pos` among the keys, -slope |pos - j|, plus the bias
@@ -379,6 +384,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.pageSize && v.tmaRows) call.scalar("kv_rows", uint32_t(kvRows));  // the tensor maps' extent
   if (v.lse) call.buffer("lse", lse);
   if (v.window) call.scalar("window", p.window);
+  if (v.windowRight) call.scalar("window_right", p.windowRight);
   if (v.softcap) call.scalar("softcap", p.softcap);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
@@ -404,11 +410,12 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   call.target(v.target);
   Outputs out = r.run(call);
 
-  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q (and with a window
-  // j > i + seq_k - seq_q - window).
+  // Query row i sees key j when j < seq_k and, causal, j <= i + seq_k - seq_q (with window_right
+  // j <= i + seq_k - seq_q + window_right; and with a window j > i + seq_k - seq_q - window).
   auto sees = [&](uint32_t i, uint32_t j) {
     const int64_t diagonal = int64_t(i) + SK - SQ;
-    return (!v.causal || int64_t(j) <= diagonal) && (p.window == 0 || int64_t(j) > diagonal - p.window);
+    return (!v.causal || int64_t(j) <= diagonal) && (!v.windowRight || int64_t(j) <= diagonal + p.windowRight) &&
+           (p.window == 0 || int64_t(j) > diagonal - p.window);
   };
   // Rows of a block (64 query rows; a consumer warpgroup's 64 in the wgmma member) multiply every
   // key of the tiles (v.tileKeys keys) some row of the block sees, so a NaN in V reaches them all
@@ -435,6 +442,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
                      std::to_string(SK) + " heads " + std::to_string(QH) + "/" + std::to_string(KH) +
                      (v.pageSize ? " page_size " + std::to_string(v.pageSize) : "") +
                      (v.window ? " window " + std::to_string(p.window) : "") +
+                     (v.windowRight ? " window_right " + std::to_string(p.windowRight) : "") +
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
                      (v.bias ? (p.biasHeads ? " bias per head" : " bias for all heads") : "");
@@ -789,6 +797,36 @@ LIBRARY_TEST("attention: ALiBi position biases", attentionAlibi) {
   }
   checkPrefill(r, rng, kAlibiSoftcap, {2, 70, 20, 2, 2});
   checkVarlen(r, rng, kAlibiVarlen, {{1, 1}, {17, 67}, {70, 5}, {3, 0}, {130, 130}}, 4, 2);
+}
+
+// Windows to the right (window_right, not causal): row i sees keys up to i + seq_k - seq_q +
+// window_right, with window from i + seq_k - seq_q - window + 1 on (two-sided). Right reaches of
+// 0 (the causal pattern), a few keys, past a tile and past every key; no left window; a cached
+// prefix and more rows than keys (positions below 0, which the right window brings back in);
+// both members; ALiBi on both sides of a row.
+LIBRARY_TEST("attention_prefill: windows to the right", attentionPrefillWindowRight) {
+  std::mt19937 rng(seed());
+  struct Reach {
+    uint32_t left, right;
+  };
+  for (Reach w : {Reach{20, 0}, Reach{20, 5}, Reach{1, 70}, Reach{0, 17}, Reach{64, 1000}}) {
+    for (const PrefillVariant* v : {&kWindow2Bf16, &k90Window2}) {
+      Prefill p{1, 130, 130, 2, 1};
+      p.window = w.left;
+      p.windowRight = w.right;
+      checkPrefill(r, rng, *v, p);
+    }
+    Prefill q{2, 70, 20, 2, 2};
+    q.window = w.left;
+    q.windowRight = w.right;
+    checkPrefill(r, rng, kWindow2Bf16, q);
+  }
+  for (uint32_t right : {0u, 9u, 200u}) {
+    Prefill p{1, 100, 150, 4, 2};
+    p.windowRight = right;
+    p.alibi = 4;
+    checkPrefill(r, rng, kRightAlibiF16, p);
+  }
 }
 
 // An additive bias tensor (bias = true): each head's own or one for all heads (stride 0), a row
