@@ -183,6 +183,21 @@ StoredVec packVecF32(KernelBuilder& kb, std::span<const Value> values, Storage s
   return {words, unpackHalves(kb, words, s, {})};
 }
 
+Value rowParam(KernelBuilder& kb, Type t, std::string_view name, bool perRow) {
+  return kb.param(perRow ? kGlobalPtr : t, name);
+}
+
+Value rowValue(KernelBuilder& kb, Value param, Type t, bool perRow, Value row, std::string_view name) {
+  if (!perRow) return param;
+  return kb.load(kb.index(param, row, t.bytes()), t, {Mod::NcMod}, name);
+}
+
+OptionSpec perRowOption(std::string what) {
+  return option("per_row", false,
+                what + " are arrays with one value per row (pointers [rows] of the same types, under the same "
+                       "names), so that one launch serves a batch whose requests sample differently");
+}
+
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name) {
   Value bits;
   for (Value p : ptrs) {

@@ -88,6 +88,14 @@ struct StoredVec {
 };
 StoredVec packVecF32(KernelBuilder& kb, std::span<const Value> values, Storage s);
 
+// Run-time parameters that a `per_row` option turns into arrays (sampling's temperature, seed,
+// filters and penalties): rowParam declares `name` as a scalar of type t, or with perRow as a
+// pointer to t [rows]; rowValue is row `row`'s value, the scalar itself or its element `row`
+// (ld.global.nc at a block-uniform address: uniform, so it may decide branches that hold barriers).
+Value rowParam(KernelBuilder& kb, ir::Type t, std::string_view name, bool perRow);
+Value rowValue(KernelBuilder& kb, Value param, ir::Type t, bool perRow, Value row, std::string_view name = {});
+OptionSpec perRowOption(std::string what);
+
 // True (a pred) when every pointer in ptrs is a multiple of `bytes` (a power of two).
 Value allAligned(KernelBuilder& kb, std::initializer_list<Value> ptrs, unsigned bytes, std::string_view name = {});
 

@@ -18,7 +18,7 @@ constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // a free slot of the table (no token 
 // probe sequence always ends. Each thread inserts its tokens (atom.cas claims a slot, atom.add
 // counts), then after a barrier each distinct token's logit is rewritten once, by the thread that
 // owns its slot, from its count: the result does not depend on the order of the atomics.
-std::optional<ir::Module> buildPenalties(Storage s, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "logit_penalties");
   Value logits = kb.param(kGlobalPtr, "logits");
@@ -26,9 +26,9 @@ std::optional<ir::Module> buildPenalties(Storage s, ir::Diagnostics& diags) {
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
   Value n = kb.param(Type::u32(), "n");
-  Value repetition = kb.param(Type::f32(), "repetition");
-  Value frequency = kb.param(Type::f32(), "frequency");
-  Value presence = kb.param(Type::f32(), "presence");
+  Value repetitionP = rowParam(kb, Type::f32(), "repetition", perRow);
+  Value frequencyP = rowParam(kb, Type::f32(), "frequency", perRow);
+  Value presenceP = rowParam(kb, Type::f32(), "presence", perRow);
   kb.reqntid(kBlock);
   Value table = kb.shared_addr(kb.shared_dynamic("table", Type::u32(), 8), "table");
 
@@ -67,6 +67,9 @@ std::optional<ir::Module> buildPenalties(Storage s, ir::Diagnostics& diags) {
 
   // Each distinct token's logit, once: the repetition penalty divides a positive logit and
   // multiplies a negative one; then count * frequency + presence (rounded once) is subtracted.
+  Value repetition = rowValue(kb, repetitionP, Type::f32(), perRow, row, "repetition_r");
+  Value frequency = rowValue(kb, frequencyP, Type::f32(), perRow, row, "frequency_r");
+  Value presence = rowValue(kb, presenceP, Type::f32(), perRow, row, "presence_r");
   Value xrow = kb.index(logits, kb.mul_wide(row, cols), bytesOf(s), "xrow");
   kb.for_range(tid, slots, kBlock, [&](Value i) {
     Value t = kb.load(keyAt(i), Type::u32(), "seen");
@@ -92,8 +95,8 @@ void addPenalties(std::vector<Template>& out) {
       "frequency + presence (count: the id's occurrences in the n; vLLM's and llama.cpp's penalties; "
       "1, 0, 0 leave x as it is); one block of 256 threads per row, a hash table of (2n + 1) * 8 bytes "
       "of dynamic shared memory",
-      {dtypeOption("dtype", "storage type of the logits; math is f32")},
-      [](const Options& o, ir::Diagnostics& d) { return buildPenalties(storageOption(o), d); },
+      {dtypeOption("dtype", "storage type of the logits; math is f32"), perRowOption("repetition, frequency and presence")},
+      [](const Options& o, ir::Diagnostics& d) { return buildPenalties(storageOption(o), o.flag("per_row"), d); },
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("rows")}, Expr::param("n") * Expr(16) + Expr(8)};
       },

@@ -131,11 +131,23 @@ Value fmix32(Value h) {
   return (h ^ (h >> 16u)).named("hash");
 }
 
-// `cutoff` (the cutoff option's pointer, or invalid): row's threshold is cutoff[row].
-Sampler samplerOf(KernelBuilder& kb, Value temperature, Value seed, Value row, Value offset, Value cutoff) {
+// The sampling parameters as the kernel declares them (sampleParams): scalars, or with per_row
+// arrays of one value per row; `cutoff` (the cutoff option's pointer, or invalid).
+struct SampleParams {
+  Value temperature, seed, cutoff;
+  bool perRow = false;
+};
+
+// Row `row`'s sampler. A launch's seed is mixed with the row's index, so that the rows of a batch
+// draw independent noise; a per_row seed alone keys its row's noise, so that a request draws the
+// same samples whichever row of whichever batch it has. cutoff: the row's threshold cutoff[row].
+Sampler samplerOf(KernelBuilder& kb, const SampleParams& sp, Value row, Value offset) {
+  Value temperature = rowValue(kb, sp.temperature, Type::f32(), sp.perRow, row, "temperature_r");
+  Value seed = rowValue(kb, sp.seed, Type::u32(), sp.perRow, row, "seed_r");
   Value on = (temperature > 0.0f).named("sampling");
   Value scale2 = kb.select(on, kLog2e / temperature, kb.f32(1.0f), "scale2");
-  Value rowKey = fmix32(seed ^ fmix32(row * 0x9E3779B1u + 0x632BE5ABu)).named("row_key");
+  Value rowKey = fmix32(seed ^ (sp.perRow ? kb.u32(0x632BE5ABu) : fmix32(row * 0x9E3779B1u + 0x632BE5ABu))).named("row_key");
+  const Value cutoff = sp.cutoff;
   Value cut = cutoff.valid() ? kb.load(kb.index(cutoff, row, 4), Type::f32(), {Mod::NcMod}, "cut") : Value{};
   return {on, scale2, rowKey, offset, cut};
 }
@@ -218,18 +230,16 @@ Value argmaxVectorOk(KernelBuilder& kb, Value x, Value cols, Storage s) {
   return (allAligned(kb, {x}, 16) & ((cols & (vecElems(s) - 1)) == 0u)).named("vector_ok");
 }
 
-// What argmax's options make of it: `sample`, and with it `cutoff`.
+// What argmax's options make of it: `sample`, and with it `cutoff` and `per_row`.
 struct ArgmaxMode {
-  bool sample = false, cutoff = false;
+  bool sample = false, cutoff = false, perRow = false;
 };
 
 // The sample option's parameters, after cols; with cutoff, the f32 pointer `cutoff` after them.
-struct SampleParams {
-  Value temperature, seed, cutoff;
-};
 SampleParams sampleParams(KernelBuilder& kb, ArgmaxMode mode) {
   if (!mode.sample) return {};
-  SampleParams p{kb.param(Type::f32(), "temperature"), kb.param(Type::u32(), "seed"), {}};
+  SampleParams p{rowParam(kb, Type::f32(), "temperature", mode.perRow), rowParam(kb, Type::u32(), "seed", mode.perRow),
+                 {}, mode.perRow};
   if (mode.cutoff) p.cutoff = kb.param(kGlobalPtr, "cutoff");
   return p;
 }
@@ -250,7 +260,7 @@ std::optional<ir::Module> buildArgmax(Storage s, ArgmaxMode mode, ir::Diagnostic
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
-  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, row, kb.u32(0), sp.cutoff) : Sampler{};
+  const Sampler smp = sample ? samplerOf(kb, sp, row, kb.u32(0)) : Sampler{};
   // Sampling spends about 35 instructions an element on the noise, which hides the loads' latency
   // without 4 of them in flight (and 32 bf16 elements' noise at once took over 100 registers).
   const unsigned unroll = sample ? 1 : kArgmaxUnroll;
@@ -278,7 +288,7 @@ std::optional<ir::Module> buildArgmaxPartial(Storage s, ArgmaxMode mode, ir::Dia
   Value xchunk = kb.index(x, kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64()), bytesOf(s), "xchunk");
   // Each thread makes one step: kArgmaxChunk / 256 loads, fewer when a vector holds more.
   const unsigned perThread = kArgmaxChunk / kArgmaxBlock;
-  const Sampler smp = sample ? samplerOf(kb, sp.temperature, sp.seed, c.row, c.start, sp.cutoff) : Sampler{};
+  const Sampler smp = sample ? samplerOf(kb, sp, c.row, c.start) : Sampler{};
   Best mine = scanRange(kb, s, tid, xchunk, c.len, argmaxVectorOk(kb, x, cols, s),
                         std::max(1u, perThread / vecElems(s)), perThread, sample ? &smp : nullptr);
   Best all = blockBest(kb, mine, tid, scratch);
@@ -467,17 +477,17 @@ Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach 
   return found[0];
 }
 
-std::optional<ir::Module> buildSampleCutoff(Storage s, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildSampleCutoff(Storage s, bool perRow, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "sample_cutoff");
   Value x = kb.param(kGlobalPtr, "x");
   Value cutoff = kb.param(kGlobalPtr, "cutoff");
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
-  Value temperature = kb.param(Type::f32(), "temperature");
-  Value topK = kb.param(Type::u32(), "top_k");
-  Value topP = kb.param(Type::f32(), "top_p");
-  Value minP = kb.param(Type::f32(), "min_p");
+  Value temperatureP = rowParam(kb, Type::f32(), "temperature", perRow);
+  Value topKP = rowParam(kb, Type::u32(), "top_k", perRow);
+  Value topPP = rowParam(kb, Type::f32(), "top_p", perRow);
+  Value minPP = rowParam(kb, Type::f32(), "min_p", perRow);
   kb.reqntid(kArgmaxBlock);
   // At ptxas's default of about 32 registers a few of the values that live across the passes
   // spill; 4 resident blocks allow 64.
@@ -489,6 +499,10 @@ std::optional<ir::Module> buildSampleCutoff(Storage s, ir::Diagnostics& diags) {
   kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
+  Value temperature = rowValue(kb, temperatureP, Type::f32(), perRow, row, "temperature_r");
+  Value topK = rowValue(kb, topKP, Type::u32(), perRow, row, "top_k_r");
+  Value topP = rowValue(kb, topPP, Type::f32(), perRow, row, "top_p_r");
+  Value minP = rowValue(kb, minPP, Type::f32(), perRow, row, "min_p_r");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
   Value vectorOk = argmaxVectorOk(kb, x, cols, s);
   auto forEach = [&](auto visit) { forEachElement(kb, s, tid, xrow, cols, vectorOk, visit); };
@@ -757,9 +771,13 @@ OptionSpec cutoffOption() {
 // argmax's and argmax_partial's options as their builders take them; cutoff without sample is
 // an error (there is nothing for it to filter).
 std::optional<ArgmaxMode> argmaxMode(const Options& o, ir::Diagnostics& d) {
-  ArgmaxMode mode{o.flag("sample"), o.flag("cutoff")};
+  ArgmaxMode mode{o.flag("sample"), o.flag("cutoff"), o.flag("per_row")};
   if (mode.cutoff && !mode.sample) {
     d.report(ir::Severity::Error, "", {}, "cutoff needs sample = true (it filters what the sampler draws)");
+    return std::nullopt;
+  }
+  if (mode.perRow && !mode.sample) {
+    d.report(ir::Severity::Error, "", {}, "per_row needs sample = true (it makes temperature and seed arrays)");
     return std::nullopt;
   }
   return mode;
@@ -774,7 +792,7 @@ void addRowOps(std::vector<Template>& out) {
       "argmax",
       "index[r] (u32) = first index of the maximum of row r of x (rows x cols); NaN is larger than "
       "every number (the first NaN wins); cols = 0 writes nothing; one block of 256 threads per row",
-      {dtypeOption(), sampleOption(), cutoffOption()},
+      {dtypeOption(), sampleOption(), cutoffOption(), perRowOption("with sample: temperature and seed (a row's seed alone keys its noise)")},
       [](const Options& o, ir::Diagnostics& d) -> std::optional<ir::Module> {
         std::optional<ArgmaxMode> mode = argmaxMode(o, d);
         return mode ? buildArgmax(storageOption(o), *mode, d) : std::nullopt;
@@ -788,7 +806,7 @@ void addRowOps(std::vector<Template>& out) {
           chunk + ", (c+1)*" + chunk + ") of row r as two u32 at partial[(r * chunks + c) * 2], chunks = ceil_div(cols, " +
           chunk + "); key orders values as argmax does, index is within the row; partial must hold rows * "
           "ceil_div(cols, " + chunk + ") * 2 u32; rows <= 65535 (the grid's height); blocks of 256 threads",
-      {dtypeOption(), sampleOption(), cutoffOption()},
+      {dtypeOption(), sampleOption(), cutoffOption(), perRowOption("with sample: temperature and seed (a row's seed alone keys its noise)")},
       [](const Options& o, ir::Diagnostics& d) -> std::optional<ir::Module> {
         std::optional<ArgmaxMode> mode = argmaxMode(o, d);
         return mode ? buildArgmaxPartial(storageOption(o), *mode, d) : std::nullopt;
@@ -817,8 +835,8 @@ void addRowOps(std::vector<Template>& out) {
       "at a threshold are kept; -inf when nothing is excluded, and when temperature <= 0; a row whose maximum "
       "is not finite gets its maximum; cols = 0 writes nothing; one block of 256 threads per row, up to 9 "
       "passes over it",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildSampleCutoff(storageOption(o), d); },
+      {dtypeOption(), perRowOption("temperature, top_k, top_p and min_p")},
+      [](const Options& o, ir::Diagnostics& d) { return buildSampleCutoff(storageOption(o), o.flag("per_row"), d); },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   out.push_back({

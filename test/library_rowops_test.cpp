@@ -260,15 +260,24 @@ LIBRARY_GPU_TEST("argmax_partial + argmax_merge vocabulary rows", argmaxSplitVoc
 
 namespace {
 
+// Per-row temperatures and seeds (the per_row kernels, which all take a cutoff).
+struct PerRow {
+  std::vector<float> temperature;
+  std::vector<uint32_t> seed;
+};
+
 // The sample kernel's index per row: one block per row (argmax_<d>_sample), or the f32 pair
 // (argmax_partial_f32_sample, then argmax_merge); with `cut`, their cutoff kernels
-// (..._sample_cutoff) given those thresholds.
+// (..._sample_cutoff) given those thresholds; with `perRow` (and cut), the per_row ones
+// (..._sample_cutoff_per_row), t and seedArg unused.
 std::vector<uint32_t> runSample(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, float t,
-                                uint32_t seedArg, bool split = false, const std::vector<float>* cut = nullptr) {
-  const std::string suffix = cut ? "_sample_cutoff" : "_sample";
+                                uint32_t seedArg, bool split = false, const std::vector<float>* cut = nullptr,
+                                const PerRow* perRow = nullptr) {
+  const std::string suffix = cut ? (perRow ? "_sample_cutoff_per_row" : "_sample_cutoff") : "_sample";
   std::vector<uint32_t> index(rows, 0xDEADBEEFu);
   auto withCut = [&](Call& c) -> Call& {
-    c.scalar("temperature", t).scalar("seed", seedArg);
+    if (perRow) c.buffer("temperature", perRow->temperature).buffer("seed", perRow->seed);
+    else c.scalar("temperature", t).scalar("seed", seedArg);
     if (cut) c.buffer("cutoff", *cut);
     return c;
   };
@@ -639,6 +648,111 @@ LIBRARY_TEST("logit_penalties: repetition, frequency and presence", logitPenalti
                                                << " bytes differ, the first in element " << first << " (seed " << seed()
                                                << ")");
       }
+}
+
+// ---- per_row: a batch whose rows sample differently -----------------------------------------
+
+// Per-row temperatures, seeds, filters and penalties (per_row = true). A row's draw depends on
+// its own seed, temperature and logits only, not on its place in the batch (the rows permuted,
+// the same draws), and the split pair draws what one block does; temperature 0 rows are the
+// argmax beside sampling ones; rows of one seed and temperature over identical logits follow
+// softmax(x / T) (chi-square at about 1e-6); sample_cutoff and logit_penalties give row by row
+// exactly what their scalar kernels give for that row's parameters.
+LIBRARY_TEST("per_row sampling parameters", perRowSampling) {
+  std::mt19937 rng(seed());
+  const uint32_t cols = kArgmaxChunk + 300;
+  {
+    const uint32_t rows = 6;
+    std::vector<float> x = logitRows(rng, rows, cols), cut(rows, -kInf);
+    PerRow pr{{0.7f, 0.0f, 2.0f, 1.0f, -1.0f, 0.3f}, {11, 12, 13, 14, 15, 16}};
+    std::vector<uint32_t> one = runSample(r, Dtype::F32, x, rows, cols, 0, 0, false, &cut, &pr);
+    CHECK(runSample(r, Dtype::F32, x, rows, cols, 0, 0, true, &cut, &pr) == one);
+    CHECK(one[1] == refArgmax(&x[size_t(1) * cols], cols));
+    CHECK(one[4] == refArgmax(&x[size_t(4) * cols], cols));
+    // The rows in reverse order (logits, temperatures and seeds): the same draws, reversed.
+    std::vector<float> xr;
+    PerRow rev;
+    for (uint32_t row = rows; row-- > 0;) {
+      xr.insert(xr.end(), x.begin() + size_t(row) * cols, x.begin() + size_t(row + 1) * cols);
+      rev.temperature.push_back(pr.temperature[row]);
+      rev.seed.push_back(pr.seed[row]);
+    }
+    std::vector<uint32_t> back = runSample(r, Dtype::F32, xr, rows, cols, 0, 0, false, &cut, &rev);
+    std::reverse(back.begin(), back.end());
+    CHECK(back == one);
+  }
+  {
+    // 600 rows of the same logits: the even rows at T = 0.5, the odd ones at T = 2, every row its
+    // own seed.
+    const std::vector<float> logits = {1.0f, 0.5f, 0.0f, -0.5f, 2.0f, 1.5f};
+    const uint32_t rows = 600, n = uint32_t(logits.size());
+    std::vector<float> x, cut(rows, -kInf);
+    PerRow pr;
+    for (uint32_t row = 0; row < rows; ++row) {
+      x.insert(x.end(), logits.begin(), logits.end());
+      pr.temperature.push_back(row % 2 ? 2.0f : 0.5f);
+      pr.seed.push_back(uint32_t(seed()) * 7919u + row);
+    }
+    std::vector<uint32_t> got = runSample(r, Dtype::F32, x, rows, n, 0, 0, false, &cut, &pr);
+    for (unsigned parity = 0; parity < 2; ++parity) {
+      const double t = parity ? 2.0 : 0.5;
+      std::vector<double> count(n, 0.0), p(n);
+      double sum = 0, chi2 = 0;
+      for (uint32_t i = 0; i < n; ++i) sum += p[i] = std::exp(logits[i] / t);
+      for (uint32_t row = parity; row < rows; row += 2) count[std::min(got[row], n - 1)] += 1;
+      for (uint32_t i = 0; i < n; ++i) chi2 += std::pow(count[i] - 300 * p[i] / sum, 2) / (300 * p[i] / sum);
+      CHECK_MESSAGE(chi2 < 35.9, "T " << t << ": chi-square " << chi2 << " (seed " << seed() << ")");  // 5 dof, 1 - 1e-6
+    }
+  }
+  {
+    const uint32_t rows = 5;
+    std::vector<float> x = logitRows(rng, rows, cols);
+    // Each filter decides some row: min_p rows 0 and 2, top_k row 1, top_p row 4; row 3 does not sample.
+    const Filters f[rows] = {{1.0f, 0, 1.0f, 0.5f}, {0.5f, 7, 1.0f, 0.0f}, {2.0f, 0, 1.0f, 0.2f}, {0.0f, 3, 0.5f, 0.5f},
+                             {1.3f, 0, 0.8f, 0.05f}};
+    std::vector<float> t, p, mp;
+    std::vector<uint32_t> k;
+    for (const Filters& g : f) t.push_back(g.t), k.push_back(g.k), p.push_back(g.p), mp.push_back(g.minP);
+    std::vector<float> got = r.run(Call("rowops", "sample_cutoff_f32_per_row")
+                                       .buffer("x", x)
+                                       .buffer("cutoff", std::vector<float>(rows, 12345.0f))
+                                       .scalar("rows", rows)
+                                       .scalar("cols", cols)
+                                       .buffer("temperature", t)
+                                       .buffer("top_k", k)
+                                       .buffer("top_p", p)
+                                       .buffer("min_p", mp))
+                                 .get<float>("cutoff");
+    for (uint32_t row = 0; row < rows; ++row) {
+      const float want = runCutoff(r, Dtype::F32, x, rows, cols, f[row])[row];
+      CHECK_MESSAGE(std::memcmp(&got[row], &want, 4) == 0, "row " << row << ": " << got[row] << ", want " << want);
+    }
+  }
+  {
+    const uint32_t rows = 4, n = 50, vocab = 300;
+    std::vector<float> x = roundTo(Dtype::BF16, uniform(rng, size_t(rows) * vocab, -3.0f, 3.0f));
+    std::vector<uint32_t> tokens(size_t(rows) * n);
+    std::uniform_int_distribution<uint32_t> id(0, 40);
+    for (uint32_t& tk : tokens) tk = id(rng);
+    const Penalty pen[rows] = {{1.3f, 0.25f, 0.5f}, {1.0f, 0.0f, 0.0f}, {0.8f, -0.1f, 1.0f}, {2.0f, 1.0f, 0.0f}};
+    std::vector<float> rep, freq, pres;
+    for (const Penalty& q : pen) rep.push_back(q.repetition), freq.push_back(q.frequency), pres.push_back(q.presence);
+    std::vector<std::byte> got = r.run(Call("rowops", "logit_penalties_bf16_per_row")
+                                           .buffer("logits", encode(Dtype::BF16, x))
+                                           .buffer("tokens", tokens)
+                                           .scalar("rows", rows)
+                                           .scalar("cols", vocab)
+                                           .scalar("n", n)
+                                           .buffer("repetition", rep)
+                                           .buffer("frequency", freq)
+                                           .buffer("presence", pres))
+                                     .get<std::byte>("logits");
+    for (uint32_t row = 0; row < rows; ++row) {
+      std::vector<std::byte> want = encode(Dtype::BF16, refPenalties(x, tokens, rows, vocab, n, pen[row]));
+      CHECK_MESSAGE(std::equal(got.begin() + row * vocab * 2, got.begin() + (row + 1) * vocab * 2, want.begin() + row * vocab * 2),
+                    "row " << row);
+    }
+  }
 }
 
 // ---- transpose ------------------------------------------------------------------------------
