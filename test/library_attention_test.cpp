@@ -294,6 +294,8 @@ constexpr PrefillVariant k90BiasD256{"prefill90_f16_d256_bias", Dtype::F16, 256,
 constexpr PrefillVariant kWindow2Bf16{"prefill_bf16_d128_window2", Dtype::BF16, 128, false, true, "attention", 64, false, "", 0, true, false, false, false, true};
 constexpr PrefillVariant kRightAlibiF16{"prefill_f16_d64_right_alibi", Dtype::F16, 64, false, false, "attention", 64, false, "", 0, false, false, true, false, true};
 constexpr PrefillVariant k90Window2{"prefill90_bf16_d128_window2", Dtype::BF16, 128, false, true, "attention90", 128, false, "", 0, true, false, false, false, true};
+constexpr PrefillVariant kVarlenWindow2{"prefill_f16_d64_varlen_window2", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, true, false, false, false, true};
+constexpr PrefillVariant k90VarlenPagedWindow2{"prefill90_bf16_d128_varlen_p16_window2", Dtype::BF16, 128, false, false, "attention90", 128, true, "", 16, true, false, false, false, true};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -544,7 +546,7 @@ namespace {
 // Sequences of their own (q, kv) lengths packed into one q/o and one k/v buffer with gaps of 2 and
 // 3 rows between them; the gaps of o and lse must keep their sentinel.
 void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
-                 uint32_t QH, uint32_t KH, uint32_t window = 0, float alibi = 1) {
+                 uint32_t QH, uint32_t KH, uint32_t window = 0, float alibi = 1, uint32_t windowRight = 0) {
   const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
@@ -588,6 +590,7 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
       .scalar("scale", scale);
   if (v.lse) call.buffer("lse", std::vector<float>(size_t(qRows) * QH, sentinel));
   if (v.window) call.scalar("window", window);
+  if (v.windowRight) call.scalar("window_right", windowRight);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs out = r.run(call);
@@ -600,7 +603,8 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
         auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
         auto sees = [&](uint32_t j) {
           const int64_t diagonal = int64_t(i) + kvLen[b] - qLen[b];
-          return (!v.causal || int64_t(j) <= diagonal) && (window == 0 || int64_t(j) > diagonal - window);
+          return (!v.causal || int64_t(j) <= diagonal) && (!v.windowRight || int64_t(j) <= diagonal + windowRight) &&
+                 (window == 0 || int64_t(j) > diagonal - window);
         };
         std::vector<double> o;
         wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
@@ -827,6 +831,10 @@ LIBRARY_TEST("attention_prefill: windows to the right", attentionPrefillWindowRi
     p.alibi = 4;
     checkPrefill(r, rng, kRightAlibiF16, p);
   }
+  // Sequences of their own lengths (each its own positions), on the wgmma member over pages too.
+  const std::vector<std::pair<uint32_t, uint32_t>> seqs = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kVarlenWindow2, seqs, 4, 2, 30, 1, 7);
+  checkVarlen(r, rng, k90VarlenPagedWindow2, seqs, 2, 2, 0, 1, 70);
 }
 
 // An additive bias tensor (bias = true): each head's own or one for all heads (stride 0), a row
