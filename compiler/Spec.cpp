@@ -726,6 +726,12 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
     }
   if (!passable) return std::nullopt;
   analyzeParamUse(kernel, inst.params);
+  // A template's own element types of the pointers it moves as raw bits (ids, copies).
+  if (k.tmpl && k.tmpl->elements)
+    for (const auto& [name, scalar] : k.tmpl->elements(k.options))
+      for (bundle::Param& p : inst.params)
+        if (p.name == name && p.type.isPointer() && !p.element && !(p.access & bundle::kPtrEscapes))
+          p.element = static_cast<bundle::ParamType::Scalar>(static_cast<unsigned>(scalar) + 1);
   bool elementsOk = true;
   for (const KernelSpec::Element& e : k.elements) {
     auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });

@@ -432,6 +432,7 @@ void addAttention(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
       },
   });
+  out.back().elements = u32Elements({"offsets", "lengths", "block_table"});
   out.push_back({
       "attention_decode_merge",
       "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "

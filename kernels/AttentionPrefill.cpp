@@ -641,6 +641,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
       },
       wgmmaWhereItRuns,
   });
+  out.back().elements = u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"});
 }
 
 }  // namespace tn::kernels::lib

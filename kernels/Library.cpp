@@ -62,6 +62,18 @@ OptionSpec option(std::string name, OptionValue def, std::string doc) {
   return o;
 }
 
+ir::Scalar scalarOf(Storage s) {
+  return s == Storage::F32 ? Scalar::F32 : s == Storage::BF16 ? Scalar::BF16 : Scalar::F16;
+}
+
+std::function<Template::ElementTypes(const Options&)> u32Elements(std::vector<std::string> names) {
+  return [names = std::move(names)](const Options&) {
+    Template::ElementTypes out;
+    for (const std::string& n : names) out.push_back({n, Scalar::U32});
+    return out;
+  };
+}
+
 OptionSpec pageSizeOption(std::string doc) {
   OptionSpec s = option("page_size", int64_t{0}, std::move(doc));
   s.min = 0;

@@ -24,6 +24,9 @@ using ir::Value;
 enum class Storage : uint8_t { F32, BF16, F16 };
 
 unsigned bytesOf(Storage s);
+ir::Scalar scalarOf(Storage s);
+// Template::elements for u32 pointer parameters (ids, indices, offsets, lengths, block tables).
+std::function<Template::ElementTypes(const Options&)> u32Elements(std::vector<std::string> names);
 // Elements in one 16-byte vector access (4 for f32, 8 for bf16/f16).
 inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 

@@ -101,6 +101,7 @@ void addPenalties(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {Expr::param("rows")}, Expr::param("n") * Expr(16) + Expr(8)};
       },
   });
+  out.back().elements = u32Elements({"tokens"});
 }
 
 }  // namespace tn::kernels::lib

@@ -1017,6 +1017,7 @@ void addQuant(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n") * ceilDiv(Expr::param("k"), kGroup), kBlock)}, 0};
       },
   });
+  out.back().elements = u32Elements({"ids"});
   out.push_back({
       "quantize_q8_1",
       "y = x (n values, n a multiple of 32) as ggml q8_1 blocks (half d, half s = d * sum(q), 32 int8), "

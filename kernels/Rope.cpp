@@ -232,6 +232,7 @@ void addRope(std::vector<Template>& out) {
                           0};
       },
   });
+  out.back().elements = u32Elements({"positions"});
 }
 
 }  // namespace tn::kernels::lib

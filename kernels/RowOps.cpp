@@ -799,6 +799,7 @@ void addRowOps(std::vector<Template>& out) {
       },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
+  out.back().elements = u32Elements({"index"});
   const std::string chunk = std::to_string(kArgmaxChunk);
   out.push_back({
       "argmax_partial",
@@ -815,6 +816,7 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
       },
   });
+  out.back().elements = u32Elements({"partial"});
   out.push_back({
       "argmax_merge",
       "long argmax rows, pass 2 (after argmax_partial): index[r] (u32) = the best of row r's ceil_div(cols, " + chunk +
@@ -826,6 +828,7 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("rows"), kMergeRowsPerBlock) * min(1, Expr::param("cols"))}, 0};
       },
   });
+  out.back().elements = u32Elements({"partial", "index"});
   out.push_back({
       "sample_cutoff",
       "cutoff[r] (f32) = the smallest value of row r of x (rows x cols) that sampling with top_k (u32), "
@@ -852,6 +855,10 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{32, 8}, {ceilDiv(Expr::param("cols"), tile), min(ceilDiv(Expr::param("rows"), tile), kMaxGridY)}, 0};
       },
   });
+  out.back().elements = [](const Options& o) {
+    const ir::Scalar e = scalarOf(storageOption(o));
+    return Template::ElementTypes{{"x", e}, {"y", e}};
+  };
   out.push_back({
       "kv_scatter",
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
@@ -863,6 +870,10 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kScatterBlock}, {ceilDiv(Expr::param("row"), span), min(Expr::param("tokens"), kMaxGridY)}, 0};
       },
   });
+  out.back().elements = [](const Options& o) {
+    const ir::Scalar e = scalarOf(storageOption(o));
+    return Template::ElementTypes{{"k_new", e}, {"v_new", e}, {"k_cache", e}, {"v_cache", e}, {"positions", Scalar::U32}};
+  };
 }
 
 }  // namespace tn::kernels::lib

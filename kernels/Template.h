@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -76,6 +77,12 @@ struct Template {
   // docs/bundle-format.md): their parameters must be alike but for tmap ones. Empty (or no
   // function): the options as given, for every target.
   std::function<std::vector<Options>(const Options&)> alternatives = {};
+  // Optional: the element types of pointer parameters the kernel moves as raw bits (u32 ids and
+  // counts, elements copied bit for bit), which its typed accesses cannot tell. The bundle records
+  // them as it does a spec's `elements` (typed launchers, the Python package's checks); a spec's
+  // `elements` must agree. Names the options leave out of the signature are ignored.
+  using ElementTypes = std::vector<std::pair<std::string, ir::Scalar>>;
+  std::function<ElementTypes(const Options&)> elements = {};
 
   Options defaults() const;
 };

@@ -111,7 +111,8 @@ class Loading(unittest.TestCase):
         self.assertEqual(BUNDLE.vadd.params[3], {"name": "n", "type": "u32"})
         # read as raw 16-bit words; examples/decode.toml declares the element type (elements = ...)
         self.assertEqual(BUNDLE.rmsnorm.params[0]["element"], "bf16")
-        self.assertEqual(BUNDLE.argmax.params[1], {"name": "index", "type": "ptr.global", "access": "write", "element": None})
+        # stored as raw u32 words; the template declares the element type (Template::elements)
+        self.assertEqual(BUNDLE.argmax.params[1], {"name": "index", "type": "ptr.global", "access": "write", "element": "u32"})
         self.assertEqual(BUNDLE.vadd.target, "sm_90")  # the simulated device is an sm_90
         self.assertTrue(truenort.simulated())
 
