@@ -607,7 +607,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "an additive bias (SDPA's attn_mask; -inf masks a key): the pointer bias (after the other pointers) "
               "holds dtype elements, element (i, j) of sequence b and query head h at b * bias_batch_stride + h * "
               "bias_head_stride + i * bias_row_stride + j, the three u32 strides (elements; 0 broadcasts) after "
-              "scale, window and softcap; added to the scaled (and capped) score of row i and key j, positions "
+              "the other scalars; added to the scaled (and capped) score of row i and key j, positions "
               "within the sequence; a row whose keys are all masked gets zeros"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
@@ -641,7 +641,11 @@ void addAttentionPrefill(std::vector<Template>& out) {
       },
       wgmmaWhereItRuns,
   });
-  out.back().elements = u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"});
+  out.back().elements = [](const Options& o) {
+    Template::ElementTypes e = u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"})(o);
+    e.push_back({"bias", scalarOf(storageOption(o))});  // read as raw 16-bit words
+    return e;
+  };
 }
 
 }  // namespace tn::kernels::lib
