@@ -117,7 +117,7 @@ Best scanLoads(KernelBuilder& kb, Value tid, Value count, unsigned perLoad, unsi
 struct Sampler {
   Value on;       // temperature > 0
   Value scale2;   // log2(e) / temperature
-  Value rowKey;   // the hash of (seed, row)
+  Value rowKey;   // the hash of (seed, row), or of a per_row seed alone
   Value offset;   // the index in the row of element 0 of the scanned range
   Value cut;      // with the cutoff option: elements below it are never drawn (else invalid)
 };
@@ -757,7 +757,7 @@ std::optional<ir::Module> buildKvScatter(Storage s, ir::Diagnostics& diags) {
 OptionSpec sampleOption() {
   return option("sample", false,
                 "sample index[r] from softmax(x / temperature) instead (the Gumbel-max trick: the argmax of "
-                "x / temperature plus Gumbel noise hashed from seed, the row and the index, so the pair gives the "
+                "x / temperature plus Gumbel noise hashed from seed, the row (not with per_row) and the index, so the pair gives the "
                 "one-block kernel's sample): the f32 parameter temperature and the u32 parameter seed after cols; "
                 "temperature <= 0 gives the argmax");
 }
