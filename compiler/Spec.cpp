@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "backends/bundle/Bundle.h"
 #include "compiler/Input.h"
@@ -726,12 +727,16 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
     }
   if (!passable) return std::nullopt;
   analyzeParamUse(kernel, inst.params);
-  // A template's own element types of the pointers it moves as raw bits (ids, copies).
+  // A template's own element types of its tensors: those it moves as raw bits (ids, copies, 16-bit
+  // words), and ggml blocks, bytes whose parts the kernel reads as other types (int8 quants).
+  std::set<std::string> declared;
   if (k.tmpl && k.tmpl->elements)
     for (const auto& [name, scalar] : k.tmpl->elements(k.options))
       for (bundle::Param& p : inst.params)
-        if (p.name == name && p.type.isPointer() && !p.element && !(p.access & bundle::kPtrEscapes))
+        if (p.name == name && p.type.isPointer() && !(p.access & bundle::kPtrEscapes)) {
           p.element = static_cast<bundle::ParamType::Scalar>(static_cast<unsigned>(scalar) + 1);
+          declared.insert(name);
+        }
   bool elementsOk = true;
   for (const KernelSpec::Element& e : k.elements) {
     auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
@@ -745,8 +750,10 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
       error(e.loc, "elements." + e.param + ": parameter " + q(e.param) + " is " + p->type.name() + ", not a pointer");
       elementsOk = false;
     } else if (p->element && *p->element != e.scalar) {
-      error(e.loc, "elements." + e.param + ": kernel " + q(k.name) + " accesses " + q(e.param) + " as " +
-                       bundle::ParamType{*p->element}.name() + ", not " + el);
+      const std::string source = declared.count(e.param) ? "template " + q(k.tmpl->name) + " declares "
+                                                         : "kernel " + q(k.name) + " accesses ";
+      error(e.loc, "elements." + e.param + ": " + source + q(e.param) + " as " + bundle::ParamType{*p->element}.name() +
+                       ", not " + el);
       elementsOk = false;
     } else {
       p->element = e.scalar;

@@ -432,7 +432,8 @@ void addAttention(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
       },
   });
-  out.back().elements = u32Elements({"offsets", "lengths", "block_table"});
+  out.back().elements =
+      allElements({storageElements({"q", "k_cache", "v_cache"}), u32Elements({"offsets", "lengths", "block_table"})});
   out.push_back({
       "attention_decode_merge",
       "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "
@@ -443,6 +444,7 @@ void addAttention(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("q_heads"), kWarps), Expr::param("batch")}, 0};
       },
   });
+  out.back().elements = storageElements({"o"});
 }
 
 }  // namespace tn::kernels::lib

@@ -641,11 +641,9 @@ void addAttentionPrefill(std::vector<Template>& out) {
       },
       wgmmaWhereItRuns,
   });
-  out.back().elements = [](const Options& o) {
-    Template::ElementTypes e = u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"})(o);
-    e.push_back({"bias", scalarOf(storageOption(o))});  // read as raw 16-bit words
-    return e;
-  };
+  // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).
+  out.back().elements = allElements({storageElements({"q", "k", "v", "o", "bias"}),
+                                     u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"})});
 }
 
 }  // namespace tn::kernels::lib

@@ -174,6 +174,10 @@ void addElementwise(std::vector<Template>& out) {
       uint64_t perBlock = uint64_t{block} * kVectors * vecElems(storageOption(o));
       return LaunchRule{{block}, {ceilDiv(Expr::param("n"), perBlock)}, 0};
     };
+    std::vector<std::string> tensors;
+    for (const auto& p : e.params)
+      if (p.role != Role::Scalar) tensors.push_back(p.name);
+    t.elements = storageElements(std::move(tensors));
     out.push_back(std::move(t));
   }
 }

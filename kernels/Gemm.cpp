@@ -554,6 +554,21 @@ void addGemm(std::vector<Template>& out) {
         return members;
       },
   });
+  // A and B (tf32: stored as f32; s8/u8: moved as raw bytes), C, bias and residual (out_dtype).
+  out.back().elements = [](const Options& o) {
+    std::optional<Config> c = configOf(o);
+    if (!c) return Template::ElementTypes{};
+    const Scalar in = c->in == Input::BF16 ? Scalar::BF16
+                      : c->in == Input::F16 ? Scalar::F16
+                      : c->in == Input::S8  ? Scalar::S8
+                      : c->in == Input::U8  ? Scalar::U8
+                                            : Scalar::F32;
+    const Scalar out = c->out == Output::BF16 ? Scalar::BF16
+                       : c->out == Output::F16 ? Scalar::F16
+                       : c->out == Output::S32 ? Scalar::S32
+                                               : Scalar::F32;
+    return Template::ElementTypes{{"a", in}, {"b", in}, {"c", out}, {"bias", out}, {"residual", out}};
+  };
 }
 
 }  // namespace tn::kernels::lib

@@ -185,6 +185,7 @@ void addGemv(std::vector<Template>& out) {
         return r;
       },
   });
+  out.back().elements = allElements({storageElements({"w"}, "weight"), storageElements({"x", "y"}, "activation")});
 }
 
 }  // namespace tn::kernels::lib

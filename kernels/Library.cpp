@@ -1,6 +1,8 @@
 #include "kernels/Library.h"
 
+#include <algorithm>
 #include <bit>
+#include <iterator>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -66,10 +68,40 @@ ir::Scalar scalarOf(Storage s) {
   return s == Storage::F32 ? Scalar::F32 : s == Storage::BF16 ? Scalar::BF16 : Scalar::F16;
 }
 
-std::function<Template::ElementTypes(const Options&)> u32Elements(std::vector<std::string> names) {
-  return [names = std::move(names)](const Options&) {
+namespace {
+
+std::function<Template::ElementTypes(const Options&)> fixedElements(std::vector<std::string> names, Scalar scalar) {
+  return [names = std::move(names), scalar](const Options&) {
     Template::ElementTypes out;
-    for (const std::string& n : names) out.push_back({n, Scalar::U32});
+    for (const std::string& n : names) out.push_back({n, scalar});
+    return out;
+  };
+}
+
+}  // namespace
+
+std::function<Template::ElementTypes(const Options&)> u32Elements(std::vector<std::string> names) {
+  return fixedElements(std::move(names), Scalar::U32);
+}
+
+std::function<Template::ElementTypes(const Options&)> blockElements(std::vector<std::string> names) {
+  return fixedElements(std::move(names), Scalar::U8);
+}
+
+std::function<Template::ElementTypes(const Options&)> storageElements(std::vector<std::string> names,
+                                                                      std::string option) {
+  return [names = std::move(names), option = std::move(option)](const Options& o) {
+    Template::ElementTypes out;
+    for (const std::string& n : names) out.push_back({n, scalarOf(storageOption(o, option))});
+    return out;
+  };
+}
+
+std::function<Template::ElementTypes(const Options&)> allElements(
+    std::vector<std::function<Template::ElementTypes(const Options&)>> parts) {
+  return [parts = std::move(parts)](const Options& o) {
+    Template::ElementTypes out;
+    for (const auto& part : parts) std::ranges::move(part(o), std::back_inserter(out));
     return out;
   };
 }

@@ -27,6 +27,15 @@ unsigned bytesOf(Storage s);
 ir::Scalar scalarOf(Storage s);
 // Template::elements for u32 pointer parameters (ids, indices, offsets, lengths, block tables).
 std::function<Template::ElementTypes(const Options&)> u32Elements(std::vector<std::string> names);
+// Template::elements for pointers to ggml blocks (quantized weights, q8_1 activations): bytes (u8).
+std::function<Template::ElementTypes(const Options&)> blockElements(std::vector<std::string> names);
+// Template::elements for pointers to tensors stored as option `option`'s storage type (f32,
+// bf16, f16), which the kernel reads or writes as raw words (u16, packed pairs, 16-byte vectors).
+std::function<Template::ElementTypes(const Options&)> storageElements(std::vector<std::string> names,
+                                                                      std::string option = "dtype");
+// Template::elements of several declarations together.
+std::function<Template::ElementTypes(const Options&)> allElements(
+    std::vector<std::function<Template::ElementTypes(const Options&)>> parts);
 // Elements in one 16-byte vector access (4 for f32, 8 for bf16/f16).
 inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 

@@ -541,14 +541,19 @@ std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagno
   return finish(kb, m, diags);
 }
 
+// The rows and per-column vectors every norm kernel stores as its dtype (those a kernel lacks are ignored).
+auto normElements() { return storageElements({"x", "residual", "weight", "gamma", "beta", "y"}); }
+
 Template normTemplate(Kind kind, const char* name, const char* summary) {
-  return {
+  Template t{
       name,
       summary,
       {dtypeOption()},
       [kind](const Options& o, ir::Diagnostics& d) { return buildNorm(kind, o, d); },
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   };
+  t.elements = normElements();
+  return t;
 }
 
 }  // namespace
@@ -598,6 +603,7 @@ void addNorms(std::vector<Template>& out) {
       [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(false, o, d); },
       splitRule,
   });
+  out.back().elements = normElements();
   out.push_back({
       "rmsnorm_merge",
       "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from stats and writes "
@@ -606,6 +612,7 @@ void addNorms(std::vector<Template>& out) {
       [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(true, o, d); },
       splitRule,
   });
+  out.back().elements = normElements();
   out.push_back(normTemplate(Kind::ResidualRmsNorm, "residual_rmsnorm",
                              "h = x + residual (stored back into residual), y = rmsnorm(h) * weight per row, "
                              "statistics of h as stored; one block of 256 threads per row, x and residual read once when the row fits "

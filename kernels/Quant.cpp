@@ -1003,6 +1003,7 @@ void addQuant(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("rows") * (Expr::param("k") / kGroup), kBlock)}, 0};
       },
   });
+  out.back().elements = allElements({blockElements({"q"}), storageElements({"y"})});
   std::vector<std::string> tableFormats = {"f32", "bf16", "f16"};
   for (const std::string& f : formatNames()) tableFormats.push_back(f);
   out.push_back({
@@ -1017,7 +1018,13 @@ void addQuant(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n") * ceilDiv(Expr::param("k"), kGroup), kBlock)}, 0};
       },
   });
-  out.back().elements = u32Elements({"ids"});
+  out.back().elements = [](const Options& o) {
+    Template::ElementTypes e = storageElements({"y"})(o);
+    const std::string& f = o.text("format");
+    e.push_back({"table", f == "f32" ? Scalar::F32 : f == "bf16" ? Scalar::BF16 : f == "f16" ? Scalar::F16 : Scalar::U8});
+    e.push_back({"ids", Scalar::U32});
+    return e;
+  };
   out.push_back({
       "quantize_q8_1",
       "y = x (n values, n a multiple of 32) as ggml q8_1 blocks (half d, half s = d * sum(q), 32 int8), "
@@ -1026,6 +1033,7 @@ void addQuant(std::vector<Template>& out) {
       buildQuantizeQ81,
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n"), kBlock)}, 0}; },
   });
+  out.back().elements = allElements({storageElements({"x"}), blockElements({"y"})});
   OptionSpec ntok = option("ntok", int64_t{1}, "activation columns per launch (x is ntok x k, y ntok x m)");
   ntok.min = 1;
   ntok.max = 8;
@@ -1037,6 +1045,12 @@ void addQuant(std::vector<Template>& out) {
                                      "gemv_q at ntok >= 2 but not q4_k/q5_k with f32/bf16 x, else 1)");
   rowsPerWarpOpt.min = 0;
   rowsPerWarpOpt.max = 4;
+  // Weights as ggml blocks; x as the activation's floats or q8_1 blocks.
+  auto gemvQElements = [](const Options& o) {
+    const std::string& a = o.text("activation");
+    return Template::ElementTypes{{"w", Scalar::U8}, {"gate", Scalar::U8}, {"up", Scalar::U8},
+                                  {"x", a == "q8_1" ? Scalar::U8 : a == "bf16" ? Scalar::BF16 : Scalar::F32}};
+  };
   std::string layout = "rows_per_warp rows per warp, " + std::to_string(kWarpsPerBlock) + " warps per block of " +
                        std::to_string(kBlock) + " threads";
   out.push_back({
@@ -1048,6 +1062,7 @@ void addQuant(std::vector<Template>& out) {
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
       [](const Options& o) { return gemvQLaunch(o, false); },
   });
+  out.back().elements = gemvQElements;
   out.push_back({
       "gemv_q_swiglu",
       "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
@@ -1057,6 +1072,7 @@ void addQuant(std::vector<Template>& out) {
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options& o) { return gemvQLaunch(o, true); },
   });
+  out.back().elements = allElements({gemvQElements, storageElements({"y"}, "out_dtype")});
   out.push_back({
       "gemm_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
@@ -1069,6 +1085,7 @@ void addQuant(std::vector<Template>& out) {
         return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};
       },
   });
+  out.back().elements = blockElements({"w", "x"});
   out.push_back({
       "rmsnorm_quantize_q8_1",
       "y = quantize_q8_1(rmsnorm(x) * weight) per row (x rows x cols, cols a multiple of 32; y rows x cols/32 "
@@ -1079,6 +1096,7 @@ void addQuant(std::vector<Template>& out) {
       buildRmsnormQuantizeQ81,
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   });
+  out.back().elements = allElements({storageElements({"x", "weight"}), blockElements({"y"})});
 }
 
 }  // namespace tn::kernels::lib

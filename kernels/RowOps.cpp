@@ -799,7 +799,7 @@ void addRowOps(std::vector<Template>& out) {
       },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
-  out.back().elements = u32Elements({"index"});
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"index"})});
   const std::string chunk = std::to_string(kArgmaxChunk);
   out.push_back({
       "argmax_partial",
@@ -816,7 +816,7 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
       },
   });
-  out.back().elements = u32Elements({"partial"});
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"partial"})});
   out.push_back({
       "argmax_merge",
       "long argmax rows, pass 2 (after argmax_partial): index[r] (u32) = the best of row r's ceil_div(cols, " + chunk +
@@ -842,6 +842,7 @@ void addRowOps(std::vector<Template>& out) {
       [](const Options& o, ir::Diagnostics& d) { return buildSampleCutoff(storageOption(o), o.flag("per_row"), d); },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"top_k"})});  // top_k: with per_row
   out.push_back({
       "transpose",
       "y[c * rows + r] = x[r * cols + c] through a padded shared tile of TxT elements (T = 32 for f32, 64 "
@@ -855,10 +856,7 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{32, 8}, {ceilDiv(Expr::param("cols"), tile), min(ceilDiv(Expr::param("rows"), tile), kMaxGridY)}, 0};
       },
   });
-  out.back().elements = [](const Options& o) {
-    const ir::Scalar e = scalarOf(storageOption(o));
-    return Template::ElementTypes{{"x", e}, {"y", e}};
-  };
+  out.back().elements = storageElements({"x", "y"});
   out.push_back({
       "kv_scatter",
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
@@ -870,10 +868,7 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kScatterBlock}, {ceilDiv(Expr::param("row"), span), min(Expr::param("tokens"), kMaxGridY)}, 0};
       },
   });
-  out.back().elements = [](const Options& o) {
-    const ir::Scalar e = scalarOf(storageOption(o));
-    return Template::ElementTypes{{"k_new", e}, {"v_new", e}, {"k_cache", e}, {"v_cache", e}, {"positions", Scalar::U32}};
-  };
+  out.back().elements = allElements({storageElements({"k_new", "v_new", "k_cache", "v_cache"}), u32Elements({"positions"})});
 }
 
 }  // namespace tn::kernels::lib

@@ -424,6 +424,7 @@ void addSoftmax(std::vector<Template>& out) {
         return LaunchRule{{kBlock}, {(ceilDiv(rows, kWarps) * (1 - big) + rows * big) * min(1, cols)}, 0};
       },
   });
+  out.back().elements = storageElements({"x", "y"});
   out.push_back({
       "softmax_partial",
       "long softmax rows, pass 1 (then softmax_merge): block (c, r) writes the (max, sum of exp(x - max)) of "
@@ -434,6 +435,7 @@ void addSoftmax(std::vector<Template>& out) {
       buildPartial,
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
+  out.back().elements = storageElements({"x", "y"});
   out.push_back({
       "softmax_merge",
       "long softmax rows, pass 2 (after softmax_partial): block (c, r) merges row r's chunk statistics from stats "
@@ -443,6 +445,7 @@ void addSoftmax(std::vector<Template>& out) {
       buildMerge,
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
+  out.back().elements = storageElements({"x", "y"});
 }
 
 }  // namespace tn::kernels::lib

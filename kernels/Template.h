@@ -77,10 +77,13 @@ struct Template {
   // docs/bundle-format.md): their parameters must be alike but for tmap ones. Empty (or no
   // function): the options as given, for every target.
   std::function<std::vector<Options>(const Options&)> alternatives = {};
-  // Optional: the element types of pointer parameters the kernel moves as raw bits (u32 ids and
-  // counts, elements copied bit for bit), which its typed accesses cannot tell. The bundle records
-  // them as it does a spec's `elements` (typed launchers, the Python package's checks); a spec's
-  // `elements` must agree. Names the options leave out of the signature are ignored.
+  // Optional: the element types of the kernel's pointer parameters, for those its typed accesses
+  // cannot tell (u32 ids and counts, elements copied bit for bit, bf16 read as 16-bit words) or
+  // would tell wrongly (ggml blocks, u8, whose int8 quants it loads as s8). They take precedence
+  // over the typed accesses; the bundle records them as it does a spec's `elements` (typed
+  // launchers, the Python package's checks), and a spec's `elements` must agree. Names the options
+  // leave out of the signature are ignored. Every built-in template declares all of its tensors
+  // (test/template_elements_test.cpp).
   using ElementTypes = std::vector<std::pair<std::string, ir::Scalar>>;
   std::function<ElementTypes(const Options&)> elements = {};
 
