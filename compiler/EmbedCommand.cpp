@@ -333,7 +333,8 @@ std::vector<std::string> cppParamNames(const bundle::KernelInfo& k) {
   return names;
 }
 
-// "vadd(a: ptr.global read f32, b: ptr.global read f32, c: ptr.global write f32, n: u32)"
+// "vadd(a: ptr.global read f32, b: ptr.global read f32, c: ptr.global write f32, n: u32)", with
+// each pointer's extent after its element type where the bundle has one ("x: ptr.global read f32 [n]")
 std::string commentSignature(const bundle::KernelInfo& k) {
   std::string s = k.name + "(";
   for (size_t i = 0; i < k.params.size(); ++i) {
@@ -342,6 +343,7 @@ std::string commentSignature(const bundle::KernelInfo& k) {
     if (p.type.isPointer()) {
       s += " " + std::string(bundle::accessName(p.access));
       if (p.element) s += " " + bundle::ParamType{*p.element}.name();
+      if (p.extent) s += " [" + p.extent->text() + "]";
     }
   }
   return s + ")";

@@ -135,6 +135,10 @@ std::string textReport(const bundle::Reader& r) {
     // variant's whole signature (it differs from the kernel's in tmap parameters or alignments).
     const std::string own = k.variants.empty() ? std::string() : " (" + targetsOf(m, k, nullptr) + ")";
     out += "  launch" + own + ": " + bundle::describe(k.launch) + "\n";
+    std::string extents;
+    for (const bundle::Param& p : k.params)
+      if (p.extent) extents += (extents.empty() ? "" : ", ") + p.name + " [" + p.extent->text() + "]";
+    if (!extents.empty()) out += "  extents: " + extents + "\n";
     for (const bundle::TensorMapRule& t : k.launch.tensorMaps) out += "  tensor map" + own + ": " + bundle::describe(t) + "\n";
     for (const bundle::Variant& v : k.variants) {
       const std::string at = " (" + targetsOf(m, k, &v) + ")";
@@ -181,6 +185,7 @@ std::string jsonParams(const std::vector<bundle::Param>& params) {
     if (p.type.isPointer()) {
       out += ", \"access\": " + jsonString(bundle::accessName(p.access));
       if (p.element) out += ", \"element\": " + jsonString(bundle::ParamType{*p.element}.name());
+      if (p.extent) out += ", \"extent\": " + jsonString(p.extent->text());
     }
     out += "}";
   }

@@ -823,6 +823,20 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
 
   addTensorMapUse(kernel, inst.launch, inst.params);
 
+  // A template's extents of its tensors (how many elements each buffer holds), on pointers whose
+  // element type is known (from their accesses, a declaration or a tensor map).
+  if (k.tmpl && k.tmpl->extents)
+    for (const auto& [name, extent] : k.tmpl->extents(k.options))
+      for (bundle::Param& p : inst.params)
+        if (p.name == name && p.type.isPointer() && p.element) {
+          p.extent = extent;
+          if (auto bad = bundle::checkExtent(p, inst.params)) {
+            error(k.templateLoc, "template " + q(k.tmpl->name) + ": extent of " + q(name) + " (" + extent.text() +
+                                     "): " + bad->message);
+            return std::nullopt;
+          }
+        }
+
   // The block must fit the kernel's own thread-count attributes.
   uint32_t b[3] = {1, 1, 1};
   for (size_t i = 0; i < inst.launch.block.size(); ++i) b[i] = inst.launch.block[i];
@@ -946,6 +960,7 @@ std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& s
     for (size_t p = 0; p < first.size(); ++p) {
       first[p]->access |= theirs[p]->access;
       if (!first[p]->element) first[p]->element = theirs[p]->element;
+      if (!first[p]->extent) first[p]->extent = theirs[p]->extent;
     }
   }
   for (TargetedInstance& other : out) {
@@ -953,6 +968,7 @@ std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& s
     for (size_t p = 0; p < first.size(); ++p) {
       theirs[p]->access = first[p]->access;
       theirs[p]->element = first[p]->element;
+      theirs[p]->extent = first[p]->extent;
     }
   }
   return out;

@@ -434,6 +434,15 @@ void addAttention(std::vector<Template>& out) {
   });
   out.back().elements =
       allElements({storageElements({"q", "k_cache", "v_cache"}), u32Elements({"offsets", "lengths", "block_table"})});
+  // The caches' rows are as many as the sequences' largest end (or the pages'), which no parameter says.
+  out.back().extents = [](const Options& o) {
+    const Expr batch = Expr::param("batch"), splits = Expr::param("splits"), dim(static_cast<uint64_t>(o.integer("head_dim")));
+    const Expr heads = Expr::param("kv_heads") * static_cast<uint64_t>(o.integer("group"));
+    return Template::Extents{{"q", batch * heads * dim},           {"offsets", batch},
+                             {"lengths", batch},                   {"block_table", batch * Expr::param("max_pages")},
+                             {"partial", batch * heads * splits * dim}, {"stats", batch * heads * splits},
+                             {"alibi_slopes", heads}};
+  };
   out.push_back({
       "attention_decode_merge",
       "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "
@@ -445,6 +454,10 @@ void addAttention(std::vector<Template>& out) {
       },
   });
   out.back().elements = storageElements({"o"});
+  out.back().extents = [](const Options& o) {
+    const Expr rows = Expr::param("batch") * Expr::param("q_heads"), dim(static_cast<uint64_t>(o.integer("head_dim")));
+    return Template::Extents{{"partial", rows * Expr::param("splits") * dim}, {"stats", rows * Expr::param("splits")}, {"o", rows * dim}};
+  };
 }
 
 }  // namespace tn::kernels::lib

@@ -644,6 +644,29 @@ void addAttentionPrefill(std::vector<Template>& out) {
   // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).
   out.back().elements = allElements({storageElements({"q", "k", "v", "o", "bias"}),
                                      u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"})});
+  // Without varlen, [batch, seq_q or kv_stride, heads, head_dim]; with varlen or pages, the rows the
+  // tensor-map members take as parameters (q_rows, kv_rows), else unknown: the rows the sequences
+  // (or the pages) reach, which no parameter says. The bias is as its strides broadcast it: unknown.
+  out.back().extents = [](const Options& o) {
+    const bool varlen = o.flag("varlen"), paged = o.integer("page_size") > 0, tma = o.text("mainloop") != "mma";
+    const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads"), dim(static_cast<uint64_t>(o.integer("head_dim")));
+    Template::Extents e{{"alibi_slopes", qHeads}, {"block_table", batch * Expr::param("max_pages")}};
+    for (const char* n : {"q_offsets", "q_lengths", "kv_offsets", "kv_lengths"}) e.push_back({n, batch});
+    if (!varlen) {
+      const Expr seqQ = Expr::param("seq_q");
+      for (const char* n : {"q", "o"}) e.push_back({n, batch * seqQ * qHeads * dim});
+      e.push_back({"lse", batch * qHeads * seqQ});
+    } else if (tma) {
+      const Expr qRows = Expr::param("q_rows");
+      for (const char* n : {"q", "o"}) e.push_back({n, qRows * qHeads * dim});
+      e.push_back({"lse", qRows * qHeads});
+    }
+    if (!varlen && !paged)
+      for (const char* n : {"k", "v"}) e.push_back({n, batch * Expr::param("kv_stride") * Expr::param("kv_heads") * dim});
+    else if (tma)
+      for (const char* n : {"k", "v"}) e.push_back({n, Expr::param("kv_rows") * Expr::param("kv_heads") * dim});
+    return e;
+  };
 }
 
 }  // namespace tn::kernels::lib

@@ -177,6 +177,7 @@ void addElementwise(std::vector<Template>& out) {
     std::vector<std::string> tensors;
     for (const auto& p : e.params)
       if (p.role != Role::Scalar) tensors.push_back(p.name);
+    t.extents = sameExtent(tensors, Expr::param("n"));
     t.elements = storageElements(std::move(tensors));
     out.push_back(std::move(t));
   }

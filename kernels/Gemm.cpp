@@ -555,19 +555,31 @@ void addGemm(std::vector<Template>& out) {
       },
   });
   // A and B (tf32: stored as f32; s8/u8: moved as raw bytes), C, bias and residual (out_dtype).
+  // (Read from the options themselves: an "auto" member's options, tile_n = 256 for one, need not
+  // make a valid Config.)
   out.back().elements = [](const Options& o) {
-    std::optional<Config> c = configOf(o);
-    if (!c) return Template::ElementTypes{};
-    const Scalar in = c->in == Input::BF16 ? Scalar::BF16
-                      : c->in == Input::F16 ? Scalar::F16
-                      : c->in == Input::S8  ? Scalar::S8
-                      : c->in == Input::U8  ? Scalar::U8
-                                            : Scalar::F32;
-    const Scalar out = c->out == Output::BF16 ? Scalar::BF16
-                       : c->out == Output::F16 ? Scalar::F16
-                       : c->out == Output::S32 ? Scalar::S32
-                                               : Scalar::F32;
+    const std::string& dtype = o.text("dtype");
+    std::string outType = o.text("out_dtype");
+    if (outType == "auto") outType = dtype == "s8" || dtype == "u8" ? "s32" : dtype == "tf32" ? "f32" : dtype;
+    auto scalar = [](const std::string& t) {
+      return t == "bf16" ? Scalar::BF16 : t == "f16" ? Scalar::F16 : t == "s8" ? Scalar::S8 : t == "u8" ? Scalar::U8
+             : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
+    };
+    const Scalar in = scalar(dtype), out = scalar(outType);
     return Template::ElementTypes{{"a", in}, {"b", in}, {"c", out}, {"bias", out}, {"residual", out}};
+  };
+  // A, B, C and residual as their layouts, leading dimensions and batch strides span them; bias n.
+  out.back().extents = [](const Options& o) {
+    const Expr m = Expr::param("m"), n = Expr::param("n"), k = Expr::param("k"), batch = Expr::param("batch");
+    const bool aRow = o.text("a_layout") == "row", bRow = o.text("b_layout") == "row";
+    // A matrix of `rows` rows of `cols` elements, `ld` apart, in each of the batch's planes.
+    auto span = [&](const char* stride, const Expr& rows, const char* ld, const Expr& cols) {
+      return stridedSpan({{batch, Expr::param(stride)}, {rows, Expr::param(ld)}}, cols);
+    };
+    const Expr a = aRow ? span("stride_a", m, "lda", k) : span("stride_a", k, "lda", m);
+    const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
+    const Expr c = span("stride_c", m, "ldc", n);
+    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}};
   };
 }
 

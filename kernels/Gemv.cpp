@@ -186,6 +186,18 @@ void addGemv(std::vector<Template>& out) {
       },
   });
   out.back().elements = allElements({storageElements({"w"}, "weight"), storageElements({"x", "y"}, "activation")});
+  out.back().extents = [](const Options& o) {
+    const Expr m = Expr::param("m"), k = Expr::param("k");
+    std::vector<std::pair<Expr, Expr>> rows;
+    if (o.flag("batched")) rows.push_back({Expr::param("batch"), Expr::param("stride_w")});
+    if (o.flag("strided")) rows.push_back({m, Expr::param("ldw")});
+    Expr w = rows.empty() ? m * k : stridedSpan(rows, o.flag("strided") ? k : m * k);
+    if (!o.flag("batched")) return Template::Extents{{"w", w}, {"x", k}, {"y", m}};
+    const Expr batch = Expr::param("batch");
+    return Template::Extents{{"w", w},
+                             {"x", stridedSpan({{batch, Expr::param("stride_x")}}, k)},
+                             {"y", stridedSpan({{batch, Expr::param("stride_y")}}, m)}};
+  };
 }
 
 }  // namespace tn::kernels::lib

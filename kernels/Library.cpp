@@ -106,6 +106,33 @@ std::function<Template::ElementTypes(const Options&)> allElements(
   };
 }
 
+Expr stridedSpan(const std::vector<std::pair<Expr, Expr>>& outer, const Expr& inner) {
+  // min(x, 1) is 0 or 1, and max(count, 1) - 1 never goes below zero.
+  if (outer.empty()) return inner;
+  Expr nonEmpty = min(outer[0].first, 1), span = outer[0].second * (max(outer[0].first, 1) - 1);
+  for (size_t i = 1; i < outer.size(); ++i) {
+    nonEmpty = nonEmpty * min(outer[i].first, 1);
+    span = span + outer[i].second * (max(outer[i].first, 1) - 1);
+  }
+  return nonEmpty * min(inner, 1) * (span + inner);
+}
+
+std::function<Template::Extents(const Options&)> sameExtent(std::vector<std::string> names, Expr extent) {
+  return [names = std::move(names), extent = std::move(extent)](const Options&) {
+    Template::Extents out;
+    for (const std::string& n : names) out.push_back({n, extent});
+    return out;
+  };
+}
+
+std::function<Template::Extents(const Options&)> allExtents(std::vector<std::function<Template::Extents(const Options&)>> parts) {
+  return [parts = std::move(parts)](const Options& o) {
+    Template::Extents out;
+    for (const auto& part : parts) std::ranges::move(part(o), std::back_inserter(out));
+    return out;
+  };
+}
+
 OptionSpec pageSizeOption(std::string doc) {
   OptionSpec s = option("page_size", int64_t{0}, std::move(doc));
   s.min = 0;

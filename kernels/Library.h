@@ -33,6 +33,14 @@ std::function<Template::ElementTypes(const Options&)> blockElements(std::vector<
 // bf16, f16), which the kernel reads or writes as raw words (u16, packed pairs, 16-byte vectors).
 std::function<Template::ElementTypes(const Options&)> storageElements(std::vector<std::string> names,
                                                                       std::string option = "dtype");
+// The elements from the first to the last of a strided tensor: `inner` contiguous elements,
+// repeated along each (count, stride) dimension of `outer`: the sum of stride * (count - 1), plus
+// inner; 0 when any count or inner is 0 ("min(m, 1) * min(k, 1) * (lda * (max(m, 1) - 1) + k)").
+Expr stridedSpan(const std::vector<std::pair<Expr, Expr>>& outer, const Expr& inner);
+// Template::extents giving each of `names` the same extent.
+std::function<Template::Extents(const Options&)> sameExtent(std::vector<std::string> names, Expr extent);
+// Template::extents of several declarations together.
+std::function<Template::Extents(const Options&)> allExtents(std::vector<std::function<Template::Extents(const Options&)>> parts);
 // Template::elements of several declarations together.
 std::function<Template::ElementTypes(const Options&)> allElements(
     std::vector<std::function<Template::ElementTypes(const Options&)>> parts);

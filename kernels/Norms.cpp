@@ -541,8 +541,14 @@ std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagno
   return finish(kb, m, diags);
 }
 
-// The rows and per-column vectors every norm kernel stores as its dtype (those a kernel lacks are ignored).
+// The rows and per-column vectors every norm kernel stores as its dtype (those a kernel lacks are
+// ignored): rows x cols tensors, cols vectors, and the split pair's stats (2 f32 a chunk of a row).
 auto normElements() { return storageElements({"x", "residual", "weight", "gamma", "beta", "y"}); }
+auto normExtents() {
+  const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+  return allExtents({sameExtent({"x", "residual", "y"}, rows * cols), sameExtent({"weight", "gamma", "beta"}, cols),
+                     sameExtent({"stats"}, rows * ceilDiv(cols, kChunk) * 2)});
+}
 
 Template normTemplate(Kind kind, const char* name, const char* summary) {
   Template t{
@@ -553,6 +559,7 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   };
   t.elements = normElements();
+  t.extents = normExtents();
   return t;
 }
 
@@ -604,6 +611,7 @@ void addNorms(std::vector<Template>& out) {
       splitRule,
   });
   out.back().elements = normElements();
+  out.back().extents = normExtents();
   out.push_back({
       "rmsnorm_merge",
       "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from stats and writes "
@@ -613,6 +621,7 @@ void addNorms(std::vector<Template>& out) {
       splitRule,
   });
   out.back().elements = normElements();
+  out.back().extents = normExtents();
   out.push_back(normTemplate(Kind::ResidualRmsNorm, "residual_rmsnorm",
                              "h = x + residual (stored back into residual), y = rmsnorm(h) * weight per row, "
                              "statistics of h as stored; one block of 256 threads per row, x and residual read once when the row fits "

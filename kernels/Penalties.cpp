@@ -102,6 +102,10 @@ void addPenalties(std::vector<Template>& out) {
       },
   });
   out.back().elements = u32Elements({"tokens"});
+  const Expr rows = Expr::param("rows");
+  out.back().extents = allExtents({sameExtent({"logits"}, rows * Expr::param("cols")),
+                                   sameExtent({"tokens"}, rows * Expr::param("n")),
+                                   sameExtent({"repetition", "frequency", "presence"}, rows)});
 }
 
 }  // namespace tn::kernels::lib

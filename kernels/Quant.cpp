@@ -992,6 +992,20 @@ LaunchRule gemvQLaunch(const Options& o, bool swiglu) {
 
 }  // namespace
 
+namespace {
+
+const Expr rows = Expr::param("rows"), k = Expr::param("k");
+
+// The bytes of `count` rows of `values` values each in ggml blocks of format f (values a
+// multiple of the block), and the same in q8_1 blocks (32 values in 36 bytes).
+Expr blockBytes(const FmtInfo& f, const Expr& count, const Expr& values) { return count * (values / f.qk) * f.bytes; }
+Expr q81Bytes(const Expr& count, const Expr& values) {
+  const Expr one = (values / 32) * 36;
+  return count == Expr(1) ? one : count * one;
+}
+
+}  // namespace
+
 void addQuant(std::vector<Template>& out) {
   out.push_back({
       "dequantize",
@@ -1004,6 +1018,9 @@ void addQuant(std::vector<Template>& out) {
       },
   });
   out.back().elements = allElements({blockElements({"q"}), storageElements({"y"})});
+  out.back().extents = [](const Options& o) {
+    return Template::Extents{{"q", blockBytes(formatOption(o), rows, k)}, {"y", rows * k}};
+  };
   std::vector<std::string> tableFormats = {"f32", "bf16", "f16"};
   for (const std::string& f : formatNames()) tableFormats.push_back(f);
   out.push_back({
@@ -1025,6 +1042,12 @@ void addQuant(std::vector<Template>& out) {
     e.push_back({"ids", Scalar::U32});
     return e;
   };
+  out.back().extents = [](const Options& o) {
+    const Expr n = Expr::param("n");
+    bool plain = false;
+    for (const char* f : {"f32", "bf16", "f16"}) plain = plain || o.text("format") == f;
+    return Template::Extents{{"table", plain ? rows * k : blockBytes(formatOption(o), rows, k)}, {"ids", n}, {"y", n * k}};
+  };
   out.push_back({
       "quantize_q8_1",
       "y = x (n values, n a multiple of 32) as ggml q8_1 blocks (half d, half s = d * sum(q), 32 int8), "
@@ -1034,6 +1057,10 @@ void addQuant(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n"), kBlock)}, 0}; },
   });
   out.back().elements = allElements({storageElements({"x"}), blockElements({"y"})});
+  out.back().extents = [](const Options&) {
+    const Expr n = Expr::param("n");
+    return Template::Extents{{"x", n}, {"y", q81Bytes(Expr(1), n)}};  // 36 bytes a block of 32
+  };
   OptionSpec ntok = option("ntok", int64_t{1}, "activation columns per launch (x is ntok x k, y ntok x m)");
   ntok.min = 1;
   ntok.max = 8;
@@ -1051,6 +1078,15 @@ void addQuant(std::vector<Template>& out) {
     return Template::ElementTypes{{"w", Scalar::U8}, {"gate", Scalar::U8}, {"up", Scalar::U8},
                                   {"x", a == "q8_1" ? Scalar::U8 : a == "bf16" ? Scalar::BF16 : Scalar::F32}};
   };
+  // w, gate and up m x k in blocks; x ntok x k values or q8_1 blocks; y ntok x m.
+  auto gemvQExtents = [](const Options& o) {
+    const Expr m = Expr::param("m");
+    const uint64_t ntok = static_cast<uint64_t>(o.integer("ntok"));
+    auto tokens = [&](const Expr& e) { return ntok == 1 ? e : Expr(ntok) * e; };
+    const Expr w = blockBytes(formatOption(o), m, k);
+    const Expr x = tokens(o.text("activation") == "q8_1" ? q81Bytes(Expr(1), k) : k);
+    return Template::Extents{{"w", w}, {"gate", w}, {"up", w}, {"x", x}, {"y", tokens(m)}};
+  };
   std::string layout = "rows_per_warp rows per warp, " + std::to_string(kWarpsPerBlock) + " warps per block of " +
                        std::to_string(kBlock) + " threads";
   out.push_back({
@@ -1063,6 +1099,7 @@ void addQuant(std::vector<Template>& out) {
       [](const Options& o) { return gemvQLaunch(o, false); },
   });
   out.back().elements = gemvQElements;
+  out.back().extents = gemvQExtents;
   out.push_back({
       "gemv_q_swiglu",
       "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
@@ -1073,6 +1110,7 @@ void addQuant(std::vector<Template>& out) {
       [](const Options& o) { return gemvQLaunch(o, true); },
   });
   out.back().elements = allElements({gemvQElements, storageElements({"y"}, "out_dtype")});
+  out.back().extents = gemvQExtents;
   out.push_back({
       "gemm_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
@@ -1086,6 +1124,10 @@ void addQuant(std::vector<Template>& out) {
       },
   });
   out.back().elements = blockElements({"w", "x"});
+  out.back().extents = [](const Options& o) {
+    const Expr m = Expr::param("m"), ntok = Expr::param("ntok");
+    return Template::Extents{{"w", blockBytes(formatOption(o), m, k)}, {"x", q81Bytes(ntok, k)}, {"y", ntok * m}};
+  };
   out.push_back({
       "rmsnorm_quantize_q8_1",
       "y = quantize_q8_1(rmsnorm(x) * weight) per row (x rows x cols, cols a multiple of 32; y rows x cols/32 "
@@ -1097,6 +1139,10 @@ void addQuant(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   });
   out.back().elements = allElements({storageElements({"x", "weight"}), blockElements({"y"})});
+  out.back().extents = [](const Options&) {
+    const Expr cols = Expr::param("cols");
+    return Template::Extents{{"x", rows * cols}, {"weight", cols}, {"y", q81Bytes(rows, cols)}};
+  };
 }
 
 }  // namespace tn::kernels::lib

@@ -233,6 +233,14 @@ void addRope(std::vector<Template>& out) {
       },
   });
   out.back().elements = u32Elements({"positions"});
+  out.back().extents = [](const Options& o) {
+    const Expr tokens = Expr::param("tokens"), dim = Expr::param("head_dim");
+    const Expr rotated = o.flag("rotary_dim") ? min(Expr::param("rotary_dim"), dim) : dim;
+    return Template::Extents{{"q", tokens * Expr::param("q_heads") * dim},
+                             {"k", tokens * Expr::param("k_heads") * dim},
+                             {"positions", tokens},
+                             {"freq_factors", rotated / 2}};
+  };
 }
 
 }  // namespace tn::kernels::lib

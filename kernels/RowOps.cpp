@@ -788,6 +788,7 @@ std::optional<ArgmaxMode> argmaxMode(const Options& o, ir::Diagnostics& d) {
 void addRowOps(std::vector<Template>& out) {
   // transpose and kv_scatter move bits: their dtype only sets the element size.
   const OptionSpec elementType = dtypeOption("dtype", "element type; elements are copied bit for bit");
+  const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
   out.push_back({
       "argmax",
       "index[r] (u32) = first index of the maximum of row r of x (rows x cols); NaN is larger than "
@@ -799,8 +800,10 @@ void addRowOps(std::vector<Template>& out) {
       },
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
-  out.back().elements = allElements({storageElements({"x"}), u32Elements({"index"})});
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"index", "seed"})});  // seed: per_row
+  out.back().extents = allExtents({sameExtent({"x"}, rows * cols), sameExtent({"index", "temperature", "seed", "cutoff"}, rows)});
   const std::string chunk = std::to_string(kArgmaxChunk);
+  const Expr partials = rows * ceilDiv(cols, kArgmaxChunk) * 2;  // argmax_partial's (key, index) pairs
   out.push_back({
       "argmax_partial",
       "long argmax rows, pass 1 (then argmax_merge): block (c, r) writes the best (key, index) of elements [c*" +
@@ -816,7 +819,9 @@ void addRowOps(std::vector<Template>& out) {
         return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), kArgmaxChunk), Expr::param("rows")}, 0};
       },
   });
-  out.back().elements = allElements({storageElements({"x"}), u32Elements({"partial"})});
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"partial", "seed"})});
+  out.back().extents = allExtents({sameExtent({"x"}, rows * cols), sameExtent({"partial"}, partials),
+                                   sameExtent({"temperature", "seed", "cutoff"}, rows)});
   out.push_back({
       "argmax_merge",
       "long argmax rows, pass 2 (after argmax_partial): index[r] (u32) = the best of row r's ceil_div(cols, " + chunk +
@@ -829,6 +834,7 @@ void addRowOps(std::vector<Template>& out) {
       },
   });
   out.back().elements = u32Elements({"partial", "index"});
+  out.back().extents = allExtents({sameExtent({"partial"}, partials), sameExtent({"index"}, rows)});
   out.push_back({
       "sample_cutoff",
       "cutoff[r] (f32) = the smallest value of row r of x (rows x cols) that sampling with top_k (u32), "
@@ -843,6 +849,8 @@ void addRowOps(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kArgmaxBlock}, {Expr::param("rows")}, 0}; },
   });
   out.back().elements = allElements({storageElements({"x"}), u32Elements({"top_k"})});  // top_k: with per_row
+  out.back().extents = allExtents(
+      {sameExtent({"x"}, rows * cols), sameExtent({"cutoff", "temperature", "top_k", "top_p", "min_p"}, rows)});
   out.push_back({
       "transpose",
       "y[c * rows + r] = x[r * cols + c] through a padded shared tile of TxT elements (T = 32 for f32, 64 "
@@ -857,6 +865,7 @@ void addRowOps(std::vector<Template>& out) {
       },
   });
   out.back().elements = storageElements({"x", "y"});
+  out.back().extents = sameExtent({"x", "y"}, rows * cols);
   out.push_back({
       "kv_scatter",
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
@@ -869,6 +878,9 @@ void addRowOps(std::vector<Template>& out) {
       },
   });
   out.back().elements = allElements({storageElements({"k_new", "v_new", "k_cache", "v_cache"}), u32Elements({"positions"})});
+  // The caches' rows are as many as the largest position, which no parameter says.
+  out.back().extents = allExtents({sameExtent({"k_new", "v_new"}, Expr::param("tokens") * Expr::param("row")),
+                                   sameExtent({"positions"}, Expr::param("tokens"))});
 }
 
 }  // namespace tn::kernels::lib

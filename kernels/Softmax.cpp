@@ -404,6 +404,12 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
+// x and y rows x cols; the split pair's stats 2 f32 a chunk of a row.
+std::function<Template::Extents(const Options&)> softmaxExtents() {
+  const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+  return allExtents({sameExtent({"x", "y"}, rows * cols), sameExtent({"stats"}, rows * ceilDiv(cols, kChunk) * 2)});
+}
+
 }  // namespace
 
 void addSoftmax(std::vector<Template>& out) {
@@ -425,6 +431,7 @@ void addSoftmax(std::vector<Template>& out) {
       },
   });
   out.back().elements = storageElements({"x", "y"});
+  out.back().extents = softmaxExtents();
   out.push_back({
       "softmax_partial",
       "long softmax rows, pass 1 (then softmax_merge): block (c, r) writes the (max, sum of exp(x - max)) of "
@@ -436,6 +443,7 @@ void addSoftmax(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
   out.back().elements = storageElements({"x", "y"});
+  out.back().extents = softmaxExtents();
   out.push_back({
       "softmax_merge",
       "long softmax rows, pass 2 (after softmax_partial): block (c, r) merges row r's chunk statistics from stats "
@@ -446,6 +454,7 @@ void addSoftmax(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
   });
   out.back().elements = storageElements({"x", "y"});
+  out.back().extents = softmaxExtents();
 }
 
 }  // namespace tn::kernels::lib

@@ -86,6 +86,14 @@ struct Template {
   // (test/template_elements_test.cpp).
   using ElementTypes = std::vector<std::pair<std::string, ir::Scalar>>;
   std::function<ElementTypes(const Options&)> elements = {};
+  // Optional: how many elements (of the declared or accessed element type; ggml blocks: bytes)
+  // each pointer's buffer must hold for a launch, over the kernel's integer parameters: the
+  // tensor's shape as the template documents it. The bundle records them (Param::extent); the
+  // Python package checks tensors against them and the runtime, when asked, the allocations
+  // behind pointers (docs/runtime.md). Never more than a valid launch touches. Names the options
+  // leave out of the signature are ignored.
+  using Extents = std::vector<std::pair<std::string, Expr>>;
+  std::function<Extents(const Options&)> extents = {};
 
   Options defaults() const;
 };

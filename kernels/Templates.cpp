@@ -47,6 +47,9 @@ std::vector<Template> makeTemplates() {
           },
       },
   };
+  all[0].extents = lib::allExtents({lib::sameExtent({"x"}, Expr::param("rows") * Expr::param("cols")),
+                                    lib::sameExtent({"y"}, Expr::param("rows"))});
+  all[1].extents = lib::sameExtent({"a", "b", "c"}, Expr::param("n"));
   lib::addElementwise(all);
   lib::addSoftmax(all);
   lib::addNorms(all);

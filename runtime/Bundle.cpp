@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -380,10 +382,71 @@ Status Kernel::launch_caller(const Stream& s, const void* const* args, const Dim
     shared = dims->dynamicShared;
   }
   if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch, no maps to encode
+  if (extent_checks())
+    if (Status st = check_extents(full); !st) return st;
   if (k_->launch->tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full));
   std::vector<TensorMapBytes> maps(k_->launch->tensorMaps.size());
   if (Status st = encode_tensor_maps(full, maps.data()); !st) return st;
   return enqueue(s, g, b, shared, const_cast<void**>(full));
+}
+
+namespace {
+
+std::atomic<bool> g_extentChecks{false};
+std::atomic<bool> g_extentChecksChosen{false};  // set_extent_checks was called: the environment is not read
+std::once_flag g_extentEnvOnce;
+
+}  // namespace
+
+void set_extent_checks(bool on) {
+  g_extentChecksChosen.store(true);
+  g_extentChecks.store(on);
+}
+
+bool extent_checks() {
+  std::call_once(g_extentEnvOnce, [] {
+    const char* env = std::getenv("TRUENORT_CHECK_EXTENTS");
+    if (!g_extentChecksChosen.load() && env && std::string_view(env) == "1") g_extentChecks.store(true);
+  });
+  return g_extentChecks.load(std::memory_order_relaxed);
+}
+
+Status Kernel::check_extents(const void* const* full) const {
+  const std::string& name = k_->info->name;
+  const Driver& drv = bundle_->context().driver();
+  const std::vector<tn::bundle::Param>& params = *k_->params;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const tn::bundle::Param& p = params[i];
+    if (!p.extent || !full[i]) continue;
+    uint64_t address = 0;
+    std::memcpy(&address, full[i], sizeof address);
+    if (address == 0) continue;
+    auto need = tn::bundle::extentBytes(p, params, full);
+    if (!need) return make(Errc::InvalidArgument, "extent check", need.error().message, name);
+    if (!*need || **need == 0) continue;
+    // A block of the context's pool: the bytes its caller asked for (the pool rounds them up).
+    // Else the driver's allocation, if it knows one.
+    uint64_t left = 0;
+    if (auto block = bundle_->context().pool().find(address)) {
+      left = block->ptr + block->requested - address;
+    } else {
+      if (!drv.cuMemGetAddressRange)
+        return make(Errc::DriverTooOld, "cuMemGetAddressRange",
+                    "the driver at " + drv.path + " has no cuMemGetAddressRange, which the extent checks need", name);
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      if (drv.cuMemGetAddressRange(&base, &size, address) != cu::SUCCESS) continue;  // not device memory the driver knows
+      left = base + size - address;
+    }
+    if (**need > left)
+      return make(Errc::InvalidArgument, "extent check",
+                  "argument '" + p.name + "' needs " + std::to_string(**need) + " bytes (" + p.extent->text() + " = " +
+                      std::to_string(**need / tn::bundle::scalarBytes(*p.element)) + " " +
+                      tn::bundle::ParamType{*p.element}.name() + " elements), its allocation has " +
+                      std::to_string(left) + " from the pointer on",
+                  name);
+  }
+  return {};
 }
 
 Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const {

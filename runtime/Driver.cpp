@@ -109,6 +109,7 @@ Result<std::shared_ptr<Driver>> open(const std::string& path) {
   bind(h, d->cuFuncSetAttribute, "cuFuncSetAttribute", missing);
   bind(h, d->cuLaunchKernel, "cuLaunchKernel", missing);
   d->cuTensorMapEncodeTiled = reinterpret_cast<decltype(d->cuTensorMapEncodeTiled)>(dlsym(h, "cuTensorMapEncodeTiled"));
+  d->cuMemGetAddressRange = reinterpret_cast<decltype(d->cuMemGetAddressRange)>(dlsym(h, "cuMemGetAddressRange_v2"));
   if (!missing.empty()) {
     return simple(Errc::DriverTooOld, "dlsym", "the driver at " + path + " lacks: " + missing);
   }

@@ -33,6 +33,7 @@ Result<PoolBlock> MemoryPool::allocate(size_t bytes, StreamKey stream) {
     if (hit == it->second.end()) continue;
     PoolBlock b{hit->second, cls, bytes};
     it->second.erase(hit);
+    live_[b.ptr] = bytes;
     stats_.bytes_cached -= cls;
     stats_.bytes_in_use += cls;
     stats_.bytes_requested += bytes;
@@ -48,12 +49,14 @@ Result<PoolBlock> MemoryPool::allocate(size_t bytes, StreamKey stream) {
   ++stats_.driver_allocations;
   stats_.bytes_in_use += cls;
   stats_.bytes_requested += bytes;
+  live_[p.value()] = bytes;
   return PoolBlock{p.value(), cls, bytes};
 }
 
 void MemoryPool::free(const PoolBlock& block, StreamKey stream) {
   if (!block.ptr) return;
   std::lock_guard lock(mu_);
+  live_.erase(block.ptr);
   cache_[stream].emplace(block.size, block.ptr);
   stats_.bytes_in_use -= block.size;
   stats_.bytes_requested -= block.requested;
@@ -73,6 +76,15 @@ void MemoryPool::stream_synchronized(StreamKey stream) {
 void MemoryPool::trim() {
   std::lock_guard lock(mu_);
   releaseLocked(stats_.bytes_cached);
+}
+
+std::optional<PoolBlock> MemoryPool::find(uint64_t ptr) const {
+  std::lock_guard lock(mu_);
+  auto it = live_.upper_bound(ptr);
+  if (it == live_.begin()) return std::nullopt;
+  --it;
+  if (ptr - it->first >= it->second) return std::nullopt;
+  return PoolBlock{it->first, size_class(it->second), it->second};
 }
 
 PoolStats MemoryPool::stats() const {

@@ -556,11 +556,11 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 8); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 9); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 8); rebuild the bundle with this truenoc");
-  b[8] = 9;
-  CHECK(check(b) == "unsupported bundle format version 9 (this truenoc reads versions 4 to 8)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 9); rebuild the bundle with this truenoc");
+  b[8] = 10;
+  CHECK(check(b) == "unsupported bundle format version 10 (this truenoc reads versions 4 to 9)");
   b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
   CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
@@ -1243,6 +1243,52 @@ TEST_CASE("bundle: a tensor map of rank 3 is written as format 8 and read back e
   REQUIRE(vr.ok());
   CHECK(vr->formatVersion() == 8);
   CHECK(vr->manifest().kernels.at(0).variants.at(0).launch.tensorMaps.at(0) == batchedAMap());
+}
+
+TEST_CASE("bundle: pointer extents are written as format 9, read back exactly, evaluated and checked") {
+  BundleInput in = sampleInput();
+  CHECK(Reader::open(span(*write(in)))->formatVersion() == 4);  // no extents: the older layout
+  std::vector<Param>& params = in.kernels[0].params;
+  params[0].extent = *Expr::parse("n");
+  params[2].extent = *Expr::parse("ceil_div(n, 2) * 2");
+  Result<std::string> b = write(in);
+  REQUIRE_MESSAGE(b.ok(), b.error().message);
+  Result<Reader> r = Reader::open(span(*b));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->formatVersion() == 9);
+  CHECK(r->manifest().kernels.at(1).params == params);  // sorted: row_sum, vadd
+  for (size_t n = 0; n < b->size(); ++n)
+    if (Reader::open(span(b->substr(0, n))).ok()) FAIL("truncation to " << n << " bytes was accepted");
+
+  // Bytes for a launch's arguments: n = 5 gives 5 and 6 f32 elements.
+  uint32_t n = 5;
+  uint64_t a = 0x1000, c = 0x2000;
+  const void* args[] = {&a, &a, &c, &n};
+  CHECK(*extentBytes(params[0], params, args) == std::optional<uint64_t>{20});
+  CHECK(*extentBytes(params[2], params, args) == std::optional<uint64_t>{24});
+  CHECK(*extentBytes(params[1], params, args) == std::nullopt);  // no extent
+  n = 0xFFFFFFFF;
+  params[0].extent = *Expr::parse("n * n * n");
+  Result<std::optional<uint64_t>> over = extentBytes(params[0], params, args);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message.find("extent of 'a' (n * n * n): ") == 0);
+
+  // Writer and reader refuse an extent that reads a pointer or an unknown name, or sits on a
+  // parameter without an element type or one that is not a pointer.
+  auto refused = [&](size_t param, const char* extent, const std::string& why) {
+    BundleInput bad = sampleInput();
+    bad.kernels[0].params[param].extent = *Expr::parse(extent);
+    Result<std::string> w = write(bad);
+    REQUIRE_FALSE(w.ok());
+    CHECK(w.error().message == "kernel 'vadd': extent of parameter '" + bad.kernels[0].params[param].name + "': " + why);
+  };
+  refused(0, "b * 2", "parameter 'b' has type 'ptr.global'; extents may only read integer parameters");
+  refused(0, "m", "'m' is not a parameter of the kernel");
+  refused(3, "n", "an extent needs a pointer parameter with an element type");
+  BundleInput noElement = sampleInput();
+  noElement.kernels[0].params[1].element.reset();
+  noElement.kernels[0].params[1].extent = Expr::param("n");
+  CHECK_FALSE(write(noElement).ok());
 }
 
 TEST_CASE("launch rule: a tensor map of rank 3 evaluates its plane stride and batch extent") {

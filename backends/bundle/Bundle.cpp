@@ -172,6 +172,7 @@ void writeCode(Out& o, const std::vector<Param>& params, const LaunchRule& launc
     o.u32(p.align);
     o.u32(p.access);
     o.u32(p.element ? static_cast<uint32_t>(*p.element) : 0);
+    if (version >= 9) o.str(p.extent ? p.extent->text() : "");
   }
   o.u32(static_cast<uint32_t>(launch.block.size()));
   for (uint32_t b : launch.block) o.u32(b);
@@ -198,6 +199,9 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid element type " +
              num(static_cast<uint32_t>(*p.element));
   }
+  for (const Param& p : params)
+    if (auto bad = checkExtent(p, params))
+      return "kernel " + quoted(name) + ": extent of parameter " + quoted(p.name) + ": " + bad->message;
   if (auto bad = checkRule(rule, params)) return "kernel " + quoted(name) + ": launch rule " + bad->where() + ": " + bad->error.message;
   return std::nullopt;
 }
@@ -225,7 +229,7 @@ std::optional<std::string> checkVariants(const std::string& name, const std::vec
     bool same = theirs.size() == own.size();
     for (size_t p = 0; same && p < own.size(); ++p)
       same = own[p]->name == theirs[p]->name && own[p]->type == theirs[p]->type && own[p]->access == theirs[p]->access &&
-             own[p]->element == theirs[p]->element;
+             own[p]->element == theirs[p]->element && own[p]->extent == theirs[p]->extent;
     if (!same) return at + "takes other parameters than the kernel (all but tmap parameters must be alike)";
   }
   if (seen == all && !variants.empty()) return "kernel " + quoted(name) + ": its variants cover every target";
@@ -383,9 +387,9 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
-  // The oldest version that holds this bundle, so that it reads wherever that version does: 8 for
-  // a tensor map of rank 3, 7 for a kernel with variants, 6 for a payload shared by several
-  // entries, 5 for tensor maps, else 4.
+  // The oldest version that holds this bundle, so that it reads wherever that version does: 9 for
+  // a pointer with an extent, 8 for a tensor map of rank 3, 7 for a kernel with variants, 6 for a
+  // payload shared by several entries, 5 for tensor maps, else 4.
   const bool shared = std::any_of(moduleUsers.begin(), moduleUsers.end(), [](uint32_t n) { return n > 1; });
   const bool tensorMaps =
       std::any_of(kernels.begin(), kernels.end(), [](const KernelInput* k) { return !k->launch.tensorMaps.empty(); });
@@ -397,7 +401,14 @@ Result<std::string> write(const BundleInput& in) {
     return rank3(k->launch) ||
            std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return rank3(v.launch); });
   });
-  const uint32_t version = planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
+  auto hasExtent = [](const std::vector<Param>& ps) {
+    return std::any_of(ps.begin(), ps.end(), [](const Param& p) { return p.extent.has_value(); });
+  };
+  const bool extents = std::any_of(kernels.begin(), kernels.end(), [&](const KernelInput* k) {
+    return hasExtent(k->params) ||
+           std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return hasExtent(v.params); });
+  });
+  const uint32_t version = extents ? 9 : planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
   std::string payloads;
   // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
@@ -618,6 +629,17 @@ void readCode(In& in, const std::string& kernel, std::vector<Param>& params, Lau
         in.fail("kernel " + quoted(kernel) + ": parameter " + quoted(p.name) + " has unknown element type code " + num(elem));
       else
         p.element = static_cast<ParamType::Scalar>(elem);
+    }
+    if (version >= 9) {
+      std::string text = in.str("parameter extent");
+      if (!in.failed() && !text.empty()) {
+        Result<Expr> e = Expr::parse(text);
+        if (!e)
+          in.fail("kernel " + quoted(kernel) + ": extent of parameter " + quoted(p.name) + " " + quoted(text) + ": " +
+                  e.error().message + " (column " + num(e.error().column) + ")");
+        else
+          p.extent = std::move(*e);  // checked with the rest of the kernel (checkKernel)
+      }
     }
     params.push_back(std::move(p));
   }

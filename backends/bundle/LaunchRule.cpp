@@ -526,6 +526,22 @@ std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param
   return std::nullopt;
 }
 
+std::optional<Error> checkExtent(const Param& p, std::span<const Param> params) {
+  if (!p.extent) return std::nullopt;
+  if (!p.type.isPointer() || !p.element || scalarBytes(*p.element) == 0)
+    return Error{"an extent needs a pointer parameter with an element type"};
+  for (const Expr::Ref& r : p.extent->refs()) {
+    const Param* q = nullptr;
+    for (const Param& x : params)
+      if (x.name == r.name) q = &x;
+    if (!q) return Error{"'" + r.name + "' is not a parameter of the kernel", r.column};
+    if (q->type.integerBytes() == 0)
+      return Error{"parameter '" + r.name + "' has type '" + q->type.name() + "'; extents may only read integer parameters",
+                   r.column};
+  }
+  return std::nullopt;
+}
+
 Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params) {
   if (auto bad = checkBlock(rule)) return Error{"block: " + bad->error.message};
   if (rule.grid.empty() || rule.grid.size() > 3) return Error{"grid must have 1 to 3 dimensions"};
@@ -654,6 +670,24 @@ Result<std::vector<TensorMapArgs>> evaluateTensorMaps(const LaunchRule& rule, st
     out.push_back(a);
   }
   return out;
+}
+
+Result<std::optional<uint64_t>> extentBytes(const Param& p, std::span<const Param> params, const void* const* args) {
+  if (!p.extent || !p.element) return std::optional<uint64_t>{};
+  std::vector<BoundRule::Slot> slots;
+  for (const Expr::Ref& r : p.extent->refs()) {
+    size_t i = 0;
+    while (i < params.size() && params[i].name != r.name) ++i;
+    if (i == params.size() || params[i].type.integerBytes() == 0)
+      return Error{"extent of '" + p.name + "': '" + r.name + "' is not an integer parameter of the kernel"};
+    slots.push_back({static_cast<uint32_t>(i), static_cast<uint8_t>(params[i].type.integerBytes()),
+                     params[i].type.isSignedInteger()});
+  }
+  Result<uint64_t> n = evalWithArgs(*p.extent, slots, args);
+  if (!n) return Error{"extent of '" + p.name + "' (" + p.extent->text() + "): " + n.error().message};
+  const uint64_t bytes = scalarBytes(*p.element);
+  if (*n > UINT64_MAX / bytes) return Error{"extent of '" + p.name + "' (" + p.extent->text() + ") overflows 64 bits in bytes"};
+  return std::optional<uint64_t>{*n * bytes};
 }
 
 }  // namespace tn::bundle

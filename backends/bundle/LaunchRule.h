@@ -54,38 +54,6 @@ class Result {
 inline constexpr size_t kMaxExprLength = 1024;
 inline constexpr unsigned kMaxExprDepth = 64;
 
-// One kernel parameter as a bundle records it: name, type and the guaranteed alignment of
-// pointer parameters (0 = unknown).
-// How a kernel uses a pointer parameter, as the compiler found it in the kernel's IR
-// (compiler/ParamUse.h): bits of Param::access.
-inline constexpr uint32_t kPtrRead = 1;     // loaded from (or cp.async source)
-inline constexpr uint32_t kPtrWritten = 2;  // stored to (or an atomic's address)
-inline constexpr uint32_t kPtrEscapes = 4;  // the pointer itself is stored or given to an atomic: anything may happen
-inline constexpr uint32_t kPtrAccessMask = 7;
-
-struct Param {
-  std::string name;
-  ParamType type;
-  uint32_t align = 0;
-  uint32_t access = 0;                          // pointers: kPtr* bits; 0 for other parameters
-  std::optional<ParamType::Scalar> element = std::nullopt;  // pointers: the element type of typed accesses, if one
-  bool operator==(const Param&) const = default;
-  // Read through, never written through and not escaping: a `const T*` in generated C++.
-  bool readOnly() const { return type.isPointer() && (access & (kPtrWritten | kPtrEscapes)) == 0; }
-};
-// The parameters a caller passes, in order: all but tmap ones, which the runtime fills. The code
-// of every target of one kernel takes these alike (its variants). Param* or const Param*, as
-// `params` is.
-template <class Params>
-auto callerParams(Params& params) {
-  std::vector<decltype(&params[0])> out;
-  for (auto& p : params)
-    if (p.type.scalar != ParamType::Scalar::TensorMap) out.push_back(&p);
-  return out;
-}
-// A pointer parameter's access as inspect, embed and the Python package spell it: "read",
-// "write", "read-write", "unused" or "escapes".
-std::string_view accessName(uint32_t access);
 // Letters, digits and '_', not starting with a digit; at most 255 characters.
 bool isIdentifier(std::string_view text);
 
@@ -155,6 +123,42 @@ class Expr {
   std::vector<Ref> refs_;
 };
 
+// One kernel parameter as a bundle records it: name, type and the guaranteed alignment of
+// pointer parameters (0 = unknown).
+// How a kernel uses a pointer parameter, as the compiler found it in the kernel's IR
+// (compiler/ParamUse.h): bits of Param::access.
+inline constexpr uint32_t kPtrRead = 1;     // loaded from (or cp.async source)
+inline constexpr uint32_t kPtrWritten = 2;  // stored to (or an atomic's address)
+inline constexpr uint32_t kPtrEscapes = 4;  // the pointer itself is stored or given to an atomic: anything may happen
+inline constexpr uint32_t kPtrAccessMask = 7;
+
+struct Param {
+  std::string name;
+  ParamType type;
+  uint32_t align = 0;
+  uint32_t access = 0;                          // pointers: kPtr* bits; 0 for other parameters
+  std::optional<ParamType::Scalar> element = std::nullopt;  // pointers: the element type of typed accesses, if one
+  // Pointers with an element type: how many elements a launch's buffer must hold from the pointer
+  // on, over the kernel's integer parameters (version 9; a template's Template::extents).
+  std::optional<Expr> extent = std::nullopt;
+  bool operator==(const Param&) const = default;
+  // Read through, never written through and not escaping: a `const T*` in generated C++.
+  bool readOnly() const { return type.isPointer() && (access & (kPtrWritten | kPtrEscapes)) == 0; }
+};
+// The parameters a caller passes, in order: all but tmap ones, which the runtime fills. The code
+// of every target of one kernel takes these alike (its variants). Param* or const Param*, as
+// `params` is.
+template <class Params>
+auto callerParams(Params& params) {
+  std::vector<decltype(&params[0])> out;
+  for (auto& p : params)
+    if (p.type.scalar != ParamType::Scalar::TensorMap) out.push_back(&p);
+  return out;
+}
+// A pointer parameter's access as inspect, embed and the Python package spell it: "read",
+// "write", "read-write", "unused" or "escapes".
+std::string_view accessName(uint32_t access);
+
 // How the runtime fills one `tmap` parameter (docs/hopper.md §3): a 2-D or 3-D tiled tensor map
 // over the memory of a global pointer parameter, its extents and strides computed from the
 // launch's integer arguments, encoded with cuTensorMapEncodeTiled (TC§5.1) at launch. Callers
@@ -214,6 +218,10 @@ struct RuleError {
 };
 std::optional<RuleError> checkRule(const LaunchRule& rule, std::span<const Param> params);
 
+// Checks a parameter's extent (Param::extent): only on a pointer with an element type, reading
+// integer parameters of `params` only (a name's column inside the expression in the error).
+std::optional<Error> checkExtent(const Param& p, std::span<const Param> params);
+
 struct LaunchDims {
   uint32_t grid[3] = {1, 1, 1};
   uint32_t block[3] = {1, 1, 1};
@@ -247,6 +255,10 @@ Result<BoundRule> bindRule(const LaunchRule& rule, std::span<const Param> params
 Result<LaunchDims> evaluate(const BoundRule& rule, const void* const* args);
 // bindRule() and evaluate() in one call, for callers that launch a rule once.
 Result<LaunchDims> evaluate(const LaunchRule& rule, std::span<const Param> params, const void* const* args);
+// The bytes a launch's buffer for pointer parameter p must hold from the pointer on: its extent
+// times its element's bytes, args as evaluate() takes them; nullopt when p has no extent. Errors
+// as evaluate()'s (a negative argument, an overflow), naming the expression.
+Result<std::optional<uint64_t>> extentBytes(const Param& p, std::span<const Param> params, const void* const* args);
 
 // The arguments of cuTensorMapEncodeTiled (and of the simulator's interp::encodeTensorMap) for
 // one tensor map of one launch: rank 2, element strides 1, no interleave.

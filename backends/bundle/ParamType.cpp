@@ -42,6 +42,12 @@ unsigned ParamType::integerBytes() const {
   return 1u << ((static_cast<unsigned>(scalar) - static_cast<unsigned>(Scalar::B8)) % 4);
 }
 
+unsigned scalarBytes(ParamType::Scalar s) {
+  using S = ParamType::Scalar;
+  if (s >= S::B8 && s <= S::S64) return 1u << ((static_cast<unsigned>(s) - static_cast<unsigned>(S::B8)) % 4);
+  return s == S::F16 || s == S::BF16 ? 2 : s == S::F32 ? 4 : s == S::F64 ? 8 : 0;
+}
+
 bool ParamType::isSignedInteger() const { return lanes == 1 && scalar >= Scalar::S8 && scalar <= Scalar::S64; }
 
 }  // namespace tn::bundle

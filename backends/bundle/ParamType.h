@@ -45,4 +45,7 @@ struct ParamType {
   bool operator!=(const ParamType& o) const { return !(*this == o); }
 };
 
+// Bytes of one element of scalar s (b/u/s 8..64, f16, bf16, f32, f64); 0 for pred, ptr and tmap.
+unsigned scalarBytes(ParamType::Scalar s);
+
 }  // namespace tn::bundle

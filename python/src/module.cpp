@@ -227,6 +227,7 @@ py::dict paramDict(const tn::bundle::Param& p) {
   if (p.type.isPointer()) {
     d["access"] = std::string(tn::bundle::accessName(p.access));
     d["element"] = p.element ? py::object(py::str(tn::bundle::ParamType{*p.element}.name())) : py::object(py::none());
+    d["extent"] = p.extent ? py::object(py::str(p.extent->text())) : py::object(py::none());
   }
   return d;
 }
@@ -262,6 +263,29 @@ struct PyKernel {
   }
 
   // Checks every argument against the signature, then launches on `stream` (a CUstream handle).
+  // Every tensor holds the elements its parameter's extent says for these arguments (tensors of
+  // pointers with an extent have the element's dtype, checked before).
+  void checkExtents(const std::vector<tn::bundle::Param>& params, const std::vector<truenort::Arg>& list,
+                    const std::vector<Tensor>& held) const {
+    std::vector<const void*> values(list.size());
+    for (size_t i = 0; i < list.size(); ++i) values[i] = list[i].address();
+    for (size_t i = 0, t = 0; i < params.size(); ++i) {
+      const tn::bundle::Param& p = params[i];
+      if (kernel.signature()[i].kind != truenort::Arg::Kind::Pointer) continue;
+      const Tensor& tensor = held[t++];
+      auto need = tn::bundle::extentBytes(p, params, values.data());
+      if (!need) throw py::value_error(kernel.name() + "(): " + need.error().message);
+      if (!*need) continue;
+      uint64_t count = 1;
+      for (int64_t d : tensor.shape) count *= static_cast<uint64_t>(d);
+      const uint64_t want = **need / tn::bundle::scalarBytes(*p.element);
+      if (count < want)
+        throw py::value_error(kernel.name() + "(): argument " + std::to_string(i + 1) + " ('" + p.name + "', " +
+                              p.type.name() + "): the launch needs " + std::to_string(want) + " elements (" +
+                              p.extent->text() + "), the tensor has " + std::to_string(count));
+    }
+  }
+
   void launch(const py::args& args, uint64_t stream) const {
     const auto params = this->params();
     const std::vector<truenort::ParamInfo>& sig = kernel.signature();
@@ -348,6 +372,7 @@ struct PyKernel {
         }
       }
     }
+    checkExtents(params, list, held);
     const truenort::Context& ctx = contextFor(device);
     truenort::Status st = kernel.launch_args(truenort::Stream::wrap(ctx, reinterpret_cast<truenort::CUstream>(stream)),
                                              truenort::Span<const truenort::Arg>(list.data(), list.size()));

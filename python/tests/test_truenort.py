@@ -107,12 +107,14 @@ class Loading(unittest.TestCase):
         self.assertEqual(BUNDLE.vadd.signature,
                          "vadd(a: ptr.global read f32, b: ptr.global read f32, c: ptr.global write f32, n: u32)")
         self.assertEqual(BUNDLE.vadd.launch_rule, {"block": [256], "grid": ["ceil_div(n, 256)"], "dynamic_shared": "0"})
-        self.assertEqual(BUNDLE.vadd.params[2], {"name": "c", "type": "ptr.global", "access": "write", "element": "f32"})
+        self.assertEqual(BUNDLE.vadd.params[2],
+                         {"name": "c", "type": "ptr.global", "access": "write", "element": "f32", "extent": "n"})
         self.assertEqual(BUNDLE.vadd.params[3], {"name": "n", "type": "u32"})
-        # read as raw 16-bit words; examples/decode.toml declares the element type (elements = ...)
+        # read as raw 16-bit words; the template declares the element type (Template::elements)
         self.assertEqual(BUNDLE.rmsnorm.params[0]["element"], "bf16")
         # stored as raw u32 words; the template declares the element type (Template::elements)
-        self.assertEqual(BUNDLE.argmax.params[1], {"name": "index", "type": "ptr.global", "access": "write", "element": "u32"})
+        self.assertEqual(BUNDLE.argmax.params[1],
+                         {"name": "index", "type": "ptr.global", "access": "write", "element": "u32", "extent": "rows"})
         self.assertEqual(BUNDLE.vadd.target, "sm_90")  # the simulated device is an sm_90
         self.assertTrue(truenort.simulated())
 
@@ -230,10 +232,18 @@ class ArgumentChecks(unittest.TestCase):
         BUNDLE.vadd(dl, self.a, self.c, 8)
         self.assertEqual(dl.streams, [1])  # the default stream, as DLPack spells it
 
-    def test_a_failing_launch_rule_is_an_error(self):
-        with self.assertRaises(truenort.Error) as e:
-            BUNDLE.softmax(self.a, self.c, 2 ** 31, 2 ** 31)
-        self.assertIn("softmax", str(e.exception))
+    def test_tensors_smaller_than_the_extents_are_refused(self):
+        # softmax's x and y hold rows * cols elements (Template::extents): self.a and self.c have 8
+        big = truenort.DeviceArray.zeros([9], "float32")
+        for args, text in [((self.a, self.c, 3, 3), "argument 1 ('x', ptr.global): the launch needs 9 elements "
+                                                     "(rows * cols), the tensor has 8"),
+                           ((big, self.c, 3, 3), "argument 2 ('y', ptr.global): the launch needs 9 elements"),
+                           ((self.a, self.c, 2 ** 31, 2 ** 31), "extent of 'x' (rows * cols) overflows 64 bits")]:
+            with self.assertRaises(ValueError) as e:
+                BUNDLE.softmax(*args)
+            self.assertIn("softmax(): " + text, str(e.exception))
+        BUNDLE.softmax(self.a, self.c, 2, 4)
+        BUNDLE.softmax(big, self.c, 1, 8)  # a larger tensor is fine
 
 
 class TensorMaps(unittest.TestCase):
@@ -262,6 +272,9 @@ class TensorMaps(unittest.TestCase):
         with self.assertRaises(truenort.Error) as e:  # rows of 24 bytes: no tensor map can have them
             tiles(array(src), dst, cols, rows, 6)
         self.assertIn("tensor map 'src_map': row_stride = 24 bytes", str(e.exception))
+        with self.assertRaises(truenort.Error) as e:  # a failing launch rule: 2^17 blocks along y
+            tiles(array(src), dst, cols, 2 ** 20, ld)
+        self.assertIn("grid[1] = 131072 exceeds the limit of 65535", str(e.exception))
 
 
 class SplitK(unittest.TestCase):

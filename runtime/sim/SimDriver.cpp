@@ -362,6 +362,16 @@ SIM_API CUresult cuMemFree_v2(CUdeviceptr p) {
   return err::Success;
 }
 
+SIM_API CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  Call c;
+  if (CUresult r = initialized()) return r;
+  auto a = state().memory->below(p);
+  if (!a || p - a->base >= a->bytes) return err::NotFound;
+  if (base) *base = a->base;
+  if (size) *size = a->bytes;
+  return err::Success;
+}
+
 SIM_API CUresult cuMemAllocHost_v2(void** p, size_t bytes) {
   Call c;
   if (CUresult r = initialized()) return r;
@@ -700,5 +710,6 @@ SIM_BINDS(cuModuleGetFunction, cuModuleGetFunction);
 SIM_BINDS(cuFuncSetAttribute, cuFuncSetAttribute);
 SIM_BINDS(cuLaunchKernel, cuLaunchKernel);
 SIM_BINDS(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled);
+SIM_BINDS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 SIM_BINDS(simReport, truenortSimReport);
 #undef SIM_BINDS

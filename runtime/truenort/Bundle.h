@@ -152,12 +152,26 @@ class Kernel {
   // Encodes (or finds in the kernel's cache) every tensor map for a launch; `full` holds every
   // parameter's argument, and the tmap ones are pointed at `maps`.
   Status encode_tensor_maps(const void** full, TensorMapBytes* maps) const;
+  // The extent checks of one launch (set_extent_checks) over every parameter's argument.
+  Status check_extents(const void* const* full) const;
   // cuLaunchKernel with every parameter's argument.
   Status enqueue(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args) const;
   const Bundle* bundle_;
   const Loaded* k_;
   CUfunction fn_;
 };
+
+// Extent checks, off by default. When on, before each launch every pointer argument whose
+// parameter has an extent in the bundle (the elements its tensor holds for the launch's sizes, as
+// a template declares it: docs/bundle-format.md, "Extents") is looked up with the driver's
+// cuMemGetAddressRange, and a launch whose buffer ends inside the extent is refused with
+// InvalidArgument naming the kernel, the parameter, the extent and the bytes the allocation has
+// from the pointer on: a buffer too small for the sizes never reaches the GPU. A null pointer, or
+// one the driver places in no allocation (host memory), is not checked. One driver call per
+// pointer per launch. The environment variable TRUENORT_CHECK_EXTENTS=1 turns them on (read at the
+// first launch unless set_extent_checks was called first).
+void set_extent_checks(bool on);
+bool extent_checks();
 
 class Bundle {
  public:

@@ -97,6 +97,10 @@ struct Driver {
                                      const uint32_t* elementStrides, int interleave, int swizzle, int l2Promotion,
                                      int oobFill) = nullptr;
 
+  // Bound when the driver has it (every CUDA driver does): the allocation holding a device
+  // pointer, for the extent checks before launches (set_extent_checks, truenort/Bundle.h).
+  CUresult (*cuMemGetAddressRange)(CUdeviceptr* base, size_t* size, CUdeviceptr p) = nullptr;
+
   // Present only in the simulated driver (libtruenort-sim.so, docs/simulator.md): the report
   // of the calling thread's last failing call, which fail() appends to the error message.
   const char* (*simReport)() = nullptr;

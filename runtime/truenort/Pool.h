@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "truenort/Result.h"
@@ -63,6 +64,8 @@ class MemoryPool {
   void stream_synchronized(StreamKey stream);
   void trim();
   PoolStats stats() const;
+  // The live block holding ptr (within the bytes its caller asked for), if one does.
+  std::optional<PoolBlock> find(uint64_t ptr) const;
 
   static size_t size_class(size_t bytes);
 
@@ -75,6 +78,7 @@ class MemoryPool {
   mutable std::mutex mu_;
   // Cached blocks per stream (nullptr key = reusable by all streams), by size class.
   std::map<StreamKey, std::multimap<size_t, uint64_t>> cache_;
+  std::map<uint64_t, size_t> live_;  // blocks handed out: address -> bytes requested
   PoolStats stats_;
 };
 
