@@ -321,6 +321,15 @@ class Loader {
     }
   }
 
+  // extents = { param = "rows * cols", ... }
+  void loadExtents(const toml::table& t, KernelSpec& k) {
+    for (auto&& [keyNode, value] : t) {
+      const std::string key(keyNode.str());
+      ExprSource e = expression(value, "extents." + key);
+      k.extents.push_back({key, std::move(e)});
+    }
+  }
+
   // tensor_maps = { a_map = { source = "a", element = "bf16", dims = ["k", "m"], row_stride = "lda * 2",
   //                           box = [64, 64], swizzle = 128 }, ... }; a map of 3 dims also takes
   // plane_stride, and a box of 3.
@@ -399,7 +408,7 @@ class Loader {
 
   void loadKernel(const toml::table& t, Spec& spec) {
     static constexpr std::string_view kKeys[] = {"name", "template", "options", "tir", "kernel", "block", "grid", "dynamic_shared", "allow_spills",
-                                                 "minnctapersm", "maxnreg", "elements", "tensor_maps"};
+                                                 "minnctapersm", "maxnreg", "elements", "extents", "tensor_maps"};
     checkKeys(t, kKeys, "in [[kernel]]");
     KernelSpec k;
     k.loc = locOf(t.source());
@@ -422,12 +431,15 @@ class Loader {
     if (const toml::node* n = typed(t, "maxnreg", toml::node_type::integer)) k.maxnreg = hint(*n, "maxnreg", 255, "registers per thread");
     if (const toml::node* n = t.get("elements"))
       if (const toml::table* el = asTable(*n, "elements")) loadElements(*el, k);
+    if (const toml::node* n = t.get("extents"); n && !t.get("template"))
+      if (const toml::table* ex = asTable(*n, "extents")) loadExtents(*ex, k);
 
     if (t.get("template")) {
-      static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared", "tensor_maps"};
+      static constexpr std::string_view kTirOnly[] = {"kernel", "block", "grid", "dynamic_shared", "tensor_maps", "extents"};
       for (std::string_view key : kTirOnly)
         if (const toml::node* n = t.get(key))
-          error(locOf(n->source()), q(key) + " is only valid with 'tir'; a template brings its own launch rule");
+          error(locOf(n->source()), q(key) + " is only valid with 'tir'; a template brings its own " +
+                                        (key == "extents" ? "extents" : "launch rule"));
       if (!tmpl) return;
       k.templateLoc = locOf(tmpl->source());
       k.nameLoc = k.templateLoc;
@@ -836,6 +848,30 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
             return std::nullopt;
           }
         }
+  // A spec's extents of a .tir kernel's pointers.
+  bool extentsOk = true;
+  for (const KernelSpec::Extent& e : k.extents) {
+    auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
+    if (p == inst.params.end()) {
+      std::string names;
+      for (const bundle::Param& x : inst.params) names += (names.empty() ? "" : ", ") + x.name;
+      error(e.extent.loc, "kernel " + q(k.name) + " has no parameter " + q(e.param) + " (parameters: " + names + ")");
+      extentsOk = false;
+      continue;
+    }
+    if (p->type.isPointer() && !p->element) {
+      error(e.extent.loc, "extents." + e.param + ": the element type of " + q(e.param) +
+                              " is unknown (declare it in elements), so its extent counts nothing");
+      extentsOk = false;
+      continue;
+    }
+    p->extent = e.extent.expr;
+    if (auto bad = bundle::checkExtent(*p, inst.params)) {
+      error(exprLoc(e.extent, bad->column), "extents." + e.param + ": " + bad->message);
+      extentsOk = false;
+    }
+  }
+  if (!extentsOk) return std::nullopt;
 
   // The block must fit the kernel's own thread-count attributes.
   uint32_t b[3] = {1, 1, 1};

@@ -44,6 +44,13 @@ struct KernelSpec {
     ir::SourceLoc loc;
   };
   std::vector<Element> elements;
+  // extents = { x = "rows * cols", ... } (tir only; templates bring their own): how many elements
+  // each pointer's buffer holds for a launch (docs/specs.md), checked when the kernel is built.
+  struct Extent {
+    std::string param;
+    ExprSource extent;
+  };
+  std::vector<Extent> extents;
 
   // template = "..."
   const kernels::Template* tmpl = nullptr;

@@ -382,12 +382,16 @@ Status Kernel::launch_caller(const Stream& s, const void* const* args, const Dim
     shared = dims->dynamicShared;
   }
   if (g.x == 0 || g.y == 0 || g.z == 0) return {};  // an empty problem: nothing to launch, no maps to encode
+  // With the checks on, the simulated driver also confines the launch to its pointers' extents.
+  std::vector<uint64_t> bounds;
   if (extent_checks())
-    if (Status st = check_extents(full); !st) return st;
-  if (k_->launch->tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full));
+    if (Status st = check_extents(full, bundle_->context().driver().simLaunchBounds ? &bounds : nullptr); !st)
+      return st;
+  const std::vector<uint64_t>* confine = bounds.empty() ? nullptr : &bounds;
+  if (k_->launch->tensorMaps.empty()) return enqueue(s, g, b, shared, const_cast<void**>(full), confine);
   std::vector<TensorMapBytes> maps(k_->launch->tensorMaps.size());
   if (Status st = encode_tensor_maps(full, maps.data()); !st) return st;
-  return enqueue(s, g, b, shared, const_cast<void**>(full));
+  return enqueue(s, g, b, shared, const_cast<void**>(full), confine);
 }
 
 namespace {
@@ -411,33 +415,41 @@ bool extent_checks() {
   return g_extentChecks.load(std::memory_order_relaxed);
 }
 
-Status Kernel::check_extents(const void* const* full) const {
+Status Kernel::check_extents(const void* const* full, std::vector<uint64_t>* bounds) const {
   const std::string& name = k_->info->name;
   const Driver& drv = bundle_->context().driver();
+  if (!drv.cuMemGetAddressRange)
+    return make(Errc::DriverTooOld, "cuMemGetAddressRange",
+                "the driver at " + drv.path + " has no cuMemGetAddressRange, which the extent checks need", name);
   const std::vector<tn::bundle::Param>& params = *k_->params;
+  bool bounded = bounds != nullptr;  // every pointer's range known so far
   for (size_t i = 0; i < params.size(); ++i) {
     const tn::bundle::Param& p = params[i];
-    if (!p.extent || !full[i]) continue;
+    if (!p.type.isPointer() || !full[i]) continue;
     uint64_t address = 0;
     std::memcpy(&address, full[i], sizeof address);
     if (address == 0) continue;
+    // The driver's allocation holding the pointer, if it knows one.
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    const bool known = drv.cuMemGetAddressRange(&base, &size, address) == cu::SUCCESS;
     auto need = tn::bundle::extentBytes(p, params, full);
     if (!need) return make(Errc::InvalidArgument, "extent check", need.error().message, name);
-    if (!*need || **need == 0) continue;
-    // A block of the context's pool: the bytes its caller asked for (the pool rounds them up).
-    // Else the driver's allocation, if it knows one.
-    uint64_t left = 0;
-    if (auto block = bundle_->context().pool().find(address)) {
-      left = block->ptr + block->requested - address;
-    } else {
-      if (!drv.cuMemGetAddressRange)
-        return make(Errc::DriverTooOld, "cuMemGetAddressRange",
-                    "the driver at " + drv.path + " has no cuMemGetAddressRange, which the extent checks need", name);
-      CUdeviceptr base = 0;
-      size_t size = 0;
-      if (drv.cuMemGetAddressRange(&base, &size, address) != cu::SUCCESS) continue;  // not device memory the driver knows
-      left = base + size - address;
+    if (!*need) {  // no extent: the whole allocation, for the simulator's bounds
+      if (known && bounded) bounds->insert(bounds->end(), {base, base + size});
+      bounded = bounded && known;
+      continue;
     }
+    if (bounded) bounds->insert(bounds->end(), {address, address + **need});
+    if (**need == 0) continue;
+    // A block of the context's pool: the bytes its caller asked for (the pool rounds them up).
+    uint64_t left = 0;
+    if (auto block = bundle_->context().pool().find(address))
+      left = block->ptr + block->requested - address;
+    else if (known)
+      left = base + size - address;
+    else
+      continue;  // not device memory the driver knows
     if (**need > left)
       return make(Errc::InvalidArgument, "extent check",
                   "argument '" + p.name + "' needs " + std::to_string(**need) + " bytes (" + p.extent->text() + " = " +
@@ -446,6 +458,7 @@ Status Kernel::check_extents(const void* const* full) const {
                       std::to_string(left) + " from the pointer on",
                   name);
   }
+  if (bounds && !bounded) bounds->clear();
   return {};
 }
 
@@ -501,7 +514,8 @@ Status Kernel::encode_tensor_maps(const void** full, TensorMapBytes* maps) const
   return {};
 }
 
-Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args) const {
+Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** args,
+                       const std::vector<uint64_t>* bounds) const {
   const Context& ctx = bundle_->context();
   if (Status st = ctx.make_current(); !st) return st;
   if (shared > 48 * 1024) {
@@ -520,6 +534,7 @@ Status Kernel::enqueue(const Stream& s, Dim3 g, Dim3 b, unsigned shared, void** 
     }
   }
   NvtxRange range(k_->info->name);  // nothing unless NVTX ranges are on (truenort/Nvtx.h)
+  if (bounds) ctx.driver().simLaunchBounds(bounds->data(), bounds->size() / 2);
   CUresult r = ctx.driver().cuLaunchKernel(fn_, g.x, g.y, g.z, b.x, b.y, b.z, shared, s.handle(), args, nullptr);
   if (r != cu::SUCCESS) return ctx.driver().fail(r, "cuLaunchKernel", k_->info->name);
   return {};

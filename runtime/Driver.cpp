@@ -67,6 +67,7 @@ Result<std::shared_ptr<Driver>> open(const std::string& path) {
   d->handle = h;
   d->path = path;
   d->simReport = reinterpret_cast<const char* (*)()>(dlsym(h, "truenortSimReport"));
+  d->simLaunchBounds = reinterpret_cast<void (*)(const uint64_t*, size_t)>(dlsym(h, "truenortSimLaunchBounds"));
   std::string missing;
   bind(h, d->cuInit, "cuInit", missing);
   bind(h, d->cuDriverGetVersion, "cuDriverGetVersion", missing);

@@ -176,6 +176,57 @@ TEST_CASE("sim: a kernel from .tir text runs on the interpreter; an out-of-bound
   CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr) == 400);
 }
 
+TEST_CASE("sim: launch bounds confine one launch to its arguments' ranges, and cuMemGetAddressRange finds allocations") {
+  const Driver& d = sim();
+  makeCurrent();
+  const bool bounds = d.simLaunchBounds != nullptr, ranges = d.cuMemGetAddressRange != nullptr;
+  REQUIRE(bounds);
+  REQUIRE(ranges);
+  std::string text = readSource("examples/vadd.tir");
+  CUmodule mod = nullptr;
+  REQUIRE(d.cuModuleLoadData(&mod, text.c_str()) == cu::SUCCESS);
+  CUfunction fn = nullptr;
+  REQUIRE(d.cuModuleGetFunction(&fn, mod, "vadd") == cu::SUCCESS);
+  const uint32_t n = 256;
+  CUdeviceptr da = alloc(n * 4), db = alloc(n * 4), dc = alloc(n * 4);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  REQUIRE(d.cuMemGetAddressRange(&base, &size, db + 100) == cu::SUCCESS);
+  CHECK(base == db);
+  CHECK(size == n * 4);
+  CHECK(d.cuMemGetAddressRange(&base, &size, db + n * 4) == 500);  // CUDA_ERROR_NOT_FOUND: the gap after it
+  std::vector<float> ones(n, 1.0f);
+  REQUIRE(d.cuMemcpyHtoD(da, ones.data(), n * 4) == cu::SUCCESS);
+  REQUIRE(d.cuMemcpyHtoD(db, ones.data(), n * 4) == cu::SUCCESS);
+  uint32_t count = n;
+  void* args[] = {&da, &db, &dc, &count};
+  auto bound = [&](uint64_t aBytes) {
+    const uint64_t ranges[] = {da, da + aBytes, db, db + n * 4, dc, dc + n * 4};
+    d.simLaunchBounds(ranges, 3);
+  };
+  // a's range ends at element 200: thread 200 reads past it.
+  bound(200 * 4);
+  CUresult r = d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr);
+  CHECK(r == 700);
+  const std::string text2 = d.fail(r, "cuLaunchKernel", "vadd").describe();
+  CHECK(text2.find("out-of-bounds ld.global of 4 bytes at address ") != std::string::npos);
+  CHECK(text2.find("past the end of the 800-byte allocation at ") != std::string::npos);
+  CHECK(text2.find("the runtime's extent checks confine the launch to its pointer arguments' extents") != std::string::npos);
+  // Within the bounds it runs; the bounds held for one launch only.
+  bound(n * 4);
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr) == cu::SUCCESS);
+  count = 100;
+  bound(0);  // an empty range: a is not addressable at all
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr) == 700);
+  CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr) == cu::SUCCESS);
+  std::vector<float> c(n);
+  REQUIRE(d.cuMemcpyDtoH(c.data(), dc, n * 4) == cu::SUCCESS);
+  CHECK(c[0] == 2.0f);
+  CHECK(c[255] == 2.0f);
+  for (CUdeviceptr p : {da, db, dc}) CHECK(d.cuMemFree(p) == cu::SUCCESS);
+  CHECK(d.cuModuleUnload(mod) == cu::SUCCESS);
+}
+
 // Parameters the runtime does not pass (vectors, pred) still run on the simulator when a caller
 // launches them directly, each as many bytes of its kernelParams entry as its type has.
 TEST_CASE("sim: vector and pred parameters reach the kernel as cuLaunchKernel passes them") {

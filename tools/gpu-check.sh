@@ -24,7 +24,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | s
 
 tests_rc=0
 if [[ $steps == *" tests "* ]]; then
-  timeout "$limit" "$build/test/truenoc_tests" "${filter[@]}" --duration=true 2>&1 | tee "$out/gpu-tests.log"
+  # With the runtime's extent checks on (truenort/Bundle.h), as the gpu-sim suite runs: every
+  # launch's buffers against the templates' extents, through the real cuMemGetAddressRange.
+  TRUENORT_CHECK_EXTENTS=1 timeout "$limit" "$build/test/truenoc_tests" "${filter[@]}" --duration=true 2>&1 |
+    tee "$out/gpu-tests.log"
   tests_rc=${PIPESTATUS[0]}
   # Without a usable device every GPU test is skipped: that is a failed check, not a pass.
   if grep -qE '^\[doctest\] test cases: +0 \|' "$out/gpu-tests.log"; then

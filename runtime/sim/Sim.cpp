@@ -1,8 +1,10 @@
 // The simulated device's configuration, error names and device memory.
 #include "Sim.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 #include <string_view>
 
 namespace truenort::sim {
@@ -157,6 +159,31 @@ std::optional<Memory::Allocation> Memory::below(uint64_t address) const {
   if (it == blocks_.begin()) return std::nullopt;
   --it;
   return Allocation{it->first, it->second.bytes, it->second.host};
+}
+
+BoundedMemory::BoundedMemory(const Memory& memory, const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  std::vector<std::pair<uint64_t, uint64_t>> sorted = ranges;
+  std::sort(sorted.begin(), sorted.end());
+  for (auto [begin, end] : sorted) {
+    auto a = memory.below(begin);
+    if (!a || begin - a->base >= a->bytes || end <= begin) continue;  // outside any allocation, or empty
+    end = std::min(end, a->base + a->bytes);
+    if (!ranges_.empty()) {
+      Allocation& last = std::prev(ranges_.end())->second;
+      const bool sameAllocation = last.host - last.base == a->host - a->base;
+      if (sameAllocation && begin <= last.base + last.bytes) {
+        last.bytes = std::max(last.bytes, end - last.base);
+        continue;
+      }
+    }
+    ranges_[begin] = Allocation{begin, end - begin, a->host + (begin - a->base)};
+  }
+}
+
+std::optional<BoundedMemory::Allocation> BoundedMemory::below(uint64_t address) const {
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) return std::nullopt;
+  return std::prev(it)->second;
 }
 
 }  // namespace truenort::sim

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +84,17 @@ class Memory : public tn::interp::DeviceMemory {
   uint64_t used_ = 0;
   uint64_t next_ = uint64_t{0x7000} << 32;  // below 2^48, as the interpreter requires
   std::map<uint64_t, Block> blocks_;
+};
+
+// Memory as one launch may touch it: only the given byte ranges [begin, end) (each clipped to
+// the allocation holding its start; overlapping ones merged), each an allocation of its own.
+class BoundedMemory : public tn::interp::DeviceMemory {
+ public:
+  BoundedMemory(const Memory& memory, const std::vector<std::pair<uint64_t, uint64_t>>& ranges);
+  std::optional<Allocation> below(uint64_t address) const override;
+
+ private:
+  std::map<uint64_t, Allocation> ranges_;
 };
 
 // A module: the IR text of a bundle entry, parsed and verified, and the kernels taken from it.

@@ -28,6 +28,7 @@ namespace {
 
 using truenort::sim::Config;
 using truenort::sim::Memory;
+using truenort::sim::BoundedMemory;
 
 constexpr int kDriverVersion = 13000;
 
@@ -154,6 +155,17 @@ SIM_API const char* truenortSimReport() {
   std::lock_guard<std::mutex> lock(state().mu);
   auto it = state().reports.find(std::this_thread::get_id());
   return it == state().reports.end() ? "" : it->second.c_str();
+}
+
+// The byte ranges [begin, end) (pairs) that this thread's next cuLaunchKernel may touch: the
+// runtime's extent checks (truenort/Bundle.h) give each pointer argument's extent, or its whole
+// allocation when it has none, so that a kernel reading or writing past an extent faults as past
+// an allocation. Not a CUDA entry point; the launch takes them whether it runs or fails.
+thread_local std::vector<std::pair<uint64_t, uint64_t>> nextBounds;
+
+SIM_API void truenortSimLaunchBounds(const uint64_t* ranges, size_t count) {
+  nextBounds.clear();
+  for (size_t i = 0; i < count; ++i) nextBounds.push_back({ranges[2 * i], ranges[2 * i + 1]});
 }
 
 SIM_API CUresult cuDeviceGetCount(int* count) {
@@ -554,6 +566,8 @@ SIM_API CUresult cuFuncSetAttribute(CUfunction fn, int attribute, int value) {
 
 SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned sharedBytes, CUstream stream, void** params, void** extra) {
+  const std::vector<std::pair<uint64_t, uint64_t>> bounds = std::move(nextBounds);
+  nextBounds.clear();
   Call c;
   if (CUresult r = initialized()) return r;
   if (!state().functions.count(fn) || !liveStream(stream)) return err::InvalidHandle;
@@ -570,6 +584,19 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
                                        " (raise it with cuFuncSetAttribute)");
   std::vector<tn::interp::ParamInfo> ps = fn->vm.params();
   if (!ps.empty() && !params) return fail(err::InvalidValue, "cuLaunchKernel: " + kernel + " takes parameters");
+  // Confined to the arguments' extents: each range an allocation of its own for this launch (set
+  // before the pointers are bound, which a change of memory unbinds), the whole memory again after.
+  std::optional<BoundedMemory> view;
+  if (!bounds.empty()) {
+    view.emplace(*state().memory, bounds);
+    fn->vm.useDeviceMemory(&*view);
+  }
+  struct Restore {
+    CUfunction f;
+    ~Restore() {
+      if (f) f->vm.useDeviceMemory(state().memory.get());
+    }
+  } restore{view ? fn : nullptr};
   for (size_t i = 0; i < ps.size(); ++i) {
     const tn::ir::Type t = ps[i].type;
     std::optional<tn::interp::Error> e;
@@ -595,8 +622,11 @@ SIM_API CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, unsigne
   opts.checkUninit = k.checkUninit;
   opts.maxInstructions = k.maxInstructions;
   opts.threads = k.threads;
-  if (auto e = fn->vm.launch({{gx, gy, gz}, {bx, by, bz}, sharedBytes}, opts))
-    return fail(launchError(e->kind), e->text());
+  std::optional<tn::interp::Error> e = fn->vm.launch({{gx, gy, gz}, {bx, by, bz}, sharedBytes}, opts);
+  if (e && view)
+    return fail(launchError(e->kind), e->text() + " (the runtime's extent checks confine the launch to its pointer "
+                                                  "arguments' extents: an allocation here is one of them)");
+  if (e) return fail(launchError(e->kind), e->text());
   return err::Success;
 }
 
@@ -712,4 +742,5 @@ SIM_BINDS(cuLaunchKernel, cuLaunchKernel);
 SIM_BINDS(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled);
 SIM_BINDS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 SIM_BINDS(simReport, truenortSimReport);
+SIM_BINDS(simLaunchBounds, truenortSimLaunchBounds);
 #undef SIM_BINDS

@@ -152,10 +152,13 @@ class Kernel {
   // Encodes (or finds in the kernel's cache) every tensor map for a launch; `full` holds every
   // parameter's argument, and the tmap ones are pointed at `maps`.
   Status encode_tensor_maps(const void** full, TensorMapBytes* maps) const;
-  // The extent checks of one launch (set_extent_checks) over every parameter's argument.
-  Status check_extents(const void* const* full) const;
-  // cuLaunchKernel with every parameter's argument.
-  Status enqueue(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args) const;
+  // The extent checks of one launch (set_extent_checks) over every parameter's argument; with
+  // `bounds`, also each pointer's range [begin, end) as pairs (its extent, or its whole
+  // allocation), or none when a pointer's allocation is unknown.
+  Status check_extents(const void* const* full, std::vector<uint64_t>* bounds) const;
+  // cuLaunchKernel with every parameter's argument; the simulated driver confined to `bounds`.
+  Status enqueue(const Stream& s, Dim3 grid, Dim3 block, unsigned dynamic_shared, void** args,
+                 const std::vector<uint64_t>* bounds = nullptr) const;
   const Bundle* bundle_;
   const Loaded* k_;
   CUfunction fn_;

@@ -104,6 +104,9 @@ struct Driver {
   // Present only in the simulated driver (libtruenort-sim.so, docs/simulator.md): the report
   // of the calling thread's last failing call, which fail() appends to the error message.
   const char* (*simReport)() = nullptr;
+  // Also only there: the byte ranges [begin, end) (pairs) that the calling thread's next
+  // cuLaunchKernel may touch, its pointer arguments' extents (runtime/sim/SimDriver.cpp).
+  void (*simLaunchBounds)(const uint64_t* ranges, size_t count) = nullptr;
 
   int version = 0;   // cuDriverGetVersion
   void* handle = nullptr;  // dlclose'd when the Driver is destroyed
