@@ -1,6 +1,7 @@
 // Sampling's penalties on the tokens a sequence has seen (docs/kernels.md): the repetition,
 // frequency and presence penalties of vLLM and llama.cpp, applied to the logits in place before
-// sample_cutoff and argmax's sample.
+// sample_cutoff and argmax's sample; and token_bitmask, the allowed-token masks of constrained
+// decoding (a grammar's), which set every other logit to -inf.
 #include "kernels/Library.h"
 
 namespace tn::kernels::lib {
@@ -85,6 +86,55 @@ std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics
   return finish(kb, m, diags);
 }
 
+constexpr unsigned kMaskBlock = 256;
+constexpr unsigned kMaskGroup = 8;  // elements a thread: one byte of a mask word
+constexpr unsigned kMaskSpan = kMaskBlock * kMaskGroup;  // elements a block
+
+// Block (c, r) covers elements [c * kMaskSpan, (c + 1) * kMaskSpan) of row r, thread t the 8 of
+// byte t % 4 of mask word c * 64 + t / 4. Logits whose bit is 1 are not touched, the others
+// stored -inf without being read: where a whole byte is 0 and the row is 16-byte aligned, by
+// 16-byte stores (one of bf16/f16, two of f32), else element by element.
+std::optional<ir::Module> buildTokenBitmask(Storage s, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "token_bitmask");
+  Value logits = kb.param(kGlobalPtr, "logits");
+  Value mask = kb.param(kGlobalPtr, "mask");
+  kb.param(Type::u32(), "rows");  // read by the launch rule
+  Value cols = kb.param(Type::u32(), "cols");
+  kb.reqntid(kMaskBlock);
+
+  Value tid = kb.tid(Mod::X, "tid");
+  Value row = kb.ctaid(Mod::Y, "row");
+  Value first = kb.mad(kb.ctaid(Mod::X, "chunk"), kb.u32(kMaskSpan), tid * kMaskGroup, "first");
+  kb.if_then(first < cols, [&] {
+    Value words = (((cols - 1u) >> 5u) + 1u).named("words");  // ceil_div(cols, 32), cols >= 1 here
+    Value word = kb.load(kb.index(kb.index(mask, kb.mul_wide(row, words), 4, "mask_row"), first >> 5u, 4, "word_at"),
+                         Type::u32(), {Mod::NcMod}, "word");
+    Value bits = ((word >> ((first >> 3u) & 3u) * 8u) & 0xFFu).named("bits");
+    Value xrow = kb.index(logits, kb.mul_wide(row, cols), bytesOf(s), "xrow");
+    Value at = kb.index(xrow, first, bytesOf(s), "at");
+    Value whole = ((bits == 0u) & (cols - first >= kMaskGroup) & allAligned(kb, {xrow}, 16, "row_aligned")).named("whole");
+    kb.if_else(
+        whole,
+        [&] {
+          // 16-byte aligned: the row is, and `first` is a multiple of 8 elements (16 or 32 bytes).
+          Value p = assumeAligned16(kb, at, "at16");
+          const unsigned V = vecElems(s);
+          const std::vector<Value> inf(V, negInf(kb));
+          for (unsigned v = 0; v < kMaskGroup; v += V) storeVecF32(kb, v == 0 ? p : kb.ptradd(p, kb.u64(16)), inf, s);
+        },
+        [&] {
+          for (unsigned i = 0; i < kMaskGroup; ++i)
+            kb.if_then((((bits >> i) & 1u) == 0u) & (first + i < cols), [&] {
+              storeF32(kb, i == 0 ? at : kb.ptradd(at, kb.u64(i * bytesOf(s))), negInf(kb), s);
+            }, "masked");
+        },
+        {.label = "store"});
+  }, "inside");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
 }  // namespace
 
 void addPenalties(std::vector<Template>& out) {
@@ -106,6 +156,21 @@ void addPenalties(std::vector<Template>& out) {
   out.back().extents = allExtents({sameExtent({"logits"}, rows * Expr::param("cols")),
                                    sameExtent({"tokens"}, rows * Expr::param("n")),
                                    sameExtent({"repetition", "frequency", "presence"}, rows)});
+  out.push_back({
+      "token_bitmask",
+      "in place on row r of logits (rows x cols): element j becomes -inf where bit j % 32 of the u32 word "
+      "mask[r * ceil_div(cols, 32) + j / 32] is 0 (a 1 allows the token: the allowed-token bitmask of constrained "
+      "decoding, as xgrammar lays it out), and is not touched where it is 1; blocks of 256 threads, 2048 "
+      "elements each; rows <= 65535 (the grid's height)",
+      {dtypeOption("dtype", "storage type of the logits")},
+      [](const Options& o, ir::Diagnostics& d) { return buildTokenBitmask(storageOption(o), d); },
+      [](const Options&) {
+        return LaunchRule{{kMaskBlock}, {ceilDiv(Expr::param("cols"), kMaskSpan), Expr::param("rows")}, 0};
+      },
+  });
+  out.back().elements = allElements({storageElements({"logits"}), u32Elements({"mask"})});
+  out.back().extents = allExtents({sameExtent({"logits"}, rows * Expr::param("cols")),
+                                   sameExtent({"mask"}, rows * ceilDiv(Expr::param("cols"), 32))});
 }
 
 }  // namespace tn::kernels::lib

@@ -650,6 +650,53 @@ LIBRARY_TEST("logit_penalties: repetition, frequency and presence", logitPenalti
       }
 }
 
+// ---- token_bitmask ------------------------------------------------------------------------------
+
+// Masks of every kind of byte (all allowed, none, mixed) over rows whose lengths are not
+// multiples of 8 or 32 (the tails, and rows that are not 16-byte aligned after the first, which
+// take the element path) and whose length is: every logit whose bit is 0 is -inf, the others keep
+// their bits (NaN and -0 among them).
+LIBRARY_TEST("token_bitmask: logits whose bit is 0 become -inf, the others are untouched", tokenBitmask) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {1u, 7u, 8u, 31u, 32u, 33u, 1000u, 2048u, 4101u, 32000u}) {
+      const uint32_t rows = 3, words = (cols + 31) / 32;
+      std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+      x[0] = std::numeric_limits<float>::quiet_NaN();
+      if (cols > 1) x[1] = -0.0f;
+      std::vector<uint32_t> mask(size_t(rows) * words);
+      std::uniform_int_distribution<int> kind(0, 3);
+      for (uint32_t& w : mask)
+        for (unsigned b = 0; b < 4; ++b) {
+          const int k = kind(rng);  // a byte of zeros, of ones, or random bits
+          const uint32_t byte = k == 0 ? 0u : k == 1 ? 0xFFu : static_cast<uint32_t>(rng() & 0xFFu);
+          w |= byte << (8 * b);
+        }
+      mask[0] |= 1u;  // element 0 (the NaN) allowed, element 1 (-0) masked
+      mask[0] &= ~2u;
+      std::vector<std::byte> before = encode(d, x);
+      std::vector<std::byte> got = r.run(Call("rowops", kernelName("token_bitmask", d))
+                                             .buffer("logits", before)
+                                             .buffer("mask", mask)
+                                             .scalar("rows", rows)
+                                             .scalar("cols", cols))
+                                       .get<std::byte>("logits");
+      // The input's own bytes where allowed (NaN payloads too), -inf's elsewhere.
+      std::vector<std::byte> wantBytes = before;
+      const std::vector<std::byte> inf = encode(d, {-std::numeric_limits<float>::infinity()});
+      const size_t bytes = dtypeBytes(d);
+      for (uint32_t row = 0; row < rows; ++row)
+        for (uint32_t j = 0; j < cols; ++j)
+          if (!(mask[size_t(row) * words + j / 32] >> (j % 32) & 1u))
+            std::copy_n(inf.begin(), bytes, wantBytes.begin() + (size_t(row) * cols + j) * bytes);
+      size_t differ = 0, firstAt = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        if (got[i] != wantBytes[i] && differ++ == 0) firstAt = i / bytes;
+      CHECK_MESSAGE(differ == 0, dtypeName(d) << " cols " << cols << ": " << differ << " bytes differ, the first in element "
+                                             << firstAt << " (seed " << seed() << ")");
+    }
+}
+
 // ---- per_row: a batch whose rows sample differently -----------------------------------------
 
 // Per-row temperatures, seeds, filters and penalties (per_row = true). A row's draw depends on

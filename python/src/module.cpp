@@ -461,6 +461,9 @@ PYBIND11_MODULE(_truenort, m) {
   m.def("use_driver", [](const std::string& choice) {
     if (truenort::Status st = truenort::use_driver(choice); !st) fail(st.error());
   }, py::arg("choice"), "Choose the CUDA driver before the first device use: '' (libcuda.so.1), 'sim' or a path.");
+  m.def("set_extent_checks", &truenort::set_extent_checks, py::arg("on"),
+        "Check every launch's pointer arguments against their allocations (docs/runtime.md, extent checks).");
+  m.def("extent_checks", &truenort::extent_checks, "Whether the runtime's extent checks are on.");
   m.def("device_name", [](int device) { return contextFor(device).name(); }, py::arg("device") = 0);
   m.def("simulated", [](int device) { return contextFor(device).simulated(); }, py::arg("device") = 0);
   m.def("synchronize", [](int device) {

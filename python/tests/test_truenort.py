@@ -245,6 +245,19 @@ class ArgumentChecks(unittest.TestCase):
         BUNDLE.softmax(self.a, self.c, 2, 4)
         BUNDLE.softmax(big, self.c, 1, 8)  # a larger tensor is fine
 
+    def test_the_runtimes_extent_checks_can_be_turned_on(self):
+        before = truenort.extent_checks()
+        try:
+            truenort.set_extent_checks(True)
+            self.assertTrue(truenort.extent_checks())
+            BUNDLE.softmax(self.a, self.c, 2, 4)  # on the simulator, confined to the 8 elements of each
+            truenort.synchronize()
+            self.assertEqual(struct.unpack("8f", self.c.to_bytes()), (0.25,) * 8)
+            truenort.set_extent_checks(False)
+            self.assertFalse(truenort.extent_checks())
+        finally:
+            truenort.set_extent_checks(before)
+
 
 class TensorMaps(unittest.TestCase):
     """A kernel with a tmap parameter (test/gpu/tma_tiles.tir, a TMA load per block): the runtime

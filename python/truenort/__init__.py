@@ -10,17 +10,19 @@ Tensors come through DLPack (``__dlpack__``) or ``__cuda_array_interface__`` (Py
 JAX, Numba, or truenort.DeviceArray); sizes and scalars are Python numbers. Every argument is
 checked against the kernel's signature before anything is launched: count, tensor or number,
 dtype (when the bundle knows the element type), device, contiguity, read-only tensors for
-pointers the kernel writes, integer ranges. Runtime failures raise truenort.Error with the CUDA
+pointers the kernel writes, integer ranges, and each tensor's elements against its extent (when
+the bundle has one: every built-in template's tensors but a few whose size no parameter says). Runtime failures raise truenort.Error with the CUDA
 error's name. Set TRUENORT_DRIVER=sim to run on truenoc's simulated GPU (no GPU needed).
 See docs/python.md.
 """
 import sys as _sys
 
 from ._truenort import Bundle as _Bundle
-from ._truenort import DeviceArray, Error, Kernel, device_name, simulated, synchronize, use_driver
+from ._truenort import (DeviceArray, Error, Kernel, device_name, extent_checks, set_extent_checks, simulated,
+                        synchronize, use_driver)
 
 __all__ = ["load", "Bundle", "Kernel", "DeviceArray", "Error", "use_driver", "device_name", "simulated",
-           "synchronize", "current_stream"]
+           "synchronize", "current_stream", "set_extent_checks", "extent_checks"]
 
 
 def _stream_handle(stream):

@@ -482,6 +482,17 @@ Case penaltiesCase(uint32_t rows, uint32_t cols, uint32_t n) {
   return c;
 }
 
+// Constrained decoding's allowed-token bitmask on `rows` rows of a `cols` vocabulary: random
+// mask bits (about half the logits set to -inf).
+Case bitmaskCase(uint32_t rows, uint32_t cols) {
+  Case c{"token_bitmask", dims(rows, cols), "f32", {}, {}, 0, 0, 0};
+  const size_t words = (size_t(cols) + 31) / 32;
+  c.buffers = {{size_t(rows) * cols * 4, Fill::F32}, {size_t(rows) * words * 4, Fill::S8}};
+  c.launches = {{"token_bitmask_f32", {buf("logits", 0), buf("mask", 1), val("rows", rows), val("cols", cols)}}};
+  c.bytes = 4.0 * rows * cols + 4.0 * rows * words;  // every logit written at most once, the mask read
+  return c;
+}
+
 // `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
 // random positions. The caches are shared by the buffer sets: a launch touches only its rows.
 Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
@@ -714,6 +725,8 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(rowCase("sample_filtered", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
   // Repetition, frequency and presence penalties over 2048 tokens seen by each of 32 sequences.
   out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
+  // A grammar's allowed-token bitmask over a decode batch of 64 rows of the 128k vocabulary.
+  out.push_back(bitmaskCase(pick(64, 64, 3), vocab));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));

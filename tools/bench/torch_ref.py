@@ -154,6 +154,21 @@ def make_case(torch, op, shape, dtype):
             return torch.randint(0, cols, (rows, n), device=dev), torch.ones(rows, n, device=dev, dtype=logits.dtype)
 
         return tokens, penalize, 12 * rows * n
+    if op == "token_bitmask":
+        rows, cols = dims
+        words = (cols + 31) // 32
+        # xgrammar's PyTorch fallback: the bits unpacked to a bool mask, then masked_fill_.
+        logits = rand(rows, cols)
+        shifts = torch.arange(32, device=dev, dtype=torch.int32)
+
+        def apply(s):
+            allowed = ((s[0].unsqueeze(-1) >> shifts) & 1).bool().view(rows, words * 32)[:, :cols]
+            logits.masked_fill_(~allowed, float("-inf"))
+
+        def mask():
+            return (torch.randint(-2 ** 31, 2 ** 31 - 1, (rows, words), device=dev, dtype=torch.int32),)
+
+        return mask, apply, 4 * rows * cols + 4 * rows * words
     if op == "kv_scatter":
         tokens, row, cache_rows = dims
         # One pair of caches for every input set, as in the benchmark: a run writes only `tokens`

@@ -40,14 +40,19 @@ kn::Template saxpyTemplate() {
   block.min = 32;
   block.max = 1024;
   block.multipleOf = 32;
-  return {"saxpy",
-          "y[i] = a * x[i] + y[i] for i < n; one thread per element (an example project's own template)",
-          {block, kn::lib::dtypeOption()},
-          buildSaxpy,
-          [](const kn::Options& o) {
-            auto threads = static_cast<uint32_t>(o.integer("block"));
-            return kn::LaunchRule{{threads}, {ceilDiv(kn::Expr::param("n"), threads)}, 0};
-          }};
+  kn::Template t{"saxpy",
+                 "y[i] = a * x[i] + y[i] for i < n; one thread per element (an example project's own template)",
+                 {block, kn::lib::dtypeOption()},
+                 buildSaxpy,
+                 [](const kn::Options& o) {
+                   auto threads = static_cast<uint32_t>(o.integer("block"));
+                   return kn::LaunchRule{{threads}, {ceilDiv(kn::Expr::param("n"), threads)}, 0};
+                 }};
+  // What the bundle records of x and y: their element type (bf16 and f16 are read as raw 16-bit
+  // words, which do not tell it) and their extent, n elements each.
+  t.elements = kn::lib::storageElements({"x", "y"});
+  t.extents = kn::lib::sameExtent({"x", "y"}, kn::Expr::param("n"));
+  return t;
 }
 
 }  // namespace
