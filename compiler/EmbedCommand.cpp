@@ -98,8 +98,8 @@ std::optional<std::string> cppType(const bundle::Param& p) {
   return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
-const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V3
-#define TRUENOC_EMBED_INTERFACE_V3
+const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V4
+#define TRUENOC_EMBED_INTERFACE_V4
 // The launch interface shared by every truenoc-generated header (docs/specs.md). C++17.
 struct CUstream_st;  // CUstream (cuda.h, truenort) and cudaStream_t are all `CUstream_st*`
 
@@ -158,6 +158,7 @@ struct Launcher {
 
 inline constexpr int kInvalidLaunch = -1;  // the launch rule failed for these arguments
 inline constexpr int kNoLauncher = -2;     // Launcher::launch is null
+inline constexpr int kBufferTooSmall = -4;  // a pointer argument's known count is below its extent
 
 // A vN.T kernel parameter.
 template <class T, int N>
@@ -165,38 +166,50 @@ struct alignas(sizeof(T) * N) Vec {
   T lanes[N];
 };
 
-// A pointer the kernel only reads: from a `const T*` (any pointer when T is void) or, with the
-// runtime, a truenort::DeviceBuffer<T>.
+// How many elements a pointer argument has: a DeviceBuffer's size, or the count given with a
+// pointer; a bare pointer's is unknown, and no extent check sees it.
+inline constexpr std::size_t kUnknownCount = SIZE_MAX;
+
+// A pointer the kernel only reads: from a `const T*` (any pointer when T is void), a pointer and
+// its element count, or, with the runtime, a truenort::DeviceBuffer<T>.
 template <class T>
 class In {
  public:
   In(const T* p) : p_(p) {}
+  In(const T* p, std::size_t count) : p_(p), count_(count) {}
   In(std::nullptr_t) : p_(nullptr) {}
 #ifdef TRUENOC_HAVE_RUNTIME
   template <class U, class = std::enable_if_t<std::is_void_v<T> || std::is_same_v<U, T>>>
-  In(const truenort::DeviceBuffer<U>& b) : p_(reinterpret_cast<const T*>(static_cast<std::uintptr_t>(b.ptr()))) {}
+  In(const truenort::DeviceBuffer<U>& b)
+      : p_(reinterpret_cast<const T*>(static_cast<std::uintptr_t>(b.ptr()))), count_(b.size()) {}
 #endif
   const T* get() const { return p_; }
+  std::size_t count() const { return count_; }
 
  private:
   const T* p_;
+  std::size_t count_ = kUnknownCount;
 };
 
-// A pointer the kernel writes through: from a `T*` or, with the runtime, a non-const
-// truenort::DeviceBuffer<T>.
+// A pointer the kernel writes through: from a `T*`, a pointer and its element count, or, with the
+// runtime, a non-const truenort::DeviceBuffer<T>.
 template <class T>
 class Out {
  public:
   Out(T* p) : p_(p) {}
+  Out(T* p, std::size_t count) : p_(p), count_(count) {}
   Out(std::nullptr_t) : p_(nullptr) {}
 #ifdef TRUENOC_HAVE_RUNTIME
   template <class U, class = std::enable_if_t<std::is_void_v<T> || std::is_same_v<U, T>>>
-  Out(truenort::DeviceBuffer<U>& b) : p_(reinterpret_cast<T*>(static_cast<std::uintptr_t>(b.ptr()))) {}
+  Out(truenort::DeviceBuffer<U>& b)
+      : p_(reinterpret_cast<T*>(static_cast<std::uintptr_t>(b.ptr()))), count_(b.size()) {}
 #endif
   T* get() const { return p_; }
+  std::size_t count() const { return count_; }
 
  private:
   T* p_;
+  std::size_t count_ = kUnknownCount;
 };
 
 // The stream a launch goes to: null (the default stream), a CUstream or cudaStream_t, or, with
@@ -273,6 +286,7 @@ class RuntimeLaunch {
   explicit RuntimeLaunch(const truenort::Bundle& b) : bundle_(&b) {}
   Launcher launcher() { return {&RuntimeLaunch::run, this}; }
   truenort::Status finish(int rc, const char* kernel) {
+    if (rc == kBufferTooSmall) return tooSmall(kernel, "", "", 0, 0);
     if (rc != kInvalidLaunch) return std::move(status_);
     truenort::Error e;
     e.code = truenort::Errc::InvalidArgument;
@@ -280,6 +294,18 @@ class RuntimeLaunch {
     e.kernel = kernel;
     e.message = "the kernel's launch rule fails for these arguments (a negative size, an overflow, a division by "
                 "zero, or a grid or shared memory beyond the hardware's limits)";
+    return e;
+  }
+  // A pointer argument with fewer elements than its extent (docs/bundle-format.md, "Extents").
+  static truenort::Status tooSmall(const char* kernel, const char* param, const char* extent, std::uint64_t need,
+                                   std::size_t have) {
+    truenort::Error e;
+    e.code = truenort::Errc::InvalidArgument;
+    e.call = "extent check";
+    e.kernel = kernel;
+    e.message = *param ? "argument '" + std::string(param) + "' has " + std::to_string(have) +
+                             " elements, the launch needs " + std::to_string(need) + " (" + extent + ")"
+                       : std::string("a pointer argument has fewer elements than its extent");
     return e;
   }
 
@@ -307,7 +333,7 @@ class RuntimeLaunch {
 
 }  // namespace embed
 }  // namespace truenoc
-#endif  // TRUENOC_EMBED_INTERFACE_V3
+#endif  // TRUENOC_EMBED_INTERFACE_V4
 )TNC";
 
 struct Names {
@@ -366,9 +392,48 @@ std::string methodDeclaration(const bundle::KernelInfo& k, const Names& names, b
          "(truenoc::embed::StreamRef stream" + paramList(k, names) + ") const";
 }
 
+// The parameters whose extent a launch function checks: pointers the caller passes, with an
+// extent and a typed In<T>/Out<T> (whose count is in elements of T).
+std::vector<size_t> checkedExtents(const bundle::KernelInfo& k) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    const bundle::Param& p = k.params[i];
+    if (filledByRuntime(p) || !p.extent) continue;
+    const std::optional<std::string> t = cppType(p);
+    if (t && (t->starts_with("truenoc::embed::In<") || t->starts_with("truenoc::embed::Out<")) &&
+        t->find("<void>") == std::string::npos)
+      out.push_back(i);
+  }
+  return out;
+}
+
+// Evaluates each checked extent into truenoc_need_<i> with the checked arithmetic of `truenoc_xv`.
+std::string extentValues(const bundle::KernelInfo& k, const Names& names, const std::string& indent) {
+  auto spell = [&](std::string_view param) {
+    for (size_t i = 0; i < k.params.size(); ++i)
+      if (k.params[i].name == param) return "truenoc_xv.arg(" + names.params[i] + ")";
+    return std::string("0");  // unreachable: the reader checked every name against the signature
+  };
+  std::string s = indent + "truenoc::embed::RuleEval truenoc_xv;\n";
+  for (size_t i : checkedExtents(k))
+    s += indent + "const std::uint64_t truenoc_need_" + std::to_string(i) + " = " +
+         k.params[i].extent->toCpp("truenoc_xv", spell) + ";\n";
+  return s;
+}
+
 // `ns` qualifies the free function, which the method's own name hides.
 std::string methodDefinition(const bundle::KernelInfo& k, const Names& names, const std::string& ns) {
   std::string s = methodDeclaration(k, names, true) + " {\n";
+  // Pointer arguments of known count against their extents, with a message naming them (the
+  // launch function checks them too, for callers of its own).
+  if (const std::vector<size_t> checked = checkedExtents(k); !checked.empty()) {
+    s += "  {\n" + extentValues(k, names, "    ");
+    for (size_t i : checked)
+      s += "    if (truenoc_xv.ok && " + names.params[i] + ".count() < truenoc_need_" + std::to_string(i) + ")\n" +
+           "      return truenoc::embed::RuntimeLaunch::tooSmall(\"" + k.name + "\", \"" + k.params[i].name + "\", \"" +
+           k.params[i].extent->text() + "\", truenoc_need_" + std::to_string(i) + ", " + names.params[i] + ".count());\n";
+    s += "  }\n";
+  }
   s += "  truenoc::embed::RuntimeLaunch truenoc_run(bundle_);\n";
   s += "  return truenoc_run.finish(::" + ns + "::" + names.function + "(truenoc_run.launcher(), stream.get()";
   for (size_t i = 0; i < k.params.size(); ++i)
@@ -401,6 +466,14 @@ std::string definition(const bundle::KernelInfo& k, const Names& names) {
          std::to_string(bundle::kMaxGridYZ) + ") ||\n      truenoc_grid_z > UINT64_C(" + std::to_string(bundle::kMaxGridYZ) +
          ") || truenoc_shared > UINT64_C(4294967295))\n    return truenoc::embed::kInvalidLaunch;\n";
     s += "  if (truenoc_grid_x == 0 || truenoc_grid_y == 0 || truenoc_grid_z == 0) return 0;  // nothing to launch\n";
+  }
+  // Pointer arguments of known count (a DeviceBuffer's, or given) must hold their extents.
+  if (const std::vector<size_t> checked = checkedExtents(k); !checked.empty()) {
+    s += extentValues(k, names, "  ");
+    s += "  if (!truenoc_xv.ok) return truenoc::embed::kInvalidLaunch;\n";
+    for (size_t i : checked)
+      s += "  if (" + names.params[i] + ".count() < truenoc_need_" + std::to_string(i) +
+           ") return truenoc::embed::kBufferTooSmall;\n";
   }
   s += "  if (!launcher.launch) return truenoc::embed::kNoLauncher;\n";
   // Pointer arguments go to the kernel as the raw pointers they wrap.

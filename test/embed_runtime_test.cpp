@@ -49,11 +49,42 @@ TEST_CASE("gpu: generated launch functions run on the runtime with zero JIT" * d
   REQUIRE(dc.value().download(c).ok());
   for (uint32_t i = 0; i < n; ++i) CHECK(c[i] == a[i] + b[i]);
   CHECK(kernels.value().bundle().jit_events() == 0);
-  // A launch rule that fails for its arguments is an error value naming the kernel.
+  // Sizes that no buffer holds (and a launch rule fails for) are an error value naming the kernel.
   truenort::Status bad = kernels.value().softmax(stream.value().handle(), da.value(), dc.value(), 1u << 31, 1u << 31);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().code == truenort::Errc::InvalidArgument);
   CHECK(bad.error().kernel == "softmax");
+}
+
+TEST_CASE("gpu: a generated launch refuses an argument of known count below its extent" * doctest::skip(noGpu())) {
+  const truenort::Context& ctx = *gpu();
+  auto kernels = decode_embed::Kernels::load(ctx);
+  REQUIRE(kernels.ok());
+  const bool before = truenort::extent_checks();
+  truenort::set_extent_checks(false);  // the generated code's own check, no driver involved
+  auto x = truenort::DeviceBuffer<float>::allocate(ctx, 64);
+  auto y = truenort::DeviceBuffer<float>::allocate(ctx, 32);
+  REQUIRE((x.ok() && y.ok()));
+  REQUIRE(x.value().upload(std::vector<float>(64, 1.0f)).ok());
+  // gelu's x and y hold n elements each: y has 32.
+  truenort::Status st = kernels.value().gelu(nullptr, x.value(), y.value(), 64u);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().code == truenort::Errc::InvalidArgument);
+  CHECK(st.error().kernel == "gelu");
+  CHECK(st.error().message == "argument 'y' has 32 elements, the launch needs 64 (n)");
+  // A pointer given with its count is checked; a bare pointer is not (nothing is known of it).
+  const auto* px = reinterpret_cast<const float*>(static_cast<std::uintptr_t>(x.value().ptr()));
+  st = kernels.value().gelu(nullptr, truenoc::embed::In<float>(px, 16), y.value(), 32u);
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message == "argument 'x' has 16 elements, the launch needs 32 (n)");
+  CHECK(kernels.value().gelu(nullptr, px, y.value(), 32u).ok());
+  CHECK(kernels.value().gelu(nullptr, x.value(), y.value(), 32u).ok());
+  // The free function says so with its code.
+  truenoc::embed::Launcher none{nullptr, nullptr};
+  CHECK(decode_embed::gelu(none, nullptr, x.value(), y.value(), 64u) == truenoc::embed::kBufferTooSmall);
+  CHECK(decode_embed::gelu(none, nullptr, x.value(), y.value(), 32u) == truenoc::embed::kNoLauncher);
+  REQUIRE(ctx.synchronize().ok());
+  truenort::set_extent_checks(before);
 }
 
 TEST_CASE("gpu: an embedded library kernel (rmsnorm, bf16) matches its reference" * doctest::skip(noGpu())) {
