@@ -749,14 +749,18 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
           p.element = static_cast<bundle::ParamType::Scalar>(static_cast<unsigned>(scalar) + 1);
           declared.insert(name);
         }
+  // `elements` and `extents` name parameters: one that the kernel lacks is an error listing its own.
+  auto unknownParam = [&](SourceLoc loc, const std::string& name) {
+    std::string names;
+    for (const bundle::Param& x : inst.params) names += (names.empty() ? "" : ", ") + x.name;
+    error(loc, "kernel " + q(k.name) + " has no parameter " + q(name) + " (parameters: " + names + ")");
+  };
   bool elementsOk = true;
   for (const KernelSpec::Element& e : k.elements) {
     auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
     std::string el = bundle::ParamType{e.scalar}.name();
     if (p == inst.params.end()) {
-      std::string names;
-      for (const bundle::Param& x : inst.params) names += (names.empty() ? "" : ", ") + x.name;
-      error(e.loc, "kernel " + q(k.name) + " has no parameter " + q(e.param) + " (parameters: " + names + ")");
+      unknownParam(e.loc, e.param);
       elementsOk = false;
     } else if (!p->type.isPointer()) {
       error(e.loc, "elements." + e.param + ": parameter " + q(e.param) + " is " + p->type.name() + ", not a pointer");
@@ -853,9 +857,7 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
   for (const KernelSpec::Extent& e : k.extents) {
     auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
     if (p == inst.params.end()) {
-      std::string names;
-      for (const bundle::Param& x : inst.params) names += (names.empty() ? "" : ", ") + x.name;
-      error(e.extent.loc, "kernel " + q(k.name) + " has no parameter " + q(e.param) + " (parameters: " + names + ")");
+      unknownParam(e.extent.loc, e.param);
       extentsOk = false;
       continue;
     }

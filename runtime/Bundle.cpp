@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <utility>
 
 #include "backends/bundle/Bundle.h"
 #include "backends/bundle/ReadFile.h"
@@ -421,6 +422,8 @@ Status Kernel::check_extents(const void* const* full, std::vector<uint64_t>* bou
   if (!drv.cuMemGetAddressRange)
     return make(Errc::DriverTooOld, "cuMemGetAddressRange",
                 "the driver at " + drv.path + " has no cuMemGetAddressRange, which the extent checks need", name);
+  // cuMemGetAddressRange answers for the calling thread's current context.
+  if (Status st = bundle_->context().make_current(); !st) return st;
   const std::vector<tn::bundle::Param>& params = *k_->params;
   bool bounded = bounds != nullptr;  // every pointer's range known so far
   for (size_t i = 0; i < params.size(); ++i) {
@@ -429,15 +432,20 @@ Status Kernel::check_extents(const void* const* full, std::vector<uint64_t>* bou
     uint64_t address = 0;
     std::memcpy(&address, full[i], sizeof address);
     if (address == 0) continue;
-    // The driver's allocation holding the pointer, if it knows one.
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    const bool known = drv.cuMemGetAddressRange(&base, &size, address) == cu::SUCCESS;
+    // The driver's allocation holding the pointer: [base, end), or nothing it knows.
+    auto allocation = [&]() -> std::optional<std::pair<uint64_t, uint64_t>> {
+      CUdeviceptr base = 0;
+      size_t size = 0;
+      if (drv.cuMemGetAddressRange(&base, &size, address) != cu::SUCCESS) return std::nullopt;
+      return std::pair<uint64_t, uint64_t>{base, base + size};
+    };
     auto need = tn::bundle::extentBytes(p, params, full);
     if (!need) return make(Errc::InvalidArgument, "extent check", need.error().message, name);
     if (!*need) {  // no extent: the whole allocation, for the simulator's bounds
-      if (known && bounded) bounds->insert(bounds->end(), {base, base + size});
-      bounded = bounded && known;
+      if (!bounded) continue;
+      auto whole = allocation();
+      if (whole) bounds->insert(bounds->end(), {whole->first, whole->second});
+      bounded = whole.has_value();
       continue;
     }
     if (bounded) bounds->insert(bounds->end(), {address, address + **need});
@@ -446,8 +454,8 @@ Status Kernel::check_extents(const void* const* full, std::vector<uint64_t>* bou
     uint64_t left = 0;
     if (auto block = bundle_->context().pool().find(address))
       left = block->ptr + block->requested - address;
-    else if (known)
-      left = base + size - address;
+    else if (auto whole = allocation())
+      left = whole->second - address;
     else
       continue;  // not device memory the driver knows
     if (**need > left)
