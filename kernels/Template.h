@@ -88,10 +88,11 @@ struct Template {
   std::function<ElementTypes(const Options&)> elements = {};
   // Optional: how many elements (of the declared or accessed element type; ggml blocks: bytes)
   // each pointer's buffer must hold for a launch, over the kernel's integer parameters: the
-  // tensor's shape as the template documents it. The bundle records them (Param::extent); the
-  // Python package checks tensors against them and the runtime, when asked, the allocations
-  // behind pointers (docs/runtime.md). Never more than a valid launch touches. Names the options
-  // leave out of the signature are ignored.
+  // tensor's shape as the template documents it, no less than a launch of those sizes touches
+  // (the gpu-sim suite confines every launch to it) and no more than its caller must allocate.
+  // The bundle records them (Param::extent); the Python package and the generated launchers check
+  // tensors of known size against them, the runtime, when asked, the allocations behind pointers
+  // (docs/runtime.md). Names the options leave out of the signature are ignored.
   using Extents = std::vector<std::pair<std::string, Expr>>;
   std::function<Extents(const Options&)> extents = {};
 
