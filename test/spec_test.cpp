@@ -4,6 +4,7 @@
 
 #include "compiler/Spec.h"
 #include "ir/Builder.h"
+#include "template_instance.h"
 
 namespace {
 
@@ -219,23 +220,15 @@ TEST_CASE("spec: an error inside a template's source is followed by a note at th
 
 TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
   for (const kernels::Template& t : kernels::templates()) {
-    spec::Spec s;
-    s.file = "spec.toml";
-    s.name = "b";
-    spec::KernelSpec k;
-    k.name = t.name;
-    k.tmpl = &t;
-    k.options = t.defaults();
-    spec::TirCache tirs;
     ir::Diagnostics d;
-    auto inst = spec::instantiate(s, k, tirs, d);
+    auto inst = tn::testing::instantiateTemplate(t, t.defaults(), d);
     CHECK_MESSAGE(inst.has_value(), t.name);
     CHECK(d.all().empty());
     if (!inst) continue;
     for (const bundle::Target& target : bundle::defaultTargets()) {
       ir::Module m = inst->module;
       ir::Diagnostics cd;
-      compile::Output out = compile::compile(m, target, spec::compileOptions(s), cd);
+      compile::Output out = compile::compile(m, target, spec::compileOptions(spec::Spec{}), cd);
       CHECK_MESSAGE(out.ptx.has_value(), t.name << " on " << target.name());
       CHECK_FALSE(cd.hasErrors());
     }

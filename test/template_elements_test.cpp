@@ -12,6 +12,7 @@
 #include "compiler/ParamUse.h"
 #include "compiler/Spec.h"
 #include "ir/Type.h"
+#include "template_instance.h"
 
 namespace {
 
@@ -78,16 +79,8 @@ TEST_CASE("templates: every pointer parameter of every built-in template has an 
   for (const kernels::Template& t : kernels::templates()) {
     size_t built = 0;
     for (const kernels::Options& options : sweep(t)) {
-      spec::Spec s;
-      s.file = "spec.toml";
-      s.name = "b";
-      spec::KernelSpec k;
-      k.name = t.name;
-      k.tmpl = &t;
-      k.options = options;
-      spec::TirCache tirs;
       ir::Diagnostics d;
-      auto inst = spec::instantiate(s, k, tirs, d);
+      auto inst = tn::testing::instantiateTemplate(t, options, d);
       if (!inst) continue;  // options that do not go together
       ++built;
       const std::string what = describe(t, options);
