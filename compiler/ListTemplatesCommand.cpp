@@ -32,16 +32,8 @@ std::string optionLine(const kernels::OptionSpec& o) {
 // The template instantiated with its defaults, as the spec loader would.
 std::string describeTemplate(const kernels::Template& t) {
   std::string out = t.name + "\n  " + t.summary + "\n";
-  spec::Spec s;
-  s.file = "<list-templates>";
-  s.name = "templates";
-  spec::KernelSpec k;
-  k.name = t.name;
-  k.tmpl = &t;
-  k.options = t.defaults();
-  spec::TirCache tirs;
   ir::Diagnostics d;
-  auto inst = spec::instantiate(s, k, tirs, d);
+  auto inst = spec::instantiateTemplate(t, t.defaults(), d);
   if (inst) {
     std::string sig = t.name + "(";
     for (size_t i = 0; i < inst->params.size(); ++i) sig += (i ? ", " : "") + inst->params[i].name + ": " + inst->params[i].type.name();

@@ -922,6 +922,19 @@ bool runs(const bundle::Target& t, const bundle::Target& need) {
 
 }  // namespace
 
+std::optional<Instance> instantiateTemplate(const kernels::Template& t, const kernels::Options& options,
+                                            ir::Diagnostics& diags) {
+  Spec s;
+  s.file = "<template " + t.name + ">";
+  s.name = "templates";
+  KernelSpec k;
+  k.name = t.name;
+  k.tmpl = &t;
+  k.options = options;
+  TirCache tirs;
+  return instantiate(s, k, tirs, diags);
+}
+
 std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags) {
   std::optional<Instance> inst = instantiateWith(spec, k, k.options, tirs, diags);
   if (!inst || !sharedFits(spec, k, *inst, spec.targets, diags)) return std::nullopt;

@@ -111,6 +111,10 @@ class TirCache {
 };
 
 std::optional<Instance> instantiate(const Spec& spec, const KernelSpec& k, TirCache& tirs, ir::Diagnostics& diags);
+// A template with `options` instantiated as a [[kernel]] entry of its own would be (named after
+// the template): list-templates' signatures, and the tests that go over every template.
+std::optional<Instance> instantiateTemplate(const kernels::Template& t, const kernels::Options& options,
+                                            ir::Diagnostics& diags);
 
 // An instance and the spec targets whose code it is.
 struct TargetedInstance {

@@ -4,7 +4,6 @@
 
 #include "compiler/Spec.h"
 #include "ir/Builder.h"
-#include "template_instance.h"
 
 namespace {
 
@@ -221,7 +220,7 @@ TEST_CASE("spec: an error inside a template's source is followed by a note at th
 TEST_CASE("spec: the built-in templates build with their defaults on every default target") {
   for (const kernels::Template& t : kernels::templates()) {
     ir::Diagnostics d;
-    auto inst = tn::testing::instantiateTemplate(t, t.defaults(), d);
+    auto inst = spec::instantiateTemplate(t, t.defaults(), d);
     CHECK_MESSAGE(inst.has_value(), t.name);
     CHECK(d.all().empty());
     if (!inst) continue;

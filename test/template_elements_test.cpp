@@ -12,7 +12,6 @@
 #include "compiler/ParamUse.h"
 #include "compiler/Spec.h"
 #include "ir/Type.h"
-#include "template_instance.h"
 
 namespace {
 
@@ -80,7 +79,7 @@ TEST_CASE("templates: every pointer parameter of every built-in template has an 
     size_t built = 0;
     for (const kernels::Options& options : sweep(t)) {
       ir::Diagnostics d;
-      auto inst = tn::testing::instantiateTemplate(t, options, d);
+      auto inst = spec::instantiateTemplate(t, options, d);
       if (!inst) continue;  // options that do not go together
       ++built;
       const std::string what = describe(t, options);
