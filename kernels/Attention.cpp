@@ -19,6 +19,7 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
+#include <cmath>
 #include <string>
 
 #include "kernels/Library.h"
@@ -48,7 +49,9 @@ struct Config {
   bool window = false;    // the u32 parameter window: only the last `window` positions (0: all)
   bool softcap = false;   // the f32 parameter softcap: scaled scores s become softcap tanh(s / softcap)
   bool alibi = false;     // the f32 [q_heads] parameter alibi_slopes: scores gain slope (t - (len - 1))
+  Fp8 cache = Fp8::None;  // fp8 caches: codes scaled by the f32 parameters k_scale and v_scale
   unsigned perLane() const { return dim / 32; }
+  unsigned cacheBytes() const { return cache == Fp8::None ? bytesOf(s) : 1; }
 };
 
 Config configOf(const Options& o) {
@@ -56,7 +59,7 @@ Config configOf(const Options& o) {
   auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
           static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window"),
-          o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi")};
+          o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi"), cacheDtype(o)};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -106,6 +109,30 @@ std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool v
   return out;
 }
 
+// The lane's perLane consecutive fp8 codes at p as f32 times 2^-fp8Bias (fp8Raw): one load of
+// their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
+std::vector<Value> loadCodes(KernelBuilder& kb, Value p, const Config& c, bool vec, std::string_view name) {
+  std::vector<Value> out;
+  const unsigned n = c.perLane();
+  if (!vec) {
+    for (unsigned i = 0; i < n; ++i) {
+      Value b = kb.load(i == 0 ? p : kb.ptradd(p, kb.u64(i)), Type::of(ir::Scalar::U8), {Mod::NcMod}, name);
+      out.push_back(fp8Raw(kb, kb.cvt(b, Type::u32()), 0, c.cache, name));
+    }
+    return out;
+  }
+  std::vector<Value> words;
+  if (n == 2) {
+    words.push_back(kb.cvt(kb.load(p, Type::of(ir::Scalar::U16), {Mod::NcMod}, name), Type::u32()));
+  } else {
+    Value v = kb.load(p, Type::of(ir::Scalar::U32, n / 4), {Mod::NcMod}, name);
+    for (unsigned w = 0; w < n / 4; ++w) words.push_back(n == 4 ? v : kb.extract(v, w));
+  }
+  for (Value w : words)
+    for (unsigned i = 0; i < std::min(n, 4u); ++i) out.push_back(fp8Raw(kb, w, i, c.cache, name));
+  return out;
+}
+
 // One query head's online-softmax state in a lane: max, sum, and the lane's accumulators.
 struct State {
   Value m, l;
@@ -134,6 +161,9 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value splitLen = kb.param(Type::u32(), "split_len");
   Value maxPages = ps ? kb.param(Type::u32(), "max_pages") : Value();
   Value scale = kb.param(Type::f32(), "scale");
+  const bool fp8 = c.cache != Fp8::None;
+  Value kScale = fp8 ? kb.param(Type::f32(), "k_scale") : Value();
+  Value vScale = fp8 ? kb.param(Type::f32(), "v_scale") : Value();
   Value window = c.window ? kb.param(Type::u32(), "window") : Value();
   Value softcapArg = c.softcap ? kb.param(Type::f32(), "softcap") : Value();
   kb.reqntid(kBlock);
@@ -168,8 +198,11 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
   Value qHeads = (kvHeads * G).named("q_heads");
   Value laneOff = (lane * n).named("lane_elem");
-  // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain.
-  Value qScale = (scale * kLog2e).named("q_scale");
+  // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain (and by
+  // k_scale: fp8 K's values are k_scale times its codes'). fp8 codes are read as their values
+  // times 2^-bias (fp8Raw), so a step's summed scores, and the output, are scaled by 2^bias.
+  Value qScale = fp8 ? (scale * kLog2e * kScale).named("q_scale") : (scale * kLog2e).named("q_scale");
+  const float rawScale = fp8 ? std::ldexp(1.0f, int(fp8Bias(c.cache))) : 1.0f;
   Value cap = c.softcap ? (softcapArg * kLog2e).named("cap") : Value();
   Value capRate = c.softcap ? (2.0f * kb.rcp(softcapArg)).named("cap_rate") : Value();
   Value capOn = c.softcap ? (softcapArg != 0.0f).named("cap_on") : Value();
@@ -186,19 +219,23 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   std::vector<std::vector<Value>> qv;
   // Every slice starts at a multiple of its size from its tensor's base (rows are head_dim
   // elements), so aligned bases make every slice load aligned.
-  const unsigned sliceAlign = std::min(n * bytes, 16u);
-  Value vec = allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
+  const unsigned sliceAlign = std::min(n * bytes, 16u), cacheAlign = std::min(n * c.cacheBytes(), 16u);
+  Value vec = fp8 ? (allAligned(kb, {q}, sliceAlign) & allAligned(kb, {kc, vc}, cacheAlign)).named("vector")
+                  : allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
   // The head's slice of cache row `row`.
   auto rowPtr = [&](Value cache, Value row) {
     Value elem = ((kb.mul_wide(row, kvHeads) + kb.cvt(h, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
-    return kb.index(cache, elem.named("elem"), bytes, "slice");
+    return kb.index(cache, elem.named("elem"), c.cacheBytes(), "slice");
+  };
+  auto loadRow = [&](Value p, bool vectors, std::string_view name) {
+    return fp8 ? loadCodes(kb, p, c, vectors, name) : loadSlice(kb, p, c, vectors, name);
   };
   auto run = [&](bool vectors) {
     // On the vector path the bases are known aligned: clearing their low bits says so to
     // tile-validation and changes nothing.
     Value qb = vectors ? assumeAligned(kb, q, sliceAlign, "aligned") : q;
-    Value kb0 = vectors ? assumeAligned(kb, kc, sliceAlign, "aligned") : kc;
-    Value vb0 = vectors ? assumeAligned(kb, vc, sliceAlign, "aligned") : vc;
+    Value kb0 = vectors ? assumeAligned(kb, kc, cacheAlign, "aligned") : kc;
+    Value vb0 = vectors ? assumeAligned(kb, vc, cacheAlign, "aligned") : vc;
     std::vector<std::vector<Value>> qs;
     for (unsigned g = 0; g < G; ++g) {
       Value qh = (h * G + g).named("q_head");
@@ -227,8 +264,8 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
             Value row = rowAt(kb.select(in, tu, t));
             valid.push_back(in);
             positions.push_back(tu);
-            kv.push_back(loadSlice(kb, rowPtr(kb0, row), c, vectors, "k"));
-            vv.push_back(loadSlice(kb, rowPtr(vb0, row), c, vectors, "v"));
+            kv.push_back(loadRow(rowPtr(kb0, row), vectors, "k"));
+            vv.push_back(loadRow(rowPtr(vb0, row), vectors, "v"));
           }
           // Every score of the step first (the lanes' partial dot products of every position and
           // head, summed over the warp at once), then one online-softmax update per head for all
@@ -242,6 +279,8 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
               dots.push_back(dot);
             }
           std::vector<Value> sums = warpSumEach(kb, dots, lane);
+          if (fp8)
+            for (Value& x : sums) x = (x * rawScale).named("dot");
           // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap; a cap
           // of 0 leaves the scores alone.
           if (c.softcap)
@@ -322,6 +361,9 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
         a = kb.fma(as[w], f, a, "acc_all");
       }
       // An empty split: l = 0, output 0 and log2-sum-exp -inf (lg2 of 0).
+      // fp8 V: its values are v_scale times the codes', which were read as 2^-bias times theirs (a
+      // product of the two scales could overflow).
+      if (fp8) a = ((a * rawScale).named("acc_all") * vScale).named("acc_all");
       Value out = kb.select(l > 0.0f, a * rcpApprox(kb, l), kb.f32(0.0f), "o_split");
       Value qh = (h * G + g).named("q_head");
       Value slotRow = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(splits, Type::u64()) +
@@ -426,14 +468,17 @@ void addAttention(std::vector<Template>& out) {
               "each scaled score s into softcap * tanh(s / softcap) before the softmax"),
        option("alibi", false,
               "ALiBi position biases: the f32 [q_heads] parameter alibi_slopes (after stats) adds "
-              "-alibi_slopes[h] * (length - 1 - t) to query head h's scaled (and capped) score of position t")},
+              "-alibi_slopes[h] * (length - 1 - t) to query head h's scaled (and capped) score of position t"),
+       cacheDtypeOption("what the caches hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter "
+                        "writes them) whose values are times the f32 parameters k_scale and v_scale (after scale)")},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
       },
   });
   out.back().elements =
-      allElements({storageElements({"q", "k_cache", "v_cache"}), u32Elements({"offsets", "lengths", "block_table"})});
+      allElements({storageElements({"q"}), cacheElements({"k_cache", "v_cache"}),
+                   u32Elements({"offsets", "lengths", "block_table"})});
   // The caches' rows are as many as the sequences' largest end (or the pages'), which no parameter says.
   out.back().extents = [](const Options& o) {
     const Expr batch = Expr::param("batch"), splits = Expr::param("splits"), dim(static_cast<uint64_t>(o.integer("head_dim")));

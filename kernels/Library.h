@@ -68,6 +68,29 @@ std::vector<Options> wgmmaWhereItRuns(const Options& o);
 // combine through `scratch` (2 * 8 f32). So the fused kernel sees rmsnorm's bits. Blocks of 256.
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
                     ir::SharedArray scratch);
+// fp8 KV caches (kernels/Fp8.cpp; docs/kernels.md, "fp8 KV caches"): codes of OCP's E4M3 (bias 7,
+// no infinities, 0x7F and 0xFF NaN, largest finite 448) or E5M2 (bias 15, IEEE-like, largest
+// finite 57344), one byte each, stored as u8 and scaled by a per-tensor f32 (the cache holds
+// x / scale). Decoding is integer work on any target (no sm_89 cvt).
+enum class Fp8 : uint8_t { None, E4M3, E5M2 };
+// The `cache_dtype` option: "auto" (the caches hold the dtype), "fp8_e4m3" or "fp8_e5m2".
+OptionSpec cacheDtypeOption(std::string doc);
+Fp8 cacheDtype(const Options& o);
+// Template::elements for caches: the dtype option's storage type, or u8 with an fp8 cache_dtype.
+std::function<Template::ElementTypes(const Options&)> cacheElements(std::vector<std::string> names);
+// Byte `byte` (0: the lowest) of the u32 word w, an fp8 code, as f32 times 2^-fp8Bias(f): its
+// sign and bits placed in an f32's, exact (codes below 2^-6 (E4M3) or 2^-14 (E5M2) become f32
+// subnormals: keep math on these values free of .ftz); NaN codes read as NaN and E5M2's
+// infinities as infinities. 6 integer instructions and a select (5 for byte 3).
+Value fp8Raw(KernelBuilder& kb, Value w, unsigned byte, Fp8 f, std::string_view name = {});
+// What fp8Raw's values times 2^fp8Bias(f) are: the codes' values (2^120 for E4M3, 2^112 for E5M2).
+unsigned fp8Bias(Fp8 f);
+// x (f32) as the nearest code of f (ties to the even code), finite values beyond the largest
+// and infinities saturating to it (PTX's cvt.rn.satfinite), NaN as 0x7F: a u32 0 ... 255.
+Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name = {});
+// Four codes (u32 0 ... 255, the first the lowest byte) as one u32 word.
+Value packBytes(std::span<const Value> codes, std::string_view name = {});
+
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
 Storage storageOption(const Options& o, const std::string& name = "dtype");

@@ -694,9 +694,10 @@ std::optional<ir::Module> buildTranspose(Storage s, ir::Diagnostics& diags) {
 
 constexpr unsigned kScatterBlock = 128;
 
-// Copies bits: dtype only sets the element size. Each block covers kScatterBlock * V elements of
-// a row (V = one 16-byte vector); the scalar path covers the same span with V strided copies.
-std::optional<ir::Module> buildKvScatter(Storage s, ir::Diagnostics& diags) {
+// Copies bits (dtype only sets the element size), or with an fp8 cache writes each element's code
+// of x / k_scale (x / v_scale). Each block covers kScatterBlock * V elements of a row (V = one
+// 16-byte vector of k_new); the scalar path covers the same span with V strided elements.
+std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "kv_scatter");
   Value kNew = kb.param(kGlobalPtr, "k_new");
@@ -706,8 +707,11 @@ std::optional<ir::Module> buildKvScatter(Storage s, ir::Diagnostics& diags) {
   Value positions = kb.param(kGlobalPtr, "positions");
   Value tokens = kb.param(Type::u32(), "tokens");
   Value row = kb.param(Type::u32(), "row");
+  const bool fp8 = cache != Fp8::None;
+  Value kScale = fp8 ? kb.param(Type::f32(), "k_scale") : Value();
+  Value vScale = fp8 ? kb.param(Type::f32(), "v_scale") : Value();
   kb.reqntid(kScatterBlock);
-  unsigned bytes = bytesOf(s), V = vecElems(s);
+  const unsigned bytes = bytesOf(s), V = vecElems(s), cacheBytes = fp8 ? 1 : bytes;
   Type et = bitsType(s), vt = Type::of(Scalar::U32, 4);
 
   Value tid = kb.tid(Mod::X, "tid");
@@ -721,31 +725,55 @@ std::optional<ir::Module> buildKvScatter(Storage s, ir::Diagnostics& diags) {
         },
         {.label = "tokens", .iv = "t"});
   };
-  auto copy = [&](Value src, Value dst, Value e, Type t) {
+  // Element e of row src to element e of row dst, or with `vector` the V elements from e.
+  auto copy = [&](Value src, Value dst, Value e, bool vector) {
     Value eo = kb.cvt(e, Type::u64());
-    auto at = [&](Value base, Value off) {
-      Value p = kb.index(base, off + eo, bytes);
-      return t.isVector() ? assumeAligned16(kb, p) : p;
+    // &row[e] of a tensor of `size`-byte elements; on the vector path known `align`-byte aligned.
+    auto at = [&](Value base, Value off, unsigned size, unsigned align) {
+      Value p = kb.index(base, off + eo, size);
+      return vector ? assumeAligned(kb, p, align) : p;
     };
-    Value kv = kb.load(at(kNew, src), t, {Mod::NcMod}, "k");
-    Value vv = kb.load(at(vNew, src), t, {Mod::NcMod}, "v");
-    kb.store(at(kCache, dst), kv);
-    kb.store(at(vCache, dst), vv);
+    if (!fp8) {
+      Value kv = kb.load(at(kNew, src, bytes, 16), vector ? vt : et, {Mod::NcMod}, "k");
+      Value vv = kb.load(at(vNew, src, bytes, 16), vector ? vt : et, {Mod::NcMod}, "v");
+      kb.store(at(kCache, dst, bytes, 16), kv);
+      kb.store(at(vCache, dst, bytes, 16), vv);
+      return;
+    }
+    // Codes of x / scale (div.rn: what the host's x / scale gives), four to a u32 word.
+    const Value from[2] = {kNew, vNew}, to[2] = {kCache, vCache}, scale[2] = {kScale, vScale};
+    for (unsigned i = 0; i < 2; ++i) {
+      Value p = at(from[i], src, bytes, 16);
+      std::vector<Value> xs = vector ? loadVecF32(kb, p, s, true, i ? "v" : "k")
+                                     : std::vector<Value>{loadF32(kb, p, s, true, i ? "v" : "k")};
+      std::vector<Value> codes;
+      for (Value x : xs) codes.push_back(f32ToFp8(kb, kb.div(x, scale[i]), cache, "code"));
+      Value q = at(to[i], dst, 1, V);
+      if (!vector) {
+        kb.store(q, kb.cvt(codes[0], Type::of(Scalar::U8)));
+        continue;
+      }
+      std::vector<Value> words;
+      for (unsigned w = 0; w < V / 4; ++w) words.push_back(packBytes(std::span(codes).subspan(4 * w, 4), "codes"));
+      kb.store(q, words.size() == 1 ? words[0] : kb.pack(Type::of(Scalar::U32, unsigned(words.size())), words));
+    }
   };
 
-  Value vectorOk =
-      (allAligned(kb, {kNew, vNew, kCache, vCache}, 16) & ((row & (V - 1)) == 0u)).named("vector_ok");
+  // The vector path: 16-byte reads of k_new and v_new, and writes of V elements to the caches.
+  Value vectorOk = (allAligned(kb, {kNew, vNew}, 16) & allAligned(kb, {kCache, vCache}, V * cacheBytes) &
+                    ((row & (V - 1)) == 0u))
+                       .named("vector_ok");
   kb.if_else(
       vectorOk,
       [&] {
         Value e = (chunk + tid * V).named("e");
-        kb.if_then(e < row, [&] { overTokens([&](Value src, Value dst) { copy(src, dst, e, vt); }); }, "vec_in");
+        kb.if_then(e < row, [&] { overTokens([&](Value src, Value dst) { copy(src, dst, e, true); }); }, "vec_in");
       },
       [&] {
         overTokens([&](Value src, Value dst) {
           for (unsigned j = 0; j < V; ++j) {
             Value e = chunk + (tid + j * kScatterBlock);
-            kb.if_then(e < row, [&] { copy(src, dst, e, et); }, "scalar_in");
+            kb.if_then(e < row, [&] { copy(src, dst, e, false); }, "scalar_in");
           }
         });
       },
@@ -869,15 +897,20 @@ void addRowOps(std::vector<Template>& out) {
   out.push_back({
       "kv_scatter",
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
-      "`row` elements, copied bit for bit; blocks of 128 threads, each one 16-byte vector per thread",
-      {elementType},
-      [](const Options& o, ir::Diagnostics& d) { return buildKvScatter(storageOption(o), d); },
+      "`row` elements, copied bit for bit, or with an fp8 cache_dtype the codes of k_new / k_scale and v_new / "
+      "v_scale (the f32 parameters after row); blocks of 128 threads, each one 16-byte vector of k_new per thread",
+      {dtypeOption("dtype", "element type of k_new and v_new, and of the caches with cache_dtype auto (copied bit "
+                   "for bit)"),
+       cacheDtypeOption("what the caches hold: auto (dtype's bits), or fp8_e4m3 / fp8_e5m2 codes (u8, one a "
+                        "value: nearest, ties to even, saturating to the largest finite value; NaN is 0x7F)")},
+      [](const Options& o, ir::Diagnostics& d) { return buildKvScatter(storageOption(o), cacheDtype(o), d); },
       [](const Options& o) {
         uint64_t span = kScatterBlock * vecElems(storageOption(o));
         return LaunchRule{{kScatterBlock}, {ceilDiv(Expr::param("row"), span), min(Expr::param("tokens"), kMaxGridY)}, 0};
       },
   });
-  out.back().elements = allElements({storageElements({"k_new", "v_new", "k_cache", "v_cache"}), u32Elements({"positions"})});
+  out.back().elements = allElements({storageElements({"k_new", "v_new"}), cacheElements({"k_cache", "v_cache"}),
+                                     u32Elements({"positions"})});
   // The caches' rows are as many as the largest position, which no parameter says.
   out.back().extents = allExtents({sameExtent({"k_new", "v_new"}, Expr::param("tokens") * Expr::param("row")),
                                    sameExtent({"positions"}, Expr::param("tokens"))});

@@ -1,17 +1,21 @@
 // attention_decode + attention_decode_merge (kernels/Attention.cpp) against a double-precision
 // reference on the inputs rounded to the storage type: sequences of lengths 0, 1, 2, 31 and 257
 // in one batch with gaps between their cache rows, or in shuffled pages of a paged cache,
-// grouped-query ratios 1, 4 and 8, head dims 64, 128 and 256, many splits and one, and NaN in K
-// and in V.
+// grouped-query ratios 1, 4 and 8, head dims 64, 128 and 256, many splits and one, NaN in K and in
+// V, and fp8 caches (every code read back exactly).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <numeric>
 
+#include "ir/Float8.h"
 #include "library_harness.h"
 
 using namespace tn::libtest;
+using tn::ir::Fp8Format;
+using tn::ir::fp8Code;
+using tn::ir::fp8Value;
 
 namespace {
 
@@ -24,6 +28,8 @@ struct Variant {
   bool window = false;    // the window parameter (Problem::window)
   bool softcap = false;   // the softcap parameter (Problem::softcap)
   bool alibi = false;     // the alibi_slopes parameter (alibiSlopes, Problem::alibi)
+  bool fp8 = false;       // fp8 caches of `format` codes, k_scale and v_scale
+  Fp8Format format = Fp8Format::E4M3;
 };
 
 constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
@@ -38,6 +44,27 @@ constexpr Variant kDecodeWindowBf16{"decode_bf16_d128_g4_window", "merge_bf16_d1
 constexpr Variant kDecodeWindowPaged{"decode_f32_d64_g1_p1_window", "merge_f32_d64", Dtype::F32, 64, 1, 1, true};
 constexpr Variant kDecodeSoftcap{"decode_bf16_d128_g4_softcap", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true};
 constexpr Variant kDecodeAlibi{"decode_bf16_d128_g4_softcap_alibi", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true, true};
+constexpr Variant kE4m3Bf16{"decode_bf16_d128_g4_e4m3", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, false, false, true, Fp8Format::E4M3};
+constexpr Variant kE5m2F16{"decode_f16_d256_g3_e5m2", "merge_f16_d256", Dtype::F16, 256, 3, 0, false, false, false, true, Fp8Format::E5M2};
+constexpr Variant kE4m3F32{"decode_f32_d64_g1_e4m3", "merge_f32_d64", Dtype::F32, 64, 1, 0, false, false, false, true, Fp8Format::E4M3};
+constexpr Variant kE5m2P16{"decode_f32_d64_g1_p16_e5m2", "merge_f32_d64", Dtype::F32, 64, 1, 16, false, false, false, true, Fp8Format::E5M2};
+
+// fp8 caches: random finite codes (no NaN, no infinity), the scale that maps the largest finite
+// value to 1, and codes as a buffer.
+std::vector<uint8_t> randomCodes(std::mt19937& rng, Fp8Format f, size_t n) {
+  std::vector<uint8_t> out(n);
+  for (uint8_t& c : out) {
+    do c = uint8_t(rng() & 0xFF);
+    while (!std::isfinite(fp8Value(f, c)));
+  }
+  return out;
+}
+float fp8Unit(Fp8Format f) { return float(1.0 / fp8Value(f, f == Fp8Format::E4M3 ? 0x7E : 0x7B)); }
+std::vector<std::byte> asBytes(const std::vector<uint8_t>& codes) {
+  std::vector<std::byte> out(codes.size());
+  std::memcpy(out.data(), codes.data(), codes.size());
+  return out;
+}
 
 // ALiBi's slopes for `heads` query heads (2^(-8 (h + 1) / heads), the paper's for a power of two),
 // times `factor` (0: no bias).
@@ -114,16 +141,34 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   const uint32_t splits = std::max<uint32_t>(1, (span + p.splitLen - 1) / p.splitLen);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
-  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(rows) * KH * D)));
-  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(rows) * KH * D)));
+  const size_t cacheElements = std::max<size_t>(1, size_t(rows) * KH * D);
+  std::vector<float> k, val;
+  // fp8: the caches' codes, and k and val their values times k_scale and v_scale (at most 1).
+  std::vector<uint8_t> kCodes, vCodes;
+  const float kScale = v.fp8 ? fp8Unit(v.format) : 1.0f, vScale = kScale / 2;
+  if (v.fp8) {
+    kCodes = randomCodes(rng, v.format, cacheElements);
+    vCodes = randomCodes(rng, v.format, cacheElements);
+    for (uint8_t c : kCodes) k.push_back(float(fp8Value(v.format, c)) * kScale);
+    for (uint8_t c : vCodes) val.push_back(float(fp8Value(v.format, c)) * vScale);
+  } else {
+    k = roundTo(v.d, uniform(rng, cacheElements));
+    val = roundTo(v.d, uniform(rng, cacheElements));
+  }
   const size_t nanAt = rowOf(0, p.at) * KH * D + 3;
-  if (p.nan == Problem::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
-  if (p.nan == Problem::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Problem::Nan::K) {
+    k[nanAt] = std::numeric_limits<float>::quiet_NaN();
+    if (v.fp8) kCodes[nanAt] = 0xFF;
+  }
+  if (p.nan == Problem::Nan::V) {
+    val[nanAt] = std::numeric_limits<float>::quiet_NaN();
+    if (v.fp8) vCodes[nanAt] = 0x7F;
+  }
   std::vector<float> partial(size_t(B) * QH * splits * D, -7.0f), stats(size_t(B) * QH * splits, -7.0f);
   Call call = Call("attention", v.decode)
                   .buffer("q", encode(v.d, q))
-                  .buffer("k_cache", encode(v.d, k), p.misalign)
-                  .buffer("v_cache", encode(v.d, val), p.misalign)
+                  .buffer("k_cache", v.fp8 ? asBytes(kCodes) : encode(v.d, k), p.misalign)
+                  .buffer("v_cache", v.fp8 ? asBytes(vCodes) : encode(v.d, val), p.misalign)
                   .buffer("lengths", p.lengths)
                   .buffer("partial", partial)
                   .buffer("stats", stats)
@@ -136,6 +181,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   else call.buffer("offsets", offsets);
   if (v.window) call.scalar("window", p.window);
   if (v.softcap) call.scalar("softcap", p.softcap);
+  if (v.fp8) call.scalar("k_scale", kScale).scalar("v_scale", vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs first = r.run(call);
@@ -179,7 +225,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                      " split_len " + std::to_string(p.splitLen) + (P ? " page_size " + std::to_string(P) : "") +
                      (v.window ? " window " + std::to_string(p.window) : "") +
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
-                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "");
+                     (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
+                     (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
   // to 1, so the output is off by at most ~1e-5 * max|v| = 1e-5, plus its rounding to storage.
@@ -221,6 +268,66 @@ LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements",
   std::mt19937 rng(seed());
   checkDecode(r, rng, kF32, {{40, 5}, 1, 16, Problem::Nan::K, 17});
   checkDecode(r, rng, kBf16G4, {{40, 5}, 2, 16, Problem::Nan::V, 17});
+}
+
+// fp8 caches: random codes of every finite value (subnormal codes among them), K's scale folded
+// into q and V's into the output; a lane's codes in one load (2, 4 or 8 bytes) or, one byte off
+// alignment on the GPU, byte by byte; NaN codes as NaN.
+LIBRARY_TEST("attention_decode: fp8 caches", attentionDecodeFp8) {
+  std::mt19937 rng(seed());
+  const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0};
+  for (const Variant* v : {&kE4m3Bf16, &kE5m2F16, &kE4m3F32, &kE5m2P16}) {
+    checkDecode(r, rng, *v, {mixed, 2, 64});
+    checkDecode(r, rng, *v, {mixed, 1, 1000, Problem::Nan::None, 0, 1});
+  }
+  checkDecode(r, rng, kE4m3Bf16, {{40, 5}, 1, 16, Problem::Nan::K, 17});
+  checkDecode(r, rng, kE5m2F16, {{40, 5}, 2, 16, Problem::Nan::V, 17});
+}
+
+// Every code read back exactly: sequences of one position, whose output is its V row (weight 1,
+// sum 1), with V's codes all 256 of them and v_scale 1, in f32; NaN codes give NaN, E5M2's
+// infinities infinities.
+LIBRARY_TEST("attention_decode: fp8 caches read every code exactly", attentionDecodeFp8Codes) {
+  for (const Variant* v : {&kE4m3F32, &kE5m2P16}) {
+    const uint32_t D = v->dim, B = 256 / D, P = v->pageSize;
+    // Sequence b's one row: row b (contiguous), or row 0 of page b.
+    std::vector<uint32_t> rowsOf(B), lengths(B, 1);
+    for (uint32_t b = 0; b < B; ++b) rowsOf[b] = b;
+    std::vector<uint8_t> vCodes(size_t(B) * D * (P ? P : 1), 0), kCodes(vCodes.size(), 0);
+    for (uint32_t c = 0; c < 256; ++c) vCodes[size_t(c / D) * (P ? P : 1) * D + c % D] = uint8_t(c);
+    Call call = Call("attention", v->decode)
+                    .buffer("q", std::vector<float>(size_t(B) * D, 0.5f))
+                    .buffer("k_cache", asBytes(kCodes))
+                    .buffer("v_cache", asBytes(vCodes))
+                    .buffer("lengths", lengths)
+                    .buffer("partial", std::vector<float>(size_t(B) * D, -7.0f))
+                    .buffer("stats", std::vector<float>(B, -7.0f))
+                    .scalar("batch", B)
+                    .scalar("kv_heads", 1u)
+                    .scalar("splits", 1u)
+                    .scalar("split_len", 64u)
+                    .scalar("scale", 1.0f)
+                    .scalar("k_scale", 1.0f)
+                    .scalar("v_scale", 1.0f);
+    if (P) call.buffer("block_table", rowsOf).scalar("max_pages", 1u);
+    else call.buffer("offsets", rowsOf);
+    Outputs first = r.run(call);
+    Outputs second = r.run(Call("attention", v->merge)
+                               .buffer("partial", first.get<float>("partial"))
+                               .buffer("stats", first.get<float>("stats"))
+                               .buffer("o", std::vector<float>(size_t(B) * D, -7.0f))
+                               .scalar("batch", B)
+                               .scalar("q_heads", 1u)
+                               .scalar("splits", 1u));
+    const std::vector<float> o = second.get<float>("o");
+    for (uint32_t c = 0; c < 256; ++c) {
+      const double want = fp8Value(v->format, uint8_t(c));
+      const bool same = std::isnan(want)   ? std::isnan(o[c])
+                        : std::isinf(want) ? std::isnan(o[c]) || double(o[c]) == want
+                                           : double(o[c]) == want;
+      CHECK_MESSAGE(same, std::string(v->decode) << ": code " << c << " read as " << o[c] << ", not " << want);
+    }
+  }
 }
 
 // ---- attention_prefill ------------------------------------------------------------------------

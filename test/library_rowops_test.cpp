@@ -1,7 +1,7 @@
 // argmax (and its split pair argmax_partial + argmax_merge), sample_cutoff, logit_penalties,
 // transpose and kv_scatter (test/library/rowops.toml) against C++ references. argmax, the
-// penalties and the two copies are exact: every comparison here is bit for bit, no tolerance;
-// sampling is checked by its distribution.
+// penalties and the two copies are exact: every comparison here is bit for bit, no tolerance
+// (kv_scatter's fp8 codes against ir/Float8.h's); sampling is checked by its distribution.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,9 +11,13 @@
 #include <map>
 #include <numeric>
 
+#include "ir/Float8.h"
 #include "library_harness.h"
 
 using namespace tn::libtest;
+using tn::ir::Fp8Format;
+using tn::ir::fp8Code;
+using tn::ir::fp8Value;
 
 namespace {
 
@@ -919,4 +923,94 @@ LIBRARY_GPU_TEST("kv_scatter beyond 65535 tokens", kvScatterMany) {
   std::iota(positions.begin(), positions.end(), 0u);
   std::shuffle(positions.begin(), positions.end(), rng);
   for (Dtype d : kDtypes) checkScatter(r, d, 24, positions, 70003, rng);
+}
+
+// ---- kv_scatter into fp8 caches ----------------------------------------------------------------
+
+namespace {
+
+// Values for the codes: every magnitude from below the smallest subnormal to beyond the largest
+// finite value (times `scale`), the ties between neighbouring codes, and -0, infinities, NaN.
+std::vector<float> fp8Inputs(std::mt19937& rng, Fp8Format f, Dtype d, size_t n, float scale) {
+  const double largest = fp8Value(f, f == Fp8Format::E4M3 ? 0x7E : 0x7B);
+  std::uniform_real_distribution<double> exponent(std::log2(largest) - 30, std::log2(largest) + 2), unit(0, 1);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    double x;
+    switch (i % 8) {
+      case 0: {  // halfway between two neighbouring positive codes
+        const uint8_t c = uint8_t(rng() % (f == Fp8Format::E4M3 ? 0x7E : 0x7B));
+        x = (fp8Value(f, c) + fp8Value(f, uint8_t(c + 1))) / 2;
+        break;
+      }
+      case 1: x = fp8Value(f, uint8_t(rng() % 0x7B)); break;  // a code's value exactly
+      case 2: {
+        const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                                 float(largest) * 1.03f, float(largest) * 1.1f};
+        v[i] = special[rng() % std::size(special)];
+        continue;
+      }
+      default: x = std::exp2(exponent(rng)) * (unit(rng) < 0.5 ? -1 : 1);
+    }
+    v[i] = float(x * (rng() & 1 ? -1 : 1)) * scale;
+  }
+  return roundTo(d, v);
+}
+
+void checkScatterFp8(Runner& r, const char* kernel, Dtype d, Fp8Format f, uint32_t row,
+                     const std::vector<uint32_t>& positions, uint32_t cacheRows, std::mt19937& rng,
+                     uint32_t misalign = 0) {
+  const uint32_t tokens = static_cast<uint32_t>(positions.size());
+  const float kScale = 0.75f, vScale = 3.0f;  // x / 3 is rarely exact: the division's rounding counts
+  const std::vector<float> k = fp8Inputs(rng, f, d, size_t(tokens) * row, kScale);
+  const std::vector<float> v = fp8Inputs(rng, f, d, size_t(tokens) * row, vScale);
+  std::vector<std::byte> kCache = randomBytes(rng, size_t(cacheRows) * row), vCache = randomBytes(rng, size_t(cacheRows) * row);
+  Outputs out = r.run(Call("rowops", kernel)
+                          .buffer("k_new", encode(d, k), misalign)
+                          .buffer("v_new", encode(d, v))
+                          .buffer("k_cache", kCache)
+                          .buffer("v_cache", vCache, misalign)
+                          .buffer("positions", positions)
+                          .scalar("tokens", tokens)
+                          .scalar("row", row)
+                          .scalar("k_scale", kScale)
+                          .scalar("v_scale", vScale));
+  // Written rows hold the codes of x / scale (an f32 division, as the kernel's div.rn), the others
+  // keep their bytes.
+  for (uint32_t t = 0; t < tokens; ++t)
+    for (uint32_t e = 0; e < row; ++e) {
+      kCache[size_t(positions[t]) * row + e] = std::byte{fp8Code(f, k[size_t(t) * row + e] / kScale)};
+      vCache[size_t(positions[t]) * row + e] = std::byte{fp8Code(f, v[size_t(t) * row + e] / vScale)};
+    }
+  const std::string what = std::string(kernel) + " row=" + std::to_string(row) + " tokens=" + std::to_string(tokens) +
+                           " misalign=" + std::to_string(misalign) + " (seed " + std::to_string(seed()) + ")";
+  const std::vector<std::byte> gotK = out.get<std::byte>("k_cache"), gotV = out.get<std::byte>("v_cache");
+  for (size_t i = 0; i < kCache.size(); ++i)
+    if (gotK[i] != kCache[i] || gotV[i] != vCache[i]) {
+      const size_t t = i / row, e = i % row;
+      FAIL_CHECK(what << ": cache row " << t << " element " << e << ": k code " << int(gotK[i]) << " (want "
+                      << int(kCache[i]) << "), v code " << int(gotV[i]) << " (want " << int(vCache[i]) << ")");
+      break;
+    }
+}
+
+}  // namespace
+
+LIBRARY_TEST("kv_scatter into fp8 caches: nearest codes, ties to even, saturation, specials", kvScatterFp8) {
+  std::mt19937 rng(seed());
+  struct Kernel {
+    const char* name;
+    Dtype d;
+    Fp8Format f;
+  };
+  for (const Kernel& k : {Kernel{"kv_scatter_bf16_fp8_e4m3", Dtype::BF16, Fp8Format::E4M3},
+                          Kernel{"kv_scatter_f16_fp8_e4m3", Dtype::F16, Fp8Format::E4M3},
+                          Kernel{"kv_scatter_f32_fp8_e5m2", Dtype::F32, Fp8Format::E5M2}})
+    for (uint32_t row : {3u, 8u, 128u, 1027u, 2048u}) {
+      std::vector<uint32_t> positions = {6, 0, 9, 2, 4};
+      checkScatterFp8(r, k.name, k.d, k.f, row, positions, 11, rng);
+      checkScatterFp8(r, k.name, k.d, k.f, row, positions, 11, rng, 4);  // the scalar path on the GPU
+      checkScatterFp8(r, k.name, k.d, k.f, row, {}, 11, rng);
+    }
 }

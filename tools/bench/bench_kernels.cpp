@@ -29,6 +29,7 @@
 
 #include "backends/bundle/Bundle.h"
 #include "ir/Float16.h"
+#include "ir/Float8.h"
 #include "truenort/Bundle.h"
 
 using namespace truenort;
@@ -73,10 +74,10 @@ double median(std::vector<double> v) {
 
 // ---- cases --------------------------------------------------------------------------------
 
-// Random in [-1, 1) as f32, bf16 or f16, random s8, zeros (outputs), u32 row indices
-// (kv_scatter positions), or u32 i * range (Strided: attention's cache offsets) or range
-// (Constant: its lengths).
-enum class Fill { F32, BF16, F16, S8, Zero, Positions, Strided, Constant };
+// Random in [-1, 1) as f32, bf16 or f16, random s8, random finite E4M3 codes (fp8 caches), zeros
+// (outputs), u32 row indices (kv_scatter positions), or u32 i * range (Strided: attention's cache
+// offsets) or range (Constant: its lengths).
+enum class Fill { F32, BF16, F16, S8, E4M3, Zero, Positions, Strided, Constant };
 
 struct Buffer {
   size_t bytes;
@@ -142,6 +143,7 @@ struct Case {
     bool causal;
     uint32_t window = 0;  // sliding window: the last `window` keys up to a row's own (0: all)
     bool bias = false;    // prefill: a seq_q x seq_k bf16 bias shared by every sequence and head, buffer 4
+    float fp8Scale = 0;   // decode: K and V are E4M3 codes times this (k_scale = v_scale), not bf16
   };
   std::optional<Attention> attention = std::nullopt;
   double attentionFlops = 0;
@@ -589,9 +591,10 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // read through a block table of 16-row pages in order (context a multiple of 16), to show what
 // paging costs.
 // window (op attention_decode_windowW): a sliding window of W positions, whose splits (about 528
-// blocks again) cover the window only; bytes: the window's K and V.
+// blocks again) cover the window only; bytes: the window's K and V. fp8 (op attention_decode_fp8):
+// K and V E4M3 codes (1 byte an element) scaled by k_scale = v_scale = 1/448.
 Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false,
-                         uint32_t window = 0) {
+                         uint32_t window = 0, bool fp8 = false) {
   const uint32_t kvHeads = qHeads / 4, dim = 128, pageSize = 16, pages = context / pageSize;
   const uint32_t span = window ? std::min(window, context) : context;
   const uint32_t splits = len ? (span + len - 1) / len
@@ -600,13 +603,16 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   Case c{len ? "attention_decode_len" + std::to_string(len)
          : paged ? "attention_decode_paged"
          : window ? "attention_decode_window" + std::to_string(window)
+         : fp8    ? "attention_decode_fp8"
                   : "attention_decode",
          std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
          "bf16", {}, {}, 0, 0, 0};
-  const size_t q = size_t(batch) * qHeads * dim * 2, cache = size_t(batch) * context * kvHeads * dim * 2;
+  const size_t q = size_t(batch) * qHeads * dim * 2, cache = size_t(batch) * context * kvHeads * dim * (fp8 ? 1 : 2);
   const size_t partial = size_t(batch) * qHeads * splits * dim * 4, stats = size_t(batch) * qHeads * splits * 4;
-  c.buffers = {{q, Fill::BF16},           {cache, Fill::BF16},         {cache, Fill::BF16},
+  const Fill cacheFill = fp8 ? Fill::E4M3 : Fill::BF16;
+  const float fp8Scale = fp8 ? 1.0f / 448 : 0.0f;
+  c.buffers = {{q, Fill::BF16},           {cache, cacheFill},          {cache, cacheFill},
                {batch * 4u, Fill::Strided, context}, {batch * 4u, Fill::Constant, context},
                {partial, Fill::Zero},     {stats, Fill::Zero},         {q, Fill::Zero}};
   std::vector<ArgSpec> args = {buf("q", 0), buf("k_cache", 1), buf("v_cache", 2), buf(paged ? "block_table" : "offsets", 3),
@@ -617,13 +623,18 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
     args.push_back(val("max_pages", pages));
   }
   args.push_back(val("scale", 1.0f / std::sqrt(float(dim))));
+  if (fp8) args.push_back(val("k_scale", fp8Scale)), args.push_back(val("v_scale", fp8Scale));
   if (window) args.push_back(val("window", window));
-  c.launches = {{paged ? "attention_decode_bf16_d128_g4_p16" : window ? "attention_decode_bf16_d128_g4_window" : "attention_decode_bf16_d128_g4", args},
+  const char* kernel = paged    ? "attention_decode_bf16_d128_g4_p16"
+                       : window ? "attention_decode_bf16_d128_g4_window"
+                       : fp8    ? "attention_decode_bf16_d128_g4_e4m3"
+                                : "attention_decode_bf16_d128_g4";
+  c.launches = {{kernel, args},
                 {"attention_decode_merge_bf16_d128",
                  {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
                   val("splits", splits)}}};
   c.bytes = 2.0 * double(cache) * span / context;
-  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false, window};
+  c.attention = Case::Attention{true, batch, 1, context, qHeads, kvHeads, dim, false, window, false, fp8Scale};
   return c;
 }
 
@@ -797,6 +808,9 @@ std::vector<Case> cases(Sizes sizes) {
     // A sliding window of 4096 positions (Mistral's) in a context of 32768: what the window's K and
     // V cost, against the copy of those bytes.
     for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 70 : full ? 32768 : 4096, tiny ? 8 : 32, 0, false, tiny ? 40 : full ? 4096 : 1024));
+    // fp8 (E4M3) caches, beside the bf16 rows of the same shapes: half the bytes to stream.
+    for (uint32_t b : batches)
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32, 0, false, 0, true));
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
@@ -1060,6 +1074,8 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
       std::memcpy(&host[i], &v[0], 4);
     } else if (f == Fill::S8) {
       for (size_t j = 0; j < 4; ++j) host[i + j] = static_cast<unsigned char>(byte(rng));
+    } else if (f == Fill::E4M3) {  // 0x7F and 0xFF are NaN
+      for (size_t j = 0; j < 4; ++j) host[i + j] = static_cast<unsigned char>(byte(rng) % 127 | (byte(rng) & 0x80));
     } else {  // two bf16 (the high halves) or f16
       uint32_t b0, b1;
       std::memcpy(&b0, &v[0], 4);
@@ -1122,8 +1138,22 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     const int64_t from = a.window && last + 1 > a.window ? last + 1 - a.window : 0;  // the window's first key
     const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
     const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
-    const std::vector<uint16_t> k = bf16s(*mem[1], first, keys * a.kvHeads * D), v = bf16s(*mem[2], first, keys * a.kvHeads * D);
-    auto at = [&](const std::vector<uint16_t>& t, size_t j, uint32_t d) { return double(tn::ir::bf16ToF32(t[(j * a.kvHeads + kv) * D + d])); };
+    // K and V as doubles: bf16, or E4M3 codes times their scale.
+    auto cache = [&](const DeviceMemory& m) {
+      const size_t count = keys * a.kvHeads * D;
+      std::vector<double> out(count);
+      if (a.fp8Scale == 0) {
+        const std::vector<uint16_t> raw = bf16s(m, first, count);
+        for (size_t e = 0; e < count; ++e) out[e] = tn::ir::bf16ToF32(raw[e]);
+        return out;
+      }
+      std::vector<uint8_t> raw(count);
+      must(m.download(raw.data(), count, first), "download");
+      for (size_t e = 0; e < count; ++e) out[e] = tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, raw[e]) * a.fp8Scale;
+      return out;
+    };
+    const std::vector<double> k = cache(*mem[1]), v = cache(*mem[2]);
+    auto at = [&](const std::vector<double>& t, size_t j, uint32_t d) { return t[(j * a.kvHeads + kv) * D + d]; };
     const std::vector<uint16_t> bias = a.bias ? bf16s(*mem[4], size_t(i) * a.seqK, keys) : std::vector<uint16_t>();
     std::vector<double> p(keys);
     double mx = -INFINITY, sum = 0;

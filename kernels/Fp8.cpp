@@ -1,0 +1,91 @@
+// fp8 codes for KV caches (docs/kernels.md, "fp8 KV caches"): decoding to f32 and encoding from
+// f32 with integer instructions only, so that every target (sm_75 on) runs them the same way.
+//
+// Decoding places a code's sign and its 7 other bits in an f32 whose exponent field keeps the
+// code's exponent unbiased by the difference of the biases (f32's 127 less the code's 7 or 15):
+// the f32 is the code's value times 2^-120 (E4M3) or 2^-112 (E5M2), exactly, subnormal codes
+// included (as f32 subnormals). Callers fold the 2^bias back into a scale factor after their
+// products are summed. Encoding rounds the f32's bits to the code's mantissa (ties to even) and
+// rebiases; below the code's smallest normal it rounds |x| times 2^(bias - 1 + mantissa bits) to
+// an integer (cvt.rni), which is the subnormal code itself.
+#include "kernels/Library.h"
+
+namespace tn::kernels::lib {
+
+namespace {
+
+struct Fp8Format {
+  unsigned mantissa;   // mantissa bits: 3 (E4M3), 2 (E5M2)
+  unsigned bias;       // 127 - the code's exponent bias
+  uint32_t maxFinite;  // the largest finite value's f32 bits
+  uint32_t minNormal;  // the smallest normal value's f32 bits
+  float subnormalUnit; // 1 / the smallest subnormal value
+  uint32_t special;    // codes whose 7 low bits, shifted to the top of a u32 (t << 1), are at least this are NaN or inf
+};
+
+Fp8Format formatOf(Fp8 f) {
+  if (f == Fp8::E4M3) return {3, 120, 0x43E00000u, 0x3C800000u, 512.0f, 0xFE000000u};  // 448, 2^-6, 2^9
+  return {2, 112, 0x47600000u, 0x38800000u, 65536.0f, 0xF8000000u};                    // 57344, 2^-14, 2^16
+}
+
+}  // namespace
+
+OptionSpec cacheDtypeOption(std::string doc) {
+  return choiceOption("cache_dtype", "auto", {"auto", "fp8_e4m3", "fp8_e5m2"}, std::move(doc));
+}
+
+Fp8 cacheDtype(const Options& o) {
+  if (!o.all().count("cache_dtype")) return Fp8::None;
+  const std::string& v = o.text("cache_dtype");
+  return v == "fp8_e4m3" ? Fp8::E4M3 : v == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+}
+
+std::function<Template::ElementTypes(const Options&)> cacheElements(std::vector<std::string> names) {
+  return [names = std::move(names)](const Options& o) {
+    const ir::Scalar e = cacheDtype(o) == Fp8::None ? scalarOf(storageOption(o)) : ir::Scalar::U8;
+    Template::ElementTypes out;
+    for (const std::string& n : names) out.push_back({n, e});
+    return out;
+  };
+}
+
+unsigned fp8Bias(Fp8 f) { return formatOf(f).bias; }
+
+Value fp8Raw(KernelBuilder& kb, Value w, unsigned byte, Fp8 f, std::string_view name) {
+  const Fp8Format F = formatOf(f);
+  // The code on top of a word; an arithmetic shift by the f32 exponent's extra bits then copies
+  // the sign over them, and the mask keeps the sign and the code's 7 bits below them.
+  Value top = byte == 3 ? w : (w << (24 - 8 * byte)).named("fp8_top");
+  const unsigned extra = 8 - (7 - F.mantissa);  // 4 (E4M3), 3 (E5M2)
+  Value shifted = kb.bitcast(kb.bitcast(top, ir::Type::of(ir::Scalar::S32)) >> extra, ir::Type::u32());
+  Value bits = (shifted & ((0x80000000u | (0x7Fu << (24 - extra))))).named("fp8_bits");
+  // NaN codes (and E5M2's infinities) get f32's all-ones exponent over their own mantissa.
+  Value special = ((top << 1u) >= F.special).named("fp8_special");
+  return kb.bitcast(kb.select(special, bits | 0x7F800000u, bits), ir::Type::f32(), name);
+}
+
+Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name) {
+  const Fp8Format F = formatOf(f);
+  Value b = kb.bitcast(x, ir::Type::u32(), "x_bits");
+  Value sign = ((b >> 24u) & 0x80u).named("fp8_sign");
+  Value a = (b & 0x7FFFFFFFu).named("abs_bits");
+  Value nan = (a > 0x7F800000u).named("is_nan");
+  Value c = kb.min(a, kb.u32(F.maxFinite), "clamped");  // infinities and beyond: the largest finite
+  // Subnormal codes: |x| in units of the smallest subnormal, to the nearest integer (ties to even).
+  Value sub = kb.cvt(kb.bitcast(c, ir::Type::f32()) * F.subnormalUnit, ir::Type::u32(), {ir::Mod::Rni}, "fp8_sub");
+  // Normal codes: round the 23-bit mantissa to F.mantissa bits (ties to even), then rebias.
+  const unsigned drop = 23 - F.mantissa;
+  Value lsb = ((c >> drop) & 1u).named("lsb");
+  Value rounded = ((c + ((1u << (drop - 1)) - 1u)) + lsb).named("rounded");
+  Value normal = ((rounded >> drop) - (F.bias << F.mantissa)).named("fp8_normal");
+  Value code = kb.select(c < F.minNormal, sub, normal, "fp8_mag");
+  return kb.select(nan, kb.u32(0x7F), code | sign, name);
+}
+
+Value packBytes(std::span<const Value> codes, std::string_view name) {
+  Value w = codes[0];
+  for (unsigned i = 1; i < 4; ++i) w = w | (codes[i] << (8 * i));
+  return w.named(name);
+}
+
+}  // namespace tn::kernels::lib
