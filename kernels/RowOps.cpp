@@ -721,7 +721,9 @@ std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& 
         kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
         [&](Value t) {
           Value pos = kb.load(kb.index(positions, t, 4), Type::u32(), {Mod::NcMod}, "pos");
-          copyRow(kb.mul_wide(t, row).named("src"), kb.mul_wide(pos, row).named("dst"));
+          // A position with the top bit set (-1 as an s32: a padding token's slot) is skipped.
+          kb.if_then((pos < 0x80000000u).named("has_slot"),
+                     [&] { copyRow(kb.mul_wide(t, row).named("src"), kb.mul_wide(pos, row).named("dst")); }, "slot");
         },
         {.label = "tokens", .iv = "t"});
   };
@@ -898,7 +900,8 @@ void addRowOps(std::vector<Template>& out) {
       "kv_scatter",
       "for t < tokens: row positions[t] (u32) of k_cache and v_cache = row t of k_new and v_new; rows have "
       "`row` elements, copied bit for bit, or with an fp8 cache_dtype the codes of k_new / k_scale and v_new / "
-      "v_scale (the f32 parameters after row); blocks of 128 threads, each one 16-byte vector of k_new per thread",
+      "v_scale (the f32 parameters after row); a position of 2^31 or more (-1 as an int32: vLLM's padding "
+      "slot) is skipped; blocks of 128 threads, each one 16-byte vector of k_new per thread",
       {dtypeOption("dtype", "element type of k_new and v_new, and of the caches with cache_dtype auto (copied bit "
                    "for bit)"),
        cacheDtypeOption("what the caches hold: auto (dtype's bits), or fp8_e4m3 / fp8_e5m2 codes (u8, one a "

@@ -886,8 +886,10 @@ void checkScatter(Runner& r, Dtype d, uint32_t row, const std::vector<uint32_t>&
                           .buffer("positions", positions)
                           .scalar("tokens", tokens)
                           .scalar("row", row));
-  // The expected caches: untouched rows keep their bits, written rows take the new ones.
+  // The expected caches: untouched rows keep their bits, written rows take the new ones; positions
+  // from 2^31 on (padding tokens' -1) write nothing.
   for (uint32_t t = 0; t < tokens; ++t) {
+    if (positions[t] >= 0x80000000u) continue;
     std::copy_n(kNew.begin() + t * rowBytes, rowBytes, kCache.begin() + positions[t] * rowBytes);
     std::copy_n(vNew.begin() + t * rowBytes, rowBytes, vCache.begin() + positions[t] * rowBytes);
   }
@@ -912,6 +914,8 @@ LIBRARY_TEST("kv_scatter rows and positions", kvScatter) {
       checkScatter(r, d, row, positions, cacheRows, rng);
       checkScatter(r, d, row, positions, cacheRows, rng, 4);
       checkScatter(r, d, row, {}, cacheRows, rng);  // tokens = 0 launches nothing
+      // Padding tokens (slot -1, and any position from 2^31 on) are skipped.
+      checkScatter(r, d, row, {positions[0], 0xFFFFFFFFu, positions[1], 0x80000000u}, cacheRows, rng);
     }
   }
 }
@@ -979,7 +983,7 @@ void checkScatterFp8(Runner& r, const char* kernel, Dtype d, Fp8Format f, uint32
   // Written rows hold the codes of x / scale (an f32 division, as the kernel's div.rn), the others
   // keep their bytes.
   for (uint32_t t = 0; t < tokens; ++t)
-    for (uint32_t e = 0; e < row; ++e) {
+    for (uint32_t e = 0; e < row && positions[t] < 0x80000000u; ++e) {
       kCache[size_t(positions[t]) * row + e] = std::byte{fp8Code(f, k[size_t(t) * row + e] / kScale)};
       vCache[size_t(positions[t]) * row + e] = std::byte{fp8Code(f, v[size_t(t) * row + e] / vScale)};
     }
@@ -1008,7 +1012,7 @@ LIBRARY_TEST("kv_scatter into fp8 caches: nearest codes, ties to even, saturatio
                           Kernel{"kv_scatter_f16_fp8_e4m3", Dtype::F16, Fp8Format::E4M3},
                           Kernel{"kv_scatter_f32_fp8_e5m2", Dtype::F32, Fp8Format::E5M2}})
     for (uint32_t row : {3u, 8u, 128u, 1027u, 2048u}) {
-      std::vector<uint32_t> positions = {6, 0, 9, 2, 4};
+      std::vector<uint32_t> positions = {6, 0, 9, 0xFFFFFFFFu, 2, 4};  // -1: a padding token, skipped
       checkScatterFp8(r, k.name, k.d, k.f, row, positions, 11, rng);
       checkScatterFp8(r, k.name, k.d, k.f, row, positions, 11, rng, 4);  // the scalar path on the GPU
       checkScatterFp8(r, k.name, k.d, k.f, row, {}, 11, rng);
