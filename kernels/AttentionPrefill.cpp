@@ -48,7 +48,7 @@ Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
           o.text("mainloop") != "mma", o.flag("window"), o.flag("window_right"), o.flag("softcap"), o.flag("alibi"),
-          o.flag("bias")};
+          o.flag("bias"), cacheDtype(o)};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -81,6 +81,11 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.qHeads = kb.param(ir::Type::u32(), "q_heads");
   p.kvHeads = kb.param(ir::Type::u32(), "kv_heads");
   p.scale = kb.param(ir::Type::f32(), "scale");
+  if (c.cache != Fp8::None) {
+    Value kScale = kb.param(ir::Type::f32(), "k_scale");
+    p.vScale = kb.param(ir::Type::f32(), "v_scale");
+    p.scale = (p.scale * kScale).named("scale_k");
+  }
   if (c.window) p.window = kb.param(ir::Type::u32(), "window");
   if (c.windowRight) p.windowRight = kb.param(ir::Type::u32(), "window_right");
   if (c.softcap) p.softcap = kb.param(ir::Type::f32(), "softcap");
@@ -123,9 +128,10 @@ Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seq
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
 
-Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name) {
+Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name,
+               unsigned bytes) {
   Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * c.dim;
-  return kb.index(p, elem.named("elem"), 2, name);
+  return kb.index(p, elem.named("elem"), bytes, name);
 }
 
 Value kvHeadOf(KernelBuilder& kb, Value qh, Value qHeads, Value kvHeads) {
@@ -264,7 +270,9 @@ void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value 
   Value l[2];
   for (unsigned half = 0; half < 2; ++half) {
     l[half] = kb.warp_reduce(ir::Op::Add, lPart[half], 4, "l_row");
-    inv[half] = kb.select(l[half] > 0.0f, rcpApprox(kb, l[half]), kb.f32(0.0f), "inv");
+    Value r = rcpApprox(kb, l[half]);
+    if (o.vScale.valid()) r = (r * o.vScale).named("inv_v");
+    inv[half] = kb.select(l[half] > 0.0f, r, kb.f32(0.0f), "inv");
   }
   Value pairs = allAligned(kb, {o.out}, 4, "pairs");
   Value oBase = headBase(kb, c, o.out, o.qFirst, o.qHeads, o.qh, "o_base");
@@ -331,6 +339,7 @@ struct Tile {
   Value stride;  // u32 bytes between rows
   Value extent;  // u32 positions
   std::function<Value(Value pos)> row = {};
+  bool codes = false;  // fp8 codes, converted as they are staged (convertTile)
   Value rowOf(Value pos) const { return row ? row(pos) : pos; }
 };
 
@@ -357,6 +366,55 @@ void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
                                        : kb.ptradd(t.smem(), slotOf(c, r0 + j * rowsPerPass, chunk), "dst");
     kb.cp_async(dst, src, 16, kb.select(in, kb.u32(16), kb.u32(0), "bytes"), Mod::Cg);
   }
+}
+
+// fp8 k or v (cache_dtype): the tile's codes converted to the storage type through registers,
+// exactly (every E4M3 and E5M2 value is a bf16 and an f16), in copyTile's pattern: a thread's 8
+// codes become one 16-byte chunk of the shared tile (st.shared.v4), from one 8-byte load when
+// `vec` (the tensor 8-byte aligned) or 8 byte loads; rows past the extent are zeros. A loop of
+// kConvertBatch passes a turn, their loads first (unrolled, head_dim 256's 16 passes spill).
+constexpr unsigned kConvertBatch = 2;
+
+void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first, bool vec) {
+  const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow, passes = kRows / rowsPerPass;
+  const float rawScale = std::ldexp(1.0f, int(fp8Bias(c.cache)));
+  Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
+  Value last = (t.extent - 1u).named("last");
+  kb.for_range(kb.u32(0), kb.u32(passes), kb.u32(kConvertBatch), [&](Value j0) {
+    std::vector<Value> rows, ins, loaded;  // per pass: the tile row, whether it holds a position, the codes
+    for (unsigned u = 0; u < kConvertBatch; ++u) {
+      Value row = (r0 + (j0 + u) * rowsPerPass).named("tile_row");
+      Value pos = (first + row).named("pos");
+      rows.push_back(row);
+      ins.push_back((pos < t.extent).named("in"));
+      Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 3u, Type::u64())).named("off");
+      Value src = kb.ptradd(t.base, offset, "src");
+      if (vec) {
+        Value w = kb.load(assumeAligned(kb, src, 8), Type::of(Scalar::U32, 2), {Mod::NcMod}, "codes");
+        loaded.push_back(kb.extract(w, 0));
+        loaded.push_back(kb.extract(w, 1));
+      } else {
+        for (unsigned i = 0; i < 8; ++i)
+          loaded.push_back(kb.cvt(kb.load(i == 0 ? src : kb.ptradd(src, kb.u64(i)), Type::of(Scalar::U8), {Mod::NcMod},
+                                          "code_byte"),
+                                  Type::u32()));
+      }
+    }
+    const unsigned perPass = vec ? 2 : 8;
+    for (unsigned u = 0; u < kConvertBatch; ++u) {
+      // Code i of the pass: byte i % 4 of word i / 4, or the low byte of its own load.
+      auto value = [&](unsigned i) {
+        Value raw = vec ? fp8Raw(kb, loaded[u * perPass + i / 4], i % 4, c.cache, "code")
+                        : fp8Raw(kb, loaded[u * perPass + i], 0, c.cache, "code");
+        return raw * rawScale;
+      };
+      std::vector<Value> words;
+      for (unsigned i = 0; i < 4; ++i)
+        words.push_back(kb.select(ins[u], packHalf(kb, c, value(2 * i), value(2 * i + 1)),
+                                  kb.const_bits(Type::of(Scalar::B32), 0), "staged"));
+      kb.store(kb.ptradd(t.smem(), slotOf(c, rows[u], chunk), "dst"), kb.pack(Type::of(Scalar::B32, 4), words, "chunk_bits"));
+    }
+  }, {.label = "convert_passes", .iv = "j0"});
 }
 
 // The same tile element by element (any 2-byte alignment): consecutive threads, consecutive
@@ -410,6 +468,12 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   if (c.windowRight && c.causal) {
     diags.report(ir::Severity::Error, "", {},
                  "window_right needs causal = false (causal is a window_right of 0)");
+    return std::nullopt;
+  }
+  if (c.cache != Fp8::None && c.tmaParams) {
+    diags.report(ir::Severity::Error, "", {},
+                 "cache_dtype = \"" + o.text("cache_dtype") + "\" needs mainloop = \"mma\": the wgmma member reads k "
+                 "and v by TMA, which cannot convert fp8 codes");
     return std::nullopt;
   }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
@@ -476,16 +540,27 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
 
   Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
-  Value kvRow = (kvHeads * c.rowBytes()).named("kv_row");
-  Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base"), kvRow, seqK};
-  Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base"), kvRow, seqK};
+  Value kvRow = (kvHeads * c.kvRowBytes()).named("kv_row");
+  const unsigned kvBytes = c.kvRowBytes() / c.dim;
+  Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base", kvBytes), kvRow, seqK};
+  Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base", kvBytes), kvRow, seqK};
+  kTile.codes = vTile.codes = c.cache != Fp8::None;
   if (c.pageSize) {
     // Position p: row p % page_size of the sequence's page p / page_size.
     Value pages = kb.index(table, (b * maxPages).named("table_row"), 4, "pages");
     kTile.row = vTile.row = [&kb, pages, ps = c.pageSize](Value pos) { return pagedRow(kb, pages, pos, ps); };
   }
-  Value fast = allAligned(kb, {q, k, v}, 16, "fast");
+  // fp8 k and v are converted through registers (8-byte loads when aligned to them); q, and k and v
+  // of the storage type, come by cp.async when 16-byte aligned.
+  const bool fp8 = c.cache != Fp8::None;
+  Value fast = fp8 ? allAligned(kb, {q}, 16, "fast") : allAligned(kb, {q, k, v}, 16, "fast");
+  Value codeWords = fp8 ? allAligned(kb, {k, v}, 8, "code_words") : Value();
   auto stage = [&](const Tile& tile, Value first) {
+    if (tile.codes) {
+      kb.if_else(codeWords, [&] { convertTile(kb, c, tile, tid, first, true); return std::vector<Value>{}; },
+                 [&] { convertTile(kb, c, tile, tid, first, false); return std::vector<Value>{}; }, {.label = "convert"});
+      return;
+    }
     kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
                [&] { loadTile(kb, c, tile, tid, first); return std::vector<Value>{}; }, {.label = "stage"});
   };
@@ -565,7 +640,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
       {.label = "key_tiles", .iv = "jt"});
   kb.cp_async_wait_all();
 
-  const Output dst{out, lse, qFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+  const Output dst{out, lse, qFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}, p.vScale};
   const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
   storeRows(kb, c, dst, mRow, lRow, [&](unsigned tile, unsigned e) { return kb.extract(st[4 + tile], e); });
   kb.ret();
@@ -627,7 +702,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
                     "\"mma\": mma.sync fed by cp.async (sm_80+); \"wgmma\": wgmma fed by TMA through an mbarrier "
                     "ring, for an entry that targets sm_90a alone (q, k and v 16-byte aligned); \"auto\": wgmma in "
                     "an sm_90a target's code and mma.sync in the other targets', one bundle kernel with the wgmma "
-                    "member's parameters")},
+                    "member's parameters"),
+       cacheDtypeOption("what k and v hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter writes "
+                        "them) whose values are times the f32 parameters k_scale and v_scale (after scale), converted "
+                        "to dtype exactly as a tile is staged; mainloop = \"mma\" only")},
       buildPrefill,
       [](const Options& o) {
         if (o.text("mainloop") == "wgmma") return launchPrefill90(o);
@@ -642,7 +720,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
       wgmmaWhereItRuns,
   });
   // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).
-  out.back().elements = allElements({storageElements({"q", "k", "v", "o", "bias"}),
+  out.back().elements = allElements({storageElements({"q", "o", "bias"}), cacheElements({"k", "v"}),
                                      u32Elements({"q_offsets", "q_lengths", "kv_offsets", "kv_lengths", "block_table"})});
   // Without varlen, [batch, seq_q or kv_stride, heads, head_dim]; with varlen or pages, the rows the
   // tensor-map members take as parameters (q_rows, kv_rows), else unknown: the rows the sequences

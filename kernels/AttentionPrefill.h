@@ -22,15 +22,17 @@ struct Config {
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
+  Fp8 cache = Fp8::None;  // fp8 k and v (cache_dtype; mma.sync only): k_scale and v_scale after scale
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
+  unsigned kvRowBytes() const { return cache == Fp8::None ? rowBytes() : dim; }  // a head's row of k, v
 };
 Config configOf(const Options& o);
 
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
 // this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], [bias], batch,
 // then max_seq_q and with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride
-// (paged: kv_rows with tmaParams); then [max_pages], q_heads, kv_heads, scale, [window],
+// (paged: kv_rows with tmaParams); then [max_pages], q_heads, kv_heads, scale, [k_scale, v_scale], [window],
 // [window_right], [softcap], [bias_batch_stride, bias_head_stride, bias_row_stride]. q_rows and kv_rows are the
 // row counts of q and k/v, the extents of the wgmma member's tensor maps.
 struct VarlenArrays {
@@ -41,7 +43,8 @@ struct Params {
   VarlenArrays arrays;             // varlen
   Value seqQ, seqK, kvStride;      // not varlen; kv_stride not paged
   Value maxPages;                  // paged
-  Value qHeads, kvHeads, scale;
+  Value qHeads, kvHeads, scale;  // scale: times k_scale with fp8 k (the scores are then q . k's codes)
+  Value vScale;                    // fp8 v: v_scale, which the outputs are multiplied by
   Value window;                    // window: a query sees the last `window` keys up to its own
   Value windowRight;               // window_right: and the keys up to `window_right` past its own
   Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
@@ -54,8 +57,10 @@ Params declareParams(KernelBuilder& kb, const Config& c);
 // Two f32 rounded to the storage type as one b32: lo in bits 15:0.
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
 
-// Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim].
-Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name);
+// Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim] (elements of
+// `bytes` bytes).
+Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name,
+               unsigned bytes = 2);
 
 // varlen: sequence b's lengths and first rows from the u32 [batch] arrays (ld.global.nc at a
 // block-uniform address: the same in every thread, so they may bound loops holding barriers;
@@ -73,6 +78,7 @@ struct Output {
   Value scale2;  // scale · log2 e
   Value t;       // lane % 4
   Value rows[2];
+  Value vScale = {};  // fp8 v: the outputs' factor
 };
 
 // The kv head of query head qh (q_heads / kv_heads query heads per kv head, at least 1 whatever

@@ -66,6 +66,31 @@ std::vector<std::byte> asBytes(const std::vector<uint8_t>& codes) {
   return out;
 }
 
+// n elements each of K and V: uniform in [-1, 1] rounded to the storage type d, or with fp8 random
+// codes of `format` whose values times k_scale and v_scale are at most 1 (and k, val those values).
+struct KvValues {
+  std::vector<float> k, val;
+  std::vector<uint8_t> kCodes, vCodes;  // fp8
+  float kScale = 1, vScale = 1;         // fp8
+  std::vector<std::byte> kBytes(Dtype d) const { return kCodes.empty() ? encode(d, k) : asBytes(kCodes); }
+  std::vector<std::byte> vBytes(Dtype d) const { return vCodes.empty() ? encode(d, val) : asBytes(vCodes); }
+};
+KvValues kvValues(std::mt19937& rng, Dtype d, bool fp8, Fp8Format format, size_t n) {
+  KvValues kv;
+  if (!fp8) {
+    kv.k = roundTo(d, uniform(rng, n));
+    kv.val = roundTo(d, uniform(rng, n));
+    return kv;
+  }
+  kv.kScale = fp8Unit(format);
+  kv.vScale = kv.kScale / 2;
+  kv.kCodes = randomCodes(rng, format, n);
+  kv.vCodes = randomCodes(rng, format, n);
+  for (uint8_t c : kv.kCodes) kv.k.push_back(float(fp8Value(format, c)) * kv.kScale);
+  for (uint8_t c : kv.vCodes) kv.val.push_back(float(fp8Value(format, c)) * kv.vScale);
+  return kv;
+}
+
 // ALiBi's slopes for `heads` query heads (2^(-8 (h + 1) / heads), the paper's for a power of two),
 // times `factor` (0: no bias).
 std::vector<float> alibiSlopes(uint32_t heads, float factor) {
@@ -141,34 +166,22 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   const uint32_t splits = std::max<uint32_t>(1, (span + p.splitLen - 1) / p.splitLen);
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
-  const size_t cacheElements = std::max<size_t>(1, size_t(rows) * KH * D);
-  std::vector<float> k, val;
-  // fp8: the caches' codes, and k and val their values times k_scale and v_scale (at most 1).
-  std::vector<uint8_t> kCodes, vCodes;
-  const float kScale = v.fp8 ? fp8Unit(v.format) : 1.0f, vScale = kScale / 2;
-  if (v.fp8) {
-    kCodes = randomCodes(rng, v.format, cacheElements);
-    vCodes = randomCodes(rng, v.format, cacheElements);
-    for (uint8_t c : kCodes) k.push_back(float(fp8Value(v.format, c)) * kScale);
-    for (uint8_t c : vCodes) val.push_back(float(fp8Value(v.format, c)) * vScale);
-  } else {
-    k = roundTo(v.d, uniform(rng, cacheElements));
-    val = roundTo(v.d, uniform(rng, cacheElements));
-  }
+  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, size_t(rows) * KH * D));
+  std::vector<float>& k = kv.k, &val = kv.val;
   const size_t nanAt = rowOf(0, p.at) * KH * D + 3;
   if (p.nan == Problem::Nan::K) {
     k[nanAt] = std::numeric_limits<float>::quiet_NaN();
-    if (v.fp8) kCodes[nanAt] = 0xFF;
+    if (v.fp8) kv.kCodes[nanAt] = 0xFF;
   }
   if (p.nan == Problem::Nan::V) {
     val[nanAt] = std::numeric_limits<float>::quiet_NaN();
-    if (v.fp8) vCodes[nanAt] = 0x7F;
+    if (v.fp8) kv.vCodes[nanAt] = 0x7F;
   }
   std::vector<float> partial(size_t(B) * QH * splits * D, -7.0f), stats(size_t(B) * QH * splits, -7.0f);
   Call call = Call("attention", v.decode)
                   .buffer("q", encode(v.d, q))
-                  .buffer("k_cache", v.fp8 ? asBytes(kCodes) : encode(v.d, k), p.misalign)
-                  .buffer("v_cache", v.fp8 ? asBytes(vCodes) : encode(v.d, val), p.misalign)
+                  .buffer("k_cache", kv.kBytes(v.d), p.misalign)
+                  .buffer("v_cache", kv.vBytes(v.d), p.misalign)
                   .buffer("lengths", p.lengths)
                   .buffer("partial", partial)
                   .buffer("stats", stats)
@@ -181,7 +194,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   else call.buffer("offsets", offsets);
   if (v.window) call.scalar("window", p.window);
   if (v.softcap) call.scalar("softcap", p.softcap);
-  if (v.fp8) call.scalar("k_scale", kScale).scalar("v_scale", vScale);
+  if (v.fp8) call.scalar("k_scale", kv.kScale).scalar("v_scale", kv.vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs first = r.run(call);
@@ -349,6 +362,8 @@ struct PrefillVariant {
   bool alibi = false;       // the alibi_slopes parameter (alibiSlopes, Prefill::alibi)
   bool bias = false;        // the bias tensor and its strides (Prefill::biasHeads)
   bool windowRight = false; // the window_right parameter (Prefill::windowRight)
+  bool fp8 = false;         // k and v fp8 codes of `format`, k_scale and v_scale
+  Fp8Format format = Fp8Format::E4M3;
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -403,6 +418,9 @@ constexpr PrefillVariant kRightAlibiF16{"prefill_f16_d64_right_alibi", Dtype::F1
 constexpr PrefillVariant k90Window2{"prefill90_bf16_d128_window2", Dtype::BF16, 128, false, true, "attention90", 128, false, "", 0, true, false, false, false, true};
 constexpr PrefillVariant kVarlenWindow2{"prefill_f16_d64_varlen_window2", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, true, false, false, false, true};
 constexpr PrefillVariant k90VarlenPagedWindow2{"prefill90_bf16_d128_varlen_p16_window2", Dtype::BF16, 128, false, false, "attention90", 128, true, "", 16, true, false, false, false, true};
+constexpr PrefillVariant kFp8PagedBf16Causal{"prefill_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16, false, false, false, false, false, true, Fp8Format::E4M3};
+constexpr PrefillVariant kFp8F16{"prefill_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention", 64, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
+constexpr PrefillVariant kFp8D256Causal{"prefill_bf16_d256_causal_e4m3", Dtype::BF16, 256, true, true, "attention", 64, false, "", 0, false, false, false, false, false, true, Fp8Format::E4M3};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -470,17 +488,21 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   }
   auto kvRow = [&](uint32_t b, uint32_t j) { return v.pageSize ? paged.row(b, j) : size_t(b) * stride + j; };
   std::vector<float> q = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * SQ * QH * D)));
-  std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, kvRows * KH * D)));
-  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, kvRows * KH * D)));
+  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, kvRows * KH * D));
+  std::vector<float>& k = kv.k, &val = kv.val;
   const size_t nanAt = (SK ? kvRow(0, p.at) : 0) * KH * D + 5;
   if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
   if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
+  if (v.fp8 && p.nan != Prefill::Nan::None) {
+    if (p.nan == Prefill::Nan::V) kv.vCodes[nanAt] = 0x7F;
+    else kv.kCodes[nanAt] = p.nan == Prefill::Nan::K ? 0xFF : 0xFC;  // E5M2's -inf (E4M3 has none)
+  }
   std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
   Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q), p.misalign)
-      .buffer("k", encode(v.d, k), p.misalign)
-      .buffer("v", encode(v.d, val), p.misalign)
+      .buffer("k", kv.kBytes(v.d), p.misalign)
+      .buffer("v", kv.vBytes(v.d), p.misalign)
       .buffer("o", encode(v.d, o))
       .scalar("batch", B)
       .scalar("seq_q", SQ)
@@ -495,6 +517,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.window) call.scalar("window", p.window);
   if (v.windowRight) call.scalar("window_right", p.windowRight);
   if (v.softcap) call.scalar("softcap", p.softcap);
+  if (v.fp8) call.scalar("k_scale", kv.kScale).scalar("v_scale", kv.vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   // The bias tensor: rows of seq_k + 3 elements per head (a row stride that is not the row), of
@@ -554,7 +577,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
                      (v.windowRight ? " window_right " + std::to_string(p.windowRight) : "") +
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
-                     (v.bias ? (p.biasHeads ? " bias per head" : " bias for all heads") : "");
+                     (v.bias ? (p.biasHeads ? " bias per head" : " bias for all heads") : "") +
+                     (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
   // rounding to storage; scores and the exponentials are f32 (a few ulp, 1e-5 of slack).
@@ -595,6 +619,22 @@ LIBRARY_TEST("attention_prefill: new tokens after a cached prefix", attentionPre
     checkPrefill(r, rng, *v, {1, 3, 200, 2, 2});  // a few tokens at a time over a long cache
   }
   checkPrefill(r, rng, kPrefillF16Causal, {1, 130, 170, 2, 1});
+}
+
+// fp8 k and v (cache_dtype): random codes of every finite value converted exactly to the storage
+// type as tiles are staged, k_scale folded into the scores' scale, v_scale into the outputs; a
+// paged E4M3 cache with a cached prefix (chunked prefill), E5M2 into f16, head_dim 256; 8-byte
+// code loads, or 2-byte aligned tensors on the GPU (byte loads); NaN and E5M2's -inf in K, NaN in V.
+LIBRARY_TEST("attention_prefill: fp8 k and v", attentionPrefillFp8) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kFp8PagedBf16Causal, {2, 17, 67, 4, 2});
+  checkPrefill(r, rng, kFp8PagedBf16Causal, {1, 70, 70, 2, 1, 0, 2});
+  checkPrefill(r, rng, kFp8F16, {2, 17, 17, 4, 1, 3});
+  checkPrefill(r, rng, kFp8F16, {1, 70, 130, 2, 2, 0, 2});
+  checkPrefill(r, rng, kFp8D256Causal, {1, 70, 100, 2, 2});
+  checkPrefill(r, rng, kFp8PagedBf16Causal, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::K, 9});
+  checkPrefill(r, rng, kFp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::KNegInf, 9});
+  checkPrefill(r, rng, kFp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::V, 9});
 }
 
 LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned tensors", attentionPrefillEdges) {

@@ -647,18 +647,21 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // table of 16-row pages in order (seq a multiple of 16), the same memory layout, op
 // attention_prefill[_wgmma]_paged[_causal]. bias (neither varlen nor paged): an additive bias of
 // seq x seq elements (bf16) that every sequence and head shares (strides 0), as a mask given to
-// SDPA, op attention_prefill[_wgmma]_bias[_causal].
+// SDPA, op attention_prefill[_wgmma]_bias[_causal]. fp8 (paged only): k and v E4M3 codes scaled by
+// k_scale = v_scale = 1/448, op attention_prefill_paged_fp8[_causal].
 Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
-                          bool varlen = false, bool paged = false, bool bias = false) {
+                          bool varlen = false, bool paged = false, bool bias = false, bool fp8 = false) {
   const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (paged ? "_paged" : "") +
-                             (bias ? "_bias" : "") + (causal ? "_causal" : "");
+                             (fp8 ? "_fp8" : "") + (bias ? "_bias" : "") + (causal ? "_causal" : "");
   Case c{"attention_prefill" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
          "bf16", {}, {}, 0, 0, 0};
-  const size_t t = size_t(batch) * seq * heads * dim * 2;
-  c.buffers = {{t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::BF16}, {t, Fill::Zero}};
+  const size_t t = size_t(batch) * seq * heads * dim * 2, kv = fp8 ? t / 2 : t;
+  const Fill kvFill = fp8 ? Fill::E4M3 : Fill::BF16;
+  const float fp8Scale = fp8 ? 1.0f / 448 : 0.0f;
+  c.buffers = {{t, Fill::BF16}, {kv, kvFill}, {kv, kvFill}, {t, Fill::Zero}};
   const std::string kernel = "attention_prefill" + std::string(wgmma ? "_wg" : "") + "_bf16_d" + std::to_string(dim) +
                              (varlen ? "_varlen" : "") + (causal ? "_causal" : "") + (paged ? "_p16" : "") +
-                             (bias ? "_bias" : "");
+                             (bias ? "_bias" : "") + (fp8 ? "_e4m3" : "");
   const float scale = 1.0f / std::sqrt(float(dim));
   if (varlen) {
     for (Fill f : {Fill::Strided, Fill::Constant, Fill::Strided, Fill::Constant}) c.buffers.push_back({batch * 4u, f, seq});
@@ -675,6 +678,7 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
     if (wgmma) args.push_back(val("kv_rows", batch * seq));  // the tensor maps' extent
     for (ArgSpec a : {val("max_pages", pages), val("q_heads", heads), val("kv_heads", heads), val("scale", scale)})
       args.push_back(a);
+    if (fp8) args.push_back(val("k_scale", fp8Scale)), args.push_back(val("v_scale", fp8Scale));
     c.launches = {{kernel, args}};
   } else {
     std::vector<ArgSpec> args = {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3)};
@@ -690,8 +694,8 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
         args.push_back(a);
     c.launches = {{kernel, args}};
   }
-  c.bytes = 4.0 * double(t) + (bias ? 2.0 * seq * seq : 0.0);
-  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal, 0, bias};
+  c.bytes = 2.0 * double(t) + 2.0 * double(kv) + (bias ? 2.0 * seq * seq : 0.0);
+  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal, 0, bias, fp8Scale};
   c.attentionFlops = 4.0 * batch * heads * double(seq) * seq * dim / (causal ? 2.0 : 1.0);
   return c;
 }
@@ -818,6 +822,11 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
         out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 64 : seq, 128, causal, false, false, true));
+    // And over E4M3 codes (chunked prefill against an fp8 cache): converted as the tiles are staged.
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true})
+        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 64 : seq, 128, causal, false, false, true,
+                                           false, true));
     // The sm_90a member at head_dim 128 (issue 15's goal: >= 0.90 x SDPA at seq 4096), and at 256
     // (key tiles of 64).
     for (uint32_t dim : {128u, 256u})
