@@ -1,7 +1,8 @@
 // Sampling's penalties on the tokens a sequence has seen (docs/kernels.md): the repetition,
 // frequency and presence penalties of vLLM and llama.cpp, applied to the logits in place before
-// sample_cutoff and argmax's sample; and token_bitmask, the allowed-token masks of constrained
-// decoding (a grammar's), which set every other logit to -inf.
+// sample_cutoff and argmax's sample; logit_bias, a request's own biases of chosen tokens
+// (OpenAI's logit_bias); and token_bitmask, the allowed-token masks of constrained decoding (a
+// grammar's), which set every other logit to -inf.
 #include "kernels/Library.h"
 
 namespace tn::kernels::lib {
@@ -94,19 +95,28 @@ constexpr unsigned kMaskSpan = kMaskBlock * kMaskGroup;  // elements a block
 // byte t % 4 of mask word c * 64 + t / 4. Logits whose bit is 1 are not touched, the others
 // stored -inf without being read: where a whole byte is 0 and the row is 16-byte aligned, by
 // 16-byte stores (one of bf16/f16, two of f32), else element by element.
-std::optional<ir::Module> buildTokenBitmask(Storage s, ir::Diagnostics& diags) {
+// With `indices`, block row y masks row indices[y] of logits and of the mask (xgrammar's indices:
+// the rows of a batch that have a grammar), skipping an index at or past `batch`.
+std::optional<ir::Module> buildTokenBitmask(Storage s, bool indexed, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "token_bitmask");
   Value logits = kb.param(kGlobalPtr, "logits");
   Value mask = kb.param(kGlobalPtr, "mask");
+  Value indices = indexed ? kb.param(kGlobalPtr, "indices") : Value();
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
+  Value batch = indexed ? kb.param(Type::u32(), "batch") : Value();
   kb.reqntid(kMaskBlock);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::Y, "row");
+  Value inBatch = kb.pred(true);
+  if (indexed) {
+    row = kb.load(kb.index(indices, row, 4), Type::u32(), {Mod::NcMod}, "index");
+    inBatch = (row < batch).named("in_batch");
+  }
   Value first = kb.mad(kb.ctaid(Mod::X, "chunk"), kb.u32(kMaskSpan), tid * kMaskGroup, "first");
-  kb.if_then(first < cols, [&] {
+  kb.if_then((first < cols) & inBatch, [&] {
     Value words = (((cols - 1u) >> 5u) + 1u).named("words");  // ceil_div(cols, 32), cols >= 1 here
     Value word = kb.load(kb.index(kb.index(mask, kb.mul_wide(row, words), 4, "mask_row"), first >> 5u, 4, "word_at"),
                          Type::u32(), {Mod::NcMod}, "word");
@@ -131,6 +141,36 @@ std::optional<ir::Module> buildTokenBitmask(Storage s, ir::Diagnostics& diags) {
         },
         {.label = "store"});
   }, "inside");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// logit_bias: one thread per (row, pair): logits[r, ids[r * n + i]] += bias[r * n + i].
+constexpr unsigned kBiasBlock = 256;
+
+std::optional<ir::Module> buildLogitBias(Storage s, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "logit_bias");
+  Value logits = kb.param(kGlobalPtr, "logits");
+  Value ids = kb.param(kGlobalPtr, "ids");
+  Value bias = kb.param(kGlobalPtr, "bias");
+  kb.param(Type::u32(), "rows");  // read by the launch rule
+  Value cols = kb.param(Type::u32(), "cols");
+  Value n = kb.param(Type::u32(), "n");
+  kb.reqntid(kBiasBlock);
+
+  Value row = kb.ctaid(Mod::X, "row");
+  Value i = kb.mad(kb.ctaid(Mod::Y, "chunk"), kb.u32(kBiasBlock), kb.tid(Mod::X), "pair");
+  kb.if_then(i < n, [&] {
+    Value at = (kb.mul_wide(row, n) + kb.cvt(i, Type::u64())).named("pair_at");
+    Value id = kb.load(kb.index(ids, at, 4), Type::u32(), {Mod::NcMod}, "id");
+    // Ids past the vocabulary (the padding of shorter lists) change nothing.
+    kb.if_then(id < cols, [&] {
+      Value b = kb.load(kb.index(bias, at, 4), Type::f32(), {Mod::NcMod}, "b");
+      Value p = kb.index(logits, kb.mul_wide(row, cols) + kb.cvt(id, Type::u64()), bytesOf(s), "logit");
+      storeF32(kb, p, loadF32(kb, p, s, false, "x") + b, s);
+    }, "known_id");
+  }, "has_pair");
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -162,15 +202,36 @@ void addPenalties(std::vector<Template>& out) {
       "mask[r * ceil_div(cols, 32) + j / 32] is 0 (a 1 allows the token: the allowed-token bitmask of constrained "
       "decoding, as xgrammar lays it out), and is not touched where it is 1; blocks of 256 threads, 2048 "
       "elements each; rows <= 65535 (the grid's height)",
-      {dtypeOption("dtype", "storage type of the logits")},
-      [](const Options& o, ir::Diagnostics& d) { return buildTokenBitmask(storageOption(o), d); },
+      {dtypeOption("dtype", "storage type of the logits"),
+       option("indices", false,
+              "mask only rows indices[0 ... rows) (u32, after mask) of logits and of mask, which hold batch rows "
+              "(the u32 parameter after cols; an index at or past it is skipped): xgrammar's indices, the rows of "
+              "a batch that have a grammar")},
+      [](const Options& o, ir::Diagnostics& d) { return buildTokenBitmask(storageOption(o), o.flag("indices"), d); },
       [](const Options&) {
         return LaunchRule{{kMaskBlock}, {ceilDiv(Expr::param("cols"), kMaskSpan), Expr::param("rows")}, 0};
       },
   });
-  out.back().elements = allElements({storageElements({"logits"}), u32Elements({"mask"})});
+  out.back().elements = allElements({storageElements({"logits"}), u32Elements({"mask", "indices"})});
+  out.back().extents = [](const Options& o) {
+    const Expr masked = Expr::param(o.flag("indices") ? "batch" : "rows"), cols = Expr::param("cols");
+    return Template::Extents{{"logits", masked * cols}, {"mask", masked * ceilDiv(cols, 32)}, {"indices", Expr::param("rows")}};
+  };
+  out.push_back({
+      "logit_bias",
+      "in place on row r of logits (rows x cols): logits[r, ids[r * n + i]] += bias[r * n + i] for i < n (u32 ids, "
+      "f32 biases: OpenAI's logit_bias, each request its own list; -inf forbids a token); ids at or past cols are "
+      "skipped (the padding of shorter lists); the ids of a row must be distinct (a repeated id leaves its logit "
+      "unspecified); one thread per pair, blocks of 256 threads",
+      {dtypeOption("dtype", "storage type of the logits; the sum is f32, rounded once")},
+      [](const Options& o, ir::Diagnostics& d) { return buildLogitBias(storageOption(o), d); },
+      [](const Options&) {
+        return LaunchRule{{kBiasBlock}, {Expr::param("rows"), ceilDiv(Expr::param("n"), kBiasBlock)}, 0};
+      },
+  });
+  out.back().elements = allElements({storageElements({"logits"}), u32Elements({"ids"})});
   out.back().extents = allExtents({sameExtent({"logits"}, rows * Expr::param("cols")),
-                                   sameExtent({"mask"}, rows * ceilDiv(Expr::param("cols"), 32))});
+                                   sameExtent({"ids", "bias"}, rows * Expr::param("n"))});
 }
 
 }  // namespace tn::kernels::lib

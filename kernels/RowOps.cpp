@@ -721,14 +721,15 @@ std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& 
         kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
         [&](Value t) {
           Value pos = kb.load(kb.index(positions, t, 4), Type::u32(), {Mod::NcMod}, "pos");
-          // A position with the top bit set (-1 as an s32: a padding token's slot) is skipped.
-          kb.if_then((pos < 0x80000000u).named("has_slot"),
-                     [&] { copyRow(kb.mul_wide(t, row).named("src"), kb.mul_wide(pos, row).named("dst")); }, "slot");
+          // A position with the top bit set (-1 as an s32: a padding token's slot) is skipped: its
+          // stores, not the loads, which stay in flight with the position's.
+          copyRow(kb.mul_wide(t, row).named("src"), kb.mul_wide(pos, row).named("dst"), (pos < 0x80000000u).named("has_slot"));
         },
         {.label = "tokens", .iv = "t"});
   };
-  // Element e of row src to element e of row dst, or with `vector` the V elements from e.
-  auto copy = [&](Value src, Value dst, Value e, bool vector) {
+  // Element e of row src to element e of row dst, or with `vector` the V elements from e; stored
+  // where `store` holds.
+  auto copy = [&](Value src, Value dst, Value e, bool vector, Value store) {
     Value eo = kb.cvt(e, Type::u64());
     // &row[e] of a tensor of `size`-byte elements; on the vector path known `align`-byte aligned.
     auto at = [&](Value base, Value off, unsigned size, unsigned align) {
@@ -738,8 +739,10 @@ std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& 
     if (!fp8) {
       Value kv = kb.load(at(kNew, src, bytes, 16), vector ? vt : et, {Mod::NcMod}, "k");
       Value vv = kb.load(at(vNew, src, bytes, 16), vector ? vt : et, {Mod::NcMod}, "v");
-      kb.store(at(kCache, dst, bytes, 16), kv);
-      kb.store(at(vCache, dst, bytes, 16), vv);
+      kb.if_then(store, [&] {
+        kb.store(at(kCache, dst, bytes, 16), kv);
+        kb.store(at(vCache, dst, bytes, 16), vv);
+      }, "slot");
       return;
     }
     // Codes of x / scale (div.rn: what the host's x / scale gives), four to a u32 word.
@@ -750,14 +753,15 @@ std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& 
                                      : std::vector<Value>{loadF32(kb, p, s, true, i ? "v" : "k")};
       std::vector<Value> codes;
       for (Value x : xs) codes.push_back(f32ToFp8(kb, kb.div(x, scale[i]), cache, "code"));
-      Value q = at(to[i], dst, 1, V);
-      if (!vector) {
-        kb.store(q, kb.cvt(codes[0], Type::of(Scalar::U8)));
-        continue;
+      Value bits;
+      if (vector) {
+        std::vector<Value> words;
+        for (unsigned w = 0; w < V / 4; ++w) words.push_back(packBytes(std::span(codes).subspan(4 * w, 4), "codes"));
+        bits = words.size() == 1 ? words[0] : kb.pack(Type::of(Scalar::U32, unsigned(words.size())), words);
+      } else {
+        bits = kb.cvt(codes[0], Type::of(Scalar::U8));
       }
-      std::vector<Value> words;
-      for (unsigned w = 0; w < V / 4; ++w) words.push_back(packBytes(std::span(codes).subspan(4 * w, 4), "codes"));
-      kb.store(q, words.size() == 1 ? words[0] : kb.pack(Type::of(Scalar::U32, unsigned(words.size())), words));
+      kb.if_then(store, [&] { kb.store(at(to[i], dst, 1, V), bits); }, "slot");
     }
   };
 
@@ -769,13 +773,15 @@ std::optional<ir::Module> buildKvScatter(Storage s, Fp8 cache, ir::Diagnostics& 
       vectorOk,
       [&] {
         Value e = (chunk + tid * V).named("e");
-        kb.if_then(e < row, [&] { overTokens([&](Value src, Value dst) { copy(src, dst, e, true); }); }, "vec_in");
+        kb.if_then(e < row, [&] {
+          overTokens([&](Value src, Value dst, Value store) { copy(src, dst, e, true, store); });
+        }, "vec_in");
       },
       [&] {
-        overTokens([&](Value src, Value dst) {
+        overTokens([&](Value src, Value dst, Value store) {
           for (unsigned j = 0; j < V; ++j) {
             Value e = chunk + (tid + j * kScatterBlock);
-            kb.if_then(e < row, [&] { copy(src, dst, e, false); }, "scalar_in");
+            kb.if_then(e < row, [&] { copy(src, dst, e, false, store); }, "scalar_in");
           }
         });
       },

@@ -701,6 +701,72 @@ LIBRARY_TEST("token_bitmask: logits whose bit is 0 become -inf, the others are u
     }
 }
 
+// indices: block row y masks row indices[y] of the logits and of the mask; an index at or past
+// batch is skipped, rows not listed keep their bits.
+LIBRARY_TEST("token_bitmask indices: only the listed rows", tokenBitmaskIndices) {
+  std::mt19937 rng(seed());
+  for (uint32_t cols : {33u, 4101u}) {
+    const uint32_t batch = 5, words = (cols + 31) / 32;
+    const std::vector<uint32_t> indices = {3, 0, 7, 4};
+    std::vector<float> x = roundTo(Dtype::BF16, uniform(rng, size_t(batch) * cols, -3.0f, 3.0f));
+    std::vector<uint32_t> mask(size_t(batch) * words);
+    for (uint32_t& w : mask) w = static_cast<uint32_t>(rng()) & static_cast<uint32_t>(rng());  // about 3 in 4 masked
+    const std::vector<std::byte> before = encode(Dtype::BF16, x);
+    std::vector<std::byte> got = r.run(Call("rowops", "token_bitmask_bf16_indices")
+                                           .buffer("logits", before)
+                                           .buffer("mask", mask)
+                                           .buffer("indices", indices)
+                                           .scalar("rows", uint32_t(indices.size()))
+                                           .scalar("cols", cols)
+                                           .scalar("batch", batch))
+                                     .get<std::byte>("logits");
+    std::vector<float> want = x;
+    for (uint32_t row : indices)
+      for (uint32_t j = 0; row < batch && j < cols; ++j)
+        if (!(mask[size_t(row) * words + j / 32] >> (j % 32) & 1u)) want[size_t(row) * cols + j] = -kInf;
+    CHECK_MESSAGE(got == encode(Dtype::BF16, want), "cols " << cols << " (seed " << seed() << ")");
+  }
+}
+
+// ---- logit_bias ---------------------------------------------------------------------------------
+
+// Rows of distinct ids in random order, ids at and past cols among them (padding), biases in
+// [-100, 100] and -inf; n = 0. Each biased logit is x + b in f32 rounded once to the storage
+// type, every other element's bits untouched.
+LIBRARY_TEST("logit_bias: each row's own token biases", logitBias) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes)
+    for (uint32_t cols : {7u, 1000u, 32000u})
+      for (uint32_t n : {0u, 1u, 9u, 300u}) {
+        const uint32_t rows = 3, count = std::min(n, cols + 5);
+        std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+        std::vector<uint32_t> ids;
+        std::vector<float> bias = uniform(rng, size_t(rows) * count, -100.0f, 100.0f);
+        for (uint32_t row = 0; row < rows; ++row) {
+          std::vector<uint32_t> all(cols + 5);
+          std::iota(all.begin(), all.end(), 0u);
+          std::shuffle(all.begin(), all.end(), rng);
+          ids.insert(ids.end(), all.begin(), all.begin() + count);
+        }
+        if (!bias.empty()) bias[0] = -kInf;
+        std::vector<float> want = x;
+        for (uint32_t row = 0; row < rows; ++row)
+          for (uint32_t i = 0; i < count; ++i) {
+            const uint32_t id = ids[size_t(row) * count + i];
+            if (id < cols) want[size_t(row) * cols + id] = roundTo(d, {x[size_t(row) * cols + id] + bias[size_t(row) * count + i]})[0];
+          }
+        std::vector<std::byte> got = r.run(Call("rowops", kernelName("logit_bias", d))
+                                               .buffer("logits", encode(d, x))
+                                               .buffer("ids", ids)
+                                               .buffer("bias", bias)
+                                               .scalar("rows", rows)
+                                               .scalar("cols", cols)
+                                               .scalar("n", count))
+                                         .get<std::byte>("logits");
+        CHECK_MESSAGE(got == encode(d, want), dtypeName(d) << " cols " << cols << " n " << count << " (seed " << seed() << ")");
+      }
+}
+
 // ---- per_row: a batch whose rows sample differently -----------------------------------------
 
 // Per-row temperatures, seeds, filters and penalties (per_row = true). A row's draw depends on
