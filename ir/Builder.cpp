@@ -621,6 +621,9 @@ Value KernelBuilder::cvt_pack(Scalar to, Value hi, Value lo, Mod round, std::str
 }
 
 Value KernelBuilder::cvt_tf32(Value x, std::string_view n, Here l) { return op(Op::CvtTf32, Type::f32(), {x}, {}, n, l); }
+Value KernelBuilder::cvt_f16x2_fp8(Value codes, Mod format, std::string_view n, Here l) {
+  return op(Op::CvtF16x2Fp8, codes.type(), {codes}, {format}, n, l);
+}
 
 // ---- pointers -----------------------------------------------------------------------------------
 

@@ -380,6 +380,9 @@ class KernelBuilder {
   // An f32 rounded to tf32 (to nearest, ties away from zero; the low 13 bits zero) in a b32, as a
   // tf32 mma operand should be: mma itself ignores the low 13 bits (sm_80+).
   Value cvt_tf32(Value x, std::string_view name = {}, Here loc = Here::current());
+  // Two fp8 codes (a 16-bit value; format Mod::E4m3Mod or Mod::E5m2Mod) as two f16 in a b32, the
+  // code in bits 15:8 to bits 31:16 (PTX cvt.rn.f16x2.e4m3x2; sm_89+).
+  Value cvt_f16x2_fp8(Value codes, Mod format, std::string_view name = {}, Here loc = Here::current());
 
   // ---- structured control flow --------------------------------------------------------------
   // for (i = begin; i < end; i += step) with loop-carried values: ^label(i, carried...) tests

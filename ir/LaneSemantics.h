@@ -564,6 +564,26 @@ constexpr uint64_t roundTf32(uint64_t f32) {
   return ((f32 & 0xFFFFFFFFu) + 0x1000u) & 0xFFFFE000u;
 }
 
+// cvt.f16x2 (PTX cvt.rn.f16x2.e4m3x2 / .e5m2x2): one fp8 code (0 ... 255) as f16 bits, exactly
+// (every E4M3 and E5M2 value is an f16); NaN codes give the canonical NaN (the interpreter's model:
+// PTX does not say which NaN), E5M2's infinities infinities. E5M2 is f16's upper byte.
+constexpr uint64_t fp8ToF16(bool e4m3, uint32_t code) {
+  const uint32_t sign = (code & 0x80u) << 8, mag = code & 0x7Fu;
+  if (!e4m3) return mag > 0x7Cu ? canonicalNan(Scalar::F16) : code << 8;
+  if (mag == 0x7Fu) return canonicalNan(Scalar::F16);
+  const uint32_t e = mag >> 3, m = mag & 7u;
+  if (e != 0) return sign | (e + 8) << 10 | m << 7;  // exponent e - 7, rebiased by 15
+  if (m == 0) return sign;
+  // A subnormal code m 2^-9: normal in f16, its leading bit moved to the implicit one.
+  uint32_t shift = 0, mm = m;
+  while (!(mm & 8u)) mm <<= 1, ++shift;
+  return sign | (9 - shift) << 10 | (mm & 7u) << 7;
+}
+// The two codes of a 16-bit value: bits 15:8 to bits 31:16 of the b32, bits 7:0 to 15:0.
+constexpr uint64_t cvtF16x2Fp8(bool e4m3, uint64_t codes) {
+  return fp8ToF16(e4m3, (codes >> 8) & 0xFFu) << 16 | fp8ToF16(e4m3, codes & 0xFFu);
+}
+
 inline uint64_t convertPack(Scalar to, Mod round, uint64_t hi, uint64_t lo) {
   FloatMods m{round, false, false};
   return (convert(Scalar::F32, to, m, hi) << 16) | convert(Scalar::F32, to, m, lo);

@@ -70,6 +70,7 @@ bool typeInClasses(Type t, uint32_t mask) {
   if ((mask & TC_F64) && s == Scalar::F64) return true;
   if ((mask & TC_I16) && t.isInt() && bits == 16) return true;
   if ((mask & TC_I32) && t.isInt() && bits == 32) return true;
+  if ((mask & TC_B16) && (t.isInt() || t.isBits()) && bits == 16) return true;
   if ((mask & TC_B32) && (t.isInt() || t.isBits()) && bits == 32) return true;
   if ((mask & TC_B64) && (t.isInt() || t.isBits()) && bits == 64) return true;
   if ((mask & TC_32) && !t.isPtr() && bits == 32) return true;

@@ -53,6 +53,7 @@ enum : uint32_t {
   TC_B32 = 1u << 12,  // b32 (also u32/s32)
   TC_B64 = 1u << 13,  // b64 (also u64/s64)
   TC_32 = 1u << 14,   // any 32-bit scalar: b32/u32/s32/f32
+  TC_B16 = 1u << 15,  // b16 (also u16/s16)
 };
 
 // Op flags.

@@ -113,7 +113,8 @@ std::string classText(uint32_t mask) {
       {TC_I, "integer"}, {TC_B, "bits"}, {TC_F, "float"}, {TC_P, "pred"}, {TC_PTR, "pointer"},
       {TC_VEC, "vector"}, {TC_U32, "u32"}, {TC_SINT, "signed integer"}, {TC_F32, "f32"},
       {TC_F64, "f64"}, {TC_I16, "16-bit integer"}, {TC_I32, "32-bit integer"},
-      {TC_B32, "32-bit integer or bits"}, {TC_B64, "64-bit integer or bits"}, {TC_32, "32-bit scalar"}};
+      {TC_B16, "16-bit integer or bits"}, {TC_B32, "32-bit integer or bits"}, {TC_B64, "64-bit integer or bits"},
+      {TC_32, "32-bit scalar"}};
   std::vector<std::string> parts;
   for (auto [bit, name] : kNames)
     if (mask & bit) parts.push_back(name);

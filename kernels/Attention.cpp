@@ -19,7 +19,6 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
-#include <cmath>
 #include <string>
 
 #include "kernels/Library.h"
@@ -50,6 +49,7 @@ struct Config {
   bool softcap = false;   // the f32 parameter softcap: scaled scores s become softcap tanh(s / softcap)
   bool alibi = false;     // the f32 [q_heads] parameter alibi_slopes: scores gain slope (t - (len - 1))
   Fp8 cache = Fp8::None;  // fp8 caches: codes scaled by the f32 parameters k_scale and v_scale
+  bool cvt = false;       // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   unsigned perLane() const { return dim / 32; }
   unsigned cacheBytes() const { return cache == Fp8::None ? bytesOf(s) : 1; }
 };
@@ -59,7 +59,8 @@ Config configOf(const Options& o) {
   auto optional = [&](const char* name, int64_t none) { return o.all().count(name) ? o.integer(name) : none; };
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
           static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window"),
-          o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi"), cacheDtype(o)};
+          o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi"), cacheDtype(o),
+          fp8Cvt(o)};
 }
 
 // head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
@@ -109,15 +110,15 @@ std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool v
   return out;
 }
 
-// The lane's perLane consecutive fp8 codes at p as f32 times 2^-fp8Bias (fp8Raw): one load of
-// their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
+// The lane's perLane consecutive fp8 codes at p as f32 (decodeCodes: their values, or times
+// 2^-bias): one load of their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
 std::vector<Value> loadCodes(KernelBuilder& kb, Value p, const Config& c, bool vec, std::string_view name) {
   std::vector<Value> out;
   const unsigned n = c.perLane();
   if (!vec) {
     for (unsigned i = 0; i < n; ++i) {
       Value b = kb.load(i == 0 ? p : kb.ptradd(p, kb.u64(i)), Type::of(ir::Scalar::U8), {Mod::NcMod}, name);
-      out.push_back(fp8Raw(kb, kb.cvt(b, Type::u32()), 0, c.cache, name));
+      out.push_back(decodeCodes(kb, kb.cvt(b, Type::u32()), 1, c.cache, c.cvt, name)[0]);
     }
     return out;
   }
@@ -129,7 +130,7 @@ std::vector<Value> loadCodes(KernelBuilder& kb, Value p, const Config& c, bool v
     for (unsigned w = 0; w < n / 4; ++w) words.push_back(n == 4 ? v : kb.extract(v, w));
   }
   for (Value w : words)
-    for (unsigned i = 0; i < std::min(n, 4u); ++i) out.push_back(fp8Raw(kb, w, i, c.cache, name));
+    for (Value x : decodeCodes(kb, w, std::min(n, 4u), c.cache, c.cvt, name)) out.push_back(x);
   return out;
 }
 
@@ -142,6 +143,7 @@ struct State {
 std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
   ir::Module m = newModule();
+  if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_decode");
   if (!checkConfig(c, true, diags)) return std::nullopt;
   const unsigned ps = c.pageSize;
@@ -199,10 +201,11 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value qHeads = (kvHeads * G).named("q_heads");
   Value laneOff = (lane * n).named("lane_elem");
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain (and by
-  // k_scale: fp8 K's values are k_scale times its codes'). fp8 codes are read as their values
-  // times 2^-bias (fp8Raw), so a step's summed scores, and the output, are scaled by 2^bias.
+  // k_scale: fp8 K's values are k_scale times its codes'). Decoded by integer instructions, codes
+  // are read as their values times 2^-bias (fp8Raw), so a step's summed scores, and the output,
+  // are scaled by 2^bias.
   Value qScale = fp8 ? (scale * kLog2e * kScale).named("q_scale") : (scale * kLog2e).named("q_scale");
-  const float rawScale = fp8 ? std::ldexp(1.0f, int(fp8Bias(c.cache))) : 1.0f;
+  const float rawScale = fp8 ? fp8Scale(c.cache, c.cvt) : 1.0f;
   Value cap = c.softcap ? (softcapArg * kLog2e).named("cap") : Value();
   Value capRate = c.softcap ? (2.0f * kb.rcp(softcapArg)).named("cap_rate") : Value();
   Value capOn = c.softcap ? (softcapArg != 0.0f).named("cap_on") : Value();
@@ -279,7 +282,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
               dots.push_back(dot);
             }
           std::vector<Value> sums = warpSumEach(kb, dots, lane);
-          if (fp8)
+          if (rawScale != 1.0f)
             for (Value& x : sums) x = (x * rawScale).named("dot");
           // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap; a cap
           // of 0 leaves the scores alone.
@@ -363,7 +366,8 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
       // An empty split: l = 0, output 0 and log2-sum-exp -inf (lg2 of 0).
       // fp8 V: its values are v_scale times the codes', which were read as 2^-bias times theirs (a
       // product of the two scales could overflow).
-      if (fp8) a = ((a * rawScale).named("acc_all") * vScale).named("acc_all");
+      if (rawScale != 1.0f) a = (a * rawScale).named("acc_all");
+      if (fp8) a = (a * vScale).named("acc_all");
       Value out = kb.select(l > 0.0f, a * rcpApprox(kb, l), kb.f32(0.0f), "o_split");
       Value qh = (h * G + g).named("q_head");
       Value slotRow = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(splits, Type::u64()) +
@@ -470,11 +474,13 @@ void addAttention(std::vector<Template>& out) {
               "ALiBi position biases: the f32 [q_heads] parameter alibi_slopes (after stats) adds "
               "-alibi_slopes[h] * (length - 1 - t) to query head h's scaled (and capped) score of position t"),
        cacheDtypeOption("what the caches hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter "
-                        "writes them) whose values are times the f32 parameters k_scale and v_scale (after scale)")},
+                        "writes them) whose values are times the f32 parameters k_scale and v_scale (after scale)"),
+       fp8DecodeOption()},
       buildDecode,
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
       },
+      fp8DecodeWhereItRuns,
   });
   out.back().elements =
       allElements({storageElements({"q"}), cacheElements({"k_cache", "v_cache"}),

@@ -48,7 +48,7 @@ Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
           o.text("mainloop") != "mma", o.flag("window"), o.flag("window_right"), o.flag("softcap"), o.flag("alibi"),
-          o.flag("bias"), cacheDtype(o)};
+          o.flag("bias"), cacheDtype(o), fp8Cvt(o)};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -373,11 +373,12 @@ void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
 // codes become one 16-byte chunk of the shared tile (st.shared.v4), from one 8-byte load when
 // `vec` (the tensor 8-byte aligned) or 8 byte loads; rows past the extent are zeros. A loop of
 // kConvertBatch passes a turn, their loads first (unrolled, head_dim 256's 16 passes spill).
+// With cvt.f16x2 into f16 tiles the pairs it makes are the chunk's words themselves.
 constexpr unsigned kConvertBatch = 2;
 
 void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first, bool vec) {
   const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow, passes = kRows / rowsPerPass;
-  const float rawScale = std::ldexp(1.0f, int(fp8Bias(c.cache)));
+  const float rawScale = fp8Scale(c.cache, c.fp8Cvt);
   Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
   Value last = (t.extent - 1u).named("last");
   kb.for_range(kb.u32(0), kb.u32(passes), kb.u32(kConvertBatch), [&](Value j0) {
@@ -402,16 +403,23 @@ void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, V
     }
     const unsigned perPass = vec ? 2 : 8;
     for (unsigned u = 0; u < kConvertBatch; ++u) {
-      // Code i of the pass: byte i % 4 of word i / 4, or the low byte of its own load.
-      auto value = [&](unsigned i) {
-        Value raw = vec ? fp8Raw(kb, loaded[u * perPass + i / 4], i % 4, c.cache, "code")
-                        : fp8Raw(kb, loaded[u * perPass + i], 0, c.cache, "code");
-        return raw * rawScale;
-      };
+      std::vector<Value> pairs;  // the chunk's 4 words: codes 2i and 2i + 1 in storage type
+      if (vec && c.fp8Cvt && c.s == Storage::F16) {
+        for (unsigned w = 0; w < 2; ++w)
+          for (unsigned half = 0; half < 2; ++half) {
+            Value codes = half ? loaded[u * perPass + w] >> 16u : loaded[u * perPass + w];
+            pairs.push_back(cvtCodePair(kb, codes, c.cache, "f16_pair"));
+          }
+      } else {
+        std::vector<Value> values;  // the 8 codes' values, or times 2^-bias
+        for (unsigned w = 0; w < perPass; ++w)
+          for (Value x : decodeCodes(kb, loaded[u * perPass + w], vec ? 4 : 1, c.cache, c.fp8Cvt, "code"))
+            values.push_back(rawScale == 1.0f ? x : x * rawScale);
+        for (unsigned i = 0; i < 4; ++i) pairs.push_back(packHalf(kb, c, values[2 * i], values[2 * i + 1]));
+      }
       std::vector<Value> words;
       for (unsigned i = 0; i < 4; ++i)
-        words.push_back(kb.select(ins[u], packHalf(kb, c, value(2 * i), value(2 * i + 1)),
-                                  kb.const_bits(Type::of(Scalar::B32), 0), "staged"));
+        words.push_back(kb.select(ins[u], pairs[i], kb.const_bits(Type::of(Scalar::B32), 0), "staged"));
       kb.store(kb.ptradd(t.smem(), slotOf(c, rows[u], chunk), "dst"), kb.pack(Type::of(Scalar::B32, 4), words, "chunk_bits"));
     }
   }, {.label = "convert_passes", .iv = "j0"});
@@ -478,6 +486,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
+  if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_prefill");
   if (c.dim != 64 && c.dim != 128 && c.dim != 256) {
     diags.report(ir::Severity::Error, "", {}, "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim));
@@ -705,7 +714,8 @@ void addAttentionPrefill(std::vector<Template>& out) {
                     "member's parameters"),
        cacheDtypeOption("what k and v hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter writes "
                         "them) whose values are times the f32 parameters k_scale and v_scale (after scale), converted "
-                        "to dtype exactly as a tile is staged; mainloop = \"mma\" only")},
+                        "to dtype exactly as a tile is staged; mainloop = \"mma\" only"),
+       fp8DecodeOption()},
       buildPrefill,
       [](const Options& o) {
         if (o.text("mainloop") == "wgmma") return launchPrefill90(o);
@@ -717,7 +727,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
         if (c.dim > 128) r.dynamicShared = Expr(3 * kRows * c.rowBytes());  // the Q, K and V tiles
         return r;
       },
-      wgmmaWhereItRuns,
+      [](const Options& o) {
+        std::vector<Options> members = wgmmaWhereItRuns(o);
+        return members.empty() ? fp8DecodeWhereItRuns(o) : members;
+      },
   });
   // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).
   out.back().elements = allElements({storageElements({"q", "o", "bias"}), cacheElements({"k", "v"}),

@@ -23,6 +23,7 @@ struct Config {
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
   Fp8 cache = Fp8::None;  // fp8 k and v (cache_dtype; mma.sync only): k_scale and v_scale after scale
+  bool fp8Cvt = false;    // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
   unsigned rowBytes() const { return dim * 2; }
   unsigned kvRowBytes() const { return cache == Fp8::None ? rowBytes() : dim; }  // a head's row of k, v

@@ -8,6 +8,8 @@
 // products are summed. Encoding rounds the f32's bits to the code's mantissa (ties to even) and
 // rebiases; below the code's smallest normal it rounds |x| times 2^(bias - 1 + mantissa bits) to
 // an integer (cvt.rni), which is the subnormal code itself.
+#include <cmath>
+
 #include "kernels/Library.h"
 
 namespace tn::kernels::lib {
@@ -50,6 +52,47 @@ std::function<Template::ElementTypes(const Options&)> cacheElements(std::vector<
 }
 
 unsigned fp8Bias(Fp8 f) { return formatOf(f).bias; }
+
+OptionSpec fp8DecodeOption() {
+  return choiceOption("fp8_decode", "auto", {"auto", "cvt", "integer"},
+                      "with an fp8 cache_dtype, how codes become values: cvt (PTX cvt.rn.f16x2.e4m3x2, sm_89+: "
+                      "about 1.5 instructions a code), integer (shifts and masks, any target: about 6), or auto (cvt "
+                      "in the code of sm_89 and newer targets, integer in older ones')");
+}
+
+bool fp8Cvt(const Options& o) { return o.all().count("fp8_decode") && o.text("fp8_decode") == "cvt"; }
+
+std::vector<Options> fp8DecodeWhereItRuns(const Options& o) {
+  if (cacheDtype(o) == Fp8::None || o.text("fp8_decode") != "auto") return {};
+  Options cvt = o, integer = o;
+  cvt.set("fp8_decode", std::string("cvt"));
+  integer.set("fp8_decode", std::string("integer"));
+  return {cvt, integer};
+}
+
+float fp8Scale(Fp8 f, bool cvt) { return cvt ? 1.0f : std::ldexp(1.0f, int(fp8Bias(f))); }
+
+Value cvtCodePair(KernelBuilder& kb, Value w, Fp8 f, std::string_view name) {
+  return kb.cvt_f16x2_fp8(kb.cvt(w, ir::Type::of(ir::Scalar::U16)), f == Fp8::E4M3 ? ir::Mod::E4m3Mod : ir::Mod::E5m2Mod,
+                          name);
+}
+
+std::vector<Value> decodeCodes(KernelBuilder& kb, Value w, unsigned count, Fp8 f, bool cvt, std::string_view name) {
+  std::vector<Value> out;
+  if (!cvt) {
+    for (unsigned i = 0; i < count; ++i) out.push_back(fp8Raw(kb, w, i, f, name));
+    return out;
+  }
+  auto toF32 = [&](Value half) {
+    return kb.cvt(kb.bitcast(kb.cvt(half, ir::Type::of(ir::Scalar::U16)), ir::Type::of(ir::Scalar::F16)), ir::Type::f32(), name);
+  };
+  for (unsigned i = 0; i < count; i += 2) {
+    Value pair = kb.bitcast(cvtCodePair(kb, i == 0 ? w : w >> 16u, f, "f16_pair"), ir::Type::u32());
+    out.push_back(toF32(pair));
+    if (i + 1 < count) out.push_back(toF32(pair >> 16u));
+  }
+  return out;
+}
 
 Value fp8Raw(KernelBuilder& kb, Value w, unsigned byte, Fp8 f, std::string_view name) {
   const Fp8Format F = formatOf(f);

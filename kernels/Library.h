@@ -88,6 +88,23 @@ unsigned fp8Bias(Fp8 f);
 // x (f32) as the nearest code of f (ties to the even code), finite values beyond the largest
 // and infinities saturating to it (PTX's cvt.rn.satfinite), NaN as 0x7F: a u32 0 ... 255.
 Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name = {});
+// How attention reads fp8 codes: the `fp8_decode` option, "cvt" (PTX cvt.rn.f16x2.e4m3x2, sm_89+),
+// "integer" (fp8Raw, any target) or "auto" (the default: cvt where a target has it, integer
+// elsewhere, through Template::alternatives: fp8DecodeWhereItRuns). A kernel built with "auto"
+// itself decodes by integer instructions.
+OptionSpec fp8DecodeOption();
+bool fp8Cvt(const Options& o);
+// The PTX ISA version a module using cvt.f16x2 declares (ptxas wants 8.1 for it on sm_89).
+inline constexpr unsigned kFp8CvtPtx = 81;
+std::vector<Options> fp8DecodeWhereItRuns(const Options& o);
+// The codes in bytes 0 ... count - 1 (1, 2 or 4) of the u32 word w as f32 values, in byte order:
+// with cvt each code's value (cvt.f16x2, then f16 to f32), else fp8Raw's value times 2^-bias.
+// fp8Scale is what they are multiplied by to be the codes' values: 1 with cvt, else 2^fp8Bias.
+std::vector<Value> decodeCodes(KernelBuilder& kb, Value w, unsigned count, Fp8 f, bool cvt, std::string_view name = {});
+float fp8Scale(Fp8 f, bool cvt);
+// The two codes in bits 15:0 of the u32 word w as f16 in a b32, the code of bits 15:8 in bits
+// 31:16 (cvt.f16x2; sm_89+).
+Value cvtCodePair(KernelBuilder& kb, Value w, Fp8 f, std::string_view name = {});
 // Four codes (u32 0 ... 255, the first the lowest byte) as one u32 word.
 Value packBytes(std::span<const Value> codes, std::string_view name = {});
 

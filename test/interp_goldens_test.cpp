@@ -21,6 +21,9 @@
 #include <set>
 
 #include "interp_harness.h"
+#include "ir/Float16.h"
+#include "ir/Float8.h"
+#include "ir/LaneSemantics.h"
 #include "mma_reference.h"
 
 namespace {
@@ -666,6 +669,45 @@ GOLDEN_TEST("cvt-tf32.tir", "tf32") {
       CHECK(out[t] == (t < n ? referenceTf32(x[t]) : before[t]));
     }
   });
+}
+
+// ---- cvt-fp8.tir -------------------------------------------------------------------------------
+
+// cvt.f16x2 written out independently of ir/LaneSemantics.h: each code's value from its fields
+// (ir/Float8.h), rounded to f16 by ir/Float16.h (exact: every fp8 value is an f16); NaN the
+// canonical NaN.
+uint32_t referenceFp8Pair(tn::ir::Fp8Format f, uint16_t codes) {
+  auto half = [&](uint8_t code) -> uint32_t {
+    const double v = tn::ir::fp8Value(f, code);
+    return std::isnan(v) ? 0x7FFFu : tn::ir::f64ToF16(v);
+  };
+  return half(uint8_t(codes >> 8)) << 16 | half(uint8_t(codes & 0xFF));
+}
+
+GOLDEN_TEST("cvt-fp8.tir", "fp8") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint16_t> x = run.inputArray<uint16_t>("x");
+    const uint64_t n = run.scalarBits("n");
+    for (const auto& output : {std::pair{"e4", tn::ir::Fp8Format::E4M3}, std::pair{"e5", tn::ir::Fp8Format::E5M2}}) {
+      const char* name = output.first;
+      const tn::ir::Fp8Format format = output.second;
+      const std::vector<uint32_t> before = run.inputArray<uint32_t>(name), out = o.array<uint32_t>(name);
+      for (size_t t = 0; t < out.size() && t < x.size(); ++t) {
+        INFO(name << " thread " << t << " codes 0x" << std::hex << x[t]);
+        CHECK(out[t] == (t < n ? referenceFp8Pair(format, x[t]) : before[t]));
+      }
+    }
+  });
+}
+
+// Every pair of codes of both formats, on the lane semantics the interpreter and const-fold share.
+TEST_CASE("interp: cvt.f16x2 converts every pair of fp8 codes exactly") {
+  for (const tn::ir::Fp8Format f : {tn::ir::Fp8Format::E4M3, tn::ir::Fp8Format::E5M2}) {
+    size_t wrong = 0;
+    for (uint32_t codes = 0; codes < 0x10000; ++codes)
+      wrong += tn::ir::lane::cvtF16x2Fp8(f == tn::ir::Fp8Format::E4M3, codes) != referenceFp8Pair(f, uint16_t(codes));
+    CHECK_MESSAGE(wrong == 0, (f == tn::ir::Fp8Format::E4M3 ? "e4m3" : "e5m2") << ": " << wrong << " pairs differ");
+  }
 }
 
 // ---- cp-async.tir ------------------------------------------------------------------------------

@@ -701,6 +701,23 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // cvt-fp8.tir: two random fp8 codes per thread (NaNs, infinities and subnormals among them), a
+  // bound n that leaves some threads out, random words where they would write.
+  all.push_back({"cvt-fp8.tir", "fp8", "", {}, [](std::mt19937& rng) {
+                   R runs;
+                   for (uint32_t block : {32u, 40u, 256u}) {
+                     Run r = launch("fp8", {1, 1, 1}, {block, 1, 1});
+                     std::vector<uint16_t> x(block);
+                     std::vector<uint32_t> e4(block), e5(block);
+                     for (uint16_t& c : x) c = static_cast<uint16_t>(rng());
+                     x[0] = 0x7F80, x[1] = 0xFC7C, x[2] = 0x0701;  // NaN and -0, -inf and inf, subnormals
+                     for (uint32_t& w : e4) w = static_cast<uint32_t>(rng());
+                     for (uint32_t& w : e5) w = static_cast<uint32_t>(rng());
+                     r.buffer("x", x).buffer("e4", e4).buffer("e5", e5).bits("n", block - block / 8);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // bitcast-vectors.tir: 16 bytes of random bits to load as vectors and pack.
   const auto bitcastRuns = [](std::mt19937& rng) {
     return uniformRuns(rng, 20, [](Run& r, std::mt19937& g) {

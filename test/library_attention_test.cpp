@@ -144,7 +144,9 @@ PagedCache pagedCache(std::mt19937& rng, const std::vector<uint32_t>& lengths, u
   return c;
 }
 
-void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
+// `target`: whose code the interpreter runs (Call::target; fp8_decode = "auto" kernels decode by
+// cvt.f16x2 in their sm_90 code and by integer instructions in their sm_80 code).
+void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p, const char* target = "") {
   const uint32_t B = uint32_t(p.lengths.size()), KH = p.kvHeads, QH = KH * v.group, D = v.dim, P = v.pageSize;
   uint32_t maxLen = 0, rows = 0;
   for (uint32_t len : p.lengths) maxLen = std::max(maxLen, len);
@@ -197,7 +199,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   if (v.fp8) call.scalar("k_scale", kv.kScale).scalar("v_scale", kv.vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
-  Outputs first = r.run(call);
+  Outputs first = r.run(call.target(target));
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
   Outputs second = r.run(Call("attention", v.merge)
                              .buffer("partial", first.get<float>("partial"))
@@ -205,7 +207,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                              .buffer("o", encode(v.d, o))
                              .scalar("batch", B)
                              .scalar("q_heads", QH)
-                             .scalar("splits", splits));
+                             .scalar("splits", splits)
+                             .target(target));
   std::vector<float> got = decode(v.d, second.get<std::byte>("o"));
   std::vector<double> want;
   for (uint32_t b = 0; b < B; ++b)
@@ -239,7 +242,8 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                      (v.window ? " window " + std::to_string(p.window) : "") +
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
-                     (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "");
+                     (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "") +
+                     (*target ? std::string(" (") + target + " code)" : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
   // to 1, so the output is off by at most ~1e-5 * max|v| = 1e-5, plus its rounding to storage.
@@ -285,62 +289,68 @@ LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements",
 
 // fp8 caches: random codes of every finite value (subnormal codes among them), K's scale folded
 // into q and V's into the output; a lane's codes in one load (2, 4 or 8 bytes) or, one byte off
-// alignment on the GPU, byte by byte; NaN codes as NaN.
+// alignment on the GPU, byte by byte; NaN codes as NaN. Both decodings: the sm_90 code's
+// cvt.f16x2 and the sm_80 code's integer instructions (on the GPU, the device's).
 LIBRARY_TEST("attention_decode: fp8 caches", attentionDecodeFp8) {
   std::mt19937 rng(seed());
   const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0};
-  for (const Variant* v : {&kE4m3Bf16, &kE5m2F16, &kE4m3F32, &kE5m2P16}) {
-    checkDecode(r, rng, *v, {mixed, 2, 64});
-    checkDecode(r, rng, *v, {mixed, 1, 1000, Problem::Nan::None, 0, 1});
+  for (const char* target : {"", "sm_80"}) {
+    for (const Variant* v : {&kE4m3Bf16, &kE5m2F16, &kE4m3F32, &kE5m2P16}) {
+      checkDecode(r, rng, *v, {mixed, 2, 64}, target);
+      checkDecode(r, rng, *v, {mixed, 1, 1000, Problem::Nan::None, 0, 1}, target);
+    }
+    checkDecode(r, rng, kE4m3Bf16, {{40, 5}, 1, 16, Problem::Nan::K, 17}, target);
+    checkDecode(r, rng, kE5m2F16, {{40, 5}, 2, 16, Problem::Nan::V, 17}, target);
   }
-  checkDecode(r, rng, kE4m3Bf16, {{40, 5}, 1, 16, Problem::Nan::K, 17});
-  checkDecode(r, rng, kE5m2F16, {{40, 5}, 2, 16, Problem::Nan::V, 17});
 }
 
 // Every code read back exactly: sequences of one position, whose output is its V row (weight 1,
 // sum 1), with V's codes all 256 of them and v_scale 1, in f32; NaN codes give NaN, E5M2's
 // infinities infinities.
 LIBRARY_TEST("attention_decode: fp8 caches read every code exactly", attentionDecodeFp8Codes) {
-  for (const Variant* v : {&kE4m3F32, &kE5m2P16}) {
-    const uint32_t D = v->dim, B = 256 / D, P = v->pageSize;
-    // Sequence b's one row: row b (contiguous), or row 0 of page b.
-    std::vector<uint32_t> rowsOf(B), lengths(B, 1);
-    for (uint32_t b = 0; b < B; ++b) rowsOf[b] = b;
-    std::vector<uint8_t> vCodes(size_t(B) * D * (P ? P : 1), 0), kCodes(vCodes.size(), 0);
-    for (uint32_t c = 0; c < 256; ++c) vCodes[size_t(c / D) * (P ? P : 1) * D + c % D] = uint8_t(c);
-    Call call = Call("attention", v->decode)
-                    .buffer("q", std::vector<float>(size_t(B) * D, 0.5f))
-                    .buffer("k_cache", asBytes(kCodes))
-                    .buffer("v_cache", asBytes(vCodes))
-                    .buffer("lengths", lengths)
-                    .buffer("partial", std::vector<float>(size_t(B) * D, -7.0f))
-                    .buffer("stats", std::vector<float>(B, -7.0f))
-                    .scalar("batch", B)
-                    .scalar("kv_heads", 1u)
-                    .scalar("splits", 1u)
-                    .scalar("split_len", 64u)
-                    .scalar("scale", 1.0f)
-                    .scalar("k_scale", 1.0f)
-                    .scalar("v_scale", 1.0f);
-    if (P) call.buffer("block_table", rowsOf).scalar("max_pages", 1u);
-    else call.buffer("offsets", rowsOf);
-    Outputs first = r.run(call);
-    Outputs second = r.run(Call("attention", v->merge)
-                               .buffer("partial", first.get<float>("partial"))
-                               .buffer("stats", first.get<float>("stats"))
-                               .buffer("o", std::vector<float>(size_t(B) * D, -7.0f))
-                               .scalar("batch", B)
-                               .scalar("q_heads", 1u)
-                               .scalar("splits", 1u));
-    const std::vector<float> o = second.get<float>("o");
-    for (uint32_t c = 0; c < 256; ++c) {
-      const double want = fp8Value(v->format, uint8_t(c));
-      const bool same = std::isnan(want)   ? std::isnan(o[c])
-                        : std::isinf(want) ? std::isnan(o[c]) || double(o[c]) == want
-                                           : double(o[c]) == want;
-      CHECK_MESSAGE(same, std::string(v->decode) << ": code " << c << " read as " << o[c] << ", not " << want);
+  for (const char* target : {"", "sm_80"})
+    for (const Variant* v : {&kE4m3F32, &kE5m2P16}) {
+      const uint32_t D = v->dim, B = 256 / D, P = v->pageSize;
+      // Sequence b's one row: row b (contiguous), or row 0 of page b.
+      std::vector<uint32_t> rowsOf(B), lengths(B, 1);
+      for (uint32_t b = 0; b < B; ++b) rowsOf[b] = b;
+      std::vector<uint8_t> vCodes(size_t(B) * D * (P ? P : 1), 0), kCodes(vCodes.size(), 0);
+      for (uint32_t c = 0; c < 256; ++c) vCodes[size_t(c / D) * (P ? P : 1) * D + c % D] = uint8_t(c);
+      Call call = Call("attention", v->decode)
+                      .buffer("q", std::vector<float>(size_t(B) * D, 0.5f))
+                      .buffer("k_cache", asBytes(kCodes))
+                      .buffer("v_cache", asBytes(vCodes))
+                      .buffer("lengths", lengths)
+                      .buffer("partial", std::vector<float>(size_t(B) * D, -7.0f))
+                      .buffer("stats", std::vector<float>(B, -7.0f))
+                      .scalar("batch", B)
+                      .scalar("kv_heads", 1u)
+                      .scalar("splits", 1u)
+                      .scalar("split_len", 64u)
+                      .scalar("scale", 1.0f)
+                      .scalar("k_scale", 1.0f)
+                      .scalar("v_scale", 1.0f);
+      if (P) call.buffer("block_table", rowsOf).scalar("max_pages", 1u);
+      else call.buffer("offsets", rowsOf);
+      Outputs first = r.run(call.target(target));
+      Outputs second = r.run(Call("attention", v->merge)
+                                 .buffer("partial", first.get<float>("partial"))
+                                 .buffer("stats", first.get<float>("stats"))
+                                 .buffer("o", std::vector<float>(size_t(B) * D, -7.0f))
+                                 .scalar("batch", B)
+                                 .scalar("q_heads", 1u)
+                                 .scalar("splits", 1u)
+                                 .target(target));
+      const std::vector<float> o = second.get<float>("o");
+      for (uint32_t c = 0; c < 256; ++c) {
+        const double want = fp8Value(v->format, uint8_t(c));
+        const bool same = std::isnan(want)   ? std::isnan(o[c])
+                          : std::isinf(want) ? std::isnan(o[c]) || double(o[c]) == want
+                                             : double(o[c]) == want;
+        CHECK_MESSAGE(same, std::string(v->decode) << " (code of " << (*target ? target : "sm_90") << "): code " << c
+                                                   << " read as " << o[c] << ", not " << want);
+      }
     }
-  }
 }
 
 // ---- attention_prefill ------------------------------------------------------------------------
@@ -421,6 +431,9 @@ constexpr PrefillVariant k90VarlenPagedWindow2{"prefill90_bf16_d128_varlen_p16_w
 constexpr PrefillVariant kFp8PagedBf16Causal{"prefill_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention", 64, false, "", 16, false, false, false, false, false, true, Fp8Format::E4M3};
 constexpr PrefillVariant kFp8F16{"prefill_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention", 64, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
 constexpr PrefillVariant kFp8D256Causal{"prefill_bf16_d256_causal_e4m3", Dtype::BF16, 256, true, true, "attention", 64, false, "", 0, false, false, false, false, false, true, Fp8Format::E4M3};
+// The same kernels' sm_80 code: integer decoding (their sm_90 code uses cvt.f16x2).
+constexpr PrefillVariant kFp8PagedBf16Causal80{"prefill_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention", 64, false, "sm_80", 16, false, false, false, false, false, true, Fp8Format::E4M3};
+constexpr PrefillVariant kFp8F16Sm80{"prefill_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention", 64, false, "sm_80", 0, false, false, false, false, false, true, Fp8Format::E5M2};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -624,7 +637,8 @@ LIBRARY_TEST("attention_prefill: new tokens after a cached prefix", attentionPre
 // fp8 k and v (cache_dtype): random codes of every finite value converted exactly to the storage
 // type as tiles are staged, k_scale folded into the scores' scale, v_scale into the outputs; a
 // paged E4M3 cache with a cached prefix (chunked prefill), E5M2 into f16, head_dim 256; 8-byte
-// code loads, or 2-byte aligned tensors on the GPU (byte loads); NaN and E5M2's -inf in K, NaN in V.
+// code loads, or 2-byte aligned tensors on the GPU (byte loads); NaN and E5M2's -inf in K, NaN in V;
+// the sm_90 code's cvt.f16x2 and the sm_80 code's integer decoding.
 LIBRARY_TEST("attention_prefill: fp8 k and v", attentionPrefillFp8) {
   std::mt19937 rng(seed());
   checkPrefill(r, rng, kFp8PagedBf16Causal, {2, 17, 67, 4, 2});
@@ -635,6 +649,9 @@ LIBRARY_TEST("attention_prefill: fp8 k and v", attentionPrefillFp8) {
   checkPrefill(r, rng, kFp8PagedBf16Causal, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::K, 9});
   checkPrefill(r, rng, kFp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::KNegInf, 9});
   checkPrefill(r, rng, kFp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::V, 9});
+  checkPrefill(r, rng, kFp8PagedBf16Causal80, {2, 17, 67, 4, 2});
+  checkPrefill(r, rng, kFp8F16Sm80, {1, 70, 130, 2, 2, 0, 2});
+  checkPrefill(r, rng, kFp8F16Sm80, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::KNegInf, 9});
 }
 
 LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned tensors", attentionPrefillEdges) {

@@ -4,6 +4,7 @@
 // the generic prmt, its six modes and three lop3 truth tables (some XORed in pairs, as the golden
 // kernel stores them). On the interpreter the test pins the semantics to the golden kernel; on a
 // GPU ("gpu library: bit probe …") a failure is a place where PTX's prmt or lop3 and ours disagree.
+// Also cvt.tf32 (spec bit_probes.toml) and cvt.f16x2 (spec fp8_probes.toml).
 #include <array>
 #include <random>
 #include <sstream>
@@ -91,4 +92,31 @@ LIBRARY_TEST("bit probe: cvt.tf32 rounds to nearest with ties away, against the 
       first << "\n  cvt.tf32 0x" << std::hex << x[t] << " = 0x" << got[t] << ", want 0x" << want << std::dec;
   }
   CHECK_MESSAGE(bad == 0, bad << " of " << kThreads << " values differ" << first.str());
+}
+
+// cvt.f16x2 (PTX cvt.rn.f16x2.e4m3x2 and .e5m2x2) on hardware against lane::cvtF16x2Fp8, with the
+// golden kernel of lit-tests/emit-ptx/cvt-fp8.tir: every pair of codes of both formats. PTX does
+// not say which NaN a NaN code gives: a failure only on NaN codes is the GPU's NaN differing from
+// the interpreter's canonical one (which then changes).
+LIBRARY_TEST("bit probe: cvt.f16x2 converts every pair of fp8 codes as the IR's semantics", fp8Probe) {
+  constexpr uint32_t kPairs = 65536;
+  std::vector<uint16_t> x(kPairs);
+  for (uint32_t i = 0; i < kPairs; ++i) x[i] = static_cast<uint16_t>(i);
+  Outputs out = r.run(Call("fp8_probes", "fp8")
+                          .buffer("x", x)
+                          .buffer("e4", std::vector<uint32_t>(kPairs, 0xdeadbeefu))
+                          .buffer("e5", std::vector<uint32_t>(kPairs, 0xdeadbeefu))
+                          .scalar("n", kPairs));
+  for (const bool e4m3 : {true, false}) {
+    const std::vector<uint32_t> got = out.get<uint32_t>(e4m3 ? "e4" : "e5");
+    REQUIRE(got.size() == kPairs);
+    unsigned bad = 0;
+    std::ostringstream first;
+    for (uint32_t i = 0; i < kPairs; ++i) {
+      const uint32_t want = static_cast<uint32_t>(tn::ir::lane::cvtF16x2Fp8(e4m3, i));
+      if (got[i] != want && ++bad <= 5)
+        first << "\n  codes 0x" << std::hex << i << " = 0x" << got[i] << ", want 0x" << want << std::dec;
+    }
+    CHECK_MESSAGE(bad == 0, (e4m3 ? "e4m3: " : "e5m2: ") << bad << " of " << kPairs << " pairs differ" << first.str());
+  }
 }

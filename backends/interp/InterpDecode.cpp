@@ -379,7 +379,8 @@ class Decoder {
     c.ftz = in.has(ir::Mod::FtzMod);
     c.sat = in.has(ir::Mod::SatMod);
     for (ir::ModGroup g : {ir::ModGroup::Cmp, ir::ModGroup::Dim, ir::ModGroup::Shfl, ir::ModGroup::Vote,
-                           ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans, ir::ModGroup::Prmt})
+                           ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans, ir::ModGroup::Prmt,
+                           ir::ModGroup::Fp8})
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
     if (in.result) c.dst = slot_[in.result.index];
     for (size_t i = 0; i < in.operands.size() && i < std::size(c.src); ++i) c.src[i] = slot_[in.operands[i].index];

@@ -65,7 +65,7 @@ struct Code {
   ir::Scalar srcScalar = ir::Scalar::Pred;  // S of cvt/bitcast
   uint8_t lanes = 1;                        // lanes of T
   ir::Mod round = ir::Mod::None;
-  ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote, atom operation, mma shape, ldmatrix .trans
+  ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote, atom operation, mma shape, ldmatrix .trans, fp8 format
   bool ftz = false;
   bool sat = false;
   ir::AddrSpace space = ir::AddrSpace::Generic;     // memory ops: space of the pointer operand

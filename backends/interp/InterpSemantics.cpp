@@ -37,6 +37,10 @@ struct CvtTf32 {
   static uint64_t eval(const Code&, uint64_t a) { return lane::roundTf32(a); }
 };
 
+struct CvtF16x2Fp8 {
+  static uint64_t eval(const Code& k, uint64_t a) { return lane::cvtF16x2Fp8(k.mode == Mod::E4m3Mod, a); }
+};
+
 struct Bitcast {
   static uint64_t eval(const Code& k, uint64_t a) {
     if (k.srcScalar != Scalar::Ptr || k.scalar != Scalar::Ptr) return a;
@@ -102,6 +106,7 @@ ComputeFn selectCompute(const Code& k, std::string& why) {
     case Op::CvtPack: return selectCvt(k, why);
     case Op::Bitcast: fn = &lanesLoop<Bitcast, 1>; break;
     case Op::CvtTf32: fn = &lanesLoop<CvtTf32, 1>; break;
+    case Op::CvtF16x2Fp8: fn = &lanesLoop<CvtF16x2Fp8, 1>; break;
     case Op::PtrAdd: fn = is32BitSpace(k.space) ? &lanesLoop<PtrAdd32, 2> : &lanesLoop<PtrAdd64, 2>; break;
     case Op::Pack: fn = &packLoop; break;
     case Op::Extract: fn = &extractLoop; break;

@@ -236,6 +236,9 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::Ldmatrix:
     case Op::CvtPack: emitTensorCore(in, t); return;
     case Op::CvtTf32: plain(in, "cvt.rna.tf32.f32"); return;
+    case Op::CvtF16x2Fp8:
+      plain(in, std::string("cvt.rn.f16x2.") + (in.mod(ModGroup::Fp8) == Mod::E4m3Mod ? "e4m3x2" : "e5m2x2"));
+      return;
     case Op::Br:
     case Op::Cbr:
     case Op::Ret: return;  // terminators: the block walk writes them with their moves

@@ -592,9 +592,13 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // paging costs.
 // window (op attention_decode_windowW): a sliding window of W positions, whose splits (about 528
 // blocks again) cover the window only; bytes: the window's K and V. fp8 (op attention_decode_fp8):
-// K and V E4M3 codes (1 byte an element) scaled by k_scale = v_scale = 1/448.
+// K and V E4M3 codes (1 byte an element) scaled by k_scale = v_scale = 1/448, decoded as the
+// device's code does (cvt.f16x2 from sm_89 on); fp8Integer (op attention_decode_fp8_integer) the
+// same by integer instructions (fp8_decode = "integer"), to weigh the two.
+enum class Fp8Cache { None, Auto, Integer };
 Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false,
-                         uint32_t window = 0, bool fp8 = false) {
+                         uint32_t window = 0, Fp8Cache fp8Cache = Fp8Cache::None) {
+  const bool fp8 = fp8Cache != Fp8Cache::None;
   const uint32_t kvHeads = qHeads / 4, dim = 128, pageSize = 16, pages = context / pageSize;
   const uint32_t span = window ? std::min(window, context) : context;
   const uint32_t splits = len ? (span + len - 1) / len
@@ -603,7 +607,7 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   Case c{len ? "attention_decode_len" + std::to_string(len)
          : paged ? "attention_decode_paged"
          : window ? "attention_decode_window" + std::to_string(window)
-         : fp8    ? "attention_decode_fp8"
+         : fp8    ? (fp8Cache == Fp8Cache::Integer ? "attention_decode_fp8_integer" : "attention_decode_fp8")
                   : "attention_decode",
          std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
@@ -627,7 +631,8 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   if (window) args.push_back(val("window", window));
   const char* kernel = paged    ? "attention_decode_bf16_d128_g4_p16"
                        : window ? "attention_decode_bf16_d128_g4_window"
-                       : fp8    ? "attention_decode_bf16_d128_g4_e4m3"
+                       : fp8    ? (fp8Cache == Fp8Cache::Integer ? "attention_decode_bf16_d128_g4_e4m3_integer"
+                                                                 : "attention_decode_bf16_d128_g4_e4m3")
                                 : "attention_decode_bf16_d128_g4";
   c.launches = {{kernel, args},
                 {"attention_decode_merge_bf16_d128",
@@ -814,7 +819,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t b : batches) out.push_back(attentionDecodeCase(b, tiny ? 70 : full ? 32768 : 4096, tiny ? 8 : 32, 0, false, tiny ? 40 : full ? 4096 : 1024));
     // fp8 (E4M3) caches, beside the bf16 rows of the same shapes: half the bytes to stream.
     for (uint32_t b : batches)
-      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32, 0, false, 0, true));
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, tiny ? 8 : 32, 0, false, 0, Fp8Cache::Auto));
+    // The same decoded by integer instructions (what older targets' code does), at one context.
+    for (uint32_t b : batches)
+      out.push_back(attentionDecodeCase(b, tiny ? 70 : 4096, tiny ? 8 : 32, 0, false, 0, Fp8Cache::Integer));
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
