@@ -13,7 +13,9 @@
 // all of its positions: a running max m, sum l and accumulator per query head, rescaled when m
 // grows. The warps' states merge through shared memory, and the split writes its normalized
 // output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
-// one warp per (sequence, query head).
+// one warp per (sequence, query head). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
+// (kernels/Fp8.cpp), decoded as each slice is loaded (fp8_decode: cvt.f16x2 or integer
+// instructions), k_scale folded into q's pre-scale and v_scale into the split's output.
 //
 // Special values: an empty split (or a zero-length sequence) has log2-sum-exp -inf and weight 0;
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;

@@ -28,7 +28,9 @@
 // lit-tests/tile-validation/attention-prefill.test).
 //
 // Staging: when q, k and v are 16-byte aligned (a run-time test) 16-byte cp.async.cg, rows past
-// the sequence zero-filled; otherwise element by element through registers.
+// the sequence zero-filled; otherwise element by element through registers. fp8 k and v
+// (cache_dtype) are converted through registers into the same tiles (convertTile), k_scale
+// joining scale and v_scale the outputs' 1 / l.
 //
 // Special values: keys past seq_k or masked weigh exactly 0; a row that sees no key (causal,
 // seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every

@@ -1,7 +1,8 @@
-// fp8 codes for KV caches (docs/kernels.md, "fp8 KV caches"): decoding to f32 and encoding from
-// f32 with integer instructions only, so that every target (sm_75 on) runs them the same way.
+// fp8 codes for KV caches (docs/kernels.md, "fp8 KV caches"): decoding to f32, by cvt.f16x2 on
+// sm_89 and newer targets or by integer instructions on any, and encoding from f32 by integer
+// instructions (kv_scatter writes few codes).
 //
-// Decoding places a code's sign and its 7 other bits in an f32 whose exponent field keeps the
+// Integer decoding places a code's sign and its 7 other bits in an f32 whose exponent field keeps the
 // code's exponent unbiased by the difference of the biases (f32's 127 less the code's 7 or 15):
 // the f32 is the code's value times 2^-120 (E4M3) or 2^-112 (E5M2), exactly, subnormal codes
 // included (as f32 subnormals). Callers fold the 2^bias back into a scale factor after their
@@ -57,7 +58,7 @@ OptionSpec fp8DecodeOption() {
   return choiceOption("fp8_decode", "auto", {"auto", "cvt", "integer"},
                       "with an fp8 cache_dtype, how codes become values: cvt (PTX cvt.rn.f16x2.e4m3x2, sm_89+: "
                       "about 1.5 instructions a code), integer (shifts and masks, any target: about 6), or auto (cvt "
-                      "in the code of sm_89 and newer targets, integer in older ones')");
+                      "in the code for sm_89 and newer targets, integer in the code for older ones)");
 }
 
 bool fp8Cvt(const Options& o) { return o.all().count("fp8_decode") && o.text("fp8_decode") == "cvt"; }
