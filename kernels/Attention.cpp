@@ -147,7 +147,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   ir::Module m = newModule();
   if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_decode");
-  if (!checkConfig(c, true, diags)) return std::nullopt;
+  if (!checkConfig(c, true, diags) || !checkFp8Decode(o, diags)) return std::nullopt;
   const unsigned ps = c.pageSize;
   Value q = kb.param(kGlobalPtr, "q");
   Value kc = kb.param(kGlobalPtr, "k_cache");

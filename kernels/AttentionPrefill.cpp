@@ -480,6 +480,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                  "window_right needs causal = false (causal is a window_right of 0)");
     return std::nullopt;
   }
+  if (!checkFp8Decode(o, diags)) return std::nullopt;
   if (c.cache != Fp8::None && c.tmaParams) {
     diags.report(ir::Severity::Error, "", {},
                  "cache_dtype = \"" + o.text("cache_dtype") + "\" needs mainloop = \"mma\": the wgmma member reads k "

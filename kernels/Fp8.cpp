@@ -63,6 +63,13 @@ OptionSpec fp8DecodeOption() {
 
 bool fp8Cvt(const Options& o) { return o.all().count("fp8_decode") && o.text("fp8_decode") == "cvt"; }
 
+bool checkFp8Decode(const Options& o, ir::Diagnostics& diags) {
+  if (cacheDtype(o) != Fp8::None || o.text("fp8_decode") == "auto") return true;
+  diags.report(ir::Severity::Error, "", {},
+               "fp8_decode = \"" + o.text("fp8_decode") + "\" needs an fp8 cache_dtype (there are no codes to decode)");
+  return false;
+}
+
 std::vector<Options> fp8DecodeWhereItRuns(const Options& o) {
   if (cacheDtype(o) == Fp8::None || o.text("fp8_decode") != "auto") return {};
   Options cvt = o, integer = o;

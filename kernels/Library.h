@@ -94,6 +94,8 @@ Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name = {});
 // itself decodes by integer instructions.
 OptionSpec fp8DecodeOption();
 bool fp8Cvt(const Options& o);
+// False, with an error, for fp8_decode "cvt" or "integer" without an fp8 cache_dtype (nothing to decode).
+bool checkFp8Decode(const Options& o, ir::Diagnostics& diags);
 // The PTX ISA version a module using cvt.f16x2 declares (ptxas wants 8.1 for it on sm_89).
 inline constexpr unsigned kFp8CvtPtx = 81;
 std::vector<Options> fp8DecodeWhereItRuns(const Options& o);
