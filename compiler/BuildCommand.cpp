@@ -380,11 +380,13 @@ int runBuild(const BuildOpts& o) {
   in.ptxasVersion = ptxasVersion;
   in.producer = std::string("truenoc ") + TRUENOC_VERSION;
   for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
-    // The first instance serves the targets no variant lists (spec::instantiateForTargets).
+    // The first instance serves the targets no variant lists (spec::instantiateForTargets); members
+    // whose parameters and launch rule are the first's (fp8_decode's) need no variant.
     const std::vector<spec::TargetedInstance>& own = instances[ki];
     in.kernels.push_back({spec->kernels[ki].name, own[0].instance.params, own[0].instance.launch, {}});
     for (size_t v = 1; v < own.size(); ++v)
-      in.kernels.back().variants.push_back({own[v].targets, own[v].instance.params, own[v].instance.launch});
+      if (own[v].instance.params != own[0].instance.params || !(own[v].instance.launch == own[0].instance.launch))
+        in.kernels.back().variants.push_back({own[v].targets, own[v].instance.params, own[v].instance.launch});
   }
   std::vector<std::optional<uint32_t>> moduleOf(jobs.size());  // a job's index among in.modules
   for (size_t j = 0; j < jobs.size(); ++j)

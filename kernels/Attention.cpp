@@ -147,7 +147,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   ir::Module m = newModule();
   if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_decode");
-  if (!checkConfig(c, true, diags) || !checkFp8Decode(o, diags)) return std::nullopt;
+  if (!checkConfig(c, true, diags) || !checkFp8Decode(o, c.cache, diags)) return std::nullopt;
   const unsigned ps = c.pageSize;
   Value q = kb.param(kGlobalPtr, "q");
   Value kc = kb.param(kGlobalPtr, "k_cache");
@@ -482,7 +482,7 @@ void addAttention(std::vector<Template>& out) {
       [](const Options&) {
         return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
       },
-      fp8DecodeWhereItRuns,
+      [](const Options& o) { return fp8DecodeWhereItRuns(o, cacheDtype(o)); },
   });
   out.back().elements =
       allElements({storageElements({"q"}), cacheElements({"k_cache", "v_cache"}),

@@ -480,7 +480,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                  "window_right needs causal = false (causal is a window_right of 0)");
     return std::nullopt;
   }
-  if (!checkFp8Decode(o, diags)) return std::nullopt;
+  if (!checkFp8Decode(o, c.cache, diags)) return std::nullopt;
   if (c.cache != Fp8::None && c.tmaParams) {
     diags.report(ir::Severity::Error, "", {},
                  "cache_dtype = \"" + o.text("cache_dtype") + "\" needs mainloop = \"mma\": the wgmma member reads k "
@@ -732,7 +732,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
       },
       [](const Options& o) {
         std::vector<Options> members = wgmmaWhereItRuns(o);
-        return members.empty() ? fp8DecodeWhereItRuns(o) : members;
+        return members.empty() ? fp8DecodeWhereItRuns(o, cacheDtype(o)) : members;
       },
   });
   // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).

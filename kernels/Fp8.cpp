@@ -56,22 +56,23 @@ unsigned fp8Bias(Fp8 f) { return formatOf(f).bias; }
 
 OptionSpec fp8DecodeOption() {
   return choiceOption("fp8_decode", "auto", {"auto", "cvt", "integer"},
-                      "with an fp8 cache_dtype, how codes become values: cvt (PTX cvt.rn.f16x2.e4m3x2, sm_89+: "
+                      "with fp8 codes (caches, weights), how they become values: cvt (PTX cvt.rn.f16x2.e4m3x2, sm_89+: "
                       "about 1.5 instructions a code), integer (shifts and masks, any target: about 6), or auto (cvt "
                       "in the code for sm_89 and newer targets, integer in the code for older ones)");
 }
 
 bool fp8Cvt(const Options& o) { return o.all().count("fp8_decode") && o.text("fp8_decode") == "cvt"; }
 
-bool checkFp8Decode(const Options& o, ir::Diagnostics& diags) {
-  if (cacheDtype(o) != Fp8::None || o.text("fp8_decode") == "auto") return true;
+bool checkFp8Decode(const Options& o, Fp8 codes, ir::Diagnostics& diags) {
+  if (codes != Fp8::None || o.text("fp8_decode") == "auto") return true;
   diags.report(ir::Severity::Error, "", {},
-               "fp8_decode = \"" + o.text("fp8_decode") + "\" needs an fp8 cache_dtype (there are no codes to decode)");
+               "fp8_decode = \"" + o.text("fp8_decode") + "\" needs fp8 " +
+                   (o.all().count("cache_dtype") ? "caches (cache_dtype)" : "weights") + " (there are no codes to decode)");
   return false;
 }
 
-std::vector<Options> fp8DecodeWhereItRuns(const Options& o) {
-  if (cacheDtype(o) == Fp8::None || o.text("fp8_decode") != "auto") return {};
+std::vector<Options> fp8DecodeWhereItRuns(const Options& o, Fp8 codes) {
+  if (codes == Fp8::None || o.text("fp8_decode") != "auto") return {};
   Options cvt = o, integer = o;
   cvt.set("fp8_decode", std::string("cvt"));
   integer.set("fp8_decode", std::string("integer"));

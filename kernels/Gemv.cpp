@@ -3,7 +3,9 @@
 // (docs/kernels.md). Memory-bound on W, so one warp owns a row: its lanes stream the row in 16-byte
 // vectors, several loads in flight per lane, x (shared by every row) comes from L1/L2, and a warp
 // reduction ends the row. The vector path needs the row and x 16-byte aligned and k a multiple of
-// a vector's elements; otherwise the same warp reads the row element by element.
+// a vector's elements; otherwise the same warp reads the row element by element. fp8 weights
+// (E4M3 or E5M2 codes, kernels/Fp8.cpp) are decoded as they are loaded and the row's sum scaled
+// once: by the f32 parameter w_scale (one per tensor) or by w_scales[row] (one per row).
 #include <string>
 
 #include "kernels/Library.h"
@@ -27,12 +29,23 @@ constexpr unsigned kUnroll = 4;
 constexpr unsigned kMinBlocksPerSM = 3;
 
 struct Config {
-  Storage w, x;  // weight; x and y
+  Storage w, x;  // weight (not with fp8 weights); x and y
   bool strided, batched;
+  Fp8 fp8 = Fp8::None;  // fp8 weights: codes, scaled by w_scale or w_scales
+  bool rowScales = false;  // fp8: one scale per row (the pointer w_scales) instead of w_scale
+  bool cvt = false;        // fp8 codes decoded by cvt.f16x2, else by integer instructions
+  unsigned wBytes() const { return fp8 == Fp8::None ? bytesOf(w) : 1; }
+  unsigned perVec() const { return 16 / wBytes(); }  // weights in one 16-byte vector
 };
 
+Fp8 weightFp8(const Options& o) {
+  const std::string& w = o.text("weight");
+  return w == "fp8_e4m3" ? Fp8::E4M3 : w == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+}
+
 Config configOf(const Options& o) {
-  return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched")};
+  return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched"),
+          weightFp8(o), o.flag("row_scales"), fp8Cvt(o)};
 }
 
 // W is read exactly once: evict-first (.cs) keeps it from pushing x out of L1 and L2.
@@ -49,9 +62,9 @@ struct Loaded {
 
 Loaded loadVector(KernelBuilder& kb, const Config& c, Value wrow, Value x, Value v) {
   Loaded l;
-  Type wt = Type::of(c.w == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, 4);
+  Type wt = Type::of(c.w == Storage::F32 && c.fp8 == Fp8::None ? ir::Scalar::F32 : ir::Scalar::U32, 4);
   l.w = loadW(kb, kb.index(wrow, v, 16, "pw"), wt, "w.v");
-  const unsigned xBytes = vecElems(c.w) * bytesOf(c.x);  // 8, 16 or 32
+  const unsigned xBytes = c.perVec() * bytesOf(c.x);  // 8, 16, 32 or (fp8 weights) 64
   if (xBytes == 8) {
     l.x.push_back(kb.load(kb.index(x, v, 8, "px"), Type::of(ir::Scalar::U32, 2), {Mod::NcMod}, "x.v"));
     return l;
@@ -71,9 +84,18 @@ std::vector<Value> widen(KernelBuilder& kb, Value v, Storage s) {
   return out;
 }
 
+// The f32 values of a loaded vector of W: fp8 codes decoded (their values, or times 2^-bias).
+std::vector<Value> weights(KernelBuilder& kb, const Config& c, Value v) {
+  if (c.fp8 == Fp8::None) return widen(kb, v, c.w);
+  std::vector<Value> out;
+  for (unsigned i = 0; i < 4; ++i)
+    for (Value x : decodeCodes(kb, kb.extract(v, i), 4, c.fp8, c.cvt, "w")) out.push_back(x);
+  return out;
+}
+
 // acc + the products of one loaded vector pair.
 Value dotVector(KernelBuilder& kb, const Config& c, const Loaded& l, Value acc) {
-  std::vector<Value> wv = widen(kb, l.w, c.w), xv;
+  std::vector<Value> wv = weights(kb, c, l.w), xv;
   for (Value piece : l.x)
     for (Value e : widen(kb, piece, c.x)) xv.push_back(e);
   for (size_t i = 0; i < wv.size(); ++i) acc = kb.fma(wv[i], xv[i], acc);
@@ -82,15 +104,27 @@ Value dotVector(KernelBuilder& kb, const Config& c, const Loaded& l, Value acc) 
 
 std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
+  const bool fp8 = c.fp8 != Fp8::None;
+  std::string why;
+  if (c.rowScales && !fp8) why = "row_scales needs fp8 weights (weight = \"fp8_e4m3\" or \"fp8_e5m2\")";
+  else if (fp8 && c.batched) why = "fp8 weights do not take batched (one scale, or one row of scales, for every batch)";
+  if (!why.empty()) {
+    diags.report(ir::Severity::Error, "", {}, why);
+    return std::nullopt;
+  }
+  if (!checkFp8Decode(o, c.fp8, diags)) return std::nullopt;
   ir::Module m = newModule();
+  if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "gemv");
   Value w = kb.param(kGlobalPtr, "w");
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
+  Value wScales = c.rowScales ? kb.param(kGlobalPtr, "w_scales") : Value();
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   Value ldw = c.strided ? kb.param(Type::u32(), "ldw") : k;
-  const unsigned bytes = bytesOf(c.w), xBytes = bytesOf(c.x), perVec = vecElems(c.w);
+  Value wScale = fp8 && !c.rowScales ? kb.param(Type::f32(), "w_scale") : Value();
+  const unsigned bytes = c.wBytes(), xBytes = bytesOf(c.x), perVec = c.perVec();
   if (c.batched) {
     kb.param(Type::u32(), "batch");  // the grid's y extent
     Value strideW = kb.param(Type::u32(), "stride_w");
@@ -147,7 +181,11 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
               return kb.for_range(
                   lane, k, kb.u32(32), {zero},
                   [&](Value j, std::span<Value> a) {
-                    Value wj = loadF32(kb, kb.index(wrow, j, bytes, "pw"), c.w, true, "wj");
+                    Value pw = kb.index(wrow, j, bytes, "pw");
+                    Value wj = fp8 ? decodeCodes(kb, kb.cvt(kb.load(pw, Type::of(ir::Scalar::U8), {Mod::NcMod}, "code"),
+                                                             Type::u32()),
+                                                 1, c.fp8, c.cvt, "wj")[0]
+                                   : loadF32(kb, pw, c.w, true, "wj");
                     Value xj = loadF32(kb, kb.index(x, j, xBytes, "px"), c.x, true, "xj");
                     return kb.fma(wj, xj, a[0]);
                   },
@@ -155,6 +193,14 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
             },
             {.label = "path", .results = {"partial"}});
         Value total = kb.warp_reduce_sum(sum[0], "total");
+        if (fp8) {
+          // Integer-decoded codes are their values times 2^-bias: the sum, times 2^bias (exact), is
+          // the codes' dot product, then scaled (two products: 2^bias times the scale could overflow).
+          const float rawScale = fp8Scale(c.fp8, c.cvt);
+          if (rawScale != 1.0f) total = (total * rawScale).named("total");
+          Value scale = c.rowScales ? kb.load(kb.index(wScales, row, 4), Type::f32(), {Mod::NcMod}, "w_scale") : wScale;
+          total = (total * scale).named("total");
+        }
         kb.if_then((lane == 0u).named("first"), [&] { storeF32(kb, kb.index(y, row, xBytes, "py"), total, c.x); }, "write");
       },
       "row");
@@ -172,27 +218,39 @@ void addGemv(std::vector<Template>& out) {
       "f32 products and accumulation; one warp per row, " +
           std::to_string(kRowsPerBlock) + " rows per block of " + std::to_string(kBlock) +
           " threads; 16-byte loads when the row and x are 16-byte aligned and k * bytes(weight) is a multiple of 16",
-      {dtypeOption("weight", "storage type of w"),
+      {choiceOption("weight", "f32", {"f32", "bf16", "f16", "fp8_e4m3", "fp8_e5m2"},
+                    "storage type of w; fp8_e4m3 / fp8_e5m2: codes (u8) whose values are times the f32 parameter "
+                    "w_scale (after k, and ldw), or with row_scales times w_scales[i]"),
        dtypeOption("activation", "storage type of x and y (y rounded to nearest from the f32 sum)"),
        option("strided", false, "rows of w ldw elements apart (a u32 parameter after k, at least k)"),
        option("batched", false,
               "batch triples (w, x, y) in one launch (grid y = batch): u32 parameters batch, stride_w, stride_x, "
-              "stride_y after k (and ldw), the elements between consecutive w, x and y")},
+              "stride_y after k (and ldw), the elements between consecutive w, x and y (not with fp8 weights)"),
+       option("row_scales", false,
+              "with fp8 weights: one f32 scale per row, the pointer w_scales [m] after y (per-channel scales), "
+              "instead of w_scale"),
+       fp8DecodeOption()},
       buildGemv,
       [](const Options& o) {
         LaunchRule r{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0};
         if (o.flag("batched")) r.grid.push_back(Expr::param("batch"));
         return r;
       },
+      [](const Options& o) { return fp8DecodeWhereItRuns(o, weightFp8(o)); },
   });
-  out.back().elements = allElements({storageElements({"w"}, "weight"), storageElements({"x", "y"}, "activation")});
+  out.back().elements = allElements({[](const Options& o) {
+                                       const ir::Scalar e = weightFp8(o) != Fp8::None ? ir::Scalar::U8
+                                                                                      : scalarOf(storageOption(o, "weight"));
+                                       return Template::ElementTypes{{"w", e}};
+                                     },
+                                     storageElements({"x", "y"}, "activation")});
   out.back().extents = [](const Options& o) {
     const Expr m = Expr::param("m"), k = Expr::param("k");
     std::vector<std::pair<Expr, Expr>> rows;
     if (o.flag("batched")) rows.push_back({Expr::param("batch"), Expr::param("stride_w")});
     if (o.flag("strided")) rows.push_back({m, Expr::param("ldw")});
     Expr w = rows.empty() ? m * k : stridedSpan(rows, o.flag("strided") ? k : m * k);
-    if (!o.flag("batched")) return Template::Extents{{"w", w}, {"x", k}, {"y", m}};
+    if (!o.flag("batched")) return Template::Extents{{"w", w}, {"x", k}, {"y", m}, {"w_scales", m}};
     const Expr batch = Expr::param("batch");
     return Template::Extents{{"w", w},
                              {"x", stridedSpan({{batch, Expr::param("stride_x")}}, k)},

@@ -88,17 +88,18 @@ unsigned fp8Bias(Fp8 f);
 // x (f32) as the nearest code of f (ties to the even code), finite values beyond the largest
 // and infinities saturating to it (PTX's cvt.rn.satfinite), NaN as 0x7F: a u32 0 ... 255.
 Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name = {});
-// How attention reads fp8 codes: the `fp8_decode` option, "cvt" (PTX cvt.rn.f16x2.e4m3x2, sm_89+),
-// "integer" (fp8Raw, any target) or "auto" (the default: cvt where a target has it, integer
-// elsewhere, through Template::alternatives: fp8DecodeWhereItRuns). A kernel built with "auto"
-// itself decodes by integer instructions.
+// How a kernel reads fp8 codes (attention's caches, gemv's weights): the `fp8_decode` option,
+// "cvt" (PTX cvt.rn.f16x2.e4m3x2, sm_89+), "integer" (fp8Raw, any target) or "auto" (the
+// default: cvt where a target has it, integer elsewhere, through Template::alternatives:
+// fp8DecodeWhereItRuns, given the format of the kernel's codes, Fp8::None for none). A kernel
+// built with "auto" itself decodes by integer instructions.
 OptionSpec fp8DecodeOption();
 bool fp8Cvt(const Options& o);
-// False, with an error, for fp8_decode "cvt" or "integer" without an fp8 cache_dtype (nothing to decode).
-bool checkFp8Decode(const Options& o, ir::Diagnostics& diags);
 // The PTX ISA version a module using cvt.f16x2 declares (ptxas wants 8.1 for it on sm_89).
 inline constexpr unsigned kFp8CvtPtx = 81;
-std::vector<Options> fp8DecodeWhereItRuns(const Options& o);
+// False, with an error, for fp8_decode "cvt" or "integer" when the kernel has no codes.
+bool checkFp8Decode(const Options& o, Fp8 codes, ir::Diagnostics& diags);
+std::vector<Options> fp8DecodeWhereItRuns(const Options& o, Fp8 codes);
 // The codes in bytes 0 ... count - 1 (1, 2 or 4) of the u32 word w as f32 values, in byte order:
 // with cvt each code's value (cvt.f16x2, then f16 to f32), else fp8Raw's value times 2^-bias.
 // fp8Scale is what they are multiplied by to be the codes' values: 1 with cvt, else 2^fp8Bias.

@@ -1,17 +1,25 @@
 // gemv (kernels/Gemv.cpp, spec test/library/gemv.toml) for every weight and activation type,
 // strided rows and batches, against a double-precision reference: shapes that take the vector
 // main loop, its tail and the scalar path, k = 0, m = 0 and batch = 0, and (on the GPU)
-// misaligned w and x.
+// misaligned w and x; fp8 weights (every finite code, a scale per tensor or per row) decoded both
+// ways (the sm_90 code's cvt.f16x2, the sm_80 code's integer instructions).
+#include <cstring>
+
+#include "ir/Float8.h"
 #include "library_harness.h"
 
 using namespace tn::libtest;
+using tn::ir::Fp8Format;
 
 namespace {
 
 struct Variant {
   const char* kernel;
-  Dtype w, x;  // weight; x and y
+  Dtype w, x;  // weight (unused with fp8 weights); x and y
   bool strided = false, batched = false;
+  bool fp8 = false;  // w holds codes of `format`, scaled by w_scale or (rowScales) w_scales
+  Fp8Format format = Fp8Format::E4M3;
+  bool rowScales = false;
 };
 
 constexpr Variant kF32{"gemv_f32", Dtype::F32, Dtype::F32};
@@ -22,6 +30,8 @@ constexpr Variant kF32F16{"gemv_f32_f16", Dtype::F32, Dtype::F16};  // 8 bytes o
 constexpr Variant kBf16Strided{"gemv_bf16_strided", Dtype::BF16, Dtype::F32, true};
 constexpr Variant kF32Batched{"gemv_f32_batched", Dtype::F32, Dtype::F32, false, true};
 constexpr Variant kF16Bf16StridedBatched{"gemv_f16_bf16_strided_batched", Dtype::F16, Dtype::BF16, true, true};
+constexpr Variant kE4m3{"gemv_e4m3", Dtype::F32, Dtype::F32, false, false, true, Fp8Format::E4M3};
+constexpr Variant kE5m2Rows{"gemv_e5m2_bf16_rows_strided", Dtype::F32, Dtype::BF16, true, false, true, Fp8Format::E5M2, true};
 
 struct Problem {
   uint32_t m, k;
@@ -31,15 +41,37 @@ struct Problem {
   uint32_t misalign = 0;  // bytes w and x are shifted by on the GPU (the scalar path)
 };
 
-// y = W x for every batch; the elements of y between batches must keep their sentinel.
-void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p) {
+// y = W x for every batch; the elements of y between batches must keep their sentinel. fp8: w
+// random finite codes, each row's values times its scale (the tensor's 1/448, or per row).
+// `target`: whose code the interpreter runs (Call::target).
+void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p, const char* target = "") {
   const uint32_t ldw = v.strided ? p.k + p.pad : p.k, batch = v.batched ? p.batch : 1;
   const size_t strideW = size_t(p.m) * ldw + p.gap, strideX = size_t(p.k) + p.gap, strideY = size_t(p.m) + p.gap;
   const float sentinel = -7.0f;
-  std::vector<float> w = roundTo(v.w, uniform(rng, batch * strideW));
+  std::vector<float> w;
+  std::vector<std::byte> wBytes;
+  std::vector<float> scales(std::max<uint32_t>(p.m, 1), 1.0f);
+  if (v.fp8) {
+    std::vector<uint8_t> codes(batch * strideW);
+    for (uint8_t& c : codes) {
+      do c = uint8_t(rng() & 0xFF);
+      while (!std::isfinite(tn::ir::fp8Value(v.format, c)));
+      w.push_back(float(tn::ir::fp8Value(v.format, c)));
+    }
+    wBytes.resize(codes.size());
+    if (!codes.empty()) std::memcpy(wBytes.data(), codes.data(), codes.size());
+    const float unit = float(1.0 / tn::ir::fp8Value(v.format, v.format == Fp8Format::E4M3 ? 0x7E : 0x7B));
+    for (float& s : scales) s = v.rowScales ? unit * (0.5f + float(rng() % 1000) / 1000.0f) : unit;
+  } else {
+    w = roundTo(v.w, uniform(rng, batch * strideW));
+    wBytes = encode(v.w, w);
+  }
   std::vector<float> x = roundTo(v.x, uniform(rng, batch * strideX));
   Call call("gemv", v.kernel);
-  call.buffer("w", encode(v.w, w), p.misalign)
+  call.target(target);
+  if (v.fp8 && v.rowScales) call.buffer("w_scales", scales);
+  if (v.fp8 && !v.rowScales) call.scalar("w_scale", scales[0]);
+  call.buffer("w", wBytes, p.misalign)
       .buffer("x", encode(v.x, x), p.misalign)
       .buffer("y", encode(v.x, std::vector<float>(batch * strideY, sentinel)))
       .scalar("m", p.m)
@@ -55,7 +87,7 @@ void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   REQUIRE(got.size() == batch * strideY);
   const std::string what = std::string(v.kernel) + " m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) +
                            " ldw=" + std::to_string(ldw) + " batch=" + std::to_string(batch) +
-                           " misalign=" + std::to_string(p.misalign);
+                           " misalign=" + std::to_string(p.misalign) + (*target ? std::string(" (") + target + " code)" : "");
   for (uint32_t b = 0; b < batch; ++b)
     for (size_t i = 0; i < strideY; ++i) {
       const size_t at = b * strideY + i;
@@ -68,7 +100,7 @@ void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
       // so |error| <= ~2k * 2^-24 * sum|w x| (first order); then y's rounding to its type.
       double want = 0, mag = 0;
       for (uint32_t j = 0; j < p.k; ++j) {
-        double prod = double(w[b * strideW + i * ldw + j]) * double(x[b * strideX + j]);
+        double prod = double(w[b * strideW + i * ldw + j]) * double(x[b * strideX + j]) * scales[i];
         want += prod;
         mag += std::fabs(prod);
       }
@@ -142,4 +174,17 @@ LIBRARY_TEST("gemv m = 0 launches nothing", gemvEmpty) {
                             .scalar("k", 16u));
     CHECK(decode(v->x, out.get<std::byte>("y")) == std::vector<float>{5.0f});
   }
+}
+
+// fp8 weights: the vector path (16 codes a lane and load) with its tail, the scalar path (k not a
+// multiple of 16; on the GPU also misaligned w and x), k = 0; a scale per tensor and per row.
+LIBRARY_TEST("gemv fp8 weights, decoded by cvt and by integer instructions", gemvFp8) {
+  std::mt19937 rng(seed());
+  for (const char* target : {"", "sm_80"})
+    for (const Variant* v : {&kE4m3, &kE5m2Rows}) {
+      for (const Problem& p : {Problem{1, 16}, Problem{3, 31}, Problem{33, 4096, 16}, Problem{5, 4112}, Problem{9, 1040, 1}})
+        checkGemv(r, rng, *v, p, target);
+      checkGemv(r, rng, *v, {3, 0}, target);
+      checkGemv(r, rng, *v, {17, 1024, 0, 1, 0, 4}, target);
+    }
 }

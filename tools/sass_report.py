@@ -53,7 +53,7 @@ PASSES = {
     # shared tile; kv_scatter: one element of k_new and one of v_new (the u32 position is per row).
     "rope": lambda d: [d], "transpose": lambda d: [d], "kv_scatter": lambda d: [2 * d],
 }
-SIZES = {"f32": 4, "bf16": 2, "f16": 2}
+SIZES = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1}  # e4m3: fp8 weights (gemv_e4m3), f32 x
 # Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
 # whose sum of squares overflowed (indices into the hot loops, in order).
 RARE = {"rmsnorm": [1], "residual_rmsnorm": [1], "rmsnorm_partial": [1]}

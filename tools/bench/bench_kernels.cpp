@@ -114,6 +114,7 @@ struct Case {
   struct Gemv {
     uint32_t m, k;
     bool wBf16, xBf16;
+    float fp8Scale = 0;  // w holds E4M3 codes times this (w_scale), not f32 or bf16
   };
   std::optional<Gemv> gemv{};
   // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n), each gemmBatch
@@ -318,6 +319,20 @@ Case gemvCase(const std::string& weight, uint32_t m, uint32_t k, bool xBf16 = fa
     c.gemvK = k;
   }
   c.gemv = Case::Gemv{m, k, weight == "bf16", xBf16};
+  return c;
+}
+
+// gemv over fp8 weights (op gemv_fp8): E4M3 codes with one scale (1/448) for the tensor, bf16 x
+// and y, beside the gemv_xbf16 row of the same shape (twice the weight bytes) and PyTorch's bf16
+// mv of the same problem.
+Case gemvFp8Case(uint32_t m, uint32_t k) {
+  Case c{"gemv_fp8", dims(m, k), "bf16", {}, {}, 0, 0, 0};
+  const size_t w = size_t(m) * k;
+  const float scale = 1.0f / 448;
+  c.buffers = {{w, Fill::E4M3}, {size_t(k) * 2, Fill::BF16}, {size_t(m) * 2, Fill::Zero}};
+  c.launches = {{"gemv_e4m3_xbf16", {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k), val("w_scale", scale)}}};
+  c.bytes = double(w) + 2.0 * (k + m);
+  c.gemv = Case::Gemv{m, k, false, true, scale};
   return c;
 }
 
@@ -725,6 +740,7 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(gemvCase("f32", pick(8192, 1024, 70), pick(8192, 1024, 300)));
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512)));
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512), true));
+  out.push_back(gemvFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 512)));
 
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
   const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);
@@ -1110,9 +1126,15 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
 // name and type, so that a case cannot pass a buffer in the wrong place.
 // A GEMV's y (buffer 2) against a double-precision reference from its w and x (f32 weights).
 std::string checkGemv(const std::deque<DeviceMemory>& mem, const Case::Gemv& g) {
-  // Buffer i as f32 values (bf16 widened exactly).
+  // Buffer i as f32 values (bf16 widened exactly; fp8 weights: the codes' values times the scale).
   auto values = [&](size_t i, size_t count, bool bf16) {
     std::vector<float> out(count);
+    if (i == 0 && g.fp8Scale != 0) {
+      std::vector<uint8_t> raw(count);
+      must(mem[i].download(raw.data(), count), "download");
+      for (size_t j = 0; j < count; ++j) out[j] = float(tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, raw[j]) * g.fp8Scale);
+      return out;
+    }
     if (!bf16) {
       must(mem[i].download(out.data(), count * 4), "download");
       return out;

@@ -56,10 +56,11 @@ def make_case(torch, op, shape, dtype):
     def rand(*size, t=dt):
         return torch.rand(*size, device=dev, dtype=torch.float32).mul_(2).sub_(1).to(t)
 
-    if op in ("gemv", "gemv_xbf16"):
+    if op in ("gemv", "gemv_xbf16", "gemv_fp8"):
         m, k = dims
         # PyTorch has no mixed bf16 x f32 mv: with bf16 weights x is bf16 too (as in F.linear; our
-        # gemv_xbf16 rows read the same bytes, our gemv bf16 rows an f32 x).
+        # gemv_xbf16 rows read the same bytes, our gemv bf16 rows an f32 x). gemv_fp8: the same
+        # problem over bf16 weights (twice our fp8 rows' weight bytes).
         xt = torch.float32 if dtype == "f32" else dt
         return (lambda: (rand(m, k), rand(k, t=xt))), (lambda s: torch.mv(s[0], s[1]))
 
