@@ -319,6 +319,55 @@ class SplitK(unittest.TestCase):
                 self.assertAlmostEqual(results[0][i * n + j], want, delta=1e-5)
 
 
+def e4m3_value(code):
+    """An E4M3 code's value from its fields (docs/kernels.md, "fp8 KV caches")."""
+    sign = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 15, code & 7
+    if e == 15 and m == 7:
+        return math.nan
+    return sign * (m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7))
+
+
+class Fp8(unittest.TestCase):
+    """fp8 caches and weights from Python: their tensors are uint8 (a float8 tensor's uint8 view),
+    the scales f32 numbers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bundle = build("fp8", '[bundle]\nname = "fp8"\ntargets = ["sm_80", "sm_90"]\n\n'
+                           '[[kernel]]\nname = "scatter"\ntemplate = "kv_scatter"\n'
+                           'options = { dtype = "f32", cache_dtype = "fp8_e4m3" }\n\n'
+                           '[[kernel]]\nname = "gemv"\ntemplate = "gemv"\noptions = { weight = "fp8_e4m3" }\n')
+
+    def test_kv_scatter_writes_the_codes_of_x_over_the_scale(self):
+        scatter = self.bundle.scatter
+        self.assertIn("k_cache: ptr.global write u8", scatter.signature)
+        row, scale = 8, 0.5
+        k = [1.0, -2.5, 0.0625, 224.0, 0.0, -0.0078125, 3.0, 1000.0]  # the last saturates to 448 (and its v)
+        v = [x / 4 for x in k]
+        k_cache = truenort.DeviceArray.zeros([3 * row], "uint8")
+        v_cache = truenort.DeviceArray.zeros([3 * row], "uint8")
+        positions = truenort.DeviceArray.from_bytes(struct.pack("I", 2), [1], "uint32")
+        scatter(array(k), array(v), k_cache, v_cache, positions, 1, row, scale, scale)
+        codes = k_cache.to_bytes()
+        self.assertEqual(codes[:2 * row], bytes(2 * row))  # rows 0 and 1 untouched
+        self.assertEqual([e4m3_value(c) * scale for c in codes[2 * row:]], k[:7] + [448 * scale])
+        self.assertEqual([e4m3_value(c) * scale for c in v_cache.to_bytes()[2 * row:]], v[:7] + [448 * scale])
+        with self.assertRaisesRegex(ValueError, "the kernel's elements are uint8, the tensor is float32"):
+            scatter(array(k), array(v), array([0.0] * 24), v_cache, positions, 1, row, scale, scale)
+
+    def test_gemv_scales_the_codes_dot_products(self):
+        m, k, scale = 5, 48, 0.25
+        codes = bytes(random.choice([c for c in range(256) if not math.isnan(e4m3_value(c))]) for _ in range(m * k))
+        x = [random.uniform(-1, 1) for _ in range(k)]
+        y = truenort.DeviceArray.zeros([m], "float32")
+        self.bundle.gemv(truenort.DeviceArray.from_bytes(codes, [m * k], "uint8"), array(x), y, m, k, scale)
+        got = struct.unpack("%df" % m, y.to_bytes())
+        for i in range(m):
+            want = scale * sum(e4m3_value(codes[i * k + j]) * x[j] for j in range(k))
+            self.assertAlmostEqual(got[i], want, delta=1e-4 * (1 + abs(want)))
+
+
 class MainloopAuto(unittest.TestCase):
     """gemm with mainloop = "auto" (docs/kernels.md): one kernel whose sm_90a code (the wgmma
     member) takes tensor maps and another launch rule than its sm_80 code; the simulated device
