@@ -104,8 +104,7 @@ std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool v
         out.push_back(kb.bitcast(e << 16u, Type::f32()));
         out.push_back(kb.bitcast(e & 0xFFFF0000u, Type::f32()));
       } else {
-        for (Value half : {e, e >> 16u})
-          out.push_back(kb.cvt(kb.bitcast(kb.cvt(half, Type::of(ir::Scalar::U16)), Type::of(ir::Scalar::F16)), Type::f32()));
+        for (Value half : {e, e >> 16u}) out.push_back(f16BitsToF32(kb, half));
       }
     }
   }

@@ -92,13 +92,10 @@ std::vector<Value> decodeCodes(KernelBuilder& kb, Value w, unsigned count, Fp8 f
     for (unsigned i = 0; i < count; ++i) out.push_back(fp8Raw(kb, w, i, f, name));
     return out;
   }
-  auto toF32 = [&](Value half) {
-    return kb.cvt(kb.bitcast(kb.cvt(half, ir::Type::of(ir::Scalar::U16)), ir::Type::of(ir::Scalar::F16)), ir::Type::f32(), name);
-  };
   for (unsigned i = 0; i < count; i += 2) {
     Value pair = kb.bitcast(cvtCodePair(kb, i == 0 ? w : w >> 16u, f, "f16_pair"), ir::Type::u32());
-    out.push_back(toF32(pair));
-    if (i + 1 < count) out.push_back(toF32(pair >> 16u));
+    out.push_back(f16BitsToF32(kb, pair, name));
+    if (i + 1 < count) out.push_back(f16BitsToF32(kb, pair >> 16u, name));
   }
   return out;
 }

@@ -28,12 +28,12 @@ Value bf16HighBitsToF32(KernelBuilder& kb, Value bitsInHighHalf, std::string_vie
   return kb.bitcast(bitsInHighHalf, Type::f32(), name);
 }
 
+}  // namespace
+
 Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name) {
   Value h = kb.bitcast(kb.cvt(bitsInLowHalf, Type::of(Scalar::U16)), Type::of(Scalar::F16));
   return kb.cvt(h, Type::f32(), name);
 }
-
-}  // namespace
 
 std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name) {
   std::vector<Value> out;

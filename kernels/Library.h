@@ -132,6 +132,8 @@ Value loadF32(KernelBuilder& kb, Value ptr, Storage s, bool readOnly, std::strin
 // Rounds v (f32) to nearest in storage type s and stores it at ptr.
 void storeF32(KernelBuilder& kb, Value ptr, Value v, Storage s);
 
+// The f16 in the low 16 bits of a 32-bit word as f32 (exact).
+Value f16BitsToF32(KernelBuilder& kb, Value bitsInLowHalf, std::string_view name = {});
 // The f32 values of a vector of 32-bit words of packed bf16/f16 pairs (s), the lower half of each
 // first: memory order (exact).
 std::vector<Value> unpackHalves(KernelBuilder& kb, Value words, Storage s, std::string_view name = {});

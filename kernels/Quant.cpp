@@ -90,17 +90,12 @@ std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse) 
   return words;
 }
 
-Value halfToF32(KernelBuilder& kb, Value bitsU32) {
-  Value h = kb.bitcast(kb.cvt(bitsU32, Type::of(Scalar::U16)), Type::of(Scalar::F16));
-  return kb.cvt(h, Type::f32());
-}
-
 // q8_1 blocks (quantize_q8_1's output): half d, half s = d * sum(q), 32 int8 from byte 4.
 constexpr unsigned kQ81Bytes = 36;
 
 // The d of the q8_1 block at xb, as f32.
 Value q81Scale(KernelBuilder& kb, Value xb) {
-  return halfToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
+  return f16BitsToF32(kb, kb.cvt(kb.load(xb, Type::of(Scalar::U16), {Mod::NcMod}), Type::u32()));
 }
 
 Value mulRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Mul, Type::f32(), {a, b}, {Mod::Rn}); }
@@ -135,13 +130,13 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
   switch (f.fmt) {
     case Fmt::Q4_0: {
       // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
-      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
       g.intOffset = 8;
       break;
     }
     case Fmt::Q8_0: {
-      g.scale = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u, reuse);
       g.q[0] = w[0], g.q[1] = w[1];
       break;
@@ -150,8 +145,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
     case Fmt::Q5_K: {
       Value s = (j >> 2u).named("sub");  // sub-block of 32
       Value l0 = (j & 3u) << 3u;
-      Value d = halfToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
-      Value dmin = halfToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse));
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      Value dmin = f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse));
       // get_scale_min_k4: bytes A[s%4], B[s%4], C[s%4] of the 12 scale bytes at offset 4.
       Value k4 = s & 3u;
       Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8, reuse), b = ldQ(kb, blk, k4 + 8u, Scalar::U8, reuse);
@@ -173,7 +168,7 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u, reuse);
       for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
       Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8, reuse);
-      Value d = halfToF32(kb, ldQ(kb, blk, 208u, Scalar::U16, reuse));
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 208u, Scalar::U16, reuse));
       g.scale = mulRn(kb, d, toF32(kb, sc));
       g.d = d, g.subScale = sc;
       g.intOffset = 32;
@@ -217,7 +212,7 @@ WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Val
   };
   // Bytes 0..15: d, dmin, then the 12 scale bytes (get_scale_min_k4's A[4], B[4], C[4]).
   std::vector<Value> head = load16(blk);
-  Value d = halfToF32(kb, head[0] & 0xFFFFu), dmin = halfToF32(kb, head[0] >> 16u);
+  Value d = f16BitsToF32(kb, head[0] & 0xFFFFu), dmin = f16BitsToF32(kb, head[0] >> 16u);
   unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
   std::vector<Value> qs = load16(at(kb, blk, (((p << 1u) + h) << 4u) + qsAt));
   std::vector<Value> qh;
