@@ -100,6 +100,19 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
                         : Activation::None;
   if (integer && c.act != Activation::None && c.act != Activation::Relu)
     return fail("activation '" + a + "' needs a float output; s8 and u8 take 'none' or 'relu'");
+  const std::string& bType = o.text("b_dtype");
+  c.bCodes = bType == "fp8_e4m3" ? Fp8::E4M3 : bType == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+  c.bScales = o.flag("b_scales");
+  c.fp8Cvt = fp8Cvt(o);
+  if (c.bScales && c.bCodes == Fp8::None) return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
+  if (c.bCodes != Fp8::None) {
+    if (c.in != Input::BF16 && c.in != Input::F16)
+      return fail("b_dtype '" + bType + "' needs dtype bf16 or f16: the codes become A's type as they are staged, for "
+                  "the tensor cores");
+    if (o.text("mainloop") != "mma")
+      return fail("b_dtype '" + bType + "' needs mainloop 'mma': the wgmma member's TMA copies B into shared memory "
+                  "as it is, and the codes must be converted on the way");
+  }
   return c;
 }
 
@@ -110,6 +123,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.c = kb.param(kGlobalPtr, "c");
   if (c.bias) p.bias = kb.param(kGlobalPtr, "bias");
   if (c.residual) p.residual = kb.param(kGlobalPtr, "residual");
+  if (c.bScales) p.bScales = kb.param(kGlobalPtr, "b_scales");
   p.m = kb.param(Type::u32(), "m");
   p.n = kb.param(Type::u32(), "n");
   p.k = kb.param(Type::u32(), "k");
@@ -236,12 +250,13 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
     if (c.integer()) return readOnly ? kb.load(ptr, Type::of(Scalar::S32), {Mod::NcMod}, name) : kb.load(ptr, Type::of(Scalar::S32), name);
     return loadF32(kb, ptr, st, readOnly, name);
   };
-  std::vector<Value> biasOf(cols.size());
-  if (c.bias)
-    for (size_t j = 0; j < cols.size(); ++j) {
-      Value col = kb.min(cols[j], p.n - 1u, "bias_col");  // clamped: used only where col < n
-      biasOf[j] = load(kb.index(p.bias, col, bytes), true, "bias");
-    }
+  std::vector<Value> biasOf(cols.size()), scaleOf(cols.size(), p.alpha);
+  for (size_t j = 0; j < cols.size() && (c.bias || c.bScales); ++j) {
+    Value col = kb.min(cols[j], p.n - 1u, "bias_col");  // clamped: used only where col < n
+    if (c.bias) biasOf[j] = load(kb.index(p.bias, col, bytes), true, "bias");
+    if (c.bScales)
+      scaleOf[j] = (p.alpha * kb.load(kb.index(p.bScales, col, 4), Type::f32(), {Mod::NcMod}, "b_scale")).named("col_scale");
+  }
   auto epilogue = [&](bool readC) {
     for (size_t i = 0; i < rowCount; ++i) {
       kb.if_then((rows[row0 + i] < p.m).named("row_in"), [&] {
@@ -250,7 +265,7 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
           kb.if_then((cols[j] < p.n).named("col_in"), [&] {
             Value off = (rowOff + kb.cvt(cols[j], Type::u64())).named("c_off");
             Value pcij = kb.index(cBatch, off, bytes, "pc");
-            Value v = p.alpha * acc[i * cols.size() + j];
+            Value v = scaleOf[j] * acc[i * cols.size() + j];
             if (c.integer()) {
               if (readC) v = v + p.beta * load(pcij, false, "c_in");
               if (c.bias) v = v + biasOf[j];
@@ -464,6 +479,7 @@ std::optional<ir::Module> buildSimt(const Config& c, ir::Diagnostics& diags) {
 std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
   std::optional<Config> c = configOf(o, &diags);
   if (!c) return std::nullopt;
+  if (!checkFp8Decode(o, c->bCodes, diags)) return std::nullopt;
   if (c->wgmma) return buildGemmWgmma(*c, diags);
   return c->in == Input::F32 ? buildSimt(*c, diags) : buildGemmTensorCore(*c, diags);
 }
@@ -505,8 +521,8 @@ void addGemm(std::vector<Template>& out) {
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
       "batched (grid z = batch; wgmma: every batch's tiles in its persistent grid), blocks of 256 threads over tile_m x tile_n tiles: f32 by SIMT FFMA, tf32/bf16/f16 "
-      "(f32 accumulation) and s8/u8 (s32) on the tensor cores (mma.sync, sm_80+); any sizes and leading "
-      "dimensions; C is not read when beta = 0",
+      "(f32 accumulation) and s8/u8 (s32) on the tensor cores (mma.sync, sm_80+), B also as fp8 codes (weights) "
+      "converted as they are staged; any sizes and leading dimensions; C is not read when beta = 0",
       {choiceOption("dtype", "f32", {"f32", "tf32", "bf16", "f16", "s8", "u8"},
                     "element type of A and B; tf32 stores f32 and multiplies as tf32 (inputs truncated to 10 "
                     "mantissa bits)"),
@@ -536,7 +552,15 @@ void addGemm(std::vector<Template>& out) {
               "splits, wgmma: tiles * splits work units): each multiplies a share of K into the parameter "
               "`workspace`, the last to arrive sums the shares in split order and stores; workspace: 4 * tiles * "
               "(256 + splits * tile_m * tile_n) bytes, tiles = ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch, "
-              "its first 1024 * tiles bytes zero before the first launch (every launch leaves them zero)")},
+              "its first 1024 * tiles bytes zero before the first launch (every launch leaves them zero)"),
+       choiceOption("b_dtype", "auto", {"auto", "fp8_e4m3", "fp8_e5m2"},
+                    "element type of B: auto (dtype's), or fp8 codes (u8, E4M3 or E5M2: weights) converted exactly to "
+                    "dtype (bf16 or f16) as they are staged, on the mma.sync member only; their scale is alpha (one "
+                    "per tensor) or b_scales"),
+       option("b_scales", false,
+              "with fp8 B: column j of A B times b_scales[j] (the parameter 'b_scales', n f32 after the other "
+              "pointers: a scale per output channel), before alpha"),
+       fp8DecodeOption()},
       buildGemm,
       [](const Options& o) {
         if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
@@ -548,6 +572,9 @@ void addGemm(std::vector<Template>& out) {
                           0};
       },
       [](const Options& o) {
+        // fp8 B: the mma.sync member (configOf refuses the others), its codes decoded by cvt where
+        // it runs.
+        if (std::optional<Config> c = configOf(o); c && c->bCodes != Fp8::None) return fp8DecodeWhereItRuns(o, c->bCodes);
         // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
         std::vector<Options> members = wgmmaWhereItRuns(o);
         if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
@@ -566,7 +593,8 @@ void addGemm(std::vector<Template>& out) {
              : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
     };
     const Scalar in = scalar(dtype), out = scalar(outType);
-    return Template::ElementTypes{{"a", in}, {"b", in}, {"c", out}, {"bias", out}, {"residual", out}};
+    const Scalar b = o.text("b_dtype") == "auto" ? in : Scalar::U8;
+    return Template::ElementTypes{{"a", in}, {"b", b}, {"c", out}, {"bias", out}, {"residual", out}, {"b_scales", Scalar::F32}};
   };
   // A, B, C and residual as their layouts, leading dimensions and batch strides span them; bias n.
   out.back().extents = [](const Options& o) {
@@ -579,7 +607,7 @@ void addGemm(std::vector<Template>& out) {
     const Expr a = aRow ? span("stride_a", m, "lda", k) : span("stride_a", k, "lda", m);
     const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
     const Expr c = span("stride_c", m, "ldc", n);
-    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}};
+    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}, {"b_scales", n}};
   };
 }
 

@@ -32,6 +32,9 @@ struct Config {
   bool wgmma = false;  // mainloop = "wgmma": the sm_90a member (kernels/GemmWgmma.cpp)
   unsigned blocks = 0; // wgmma: the persistent grid's cap
   bool splitK = false;  // split_k: K split over `splits` blocks per tile, the parameters splits and workspace
+  Fp8 bCodes = Fp8::None;  // b_dtype: B holds fp8 codes, converted to A's type as they are staged (mma.sync, bf16/f16)
+  bool bScales = false;    // b_scales: column j of A B times b_scales[j] (the pointer after the others)
+  bool fp8Cvt = false;     // fp8 codes decoded by cvt.f16x2 (sm_89+), else by integer instructions
   bool integer() const { return out == Output::S32; }
 };
 
@@ -39,11 +42,11 @@ struct Config {
 // with an f32 output, gelu on integers).
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullptr);
 
-// The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual], m, n,
-// k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for integer members),
-// the same for every mainloop; split_k adds splits (u32) and workspace at the end.
+// The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual],
+// [b_scales], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for
+// integer members), the same for every mainloop; split_k adds splits (u32) and workspace at the end.
 struct Params {
-  Value a, b, c, bias, residual;
+  Value a, b, c, bias, residual, bScales;
   Value m, n, k, lda, ldb, ldc;
   Value batch, strideA, strideB, strideC;
   Value alpha, beta;

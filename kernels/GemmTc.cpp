@@ -23,6 +23,14 @@
 // through registers into the rows-of-K geometry, zeros past the edges. `stages` stages rotate:
 // stage s + stages - 1 is issued before stage s is multiplied, one barrier per stage.
 //
+// fp8 B (b_dtype: weights as E4M3 or E5M2 codes): B's shared tiles hold A's type, the same
+// geometries; the codes become it exactly on the way (cvt.f16x2 on sm_89+, integer decoding on
+// older targets: kernels/Fp8.cpp). When B's base, leading dimension and batch stride are multiples
+// of 8 bytes and its K (along a row) or N (along a k row) a multiple of 8, every 16-byte chunk of a
+// stage is 8 codes wholly inside or outside the matrix: one 8-byte load, issued with the stage,
+// and the conversion and st.shared after the current stage's mmas (the loads' latency behind
+// them). Otherwise code by code through registers, as above.
+//
 // split_k: block z = batch * splits + split multiplies its split's K steps as a product of its
 // own (the factors' bases moved to its first step), and the epilogue goes through reduceSplits
 // (kernels/Gemm.cpp).
@@ -64,7 +72,7 @@ Element elementOf(Input in) {
 // A, N for B) is at base[r * ld + kk] when it is contiguous along K (row-major A, column-major
 // B), else at base[kk * ld + r].
 struct Factor {
-  Value base;       // the batch's matrix
+  Value base;       // the batch's matrix (its elements gBytes apart)
   Value ld;         // u32, in elements
   Value extent;     // m or n
   Value origin;     // the block's first row along M or N
@@ -74,7 +82,10 @@ struct Factor {
   bool kRows;       // the k-rows geometry in shared memory (ldmatrix.trans)
   bool rowHalfLow;  // ldmatrix matrix q's row half is q & 1 (A) rather than q >> 1 (B)
   SharedArray tile;
-  Value fast;       // pred: the 16-byte cp.async path applies
+  Value fast;       // pred: the 16-byte cp.async path applies (fp8 codes: the 8-byte loads of whole chunks)
+  unsigned gBytes;  // of an element in global memory: the mma's, or 1 for fp8 codes
+  Fp8 codes;        // fp8 codes (B, b_dtype), converted to the mma's type as they are staged ...
+  bool cvt;         // ... decoded by cvt.f16x2 (else by integer instructions)
   unsigned stageBytes() const { return rows * kRowBytes; }
   unsigned rowBytes() const { return kRows ? rows * 2 : kRowBytes; }
 };
@@ -86,53 +97,112 @@ Value slotOf(const Factor& f, Value line, Value chunk) {
   return (line * f.rowBytes() + ((chunk ^ swizzle) << 4u)).named("slot");
 }
 
-// Issues this thread's cp.async copies of the stage at K element k0 into stage offset `stage`
-// (bytes): rows / 64 chunks of 16 bytes. Everything is computed here from tid, not kept from
-// before the K loop: a few integer instructions per stage cost less than the registers.
-void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
-  const unsigned chunks = f.stageBytes() / 16 / f.threads;
-  Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
-  auto copy = [&](Value dst, Value offset, Value bytes) {
-    Value src = assumeAligned16(kb, kb.ptradd(f.base, offset), "src");
-    kb.cp_async(kb.ptradd(tile, dst, "dst"), src, 16, bytes, Mod::Cg);
-  };
+// The 16-byte chunks of a stage this thread moves: rows / 64 of them, each 16 / e.bytes
+// consecutive elements of the factor in global memory (a row's K elements, or a k row's along M
+// or N). offset: from the factor's base in bytes, clamped into the matrix; bytes: how many of the
+// chunk's global bytes lie inside it (0: none); dst: the chunk's slot in the stage. Everything is
+// computed here from tid, not kept from before the K loop: a few integer instructions per stage
+// cost less than the registers.
+struct Chunk {
+  Value offset, bytes, dst;
+};
+
+std::vector<Chunk> chunksOf(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k) {
+  const unsigned count = f.stageBytes() / 16 / f.threads, perChunk = 16 / e.bytes, chunkBytes = perChunk * f.gBytes;
+  std::vector<Chunk> out;
   if (!f.kRows) {
-    // Chunk j: row (tid >> 2) + threads/4 j, K chunk tid & 3. Rows past the matrix read nothing.
+    // Chunk j: row (tid >> 2) + threads/4 j, K chunk tid & 3.
     Value r0 = (tid >> 2u).named("chunk_row"), c = (tid & 3u).named("chunk_k");
     Value dst0 = slotOf(f, r0, c);
-    Value kel = (k0 + c * (16 / e.bytes)).named("chunk_k0");
+    Value kel = (k0 + c * perChunk).named("chunk_k0");
     Value in = (kel < k).named("k_in");
-    Value kBytes = kb.select(in, kb.min((k - kel) * e.bytes, kb.u32(16)), kb.u32(0), "k_bytes");
+    Value kBytes = kb.select(in, kb.min((k - kel) * f.gBytes, kb.u32(chunkBytes)), kb.u32(0), "k_bytes");
     Value kOff = kb.cvt(kb.select(in, kel, k0), Type::u64(), "k_off");
     Value last = (f.extent - f.origin - 1u).named("last_row");  // >= 0: the block exists
-    for (unsigned j = 0; j < chunks; ++j) {
+    for (unsigned j = 0; j < count; ++j) {
       Value r = r0 + f.threads / 4 * j;
       Value row = (f.origin + kb.min(r, last)).named("row");
-      Value offset = ((kb.mul_wide(row, f.ld) + kOff) * e.bytes).named("off");
-      copy(dst0 + j * f.threads / 4 * kRowBytes, offset, kb.select((r <= last).named("row_in"), kBytes, kb.u32(0), "bytes"));
+      Value offset = ((kb.mul_wide(row, f.ld) + kOff) * f.gBytes).named("off");
+      out.push_back({offset, kb.select((r <= last).named("row_in"), kBytes, kb.u32(0), "bytes"),
+                     dst0 + j * f.threads / 4 * kRowBytes});
     }
-    return;
+    return out;
   }
-  // Chunk j: k row tid / perRow + (threads / perRow) j, chunk tid % perRow along M/N. Columns past
-  // the matrix are zero-filled (a partial chunk) or read nothing.
+  // Chunk j: k row tid / perRow + (threads / perRow) j, chunk tid % perRow along M/N.
   const unsigned perRow = f.rows / 8;
   Value kk0 = (tid / perRow).named("chunk_kk"), c = (tid % perRow).named("chunk_col");
   Value dst0 = slotOf(f, kk0, c);
   Value col = (f.origin + (c << 3u)).named("col");
   Value colIn = (col < f.extent).named("col_in");
-  Value colBytes = kb.select(colIn, kb.min((f.extent - col) * 2u, kb.u32(16)), kb.u32(0), "col_bytes");
+  Value colBytes = kb.select(colIn, kb.min((f.extent - col) * f.gBytes, kb.u32(chunkBytes)), kb.u32(0), "col_bytes");
   Value colOff = kb.cvt(kb.select(colIn, col, f.origin), Type::u64(), "col_off");
-  for (unsigned j = 0; j < chunks; ++j) {
+  for (unsigned j = 0; j < count; ++j) {
     const unsigned kkStep = j * (f.threads / perRow);
     Value gk = (k0 + kk0 + kkStep).named("gk");
     Value in = (gk < k).named("k_in");
-    Value offset = ((kb.mul_wide(kb.select(in, gk, k0), f.ld) + colOff) * 2u).named("off");
-    copy(dst0 + kkStep * f.rowBytes(), offset, kb.select(in, colBytes, kb.u32(0), "bytes"));
+    Value offset = ((kb.mul_wide(kb.select(in, gk, k0), f.ld) + colOff) * f.gBytes).named("off");
+    out.push_back({offset, kb.select(in, colBytes, kb.u32(0), "bytes"), dst0 + kkStep * f.rowBytes()});
+  }
+  return out;
+}
+
+// Issues this thread's cp.async copies of the stage at K element k0 into stage offset `stage`
+// (bytes): partial chunks at the edges zero-filled, chunks outside the matrix read nothing.
+void copyStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
+  Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
+  for (const Chunk& ch : chunksOf(kb, f, e, tid, k0, k)) {
+    Value src = assumeAligned16(kb, kb.ptradd(f.base, ch.offset), "src");
+    kb.cp_async(kb.ptradd(tile, ch.dst, "dst"), src, 16, ch.bytes, Mod::Cg);
+  }
+}
+
+// fp8 codes (B with b_dtype) on their fast path, where every chunk lies wholly inside the matrix
+// or wholly outside it: loadCodes loads this thread's chunks of the stage at k0 (8 codes each,
+// one 8-byte load; zeros for chunks outside), storeCodes converts them to the mma's type and
+// stores them into stage offset `stage`. The K loop loads a stage's codes before the mmas of the
+// current stage and stores them after, so the loads' latency hides behind the mmas.
+std::vector<Value> loadCodes(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k) {
+  std::vector<Value> words;
+  for (const Chunk& ch : chunksOf(kb, f, e, tid, k0, k)) {
+    Value src = assumeAligned(kb, kb.ptradd(f.base, ch.offset), 8);
+    Value w = kb.load(src, Type::of(Scalar::U32, 2), {Mod::NcMod}, "codes");
+    Value in = (ch.bytes != 0u).named("chunk_in");
+    for (unsigned i = 0; i < 2; ++i) words.push_back(kb.select(in, kb.extract(w, i), kb.u32(0), "codes_in"));
+  }
+  return words;
+}
+
+// The 16-bit value of an fp8 code's value (f32: decodeCodes's, times `scale`) in the mma's type.
+Value halfOf(KernelBuilder& kb, const Element& e, Value x, float scale) {
+  return kb.cvt(scale == 1.0f ? x : x * scale, Type::of(e.mmaIn), "staged");
+}
+
+void storeCodes(KernelBuilder& kb, const Factor& f, const Element& e, std::span<const Value> words, Value tid, Value k0,
+                Value k, Value stage) {
+  Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
+  const bool cvt = f.cvt;
+  const float scale = fp8Scale(f.codes, cvt);
+  const std::vector<Chunk> chunks = chunksOf(kb, f, e, tid, k0, k);
+  for (size_t j = 0; j < chunks.size(); ++j) {
+    std::vector<Value> pairs;  // the chunk's 4 words: elements 2i (bits 15:0) and 2i + 1
+    for (unsigned w = 0; w < 2; ++w) {
+      Value codes = words[2 * j + w];
+      if (cvt && e.mmaIn == Scalar::F16) {
+        pairs.push_back(cvtCodePair(kb, codes, f.codes, "f16_pair"));
+        pairs.push_back(cvtCodePair(kb, codes >> 16u, f.codes, "f16_pair"));
+        continue;
+      }
+      std::vector<Value> x = decodeCodes(kb, codes, 4, f.codes, cvt, "code");
+      if (scale != 1.0f)
+        for (Value& v : x) v = v * scale;
+      for (unsigned i = 0; i < 4; i += 2) pairs.push_back(kb.cvt_pack(e.mmaIn, x[i + 1], x[i], Mod::Rn, "pair"));
+    }
+    kb.store(kb.ptradd(tile, chunks[j].dst, "dst"), kb.pack(Type::of(Scalar::B32, 4), pairs, "chunk_bits"));
   }
 }
 
 // Stages the K slice at element k0 element by element: loads clamped into the matrix, zeros
-// past its edges, stores into stage offset `stage` (bytes).
+// past its edges, stores into stage offset `stage` (bytes); fp8 codes decoded on the way.
 void loadStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, Value k0, Value k, Value stage) {
   const unsigned bk = kRowBytes / e.bytes, count = f.rows * bk / f.threads;
   Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
@@ -162,7 +232,14 @@ void loadStage(KernelBuilder& kb, const Factor& f, const Element& e, Value tid, 
     Value in = ((row < f.extent) & (gk < k)).named("in");
     Value rc = kb.min(row, f.extent - 1u), kc = kb.min(gk, k - 1u);
     Value index = f.alongK ? kb.mul_wide(rc, f.ld) + kb.cvt(kc, Type::u64()) : kb.mul_wide(kc, f.ld) + kb.cvt(rc, Type::u64());
-    Value v = kb.load(kb.index(f.base, index.named("index"), e.bytes), raw, {Mod::NcMod}, "g");
+    Value v;
+    if (f.codes == Fp8::None) {
+      v = kb.load(kb.index(f.base, index.named("index"), e.bytes), raw, {Mod::NcMod}, "g");
+    } else {  // a code (0, +0, past the edges), decoded
+      Value code = kb.load(kb.index(f.base, index.named("index"), 1), Type::of(Scalar::U8), {Mod::NcMod}, "code");
+      Value x = decodeCodes(kb, kb.cvt(code, Type::u32()), 1, f.codes, f.cvt, "code_value")[0];
+      v = kb.bitcast(halfOf(kb, e, x, fp8Scale(f.codes, f.cvt)), raw);
+    }
     v = kb.select(in, v, kb.const_bits(raw, 0), "staged");
     Value line = f.kRows ? kk : r, byte = f.kRows ? r * 2u : kk * e.bytes;
     Value slot = slotOf(f, line, byte >> 4u) + (byte & 15u);
@@ -238,10 +315,14 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
     return std::nullopt;
   }
   ir::Module m = newModule();
+  if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "gemm");
   const Params p = declareParams(kb, c);
   const unsigned threads = 32 * c.warps;
   kb.reqntid(threads);
+  // fp8 B's conversion takes registers (rr: 140 without the hint): two blocks of 8 warps an SM,
+  // as the other members have, for at most 128 (split_k members take ~147 either way).
+  if (c.bCodes != Fp8::None && !c.splitK && c.warps == 8) kb.minnctapersm(2);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
@@ -257,18 +338,26 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   const Split split = zs.second;
 
   auto factor = [&](Value base, Value ld, Value stride, Value extent, Value origin, unsigned rows, bool alongK,
-                    bool isA, std::string_view name) {
-    Factor f{batchBase(kb, base, stride, z, e.bytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
-             isA, kb.shared(isA ? "as" : "bs", Type::of(Scalar::B32), c.stages * rows * kRowBytes / 4, 128), Value()};
-    if (alongK || f.kRows) {
+                    bool isA, Fp8 codes, std::string_view name) {
+    const unsigned gBytes = codes == Fp8::None ? e.bytes : 1;
+    Factor f{batchBase(kb, base, stride, z, gBytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
+             isA, kb.shared(isA ? "as" : "bs", Type::of(Scalar::B32), c.stages * rows * kRowBytes / 4, 128), Value(),
+             gBytes, codes, c.fp8Cvt};
+    if (codes != Fp8::None) {
+      // 8 codes a chunk, each chunk wholly inside the matrix or outside it: its K (or N) a
+      // multiple of 8 as well.
+      f.fast = (allAligned(kb, {base}, 8) & ((ld & 7u) == 0u) & ((stride & uint64_t{7}) == uint64_t{0}) &
+                (((alongK ? p.k : p.n) & 7u) == 0u))
+                   .named("codes_fast");
+    } else if (alongK || f.kRows) {
       const unsigned mask = 16 / e.bytes - 1;
       f.fast = (allAligned(kb, {base}, 16) & ((ld & mask) == 0u) & ((stride & uint64_t{mask}) == uint64_t{0}))
                    .named(isA ? "a_fast" : "b_fast");
     }
     return f;
   };
-  Factor a = factor(p.a, p.lda, p.strideA, p.m, m0, c.tileM, c.a == Layout::Row, true, "a_batch");
-  Factor b = factor(p.b, p.ldb, p.strideB, p.n, n0, c.tileN, c.b == Layout::Col, false, "b_batch");
+  Factor a = factor(p.a, p.lda, p.strideA, p.m, m0, c.tileM, c.a == Layout::Row, true, Fp8::None, "a_batch");
+  Factor b = factor(p.b, p.ldb, p.strideB, p.n, n0, c.tileN, c.b == Layout::Col, false, c.bCodes, "b_batch");
   auto stepsOf = [&](Value k) { return ((k / bk) + kb.select((k % bk) != 0u, kb.u32(1), kb.u32(0))).named("steps"); };
   // split_k: the split's slice of K seen as a product of its own, K from the split's first step,
   // so that the K loop is the unsplit one (no offset carried through it: registers). The factors
@@ -281,11 +370,16 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
     kEnd = (p.k - kFirst).named("k_end");
     for (Factor* f : {&a, &b}) {
       Value elements = f->alongK ? kb.cvt(kFirst, Type::u64()) : kb.mul_wide(kFirst, f->ld);
-      f->base = kb.ptradd(f->base, (elements * e.bytes).named("k_first_off"), "split_base");
+      f->base = kb.ptradd(f->base, (elements * f->gBytes).named("k_first_off"), "split_base");
     }
   }
-  // Stage `step` of K into stage index `s`, through cp.async where the factor allows it.
-  auto stage = [&](Value step, Value s) {
+  // Stage `step` of K into stage index `s`, through cp.async where the factor allows it. fp8
+  // codes on their fast path are only loaded: issue returns them, and land converts and stores
+  // them (the K loop multiplies the current stage in between).
+  const bool codes = b.codes != Fp8::None;
+  const size_t codeWords = codes ? 2 * b.stageBytes() / 16 / threads : 0;  // a thread's, 2 per chunk
+  auto noCodes = [&] { return std::vector<Value>(codeWords, kb.u32(0)); };
+  auto issue = [&](Value step, Value s) {
     Value k0 = (step * bk).named("k0");
     auto one = [&](const Factor& f) {
       Value offset = (s * f.stageBytes()).named("stage_off");
@@ -295,7 +389,22 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
                  {.label = "stage"});
     };
     one(a);
-    one(b);
+    if (!codes) {
+      one(b);
+      return std::vector<Value>{};
+    }
+    return kb.if_else(b.fast, [&] { return loadCodes(kb, b, e, tid, k0, kEnd); },
+                      [&] {
+                        loadStage(kb, b, e, tid, k0, kEnd, (s * b.stageBytes()).named("stage_off"));
+                        return noCodes();
+                      },
+                      {.label = "codes"});
+  };
+  auto land = [&](Value step, Value s, const std::vector<Value>& words) {
+    if (!codes) return;
+    kb.if_then(b.fast, [&] {
+      storeCodes(kb, b, e, words, tid, (step * bk).named("k0"), kEnd, (s * b.stageBytes()).named("stage_off"));
+    }, "land");
   };
 
   const Reader ra = readerOf(a, lane, (wm * warpM).named("warp_m"));
@@ -306,14 +415,15 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
 
   // The groups count stages of copies; without a cp.async path (tf32, s8, u8 stored along M or
   // N on both sides) there is nothing to group.
-  const bool async = a.fast.valid() || b.fast.valid();
+  const bool async = a.fast.valid() || (b.fast.valid() && !codes);
   auto commit = [&] {
     if (async) kb.cp_async_commit_group();
   };
   if (!c.splitK) range = splitSteps(kb, split, stepsOf(p.k));  // all of K, computed here as always
   Value steps = range.count;
   for (unsigned s = 0; s + 1 < c.stages; ++s) {
-    kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { stage(kb.u32(s), kb.u32(s)); }, "prologue");
+    kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { land(kb.u32(s), kb.u32(s), issue(kb.u32(s), kb.u32(s))); },
+               "prologue");
     commit();
   }
   std::vector<Value> init(mi * ni, accZero);
@@ -326,7 +436,9 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
         if (async) kb.cp_async_wait_group(c.stages - 2);
         kb.bar_sync();
         Value next = (kt + (c.stages - 1)).named("next");
-        kb.if_then((next < steps).named("has_next"), [&] { stage(next, ws); }, "issue");
+        Value hasNext = (next < steps).named("has_next");
+        const std::vector<Value> words =
+            kb.if_else(hasNext, [&] { return issue(next, ws); }, noCodes, {.label = "issue"});
         commit();
         std::vector<Value> acc(carried.begin(), carried.begin() + mi * ni);
         Value offA = (rs * a.stageBytes()).named("read_a"), offB = (rs * b.stageBytes()).named("read_b");
@@ -347,6 +459,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
             for (unsigned j = 0; j < ni; ++j) acc[i * ni + j] = kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
           }
         }
+        if (codes) kb.if_then(hasNext, [&] { land(next, ws, words); }, "land_next");
         auto rotate = [&](Value x) { return kb.select(x == c.stages - 1, kb.u32(0), x + 1u); };
         acc.push_back(rotate(rs).named("read_stage"));
         acc.push_back(rotate(ws).named("write_stage"));

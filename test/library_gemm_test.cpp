@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ir/Float8.h"
 #include "library_harness.h"
 
 using namespace tn::libtest;
@@ -29,6 +30,8 @@ struct Variant {
   bool splitK = false;  // split_k: the splits and workspace parameters
   uint32_t tileM = 128, tileN = 128;
   const char* target = "";  // whose code the interpreter runs (Call::target)
+  int codes = -1;        // fp8 B (b_dtype): an ir::Fp8Format, -1 for none
+  bool bScales = false;  // b_scales: one f32 per column of C
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -48,6 +51,7 @@ struct Problem {
   uint32_t splits = 0;   // split_k members: the splits argument
   uint32_t gap = 0;      // elements between one batch's matrices and the next's
   bool shareA = false, shareB = false;  // stride_a or stride_b 0: one matrix for every batch
+  bool specials = false;  // fp8 B: +inf, -inf (E5M2; E4M3 has none) and NaN codes among B's
 };
 
 double activate(Act a, double x) {
@@ -85,6 +89,21 @@ Matrix inputs(std::mt19937& rng, In in, size_t n) {
   for (float v : decode(d, mx.bytes)) mx.values.push_back(v);
   return mx;
 }
+constexpr int kE5M2Format = int(tn::ir::Fp8Format::E5M2);
+
+// n fp8 codes of every finite value (NaN and infinities left out) and their values.
+Matrix codes(std::mt19937& rng, tn::ir::Fp8Format f, size_t n) {
+  Matrix mx;
+  std::uniform_int_distribution<int> pick(0, 255);
+  while (mx.values.size() < n) {
+    const auto code = static_cast<uint8_t>(pick(rng));
+    const double x = tn::ir::fp8Value(f, code);
+    if (!std::isfinite(x)) continue;
+    mx.bytes.push_back(std::byte{code});
+    mx.values.push_back(x);
+  }
+  return mx;
+}
 // n elements of C's type; integers small enough that nothing wraps.
 Matrix outputs(std::mt19937& rng, Out out, size_t n) {
   Matrix mx;
@@ -112,7 +131,23 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   // The batches' span (a buffer is never empty).
   auto sized = [&](uint64_t one, uint64_t stride) { return std::max<uint64_t>(stride * std::max(p.batch, 1u) - stride + one, 1); };
   const bool ints = v.out == Out::S32;
-  Matrix a = inputs(rng, v.in, sized(oneA, sa)), b = inputs(rng, v.in, sized(oneB, sb));
+  Matrix a = inputs(rng, v.in, sized(oneA, sa));
+  Matrix b = v.codes < 0 ? inputs(rng, v.in, sized(oneB, sb)) : codes(rng, tn::ir::Fp8Format(v.codes), sized(oneB, sb));
+  if (p.specials && p.k > 0) {
+    // +inf at the first K of the last stage of 32 (the one a chunk past K would read again if
+    // the kernel did not zero it: 0 times inf is NaN), -inf and NaN anywhere.
+    const bool e5 = v.codes == kE5M2Format;
+    std::uniform_int_distribution<uint32_t> pickK(0, p.k - 1), pickN(0, p.n - 1);
+    const uint32_t at[3][2] = {{(p.k - 1) / 32 * 32, p.n / 2}, {pickK(rng), pickN(rng)}, {pickK(rng), pickN(rng)}};
+    const uint8_t special[3] = {uint8_t(e5 ? 0x7C : 0x7F), uint8_t(e5 ? 0xFC : 0xFF), uint8_t(e5 ? 0x7E : 0x7F)};
+    for (int i = 0; i < 3; ++i) {
+      const uint64_t index = v.bCol ? uint64_t(at[i][1]) * ldb + at[i][0] : uint64_t(at[i][0]) * ldb + at[i][1];
+      b.bytes[index] = std::byte{special[i]};
+      b.values[index] = tn::ir::fp8Value(tn::ir::Fp8Format(v.codes), special[i]);
+    }
+  }
+  std::vector<float> scales(p.n);  // b_scales: powers of two and others
+  for (uint32_t j = 0; j < p.n; ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
   Matrix c = outputs(rng, v.out, sized(oneC, sc));
   if (p.beta == 0.0f && !ints) {  // C must not be read: NaN would show in every element
     std::vector<float> nan = decode(storage(v.out), c.bytes);
@@ -126,6 +161,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
   if (v.bias) call.buffer("bias", bias.bytes);
   if (v.residual) call.buffer("residual", res.bytes);
+  if (v.bScales) call.buffer("b_scales", scales);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
   call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
   if (ints)
@@ -160,7 +196,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
                      (p.gap ? " gap=" + std::to_string(p.gap) : "") + (p.shareA ? " stride_a=0" : "") +
                      (p.shareB ? " stride_b=0" : "") +
                      (p.align ? " (leading dimensions of 16)" : "") +
-                     (v.splitK ? " splits=" + std::to_string(p.splits) : "");
+                     (v.splitK ? " splits=" + std::to_string(p.splits) : "") + (*v.target ? " (" + std::string(v.target) + " code)" : "");
   std::vector<float> gotIn;
   std::vector<double> want;
   double worst = 0;
@@ -176,7 +212,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
           mag += std::fabs(x * y);
         }
         const uint64_t at = z * sc + uint64_t(i) * ldc + j;
-        double pre = p.alpha * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
+        const double scale = p.alpha * (v.bScales ? scales[j] : 1.0);
+        double pre = scale * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
         double y = activate(v.act, pre) + (v.residual ? res.values[at] : 0.0);
         if (ints) {
           if (gotInt[at] != static_cast<int32_t>(y) && ++intMismatches <= 5)
@@ -192,7 +229,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
         // roundings of the result's size, and the activations' own error (ex2/rcp.approx: a few
         // ulp of their argument's size).
         const double perProduct = (p.k + 2) * std::ldexp(1.0, -24) + (v.in == In::Tf32 ? std::ldexp(1.0, -10) : 0.0);
-        worst = std::max(worst, std::fabs(p.alpha) * perProduct * mag);
+        if (std::isfinite(mag)) worst = std::max(worst, std::fabs(scale) * perProduct * mag);  // else checked exactly
       }
   CHECK_MESSAGE(intMismatches == 0, what << ": " << intMismatches << " elements differ");
   // The activations are within ~1e-6 relative of the reference (docs/kernels.md); a bf16 or f16
@@ -400,5 +437,48 @@ LIBRARY_TEST("gemm mainloop auto: the sm_80 and sm_90a code of one kernel", gemm
     checkGemm(r, rng, f16, {33, 20, 40, 1, 1, 2.0f, -1.0f, true, 0});
     checkGemm(r, rng, bf16, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 8});  // batches on both targets' code
     checkGemm(r, rng, f16, {20, 129, 100, 2, 0, 1.0f, 0.0f, true, 2, 0, false, true});
+  }
+}
+
+// fp8 B (b_dtype; test/library/gemm.toml): codes of every finite value converted to A's type as
+// they are staged. Each layout on the 8-byte path (leading dimensions of 16, and K along a row
+// or N along a k row a multiple of 8: chunks of 8 codes wholly inside or outside) and element by
+// element (odd sizes and leading dimensions); per-column scales, alpha and beta, an epilogue,
+// batches and split_k. The sm_90 code decodes by cvt.f16x2, the sm_80 code by integer
+// instructions: both run.
+namespace {
+
+constexpr int kE4M3 = int(tn::ir::Fp8Format::E4M3), kE5M2 = kE5M2Format;
+constexpr Variant kFp8RC{"fp8_rc_e4m3_scales", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm", false, 128, 128, "", kE4M3, true};
+constexpr Variant kFp8RR{"fp8_rr_e5m2_f32", false, false, false, false, Act::None, In::F16, Out::F32, "gemm", false, 128, 128, "", kE5M2};
+constexpr Variant kFp8CR{"fp8_cr_e4m3_f16_bias_relu", true, false, true, false, Act::Relu, In::F16, Out::F16, "gemm", false, 64, 128, "", kE4M3};
+constexpr Variant kFp8CC{"fp8_cc_e5m2_w4_scales", true, true, false, false, Act::None, In::BF16, Out::F32, "gemm", false, 64, 64, "", kE5M2, true};
+constexpr Variant kFp8Split{"fp8_split_f16_rc_scales", false, true, false, false, Act::None, In::F16, Out::F16, "gemm", true, 128, 128, "", kE4M3, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 B: layouts, paths, scales and both decodings", gemmFp8) {
+  std::mt19937 rng(seed());
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90"}))
+    for (Variant v : {kFp8RC, kFp8RR, kFp8CR, kFp8CC}) {
+      v.target = target.c_str();
+      for (const Problem& p : kOdd) checkGemm(r, rng, v, {p.m, p.n, p.k, 1, 0, 1.0f, 0.0f});
+      // The 8-byte path: K and N multiples of 8 (a partial tile in each), aligned leading dimensions.
+      checkGemm(r, rng, v, {33, 136, 72, 1, 0, 1.0f, 0.0f, true});
+      checkGemm(r, rng, v, {70, 72, 136, 1, 3, -1.25f, 0.75f, true});
+      checkGemm(r, rng, v, {17, 24, 40, 3, 0, 2.0f, -0.5f, true, 0, 8});  // batches, gaps of 8 codes
+      checkGemm(r, rng, v, {20, 16, 0, 1, 0, 1.0f, 0.5f, true});          // k = 0: C = beta C
+      // Infinities and NaN reach their columns as they would in the reference, on both paths.
+      checkGemm(r, rng, v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});
+      checkGemm(r, rng, v, {17, 33, 65, 1, 1, 1.0f, 0.0f, false, 0, 0, false, false, true});
+    }
+}
+
+LIBRARY_TEST("gemm fp8 B: split_k", gemmFp8SplitK) {
+  std::mt19937 rng(seed());
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90"})) {
+    Variant v = kFp8Split;
+    v.target = target.c_str();
+    checkSplits(r, rng, v);
   }
 }

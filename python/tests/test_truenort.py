@@ -337,7 +337,10 @@ class Fp8(unittest.TestCase):
         cls.bundle = build("fp8", '[bundle]\nname = "fp8"\ntargets = ["sm_80", "sm_90"]\n\n'
                            '[[kernel]]\nname = "scatter"\ntemplate = "kv_scatter"\n'
                            'options = { dtype = "f32", cache_dtype = "fp8_e4m3" }\n\n'
-                           '[[kernel]]\nname = "gemv"\ntemplate = "gemv"\noptions = { weight = "fp8_e4m3" }\n')
+                           '[[kernel]]\nname = "gemv"\ntemplate = "gemv"\noptions = { weight = "fp8_e4m3" }\n\n'
+                           '[[kernel]]\nname = "gemm"\ntemplate = "gemm"\n'
+                           'options = { dtype = "bf16", b_layout = "col", b_dtype = "fp8_e4m3", b_scales = true, '
+                           'out_dtype = "f32" }\n')
 
     def test_kv_scatter_writes_the_codes_of_x_over_the_scale(self):
         scatter = self.bundle.scatter
@@ -366,6 +369,28 @@ class Fp8(unittest.TestCase):
         for i in range(m):
             want = scale * sum(e4m3_value(codes[i * k + j]) * x[j] for j in range(k))
             self.assertAlmostEqual(got[i], want, delta=1e-4 * (1 + abs(want)))
+
+
+    def test_gemm_multiplies_by_the_codes_values_and_the_column_scales(self):
+        gemm = self.bundle.gemm
+        self.assertIn("b: ptr.global read u8", gemm.signature)
+        self.assertEqual([p["name"] for p in gemm.params][:4], ["a", "b", "c", "b_scales"])
+        # Small integers in A and codes of small values: every product and sum exact, so C is
+        # exactly A B times the scales.
+        m, n, k = 7, 9, 40
+        a = [random.randint(-3, 3) for _ in range(m * k)]
+        small = [c for c in range(256) if e4m3_value(c) in (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5)]
+        codes = bytes(random.choice(small) for _ in range(n * k))  # B column-major: row j of codes is column j
+        scales = [0.25 * (j + 1) for j in range(n)]
+        bf16 = struct.pack("%dH" % len(a), *[struct.unpack("I", struct.pack("f", x))[0] >> 16 for x in a])
+        c = truenort.DeviceArray.zeros([m * n], "float32")
+        gemm(truenort.DeviceArray.from_bytes(bf16, [m * k], "bfloat16"), truenort.DeviceArray.from_bytes(codes, [n * k], "uint8"),
+             c, array(scales), m, n, k, k, k, n, 1, 0, 0, 0, 1.0, 0.0)
+        got = struct.unpack("%df" % (m * n), c.to_bytes())
+        for i in range(m):
+            for j in range(n):
+                want = scales[j] * sum(a[i * k + kk] * e4m3_value(codes[j * k + kk]) for kk in range(k))
+                self.assertEqual(got[i * n + j], want)
 
 
 class MainloopAuto(unittest.TestCase):

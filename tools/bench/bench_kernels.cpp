@@ -120,6 +120,10 @@ struct Case {
   // gemm: buffers 0 (a, m x k), 1 (b: k x n for f32, else n x k), 2 (c, m x n), each gemmBatch
   // matrices one after the other; dtype names the member (gemmMember).
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0, gemmBatch = 1;
+  // gemm over fp8 B (op gemm_fp8): buffer 1 holds E4M3 codes, and gemmB (filled from them by
+  // deriveBuffers) their bf16 values, the B that cuBLAS and the CPU check multiply.
+  bool gemmCodes = false;
+  int gemmB = 1;
   // gemv_q: the second reference, our dequantize to bf16 (refLaunches) then cublasGemmEx of
   // those weights (buffer refW) with the activations rounded to bf16 (refX, from the f32 x in
   // buffer refSrcX, its q8_1 blocks in the next) into refY; y = the last buffer of the case, just
@@ -583,6 +587,33 @@ Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool
   return c;
 }
 
+// gemm over fp8 weights (op gemm_fp8): bf16 A times E4M3 codes B (n x k, x W^T), bf16 C, alpha 1:
+// the kernel gemm_e4m3_bf16 (gemm_e4m3_bf16_m64 for m <= 64), against cuBLAS's bf16 GEMM of the
+// codes' values (exact in bf16) in the same layout, which reads twice the bytes of B.
+Case gemmFp8Case(uint32_t m, uint32_t n, uint32_t k) {
+  Case c = gemmCase("bf16", m, n, k);
+  c.op = "gemm_fp8";
+  const size_t b = size_t(n) * k;
+  c.buffers[1] = {b, Fill::E4M3};
+  c.buffers.push_back({b * 2, Fill::Zero});
+  c.launches[0].kernel = std::string("gemm_e4m3_bf16") + (m <= 64 ? "_m64" : "");
+  c.bytes -= double(b);
+  c.gemmCodes = true;
+  c.gemmB = 3;
+  return c;
+}
+
+// Buffers a case computes from others once they are filled: gemm_fp8's bf16 B from its codes.
+void deriveBuffers(const Case& c, const std::vector<const DeviceMemory*>& set) {
+  if (!c.gemmCodes) return;
+  std::vector<uint8_t> codes(set[1]->bytes());
+  must(set[1]->download(codes.data(), codes.size()), "download codes");
+  std::vector<uint16_t> values(codes.size());
+  for (size_t i = 0; i < codes.size(); ++i)
+    values[i] = tn::ir::f32ToBf16(float(tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, codes[i])));
+  must(set[size_t(c.gemmB)]->upload(values.data(), values.size() * 2), "upload bf16 B");
+}
+
 // In place on q (tokens x qHeads x headDim) and k (tokens x kHeads x headDim), positions from 0.
 Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t tokens, uint32_t qHeads, uint32_t kHeads,
               uint32_t headDim) {
@@ -887,6 +918,9 @@ std::vector<Case> cases(Sizes sizes) {
       if (std::strcmp(g.dtype, "bf16") == 0) {
         out.push_back(gemmCase(g.dtype, 70, 130, 72, false, false, 3));
         out.push_back(gemmCase(g.dtype, 70, 130, 72, true, false, 3));
+        // fp8 B: code by code (k = 65), and by 8-byte loads (k = 72).
+        out.push_back(gemmFp8Case(17, 33, 65));
+        out.push_back(gemmFp8Case(130, 258, 72));
       }
       continue;
     }
@@ -913,6 +947,12 @@ std::vector<Case> cases(Sizes sizes) {
             out.push_back(gemmCase(g.dtype, m, n, k, wg, true));
         }
     }
+    // fp8 weights (E4M3 B) beside the bf16 member, prefill-sized M against LLaMA-3-8B-sized weights.
+    if (std::strcmp(g.dtype, "bf16") == 0)
+      for (auto [n, k] : full ? std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}, {14336, 4096}, {4096, 14336}}
+                              : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
+        for (uint32_t m : full ? std::vector<uint32_t>{16, 64, 128, 512, 4096} : std::vector<uint32_t>{64, 512})
+          out.push_back(gemmFp8Case(m, n, k));
   }
   return out;
 }
@@ -1261,10 +1301,10 @@ std::string compareGemm(const std::vector<double>& got, const std::vector<double
 
 // C against a double-precision product of the case's A and B (B is k x n for f32, n x k else).
 std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k,
-                      uint32_t batch) {
+                      uint32_t batch, size_t bIndex) {
   const bool f32 = std::string_view(g.dtype) == "f32";
   const size_t sa = size_t(m) * k, sb = size_t(k) * n, sc = size_t(m) * n;
-  std::vector<double> a = gemmValues(mem[0], sa * batch, g, false), b = gemmValues(mem[1], sb * batch, g, false);
+  std::vector<double> a = gemmValues(mem[0], sa * batch, g, false), b = gemmValues(mem[bIndex], sb * batch, g, false);
   std::vector<double> c = gemmValues(mem[2], sc * batch, g, true), want(c.size(), 0.0);
   for (uint32_t z = 0; z < batch; ++z)
     for (uint32_t i = 0; i < m; ++i)
@@ -1378,6 +1418,10 @@ int runTinyCases(const Context& ctx, const std::string& path) {
       mem.push_back(must(DeviceMemory::allocate(ctx, b.bytes), "allocate for " + label));
       fillBuffer(mem.back(), b.fill, b.range, rng, stream);
     }
+    must(stream.synchronize(), "fill");
+    std::vector<const DeviceMemory*> set;
+    for (const DeviceMemory& m : mem) set.push_back(&m);
+    deriveBuffers(c, set);
     // The reference's own launches (dequantize) run too; cuBLAS is not there.
     std::vector<Launch> all = c.launches;
     all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
@@ -1397,7 +1441,8 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     }
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemv) why = checkGemv(mem, *c.gemv);
-    if (why.empty() && c.gemmM) why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch);
+    if (why.empty() && c.gemmM)
+      why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch, size_t(c.gemmB));
     if (why.empty() && c.refM) why = checkDequantRef(mem, c);
     if (why.empty() && c.refEqual.first >= 0)
       why = compareBytes(mem[size_t(c.refEqual.first)], mem[size_t(c.refEqual.second)], c.buffers[size_t(c.refEqual.first)].bytes);
@@ -1626,6 +1671,7 @@ int main(int argc, char** argv) {
           out->push_back(std::move(a));
         }
     must(stream.synchronize(), "fill");
+    for (const auto& set : mem) deriveBuffers(c, {set.begin(), set.end()});
 
     // gemv_q's second reference: dequantize to bf16, then cublasGemmEx on x rounded to bf16 (for
     // q8_1 activations the timed runs multiply x too, and the comparison the kernel's q8_1 values).
@@ -1666,7 +1712,7 @@ int main(int argc, char** argv) {
       must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
       must(stream.synchronize(), "sync");
       std::vector<double> ours = gemmValues(*mem[0][2], count, member, true);
-      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][1]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK,
+      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][size_t(c.gemmB)]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK,
                        c.gemmBatch)) {
         std::printf("cuBLAS failed for %s: no reference\n", label.c_str());
         haveRef = false;
@@ -1709,7 +1755,7 @@ int main(int argc, char** argv) {
       if (haveRef) {
         double cms = bench.time(
             [&](int s) {
-              return cublas.gemm(member, mem[s][0]->ptr(), mem[s][1]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
+              return cublas.gemm(member, mem[s][0]->ptr(), mem[s][size_t(c.gemmB)]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
                                  c.gemmK, c.gemmBatch);
             },
             sets);
@@ -1865,7 +1911,8 @@ int main(int argc, char** argv) {
                   g.oursTflops, g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
     std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
-                "s32 compute), B column-major (x W^T); TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
+                "s32 compute), B column-major (x W^T); gemm_fp8: E4M3 B (ours) against cublasGemmEx of its bf16 "
+                "values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
   }
   if (!csv.empty()) {
     std::ofstream out(csv);
