@@ -1,6 +1,7 @@
-// fp8 codes for KV caches (docs/kernels.md, "fp8 KV caches"): decoding to f32, by cvt.f16x2 on
-// sm_89 and newer targets or by integer instructions on any, and encoding from f32 by integer
-// instructions (kv_scatter writes few codes).
+// fp8 codes for KV caches and weights (docs/kernels.md, "fp8 KV caches"): decoding to f32, by
+// cvt.f16x2 on sm_89 and newer targets or by integer instructions on any, and encoding from f32
+// by integer instructions (kv_scatter and quantize_fp8 write few codes); and the quantize_fp8
+// template, which turns a matrix into codes with a scale per row or per tensor.
 //
 // Integer decoding places a code's sign and its 7 other bits in an f32 whose exponent field keeps the
 // code's exponent unbiased by the difference of the biases (f32's 127 less the code's 7 or 15):
@@ -9,6 +10,7 @@
 // products are summed. Encoding rounds the f32's bits to the code's mantissa (ties to even) and
 // rebiases; below the code's smallest normal it rounds |x| times 2^(bias - 1 + mantissa bits) to
 // an integer (cvt.rni), which is the subnormal code itself.
+#include <bit>
 #include <cmath>
 
 #include "kernels/Library.h"
@@ -135,6 +137,99 @@ Value packBytes(std::span<const Value> codes, std::string_view name) {
   Value w = codes[0];
   for (unsigned i = 1; i < 4; ++i) w = w | (codes[i] << (8 * i));
   return w.named(name);
+}
+
+std::array<Value, 4> fp8HalfPairs(KernelBuilder& kb, ir::Scalar half, Value w0, Value w1, Fp8 f, bool cvt) {
+  std::array<Value, 4> pairs;
+  const float scale = fp8Scale(f, cvt);
+  for (unsigned w = 0; w < 2; ++w) {
+    Value codes = w == 0 ? w0 : w1;
+    if (cvt && half == ir::Scalar::F16) {
+      pairs[2 * w] = cvtCodePair(kb, codes, f, "f16_pair");
+      pairs[2 * w + 1] = cvtCodePair(kb, codes >> 16u, f, "f16_pair");
+      continue;
+    }
+    std::vector<Value> x = decodeCodes(kb, codes, 4, f, cvt, "code");
+    if (scale != 1.0f)
+      for (Value& v : x) v = v * scale;
+    for (unsigned i = 0; i < 2; ++i) pairs[2 * w + i] = kb.cvt_pack(half, x[2 * i + 1], x[2 * i], ir::Mod::Rn, "pair");
+  }
+  return pairs;
+}
+
+// ---- quantize_fp8 ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr unsigned kQuantizeBlock = 256;  // threads a row
+
+// One block of 256 threads a row. With a scale per row, the block first finds the row's largest
+// |x| (max.f32 passes over NaN), divides it by the format's largest finite value (div.rn) and
+// thread 0 stores that scale; then every code is x / scale (div.rn), encoded by f32ToFp8. A scale
+// of 0 (a row of zeros) divides by 1 instead, so zeros stay zeros.
+std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
+  const Storage s = storageOption(o);
+  const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
+  const bool perRow = o.text("scales") == "row";
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "quantize_fp8");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value codes = kb.param(kGlobalPtr, "codes");
+  Value scales = perRow ? kb.param(kGlobalPtr, "scales") : Value();
+  kb.param(ir::Type::u32(), "rows");  // the grid's x extent
+  Value cols = kb.param(ir::Type::u32(), "cols");
+  Value scale = perRow ? Value() : kb.param(ir::Type::f32(), "scale");
+  kb.reqntid(kQuantizeBlock);
+  Value tid = kb.tid(ir::Mod::X, "tid");
+  Value row = kb.ctaid(ir::Mod::X, "row");
+  Value first = kb.mul_wide(row, cols, "first");
+  Value xrow = kb.index(x, first, bytesOf(s), "xrow");
+  Value crow = kb.ptradd(codes, first, "crow");
+  auto load = [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); };
+  if (perRow) {
+    ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), kQuantizeBlock / 32);
+    const std::vector<Value> mine = kb.for_range(
+        tid, cols, kQuantizeBlock, {kb.f32(0.0f)},
+        [&](Value c, std::span<Value> carried) { return std::vector<Value>{kb.max(carried[0], kb.abs(load(c)))}; },
+        {.label = "amax", .iv = "c", .carried = {"amax"}});
+    Value amax = kb.block_reduce_max(mine[0], scratch, "row_amax");
+    scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
+    kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
+  }
+  Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
+  kb.for_range(tid, cols, kQuantizeBlock, [&](Value c) {
+    Value code = f32ToFp8(kb, kb.div(load(c), divisor), f, "code");
+    kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64())), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
+  }, {.label = "encode", .iv = "c"});
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+}  // namespace
+
+void addFp8(std::vector<Template>& out) {
+  out.push_back({
+      "quantize_fp8",
+      "codes[r * cols + c] = the fp8 code of x[r * cols + c] / scale (nearest, ties to even; beyond the largest "
+      "finite value and infinities saturate, NaN gives 0x7F), as kv_scatter encodes: scales = \"row\" finds each "
+      "row's scale, max |x| of the row (NaN passed over) / the format's largest finite value (448, 57344), and "
+      "writes it to scales[r] (gemv's row_scales, gemm's b_scales: per output channel); scales = \"tensor\" takes "
+      "the f32 parameter scale; one block of 256 threads a row",
+      {dtypeOption("dtype", "storage type of x"),
+       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
+       choiceOption("scales", "row", {"row", "tensor"},
+                    "row: a scale per row found from the row and written to the pointer scales [rows]; tensor: "
+                    "the f32 parameter scale (after cols) for every row")},
+      buildQuantizeFp8,
+      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+  });
+  out.back().elements = [](const Options& o) {
+    return Template::ElementTypes{{"x", scalarOf(storageOption(o))}, {"codes", ir::Scalar::U8}, {"scales", ir::Scalar::F32}};
+  };
+  out.back().extents = [](const Options&) {
+    const Expr rows = Expr::param("rows"), all = rows * Expr::param("cols");
+    return Template::Extents{{"x", all}, {"codes", all}, {"scales", rows}};
+  };
 }
 
 }  // namespace tn::kernels::lib

@@ -48,6 +48,11 @@ Value activate(KernelBuilder& kb, Activation act, Value x) {
 
 }  // namespace
 
+Fp8 bCodesOf(const Options& o) {
+  const std::string& b = o.text("b_dtype");
+  return b == "fp8_e4m3" ? Fp8::E4M3 : b == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+}
+
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   auto fail = [&](const std::string& message) -> std::optional<Config> {
     if (diags) diags->report(ir::Severity::Error, "", {}, message);
@@ -101,7 +106,7 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   if (integer && c.act != Activation::None && c.act != Activation::Relu)
     return fail("activation '" + a + "' needs a float output; s8 and u8 take 'none' or 'relu'");
   const std::string& bType = o.text("b_dtype");
-  c.bCodes = bType == "fp8_e4m3" ? Fp8::E4M3 : bType == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+  c.bCodes = bCodesOf(o);
   c.bScales = o.flag("b_scales");
   c.fp8Cvt = fp8Cvt(o);
   if (c.bScales && c.bCodes == Fp8::None) return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
@@ -109,9 +114,6 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
     if (c.in != Input::BF16 && c.in != Input::F16)
       return fail("b_dtype '" + bType + "' needs dtype bf16 or f16: the codes become A's type as they are staged, for "
                   "the tensor cores");
-    if (o.text("mainloop") != "mma")
-      return fail("b_dtype '" + bType + "' needs mainloop 'mma': the wgmma member's TMA copies B into shared memory "
-                  "as it is, and the codes must be converted on the way");
   }
   return c;
 }
@@ -572,13 +574,17 @@ void addGemm(std::vector<Template>& out) {
                           0};
       },
       [](const Options& o) {
-        // fp8 B: the mma.sync member (configOf refuses the others), its codes decoded by cvt where
-        // it runs.
-        if (std::optional<Config> c = configOf(o); c && c->bCodes != Fp8::None) return fp8DecodeWhereItRuns(o, c->bCodes);
         // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
         std::vector<Options> members = wgmmaWhereItRuns(o);
         if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
-        return members;
+        // fp8 B: each member's codes decoded by cvt where it runs, else by integer instructions.
+        const Fp8 codes = bCodesOf(o);
+        if (codes == Fp8::None || o.text("fp8_decode") != "auto") return members;
+        if (members.empty()) members.push_back(o);
+        std::vector<Options> decoded;
+        for (const Options& member : members)
+          for (const Options& d : fp8DecodeWhereItRuns(member, codes)) decoded.push_back(d);
+        return decoded;
       },
   });
   // A and B (tf32: stored as f32; s8/u8: moved as raw bytes), C, bias and residual (out_dtype).

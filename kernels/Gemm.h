@@ -41,6 +41,8 @@ struct Config {
 // The options' values; nullopt with an error in diags when they do not go together (an s8 input
 // with an f32 output, gelu on integers).
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullptr);
+// The b_dtype option: the format of B's fp8 codes, or Fp8::None.
+Fp8 bCodesOf(const Options& o);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual],
 // [b_scales], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for

@@ -180,24 +180,11 @@ Value halfOf(KernelBuilder& kb, const Element& e, Value x, float scale) {
 void storeCodes(KernelBuilder& kb, const Factor& f, const Element& e, std::span<const Value> words, Value tid, Value k0,
                 Value k, Value stage) {
   Value tile = kb.ptradd(kb.shared_addr(f.tile), stage, "tile");
-  const bool cvt = f.cvt;
-  const float scale = fp8Scale(f.codes, cvt);
   const std::vector<Chunk> chunks = chunksOf(kb, f, e, tid, k0, k);
   for (size_t j = 0; j < chunks.size(); ++j) {
-    std::vector<Value> pairs;  // the chunk's 4 words: elements 2i (bits 15:0) and 2i + 1
-    for (unsigned w = 0; w < 2; ++w) {
-      Value codes = words[2 * j + w];
-      if (cvt && e.mmaIn == Scalar::F16) {
-        pairs.push_back(cvtCodePair(kb, codes, f.codes, "f16_pair"));
-        pairs.push_back(cvtCodePair(kb, codes >> 16u, f.codes, "f16_pair"));
-        continue;
-      }
-      std::vector<Value> x = decodeCodes(kb, codes, 4, f.codes, cvt, "code");
-      if (scale != 1.0f)
-        for (Value& v : x) v = v * scale;
-      for (unsigned i = 0; i < 4; i += 2) pairs.push_back(kb.cvt_pack(e.mmaIn, x[i + 1], x[i], Mod::Rn, "pair"));
-    }
-    kb.store(kb.ptradd(tile, chunks[j].dst, "dst"), kb.pack(Type::of(Scalar::B32, 4), pairs, "chunk_bits"));
+    const std::array<Value, 4> pairs = fp8HalfPairs(kb, e.mmaIn, words[2 * j], words[2 * j + 1], f.codes, f.cvt);
+    kb.store(kb.ptradd(tile, chunks[j].dst, "dst"),
+             kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(pairs.begin(), pairs.end()), "chunk_bits"));
   }
 }
 

@@ -28,6 +28,14 @@
 // batch > 1 stride_a and stride_b multiples of 8 elements (or 0); the runtime refuses other
 // launches (cuTensorMapEncodeTiled).
 //
+// fp8 B (b_dtype): TMA cannot convert, so B's codes come in by TMA as lines of 64 bytes (a line:
+// an N row of K-major B, a K row of a 64-wide strip of MN-major B) into a third region of the
+// stage, completing a barrier of their own (codes[s]); producer warps 1 - 3 (96 threads, the
+// converters) wait for it, write each line's 64 values in A's type into the B tile as the
+// 128-byte swizzle lays them out (the same line's 128 bytes; chunk c at c ^ (line & 7)), fence
+// the async proxy and arrive on full[s], whose count is then 1 + 96. B's stage is free when its
+// codes arrive: the producer waited for empty[s] before it loaded them.
+//
 // split_k: the persistent blocks walk tiles x splits work units, the producer and the consumers
 // the same K range of each; the consumers' epilogue goes through reduceSplits (kernels/Gemm.cpp),
 // the 256 consumer threads holding the tile's accumulators.
@@ -54,6 +62,11 @@ constexpr unsigned kProducerRegisters = 40, kConsumerRegisters = 232;
 unsigned aBytes() { return kTileM * kKBlock * 2; }
 unsigned bBytes(const Config& c) { return c.tileN * kKBlock * 2; }
 unsigned stageBytes(const Config& c) { return aBytes() + bBytes(c); }
+// fp8 B: its codes, a line of 64 a row of the B tile; and a stage of the ring with them.
+constexpr unsigned kConverters = 96;  // producer warps 1 - 3
+unsigned codesBytes(const Config& c) { return c.bCodes == Fp8::None ? 0 : c.tileN * kKBlock; }
+unsigned ringBytes(const Config& c) { return stageBytes(c) + codesBytes(c); }
+constexpr unsigned kSharedLimit = 227 * 1024;  // dynamic shared memory of a block on sm_90
 
 // The ring position after (stage, phase): the next stage, the phase flipping when it wraps.
 std::pair<Value, Value> advance(KernelBuilder& kb, const Config& c, Value stage, Value phase) {
@@ -65,16 +78,20 @@ std::pair<Value, Value> advance(KernelBuilder& kb, const Config& c, Value stage,
 Value s32(KernelBuilder& kb, Value v) { return kb.bitcast(v, Type::s32()); }
 
 struct Ring {
-  SharedArray tiles, full, empty;
-  Value tileBase, fullBase, emptyBase;
+  SharedArray tiles, full, empty, codes;
+  Value tileBase, fullBase, emptyBase, codesBase;
   Value stageA(KernelBuilder& kb, const Config& c, Value s) const {
-    return kb.ptradd(tileBase, s * stageBytes(c), "stage_a");
+    return kb.ptradd(tileBase, s * ringBytes(c), "stage_a");
   }
   Value stageB(KernelBuilder& kb, const Config& c, Value s) const {
-    return kb.ptradd(tileBase, s * stageBytes(c) + aBytes(), "stage_b");
+    return kb.ptradd(tileBase, s * ringBytes(c) + aBytes(), "stage_b");
+  }
+  Value stageCodes(KernelBuilder& kb, const Config& c, Value s) const {
+    return kb.ptradd(tileBase, s * ringBytes(c) + stageBytes(c), "stage_codes");
   }
   Value fullBar(KernelBuilder& kb, Value s) const { return kb.ptradd(fullBase, s << 3u, "full"); }
   Value emptyBar(KernelBuilder& kb, Value s) const { return kb.ptradd(emptyBase, s << 3u, "empty"); }
+  Value codesBar(KernelBuilder& kb, Value s) const { return kb.ptradd(codesBase, s << 3u, "codes_full"); }
 };
 
 // The work of this block: for unit = ctaid.x; unit < units; unit += nctaid.x, a unit being a tile
@@ -130,8 +147,16 @@ void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
           // phase ^ 1 passes at once on the first lap (TC§5.3).
           waitPhase(kb, ring.emptyBar(kb, s), phase ^ 1u);
           Value full = ring.fullBar(kb, s);
-          kb.mbarrier_arrive_expect_tx(full, kb.u32(stageBytes(c)));
-          Value a = ring.stageA(kb, c, s), b = ring.stageB(kb, c, s);
+          const bool codes = c.bCodes != Fp8::None;
+          kb.mbarrier_arrive_expect_tx(full, kb.u32(codes ? aBytes() : stageBytes(c)));
+          Value a = ring.stageA(kb, c, s), b = codes ? ring.stageCodes(kb, c, s) : ring.stageB(kb, c, s);
+          Value bFull = full;
+          if (codes) {
+            bFull = ring.codesBar(kb, s);
+            kb.mbarrier_arrive_expect_tx(bFull, kb.u32(codesBytes(c)));
+          }
+          // A strip of MN-major B: 64 lines of 64 elements, 2 bytes each (1: codes).
+          const unsigned bStrip = kStrip * kKBlock * (codes ? 1 : 2);
           if (c.a == Layout::Row) {
             kb.tma_load_3d(a, aMap, s32(kb, k0), s32(kb, m0), za, full);
           } else {
@@ -139,11 +164,48 @@ void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
               kb.tma_load_3d(kb.ptradd(a, kb.u32(i * kStripBytes)), aMap, s32(kb, m0 + i * kStrip), s32(kb, k0), za, full);
           }
           if (c.b == Layout::Col) {
-            kb.tma_load_3d(b, bMap, s32(kb, k0), s32(kb, n0), zb, full);
+            kb.tma_load_3d(b, bMap, s32(kb, k0), s32(kb, n0), zb, bFull);
           } else {
             for (unsigned i = 0; i < c.tileN / kStrip; ++i)
-              kb.tma_load_3d(kb.ptradd(b, kb.u32(i * kStripBytes)), bMap, s32(kb, n0 + i * kStrip), s32(kb, k0), zb, full);
+              kb.tma_load_3d(kb.ptradd(b, kb.u32(i * bStrip)), bMap, s32(kb, n0 + i * kStrip), s32(kb, k0), zb, bFull);
           }
+          auto [s2, phase2] = advance(kb, c, s, phase);
+          return std::vector<Value>{s2, phase2};
+        },
+        {.label = "kblocks", .iv = "kblock"});
+  });
+}
+
+// fp8 B's converters (producer warps 1 - 3): for every k block of every tile, as the producer
+// walks them, wait for the stage's codes, write their values into its B tile and arrive on
+// full[s]. Line L (64 codes at 64 L) becomes the B tile's bytes 128 L ... 128 L + 127, 16-byte
+// chunk c (codes 8c ... 8c + 7) at chunk c ^ (L & 7): 128-byte swizzled, as TMA writes a bf16 or
+// f16 B for the same descriptors. Consecutive threads take consecutive chunks: a warp reads 256
+// contiguous bytes of codes and writes four whole lines, free of bank conflicts.
+void convert(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value tid) {
+  const Scalar half = c.in == Input::BF16 ? Scalar::BF16 : Scalar::F16;
+  Value zero = kb.u32(0);
+  Value first = (tid - 32u).named("converter");
+  forTiles(kb, c, p, {zero, zero}, [&](Value, Value, Value, const Split& split, std::vector<Value> pos) {
+    const StepRange range = splitSteps(kb, split, kBlocks(p));
+    return kb.for_range(
+        zero, range.count, kb.u32(1), pos,
+        [&](Value, std::span<Value> at) {
+          Value s = at[0], phase = at[1];
+          waitPhase(kb, ring.codesBar(kb, s), phase);
+          Value codes = ring.stageCodes(kb, c, s), b = ring.stageB(kb, c, s);
+          kb.for_range(first, kb.u32(c.tileN * 8), kb.u32(kConverters), [&](Value unit) {
+            Value line = (unit >> 3u).named("line"), chunk = (unit & 7u).named("chunk");
+            Value w = kb.load(kb.ptradd(codes, (line * kKBlock + (chunk << 3u)).named("codes_off")), Type::of(Scalar::U32, 2),
+                              "codes");
+            const std::array<Value, 4> pairs =
+                fp8HalfPairs(kb, half, kb.extract(w, 0), kb.extract(w, 1), c.bCodes, c.fp8Cvt);
+            kb.store(kb.ptradd(b, (line * kSwizzle + ((chunk ^ (line & 7u)) << 4u)).named("b_off")),
+                     kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(pairs.begin(), pairs.end()), "chunk_bits"));
+          }, {.label = "convert", .iv = "unit"});
+          // The values are for wgmma (the async proxy), then announced.
+          kb.fence_proxy_async();
+          kb.mbarrier_arrive(ring.fullBar(kb, s));
           auto [s2, phase2] = advance(kb, c, s, phase);
           return std::vector<Value>{s2, phase2};
         },
@@ -238,7 +300,15 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
 }  // namespace
 
 std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags) {
+  if (c.stages * ringBytes(c) > kSharedLimit) {
+    diags.report(ir::Severity::Error, "", {}, "stages = " + std::to_string(c.stages) + " with tile_n = " +
+                        std::to_string(c.tileN) + " and fp8 B needs " + std::to_string(c.stages * ringBytes(c) / 1024) +
+                        " KiB of shared memory, more than an sm_90 block's 227 KiB: take stages = " +
+                        std::to_string(kSharedLimit / ringBytes(c)));
+    return std::nullopt;
+  }
   ir::Module m = newModule();
+  if (c.fp8Cvt) m.ptx = std::max(m.ptx, kFp8CvtPtx);
   KernelBuilder kb(m, "gemm");
   const Params p = declareParams(kb, c);
   Value aMap = kb.param(Type::of(Scalar::TensorMap), "a_map");
@@ -251,56 +321,69 @@ std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags
   ring.tiles = kb.shared_dynamic("tiles", Type::of(Scalar::B8), 1024);
   ring.full = kb.shared("full", Type::u64(), c.stages, 8);
   ring.empty = kb.shared("empty", Type::u64(), c.stages, 8);
+  const bool codes = c.bCodes != Fp8::None;
+  if (codes) ring.codes = kb.shared("codes_full", Type::u64(), c.stages, 8);
   ring.tileBase = kb.shared_addr(ring.tiles, "tile_base");
   ring.fullBase = kb.shared_addr(ring.full, "full_base");
   ring.emptyBase = kb.shared_addr(ring.empty, "empty_base");
+  if (codes) ring.codesBase = kb.shared_addr(ring.codes, "codes_full_base");
 
   Value tid = kb.tid(Mod::X, "tid");
   kb.if_then((tid == 0u).named("init"), [&] {
     for (unsigned s = 0; s < c.stages; ++s) {
-      kb.mbarrier_init(ring.fullBar(kb, kb.u32(s)), kb.u32(1));
+      kb.mbarrier_init(ring.fullBar(kb, kb.u32(s)), kb.u32(codes ? 1 + kConverters : 1));
       kb.mbarrier_init(ring.emptyBar(kb, kb.u32(s)), kb.u32(kConsumerWarps));
+      if (codes) kb.mbarrier_init(ring.codesBar(kb, kb.u32(s)), kb.u32(1));
     }
   }, "init_barriers");
   kb.bar_sync();
 
   warpSpecialize(
       kb, tid, kProducerRegisters, kConsumerRegisters, [&] { produce(kb, c, p, ring, aMap, bMap); },
-      [&](Value consumer) { consume(kb, c, p, ring, consumer, tid); });
+      [&](Value consumer) { consume(kb, c, p, ring, consumer, tid); },
+      codes ? std::function<void()>([&] { convert(kb, c, p, ring, tid); }) : std::function<void()>());
   kb.ret();
   return finish(kb, m, diags);
 }
 
 LaunchRule wgmmaLaunchRule(const Config& c) {
   using bundle::TensorMapRule;
-  const bundle::ParamType::Scalar el = c.in == Input::BF16 ? bundle::ParamType::Scalar::BF16 : bundle::ParamType::Scalar::F16;
+  using PScalar = bundle::ParamType::Scalar;
+  const PScalar el = c.in == Input::BF16 ? PScalar::BF16 : PScalar::F16;
+  const bool codes = c.bCodes != Fp8::None;
+  const PScalar bEl = codes ? PScalar::U8 : el;
+  const unsigned bElBytes = codes ? 1 : 2;
   const Expr m = Expr::param("m"), n = Expr::param("n"), batch = Expr::param("batch");
   const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN) * batch;
   const Expr units = c.splitK ? tiles * max(Expr::param("splits"), Expr(1)) : tiles;
-  LaunchRule rule{{3 * 128}, {min(units, Expr(c.blocks))}, Expr(c.stages * stageBytes(c))};
+  LaunchRule rule{{3 * 128}, {min(units, Expr(c.blocks))}, Expr(c.stages * ringBytes(c))};
   // k = 0 (C = beta C) loads nothing, but a map needs extents of at least 1 and a row stride of
   // at least 16 bytes (a leading dimension of 0 is then legal): the maps of that launch are
   // encoded over 1 column and never read.
   const Expr k = max(Expr::param("k"), Expr(1));
-  const Expr lda = max(Expr::param("lda") * 2, Expr(16)), ldb = max(Expr::param("ldb") * 2, Expr(16));
+  // Bytes of `elements` elements of A's type (2) or of B's (1 for fp8 codes).
+  auto bytes = [](const Expr& elements, unsigned size) { return size == 1 ? elements : elements * size; };
+  const Expr lda = max(bytes(Expr::param("lda"), 2), Expr(16)), ldb = max(bytes(Expr::param("ldb"), bElBytes), Expr(16));
   // The batch is each map's third dimension. Its stride is the caller's only with batch > 1 and a
   // stride other than 0 (min(batch, 2) / 2 and min(stride, 1) are 0 or 1): otherwise the kernel
   // never steps it (one matrix; or one for every batch, planeOf), and the plane is the matrix's
   // own size, rows times row stride, a stride TMA takes whatever the caller's.
   const Expr planes = max(batch, Expr(1)), several = min(batch, Expr(2)) / 2;
-  auto plane = [&](const char* stride, const Expr& rows, const Expr& rowBytes) {
+  auto plane = [&](const char* stride, unsigned size, const Expr& rows, const Expr& rowBytes) {
     const Expr own = several * min(Expr::param(stride), Expr(1));
-    return Expr::param(stride) * 2 * own + max(rows, Expr(1)) * rowBytes * (Expr(1) - own);
+    return bytes(Expr::param(stride), size) * own + max(rows, Expr(1)) * rowBytes * (Expr(1) - own);
   };
-  const Expr planeA = plane("stride_a", c.a == Layout::Row ? m : Expr::param("k"), lda);
-  const Expr planeB = plane("stride_b", c.b == Layout::Col ? n : Expr::param("k"), ldb);
+  const Expr planeA = plane("stride_a", 2, c.a == Layout::Row ? m : Expr::param("k"), lda);
+  const Expr planeB = plane("stride_b", bElBytes, c.b == Layout::Col ? n : Expr::param("k"), ldb);
+  // fp8 codes: lines of 64 bytes, unswizzled (the converters read them).
+  const uint32_t bSwizzle = codes ? 0 : kSwizzle;
   // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
   rule.tensorMaps.push_back(c.a == Layout::Row
                                 ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kKBlock, kTileM, 1}, kSwizzle}
                                 : TensorMapRule{"a_map", "a", el, {m, k, planes}, {lda, planeA}, {kStrip, kKBlock, 1}, kSwizzle});
   rule.tensorMaps.push_back(c.b == Layout::Col
-                                ? TensorMapRule{"b_map", "b", el, {k, n, planes}, {ldb, planeB}, {kKBlock, c.tileN, 1}, kSwizzle}
-                                : TensorMapRule{"b_map", "b", el, {n, k, planes}, {ldb, planeB}, {kStrip, kKBlock, 1}, kSwizzle});
+                                ? TensorMapRule{"b_map", "b", bEl, {k, n, planes}, {ldb, planeB}, {kKBlock, c.tileN, 1}, bSwizzle}
+                                : TensorMapRule{"b_map", "b", bEl, {n, k, planes}, {ldb, planeB}, {kStrip, kKBlock, 1}, bSwizzle});
   return rule;
 }
 

@@ -445,15 +445,18 @@ void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view labe
 }
 
 void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, unsigned consumerRegisters,
-                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume) {
+                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume,
+                    const std::function<void()>& helpers) {
   Value wg = (tid >> 7u).named("warpgroup");
   kb.if_else(
       (wg == 0u).named("producer"),
       [&] {
         kb.setmaxnreg(false, producerRegisters);
-        kb.if_then((tid < 32u).named("first_warp"), [&] {
+        Value firstWarp = (tid < 32u).named("first_warp");
+        kb.if_then(firstWarp, [&] {
           kb.if_then(kb.elect_sync(kb.u32(0xFFFFFFFFu), "elected"), produce, "issue");
         }, "producer_warp");
+        if (helpers) kb.if_then(!firstWarp, helpers, "helper_warps");
       },
       [&] {
         kb.setmaxnreg(true, consumerRegisters);

@@ -4,6 +4,7 @@
 // family. Templates are written with the IR builder only; these helpers emit ordinary IR.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <initializer_list>
 #include <numbers>
@@ -110,6 +111,10 @@ float fp8Scale(Fp8 f, bool cvt);
 Value cvtCodePair(KernelBuilder& kb, Value w, Fp8 f, std::string_view name = {});
 // Four codes (u32 0 ... 255, the first the lowest byte) as one u32 word.
 Value packBytes(std::span<const Value> codes, std::string_view name = {});
+// Eight codes (two u32 words, code i in byte i % 4 of word i / 4) as the four b32 words of their
+// values in `half` (bf16 or f16), exactly: word i holds code 2i's value in bits 15:0 and code
+// 2i + 1's in bits 31:16. With cvt into f16 the words are cvt.f16x2's pairs themselves.
+std::array<Value, 4> fp8HalfPairs(KernelBuilder& kb, ir::Scalar half, Value w0, Value w1, Fp8 f, bool cvt);
 
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");
@@ -247,10 +252,12 @@ Value chunkCount(KernelBuilder& kb, Value cols, unsigned size);
 void waitPhase(KernelBuilder& kb, Value bar, Value parity, std::string_view label = "wait");
 // Warpgroup 0 (tid < 128) gives registers back (setmaxnreg.dec producerRegisters) and one elected
 // thread of its first warp runs produce(); the other warpgroups take them (setmaxnreg.inc
-// consumerRegisters) and run consume(c), c = warpgroup - 1. Needs a register budget at entry
+// consumerRegisters) and run consume(c), c = warpgroup - 1; when given, the producer's other
+// three warps run helpers() (gemm's fp8 B converters). Needs a register budget at entry
 // (.maxntid with .minnctapersm: TC§5.4).
 void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, unsigned consumerRegisters,
-                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume);
+                    const std::function<void()>& produce, const std::function<void(Value consumer)>& consume,
+                    const std::function<void()>& helpers = {});
 
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
@@ -263,6 +270,7 @@ void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge
 void addAttentionPrefill(std::vector<Template>& out);  // attention_prefill (kernels/AttentionPrefill.cpp)
+void addFp8(std::vector<Template>& out);  // quantize_fp8 (kernels/Fp8.cpp)
 void addQuant(std::vector<Template>& out);  // dequantize, embedding, quantize_q8_1, gemv_q(_swiglu), gemm_q,
                                             // rmsnorm_quantize_q8_1
 

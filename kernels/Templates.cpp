@@ -61,6 +61,7 @@ std::vector<Template> makeTemplates() {
   lib::addAttention(all);
   lib::addAttentionPrefill(all);
   lib::addQuant(all);
+  lib::addFp8(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;
 }

@@ -482,3 +482,41 @@ LIBRARY_TEST("gemm fp8 B: split_k", gemmFp8SplitK) {
     checkSplits(r, rng, v);
   }
 }
+
+// fp8 B on the wgmma member (test/library/gemm90.toml): the codes by TMA, converted into the B tile
+// by the producer's other warps. Leading dimensions of 16 elements (TMA's 16-byte rows of codes);
+// odd sizes, several tiles per block, batches, infinities and NaN; and mainloop = "auto", whose
+// sm_90a code is this member and whose sm_80 code the mma.sync member decoding by integers.
+namespace {
+
+constexpr Variant kWgFp8RC{"wg_fp8_rc_e4m3_n256_scales", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm90", false, 128, 256, "", kE4M3, true};
+constexpr Variant kWgFp8RR{"wg_fp8_rr_e5m2_f16_f32", false, false, false, false, Act::None, In::F16, Out::F32, "gemm90", false, 128, 128, "", kE5M2};
+constexpr Variant kWgFp8Integer{"wg_fp8_rc_e5m2_integer_bias", false, true, true, false, Act::None, In::BF16, Out::BF16, "gemm90", false, 128, 128, "", kE5M2};
+constexpr Variant kWgFp8Split{"wg_fp8_split_rc_e4m3_scales", false, true, false, false, Act::None, In::F16, Out::F16, "gemm90", true, 128, 128, "", kE4M3, true};
+constexpr Variant kAutoFp8{"auto_fp8_bf16_rc_scales", false, true, false, false, Act::None, In::BF16, Out::BF16, "mainloop_auto", false, 128, 128, "", kE4M3, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 B on wgmma (sm_90a): layouts, odd sizes, batches, specials", gemmFp8Wgmma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kWgFp8RC, &kWgFp8RR, &kWgFp8Integer}) {
+    checkGemm(r, rng, *v, {1, 1, 1, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {130, 258, 72, 1, 3, -1.25f, 0.75f, true});
+    checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 2.0f, 0.0f, true, 0, 16});  // batches, gaps of 16
+    checkGemm(r, rng, *v, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});          // k = 0: C = beta C
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});
+  }
+  checkSplits(r, rng, kWgFp8Split);
+}
+
+LIBRARY_TEST("gemm fp8 B, mainloop auto: the sm_80 and sm_90a code of one kernel", gemmFp8Auto) {
+  std::mt19937 rng(seed());
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
+    Variant v = kAutoFp8;
+    v.target = target.c_str();
+    checkGemm(r, rng, v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, v, {130, 258, 72, 1, 3, -1.25f, 0.75f, true});
+    checkGemm(r, rng, v, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 16});
+  }
+}

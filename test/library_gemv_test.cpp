@@ -2,8 +2,10 @@
 // strided rows and batches, against a double-precision reference: shapes that take the vector
 // main loop, its tail and the scalar path, k = 0, m = 0 and batch = 0, and (on the GPU)
 // misaligned w and x; fp8 weights (every finite code, a scale per tensor or per row) decoded both
-// ways (the sm_90 code's cvt.f16x2, the sm_80 code's integer instructions).
+// ways (the sm_90 code's cvt.f16x2, the sm_80 code's integer instructions); quantize_fp8, which
+// makes such codes and their scales, bit for bit against ir/Float8.h, and feeding gemv.
 #include <cstring>
+#include <limits>
 
 #include "ir/Float8.h"
 #include "library_harness.h"
@@ -187,4 +189,118 @@ LIBRARY_TEST("gemv fp8 weights, decoded by cvt and by integer instructions", gem
       checkGemv(r, rng, *v, {3, 0}, target);
       checkGemv(r, rng, *v, {17, 1024, 0, 1, 0, 4}, target);
     }
+}
+
+// quantize_fp8 (kernels/Fp8.cpp): the codes bit for bit against the host's nearest-code search
+// (ir/Float8.h) of x / scale (f32 division), and with scales = "row" each row's scale, its largest
+// |x| (NaN passed over) / the format's largest finite value, bit for bit too. Rows of every length
+// against the 256 threads of a block (1, 255, 256, 1000), a row of zeros (scale 0: codes +0 and
+// -0), a row holding NaN (code 0x7F, the scale from the rest), a row holding an infinity (scale
+// inf: finite values become signed zeros, the infinity NaN), values between two codes and beyond
+// the largest; cols = 0 writes scales of 0 and no codes.
+namespace {
+
+struct QuantizeVariant {
+  const char* kernel;
+  Dtype x;
+  Fp8Format format;
+  bool perRow;
+};
+
+void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint32_t rows, uint32_t cols) {
+  const double largest = tn::ir::fp8Value(v.format, v.format == Fp8Format::E4M3 ? 0x7E : 0x7B);
+  std::vector<float> x = roundTo(v.x, uniform(rng, size_t(rows) * cols));
+  // Row 0 spans several orders of magnitude, row 1 (if any) is zeros with a -0, row 2 holds a NaN
+  // and row 3 an infinity.
+  for (uint32_t c = 0; c < cols; ++c) x[c] = x[c] * std::ldexp(1.0f, int(c % 24) - 12);
+  if (rows > 1)
+    for (uint32_t c = 0; c < cols; ++c) x[cols + c] = c == 0 ? -0.0f : 0.0f;
+  if (rows > 2 && cols > 0) x[2 * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+  if (rows > 3 && cols > 0) x[3 * cols + cols / 3] = -std::numeric_limits<float>::infinity();
+  // Row 4: values up to 5, beyond the tensor scale's range (|x| up to 3) and so saturating there.
+  for (uint32_t c = 0; c < cols && rows > 4; ++c) x[4 * cols + c] = (float(c % 7) - 3.0f + 0.37f) * 1.5f;
+  x = roundTo(v.x, x);
+  const float tensorScale = float(3.0 / largest);
+  Call call("gemv", v.kernel);
+  call.buffer("x", encode(v.x, x))
+      .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xAB))
+      .scalar("rows", rows)
+      .scalar("cols", cols);
+  if (v.perRow) call.buffer("scales", std::vector<float>(rows, -1.0f));
+  else call.scalar("scale", tensorScale);
+  Outputs out = r.run(call);
+  const std::vector<uint8_t> codes = out.get<uint8_t>("codes");
+  const std::vector<float> scales = v.perRow ? out.get<float>("scales") : std::vector<float>(rows, tensorScale);
+  const std::string what = std::string(v.kernel) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+  size_t bad = 0;
+  for (uint32_t i = 0; i < rows; ++i) {
+    float scale = tensorScale;
+    if (v.perRow) {
+      float amax = 0.0f;
+      for (uint32_t c = 0; c < cols; ++c) amax = std::fmax(amax, std::fabs(x[size_t(i) * cols + c]));
+      scale = amax / float(largest);
+      CHECK_MESSAGE(std::memcmp(&scales[i], &scale, 4) == 0, what << " row " << i << ": scale " << scales[i] << ", want " << scale);
+    }
+    const float divisor = scale == 0.0f ? 1.0f : scale;
+    for (uint32_t c = 0; c < cols; ++c) {
+      const uint8_t want = tn::ir::fp8Code(v.format, x[size_t(i) * cols + c] / divisor);
+      if (codes[size_t(i) * cols + c] != want && ++bad <= 5)
+        FAIL_CHECK(what << " row " << i << " col " << c << ": x " << x[size_t(i) * cols + c] << ", code "
+                        << int(codes[size_t(i) * cols + c]) << ", want " << int(want));
+    }
+  }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " codes differ");
+}
+
+constexpr QuantizeVariant kQuantizeVariants[] = {
+    {"quantize_e4m3_rows_f32", Dtype::F32, Fp8Format::E4M3, true},
+    {"quantize_e5m2_rows_bf16", Dtype::BF16, Fp8Format::E5M2, true},
+    {"quantize_e4m3_rows_f16", Dtype::F16, Fp8Format::E4M3, true},
+    {"quantize_e5m2_tensor_f32", Dtype::F32, Fp8Format::E5M2, false},
+};
+
+}  // namespace
+
+LIBRARY_TEST("quantize_fp8: codes and row scales bit for bit", quantizeFp8) {
+  std::mt19937 rng(seed());
+  for (const QuantizeVariant& v : kQuantizeVariants) {
+    for (uint32_t cols : {1u, 255u, 256u, 1000u}) checkQuantize(r, rng, v, 5, cols);
+    checkQuantize(r, rng, v, 2, 0);
+  }
+}
+
+// quantize_fp8's codes and row scales are what gemv's fp8 weights with row_scales take: W
+// quantized to E5M2 a row at a time, then y = W x from the codes, within E5M2's rounding of each
+// weight (2^-3 of it) of the product of the unquantized W.
+LIBRARY_TEST("quantize_fp8 rows feed gemv's row_scales", quantizeFp8Gemv) {
+  std::mt19937 rng(seed());
+  const uint32_t m = 9, k = 1040;
+  std::vector<float> w = roundTo(Dtype::BF16, uniform(rng, size_t(m) * k));
+  for (uint32_t i = 0; i < m; ++i)
+    for (uint32_t j = 0; j < k; ++j) w[size_t(i) * k + j] *= float(i + 1);  // rows of their own magnitude
+  w = roundTo(Dtype::BF16, w);
+  Outputs q = r.run(Call("gemv", "quantize_e5m2_rows_bf16")
+                        .buffer("x", encode(Dtype::BF16, w))
+                        .buffer("codes", std::vector<uint8_t>(size_t(m) * k))
+                        .buffer("scales", std::vector<float>(m))
+                        .scalar("rows", m)
+                        .scalar("cols", k));
+  std::vector<float> x = roundTo(Dtype::BF16, uniform(rng, k));
+  Outputs out = r.run(Call("gemv", "gemv_e5m2_bf16_rows_strided")
+                          .buffer("w", q.get<std::byte>("codes"))
+                          .buffer("x", encode(Dtype::BF16, x))
+                          .buffer("y", encode(Dtype::BF16, std::vector<float>(m)))
+                          .buffer("w_scales", q.get<float>("scales"))
+                          .scalar("m", m)
+                          .scalar("k", k)
+                          .scalar("ldw", k));
+  std::vector<float> got = decode(Dtype::BF16, out.get<std::byte>("y"));
+  for (uint32_t i = 0; i < m; ++i) {
+    double want = 0, mag = 0;
+    for (uint32_t j = 0; j < k; ++j) {
+      want += double(w[size_t(i) * k + j]) * x[j];
+      mag += std::fabs(double(w[size_t(i) * k + j]) * x[j]);
+    }
+    expectClose({got[i]}, {want}, std::ldexp(1.0, -3) * mag, roundoff(Dtype::BF16), "row " + std::to_string(i));
+  }
 }

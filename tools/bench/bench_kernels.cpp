@@ -340,6 +340,19 @@ Case gemvFp8Case(uint32_t m, uint32_t k) {
   return c;
 }
 
+// quantize_fp8 (op quantize_fp8): bf16 weights to E4M3 codes with a scale per row (the row's
+// largest |x| / 448), as a bf16 checkpoint is quantized at load time; bytes: x once, the codes and
+// the scales (the kernel reads x twice, the second time from cache). Beside PyTorch's amax,
+// division and cast to float8_e4m3fn.
+Case quantizeFp8Case(uint32_t rows, uint32_t cols) {
+  Case c{"quantize_fp8", dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
+  const size_t n = size_t(rows) * cols;
+  c.buffers = {{n * 2, Fill::BF16}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
+  c.launches = {{"quantize_e4m3_bf16", {buf("x", 0), buf("codes", 1), buf("scales", 2), val("rows", rows), val("cols", cols)}}};
+  c.bytes = 3.0 * double(n) + 4.0 * rows;
+  return c;
+}
+
 // ggml-quantized weights (kernels/Quant.cpp). A weight buffer is random halves in every 2-byte
 // slot, so every block scale is finite and in [-1, 1] (blocks start at even offsets).
 struct QuantFormat {
@@ -587,16 +600,17 @@ Case gemmCase(const std::string& dtype, uint32_t m, uint32_t n, uint32_t k, bool
   return c;
 }
 
-// gemm over fp8 weights (op gemm_fp8): bf16 A times E4M3 codes B (n x k, x W^T), bf16 C, alpha 1:
-// the kernel gemm_e4m3_bf16 (gemm_e4m3_bf16_m64 for m <= 64), against cuBLAS's bf16 GEMM of the
-// codes' values (exact in bf16) in the same layout, which reads twice the bytes of B.
-Case gemmFp8Case(uint32_t m, uint32_t n, uint32_t k) {
-  Case c = gemmCase("bf16", m, n, k);
-  c.op = "gemm_fp8";
+// gemm over fp8 weights (op gemm_fp8, gemm_wgmma_fp8): bf16 A times E4M3 codes B (n x k, x W^T),
+// bf16 C, alpha 1: the kernel gemm_e4m3_bf16 (gemm_e4m3_bf16_m64 for m <= 64) or
+// gemm_wg_e4m3_bf16, against cuBLAS's bf16 GEMM of the codes' values (exact in bf16) in the same
+// layout, which reads twice the bytes of B.
+Case gemmFp8Case(uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
+  Case c = gemmCase("bf16", m, n, k, wgmma);
+  c.op = wgmma ? "gemm_wgmma_fp8" : "gemm_fp8";
   const size_t b = size_t(n) * k;
   c.buffers[1] = {b, Fill::E4M3};
   c.buffers.push_back({b * 2, Fill::Zero});
-  c.launches[0].kernel = std::string("gemm_e4m3_bf16") + (m <= 64 ? "_m64" : "");
+  c.launches[0].kernel = wgmma ? "gemm_wg_e4m3_bf16" : std::string("gemm_e4m3_bf16") + (m <= 64 ? "_m64" : "");
   c.bytes -= double(b);
   c.gemmCodes = true;
   c.gemmB = 3;
@@ -772,6 +786,7 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512)));
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512), true));
   out.push_back(gemvFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 512)));
+  out.push_back(quantizeFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 300)));
 
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
   const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);
@@ -918,9 +933,11 @@ std::vector<Case> cases(Sizes sizes) {
       if (std::strcmp(g.dtype, "bf16") == 0) {
         out.push_back(gemmCase(g.dtype, 70, 130, 72, false, false, 3));
         out.push_back(gemmCase(g.dtype, 70, 130, 72, true, false, 3));
-        // fp8 B: code by code (k = 65), and by 8-byte loads (k = 72).
+        // fp8 B: code by code (k = 65), by 8-byte loads (k = 72), and through TMA (rows of 80
+        // codes: TMA's 16-byte multiples).
         out.push_back(gemmFp8Case(17, 33, 65));
         out.push_back(gemmFp8Case(130, 258, 72));
+        out.push_back(gemmFp8Case(130, 258, 80, true));
       }
       continue;
     }
@@ -951,8 +968,10 @@ std::vector<Case> cases(Sizes sizes) {
     if (std::strcmp(g.dtype, "bf16") == 0)
       for (auto [n, k] : full ? std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}, {14336, 4096}, {4096, 14336}}
                               : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
-        for (uint32_t m : full ? std::vector<uint32_t>{16, 64, 128, 512, 4096} : std::vector<uint32_t>{64, 512})
+        for (uint32_t m : full ? std::vector<uint32_t>{16, 64, 128, 512, 4096} : std::vector<uint32_t>{64, 512}) {
           out.push_back(gemmFp8Case(m, n, k));
+          if (m >= 128) out.push_back(gemmFp8Case(m, n, k, true));
+        }
   }
   return out;
 }
@@ -1911,8 +1930,8 @@ int main(int argc, char** argv) {
                   g.oursTflops, g.refTflops ? fmt(*g.refTflops, "%.2f").c_str() : "-",
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
     std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
-                "s32 compute), B column-major (x W^T); gemm_fp8: E4M3 B (ours) against cublasGemmEx of its bf16 "
-                "values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
+                "s32 compute), B column-major (x W^T); gemm[_wgmma]_fp8: E4M3 B (ours) against cublasGemmEx of its "
+                "bf16 values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
   }
   if (!csv.empty()) {
     std::ofstream out(csv);

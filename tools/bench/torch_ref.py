@@ -64,6 +64,17 @@ def make_case(torch, op, shape, dtype):
         xt = torch.float32 if dtype == "f32" else dt
         return (lambda: (rand(m, k), rand(k, t=xt))), (lambda s: torch.mv(s[0], s[1]))
 
+    if op == "quantize_fp8":
+        rows, cols = dims
+        if not hasattr(torch, "float8_e4m3fn"):
+            return None  # a PyTorch without fp8 types
+
+        def quantize(x):
+            scale = x.abs().amax(dim=1, keepdim=True).float() / 448
+            return (x.float() / torch.where(scale == 0, torch.ones_like(scale), scale)).to(torch.float8_e4m3fn), scale
+
+        return (lambda: (rand(rows, cols),)), (lambda s: quantize(s[0]))
+
     def rms_norm(x, w):
         if hasattr(F, "rms_norm"):
             return F.rms_norm(x, (x.shape[-1],), w, EPS)
