@@ -481,12 +481,6 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     return std::nullopt;
   }
   if (!checkFp8Decode(o, c.cache, diags)) return std::nullopt;
-  if (c.cache != Fp8::None && c.tmaParams) {
-    diags.report(ir::Severity::Error, "", {},
-                 "cache_dtype = \"" + o.text("cache_dtype") + "\" needs mainloop = \"mma\": the wgmma member reads k "
-                 "and v by TMA, which cannot convert fp8 codes");
-    return std::nullopt;
-  }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
@@ -730,10 +724,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
         if (c.dim > 128) r.dynamicShared = Expr(3 * kRows * c.rowBytes());  // the Q, K and V tiles
         return r;
       },
-      [](const Options& o) {
-        std::vector<Options> members = wgmmaWhereItRuns(o);
-        return members.empty() ? fp8DecodeWhereItRuns(o, cacheDtype(o)) : members;
-      },
+      [](const Options& o) { return withFp8Decode(wgmmaWhereItRuns(o), o, cacheDtype(o)); },
   });
   // q, k, v and the bias are read, o written, as raw 16-bit words (ldmatrix, cp.async, TMA, packed pairs).
   out.back().elements = allElements({storageElements({"q", "o", "bias"}), cacheElements({"k", "v"}),

@@ -37,6 +37,15 @@
 // with P's A fragments in registers (lanes 8 kk ... 8 kk + 7 of S, rounded to the storage type)
 // and V an MN-major descriptor (head_dim contiguous).
 //
+// fp8 k and v (cache_dtype; head_dim 64 and 128): TMA cannot convert, so a K or V tile's codes
+// come by TMA as strips of 64 bytes a row (unswizzled, maps of u8) into a region of their own
+// with barriers of their own (k_codes, v_codes), and the producer warpgroup's other three warps
+// (96 threads) write their values into the tile as the 128B swizzle lays out bf16 or f16
+// (convertLines), fence the async proxy and arrive on k_full or v_full (count 96). A tile is free
+// by the time its codes arrive: the producer loaded them after the consumers released the stage.
+// k_scale is in the scores' scale (declareParams), v_scale in the outputs' 1 / l (storeRows).
+// head_dim 256's tiles and codes would exceed shared memory.
+//
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
 // -inf (weight 0); their V rows are zeroed in shared memory before O += P V (each consumer
@@ -62,8 +71,11 @@ constexpr unsigned kConsumers = 2;
 constexpr unsigned kConsumerThreads = kConsumers * kWarpgroup;
 constexpr unsigned kRows = kConsumers * 64;  // query rows of a block: 64 a consumer
 // The producer's thread needs few; the rest of the 64K goes to the consumers (S, O and P in
-// registers): 128 * 24 + 256 * 240 = 64512.
+// registers): 128 * 24 + 256 * 240 = 64512. With fp8 k and v the producer's other warps convert,
+// in 40: 128 * 40 + 256 * 232 = 64512.
 constexpr unsigned kProducerRegisters = 24, kConsumerRegisters = 240;
+constexpr unsigned kConverterRegisters = 40, kConvertingConsumerRegisters = 232;
+constexpr unsigned kConverters = 96;  // producer warps 1 - 3
 // Keys of a K/V tile (the wgmma N of S = Q K^T): 128, or 64 at head_dim 256, whose Q tile (64 KiB)
 // and two stages of K and V (32 KiB a tile) then fit in shared memory (193 KiB with the slack).
 unsigned keysOf(const Config& c) { return c.dim > 128 ? 64 : 128; }
@@ -76,14 +88,20 @@ constexpr unsigned kStripRow = 128;     // bytes of a strip row
 constexpr unsigned kZeroedBarrier = 1, kTurnBarrier = 2;
 
 // Byte layout of the dynamic shared memory from its 1024-aligned start: Q, then K stage 0 and 1,
-// then V stage 0 and 1; each tile strip by strip (64 elements of every row).
+// then V stage 0 and 1; each tile strip by strip (64 elements of every row). With fp8 k and v,
+// then the codes of K stage 0 and 1 and of V stage 0 and 1, strip by strip (64 bytes a row).
 struct Layout {
-  unsigned qBytes, tileBytes;  // a Q tile; a K or V tile
+  unsigned qBytes, tileBytes, codeBytes;  // a Q tile; a K or V tile; its codes (0 without fp8)
   unsigned kAt(unsigned stage) const { return qBytes + stage * tileBytes; }
   unsigned vAt(unsigned stage) const { return qBytes + (kStages + stage) * tileBytes; }
-  unsigned total() const { return qBytes + 2 * kStages * tileBytes; }
+  unsigned kCodesAt(unsigned stage) const { return qBytes + 2 * kStages * tileBytes + stage * codeBytes; }
+  unsigned vCodesAt(unsigned stage) const { return kCodesAt(kStages + stage); }
+  unsigned total() const { return qBytes + 2 * kStages * (tileBytes + codeBytes); }
 };
-Layout layoutOf(const Config& c) { return {kRows * c.rowBytes(), keysOf(c) * c.rowBytes()}; }
+Layout layoutOf(const Config& c) {
+  const unsigned keys = keysOf(c);
+  return {kRows * c.rowBytes(), keys * c.rowBytes(), c.cache == Fp8::None ? 0 : keys * c.dim};
+}
 
 }  // namespace
 
@@ -94,7 +112,15 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     return std::nullopt;
   }
   const unsigned kKeys = keysOf(c);
+  const bool codes = c.cache != Fp8::None;
+  if (codes && c.dim > 128) {
+    diags.report(ir::Severity::Error, "", {},
+                 "cache_dtype = \"" + o.text("cache_dtype") + "\" with mainloop \"wgmma\" (or \"auto\") takes head_dim 64 "
+                 "or 128: at 256 the tiles and their codes exceed shared memory; mainloop = \"mma\" takes it");
+    return std::nullopt;
+  }
   ir::Module m = newModule();
+  if (c.fp8Cvt) m.ptx = std::max(m.ptx, kFp8CvtPtx);
   KernelBuilder kb(m, "attention_prefill");
   const Params p = declareParams(kb, c);
   const Value out = p.out, lse = p.lse, kvStride = p.kvStride, qHeads = p.qHeads, kvHeads = p.kvHeads, scale = p.scale;
@@ -111,8 +137,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
 
   const Layout lay = layoutOf(c);
   const unsigned strips = c.dim / kStrip;
-  // Barriers: Q's, then K full, V full and empty per stage.
-  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 1 + 3 * kStages, 8);
+  // Barriers: Q's, then K full, V full and empty per stage; with fp8, then K's and V's codes.
+  SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 1 + (codes ? 5 : 3) * kStages, 8);
   // The tiles, 1024-aligned by hand (kAtom bytes of slack): PTX's alignment of extern shared
   // memory is not a promise about its address.
   SharedArray dyn = kb.shared_dynamic("tiles", Type::of(Scalar::B32), 16);
@@ -128,6 +154,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   auto kFull = [&](Value stage) { return barrier(1, stage, "k_full"); };
   auto vFull = [&](Value stage) { return barrier(1 + kStages, stage, "v_full"); };
   auto empty = [&](Value stage) { return barrier(1 + 2 * kStages, stage, "empty"); };
+  auto kCodesFull = [&](Value stage) { return barrier(1 + 3 * kStages, stage, "k_codes"); };
+  auto vCodesFull = [&](Value stage) { return barrier(1 + 4 * kStages, stage, "v_codes"); };
 
   Value tid = kb.tid(ir::Mod::X, "tid");
   // The last query tiles see the most keys under a causal mask: they go first.
@@ -152,15 +180,22 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   kb.if_then((tid == 0u).named("init"), [&] {
     kb.mbarrier_init(qFull, kb.u32(1));
     for (unsigned s = 0; s < kStages; ++s) {
-      kb.mbarrier_init(kFull(kb.u32(s)), kb.u32(1));
-      kb.mbarrier_init(vFull(kb.u32(s)), kb.u32(1));
+      // With fp8 the converters complete K's and V's tiles, TMA the codes'.
+      kb.mbarrier_init(kFull(kb.u32(s)), kb.u32(codes ? kConverters : 1));
+      kb.mbarrier_init(vFull(kb.u32(s)), kb.u32(codes ? kConverters : 1));
       kb.mbarrier_init(empty(kb.u32(s)), kb.u32(kConsumerThreads));
+      if (codes) {
+        kb.mbarrier_init(kCodesFull(kb.u32(s)), kb.u32(1));
+        kb.mbarrier_init(vCodesFull(kb.u32(s)), kb.u32(1));
+      }
     }
   }, "init_barriers");
   kb.bar_sync();  // the barriers are set up
 
   auto kTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
   auto vTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
+  auto kCodes = [&](Value stage) { return at(tiles, (stage * lay.codeBytes + lay.kCodesAt(0)).named("k_codes_off"), "k_codes"); };
+  auto vCodes = [&](Value stage) { return at(tiles, (stage * lay.codeBytes + lay.vCodesAt(0)).named("v_codes_off"), "v_codes"); };
 
   // The producer thread: Q, then K/V tile j into stage j % 2 once the consumers emptied it.
   auto produce = [&] {
@@ -172,11 +207,13 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value kvRow0 = c.pageSize ? Value() : (c.varlen ? kvFirst : b * kvStride).named("kv_row0");
     Value qCol0 = (qh * c.dim).named("q_col0");
     Value kvCol0 = (kvHeadOf(kb, qh, qHeads, kvHeads) * c.dim).named("kv_col0");
-    auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar) {
+    // A strip row: 128 bytes of bf16 or f16, 64 of fp8 codes (k and v with cache_dtype).
+    auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar, unsigned rowBytes = kStripRow) {
       for (unsigned s = 0; s < strips; ++s)
-        kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * rows * kStripRow), "strip"), map, s32(col0 + s * kStrip),
+        kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * rows * rowBytes), "strip"), map, s32(col0 + s * kStrip),
                        s32(row0), bar);
     };
+    const unsigned kvRowBytes = codes ? kStrip : kStripRow;
     // Paged: a key tile is kKeys / boxRows boxes of one page each. Box i of tile j holds positions
     // from j kKeys + i boxRows; one past the sequence's last page (only in its last tile, whose
     // rows past seq_k are masked and zeroed) is read from that last page instead, so that no
@@ -184,12 +221,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     const unsigned boxRows = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;
     Value pages = c.pageSize ? kb.index(p.table, (b * p.maxPages).named("table_row"), 4, "pages") : Value();
     auto loadKv = [&](Value map, Value dst, Value j, Value bar) {
-      if (!c.pageSize) return loadTile(map, dst, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar);
+      if (!c.pageSize) return loadTile(map, dst, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar, kvRowBytes);
       Value lastKey = (seqK - 1u).named("last_key");  // a tile is loaded: seq_k > 0
       auto box = [&](Value i) {
         Value pos = kb.min((j * kKeys + i * boxRows).named("box_pos"), lastKey, "box_key");
         Value row = pagedRow(kb, pages, pos, c.pageSize);
-        loadTile(map, at(dst, (i * (boxRows * kStripRow)).named("box_off"), "box"), kKeys, kvCol0, row, bar);
+        loadTile(map, at(dst, (i * (boxRows * kvRowBytes)).named("box_off"), "box"), kKeys, kvCol0, row, bar, kvRowBytes);
       };
       if (boxRows == kKeys) return box(kb.u32(0));
       kb.for_range(kb.u32(0), kb.u32(kKeys / boxRows), kb.u32(1), [&](Value i) { box(i); }, {.label = "boxes", .iv = "i"});
@@ -205,12 +242,41 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           // barrier has not completed the phase before its first, so the first use passes at
           // once (TC§5.3).
           waitPhase(kb, empty(stage), ((use >> 1u) & 1u) ^ 1u, "empty_wait");
+          if (codes) {
+            kb.mbarrier_arrive_expect_tx(kCodesFull(stage), kb.u32(lay.codeBytes));
+            loadKv(kMap, kCodes(stage), j, kCodesFull(stage));
+            kb.mbarrier_arrive_expect_tx(vCodesFull(stage), kb.u32(lay.codeBytes));
+            loadKv(vMap, vCodes(stage), j, vCodesFull(stage));
+            return;
+          }
           kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
           loadKv(kMap, kTile(stage), j, kFull(stage));
           kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
           loadKv(vMap, vTile(stage), j, vFull(stage));
         },
         {.label = "kv_tiles", .iv = "j"});
+  };
+
+  // fp8 k and v: producer warps 1 - 3 turn each tile's codes into its values, K then V, as the
+  // producer walks the tiles.
+  auto convert = [&] {
+    Value first = (tid - 32u).named("converter");
+    kb.for_range(
+        firstTile, nTiles, kb.u32(1),
+        [&](Value j) {
+          Value use = (j - firstTile).named("use");
+          Value stage = (use & 1u).named("stage"), parity = ((use >> 1u) & 1u).named("parity");
+          const unsigned lines = strips * kKeys;
+          waitPhase(kb, kCodesFull(stage), parity, "k_codes_wait");
+          convertLines(kb, kCodes(stage), kTile(stage), lines, first, kConverters, c.half(), c.cache, c.fp8Cvt);
+          kb.fence_proxy_async();
+          kb.mbarrier_arrive(kFull(stage));
+          waitPhase(kb, vCodesFull(stage), parity, "v_codes_wait");
+          convertLines(kb, vCodes(stage), vTile(stage), lines, first, kConverters, c.half(), c.cache, c.fp8Cvt);
+          kb.fence_proxy_async();
+          kb.mbarrier_arrive(vFull(stage));
+        },
+        {.label = "convert_tiles", .iv = "j"});
   };
 
   // A consumer warpgroup: its 64 query rows against the key tiles they see.
@@ -363,7 +429,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     otherTiles(myEnd, nTiles, "other_tiles");
 
     Value outFirst = (c.varlen ? kb.cvt(qFirst, Type::u64()) : kb.mul_wide(b, seqQ)).named("q_first");
-    const Output dst{out, lse, outFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}};
+    const Output dst{out, lse, outFirst, seqQ, qHeads, qh, b, scale2, t, {row0, row1}, p.vScale};
     const Value mRow[2] = {st[0], st[1]}, lRow[2] = {st[2], st[3]};
     // Output tile j (8 columns) is in piece j / (pieceN / 8), at lanes 4 (j % (pieceN / 8)) + e.
     const unsigned tilesPerPiece = pieceN / 8;
@@ -372,7 +438,10 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     });
   };
 
-  warpSpecialize(kb, tid, kProducerRegisters, kConsumerRegisters, produce, consume);
+  if (codes)
+    warpSpecialize(kb, tid, kConverterRegisters, kConvertingConsumerRegisters, produce, consume, convert);
+  else
+    warpSpecialize(kb, tid, kProducerRegisters, kConsumerRegisters, produce, consume);
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -382,20 +451,25 @@ LaunchRule launchPrefill90(const Options& o) {
   const unsigned kKeys = keysOf(c);
   using PScalar = bundle::ParamType::Scalar;
   const PScalar el = c.s == Storage::BF16 ? PScalar::BF16 : PScalar::F16;
+  // fp8 k and v: maps of u8 codes, strips of 64 a row unswizzled (the converters read them).
+  const bool codes = c.cache != Fp8::None;
+  const PScalar kvEl = codes ? PScalar::U8 : el;
+  const unsigned kvSwizzle = codes ? 0 : 128;
   const Expr one(1), batch = Expr::param("batch");
   const Expr qCols = Expr::param("q_heads") * Expr(c.dim), kvCols = Expr::param("kv_heads") * Expr(c.dim);
   // Rows at least 1: an empty tensor has no map (nothing is launched then anyway).
   const Expr qRows = max(c.varlen ? Expr::param("q_rows") : batch * Expr::param("seq_q"), one);
   const Expr kvRows = max(c.varlen || c.pageSize ? Expr::param("kv_rows") : batch * Expr::param("kv_stride"), one);
   const unsigned kvBox = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;  // a box: rows of one page
+  const Expr kvRowBytes = codes ? kvCols : kvCols * Expr(2);
   LaunchRule r;
   r.block = {kThreads};
   r.grid = {ceilDiv(Expr::param(c.varlen ? "max_seq_q" : "seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
   r.dynamicShared = Expr(layoutOf(c).total() + kAtom);
   r.tensorMaps = {
       {"q_map", "q", el, {qCols, qRows}, {qCols * Expr(2)}, {kStrip, kRows}, 128},
-      {"k_map", "k", el, {kvCols, kvRows}, {kvCols * Expr(2)}, {kStrip, kvBox}, 128},
-      {"v_map", "v", el, {kvCols, kvRows}, {kvCols * Expr(2)}, {kStrip, kvBox}, 128},
+      {"k_map", "k", kvEl, {kvCols, kvRows}, {kvRowBytes}, {kStrip, kvBox}, kvSwizzle},
+      {"v_map", "v", kvEl, {kvCols, kvRows}, {kvRowBytes}, {kStrip, kvBox}, kvSwizzle},
   };
   return r;
 }

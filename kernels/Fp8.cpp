@@ -81,6 +81,15 @@ std::vector<Options> fp8DecodeWhereItRuns(const Options& o, Fp8 codes) {
   return {cvt, integer};
 }
 
+std::vector<Options> withFp8Decode(std::vector<Options> members, const Options& o, Fp8 codes) {
+  if (codes == Fp8::None || o.text("fp8_decode") != "auto") return members;
+  if (members.empty()) members.push_back(o);
+  std::vector<Options> out;
+  for (const Options& member : members)
+    for (const Options& d : fp8DecodeWhereItRuns(member, codes)) out.push_back(d);
+  return out;
+}
+
 float fp8Scale(Fp8 f, bool cvt) { return cvt ? 1.0f : std::ldexp(1.0f, int(fp8Bias(f))); }
 
 Value cvtCodePair(KernelBuilder& kb, Value w, Fp8 f, std::string_view name) {
@@ -155,6 +164,17 @@ std::array<Value, 4> fp8HalfPairs(KernelBuilder& kb, ir::Scalar half, Value w0, 
     for (unsigned i = 0; i < 2; ++i) pairs[2 * w + i] = kb.cvt_pack(half, x[2 * i + 1], x[2 * i], ir::Mod::Rn, "pair");
   }
   return pairs;
+}
+
+void convertLines(KernelBuilder& kb, Value codes, Value tile, unsigned lines, Value first, unsigned step, ir::Scalar half,
+                  Fp8 f, bool cvt) {
+  kb.for_range(first, kb.u32(lines * 8), kb.u32(step), [&](Value unit) {
+    Value line = (unit >> 3u).named("line"), chunk = (unit & 7u).named("chunk");
+    Value w = kb.load(kb.ptradd(codes, (unit << 3u).named("codes_off")), ir::Type::of(ir::Scalar::U32, 2), "codes");
+    const std::array<Value, 4> pairs = fp8HalfPairs(kb, half, kb.extract(w, 0), kb.extract(w, 1), f, cvt);
+    kb.store(kb.ptradd(tile, ((line << 7u) + ((chunk ^ (line & 7u)) << 4u)).named("tile_off")),
+             kb.pack(ir::Type::of(ir::Scalar::B32, 4), std::vector<Value>(pairs.begin(), pairs.end()), "chunk_bits"));
+  }, {.label = "convert", .iv = "unit"});
 }
 
 // ---- quantize_fp8 ---------------------------------------------------------------------------

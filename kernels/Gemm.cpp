@@ -577,14 +577,7 @@ void addGemm(std::vector<Template>& out) {
         // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
         std::vector<Options> members = wgmmaWhereItRuns(o);
         if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
-        // fp8 B: each member's codes decoded by cvt where it runs, else by integer instructions.
-        const Fp8 codes = bCodesOf(o);
-        if (codes == Fp8::None || o.text("fp8_decode") != "auto") return members;
-        if (members.empty()) members.push_back(o);
-        std::vector<Options> decoded;
-        for (const Options& member : members)
-          for (const Options& d : fp8DecodeWhereItRuns(member, codes)) decoded.push_back(d);
-        return decoded;
+        return withFp8Decode(std::move(members), o, bCodesOf(o));
       },
   });
   // A and B (tf32: stored as f32; s8/u8: moved as raw bytes), C, bias and residual (out_dtype).

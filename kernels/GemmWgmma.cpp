@@ -177,11 +177,8 @@ void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
 }
 
 // fp8 B's converters (producer warps 1 - 3): for every k block of every tile, as the producer
-// walks them, wait for the stage's codes, write their values into its B tile and arrive on
-// full[s]. Line L (64 codes at 64 L) becomes the B tile's bytes 128 L ... 128 L + 127, 16-byte
-// chunk c (codes 8c ... 8c + 7) at chunk c ^ (L & 7): 128-byte swizzled, as TMA writes a bf16 or
-// f16 B for the same descriptors. Consecutive threads take consecutive chunks: a warp reads 256
-// contiguous bytes of codes and writes four whole lines, free of bank conflicts.
+// walks them, wait for the stage's codes, write their values into its B tile (convertLines: as
+// TMA writes a bf16 or f16 B for the same descriptors) and arrive on full[s].
 void convert(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value tid) {
   const Scalar half = c.in == Input::BF16 ? Scalar::BF16 : Scalar::F16;
   Value zero = kb.u32(0);
@@ -193,16 +190,8 @@ void convert(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
         [&](Value, std::span<Value> at) {
           Value s = at[0], phase = at[1];
           waitPhase(kb, ring.codesBar(kb, s), phase);
-          Value codes = ring.stageCodes(kb, c, s), b = ring.stageB(kb, c, s);
-          kb.for_range(first, kb.u32(c.tileN * 8), kb.u32(kConverters), [&](Value unit) {
-            Value line = (unit >> 3u).named("line"), chunk = (unit & 7u).named("chunk");
-            Value w = kb.load(kb.ptradd(codes, (line * kKBlock + (chunk << 3u)).named("codes_off")), Type::of(Scalar::U32, 2),
-                              "codes");
-            const std::array<Value, 4> pairs =
-                fp8HalfPairs(kb, half, kb.extract(w, 0), kb.extract(w, 1), c.bCodes, c.fp8Cvt);
-            kb.store(kb.ptradd(b, (line * kSwizzle + ((chunk ^ (line & 7u)) << 4u)).named("b_off")),
-                     kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(pairs.begin(), pairs.end()), "chunk_bits"));
-          }, {.label = "convert", .iv = "unit"});
+          convertLines(kb, ring.stageCodes(kb, c, s), ring.stageB(kb, c, s), c.tileN, first, kConverters, half, c.bCodes,
+                       c.fp8Cvt);
           // The values are for wgmma (the async proxy), then announced.
           kb.fence_proxy_async();
           kb.mbarrier_arrive(ring.fullBar(kb, s));

@@ -101,6 +101,11 @@ inline constexpr unsigned kFp8CvtPtx = 81;
 // False, with an error, for fp8_decode "cvt" or "integer" when the kernel has no codes.
 bool checkFp8Decode(const Options& o, Fp8 codes, ir::Diagnostics& diags);
 std::vector<Options> fp8DecodeWhereItRuns(const Options& o, Fp8 codes);
+// Template::alternatives of a kernel with fp8 codes and other alternatives (`members`, such as
+// wgmmaWhereItRuns's; empty: the options alone): each member in turn with cvt, then with integer
+// decoding (fp8_decode "auto"), so that every target gets the first member it runs with the
+// decoding it runs. `members` unchanged without codes or with fp8_decode set.
+std::vector<Options> withFp8Decode(std::vector<Options> members, const Options& o, Fp8 codes);
 // The codes in bytes 0 ... count - 1 (1, 2 or 4) of the u32 word w as f32 values, in byte order:
 // with cvt each code's value (cvt.f16x2, then f16 to f32), else fp8Raw's value times 2^-bias.
 // fp8Scale is what they are multiplied by to be the codes' values: 1 with cvt, else 2^fp8Bias.
@@ -115,6 +120,15 @@ Value packBytes(std::span<const Value> codes, std::string_view name = {});
 // values in `half` (bf16 or f16), exactly: word i holds code 2i's value in bits 15:0 and code
 // 2i + 1's in bits 31:16. With cvt into f16 the words are cvt.f16x2's pairs themselves.
 std::array<Value, 4> fp8HalfPairs(KernelBuilder& kb, ir::Scalar half, Value w0, Value w1, Fp8 f, bool cvt);
+// The wgmma members' fp8 converters (gemm's B, attention_prefill's K and V): `lines` lines of 64
+// codes at `codes` (line L at 64 L, as an unswizzled TMA box of 64 bytes a row lays them out)
+// become the same lines of 64 values in `half` at `tile`, 128-byte swizzled as TMA lays out bf16
+// or f16 boxes of 64 elements (line L at 128 L, its 16-byte chunk c at c ^ (L & 7)), by the
+// threads first, first + step, ... of a loop over the lines' 8-code chunks: a warp of consecutive
+// threads reads 256 contiguous bytes and writes four whole lines, free of bank conflicts. The
+// caller fences the async proxy before wgmma reads the tile.
+void convertLines(KernelBuilder& kb, Value codes, Value tile, unsigned lines, Value first, unsigned step, ir::Scalar half,
+                  Fp8 f, bool cvt);
 
 // The `dtype` option ("f32", "bf16", "f16"; default "f32") and its value.
 OptionSpec dtypeOption(std::string name = "dtype", std::string doc = "storage type of the tensors; math is f32");

@@ -405,6 +405,7 @@ constexpr PrefillVariant k90PagedVarlen{"prefill90_bf16_d128_varlen_causal_p8", 
 // mainloop = "auto" (test/library/mainloop_auto.toml): wgmma in the sm_90a code, mma.sync in the sm_80 code.
 constexpr PrefillVariant kAutoVarlen{"auto_prefill_bf16_d64_varlen_causal", Dtype::BF16, 64, true, true, "mainloop_auto", 128, true};
 constexpr PrefillVariant kAutoPaged{"auto_prefill_f16_d128_causal_p32", Dtype::F16, 128, true, false, "mainloop_auto", 128, true, "", 32};
+constexpr PrefillVariant kAutoFp8{"auto_prefill_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "mainloop_auto", 128, true, "", 16, false, false, false, false, false, true, Fp8Format::E4M3};
 // Sliding windows (window = true).
 constexpr PrefillVariant kWindowBf16{"prefill_bf16_d128_causal_window", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, true};
 constexpr PrefillVariant kWindowPagedF16{"prefill_f16_d64_causal_p16_window", Dtype::F16, 64, true, false, "attention", 64, false, "", 16, true};
@@ -434,6 +435,10 @@ constexpr PrefillVariant kFp8D256Causal{"prefill_bf16_d256_causal_e4m3", Dtype::
 // The same kernels' sm_80 code: integer decoding (their sm_90 code uses cvt.f16x2).
 constexpr PrefillVariant kFp8PagedBf16Causal80{"prefill_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention", 64, false, "sm_80", 16, false, false, false, false, false, true, Fp8Format::E4M3};
 constexpr PrefillVariant kFp8F16Sm80{"prefill_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention", 64, false, "sm_80", 0, false, false, false, false, false, true, Fp8Format::E5M2};
+// fp8 k and v on wgmma (attention90.toml): the codes by TMA, converted by the producer's other warps.
+constexpr PrefillVariant k90Fp8PagedBf16Causal{"prefill90_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention90", 128, true, "", 16, false, false, false, false, false, true, Fp8Format::E4M3};
+constexpr PrefillVariant k90Fp8F16{"prefill90_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
+constexpr PrefillVariant k90Fp8Integer{"prefill90_bf16_d128_causal_e5m2_integer", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -654,6 +659,21 @@ LIBRARY_TEST("attention_prefill: fp8 k and v", attentionPrefillFp8) {
   checkPrefill(r, rng, kFp8F16Sm80, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::KNegInf, 9});
 }
 
+// The same on the wgmma member (sm_90a): a paged E4M3 cache under a cached prefix, E5M2 into f16,
+// integer decoding; NaN and -inf codes in K, NaN in V (which reaches the rows of its 128-key tile).
+LIBRARY_TEST("attention_prefill wgmma (sm_90a): fp8 k and v", attentionPrefill90Fp8) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, k90Fp8PagedBf16Causal, {2, 17, 67, 4, 2});
+  checkPrefill(r, rng, k90Fp8PagedBf16Causal, {1, 130, 300, 2, 1});
+  checkPrefill(r, rng, k90Fp8F16, {2, 17, 17, 4, 1, 3});
+  checkPrefill(r, rng, k90Fp8F16, {1, 70, 130, 2, 2});
+  checkPrefill(r, rng, k90Fp8PagedBf16Causal, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::K, 9});
+  checkPrefill(r, rng, k90Fp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::KNegInf, 9});
+  checkPrefill(r, rng, k90Fp8F16, {1, 20, 40, 2, 2, 0, 0, Prefill::Nan::V, 9});
+  checkPrefill(r, rng, k90Fp8Integer, {2, 37, 37, 4, 1, 3});
+  checkPrefill(r, rng, k90Fp8Integer, {1, 130, 200, 2, 2});
+}
+
 LIBRARY_TEST("attention_prefill: rows without keys, empty sequences, unaligned tensors", attentionPrefillEdges) {
   std::mt19937 rng(seed());
   checkPrefill(r, rng, kPrefillBf16Causal, {1, 70, 5, 2, 2});  // rows 0..64 see no key: zeros, lse -inf
@@ -845,6 +865,9 @@ LIBRARY_TEST("attention_prefill mainloop auto varlen: the sm_80 and sm_90a code 
     paged.target = target.c_str();
     checkPrefill(r, rng, paged, {2, 37, 150, 4, 2});
     checkPrefill(r, rng, paged, {1, 70, 5, 2, 2});  // rows without keys
+    PrefillVariant fp8 = kAutoFp8;  // fp8 caches: converted after TMA (sm_90a), or as staged (sm_80)
+    fp8.target = target.c_str();
+    checkPrefill(r, rng, fp8, {2, 37, 150, 4, 2});
   }
 }
 

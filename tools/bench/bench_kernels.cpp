@@ -713,7 +713,7 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // attention_prefill[_wgmma]_paged[_causal]. bias (neither varlen nor paged): an additive bias of
 // seq x seq elements (bf16) that every sequence and head shares (strides 0), as a mask given to
 // SDPA, op attention_prefill[_wgmma]_bias[_causal]. fp8 (paged only): k and v E4M3 codes scaled by
-// k_scale = v_scale = 1/448, op attention_prefill_paged_fp8[_causal].
+// k_scale = v_scale = 1/448, op attention_prefill[_wgmma]_paged_fp8[_causal].
 Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t dim, bool causal, bool wgmma = false,
                           bool varlen = false, bool paged = false, bool bias = false, bool fp8 = false) {
   const std::string suffix = std::string(wgmma ? "_wgmma" : "") + (varlen ? "_varlen" : "") + (paged ? "_paged" : "") +
@@ -911,10 +911,12 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
         out.push_back(attentionPrefillCase(tiny ? 2 : 4, tiny ? 2 : 16, seq, 128, causal, true, true));
-    // Its paged form (pages of 16 rows: 8 TMA boxes a key tile), beside it.
-    for (uint32_t seq : seqs)
-      for (bool causal : {false, true})
-        out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 80 : seq, 128, causal, true, false, true));
+    // Its paged form (pages of 16 rows: 8 TMA boxes a key tile), beside it; and over E4M3 codes.
+    for (bool fp8 : {false, true})
+      for (uint32_t seq : seqs)
+        for (bool causal : {false, true})
+          out.push_back(
+              attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, tiny ? 80 : seq, 128, causal, true, false, true, false, fp8));
   }
   // GEMM per member: squares, and the inference shapes (M tokens against LLaMA-3-8B-sized
   // weights). Tiny: odd sizes (lda = k = 65 takes the path through registers, k = 72 cp.async).

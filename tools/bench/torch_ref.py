@@ -137,7 +137,8 @@ def make_case(torch, op, shape, dtype):
               "attention_prefill_wgmma_causal", "attention_prefill_wgmma_varlen",
               "attention_prefill_wgmma_varlen_causal", "attention_prefill_paged", "attention_prefill_paged_causal",
               "attention_prefill_wgmma_paged", "attention_prefill_wgmma_paged_causal", "attention_prefill_paged_fp8",
-              "attention_prefill_paged_fp8_causal"):  # _fp8: SDPA over bf16 k and v, the same problem
+              "attention_prefill_paged_fp8_causal", "attention_prefill_wgmma_paged_fp8",
+              "attention_prefill_wgmma_paged_fp8_causal"):  # _fp8: SDPA over bf16 k and v, the same problem
         batch, heads, seq, dim = dims
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
