@@ -340,7 +340,8 @@ class Fp8(unittest.TestCase):
                            '[[kernel]]\nname = "gemv"\ntemplate = "gemv"\noptions = { weight = "fp8_e4m3" }\n\n'
                            '[[kernel]]\nname = "gemm"\ntemplate = "gemm"\n'
                            'options = { dtype = "bf16", b_layout = "col", b_dtype = "fp8_e4m3", b_scales = true, '
-                           'out_dtype = "f32" }\n')
+                           'out_dtype = "f32" }\n\n'
+                           '[[kernel]]\nname = "quantize"\ntemplate = "quantize_fp8"\noptions = { dtype = "f32" }\n')
 
     def test_kv_scatter_writes_the_codes_of_x_over_the_scale(self):
         scatter = self.bundle.scatter
@@ -391,6 +392,26 @@ class Fp8(unittest.TestCase):
             for j in range(n):
                 want = scales[j] * sum(a[i * k + kk] * e4m3_value(codes[j * k + kk]) for kk in range(k))
                 self.assertEqual(got[i * n + j], want)
+
+
+    def test_quantize_finds_row_scales_and_nearest_codes(self):
+        rows, cols = 3, 7
+        x = [[0.5, -3.0, 2.25, 0.001, -0.75, 1.0, 0.0], [0.0] * cols, [100.0, -448.0, 7.0, 1e-3, 0.3, -2.0, 5.5]]
+        codes = truenort.DeviceArray.zeros([rows * cols], "uint8")
+        scales = truenort.DeviceArray.zeros([rows], "float32")
+        self.bundle.quantize(array([v for row in x for v in row]), codes, scales, rows, cols)
+        got_scales = struct.unpack("%df" % rows, scales.to_bytes())
+        got = codes.to_bytes()
+        f32 = lambda v: struct.unpack("f", struct.pack("f", v))[0]  # noqa: E731
+        finite = [c for c in range(256) if not math.isnan(e4m3_value(c))]
+        for r in range(rows):
+            scale = f32(max(abs(v) for v in x[r]) / 448)
+            self.assertEqual(got_scales[r], scale)
+            for c in range(cols):
+                q = f32(x[r][c] / scale) if scale else x[r][c]
+                # The nearest code (ties to the even one), the sign kept for zeros.
+                want = min(finite, key=lambda k: (abs(e4m3_value(k) - q), k & 1, (k & 0x80) != (0x80 if q < 0 else 0)))
+                self.assertEqual(got[r * cols + c], want, (r, c, q))
 
 
 class MainloopAuto(unittest.TestCase):
