@@ -186,7 +186,10 @@ constexpr unsigned kQuantizeBlock = 256;  // threads a row
 // One block of 256 threads a row. With a scale per row, the block first finds the row's largest
 // |x| (max.f32 passes over NaN), divides it by the format's largest finite value (div.rn) and
 // thread 0 stores that scale; then every code is x / scale (div.rn), encoded by f32ToFp8. A scale
-// of 0 (a row of zeros) divides by 1 instead, so zeros stay zeros.
+// of 0 (a row of zeros) divides by 1 instead, so zeros stay zeros. When cols is a multiple of a
+// 16-byte vector of x (4 f32, 8 bf16 or f16) and x and codes are aligned to it and to its codes,
+// each thread takes whole vectors: one 16-byte load, and its codes as one 4- or 8-byte store;
+// otherwise element by element, byte stores.
 std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
@@ -205,22 +208,54 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   Value first = kb.mul_wide(row, cols, "first");
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
-  auto load = [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); };
+  const unsigned V = 16 / bytesOf(s);  // elements of a 16-byte vector of x
+  Value vector = ((cols % V) == 0u).named("whole_vectors");
+  vector = (vector & allAligned(kb, {x}, 16) & allAligned(kb, {codes}, V)).named("vector");
+  // The elements of x this thread takes, V at a time (vector) or one at a time, as f32 values
+  // with the index of the first: visit(values, c).
+  auto forMine = [&](Value vec, std::vector<Value> init, const auto& visit, const char* label) {
+    const unsigned n = vec.valid() ? V : 1;
+    Value end = n == 1 ? cols : (cols / n).named("vectors");
+    return kb.for_range(tid, end, kQuantizeBlock, std::move(init), [&](Value i, std::span<Value> carried) {
+      Value c = n == 1 ? i : (i * n).named("c");
+      Value p = kb.index(xrow, c, bytesOf(s));
+      std::vector<Value> xs = n == 1 ? std::vector<Value>{loadF32(kb, p, s, true, "x")}
+                                     : loadVecF32(kb, assumeAligned16(kb, p), s, true, "x");
+      return visit(xs, c, std::vector<Value>(carried.begin(), carried.end()));
+    }, {.label = label, .iv = "i"});
+  };
   if (perRow) {
     ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), kQuantizeBlock / 32);
-    const std::vector<Value> mine = kb.for_range(
-        tid, cols, kQuantizeBlock, {kb.f32(0.0f)},
-        [&](Value c, std::span<Value> carried) { return std::vector<Value>{kb.max(carried[0], kb.abs(load(c)))}; },
-        {.label = "amax", .iv = "c", .carried = {"amax"}});
+    auto amaxOf = [&](Value vec) {
+      return forMine(vec, {kb.f32(0.0f)}, [&](const std::vector<Value>& xs, Value, std::vector<Value> m) {
+        for (Value v : xs) m[0] = kb.max(m[0], kb.abs(v));
+        return m;
+      }, "amax");
+    };
+    const std::vector<Value> mine =
+        kb.if_else(vector, [&] { return amaxOf(vector); }, [&] { return amaxOf(Value()); }, {.label = "amax_path"});
     Value amax = kb.block_reduce_max(mine[0], scratch, "row_amax");
     scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
     kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
   }
   Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
-  kb.for_range(tid, cols, kQuantizeBlock, [&](Value c) {
-    Value code = f32ToFp8(kb, kb.div(load(c), divisor), f, "code");
-    kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64())), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
-  }, {.label = "encode", .iv = "c"});
+  auto encode = [&](Value vec) {
+    forMine(vec, {}, [&](const std::vector<Value>& xs, Value c, std::vector<Value> none) {
+      std::vector<Value> codes;
+      for (Value v : xs) codes.push_back(f32ToFp8(kb, kb.div(v, divisor), f, "code"));
+      Value dst = kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst");
+      if (codes.size() == 1) {
+        kb.store(dst, kb.cvt(codes[0], ir::Type::of(ir::Scalar::U8)));
+      } else {
+        std::vector<Value> words;
+        for (unsigned w = 0; w < codes.size() / 4; ++w) words.push_back(packBytes(std::span(codes).subspan(4 * w, 4), "codes"));
+        kb.store(assumeAligned(kb, dst, 4 * unsigned(words.size())),
+                 words.size() == 1 ? words[0] : kb.pack(ir::Type::of(ir::Scalar::U32, uint8_t(words.size())), words));
+      }
+      return none;
+    }, "encode");
+  };
+  kb.if_else(vector, [&] { encode(vector); }, [&] { encode(Value()); }, {.label = "encode_path"});
   kb.ret();
   return finish(kb, m, diags);
 }
