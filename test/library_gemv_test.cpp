@@ -197,7 +197,8 @@ LIBRARY_TEST("gemv fp8 weights, decoded by cvt and by integer instructions", gem
 // against the 256 threads of a block (1, 255, 256, 1000), a row of zeros (scale 0: codes +0 and
 // -0), a row holding NaN (code 0x7F, the scale from the rest), a row holding an infinity (scale
 // inf: finite values become signed zeros, the infinity NaN), values between two codes and beyond
-// the largest; cols = 0 writes scales of 0 and no codes.
+// the largest; cols = 0 writes scales of 0 and no codes. Rows whose length is a multiple of x's
+// 16-byte vector take the vector path when aligned, and on the GPU also unaligned codes.
 namespace {
 
 struct QuantizeVariant {
@@ -207,7 +208,9 @@ struct QuantizeVariant {
   bool perRow;
 };
 
-void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint32_t rows, uint32_t cols) {
+// misalign: bytes the codes start off their alignment on the GPU (the element-by-element path).
+void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint32_t rows, uint32_t cols,
+                   uint32_t misalign = 0) {
   const double largest = tn::ir::fp8Value(v.format, v.format == Fp8Format::E4M3 ? 0x7E : 0x7B);
   std::vector<float> x = roundTo(v.x, uniform(rng, size_t(rows) * cols));
   // Row 0 spans several orders of magnitude, row 1 (if any) is zeros with a -0, row 2 holds a NaN
@@ -223,7 +226,7 @@ void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint3
   const float tensorScale = float(3.0 / largest);
   Call call("gemv", v.kernel);
   call.buffer("x", encode(v.x, x))
-      .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xAB))
+      .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xAB), misalign)
       .scalar("rows", rows)
       .scalar("cols", cols);
   if (v.perRow) call.buffer("scales", std::vector<float>(rows, -1.0f));
@@ -231,7 +234,8 @@ void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint3
   Outputs out = r.run(call);
   const std::vector<uint8_t> codes = out.get<uint8_t>("codes");
   const std::vector<float> scales = v.perRow ? out.get<float>("scales") : std::vector<float>(rows, tensorScale);
-  const std::string what = std::string(v.kernel) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols);
+  const std::string what = std::string(v.kernel) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
+                           (misalign ? " misalign=" + std::to_string(misalign) : "");
   size_t bad = 0;
   for (uint32_t i = 0; i < rows; ++i) {
     float scale = tensorScale;
@@ -265,6 +269,7 @@ LIBRARY_TEST("quantize_fp8: codes and row scales bit for bit", quantizeFp8) {
   std::mt19937 rng(seed());
   for (const QuantizeVariant& v : kQuantizeVariants) {
     for (uint32_t cols : {1u, 255u, 256u, 1000u}) checkQuantize(r, rng, v, 5, cols);
+    checkQuantize(r, rng, v, 5, 256, 1);  // on the GPU: codes one byte off, element by element
     checkQuantize(r, rng, v, 2, 0);
   }
 }
