@@ -125,8 +125,9 @@ std::array<Value, 4> fp8HalfPairs(KernelBuilder& kb, ir::Scalar half, Value w0, 
 // become the same lines of 64 values in `half` at `tile`, 128-byte swizzled as TMA lays out bf16
 // or f16 boxes of 64 elements (line L at 128 L, its 16-byte chunk c at c ^ (L & 7)), by the
 // threads first, first + step, ... of a loop over the lines' 8-code chunks: a warp of consecutive
-// threads reads 256 contiguous bytes and writes four whole lines, free of bank conflicts. The
-// caller fences the async proxy before wgmma reads the tile.
+// threads reads 256 contiguous bytes and writes four whole lines, free of bank conflicts (by
+// this reasoning: tile-validation cannot follow the loop's addresses). The caller fences the async
+// proxy before wgmma reads the tile.
 void convertLines(KernelBuilder& kb, Value codes, Value tile, unsigned lines, Value first, unsigned step, ir::Scalar half,
                   Fp8 f, bool cvt);
 

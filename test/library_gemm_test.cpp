@@ -467,6 +467,7 @@ LIBRARY_TEST("gemm fp8 B: layouts, paths, scales and both decodings", gemmFp8) {
       checkGemm(r, rng, v, {33, 136, 72, 1, 0, 1.0f, 0.0f, true});
       checkGemm(r, rng, v, {70, 72, 136, 1, 3, -1.25f, 0.75f, true});
       checkGemm(r, rng, v, {17, 24, 40, 3, 0, 2.0f, -0.5f, true, 0, 8});  // batches, gaps of 8 codes
+      checkGemm(r, rng, v, {17, 24, 40, 3, 0, 1.0f, 0.0f, true, 0, 0, false, true});  // one B for every batch
       checkGemm(r, rng, v, {20, 16, 0, 1, 0, 1.0f, 0.5f, true});          // k = 0: C = beta C
       // Infinities and NaN reach their columns as they would in the reference, on both paths.
       checkGemm(r, rng, v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});
@@ -504,6 +505,7 @@ LIBRARY_TEST("gemm fp8 B on wgmma (sm_90a): layouts, odd sizes, batches, special
     checkGemm(r, rng, *v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
     checkGemm(r, rng, *v, {130, 258, 72, 1, 3, -1.25f, 0.75f, true});
     checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 2.0f, 0.0f, true, 0, 16});  // batches, gaps of 16
+    checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 1.0f, 0.0f, true, 0, 0, false, true});  // one B for every batch
     checkGemm(r, rng, *v, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});          // k = 0: C = beta C
     checkGemm(r, rng, *v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});
   }
