@@ -373,18 +373,17 @@ void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
 // fp8 k or v (cache_dtype): the tile's codes converted to the storage type through registers,
 // exactly (every E4M3 and E5M2 value is a bf16 and an f16), in copyTile's pattern: a thread's 8
 // codes become one 16-byte chunk of the shared tile (st.shared.v4), from one 8-byte load when
-// `vec` (the tensor 8-byte aligned) or 8 byte loads; rows past the extent are zeros. A loop of
-// kConvertBatch passes a turn, their loads first (unrolled, head_dim 256's 16 passes spill).
-// With cvt.f16x2 into f16 tiles the pairs it makes are the chunk's words themselves.
+// `vec` (the tensor 8-byte aligned) or 8 byte loads packed into the same two words, converted by
+// fp8HalfPairs (as gemm's fp8 B); rows past the extent are zeros. A loop of kConvertBatch passes
+// a turn, their loads first (unrolled, head_dim 256's 16 passes spill).
 constexpr unsigned kConvertBatch = 2;
 
 void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first, bool vec) {
   const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow, passes = kRows / rowsPerPass;
-  const float rawScale = fp8Scale(c.cache, c.fp8Cvt);
   Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
   Value last = (t.extent - 1u).named("last");
   kb.for_range(kb.u32(0), kb.u32(passes), kb.u32(kConvertBatch), [&](Value j0) {
-    std::vector<Value> rows, ins, loaded;  // per pass: the tile row, whether it holds a position, the codes
+    std::vector<Value> rows, ins, loaded;  // per pass: the tile row, whether it holds a position, its 2 words of codes
     for (unsigned u = 0; u < kConvertBatch; ++u) {
       Value row = (r0 + (j0 + u) * rowsPerPass).named("tile_row");
       Value pos = (first + row).named("pos");
@@ -397,28 +396,18 @@ void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, V
         loaded.push_back(kb.extract(w, 0));
         loaded.push_back(kb.extract(w, 1));
       } else {
+        std::vector<Value> bytes;
         for (unsigned i = 0; i < 8; ++i)
-          loaded.push_back(kb.cvt(kb.load(i == 0 ? src : kb.ptradd(src, kb.u64(i)), Type::of(Scalar::U8), {Mod::NcMod},
-                                          "code_byte"),
-                                  Type::u32()));
+          bytes.push_back(kb.cvt(kb.load(i == 0 ? src : kb.ptradd(src, kb.u64(i)), Type::of(Scalar::U8), {Mod::NcMod},
+                                         "code_byte"),
+                                 Type::u32()));
+        loaded.push_back(packBytes(std::span(bytes).first(4), "codes"));
+        loaded.push_back(packBytes(std::span(bytes).last(4), "codes"));
       }
     }
-    const unsigned perPass = vec ? 2 : 8;
     for (unsigned u = 0; u < kConvertBatch; ++u) {
-      std::vector<Value> pairs;  // the chunk's 4 words: codes 2i and 2i + 1 in storage type
-      if (vec && c.fp8Cvt && c.s == Storage::F16) {
-        for (unsigned w = 0; w < 2; ++w)
-          for (unsigned half = 0; half < 2; ++half) {
-            Value codes = half ? loaded[u * perPass + w] >> 16u : loaded[u * perPass + w];
-            pairs.push_back(cvtCodePair(kb, codes, c.cache, "f16_pair"));
-          }
-      } else {
-        std::vector<Value> values;  // the 8 codes' values, or times 2^-bias
-        for (unsigned w = 0; w < perPass; ++w)
-          for (Value x : decodeCodes(kb, loaded[u * perPass + w], vec ? 4 : 1, c.cache, c.fp8Cvt, "code"))
-            values.push_back(rawScale == 1.0f ? x : x * rawScale);
-        for (unsigned i = 0; i < 4; ++i) pairs.push_back(packHalf(kb, c, values[2 * i], values[2 * i + 1]));
-      }
+      // The chunk's 4 words: codes 2i and 2i + 1 in the storage type.
+      const std::array<Value, 4> pairs = fp8HalfPairs(kb, c.half(), loaded[2 * u], loaded[2 * u + 1], c.cache, c.fp8Cvt);
       std::vector<Value> words;
       for (unsigned i = 0; i < 4; ++i)
         words.push_back(kb.select(ins[u], pairs[i], kb.const_bits(Type::of(Scalar::B32), 0), "staged"));
