@@ -607,6 +607,17 @@ Value KernelBuilder::mma(Mod shape, Scalar inType, Value a, Value b, Value c, st
   return emit(std::move(in), {a, b, c}, name, loc);
 }
 
+Value KernelBuilder::mma_fp8(Mod format, Value a, Value b, Value c, std::string_view name, Here loc) {
+  if (!checkOperand(c, loc)) return Value();
+  Inst in;
+  in.op = Op::Mma;
+  in.type = c.type().element();
+  in.srcType = Type::of(Scalar::B8);
+  in.setMod(Mod::M16n8k32);
+  in.setMod(format);
+  return emit(std::move(in), {a, b, c}, name, loc);
+}
+
 Value KernelBuilder::ldmatrix(Value p, unsigned matrices, bool trans, std::string_view n, Here l) {
   if (matrices != 1 && matrices != 2 && matrices != 4) {
     error(l, "ldmatrix loads 1, 2 or 4 matrices, not " + std::to_string(matrices));
@@ -772,6 +783,18 @@ Value KernelBuilder::wgmma_mma_async(unsigned n, Scalar inType, Value acc, Value
   if (transA) in.setMod(Mod::TransAMod);
   if (transB) in.setMod(Mod::TransBMod);
   return emit(std::move(in), {acc, a, bDesc, scaleD}, name, loc);
+}
+
+Value KernelBuilder::wgmma_mma_async_fp8(unsigned n, Mod format, Value acc, Value aDesc, Value bDesc, Value scaleD,
+                                         std::string_view name, Here loc) {
+  if (!checkOperand(acc, loc)) return Value();
+  Inst in;
+  in.op = Op::WgmmaMma;
+  in.type = acc.type();
+  in.srcType = Type::of(Scalar::B8);
+  in.imm = n;
+  in.setMod(format);
+  return emit(std::move(in), {acc, aDesc, bDesc, scaleD}, name, loc);
 }
 
 // TC§4.4: bits 13-0 encode(start), 29-16 encode(LBO), 45-32 encode(SBO), 63-62 the swizzle

@@ -97,8 +97,10 @@ Kernel* Module::findKernel(std::string_view name) {
 
 Type mmaAccFragment(Scalar acc) { return acc == Scalar::F16 ? Type::of(Scalar::B32, 2) : Type::of(acc, 4); }
 
-bool mmaFormExists(Mod shape, Scalar in, Type acc) {
+bool mmaFormExists(Mod shape, Scalar in, Type acc, Mod fp8) {
   if (acc.isVector()) return false;
+  if (fp8 != Mod::None || in == Scalar::B8)
+    return fp8 != Mod::None && in == Scalar::B8 && shape == Mod::M16n8k32 && acc.scalar == Scalar::F32;
   switch (shape) {
     case Mod::M16n8k16:
       return (in == Scalar::BF16 && acc.scalar == Scalar::F32) || (in == Scalar::F16 && acc.scalar == Scalar::F32) ||

@@ -153,8 +153,9 @@ struct Module {
 inline constexpr Type kMmaAFragment = Type::of(Scalar::B32, 4);
 inline constexpr Type kMmaBFragment = Type::of(Scalar::B32, 2);
 Type mmaAccFragment(Scalar acc);
-// Whether PTX has mma of this shape multiplying `in` elements into accumulator type `acc`.
-bool mmaFormExists(Mod shape, Scalar in, Type acc);
+// Whether PTX has mma of this shape multiplying `in` elements into accumulator type `acc`; with an
+// fp8 format (Mod::E4m3Mod, E5m2Mod) `in` is b8, the codes: m16n8k32 into f32 only.
+bool mmaFormExists(Mod shape, Scalar in, Type acc, Mod fp8 = Mod::None);
 
 // The operand whose registers an instruction's result takes (wgmma.mma_async writes D in place
 // of its accumulator, which has no other use), or -1: register assignment and the emitter tie them.

@@ -650,10 +650,10 @@ void KernelVerifier::checkTensorCore(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
   Type t = *in.type;
   if (in.op == Op::Mma) {
-    if (!mmaFormExists(in.mod(ModGroup::Shape), in.srcType->scalar, t))
+    if (!mmaFormExists(in.mod(ModGroup::Shape), in.srcType->scalar, t, in.mod(ModGroup::Fp8)))
       error(in.loc, op() + " has no form " + typeText(in) +
                         " (m16n8k16: bf16 -> f32, f16 -> f32, f16 -> f16; m16n8k8: f32 -> f32, multiplied as tf32; "
-                        "m16n8k32: s8 -> s32, u8 -> s32)");
+                        "m16n8k32: s8 -> s32, u8 -> s32; m16n8k32.e4m3 and .e5m2: b8 -> f32)");
   } else if (in.op == Op::Ldmatrix) {
     if (t.scalar != Scalar::B32)
       error(in.loc, op() + " yields 'b32', 'v2.b32' or 'v4.b32' (one register per 8x8 matrix), not " + quoted(t));
@@ -691,8 +691,14 @@ bool KernelVerifier::checkWide(const Inst& in) {
 void KernelVerifier::checkWgmma(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
   Scalar s = in.srcType->scalar;
-  if ((s != Scalar::BF16 && s != Scalar::F16) || in.srcType->isVector())
-    error(in.loc, op() + " multiplies 'bf16' or 'f16' elements, not " + quoted(*in.srcType));
+  const bool fp8 = in.mod(ModGroup::Fp8) != Mod::None;
+  if (fp8 && (s != Scalar::B8 || in.srcType->isVector()))
+    error(in.loc, op() + " multiplies fp8 codes, 'b8', not " + quoted(*in.srcType));
+  else if (!fp8 && ((s != Scalar::BF16 && s != Scalar::F16) || in.srcType->isVector()))
+    error(in.loc, op() + " multiplies 'bf16' or 'f16' elements (or 'b8' fp8 codes with .e4m3 or .e5m2), not " +
+                      quoted(*in.srcType));
+  if (fp8 && (in.has(Mod::TransAMod) || in.has(Mod::TransBMod)))
+    error(in.loc, op() + " reads fp8 operands K-major only; trans_a and trans_b are for bf16 and f16");
   uint64_t n = in.imm;
   if (n < 8 || n > 256 || n % 8) {
     error(in.loc, op() + " has N = " + std::to_string(n) + "; N is a multiple of 8 from 8 to 256");
@@ -702,6 +708,9 @@ void KernelVerifier::checkWgmma(const Inst& in) {
                       (std::has_single_bit(n) ? "" : " (truenoc's wide vectors have 8, 16, 32, 64 or 128 lanes)"));
   }
   if (in.operands.size() != 4) return;
+  if (fp8 && validValue(in.operands[1]) && k_.typeOf(in.operands[1]) == kMmaAFragment)
+    error(in.loc, op() + " reads fp8 A from registers (" + val(in.operands[1]) +
+                      "), which truenoc does not model; give A by a descriptor");
   if (in.has(Mod::TransAMod) && validValue(in.operands[1]) && k_.typeOf(in.operands[1]) == kMmaAFragment)
     error(in.loc, op() + " reads A from registers (" + val(in.operands[1]) +
                       "), which cannot be transposed; trans_a needs a descriptor");
@@ -815,7 +824,8 @@ void KernelVerifier::checkTarget(const Inst& in) {
       if (g.op != in.op || !gated || gated->scalar != g.scalar || fits(g.minSM, g.minPTX)) continue;
       needSM = g.minSM;
       needPTX = g.minPTX;
-      what = (in.op == Op::Cvt ? (g.which == 'S' ? " from " : " to ") : " on ") + quoted(*gated);
+      what = in.op == Op::Mma ? " on fp8 codes"
+                              : (in.op == Op::Cvt ? (g.which == 'S' ? " from " : " to ") : " on ") + quoted(*gated);
       break;
     }
     if (what.empty()) return;

@@ -894,6 +894,56 @@ GOLDEN_TEST("wgmma.tir", "gemm_bf16_n256_rega") { checkWgmmaGolden(s, kBF16, 256
 GOLDEN_TEST("wgmma.tir", "kloop_bf16_n128") { checkWgmmaGolden(s, kBF16, 128, false); }
 GOLDEN_TEST("wgmma.tir", "gemm_bf16_n64_ta") { checkWgmmaGolden(s, kBF16, 64, false, true); }
 
+// ---- wgmma-fp8.tir -----------------------------------------------------------------------------
+
+// D = A·Bᵀ over K = 128 codes in double against the interpreter's f32 (the products are exact in
+// f32; each of the 128 adds may round the running sum once).
+void checkWgmmaFp8Golden(const Session& s, tn::ir::Fp8Format format) {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    std::vector<uint8_t> a = run.inputArray<uint8_t>("a"), b = run.inputArray<uint8_t>("b");
+    std::vector<float> d = o.array<float>("d");
+    REQUIRE(d.size() == 64 * 64);
+    unsigned bad = 0;
+    for (unsigned m = 0; m < 64; ++m)
+      for (unsigned j = 0; j < 64; ++j) {
+        double want = 0, magnitude = 0;
+        for (unsigned k = 0; k < 128; ++k) {
+          double x = tn::ir::fp8Value(format, a[m * 128 + k]), y = tn::ir::fp8Value(format, b[j * 128 + k]);
+          want += x * y;
+          magnitude += std::fabs(x * y);
+        }
+        double tolerance = 128 * std::ldexp(magnitude, -24);
+        if (std::fabs(d[m * 64 + j] - want) > tolerance && ++bad <= 5)
+          CHECK_MESSAGE(false, "D[" << m << "][" << j << "] = " << d[m * 64 + j] << ", want " << want << " +- "
+                                    << tolerance);
+      }
+    CHECK(bad == 0);
+  });
+}
+
+GOLDEN_TEST("wgmma-fp8.tir", "gemm_e4m3_n64") { checkWgmmaFp8Golden(s, tn::ir::Fp8Format::E4M3); }
+GOLDEN_TEST("wgmma-fp8.tir", "gemm_e5m2_n64") { checkWgmmaFp8Golden(s, tn::ir::Fp8Format::E5M2); }
+
+// ---- mma-fp8.tir -------------------------------------------------------------------------------
+
+GOLDEN_TEST("mma-fp8.tir", "mma_fp8") {
+  using tn::mmaref::Form;
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const std::vector<uint32_t> a = run.inputArray<uint32_t>("a"), b = run.inputArray<uint32_t>("b"),
+                                c = run.inputArray<uint32_t>("c");
+    const std::vector<uint32_t> got = o.array<uint32_t>("d");
+    REQUIRE(got.size() == 256);
+    const Form forms[] = {Form::E4m3F32, Form::E5m2F32};
+    for (unsigned f = 0; f < 2; ++f) {
+      const std::vector<uint32_t> want = tn::mmaref::mma(forms[f], a, b, c);
+      for (unsigned i = 0; i < 128; ++i) {
+        INFO("format " << f << " lane " << i / 4 << " word " << i % 4);
+        CHECK(hex(got[128 * f + i]) == hex(want[i]));
+      }
+    }
+  });
+}
+
 // ---- dynamic-shared.tir ------------------------------------------------------------------------
 
 GOLDEN_TEST("dynamic-shared.tir", "scale") {

@@ -466,6 +466,14 @@ constexpr HalfFormat kBF16{7, 127};
 
 enum class Rounding { Nearest, Zero, Down, Up };
 
+// A random fp8 code whose value is finite in both E4M3 and E5M2.
+inline uint8_t finiteFp8Code(std::mt19937& rng) {
+  for (;;) {
+    const uint8_t c = static_cast<uint8_t>(rng());
+    if ((c & 0x7F) != 0x7F && (c & 0x7C) != 0x7C) return c;
+  }
+}
+
 inline double decodeHalf(uint16_t h, HalfFormat f) {
   const int expBits = 15 - f.mantissa;
   const unsigned expMax = (1u << expBits) - 1;
@@ -840,6 +848,44 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      }
                      return runs;
                    }});
+  // wgmma-fp8.tir: as wgmma.tir's gemm_bf16_n64 over fp8 codes: A 64 x 128 and B 64 x 128 (K-major)
+  // codes of finite values in both formats, D 64 x 64 f32.
+  for (const char* kernel : {"gemm_e4m3_n64", "gemm_e5m2_n64"})
+    all.push_back({"wgmma-fp8.tir", kernel, "", {}, [kernel](std::mt19937& rng) {
+                     R runs;
+                     for (uint32_t grid : {1u, 2u}) {
+                       Run r = launch(kernel, {grid, 1, 1}, {128, 1, 1});
+                       std::vector<uint8_t> a(64 * 128), b(64 * 128);
+                       for (uint8_t& c : a) c = finiteFp8Code(rng);
+                       for (uint8_t& c : b) c = finiteFp8Code(rng);
+                       std::vector<float> d(64 * 64);
+                       for (float& f : d) f = randomF32(rng);
+                       r.buffer("a", a).buffer("b", b).buffer("d", d);
+                       runs.push_back(std::move(r));
+                     }
+                     return runs;
+                   }});
+  // mma-fp8.tir: one warp; A, B fragments of finite fp8 codes (in both formats), C small integers.
+  all.push_back({"mma-fp8.tir", "mma_fp8", "entry", {}, [](std::mt19937& rng) {
+                   R runs;
+                   auto word = [&] {
+                     uint32_t w = 0;
+                     for (unsigned i = 0; i < 4; ++i) w |= uint32_t{finiteFp8Code(rng)} << (8 * i);
+                     return w;
+                   };
+                   for (uint32_t grid : {1u, 3u}) {
+                     Run r = launch("mma_fp8", {grid, 1, 1}, {32, 1, 1});
+                     std::vector<uint32_t> a(128), b(64), d(256);
+                     std::vector<float> c(128);
+                     for (uint32_t& w : a) w = word();
+                     for (uint32_t& w : b) w = word();
+                     for (float& x : c) x = static_cast<float>(static_cast<int>(rng() % 17) - 8);
+                     for (uint32_t& w : d) w = static_cast<uint32_t>(rng());
+                     r.buffer("a", a).buffer("b", b).buffer("c", c).buffer("d", d);
+                     runs.push_back(std::move(r));
+                   }
+                   return runs;
+                 }});
   // tmap-param.tir: a kernel with an unused tmap parameter, which a launch still needs bound.
   all.push_back({"tmap-param.tir", "copy", "", {}, [](std::mt19937& rng) {
                    R runs;

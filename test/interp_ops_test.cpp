@@ -755,17 +755,18 @@ TEST_CASE("interp: every mma form against the reference built from the inverse l
   const std::pair<Form, std::string> forms[] = {
       {Form::Bf16F32, "m16n8k16 %fa, %fb, %fc : bf16 -> f32"}, {Form::F16F32, "m16n8k16 %fa, %fb, %fc : f16 -> f32"},
       {Form::F16F16, "m16n8k16 %fa, %fb, %fh : f16 -> f16"},   {Form::Tf32F32, "m16n8k8 %fa, %fb, %fc : f32 -> f32"},
-      {Form::S8S32, "m16n8k32 %fa, %fb, %fi : s8 -> s32"},     {Form::U8S32, "m16n8k32 %fa, %fb, %fi : u8 -> s32"}};
+      {Form::S8S32, "m16n8k32 %fa, %fb, %fi : s8 -> s32"},     {Form::U8S32, "m16n8k32 %fa, %fb, %fi : u8 -> s32"},
+      {Form::E4m3F32, "m16n8k32.e4m3 %fa, %fb, %fc : b8 -> f32"}, {Form::E5m2F32, "m16n8k32.e5m2 %fa, %fb, %fc : b8 -> f32"}};
   const unsigned seed = tn::harness::testSeed();
   INFO("random seed " << seed);
   std::mt19937 rng(seed);
   for (const auto& [form, text] : forms) {
     INFO(text);
-    std::string result = form == Form::F16F16 ? "v2.b32" : form == Form::Bf16F32 || form == Form::F16F32 ||
-                                                                   form == Form::Tf32F32
-                                                               ? "v4.f32"
-                                                               : "v4.s32";
-    std::string kernel = std::string(R"(target sm_80
+    const bool fp8 = form == Form::E4m3F32 || form == Form::E5m2F32;
+    std::string result = form == Form::F16F16                               ? "v2.b32"
+                         : form == Form::S8S32 || form == Form::U8S32 ? "v4.s32"
+                                                                      : "v4.f32";
+    std::string kernel = std::string(fp8 ? "target sm_89\nptx 8.4\n" : "target sm_80\n") + R"(
 kernel @k(%a: ptr.global align 16, %b: ptr.global align 16, %c: ptr.global align 16, %d: ptr.global align 16) {
 ^entry:
   %lane = laneid : u32
@@ -781,14 +782,22 @@ kernel @k(%a: ptr.global align 16, %b: ptr.global align 16, %c: ptr.global align
   %fc = ld %pc : v4.f32
   %fi = ld %pc : v4.s32
   %fh = ld %pc : v2.b32
-  %fd = mma.)") + text + R"(
+  %fd = mma.)" + text + R"(
   %pd = ptradd %d, %o16 : ptr.global
   st %pd, %fd : )" + result + R"(
   ret
 }
 )";
     // Small integers in every element format, so every sum is exact: bf16 and f16 values of
-    // -8..8, tf32 as f32 of -8..8 with random low 13 bits (ignored), bytes at random.
+    // -8..8, tf32 as f32 of -8..8 with random low 13 bits (ignored), bytes at random; fp8 codes of
+    // finite values at random (both sides add in the same order: the bits agree).
+    auto finiteCode = [&]() -> uint32_t {
+      for (;;) {
+        uint32_t c = static_cast<uint32_t>(rng()) & 0xFF;
+        bool special = form == Form::E4m3F32 ? (c & 0x7F) == 0x7F : (c & 0x7C) == 0x7C;
+        if (!special) return c;
+      }
+    };
     auto smallF = [&] { return static_cast<float>(static_cast<int>(rng() % 17) - 8); };
     auto word = [&]() -> uint32_t {
       switch (form) {
@@ -796,6 +805,8 @@ kernel @k(%a: ptr.global align 16, %b: ptr.global align 16, %c: ptr.global align
         case Form::F16F32:
         case Form::F16F16: return tn::ir::f32ToF16(smallF()) | uint32_t{tn::ir::f32ToF16(smallF())} << 16;
         case Form::Tf32F32: return std::bit_cast<uint32_t>(smallF()) | (static_cast<uint32_t>(rng()) & 0x1FFF);
+        case Form::E4m3F32:
+        case Form::E5m2F32: return finiteCode() | finiteCode() << 8 | finiteCode() << 16 | finiteCode() << 24;
         default: return static_cast<uint32_t>(rng());
       }
     };

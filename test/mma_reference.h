@@ -12,14 +12,17 @@
 #include <vector>
 
 #include "ir/Float16.h"
+#include "ir/Float8.h"
 
 namespace tn::mmaref {
 
-enum class Form { Bf16F32, F16F32, F16F16, Tf32F32, S8S32, U8S32 };
+enum class Form { Bf16F32, F16F32, F16F16, Tf32F32, S8S32, U8S32, E4m3F32, E5m2F32 };
 
-// Elements per 32-bit A/B register: tf32 1, f16/bf16 2, s8/u8 4 (K is 8 times that).
+// Elements per 32-bit A/B register: tf32 1, f16/bf16 2, s8/u8 and fp8 codes 4 (K is 8 times that).
 inline unsigned perReg(Form f) {
-  return f == Form::Tf32F32 ? 1 : (f == Form::S8S32 || f == Form::U8S32) ? 4 : 2;
+  return f == Form::Tf32F32                                                                        ? 1
+         : (f == Form::S8S32 || f == Form::U8S32 || f == Form::E4m3F32 || f == Form::E5m2F32) ? 4
+                                                                                                   : 2;
 }
 
 // a[4·lane + r], b[2·lane + r] and c[4·lane + r] are the registers of the fragments (an f16
@@ -45,6 +48,8 @@ inline std::vector<uint32_t> mma(Form f, const std::vector<uint32_t>& a, const s
     switch (f) {
       case Form::Bf16F32: return std::bit_cast<float>(bits << 16);
       case Form::Tf32F32: return std::bit_cast<float>(bits & 0xFFFFE000u);
+      case Form::E4m3F32: return static_cast<float>(ir::fp8Value(ir::Fp8Format::E4M3, static_cast<uint8_t>(bits)));
+      case Form::E5m2F32: return static_cast<float>(ir::fp8Value(ir::Fp8Format::E5M2, static_cast<uint8_t>(bits)));
       default: return ir::f16ToF32(static_cast<uint16_t>(bits));
     }
   };

@@ -343,7 +343,7 @@ class Decoder {
       bool ballot = in.mod(ir::ModGroup::Vote) == ir::Mod::Ballot;
       if (ballot == in.type->isPred()) return ballot ? "vote.sync.ballot produces b32" : "this vote.sync produces pred";
     }
-    if (in.op == Op::Mma && !ir::mmaFormExists(in.mod(ir::ModGroup::Shape), in.srcType->scalar, *in.type))
+    if (in.op == Op::Mma && !ir::mmaFormExists(in.mod(ir::ModGroup::Shape), in.srcType->scalar, *in.type, in.mod(ir::ModGroup::Fp8)))
       return "'mma' has no form " + ir::typeName(*in.srcType) + " -> " + ir::typeName(*in.type);
     if (in.op == Op::Ldmatrix && (in.type->scalar != ir::Scalar::B32 ||
                                   k_.typeOf(in.operands[0]).space != ir::AddrSpace::Shared))
@@ -456,8 +456,12 @@ class Decoder {
         break;
       case Op::WgmmaMma:
         if (in.imm < 8 || in.imm > 256 || in.imm % 8 || *in.type != Type::of(ir::Scalar::F32, uint8_t(in.imm / 2)) ||
-            (in.srcType->scalar != ir::Scalar::BF16 && in.srcType->scalar != ir::Scalar::F16))
-          return fail(in.loc, "'wgmma.mma_async' multiplies bf16 or f16 at N = 8 .. 256 into a v(N/2).f32 accumulator");
+            (in.mod(ir::ModGroup::Fp8) != ir::Mod::None
+                 ? in.srcType->scalar != ir::Scalar::B8 || in.has(ir::Mod::TransAMod) || in.has(ir::Mod::TransBMod) ||
+                       k_.typeOf(in.operands[1]).isVector()
+                 : in.srcType->scalar != ir::Scalar::BF16 && in.srcType->scalar != ir::Scalar::F16))
+          return fail(in.loc, "'wgmma.mma_async' multiplies bf16 or f16 (or fp8 codes, K-major, A by descriptor) at "
+                              "N = 8 .. 256 into a v(N/2).f32 accumulator");
         c.wgmma = static_cast<uint8_t>((in.has(ir::Mod::TransAMod) ? kWgTransA : 0) |
                                        (in.has(ir::Mod::TransBMod) ? kWgTransB : 0) |
                                        (k_.typeOf(in.operands[1]).isVector() ? kWgRegA : 0));

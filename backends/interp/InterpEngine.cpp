@@ -1760,10 +1760,7 @@ void Engine::wgRetire(WarpgroupState& g, uint32_t group, size_t index) {
           slotPtr(regs, slot + i / 2)[l] = uint64_t{d[0]} | uint64_t{d[1]} << 32;
         }
   }
-  for (uint32_t r : op.reads) {
-    --wgReading_[r];
-    --wgReading_[r + 1];
-  }
+  for (uint32_t r : op.reads) --wgReading_[r];
   g.inflight.erase(g.inflight.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
@@ -1773,6 +1770,8 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
   const Warp* ws = &warps_[4 * group];
   const unsigned n = static_cast<unsigned>(k.imm), elems = n / 2;
   const bool regA = k.wgmma & kWgRegA;
+  // fp8 codes: 1-byte elements, K = 32 (the decoder allows them K-major with A by descriptor only).
+  const uint32_t eb = k.srcScalar == ir::Scalar::B8 ? 1 : 2, K = 32 / eb;
   if (!g.fenced)
     return fault(ErrorKind::Wgmma, k, ws[0], 0,
                  "missing fence: wgmma.mma_async before any wgmma.fence of warpgroup " + std::to_string(group));
@@ -1812,8 +1811,8 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
       return fault(ErrorKind::Wgmma, k, ws[0], 0,
                    "wgmma.mma_async descriptor " + hex64(desc) + " has a nonzero base offset, which the interpreter "
                    "does not model (align swizzled tiles to their repeat: TC§4.4)");
-    uint32_t off = wgmmaElementAddress(d, mnMajor, x, kk);
-    if (auto e = checkShared(k, ws[0], 0, off, 2)) return e;
+    uint32_t off = wgmmaElementAddress(d, mnMajor, x, kk, eb);
+    if (auto e = checkShared(k, ws[0], 0, off, eb)) return e;
     const ProxyMark& mark = proxyMarks_[off];
     if (mark.thread != kNoThread && proxyFences_[mark.thread] == mark.fences)
       return fault(ErrorKind::Wgmma, k, ws[0], 0,
@@ -1824,17 +1823,18 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
     // others must equal): a generic write by another thread must be ordered before it by a
     // bar.sync or a completed mbarrier phase that thread observed, and a later write after it.
     if (opts_.checkRaces)
-      if (auto e = checkRace(k, ws[0], 0, off, 2, Access::Read)) return e;
-    std::memcpy(&out, shared_.data() + off, 2);
-    op.reads.push_back(off);
+      if (auto e = checkRace(k, ws[0], 0, off, eb, Access::Read)) return e;
+    out = 0;
+    std::memcpy(&out, shared_.data() + off, eb);
+    for (uint32_t i = 0; i < eb; ++i) op.reads.push_back(off + i);
     return std::nullopt;
   };
-  std::vector<uint16_t> a(64 * 16), b(16 * n);
+  std::vector<uint16_t> a(64 * K), b(K * n);
   std::vector<uint32_t> c(64 * n, 0), d(64 * n);
   for (unsigned m = 0; m < 64; ++m)
-    for (unsigned kk = 0; kk < 16; ++kk) {
+    for (unsigned kk = 0; kk < K; ++kk) {
       if (!regA) {
-        if (auto e = element(aDesc, k.wgmma & kWgTransA, m, kk, a[m * 16 + kk])) return e;
+        if (auto e = element(aDesc, k.wgmma & kWgTransA, m, kk, a[m * K + kk])) return e;
         continue;
       }
       // TC§4.2: A[16w + g + 8(r&1)][2t + h + 8(r>>1)] is half h of register r of lane 4g + t.
@@ -1842,7 +1842,7 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
       uint64_t word = slotPtr(ws[wi].regs, k.src[1] + r / 2)[4 * gg + t] >> (32 * (r % 2));
       a[m * 16 + kk] = static_cast<uint16_t>(word >> (16 * h));
     }
-  for (unsigned kk = 0; kk < 16; ++kk)
+  for (unsigned kk = 0; kk < K; ++kk)
     for (unsigned j = 0; j < n; ++j)
       if (auto e = element(bDesc, k.wgmma & kWgTransB, j, kk, b[kk * n + j])) return e;
   // C: the accumulator registers, or the D of the in-flight wgmma it chains on.
@@ -1855,17 +1855,14 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
         c[m * n + j] = chained ? chained->d[(wi * kWarpSize + l) * elems + i]
                                : static_cast<uint32_t>(slotPtr(ws[wi].regs, k.src[0] + i / 2)[l] >> (32 * (i % 2)));
       }
-  wgmmaProduct(k.srcScalar, n, a.data(), b.data(), c.data(), scale & 1, d.data());
+  wgmmaProduct(k.srcScalar, k.mode, n, K, a.data(), b.data(), c.data(), scale & 1, d.data());
   op.d.resize(size_t(4) * kWarpSize * elems);
   for (unsigned m = 0; m < 64; ++m)
     for (unsigned j = 0; j < n; ++j) {
       const unsigned wi = m / 16, l = 4 * (m % 8) + (j % 8) / 2, i = (j % 2) + 2 * ((m % 16) / 8) + 4 * (j / 8);
       op.d[(wi * kWarpSize + l) * elems + i] = d[m * n + j];
     }
-  for (uint32_t r : op.reads) {
-    ++wgReading_[r];
-    ++wgReading_[r + 1];
-  }
+  for (uint32_t r : op.reads) ++wgReading_[r];
   g.inflight.push_back(std::move(op));
   return std::nullopt;
 }

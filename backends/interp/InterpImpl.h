@@ -156,17 +156,17 @@ void mmaWarp(uint64_t* regs, const Code& k);
 void ldmatrixWarp(uint64_t* regs, const Code& k, const std::byte* const* rows);
 
 // wgmma (InterpMma.cpp, TC§4): a matrix descriptor's fields (TC§4.4), the swizzled shared address
-// of element (x, k) of an operand read through it (x = m of A or n of B; k < 16; 2-byte
-// elements; mnMajor: trans), and D (64 x n) = A (64 x 16) · B (16 x n) (+ C) on element bits:
-// a[m·16 + k], b[k·n + j], c and d[m·n + j] (f32).
+// of element (x, k) of an operand read through it (x = m of A or n of B; k < K; elements of 2
+// bytes, K = 16, or fp8 codes of 1, K = 32; mnMajor: trans), and D (64 x n) = A (64 x K) · B (K x n)
+// (+ C) on element bits: a[m·K + k], b[k·n + j], c and d[m·n + j] (f32).
 struct WgmmaDescriptor {
   uint32_t start = 0, lbo = 0, sbo = 0;
   unsigned baseOffset = 0, swizzle = 0;  // swizzle in bytes: 0 (none), 32, 64 or 128
 };
 WgmmaDescriptor decodeWgmmaDescriptor(uint64_t desc);
-uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k);
-void wgmmaProduct(ir::Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
-                  uint32_t* d);
+uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k, uint32_t elementBytes = 2);
+void wgmmaProduct(ir::Scalar in, ir::Mod fp8, unsigned n, unsigned K, const uint16_t* a, const uint16_t* b,
+                  const uint32_t* c, bool scaleD, uint32_t* d);
 
 // Read-modify-write of one atomic: the new memory value for `old` and operands b (and c for cas).
 // Float atomics round to nearest even; `ftz` flushes f32 subnormals (atom.add.f32 on global).

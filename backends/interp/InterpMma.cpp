@@ -8,6 +8,7 @@
 
 #include "backends/interp/InterpImpl.h"
 #include "ir/Float16.h"
+#include "ir/LaneSemantics.h"
 
 namespace tn::interp::detail {
 
@@ -28,7 +29,10 @@ void setFragReg(uint64_t* regs, uint32_t slot, unsigned r, uint32_t l, uint32_t 
   s = (s & ~(uint64_t{0xFFFFFFFFu} << shift)) | (uint64_t{v} << shift);
 }
 
-float floatElement(Scalar s, uint32_t bits) {
+// An A/B element as f32 (exact for every type: tf32 after dropping its low bits, fp8 codes through
+// cvt.f16x2's exact decoding).
+float floatElement(Scalar s, Mod fp8, uint32_t bits) {
+  if (s == Scalar::B8) return ir::f16ToF32(static_cast<uint16_t>(ir::lane::fp8ToF16(fp8 == Mod::E4m3Mod, bits & 0xFF)));
   switch (s) {
     case Scalar::BF16: return ir::bf16ToF32(static_cast<uint16_t>(bits));
     case Scalar::F16: return ir::f16ToF32(static_cast<uint16_t>(bits));
@@ -39,7 +43,7 @@ float floatElement(Scalar s, uint32_t bits) {
 }  // namespace
 
 // D = A·B + C for m16n8kK. With e = 32 / (element bits) elements per A/B register (tf32 1, f16 and
-// bf16 2, s8 and u8 4) and K = 8e, lane l (g = l/4, t = l%4) holds, element j of register r at
+// bf16 2, s8, u8 and fp8 codes 4) and K = 8e, lane l (g = l/4, t = l%4) holds, element j of register r at
 // bits [j*32/e, (j+1)*32/e):
 //   A[g + 8(r&1)][e*t + j + 4e(r>>1)]   r < 4
 //   B[e*t + j + 4e*r][g]                r < 2
@@ -50,7 +54,7 @@ float floatElement(Scalar s, uint32_t bits) {
 // Cloned for CPUs with fma instructions: std::fma is then one instruction instead of a libm call.
 [[gnu::target_clones("fma", "default")]] void mmaWarp(uint64_t* regs, const Code& k) {
   const Scalar in = k.srcScalar, acc = k.scalar;
-  const unsigned e = in == Scalar::S8 || in == Scalar::U8 ? 4 : in == Scalar::F32 ? 1 : 2;
+  const unsigned e = in == Scalar::S8 || in == Scalar::U8 || in == Scalar::B8 ? 4 : in == Scalar::F32 ? 1 : 2;
   const unsigned K = 8 * e, width = 32 / e;
   const uint32_t mask = width == 32 ? 0xFFFFFFFFu : (1u << width) - 1;
   uint32_t a[16][32], b[32][8], c[16][8];
@@ -73,9 +77,9 @@ float floatElement(Scalar s, uint32_t bits) {
   float af[16][32], bf[32][8];
   if (acc != Scalar::S32) {
     for (unsigned m = 0; m < 16; ++m)
-      for (unsigned kk = 0; kk < K; ++kk) af[m][kk] = floatElement(in, a[m][kk]);
+      for (unsigned kk = 0; kk < K; ++kk) af[m][kk] = floatElement(in, k.mode, a[m][kk]);
     for (unsigned kk = 0; kk < K; ++kk)
-      for (unsigned n = 0; n < 8; ++n) bf[kk][n] = floatElement(in, b[kk][n]);
+      for (unsigned n = 0; n < 8; ++n) bf[kk][n] = floatElement(in, k.mode, b[kk][n]);
   }
   uint32_t d[16][8];
   for (unsigned m = 0; m < 16; ++m)
@@ -142,10 +146,10 @@ WgmmaDescriptor decodeWgmmaDescriptor(uint64_t desc) {
   return d;
 }
 
-// TC§4.3's canonical layouts in bytes (2-byte elements: T = 8 per 16-byte unit, and a K step of
-// 16 elements is 32 bytes), then TC§4.5's swizzle of the absolute address.
-uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k) {
-  const uint32_t e = 2, T = 8, S = d.swizzle;
+// TC§4.3's canonical layouts in bytes (e-byte elements: T = 16 / e per 16-byte unit, and a K step
+// of 32 / e elements is 32 bytes), then TC§4.5's swizzle of the absolute address.
+uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k, uint32_t e) {
+  const uint32_t T = 16 / e, S = d.swizzle;
   uint32_t off;
   if (!mnMajor && !S) off = (x % 8) * 16 + (x / 8) * d.sbo + (k % T) * e + (k / T) * d.lbo;
   else if (!mnMajor) off = (x % 8) * S + (x / 8) * d.sbo + k * e;
@@ -156,18 +160,17 @@ uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x,
   return a ^ (((a >> 7) & lines) << 4);
 }
 
-// Each D element starts from C (or 0 without scale-d) and adds the 16 products in k order with
-// one f32 fma each: the mma model's numerics.
-[[gnu::target_clones("fma", "default")]] void wgmmaProduct(Scalar in, unsigned n, const uint16_t* a, const uint16_t* b, const uint32_t* c, bool scaleD,
-                  uint32_t* d) {
-  float av[64 * 16];
-  for (unsigned i = 0; i < 64 * 16; ++i) av[i] = floatElement(in, a[i]);
-  std::vector<float> bv(16 * n);
-  for (unsigned i = 0; i < 16 * n; ++i) bv[i] = floatElement(in, b[i]);
+// Each D element starts from C (or 0 without scale-d) and adds the K products (16, or 32 of fp8
+// codes) in k order with one f32 fma each: the mma model's numerics.
+[[gnu::target_clones("fma", "default")]] void wgmmaProduct(Scalar in, Mod fp8, unsigned n, unsigned K, const uint16_t* a,
+                                                           const uint16_t* b, const uint32_t* c, bool scaleD, uint32_t* d) {
+  std::vector<float> av(64 * K), bv(K * n);
+  for (unsigned i = 0; i < 64 * K; ++i) av[i] = floatElement(in, fp8, a[i]);
+  for (unsigned i = 0; i < K * n; ++i) bv[i] = floatElement(in, fp8, b[i]);
   for (unsigned m = 0; m < 64; ++m)
     for (unsigned j = 0; j < n; ++j) {
       float sum = scaleD ? std::bit_cast<float>(c[m * n + j]) : 0.0f;
-      for (unsigned kk = 0; kk < 16; ++kk) sum = std::fma(av[m * 16 + kk], bv[kk * n + j], sum);
+      for (unsigned kk = 0; kk < K; ++kk) sum = std::fma(av[m * K + kk], bv[kk * n + j], sum);
       d[m * n + j] = std::bit_cast<uint32_t>(sum);
     }
 }

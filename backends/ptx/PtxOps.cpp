@@ -358,10 +358,12 @@ void KernelEmitter::emitTensorCore(const Inst& in, Type t) {
     return;
   }
   Scalar s = in.srcType->scalar;
-  if (!ir::mmaFormExists(in.mod(ModGroup::Shape), s, t))
+  if (!ir::mmaFormExists(in.mod(ModGroup::Shape), s, t, in.mod(ModGroup::Fp8)))
     return void(fail(in, "PTX has no mma" + modText(in.mod(ModGroup::Shape)) + " from " +
                              std::string(ir::scalarName(s)) + " to " + typeSuffix(t)));
-  std::string ab = in.mod(ModGroup::Shape) == Mod::M16n8k8 ? "tf32" : typeSuffix(Type::of(s));
+  std::string ab = in.mod(ModGroup::Fp8) != Mod::None         ? std::string(ir::modName(in.mod(ModGroup::Fp8)))
+                   : in.mod(ModGroup::Shape) == Mod::M16n8k8 ? "tf32"
+                                                             : typeSuffix(Type::of(s));
   std::string acc = typeSuffix(t);
   line("mma.sync.aligned" + modText(in.mod(ModGroup::Shape)) + ".row.col." + acc + "." + ab + "." + ab + "." + acc +
        " " + regs(in.result) + ", " + regs(in.operands[0]) + ", " + regs(in.operands[1]) + ", " +
@@ -375,12 +377,18 @@ void KernelEmitter::emitWgmma(const Inst& in, Type t) {
   ir::ValueId acc = in.operands[0], a = in.operands[1];
   if (base_[acc.index] != base_[in.result.index])
     for (unsigned l = 0; l < t.lanes; ++l) line("mov.f32 " + reg(in.result, l) + ", " + reg(acc, l) + ";");
-  std::string ab = typeSuffix(*in.srcType);
+  // fp8 (K-major operands only): k32 and no transpose immediates.
+  const bool fp8 = in.mod(ModGroup::Fp8) != Mod::None;
+  std::string ab = fp8 ? std::string(ir::modName(in.mod(ModGroup::Fp8))) : typeSuffix(*in.srcType);
   bool regA = k_.typeOf(a).isVector();
-  std::string s = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(in.imm) + "k16.f32." + ab + "." + ab + " " +
-                  regs(in.result) + ", " + regs(a) + ", " + reg(in.operands[2]) + ", " + reg(in.operands[3]) + ", 1, 1";
-  if (!regA) s += in.has(Mod::TransAMod) ? ", 1" : ", 0";
-  s += in.has(Mod::TransBMod) ? ", 1;" : ", 0;";
+  std::string s = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(in.imm) + (fp8 ? "k32" : "k16") + ".f32." + ab +
+                  "." + ab + " " + regs(in.result) + ", " + regs(a) + ", " + reg(in.operands[2]) + ", " +
+                  reg(in.operands[3]) + ", 1, 1";
+  if (!fp8) {
+    if (!regA) s += in.has(Mod::TransAMod) ? ", 1" : ", 0";
+    s += in.has(Mod::TransBMod) ? ", 1" : ", 0";
+  }
+  s += ";";
   line(s);
 }
 
