@@ -65,11 +65,17 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
          : in == "f16" ? Input::F16
          : in == "s8" ? Input::S8
          : in == "u8" ? Input::U8
+         : in == "fp8_e4m3" ? Input::E4M3
+         : in == "fp8_e5m2" ? Input::E5M2
                       : Input::F32;
   const bool integer = c.in == Input::S8 || c.in == Input::U8;
+  const bool fp8 = c.codes() != Fp8::None;
   const std::string& out = o.text("out_dtype");
   if (out == "auto")
-    c.out = integer ? Output::S32 : c.in == Input::BF16 ? Output::BF16 : c.in == Input::F16 ? Output::F16 : Output::F32;
+    c.out = integer                                 ? Output::S32
+            : c.in == Input::BF16 || fp8            ? Output::BF16
+            : c.in == Input::F16                    ? Output::F16
+                                                    : Output::F32;
   else
     c.out = out == "s32" ? Output::S32 : out == "bf16" ? Output::BF16 : out == "f16" ? Output::F16 : Output::F32;
   if (integer != (c.out == Output::S32))
@@ -86,8 +92,11 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   c.wgmma = o.text("mainloop") == "wgmma";
   c.blocks = static_cast<unsigned>(o.integer("blocks"));
   if (c.wgmma) {
-    if (c.in != Input::BF16 && c.in != Input::F16)
-      return fail("mainloop 'wgmma' multiplies bf16 or f16, not '" + in + "'");
+    if (c.in != Input::BF16 && c.in != Input::F16 && !fp8)
+      return fail("mainloop 'wgmma' multiplies bf16, f16 or fp8 codes, not '" + in + "'");
+    if (fp8 && (o.text("a_layout") != "row" || o.text("b_layout") != "col"))
+      return fail("mainloop 'wgmma' with dtype '" + in + "' needs a_layout = \"row\" and b_layout = \"col\": wgmma "
+                  "reads fp8 operands K-major only (mainloop 'mma' takes every layout)");
     if (c.tileM != 128 || (c.tileN != 128 && c.tileN != 256))
       return fail("mainloop 'wgmma' takes tile_m = 128 and tile_n = 128 or 256");
     if (c.warps != 8) return fail("mainloop 'wgmma' always runs 3 warpgroups: leave warps at its default");
@@ -108,8 +117,13 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   const std::string& bType = o.text("b_dtype");
   c.bCodes = bCodesOf(o);
   c.bScales = o.flag("b_scales");
+  c.aScales = o.flag("a_scales");
   c.fp8Cvt = fp8Cvt(o);
-  if (c.bScales && c.bCodes == Fp8::None) return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
+  if (c.bScales && c.bCodes == Fp8::None && !fp8)
+    return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\", or dtype fp8_e4m3 or fp8_e5m2)");
+  if (c.aScales && !fp8) return fail("a_scales needs fp8 A (dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
+  if (fp8 && c.bCodes != Fp8::None)
+    return fail("b_dtype '" + bType + "' is for bf16 or f16 A; with dtype '" + in + "' B holds the same codes as A");
   if (c.bCodes != Fp8::None) {
     if (c.in != Input::BF16 && c.in != Input::F16)
       return fail("b_dtype '" + bType + "' needs dtype bf16 or f16: the codes become A's type as they are staged, for "
@@ -126,6 +140,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   if (c.bias) p.bias = kb.param(kGlobalPtr, "bias");
   if (c.residual) p.residual = kb.param(kGlobalPtr, "residual");
   if (c.bScales) p.bScales = kb.param(kGlobalPtr, "b_scales");
+  if (c.aScales) p.aScales = kb.param(kGlobalPtr, "a_scales");
   p.m = kb.param(Type::u32(), "m");
   p.n = kb.param(Type::u32(), "n");
   p.k = kb.param(Type::u32(), "k");
@@ -263,11 +278,15 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
     for (size_t i = 0; i < rowCount; ++i) {
       kb.if_then((rows[row0 + i] < p.m).named("row_in"), [&] {
         Value rowOff = kb.mul_wide(rows[row0 + i], p.ldc, "row_off");
+        // a_scales: the row's scale, times the product scaled by alpha (and b_scales[j]).
+        Value rowScale = c.aScales ? kb.load(kb.index(p.aScales, rows[row0 + i], 4), Type::f32(), {Mod::NcMod}, "a_scale")
+                                   : Value();
         for (size_t j = 0; j < cols.size(); ++j) {
           kb.if_then((cols[j] < p.n).named("col_in"), [&] {
             Value off = (rowOff + kb.cvt(cols[j], Type::u64())).named("c_off");
             Value pcij = kb.index(cBatch, off, bytes, "pc");
             Value v = scaleOf[j] * acc[i * cols.size() + j];
+            if (c.aScales) v = rowScale * v;
             if (c.integer()) {
               if (readC) v = v + p.beta * load(pcij, false, "c_in");
               if (c.bias) v = v + biasOf[j];
@@ -523,14 +542,16 @@ void addGemm(std::vector<Template>& out) {
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
       "batched (grid z = batch; wgmma: every batch's tiles in its persistent grid), blocks of 256 threads over tile_m x tile_n tiles: f32 by SIMT FFMA, tf32/bf16/f16 "
-      "(f32 accumulation) and s8/u8 (s32) on the tensor cores (mma.sync, sm_80+), B also as fp8 codes (weights) "
-      "converted as they are staged; any sizes and leading dimensions; C is not read when beta = 0",
-      {choiceOption("dtype", "f32", {"f32", "tf32", "bf16", "f16", "s8", "u8"},
-                    "element type of A and B; tf32 stores f32 and multiplies as tf32 (inputs truncated to 10 "
-                    "mantissa bits)"),
+      "(f32 accumulation), s8/u8 (s32) on the tensor cores (mma.sync, sm_80+) and fp8 codes (f32; sm_89+), B also "
+      "as fp8 codes (weights) converted as they are staged; any sizes and leading dimensions; C is not read when beta = 0",
+      {choiceOption("dtype", "f32", {"f32", "tf32", "bf16", "f16", "s8", "u8", "fp8_e4m3", "fp8_e5m2"},
+                    "element type of A and B; tf32 stores f32 and multiplies as tf32 (inputs rounded to 10 "
+                    "mantissa bits); fp8_e4m3 and fp8_e5m2: A and B as fp8 codes (u8) multiplied by the fp8 tensor "
+                    "cores into f32 (mma.sync on sm_89+, wgmma on sm_90a with a_layout row and b_layout col), "
+                    "scaled by alpha, b_scales and a_scales"),
        choiceOption("out_dtype", "auto", {"auto", "f32", "bf16", "f16", "s32"},
-                    "element type of C, bias and residual; auto: the input's for bf16/f16, f32 for f32/tf32, s32 "
-                    "for s8/u8 (which need s32)"),
+                    "element type of C, bias and residual; auto: the input's for bf16/f16, bf16 for fp8, f32 for "
+                    "f32/tf32, s32 for s8/u8 (which need s32)"),
        choiceOption("a_layout", "row", {"row", "col"}, "A row-major (a[i*lda + kk]) or column-major (a[kk*lda + i])"),
        choiceOption("b_layout", "row", {"row", "col"}, "B row-major (b[kk*ldb + j]) or column-major (b[j*ldb + kk])"),
        tileOption("tile_m", 128, "rows of C per block: 64 or 128 (wgmma: 128)"),
@@ -560,8 +581,11 @@ void addGemm(std::vector<Template>& out) {
                     "dtype (bf16 or f16) as they are staged, on the mma.sync member only; their scale is alpha (one "
                     "per tensor) or b_scales"),
        option("b_scales", false,
-              "with fp8 B: column j of A B times b_scales[j] (the parameter 'b_scales', n f32 after the other "
-              "pointers: a scale per output channel), before alpha"),
+              "with fp8 B (b_dtype or an fp8 dtype): column j of A B times b_scales[j] (the parameter 'b_scales', n "
+              "f32 after bias and residual: a scale per output channel), before alpha"),
+       option("a_scales", false,
+              "with an fp8 dtype: row i of A B times a_scales[i] (the parameter 'a_scales', m f32 after b_scales: "
+              "a scale per token, as quantize_fp8 with scales = \"row\" writes them), before alpha"),
        fp8DecodeOption()},
       buildGemm,
       [](const Options& o) {
@@ -586,14 +610,17 @@ void addGemm(std::vector<Template>& out) {
   out.back().elements = [](const Options& o) {
     const std::string& dtype = o.text("dtype");
     std::string outType = o.text("out_dtype");
-    if (outType == "auto") outType = dtype == "s8" || dtype == "u8" ? "s32" : dtype == "tf32" ? "f32" : dtype;
+    const bool fp8 = dtype.starts_with("fp8");
+    if (outType == "auto") outType = dtype == "s8" || dtype == "u8" ? "s32" : dtype == "tf32" ? "f32" : fp8 ? "bf16" : dtype;
     auto scalar = [](const std::string& t) {
       return t == "bf16" ? Scalar::BF16 : t == "f16" ? Scalar::F16 : t == "s8" ? Scalar::S8 : t == "u8" ? Scalar::U8
-             : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
+             : t.starts_with("fp8") ? Scalar::U8 : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
     };
     const Scalar in = scalar(dtype), out = scalar(outType);
     const Scalar b = o.text("b_dtype") == "auto" ? in : Scalar::U8;
-    return Template::ElementTypes{{"a", in}, {"b", b}, {"c", out}, {"bias", out}, {"residual", out}, {"b_scales", Scalar::F32}};
+    return Template::ElementTypes{{"a", in},           {"b", b},           {"c", out},
+                                  {"bias", out},       {"residual", out},  {"b_scales", Scalar::F32},
+                                  {"a_scales", Scalar::F32}};
   };
   // A, B, C and residual as their layouts, leading dimensions and batch strides span them; bias n.
   out.back().extents = [](const Options& o) {
@@ -606,7 +633,7 @@ void addGemm(std::vector<Template>& out) {
     const Expr a = aRow ? span("stride_a", m, "lda", k) : span("stride_a", k, "lda", m);
     const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
     const Expr c = span("stride_c", m, "ldc", n);
-    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}, {"b_scales", n}};
+    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}, {"b_scales", n}, {"a_scales", m}};
   };
 }
 

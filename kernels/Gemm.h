@@ -1,6 +1,6 @@
 // The gemm family's shared pieces: its options, its parameters and its epilogue. The template
 // (kernels/Gemm.cpp) builds the SIMT f32 member itself and the tensor-core members (tf32, bf16,
-// f16, s8, u8) with buildGemmTensorCore (kernels/GemmTc.cpp). docs/kernels.md has the contract.
+// f16, s8, u8, fp8) with buildGemmTensorCore (kernels/GemmTc.cpp). docs/kernels.md has the contract.
 #pragma once
 
 #include <functional>
@@ -17,8 +17,9 @@ inline constexpr unsigned kThreads = 256;
 enum class Layout : uint8_t { Row, Col };
 enum class Activation : uint8_t { None, Relu, Gelu, GeluErf, Silu };
 // The element type of A and B. F32 is the SIMT member; Tf32 stores f32 and multiplies on the
-// tensor cores as tf32.
-enum class Input : uint8_t { F32, Tf32, BF16, F16, S8, U8 };
+// tensor cores as tf32; E4M3 and E5M2 are fp8 codes (u8) that the tensor cores multiply as such
+// (sm_89+ mma.sync, sm_90a wgmma) into f32.
+enum class Input : uint8_t { F32, Tf32, BF16, F16, S8, U8, E4M3, E5M2 };
 // The element type of C, bias and residual: a float storage type, or s32 for s8/u8.
 enum class Output : uint8_t { F32, BF16, F16, S32 };
 
@@ -33,9 +34,12 @@ struct Config {
   unsigned blocks = 0; // wgmma: the persistent grid's cap
   bool splitK = false;  // split_k: K split over `splits` blocks per tile, the parameters splits and workspace
   Fp8 bCodes = Fp8::None;  // b_dtype: B holds fp8 codes, converted to A's type as they are staged (mma.sync, bf16/f16)
-  bool bScales = false;    // b_scales: column j of A B times b_scales[j] (the pointer after the others)
+  bool bScales = false;    // b_scales: column j of A B times b_scales[j] (a pointer after bias and residual)
+  bool aScales = false;    // a_scales: row i of A B times a_scales[i] (fp8 A; the pointer after b_scales)
   bool fp8Cvt = false;     // fp8 codes decoded by cvt.f16x2 (sm_89+), else by integer instructions
   bool integer() const { return out == Output::S32; }
+  // The format of fp8 A and B (dtype fp8_e4m3 / fp8_e5m2), or Fp8::None.
+  Fp8 codes() const { return in == Input::E4M3 ? Fp8::E4M3 : in == Input::E5M2 ? Fp8::E5M2 : Fp8::None; }
 };
 
 // The options' values; nullopt with an error in diags when they do not go together (an s8 input
@@ -45,10 +49,10 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullpt
 Fp8 bCodesOf(const Options& o);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual],
-// [b_scales], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for
+// [b_scales], [a_scales], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for
 // integer members), the same for every mainloop; split_k adds splits (u32) and workspace at the end.
 struct Params {
-  Value a, b, c, bias, residual, bScales;
+  Value a, b, c, bias, residual, bScales, aScales;
   Value m, n, k, lda, ldb, ldc;
   Value batch, strideA, strideB, strideC;
   Value alpha, beta;
@@ -60,8 +64,8 @@ Params declareParams(KernelBuilder& kb, const Config& c);
 Value batchBase(KernelBuilder& kb, Value p, Value stride, Value z, unsigned bytes, std::string_view name);
 
 // Stores a thread's results: the elements of C at rows[i] x cols[j] (row-major acc[i * cols.size()
-// + j], f32 or s32) become act(alpha * acc + beta * C + bias) + residual, written where row < m and
-// col < n. C is not read when beta is 0. z: the batch index, or an invalid Value when not batched.
+// + j], f32 or s32) become act(alpha * acc + beta * C + bias) + residual (acc scaled by b_scales[j]
+// and a_scales[i] where the kernel has them), written where row < m and col < n. C is not read when beta is 0. z: the batch index, or an invalid Value when not batched.
 // With `first`, acc holds whole rows from element `first` of that grid on.
 void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, const std::vector<Value>& rows,
                   const std::vector<Value>& cols, const std::vector<Value>& acc, size_t first = 0);
@@ -105,7 +109,7 @@ std::vector<Value> valuesOf(size_t first, size_t count, const AccFn& at);
 
 // The tensor-core members (c.in other than F32).
 std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& diags);
-// The wgmma members (c.wgmma: bf16/f16, sm_90a) and their launch rule, tensor maps included.
+// The wgmma members (c.wgmma: bf16/f16, fp8 K-major; sm_90a) and their launch rule, tensor maps included.
 std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags);
 LaunchRule wgmmaLaunchRule(const Config& c);
 

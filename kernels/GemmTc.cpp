@@ -1,10 +1,12 @@
 // The tensor-core members of gemm (docs/kernels.md): tf32, bf16 and f16 with f32 accumulation,
-// s8 and u8 with s32, on mma.sync fed by ldmatrix from a cp.async pipeline.
+// s8 and u8 with s32, fp8 codes (E4M3, E5M2; sm_89+) with f32, on mma.sync fed by ldmatrix from a
+// cp.async pipeline. fp8 A and B are staged exactly as s8 and u8 are (bytes are bytes); only the
+// mma differs (mma.m16n8k32.e4m3 / .e5m2).
 //
 // Block: `warps` warps (8 or 4) as 2 (M) x warps/2 (N). Warp (wm, wn) owns a (tile_m/2) x
 // (tile_n/(warps/2)) piece of the block's tile: MI x NI mma tiles of 16 x 8, f32 (or s32)
 // accumulators in registers.
-// K advances in stages of 64 bytes of every row (16 tf32, 32 bf16/f16 or 64 s8/u8 elements),
+// K advances in stages of 64 bytes of every row (16 tf32, 32 bf16/f16 or 64 s8/u8/fp8 elements),
 // each two mma k-steps of 32 bytes. The element width only changes the mma shape: every
 // fragment is read as 8x8 matrices of 16-bit pairs by ldmatrix, whatever the elements are.
 //
@@ -63,6 +65,8 @@ Element elementOf(Input in) {
     case Input::F16: return {2, Scalar::F16, Mod::M16n8k16, Scalar::U16};
     case Input::S8: return {1, Scalar::S8, Mod::M16n8k32, Scalar::U8};
     case Input::U8: return {1, Scalar::U8, Mod::M16n8k32, Scalar::U8};
+    case Input::E4M3:
+    case Input::E5M2: return {1, Scalar::B8, Mod::M16n8k32, Scalar::U8};  // the format: Config::codes()
     case Input::F32: break;  // the SIMT member (kernels/Gemm.cpp) never gets here
   }
   return {4, Scalar::F32, Mod::M16n8k8, Scalar::U32};
@@ -303,6 +307,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   }
   ir::Module m = newModule();
   if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
+  if (c.codes() != Fp8::None) m.ptx = kFp8MmaPtx;
   KernelBuilder kb(m, "gemm");
   const Params p = declareParams(kb, c);
   const unsigned threads = 32 * c.warps;
@@ -443,7 +448,11 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
           for (unsigned i = 0; i < mi; ++i) {
             Value fa = readGroup(kb, a, ra, offA, i, ks);
             if (tf32) fa = roundTf32(kb, fa, 4);
-            for (unsigned j = 0; j < ni; ++j) acc[i * ni + j] = kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
+            for (unsigned j = 0; j < ni; ++j)
+              acc[i * ni + j] = c.codes() != Fp8::None
+                                    ? kb.mma_fp8(c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod, fa, fb[j],
+                                                 acc[i * ni + j], "acc")
+                                    : kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
           }
         }
         if (codes) kb.if_then(hasNext, [&] { land(next, ws, words); }, "land_next");

@@ -1,6 +1,8 @@
 // The wgmma members of gemm (mainloop = "wgmma", sm_90a; docs/kernels.md, docs/hopper.md §4):
 // bf16 and f16 with f32 accumulation on Hopper's warpgroup tensor cores, fed by TMA through an
-// mbarrier ring, with warp specialization and persistent tiles.
+// mbarrier ring, with warp specialization and persistent tiles. fp8 A and B (dtype fp8_e4m3 /
+// fp8_e5m2, row-major A and column-major B only: wgmma reads fp8 K-major) are the same kernel
+// over bytes: a stage's rows of 128 bytes hold 128 codes, each of its four k-steps a wgmma k32.
 //
 // Block: 3 warpgroups (384 threads). Warpgroup 0 is the producer: it gives registers back
 // (setmaxnreg.dec 40) and one elected thread of its first warp issues the TMA loads. Warpgroups
@@ -52,13 +54,15 @@ using ir::SharedArray;
 using ir::Type;
 
 constexpr unsigned kTileM = 128;      // two consumer warpgroups of 64 rows
-constexpr unsigned kKBlock = 64;      // K elements per stage: 128 bytes of bf16/f16
+constexpr unsigned kKBlock = 64;      // K elements per stage: 128 bytes of bf16/f16 (kBlockOf: fp8 128)
 constexpr unsigned kStrip = 64;       // rows of one 128-byte-swizzled strip along M or N
 constexpr unsigned kStripBytes = kStrip * kKBlock * 2;  // 8 KiB
 constexpr unsigned kSwizzle = 128;
 constexpr unsigned kConsumerWarps = 8;
 constexpr unsigned kProducerRegisters = 40, kConsumerRegisters = 232;
 
+// K elements per stage: rows of 128 bytes, 128 fp8 codes (dtype fp8) or 64 of bf16/f16.
+unsigned kBlockOf(const Config& c) { return c.codes() != Fp8::None ? 2 * kKBlock : kKBlock; }
 unsigned aBytes() { return kTileM * kKBlock * 2; }
 unsigned bBytes(const Config& c) { return c.tileN * kKBlock * 2; }
 unsigned stageBytes(const Config& c) { return aBytes() + bBytes(c); }
@@ -129,20 +133,22 @@ Value planeOf(KernelBuilder& kb, Value stride, Value z, std::string_view name) {
   return kb.select((stride == uint64_t{0}).named("shared_operand"), kb.u32(0), z, name);
 }
 
-Value kBlocks(const Params& p) { return ((p.k + (kKBlock - 1)) / kKBlock).named("k_blocks"); }
+Value kBlocks(const Config& c, const Params& p) {
+  return ((p.k + (kBlockOf(c) - 1)) / kBlockOf(c)).named("k_blocks");
+}
 
 // The producer thread: for every k block of every tile, wait until the consumers released the
 // stage, announce its bytes and issue its TMA loads.
 void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value aMap, Value bMap) {
   Value zero = kb.u32(0);
   forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos) {
-    const StepRange range = splitSteps(kb, split, kBlocks(p));
+    const StepRange range = splitSteps(kb, split, kBlocks(c, p));
     Value za = s32(kb, planeOf(kb, p.strideA, z, "a_plane")), zb = s32(kb, planeOf(kb, p.strideB, z, "b_plane"));
     return kb.for_range(
         zero, range.count, kb.u32(1), pos,
         [&](Value kblock, std::span<Value> at) {
           Value s = at[0], phase = at[1];
-          Value k0 = ((range.first + kblock) * kKBlock).named("k0");
+          Value k0 = ((range.first + kblock) * kBlockOf(c)).named("k0");
           // A fresh barrier has not completed the phase before its first, so waiting for parity
           // phase ^ 1 passes at once on the first lap (TC§5.3).
           waitPhase(kb, ring.emptyBar(kb, s), phase ^ 1u);
@@ -184,7 +190,7 @@ void convert(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   Value zero = kb.u32(0);
   Value first = (tid - 32u).named("converter");
   forTiles(kb, c, p, {zero, zero}, [&](Value, Value, Value, const Split& split, std::vector<Value> pos) {
-    const StepRange range = splitSteps(kb, split, kBlocks(p));
+    const StepRange range = splitSteps(kb, split, kBlocks(c, p));
     return kb.for_range(
         zero, range.count, kb.u32(1), pos,
         [&](Value, std::span<Value> at) {
@@ -230,7 +236,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
     // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
-    Value blocks = splitSteps(kb, split, kBlocks(p)).count;
+    Value blocks = splitSteps(kb, split, kBlocks(c, p)).count;
     BlockId body = kb.block("kblocks"), exit = kb.block("kblocks.exit");
     Value kblock = kb.block_param(body, Type::u32(), "kblock");
     Value s = kb.block_param(body, Type::u32(), "stage"), phase = kb.block_param(body, Type::u32(), "phase");
@@ -243,10 +249,14 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     Value a = kb.ptradd(ring.stageA(kb, c, s), sliceOff, "a_rows");
     Value b = ring.stageB(kb, c, s);
     kb.wgmma_fence();
+    // Four k-steps of 32 bytes a stage: wgmma k16 of bf16/f16, or k32 of fp8 codes (K-major).
     for (unsigned j = 0; j < kKBlock / 16; ++j)
-      acc = kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
-                               descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col, c.b == Layout::Row,
-                               "acc");
+      acc = c.codes() != Fp8::None
+                ? kb.wgmma_mma_async_fp8(c.tileN, c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod, acc,
+                                         descriptor(kb, a, true, j), descriptor(kb, b, true, j), yes, "acc")
+                : kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
+                                     descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col,
+                                     c.b == Layout::Row, "acc");
     kb.wgmma_commit_group();
     // One group stays in flight, as in CUTLASS's mainloop: this k block's wgmmas run on while
     // the previous block's, now done, give their stage back to the producer.
@@ -338,10 +348,12 @@ std::optional<ir::Module> buildGemmWgmma(const Config& c, ir::Diagnostics& diags
 LaunchRule wgmmaLaunchRule(const Config& c) {
   using bundle::TensorMapRule;
   using PScalar = bundle::ParamType::Scalar;
-  const PScalar el = c.in == Input::BF16 ? PScalar::BF16 : PScalar::F16;
+  const bool fp8 = c.codes() != Fp8::None;
+  const PScalar el = fp8 ? PScalar::U8 : c.in == Input::BF16 ? PScalar::BF16 : PScalar::F16;
+  const unsigned aElBytes = fp8 ? 1 : 2;
   const bool codes = c.bCodes != Fp8::None;
   const PScalar bEl = codes ? PScalar::U8 : el;
-  const unsigned bElBytes = codes ? 1 : 2;
+  const unsigned bElBytes = codes || fp8 ? 1 : 2;
   const Expr m = Expr::param("m"), n = Expr::param("n"), batch = Expr::param("batch");
   const Expr tiles = ceilDiv(m, kTileM) * ceilDiv(n, c.tileN) * batch;
   const Expr units = c.splitK ? tiles * max(Expr::param("splits"), Expr(1)) : tiles;
@@ -352,7 +364,8 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
   const Expr k = max(Expr::param("k"), Expr(1));
   // Bytes of `elements` elements of A's type (2) or of B's (1 for fp8 codes).
   auto bytes = [](const Expr& elements, unsigned size) { return size == 1 ? elements : elements * size; };
-  const Expr lda = max(bytes(Expr::param("lda"), 2), Expr(16)), ldb = max(bytes(Expr::param("ldb"), bElBytes), Expr(16));
+  const Expr lda = max(bytes(Expr::param("lda"), aElBytes), Expr(16)),
+             ldb = max(bytes(Expr::param("ldb"), bElBytes), Expr(16));
   // The batch is each map's third dimension. Its stride is the caller's only with batch > 1 and a
   // stride other than 0 (min(batch, 2) / 2 and min(stride, 1) are 0 or 1): otherwise the kernel
   // never steps it (one matrix; or one for every batch, planeOf), and the plane is the matrix's
@@ -362,16 +375,18 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
     const Expr own = several * min(Expr::param(stride), Expr(1));
     return bytes(Expr::param(stride), size) * own + max(rows, Expr(1)) * rowBytes * (Expr(1) - own);
   };
-  const Expr planeA = plane("stride_a", 2, c.a == Layout::Row ? m : Expr::param("k"), lda);
+  const Expr planeA = plane("stride_a", aElBytes, c.a == Layout::Row ? m : Expr::param("k"), lda);
   const Expr planeB = plane("stride_b", bElBytes, c.b == Layout::Col ? n : Expr::param("k"), ldb);
   // fp8 codes: lines of 64 bytes, unswizzled (the converters read them).
   const uint32_t bSwizzle = codes ? 0 : kSwizzle;
-  // K-major operands are one box of 64 K elements by the tile's rows; the others strips of 64.
+  // K-major operands are one box of 64 K elements (128 fp8 codes) by the tile's rows; the others
+  // strips of 64.
+  const unsigned kBox = kBlockOf(c);
   rule.tensorMaps.push_back(c.a == Layout::Row
-                                ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kKBlock, kTileM, 1}, kSwizzle}
+                                ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kBox, kTileM, 1}, kSwizzle}
                                 : TensorMapRule{"a_map", "a", el, {m, k, planes}, {lda, planeA}, {kStrip, kKBlock, 1}, kSwizzle});
   rule.tensorMaps.push_back(c.b == Layout::Col
-                                ? TensorMapRule{"b_map", "b", bEl, {k, n, planes}, {ldb, planeB}, {kKBlock, c.tileN, 1}, bSwizzle}
+                                ? TensorMapRule{"b_map", "b", bEl, {k, n, planes}, {ldb, planeB}, {kBox, c.tileN, 1}, bSwizzle}
                                 : TensorMapRule{"b_map", "b", bEl, {n, k, planes}, {ldb, planeB}, {kStrip, kKBlock, 1}, bSwizzle});
   return rule;
 }

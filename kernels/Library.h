@@ -96,8 +96,10 @@ Value f32ToFp8(KernelBuilder& kb, Value x, Fp8 f, std::string_view name = {});
 // built with "auto" itself decodes by integer instructions.
 OptionSpec fp8DecodeOption();
 bool fp8Cvt(const Options& o);
-// The PTX ISA version a module using cvt.f16x2 declares (ptxas wants 8.1 for it on sm_89).
+// The PTX ISA version a module using cvt.f16x2 declares (ptxas wants 8.1 for it on sm_89), and
+// one using fp8 mma.sync (8.4 on every target).
 inline constexpr unsigned kFp8CvtPtx = 81;
+inline constexpr unsigned kFp8MmaPtx = 84;
 // False, with an error, for fp8_decode "cvt" or "integer" when the kernel has no codes.
 bool checkFp8Decode(const Options& o, Fp8 codes, ir::Diagnostics& diags);
 std::vector<Options> fp8DecodeWhereItRuns(const Options& o, Fp8 codes);

@@ -17,7 +17,7 @@ namespace {
 
 enum class Act { None, Relu, Gelu, GeluErf, Silu };
 // A and B's element type, and C's (with bias and residual).
-enum class In { F32, Tf32, BF16, F16, S8, U8 };
+enum class In { F32, Tf32, BF16, F16, S8, U8, E4M3, E5M2 };
 enum class Out { F32, BF16, F16, S32 };
 
 struct Variant {
@@ -32,6 +32,7 @@ struct Variant {
   const char* target = "";  // whose code the interpreter runs (Call::target)
   int codes = -1;        // fp8 B (b_dtype): an ir::Fp8Format, -1 for none
   bool bScales = false;  // b_scales: one f32 per column of C
+  bool aScales = false;  // a_scales: one f32 per row of C (fp8 A)
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -66,6 +67,8 @@ double activate(Act a, double x) {
 }
 
 bool integer(In in) { return in == In::S8 || in == In::U8; }
+// The format of fp8 A and B (dtype fp8_*), or -1.
+int fp8Of(In in) { return in == In::E4M3 ? int(tn::ir::Fp8Format::E4M3) : in == In::E5M2 ? int(tn::ir::Fp8Format::E5M2) : -1; }
 Dtype storage(Out o) { return o == Out::BF16 ? Dtype::BF16 : o == Out::F16 ? Dtype::F16 : Dtype::F32; }
 
 // n elements of type `in` (the bytes the kernel reads) and the values they hold.
@@ -73,7 +76,9 @@ struct Matrix {
   std::vector<std::byte> bytes;
   std::vector<double> values;
 };
+Matrix codes(std::mt19937& rng, tn::ir::Fp8Format f, size_t n);
 Matrix inputs(std::mt19937& rng, In in, size_t n) {
+  if (fp8Of(in) >= 0) return codes(rng, tn::ir::Fp8Format(fp8Of(in)), n);
   Matrix mx;
   if (integer(in)) {
     std::uniform_int_distribution<int> pick(0, 255);
@@ -133,21 +138,24 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   const bool ints = v.out == Out::S32;
   Matrix a = inputs(rng, v.in, sized(oneA, sa));
   Matrix b = v.codes < 0 ? inputs(rng, v.in, sized(oneB, sb)) : codes(rng, tn::ir::Fp8Format(v.codes), sized(oneB, sb));
+  const int bFormat = v.codes >= 0 ? v.codes : fp8Of(v.in);
   if (p.specials && p.k > 0) {
     // +inf at the first K of the last stage of 32 (the one a chunk past K would read again if
     // the kernel did not zero it: 0 times inf is NaN), -inf and NaN anywhere.
-    const bool e5 = v.codes == kE5M2Format;
+    const bool e5 = bFormat == kE5M2Format;
     std::uniform_int_distribution<uint32_t> pickK(0, p.k - 1), pickN(0, p.n - 1);
     const uint32_t at[3][2] = {{(p.k - 1) / 32 * 32, p.n / 2}, {pickK(rng), pickN(rng)}, {pickK(rng), pickN(rng)}};
     const uint8_t special[3] = {uint8_t(e5 ? 0x7C : 0x7F), uint8_t(e5 ? 0xFC : 0xFF), uint8_t(e5 ? 0x7E : 0x7F)};
     for (int i = 0; i < 3; ++i) {
       const uint64_t index = v.bCol ? uint64_t(at[i][1]) * ldb + at[i][0] : uint64_t(at[i][0]) * ldb + at[i][1];
       b.bytes[index] = std::byte{special[i]};
-      b.values[index] = tn::ir::fp8Value(tn::ir::Fp8Format(v.codes), special[i]);
+      b.values[index] = tn::ir::fp8Value(tn::ir::Fp8Format(bFormat), special[i]);
     }
   }
   std::vector<float> scales(p.n);  // b_scales: powers of two and others
   for (uint32_t j = 0; j < p.n; ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
+  std::vector<float> rowScales(std::max(p.m, 1u));  // a_scales: likewise, another pattern
+  for (uint32_t i = 0; i < p.m; ++i) rowScales[i] = std::ldexp(1.0f + float(i % 5) / 4.0f, int(i % 3) - 9);
   Matrix c = outputs(rng, v.out, sized(oneC, sc));
   if (p.beta == 0.0f && !ints) {  // C must not be read: NaN would show in every element
     std::vector<float> nan = decode(storage(v.out), c.bytes);
@@ -162,6 +170,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   if (v.bias) call.buffer("bias", bias.bytes);
   if (v.residual) call.buffer("residual", res.bytes);
   if (v.bScales) call.buffer("b_scales", scales);
+  if (v.aScales) call.buffer("a_scales", rowScales);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
   call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
   if (ints)
@@ -212,7 +221,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
           mag += std::fabs(x * y);
         }
         const uint64_t at = z * sc + uint64_t(i) * ldc + j;
-        const double scale = p.alpha * (v.bScales ? scales[j] : 1.0);
+        const double scale = p.alpha * (v.bScales ? scales[j] : 1.0) * (v.aScales ? rowScales[i] : 1.0);
         double pre = scale * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
         double y = activate(v.act, pre) + (v.residual ? res.values[at] : 0.0);
         if (ints) {
@@ -228,7 +237,11 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
         // truncated instead, as mma alone does, would be off by up to twice that, all one way). The epilogue adds a few
         // roundings of the result's size, and the activations' own error (ex2/rcp.approx: a few
         // ulp of their argument's size).
-        const double perProduct = (p.k + 2) * std::ldexp(1.0, -24) + (v.in == In::Tf32 ? std::ldexp(1.0, -10) : 0.0);
+        // fp8 A and B: the interpreter adds in f32 as for the others, but the fp8 tensor cores are
+        // reported to keep about 14 bits of the sum (docs/kernels.md, "Accuracy"): 2^-13 of
+        // sum|a b| for each mma or wgmma k-step of 32 codes is allowed on top.
+        const double perProduct = (p.k + 2) * std::ldexp(1.0, -24) + (v.in == In::Tf32 ? std::ldexp(1.0, -10) : 0.0) +
+                                  (fp8Of(v.in) >= 0 ? (p.k + 31) / 32 * std::ldexp(1.0, -13) : 0.0);
         if (std::isfinite(mag)) worst = std::max(worst, std::fabs(scale) * perProduct * mag);  // else checked exactly
       }
   CHECK_MESSAGE(intMismatches == 0, what << ": " << intMismatches << " elements differ");
@@ -519,6 +532,64 @@ LIBRARY_TEST("gemm fp8 B, mainloop auto: the sm_80 and sm_90a code of one kernel
     v.target = target.c_str();
     checkGemm(r, rng, v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
     checkGemm(r, rng, v, {130, 258, 72, 1, 3, -1.25f, 0.75f, true});
+    checkGemm(r, rng, v, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 16});
+  }
+}
+
+// fp8 A and B (dtype fp8_e4m3 / fp8_e5m2, W8A8; test/library/gemm_fp8.toml, sm_89 and sm_90a, and
+// gemm90.toml): codes of every finite value multiplied by the fp8 tensor cores. Every layout on
+// both staging paths (cp.async for K-major operands with leading dimensions of 16, element by
+// element otherwise), per-token and per-channel scales, epilogues, batches, k = 0, infinities and
+// NaN among B's codes, split_k; the wgmma member (K-major operands); and mainloop = "auto", whose
+// sm_89 code is the mma.sync member and whose sm_90a code the wgmma member.
+namespace {
+
+constexpr Variant kW8RC{"w8_rc_e4m3_f16_scales", false, true, false, false, Act::None, In::E4M3, Out::F16, "gemm_fp8", false, 128, 128, "", -1, true, true};
+constexpr Variant kW8RR{"w8_rr_e5m2_f32", false, false, false, false, Act::None, In::E5M2, Out::F32, "gemm_fp8"};
+constexpr Variant kW8CR{"w8_cr_e4m3_bias_relu", true, false, true, false, Act::Relu, In::E4M3, Out::BF16, "gemm_fp8", false, 64, 128};
+constexpr Variant kW8CC{"w8_cc_e5m2_w4_res", true, true, false, true, Act::None, In::E5M2, Out::BF16, "gemm_fp8", false, 64, 64};
+constexpr Variant kW8Split{"w8_split_e4m3_rc_scales", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", true, 128, 128, "", -1, true, true};
+constexpr Variant kW8Auto{"w8_auto_e4m3_rc_scales", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", false, 128, 128, "", -1, true, true};
+constexpr Variant kWgW8N256{"wg_w8_e4m3_n256_scales", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm90", false, 128, 256, "", -1, true, true};
+constexpr Variant kWgW8Gelu{"wg_w8_e5m2_f32_bias_gelu", false, true, true, false, Act::Gelu, In::E5M2, Out::F32, "gemm90"};
+constexpr Variant kWgW8Split{"wg_w8_split_e4m3_scales", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm90", true, 128, 128, "", -1, true, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 A and B (W8A8): layouts, paths, scales, epilogues", gemmW8A8) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kW8RC, &kW8RR, &kW8CR, &kW8CC}) {
+    for (const Problem& p : kOdd) checkGemm(r, rng, *v, {p.m, p.n, p.k, 1, 0, 1.0f, 0.0f});
+    checkGemm(r, rng, *v, {33, 136, 72, 1, 0, 1.0f, 0.0f, true});               // the cp.async path
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 3, -1.25f, 0.75f, true});
+    checkGemm(r, rng, *v, {17, 24, 40, 3, 0, 2.0f, -0.5f, true, 0, 16});       // batches, gaps of 16 codes
+    checkGemm(r, rng, *v, {20, 16, 0, 1, 0, 1.0f, 0.5f, true});                // k = 0: C = beta C
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});  // inf and NaN
+  }
+  checkSplits(r, rng, kW8Split);
+}
+
+LIBRARY_TEST("gemm fp8 A and B (W8A8) on wgmma (sm_90a): odd sizes, batches, scales, split_k", gemmW8A8Wgmma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kWgW8N256, &kWgW8Gelu}) {
+    checkGemm(r, rng, *v, {1, 1, 1, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {130, 258, 200, 1, 3, -1.25f, 0.75f, true});  // two k blocks of 128, the second partial
+    checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 2.0f, 0.0f, true, 0, 16});  // batches, gaps of 16
+    checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 1.0f, 0.0f, true, 0, 0, false, true});  // one B for every batch
+    checkGemm(r, rng, *v, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});  // k = 0: C = beta C
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});
+  }
+  checkSplits(r, rng, kWgW8Split);
+}
+
+LIBRARY_TEST("gemm fp8 A and B (W8A8), mainloop auto: the sm_89 and sm_90a code of one kernel", gemmW8A8Auto) {
+  std::mt19937 rng(seed());
+  for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"})) {
+    Variant v = kW8Auto;
+    v.target = target.c_str();
+    checkGemm(r, rng, v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, v, {130, 258, 200, 1, 3, -1.25f, 0.75f, true});
     checkGemm(r, rng, v, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 16});
   }
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ir/Float16.h"
+#include "ir/Float8.h"
 #include "library_harness.h"
 
 using namespace tn::libtest;
@@ -222,5 +223,52 @@ LIBRARY_TEST("tc probe: mma m16n8k32 s8 and u8 fragments", tcInt8) {
         [region](const std::vector<uint32_t>& dd, unsigned lane, unsigned i) {
           return double(static_cast<int32_t>(word(dd, region, lane, i)));
         });
+  }
+}
+
+// mma.m16n8k32 over fp8 codes (sm_89+; spec fp8_probes.toml, the golden kernel of
+// lit-tests/emit-ptx/mma-fp8.tir): the s8 form's fragments (TC§1.3 with four 8-bit elements a
+// register: A[g + 8(r&1)][4t + j + 16(r>>1)] in byte j of register r of lane 4g + t, B[4t + j +
+// 16r][g]), codes of small integers, which both formats hold exactly, so D = A·B + C is exact
+// whatever the hardware keeps of its sums. Each format gets a launch with codes of its own; the
+// kernel writes E4M3's D to region 0 and E5M2's to region 1 (the other region, the same bits read
+// as the other format, is not checked).
+LIBRARY_TEST("tc probe: mma m16n8k32 e4m3 and e5m2 fragments (the s8 layout)", tcFp8) {
+  using tn::ir::Fp8Format;
+  std::mt19937 rng(seed());
+  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    int A[16][32], B[32][8];
+    float C[16][8];
+    for (auto& row : A)
+      for (int& v : row) v = smallInt(rng, -4, 4);
+    for (auto& row : B)
+      for (int& v : row) v = smallInt(rng, -4, 4);
+    for (auto& row : C)
+      for (float& v : row) v = float(smallInt(rng, -64, 64));
+    Registers regs;
+    auto code = [&](int v) { return uint32_t{tn::ir::fp8Code(f, float(v))}; };
+    for (unsigned l = 0; l < 32; ++l) {
+      const unsigned g = l / 4, t = l % 4;
+      for (unsigned r = 0; r < 4; ++r)
+        for (unsigned j = 0; j < 4; ++j) regs.a[4 * l + r] |= code(A[g + 8 * (r & 1)][4 * t + j + 16 * (r >> 1)]) << (8 * j);
+      for (unsigned r = 0; r < 2; ++r)
+        for (unsigned j = 0; j < 4; ++j) regs.b[2 * l + r] |= code(B[4 * t + j + 16 * r][g]) << (8 * j);
+      for (unsigned i = 0; i < 4; ++i) regs.c[4 * l + i] = bits(C[g + 8 * (i >> 1)][2 * t + (i & 1)]);
+    }
+    Outputs out = r.run(Call("fp8_probes", "mma_fp8")
+                            .buffer("a", regs.a)
+                            .buffer("b", regs.b)
+                            .buffer("c", regs.c)
+                            .buffer("d", std::vector<uint32_t>(256, 0xdeadbeefu)));
+    std::vector<uint32_t> d = out.get<uint32_t>("d");
+    REQUIRE(d.size() == 256);
+    const Region region = f == Fp8Format::E4M3 ? Region(0) : Region(1);
+    expectD(d, f == Fp8Format::E4M3 ? "mma.m16n8k32.e4m3" : "mma.m16n8k32.e5m2",
+            [&](unsigned m, unsigned n) {
+              double sum = C[m][n];
+              for (unsigned k = 0; k < 32; ++k) sum += double(A[m][k]) * B[k][n];
+              return sum;
+            },
+            f32At(region));
   }
 }

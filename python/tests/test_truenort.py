@@ -414,6 +414,36 @@ class Fp8(unittest.TestCase):
                 self.assertEqual(got[r * cols + c], want, (r, c, q))
 
 
+class W8A8(unittest.TestCase):
+    """gemm over fp8 A and B (dtype fp8_e4m3): both tensors uint8 codes, the per-token (a_scales)
+    and per-channel (b_scales) scales f32 arrays; with mainloop = "auto" the simulated device
+    (sm_90) runs the wgmma member of the sm_90a code."""
+
+    def test_gemm_multiplies_the_codes_values_and_both_scales(self):
+        gemm = build("w8a8", '[bundle]\nname = "w8a8"\ntargets = ["sm_89", "sm_90a"]\n\n[[kernel]]\nname = "gemm"\n'
+                     'template = "gemm"\noptions = { dtype = "fp8_e4m3", b_layout = "col", a_scales = true, '
+                     'b_scales = true, out_dtype = "f32", mainloop = "auto" }\n').gemm
+        self.assertIn("a: ptr.global read u8", gemm.signature)
+        self.assertIn("b: ptr.global read u8", gemm.signature)
+        self.assertEqual([p["name"] for p in gemm.params][:5], ["a", "b", "c", "b_scales", "a_scales"])
+        # Codes of small values and power-of-two scales: every product, sum and scaling exact.
+        m, n, k = 9, 11, 48
+        small = [c for c in range(256) if e4m3_value(c) in (-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5)]
+        a = bytes(random.choice(small) for _ in range(m * k))
+        b = bytes(random.choice(small) for _ in range(n * k))  # B column-major: row j is column j
+        a_scales = [2.0 ** (i % 3 - 1) for i in range(m)]
+        b_scales = [2.0 ** -(j % 4) for j in range(n)]
+        c = truenort.DeviceArray.zeros([m * n], "float32")
+        gemm(truenort.DeviceArray.from_bytes(a, [m * k], "uint8"), truenort.DeviceArray.from_bytes(b, [n * k], "uint8"),
+             c, array(b_scales), array(a_scales), m, n, k, k, k, n, 1, 0, 0, 0, 1.0, 0.0)
+        got = struct.unpack("%df" % (m * n), c.to_bytes())
+        for i in range(m):
+            for j in range(n):
+                want = a_scales[i] * b_scales[j] * sum(e4m3_value(a[i * k + kk]) * e4m3_value(b[j * k + kk])
+                                                       for kk in range(k))
+                self.assertEqual(got[i * n + j], want)
+
+
 class MainloopAuto(unittest.TestCase):
     """gemm with mainloop = "auto" (docs/kernels.md): one kernel whose sm_90a code (the wgmma
     member) takes tensor maps and another launch rule than its sm_80 code; the simulated device

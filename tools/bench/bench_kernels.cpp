@@ -121,9 +121,10 @@ struct Case {
   // matrices one after the other; dtype names the member (gemmMember).
   uint32_t gemmM = 0, gemmN = 0, gemmK = 0, gemmBatch = 1;
   // gemm over fp8 B (op gemm_fp8): buffer 1 holds E4M3 codes, and gemmB (filled from them by
-  // deriveBuffers) their bf16 values, the B that cuBLAS and the CPU check multiply.
-  bool gemmCodes = false;
-  int gemmB = 1;
+  // deriveBuffers) their bf16 values, the B that cuBLAS and the CPU check multiply; fp8 A too
+  // (op gemm_w8a8): buffer 0 holds codes and gemmA their bf16 values.
+  bool gemmCodes = false, gemmCodesA = false;
+  int gemmA = 0, gemmB = 1;
   // gemv_q: the second reference, our dequantize to bf16 (refLaunches) then cublasGemmEx of
   // those weights (buffer refW) with the activations rounded to bf16 (refX, from the f32 x in
   // buffer refSrcX, its q8_1 blocks in the next) into refY; y = the last buffer of the case, just
@@ -617,15 +618,36 @@ Case gemmFp8Case(uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
   return c;
 }
 
-// Buffers a case computes from others once they are filled: gemm_fp8's bf16 B from its codes.
+// gemm over fp8 A and B (op gemm_w8a8, gemm_wgmma_w8a8; W8A8): E4M3 codes A (m x k) and B (n x k),
+// bf16 C, alpha 1: the kernel gemm_w8a8 (gemm_w8a8_m64 for m <= 64) or gemm_wg_w8a8, against
+// cuBLAS's bf16 GEMM of the codes' values, which reads twice the bytes of A and B (torch_ref.py
+// adds PyTorch's torch._scaled_mm, cuBLASLt's fp8 GEMM, where PyTorch is present).
+Case gemmW8a8Case(uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
+  Case c = gemmFp8Case(m, n, k, wgmma);
+  c.op = wgmma ? "gemm_wgmma_w8a8" : "gemm_w8a8";
+  const size_t a = size_t(m) * k;
+  c.buffers[0] = {a, Fill::E4M3};
+  c.buffers.push_back({a * 2, Fill::Zero});
+  c.launches[0].kernel = wgmma ? "gemm_wg_w8a8" : std::string("gemm_w8a8") + (m <= 64 ? "_m64" : "");
+  c.bytes -= double(a);
+  c.gemmCodesA = true;
+  c.gemmA = 4;
+  return c;
+}
+
+// Buffers a case computes from others once they are filled: the bf16 values of gemm_fp8's B
+// codes (and gemm_w8a8's A codes).
 void deriveBuffers(const Case& c, const std::vector<const DeviceMemory*>& set) {
-  if (!c.gemmCodes) return;
-  std::vector<uint8_t> codes(set[1]->bytes());
-  must(set[1]->download(codes.data(), codes.size()), "download codes");
-  std::vector<uint16_t> values(codes.size());
-  for (size_t i = 0; i < codes.size(); ++i)
-    values[i] = tn::ir::f32ToBf16(float(tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, codes[i])));
-  must(set[size_t(c.gemmB)]->upload(values.data(), values.size() * 2), "upload bf16 B");
+  auto values = [&](size_t from, size_t to, const char* what) {
+    std::vector<uint8_t> codes(set[from]->bytes());
+    must(set[from]->download(codes.data(), codes.size()), "download codes");
+    std::vector<uint16_t> v(codes.size());
+    for (size_t i = 0; i < codes.size(); ++i)
+      v[i] = tn::ir::f32ToBf16(float(tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, codes[i])));
+    must(set[to]->upload(v.data(), v.size() * 2), what);
+  };
+  if (c.gemmCodes) values(1, size_t(c.gemmB), "upload bf16 B");
+  if (c.gemmCodesA) values(0, size_t(c.gemmA), "upload bf16 A");
 }
 
 // In place on q (tokens x qHeads x headDim) and k (tokens x kHeads x headDim), positions from 0.
@@ -940,6 +962,11 @@ std::vector<Case> cases(Sizes sizes) {
         out.push_back(gemmFp8Case(17, 33, 65));
         out.push_back(gemmFp8Case(130, 258, 72));
         out.push_back(gemmFp8Case(130, 258, 80, true));
+        // fp8 A and B: each layout's cp.async path (k = 72, 17 x 33 rows through registers at k = 65),
+        // and the wgmma member (rows of 80 codes).
+        out.push_back(gemmW8a8Case(17, 33, 65));
+        out.push_back(gemmW8a8Case(130, 258, 72));
+        out.push_back(gemmW8a8Case(130, 258, 80, true));
       }
       continue;
     }
@@ -973,6 +1000,9 @@ std::vector<Case> cases(Sizes sizes) {
         for (uint32_t m : full ? std::vector<uint32_t>{16, 64, 128, 512, 4096} : std::vector<uint32_t>{64, 512}) {
           out.push_back(gemmFp8Case(m, n, k));
           if (m >= 128) out.push_back(gemmFp8Case(m, n, k, true));
+          // W8A8: fp8 activations too, on the fp8 tensor cores.
+          out.push_back(gemmW8a8Case(m, n, k));
+          if (m >= 128) out.push_back(gemmW8a8Case(m, n, k, true));
         }
   }
   return out;
@@ -1308,13 +1338,16 @@ std::vector<double> gemmValues(const DeviceMemory& mem, size_t count, const Gemm
 // (cuBLAS) or truncated (ours) to 10 fraction bits differ by ~2^-10 per product; a bf16 or f16 C
 // adds one rounding on each side (2^-7, 2^-10 of |c|); s8 products sum exactly in s32. A wrong
 // element is off by ~|c|.
+// magnitude (W8A8: sum |a b| per element, else empty): the fp8 tensor cores are reported to keep
+// about 14 bits of their sums (docs/kernels.md, "Accuracy"), so 2^-9 of it is allowed on top.
 std::string compareGemm(const std::vector<double>& got, const std::vector<double>& want, uint32_t n, uint32_t k,
-                        const GemmMember& g) {
+                        const GemmMember& g, const std::vector<double>& magnitude = {}) {
   const std::string_view dt = g.dtype;
   const double abs = dt == "s8" ? 0.0 : (dt == "tf32" ? 4e-3 : 1e-3) * std::sqrt(double(k));
   const double rel = dt == "bf16" ? std::ldexp(1.0, -7) : dt == "f16" ? std::ldexp(1.0, -10) : 0.0;
   for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= abs + rel * std::fabs(want[i])))
+    if (!(std::fabs(got[i] - want[i]) <=
+          abs + rel * std::fabs(want[i]) + (magnitude.empty() ? 0.0 : std::ldexp(magnitude[i], -9))))
       return "c[" + std::to_string(i / n) + "][" + std::to_string(i % n) + "] = " + std::to_string(got[i]) +
              ", reference " + std::to_string(want[i]);
   return "";
@@ -1322,18 +1355,22 @@ std::string compareGemm(const std::vector<double>& got, const std::vector<double
 
 // C against a double-precision product of the case's A and B (B is k x n for f32, n x k else).
 std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k,
-                      uint32_t batch, size_t bIndex) {
+                      uint32_t batch, size_t aIndex, size_t bIndex) {
   const bool f32 = std::string_view(g.dtype) == "f32";
   const size_t sa = size_t(m) * k, sb = size_t(k) * n, sc = size_t(m) * n;
-  std::vector<double> a = gemmValues(mem[0], sa * batch, g, false), b = gemmValues(mem[bIndex], sb * batch, g, false);
-  std::vector<double> c = gemmValues(mem[2], sc * batch, g, true), want(c.size(), 0.0);
+  std::vector<double> a = gemmValues(mem[aIndex], sa * batch, g, false), b = gemmValues(mem[bIndex], sb * batch, g, false);
+  std::vector<double> c = gemmValues(mem[2], sc * batch, g, true), want(c.size(), 0.0), magnitude;
+  const bool fp8Mma = aIndex != 0;  // W8A8: A's values derived from codes
+  if (fp8Mma) magnitude.assign(c.size(), 0.0);
   for (uint32_t z = 0; z < batch; ++z)
     for (uint32_t i = 0; i < m; ++i)
       for (uint32_t j = 0; j < n; ++j)
-        for (uint32_t kk = 0; kk < k; ++kk)
-          want[z * sc + size_t(i) * n + j] +=
-              a[z * sa + size_t(i) * k + kk] * b[z * sb + (f32 ? size_t(kk) * n + j : size_t(j) * k + kk)];
-  return compareGemm(c, want, n, k, g);
+        for (uint32_t kk = 0; kk < k; ++kk) {
+          const double p = a[z * sa + size_t(i) * k + kk] * b[z * sb + (f32 ? size_t(kk) * n + j : size_t(j) * k + kk)];
+          want[z * sc + size_t(i) * n + j] += p;
+          if (fp8Mma) magnitude[z * sc + size_t(i) * n + j] += std::fabs(p);
+        }
+  return compareGemm(c, want, n, k, g, magnitude);
 }
 
 // The n activations the dequantize reference multiplies, rounded to bf16: x (f32), or, given the
@@ -1463,7 +1500,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
     if (why.empty() && c.gemv) why = checkGemv(mem, *c.gemv);
     if (why.empty() && c.gemmM)
-      why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch, size_t(c.gemmB));
+      why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch, size_t(c.gemmA), size_t(c.gemmB));
     if (why.empty() && c.refM) why = checkDequantRef(mem, c);
     if (why.empty() && c.refEqual.first >= 0)
       why = compareBytes(mem[size_t(c.refEqual.first)], mem[size_t(c.refEqual.second)], c.buffers[size_t(c.refEqual.first)].bytes);
@@ -1733,7 +1770,7 @@ int main(int argc, char** argv) {
       must(kernels[0].launch_args(stream, args[0][0]), "launch " + label);
       must(stream.synchronize(), "sync");
       std::vector<double> ours = gemmValues(*mem[0][2], count, member, true);
-      if (!cublas.gemm(member, mem[0][0]->ptr(), mem[0][size_t(c.gemmB)]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK,
+      if (!cublas.gemm(member, mem[0][size_t(c.gemmA)]->ptr(), mem[0][size_t(c.gemmB)]->ptr(), mem[0][2]->ptr(), c.gemmM, c.gemmN, c.gemmK,
                        c.gemmBatch)) {
         std::printf("cuBLAS failed for %s: no reference\n", label.c_str());
         haveRef = false;
@@ -1776,7 +1813,7 @@ int main(int argc, char** argv) {
       if (haveRef) {
         double cms = bench.time(
             [&](int s) {
-              return cublas.gemm(member, mem[s][0]->ptr(), mem[s][size_t(c.gemmB)]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
+              return cublas.gemm(member, mem[s][size_t(c.gemmA)]->ptr(), mem[s][size_t(c.gemmB)]->ptr(), mem[s][2]->ptr(), c.gemmM, c.gemmN,
                                  c.gemmK, c.gemmBatch);
             },
             sets);
@@ -1933,7 +1970,8 @@ int main(int argc, char** argv) {
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
     std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
                 "s32 compute), B column-major (x W^T); gemm[_wgmma]_fp8: E4M3 B (ours) against cublasGemmEx of its "
-                "bf16 values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
+                "bf16 values; gemm[_wgmma]_w8a8: E4M3 A and B against cublasGemmEx of their bf16 values; TFLOP/s (s8: TOPS) = 2 M N "
+                "K / median time\n");
   }
   if (!csv.empty()) {
     std::ofstream out(csv);

@@ -220,8 +220,22 @@ def make_case(torch, op, shape, dtype):
             return s[0] * cos + rotate_half(s[0]) * sin, s[1] * cos + rotate_half(s[1]) * sin
 
         return (lambda: (rand(tokens, q_heads, head_dim), rand(tokens, k_heads, head_dim))), rope
+    if op in ("gemm_w8a8", "gemm_wgmma_w8a8"):
+        # W8A8 (E4M3 A and B, bf16 C): PyTorch's fp8 GEMM, torch._scaled_mm (cuBLASLt's), with unit
+        # scales and B column-major as ours (x W^T). The benchmark's own reference is cuBLAS's
+        # bf16 GEMM of the codes' values.
+        m, n, k = dims
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return None  # a PyTorch without fp8 GEMMs
+        one = torch.ones((), device=dev, dtype=torch.float32)
+
+        def codes(rows, cols):
+            return rand(rows, cols, t=torch.float32).mul_(448).to(torch.float8_e4m3fn)
+
+        return (lambda: (codes(m, k), codes(n, k))), (
+            lambda s: torch._scaled_mm(s[0], s[1].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
     if len(dims) != 1:
-        return None  # no PyTorch equivalent written for it (the GEMMs have cuBLAS as theirs)
+        return None  # no PyTorch equivalent written for it (the other GEMMs have cuBLAS as theirs)
     (n,) = dims
     unary = {
         "scale": lambda x: x * 1.5,
