@@ -182,6 +182,42 @@ void convertLines(KernelBuilder& kb, Value codes, Value tile, unsigned lines, Va
 namespace {
 
 constexpr unsigned kQuantizeBlock = 256;  // threads a row
+constexpr unsigned kQuantizeGroup = 128;  // scales = "group": columns a scale
+
+// scales = "group": each 128 columns of a row (the last group may be shorter) get their own
+// scale, found and applied by one warp (4 values a lane, 32 columns apart: coalesced loads and
+// byte stores); the block's 8 warps take groups w, w + 8, ... The scale is written to
+// scales[row * groups + group], the layout gemm's a_scales take with scale_block = 128.
+void quantizeGroups(KernelBuilder& kb, Storage s, Fp8 f, Value xrow, Value crow, Value scales, Value row, Value cols,
+                    Value tid) {
+  Value groups = ((cols + (kQuantizeGroup - 1)) / kQuantizeGroup).named("groups");
+  Value warp = (tid >> 5u).named("warp"), lane = (tid & 31u).named("lane");
+  Value last = (cols - 1u).named("last_col");
+  Value scaleRow = kb.mul_wide(row, groups, "scale_row");
+  kb.for_range(warp, groups, kQuantizeBlock / 32, {}, [&](Value g, std::span<Value>) {
+    std::vector<Value> xs, in;
+    Value amax = kb.f32(0.0f);
+    for (unsigned j = 0; j < kQuantizeGroup / 32; ++j) {
+      Value c = (g * kQuantizeGroup + lane + 32 * j).named("c");
+      in.push_back((c < cols).named("in_row"));
+      Value v = loadF32(kb, kb.index(xrow, kb.min(c, last), bytesOf(s)), s, true, "x");
+      xs.push_back(kb.select(in.back(), v, kb.f32(0.0f), "x_in"));
+      amax = kb.max(amax, kb.abs(xs.back()));
+    }
+    amax = kb.warp_reduce_max(amax, "group_amax");
+    Value scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
+    kb.if_then(lane == 0u, [&] { kb.store(kb.index(scales, scaleRow + kb.cvt(g, ir::Type::u64()), 4), scale); },
+               "write_scale");
+    Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
+    for (unsigned j = 0; j < kQuantizeGroup / 32; ++j) {
+      Value code = f32ToFp8(kb, kb.div(xs[j], divisor), f, "code");
+      Value c = (g * kQuantizeGroup + lane + 32 * j).named("c");
+      kb.if_then(in[j], [&] { kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8))); },
+                 "store_code");
+    }
+    return std::vector<Value>{};
+  }, {.label = "groups", .iv = "g"});
+}
 
 // One block of 256 threads a row. With a scale per row, the block first finds the row's largest
 // |x| (max.f32 passes over NaN), divides it by the format's largest finite value (div.rn) and
@@ -193,21 +229,26 @@ constexpr unsigned kQuantizeBlock = 256;  // threads a row
 std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
-  const bool perRow = o.text("scales") == "row";
+  const bool perRow = o.text("scales") == "row", perGroup = o.text("scales") == "group";
   ir::Module m = newModule();
   KernelBuilder kb(m, "quantize_fp8");
   Value x = kb.param(kGlobalPtr, "x");
   Value codes = kb.param(kGlobalPtr, "codes");
-  Value scales = perRow ? kb.param(kGlobalPtr, "scales") : Value();
+  Value scales = perRow || perGroup ? kb.param(kGlobalPtr, "scales") : Value();
   kb.param(ir::Type::u32(), "rows");  // the grid's x extent
   Value cols = kb.param(ir::Type::u32(), "cols");
-  Value scale = perRow ? Value() : kb.param(ir::Type::f32(), "scale");
+  Value scale = perRow || perGroup ? Value() : kb.param(ir::Type::f32(), "scale");
   kb.reqntid(kQuantizeBlock);
   Value tid = kb.tid(ir::Mod::X, "tid");
   Value row = kb.ctaid(ir::Mod::X, "row");
   Value first = kb.mul_wide(row, cols, "first");
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
+  if (perGroup) {
+    quantizeGroups(kb, s, f, xrow, crow, scales, row, cols, tid);
+    kb.ret();
+    return finish(kb, m, diags);
+  }
   const unsigned V = 16 / bytesOf(s);  // elements of a 16-byte vector of x
   Value vector = ((cols % V) == 0u).named("whole_vectors");
   vector = (vector & allAligned(kb, {x}, 16) & allAligned(kb, {codes}, V)).named("vector");
@@ -268,22 +309,25 @@ void addFp8(std::vector<Template>& out) {
       "codes[r * cols + c] = the fp8 code of x[r * cols + c] / scale (nearest, ties to even; beyond the largest "
       "finite value and infinities saturate, NaN gives 0x7F), as kv_scatter encodes: scales = \"row\" finds each "
       "row's scale, max |x| of the row (NaN passed over) / the format's largest finite value (448, 57344), and "
-      "writes it to scales[r] (gemv's row_scales, gemm's b_scales: per output channel); scales = \"tensor\" takes "
-      "the f32 parameter scale; one block of 256 threads a row",
+      "writes it to scales[r] (gemv's row_scales, gemm's b_scales: per output channel); scales = \"group\" does so "
+      "for each 128 columns of a row (scales[r * ceil_div(cols, 128) + g]: gemm's a_scales with scale_block = 128); "
+      "scales = \"tensor\" takes the f32 parameter scale; one block of 256 threads a row",
       {dtypeOption("dtype", "storage type of x"),
        choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
-       choiceOption("scales", "row", {"row", "tensor"},
-                    "row: a scale per row found from the row and written to the pointer scales [rows]; tensor: "
-                    "the f32 parameter scale (after cols) for every row")},
+       choiceOption("scales", "row", {"row", "group", "tensor"},
+                    "row: a scale per row found from the row and written to the pointer scales [rows]; group: one "
+                    "per 128 columns of a row, scales [rows x ceil_div(cols, 128)] (DeepSeek-V3's per-token-group "
+                    "activation scales); tensor: the f32 parameter scale (after cols) for every row")},
       buildQuantizeFp8,
       [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
   });
   out.back().elements = [](const Options& o) {
     return Template::ElementTypes{{"x", scalarOf(storageOption(o))}, {"codes", ir::Scalar::U8}, {"scales", ir::Scalar::F32}};
   };
-  out.back().extents = [](const Options&) {
+  out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), all = rows * Expr::param("cols");
-    return Template::Extents{{"x", all}, {"codes", all}, {"scales", rows}};
+    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(Expr::param("cols"), kQuantizeGroup) : rows;
+    return Template::Extents{{"x", all}, {"codes", all}, {"scales", scales}};
   };
 }
 

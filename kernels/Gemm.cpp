@@ -118,12 +118,23 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   c.bCodes = bCodesOf(o);
   c.bScales = o.flag("b_scales");
   c.aScales = o.flag("a_scales");
+  c.scaleBlock = static_cast<unsigned>(o.integer("scale_block"));
   c.fp8Cvt = fp8Cvt(o);
   if (c.bScales && c.bCodes == Fp8::None && !fp8)
     return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\", or dtype fp8_e4m3 or fp8_e5m2)");
   if (c.aScales && !fp8) return fail("a_scales needs fp8 A (dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
   if (fp8 && c.bCodes != Fp8::None)
     return fail("b_dtype '" + bType + "' is for bf16 or f16 A; with dtype '" + in + "' B holds the same codes as A");
+  if (c.scaleBlock != 0) {
+    if (!fp8 || !c.aScales || !c.bScales)
+      return fail("scale_block = " + std::to_string(c.scaleBlock) + " scales fp8 A and B by blocks: it needs dtype "
+                  "fp8_e4m3 or fp8_e5m2 with a_scales and b_scales");
+    if (!c.wgmma)
+      return fail("scale_block = " + std::to_string(c.scaleBlock) + " is built on mainloop 'wgmma' (sm_90a) alone");
+    if (c.tileN != 128)
+      return fail("scale_block = " + std::to_string(c.scaleBlock) + " takes tile_n = 128: a consumer holds the block's "
+                  "sums beside the wgmma accumulator");
+  }
   if (c.bCodes != Fp8::None) {
     if (c.in != Input::BF16 && c.in != Input::F16)
       return fail("b_dtype '" + bType + "' needs dtype bf16 or f16: the codes become A's type as they are staged, for "
@@ -268,25 +279,29 @@ void storeResults(KernelBuilder& kb, const Config& c, const Params& p, Value z, 
     return loadF32(kb, ptr, st, readOnly, name);
   };
   std::vector<Value> biasOf(cols.size()), scaleOf(cols.size(), p.alpha);
-  for (size_t j = 0; j < cols.size() && (c.bias || c.bScales); ++j) {
+  for (size_t j = 0; j < cols.size() && (c.bias || c.columnScales()); ++j) {
     Value col = kb.min(cols[j], p.n - 1u, "bias_col");  // clamped: used only where col < n
     if (c.bias) biasOf[j] = load(kb.index(p.bias, col, bytes), true, "bias");
-    if (c.bScales)
+    if (c.columnScales())
       scaleOf[j] = (p.alpha * kb.load(kb.index(p.bScales, col, 4), Type::f32(), {Mod::NcMod}, "b_scale")).named("col_scale");
   }
   auto epilogue = [&](bool readC) {
     for (size_t i = 0; i < rowCount; ++i) {
       kb.if_then((rows[row0 + i] < p.m).named("row_in"), [&] {
         Value rowOff = kb.mul_wide(rows[row0 + i], p.ldc, "row_off");
-        // a_scales: the row's scale, times the product scaled by alpha (and b_scales[j]).
-        Value rowScale = c.aScales ? kb.load(kb.index(p.aScales, rows[row0 + i], 4), Type::f32(), {Mod::NcMod}, "a_scale")
-                                   : Value();
+        // a_scales: the row's scale (batch z's rows after the others'), times the product scaled
+        // by alpha (and b_scales[j]).
+        Value rowScale;
+        if (c.rowScales()) {
+          Value at = z.valid() ? kb.mul_wide(z, p.m) + kb.cvt(rows[row0 + i], Type::u64()) : kb.cvt(rows[row0 + i], Type::u64());
+          rowScale = kb.load(kb.index(p.aScales, at.named("a_scale_at"), 4), Type::f32(), {Mod::NcMod}, "a_scale");
+        }
         for (size_t j = 0; j < cols.size(); ++j) {
           kb.if_then((cols[j] < p.n).named("col_in"), [&] {
             Value off = (rowOff + kb.cvt(cols[j], Type::u64())).named("c_off");
             Value pcij = kb.index(cBatch, off, bytes, "pc");
             Value v = scaleOf[j] * acc[i * cols.size() + j];
-            if (c.aScales) v = rowScale * v;
+            if (c.rowScales()) v = rowScale * v;
             if (c.integer()) {
               if (readC) v = v + p.beta * load(pcij, false, "c_in");
               if (c.bias) v = v + biasOf[j];
@@ -538,6 +553,16 @@ void addGemm(std::vector<Template>& out) {
                              "SXM's SMs)");
   blocks.min = 1;
   blocks.max = 65535;
+  OptionSpec scaleBlock = option("scale_block", int64_t{0},
+                                 "with an fp8 dtype, a_scales and b_scales on mainloop 'wgmma' (tile_n 128): 128 scales "
+                                 "A and B by blocks, as DeepSeek-V3's fp8 checkpoints are: a_scales[(z * m + i) * G + "
+                                 "g] per row and 128-wide K group g (G = ceil_div(k, 128), as quantize_fp8 with scales = "
+                                 "\"group\" writes them), b_scales[(zb * ceil_div(n, 128) + j / 128) * G + g] per 128 x "
+                                 "128 block of B (zb: the batch, 0 when stride_b is 0), each group's sums scaled in f32 "
+                                 "registers as it completes; 0: a_scales and b_scales per row and column");
+  scaleBlock.min = 0;
+  scaleBlock.max = 128;
+  scaleBlock.multipleOf = 128;
   out.push_back({
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "
@@ -584,8 +609,10 @@ void addGemm(std::vector<Template>& out) {
               "with fp8 B (b_dtype or an fp8 dtype): column j of A B times b_scales[j] (the parameter 'b_scales', n "
               "f32 after bias and residual: a scale per output channel), before alpha"),
        option("a_scales", false,
-              "with an fp8 dtype: row i of A B times a_scales[i] (the parameter 'a_scales', m f32 after b_scales: "
-              "a scale per token, as quantize_fp8 with scales = \"row\" writes them), before alpha"),
+              "with an fp8 dtype: row i of A B times a_scales[i] (the parameter 'a_scales', m f32 after b_scales, "
+              "batch z's at z * m: a scale per token, as quantize_fp8 with scales = \"row\" writes them), before "
+              "alpha"),
+       scaleBlock,
        fp8DecodeOption()},
       buildGemm,
       [](const Options& o) {
@@ -633,7 +660,14 @@ void addGemm(std::vector<Template>& out) {
     const Expr a = aRow ? span("stride_a", m, "lda", k) : span("stride_a", k, "lda", m);
     const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
     const Expr c = span("stride_c", m, "ldc", n);
-    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}, {"b_scales", n}, {"a_scales", m}};
+    if (o.integer("scale_block") != 0) {
+      // Per 128-wide K group: a_scales [batch x m x groups], b_scales [(batch or 1) x n/128 x groups].
+      const auto g = static_cast<unsigned>(o.integer("scale_block"));
+      const Expr groups = ceilDiv(k, g), bPlanes = Expr(1) + (max(batch, Expr(1)) - 1) * min(Expr::param("stride_b"), Expr(1));
+      return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n},
+                               {"b_scales", bPlanes * ceilDiv(n, g) * groups}, {"a_scales", batch * m * groups}};
+    }
+    return Template::Extents{{"a", a}, {"b", b}, {"c", c}, {"residual", c}, {"bias", n}, {"b_scales", n}, {"a_scales", batch * m}};
   };
 }
 

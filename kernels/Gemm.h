@@ -36,8 +36,13 @@ struct Config {
   Fp8 bCodes = Fp8::None;  // b_dtype: B holds fp8 codes, converted to A's type as they are staged (mma.sync, bf16/f16)
   bool bScales = false;    // b_scales: column j of A B times b_scales[j] (a pointer after bias and residual)
   bool aScales = false;    // a_scales: row i of A B times a_scales[i] (fp8 A; the pointer after b_scales)
+  unsigned scaleBlock = 0; // scale_block: 0, or 128: a_scales and b_scales per 128-wide K group (wgmma, fp8)
   bool fp8Cvt = false;     // fp8 codes decoded by cvt.f16x2 (sm_89+), else by integer instructions
   bool integer() const { return out == Output::S32; }
+  // Whether the epilogue scales rows by a_scales and columns by b_scales (block scales are applied
+  // in the K loop instead).
+  bool rowScales() const { return aScales && scaleBlock == 0; }
+  bool columnScales() const { return bScales && scaleBlock == 0; }
   // The format of fp8 A and B (dtype fp8_e4m3 / fp8_e5m2), or Fp8::None.
   Fp8 codes() const { return in == Input::E4M3 ? Fp8::E4M3 : in == Input::E5M2 ? Fp8::E5M2 : Fp8::None; }
 };

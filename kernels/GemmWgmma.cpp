@@ -217,6 +217,96 @@ Value descriptor(KernelBuilder& kb, Value slice, bool kMajor, unsigned j) {
   return kb.wgmma_descriptor(kb.ptradd(slice, kb.u32(2048 * j)), kStripBytes, 1024, kSwizzle, "desc");
 }
 
+// The epilogue of a consumer's 64 rows of a tile from its accumulator `acc` (TC§4.2's layout).
+void storeTile(KernelBuilder& kb, const Config& c, const Params& p, Value consumer, Value tid, Value m0, Value n0,
+               Value z, const Split& split, Value acc) {
+  const unsigned lanes = c.tileN / 2;
+  Value local = (tid & 127u).named("wg_tid");
+  Value warp = (local >> 5u).named("wg_warp"), lane = (local & 31u).named("lane");
+  // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
+  // 8 (i >> 2) + 2 t + (i & 1), with g = lane / 4 and t = lane % 4.
+  Value row0 = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("row");
+  Value col0 = (n0 + ((lane & 3u) << 1u)).named("col");
+  // Stored 8 columns at a time (lanes 4j .. 4j + 3: rows g and g + 8, columns 2t and 2t + 1 of
+  // the j-th 8), so that only the accumulator stays live through the epilogue. With split_k,
+  // the two consumer warpgroups' 256 threads hold the tile's accumulators.
+  auto store = [&](size_t first, size_t n, const AccFn& at) {
+    std::vector<Value> rows = {row0, (row0 + 8u).named("row")};
+    for (size_t j = first / 4; j < (first + n) / 4; ++j) {
+      Value col = (col0 + 8 * j).named("col");
+      std::vector<Value> values(4);
+      for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = at(4 * j + e);
+      storeResults(kb, c, p, z, rows, {col, (col + 1u).named("col")}, values);
+    }
+  };
+  reduceSplits(kb, c, p, split, 2 * 128, (tid - 128u).named("consumer_tid"), lanes,
+               [&](size_t i) { return kb.extract(acc, i, "d"); }, 4, store);
+}
+
+// A consumer with block scales (scale_block = 128, fp8 A and B, tile_n 128): a stage is one
+// 128-wide K group, so its four wgmmas start from zero (scale-d false) and, once they are done
+// (wait_group 0: the stage is released at once), the thread adds each of its partial sums times
+// a_scales[row][g] * b_scales[n block][g] into the f32 registers that carry the tile's sum. No
+// wgmma stays in flight across stages (the partial's registers are read right away); the
+// epilogue then scales by alpha alone.
+std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring,
+                                      Value consumer, Value tid, const Split& split, const std::vector<Value>& pos,
+                                      Value acc0, Value m0, Value n0, Value z) {
+  const unsigned lanes = c.tileN / 2;
+  const Type accType = Type::of(Scalar::F32, static_cast<uint8_t>(lanes));
+  const Mod format = c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod;
+  Value zero = kb.u32(0), f0 = kb.f32(0.0f, "zero");
+  Value no = (zero != 0u).named("fresh"), yes = (zero == 0u).named("accumulate");
+  Value local = (tid & 127u).named("wg_tid");
+  Value warp = (local >> 5u).named("wg_warp"), lane = (local & 31u).named("lane");
+  Value leader = (lane == 0u).named("warp_leader");
+  Value sliceOff = (consumer * kStripBytes).named("a_slice");
+  const StepRange range = splitSteps(kb, split, kBlocks(c, p));
+  Value groups = kBlocks(c, p).named("groups");
+  // The scales' rows: this thread's two rows of A (clamped into the matrix: rows past m are
+  // never stored) in batch z, and the tile's 128-column block of B (in batch z, or the one B).
+  Value row = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("scale_row");
+  Value last = (p.m - 1u).named("last_row");
+  std::array<Value, 2> aRow;
+  for (unsigned h = 0; h < 2; ++h) {
+    Value r = kb.min(row + 8 * h, last, "row_in");
+    aRow[h] = ((kb.mul_wide(z, p.m) + kb.cvt(r, Type::u64())) * kb.cvt(groups, Type::u64())).named("a_scale_row");
+  }
+  Value zb = kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
+  Value nBlocks = ((p.n + 127u) >> 7u).named("n_blocks");
+  Value bRow = ((kb.mul_wide(zb, nBlocks) + kb.cvt(n0 >> 7u, Type::u64())) * kb.cvt(groups, Type::u64())).named("b_scale_row");
+  return kb.for_range(
+      zero, range.count, kb.u32(1), {pos[0], pos[1], acc0},
+      [&](Value kblock, std::span<Value> at) {
+        Value s = at[0], phase = at[1], acc = at[2];
+        waitPhase(kb, ring.fullBar(kb, s), phase);
+        Value a = kb.ptradd(ring.stageA(kb, c, s), sliceOff, "a_rows");
+        Value b = ring.stageB(kb, c, s);
+        Value part = kb.pack(accType, std::vector<Value>(lanes, f0), "part0");
+        kb.wgmma_fence();
+        for (unsigned j = 0; j < kKBlock / 16; ++j)
+          part = kb.wgmma_mma_async_fp8(c.tileN, format, part, descriptor(kb, a, true, j), descriptor(kb, b, true, j),
+                                        j == 0 ? no : yes, "part");
+        kb.wgmma_commit_group();
+        kb.wgmma_wait_group(0);
+        kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+        Value g = kb.cvt((range.first + kblock).named("group"), Type::u64());
+        Value sb = kb.load(kb.index(p.bScales, (bRow + g).named("b_scale_at"), 4), Type::f32(), {Mod::NcMod}, "b_scale");
+        std::array<Value, 2> scale;
+        for (unsigned h = 0; h < 2; ++h)
+          scale[h] = (sb * kb.load(kb.index(p.aScales, (aRow[h] + g).named("a_scale_at"), 4), Type::f32(), {Mod::NcMod},
+                                   "a_scale"))
+                         .named("block_scale");
+        std::vector<Value> sums;
+        for (unsigned i = 0; i < lanes; ++i)
+          sums.push_back(kb.fma(kb.extract(part, i, "partial"), scale[(i >> 1) & 1], kb.extract(acc, i, "sum"), "sum"));
+        Value acc2 = kb.pack(accType, sums, "acc");
+        auto [s2, phase2] = advance(kb, c, s, phase);
+        return std::vector<Value>{s2, phase2, acc2};
+      },
+      {.label = "kblocks", .iv = "kblock"});
+}
+
 // A consumer warpgroup: multiplies its 64 rows of every tile and stores them.
 void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value consumer, Value tid) {
   const Scalar in = c.in == Input::BF16 ? Scalar::BF16 : Scalar::F16;
@@ -225,8 +315,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   Value zero = kb.u32(0);
   Value f0 = kb.f32(0.0f, "zero");
   Value yes = (zero == 0u).named("accumulate");
-  Value local = (tid & 127u).named("wg_tid");
-  Value warp = (local >> 5u).named("wg_warp"), lane = (local & 31u).named("lane");
+  Value lane = (tid & 31u).named("lane");
   Value leader = (lane == 0u).named("warp_leader");
   // Consumer c's rows start 8 KiB into the A tile: after 64 K-major rows of 128 bytes, or at
   // the c-th strip of 64 along M.
@@ -236,6 +325,11 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
     // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
+    if (c.scaleBlock != 0) {
+      const std::vector<Value> out = consumeBlockScaled(kb, c, p, ring, consumer, tid, split, pos, acc0, m0, n0, z);
+      storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2]);
+      return std::vector<Value>{out[0], out[1]};
+    }
     Value blocks = splitSteps(kb, split, kBlocks(c, p)).count;
     BlockId body = kb.block("kblocks"), exit = kb.block("kblocks.exit");
     Value kblock = kb.block_param(body, Type::u32(), "kblock");
@@ -274,24 +368,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release_last");
     kb.br(exit, {s2, phase2, acc});
     kb.set_insert_point(exit);
-    // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
-    // 8 (i >> 2) + 2 t + (i & 1), with g = lane / 4 and t = lane % 4.
-    Value row0 = (m0 + consumer * kStrip + (warp << 4u) + (lane >> 2u)).named("row");
-    Value col0 = (n0 + ((lane & 3u) << 1u)).named("col");
-    // Stored 8 columns at a time (lanes 4j .. 4j + 3: rows g and g + 8, columns 2t and 2t + 1 of
-    // the j-th 8), so that only the accumulator stays live through the epilogue. With split_k,
-    // the two consumer warpgroups' 256 threads hold the tile's accumulators.
-    auto store = [&](size_t first, size_t n, const AccFn& at) {
-      std::vector<Value> rows = {row0, (row0 + 8u).named("row")};
-      for (size_t j = first / 4; j < (first + n) / 4; ++j) {
-        Value col = (col0 + 8 * j).named("col");
-        std::vector<Value> values(4);
-        for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = at(4 * j + e);
-        storeResults(kb, c, p, z, rows, {col, (col + 1u).named("col")}, values);
-      }
-    };
-    reduceSplits(kb, c, p, split, 2 * 128, (tid - 128u).named("consumer_tid"), lanes,
-                 [&](size_t i) { return kb.extract(out[2], i, "d"); }, 4, store);
+    storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2]);
     return std::vector<Value>{out[0], out[1]};
   });
 }

@@ -33,6 +33,7 @@ struct Variant {
   int codes = -1;        // fp8 B (b_dtype): an ir::Fp8Format, -1 for none
   bool bScales = false;  // b_scales: one f32 per column of C
   bool aScales = false;  // a_scales: one f32 per row of C (fp8 A)
+  bool blockScales = false;  // scale_block = 128: a_scales per row and 128-wide K group, b_scales per 128 x 128 block
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -154,8 +155,15 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   }
   std::vector<float> scales(p.n);  // b_scales: powers of two and others
   for (uint32_t j = 0; j < p.n; ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
-  std::vector<float> rowScales(std::max(p.m, 1u));  // a_scales: likewise, another pattern
-  for (uint32_t i = 0; i < p.m; ++i) rowScales[i] = std::ldexp(1.0f + float(i % 5) / 4.0f, int(i % 3) - 9);
+  // a_scales: batch z's rows after the others' (another pattern); block scales: per row (of each
+  // batch) and 128-wide K group, and per 128 x 128 block of each batch's B (or of the one B).
+  const uint32_t groups = (p.k + 127) / 128, nBlocks = (p.n + 127) / 128, bPlanes = p.shareB ? 1 : std::max(p.batch, 1u);
+  std::vector<float> rowScales(std::max<size_t>(size_t(p.batch) * p.m * (v.blockScales ? groups : 1), 1));
+  for (size_t i = 0; i < rowScales.size(); ++i) rowScales[i] = std::ldexp(1.0f + float(i % 5) / 4.0f, int(i % 3) - 9);
+  if (v.blockScales) {
+    scales.assign(std::max<size_t>(size_t(bPlanes) * nBlocks * groups, 1), 0.0f);
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = std::ldexp(1.0f + float(i % 7) / 8.0f, int(i % 4) - 5);
+  }
   Matrix c = outputs(rng, v.out, sized(oneC, sc));
   if (p.beta == 0.0f && !ints) {  // C must not be read: NaN would show in every element
     std::vector<float> nan = decode(storage(v.out), c.bytes);
@@ -217,11 +225,18 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
         for (uint32_t kk = 0; kk < p.k; ++kk) {
           double x = a.values[z * sa + (v.aCol ? uint64_t(kk) * lda + i : uint64_t(i) * lda + kk)];
           double y = b.values[z * sb + (v.bCol ? uint64_t(j) * ldb + kk : uint64_t(kk) * ldb + j)];
-          sum += x * y;
-          mag += std::fabs(x * y);
+          // Block scales: the product's K group's a_scales[z][i][g] * b_scales[zb][j / 128][g].
+          const double blockScale =
+              v.blockScales ? double(rowScales[(size_t(z) * p.m + i) * groups + kk / 128]) *
+                                  scales[(size_t(p.shareB ? 0 : z) * nBlocks + j / 128) * groups + kk / 128]
+                            : 1.0;
+          sum += blockScale * x * y;
+          mag += std::fabs(blockScale * x * y);
         }
         const uint64_t at = z * sc + uint64_t(i) * ldc + j;
-        const double scale = p.alpha * (v.bScales ? scales[j] : 1.0) * (v.aScales ? rowScales[i] : 1.0);
+        const bool perRowCol = !v.blockScales;
+        const double scale = p.alpha * (v.bScales && perRowCol ? scales[j] : 1.0) *
+                             (v.aScales && perRowCol ? rowScales[size_t(z) * p.m + i] : 1.0);
         double pre = scale * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
         double y = activate(v.act, pre) + (v.residual ? res.values[at] : 0.0);
         if (ints) {
@@ -592,4 +607,101 @@ LIBRARY_TEST("gemm fp8 A and B (W8A8), mainloop auto: the sm_89 and sm_90a code 
     checkGemm(r, rng, v, {130, 258, 200, 1, 3, -1.25f, 0.75f, true});
     checkGemm(r, rng, v, {33, 70, 40, 3, 0, 1.0f, 0.5f, true, 0, 16});
   }
+}
+
+// Block scales (scale_block = 128, test/library/gemm90.toml, sm_90a): a_scales per row and 128-wide
+// K group, b_scales per 128 x 128 block of B, as DeepSeek-V3's fp8 checkpoints scale them; each
+// group's sums scaled as it completes. K of one partial group, of several with a partial last
+// one, n across three 128-column blocks, batches (each with its own scales, or one B and its
+// scales for all), several tiles a block, split_k (a split's groups are its own).
+namespace {
+
+constexpr Variant kWgW8Blocks{"wg_w8_e4m3_blocks", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm90", false, 128, 128, "", -1, true, true, true};
+constexpr Variant kWgW8BlocksSplit{"wg_w8_e5m2_blocks_split_f32", false, true, false, false, Act::None, In::E5M2, Out::F32, "gemm90", true, 128, 128, "", -1, true, true, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 A and B with block scales (scale_block 128, wgmma sm_90a)", gemmW8A8Blocks) {
+  std::mt19937 rng(seed());
+  checkGemm(r, rng, kWgW8Blocks, {1, 1, 1, 1, 0, 1.0f, 0.0f, true});
+  checkGemm(r, rng, kWgW8Blocks, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+  checkGemm(r, rng, kWgW8Blocks, {130, 258, 300, 1, 3, -1.25f, 0.75f, true});  // 3 groups, 3 column blocks
+  checkGemm(r, rng, kWgW8Blocks, {33, 70, 200, 3, 0, 2.0f, 0.0f, true, 0, 16});  // batches, gaps of 16
+  checkGemm(r, rng, kWgW8Blocks, {33, 140, 256, 3, 0, 1.0f, 0.0f, true, 0, 0, false, true});  // one B for every batch
+  checkGemm(r, rng, kWgW8Blocks, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});  // k = 0: C = beta C
+  checkSplits(r, rng, kWgW8BlocksSplit);
+}
+
+// quantize_fp8 feeds the W8A8 gemm (test/library/gemv.toml's quantize_fp8 kernels): activations X
+// (m x k) and weights W (n x k, x W^T) quantized on the device, a scale per row of each (per token,
+// per output channel), multiplied by the mma.sync or wgmma member (mainloop auto); then X by
+// groups of 128 columns (scales = "group") against W quantized by 128 x 128 blocks on the host, on
+// the block-scaled wgmma member. C is within the codes' rounding (E4M3: 2^-4 of each value, so
+// about 2^-3 of each product) of X W^T.
+LIBRARY_TEST("quantize_fp8 feeds the W8A8 gemm: per token and channel, and by groups and blocks", quantizeW8A8) {
+  std::mt19937 rng(seed());
+  const uint32_t m = 40, n = 136, k = 304, groups = (k + 127) / 128, nBlocks = (n + 127) / 128;  // rows of 16-byte multiples (TMA)
+  std::vector<float> x = uniform(rng, size_t(m) * k), w = uniform(rng, size_t(n) * k);
+  for (uint32_t i = 0; i < m; ++i)
+    for (uint32_t kk = 0; kk < k; ++kk) x[size_t(i) * k + kk] *= std::ldexp(1.0f, int(kk / 128) * 3 - int(i % 4));
+  auto quantize = [&](const char* kernel, const std::vector<float>& v, uint32_t rows, size_t scales) {
+    return r.run(Call("gemv", kernel)
+                     .buffer("x", encode(Dtype::F32, v))
+                     .buffer("codes", std::vector<uint8_t>(v.size()))
+                     .buffer("scales", std::vector<float>(scales))
+                     .scalar("rows", rows)
+                     .scalar("cols", k));
+  };
+  // Rounds of X W^T: sum |x w| times the codes' rounding (2^-4 + 2^-4 + their product) and the
+  // fp8 tensor cores' and bf16 C's allowances.
+  auto check = [&](const std::vector<std::byte>& got, const std::string& what) {
+    std::vector<float> c = decode(Dtype::BF16, got), gotIn;
+    std::vector<double> want;
+    double worst = 0;
+    for (uint32_t i = 0; i < m; ++i)
+      for (uint32_t j = 0; j < n; ++j) {
+        double sum = 0, mag = 0;
+        for (uint32_t kk = 0; kk < k; ++kk) {
+          sum += double(x[size_t(i) * k + kk]) * w[size_t(j) * k + kk];
+          mag += std::fabs(double(x[size_t(i) * k + kk]) * w[size_t(j) * k + kk]);
+        }
+        want.push_back(sum);
+        gotIn.push_back(c[size_t(i) * n + j]);
+        worst = std::max(worst, mag * (std::ldexp(1.0, -3) + std::ldexp(1.0, -8) + (k + 31) / 32 * std::ldexp(1.0, -13)));
+      }
+    expectClose(gotIn, want, worst, roundoff(Dtype::BF16), what);
+  };
+  auto gemm = [&](const char* spec, const char* kernel, const std::vector<std::byte>& a, const std::vector<std::byte>& b,
+                  const std::vector<float>& aScales, const std::vector<float>& bScales, const char* target) {
+    Call call(spec, kernel);
+    call.target(target);
+    call.buffer("a", a).buffer("b", b).buffer("c", encode(Dtype::BF16, std::vector<float>(size_t(m) * n)));
+    call.buffer("b_scales", bScales).buffer("a_scales", aScales);
+    call.scalar("m", m).scalar("n", n).scalar("k", k).scalar("lda", k).scalar("ldb", k).scalar("ldc", n);
+    call.scalar("batch", 1u).scalar("stride_a", uint64_t{0}).scalar("stride_b", uint64_t{0}).scalar("stride_c", uint64_t{0});
+    call.scalar("alpha", 1.0f).scalar("beta", 0.0f);
+    return r.run(call).get<std::byte>("c");
+  };
+  Outputs qx = quantize("quantize_e4m3_rows_f32", x, m, m), qw = quantize("quantize_e4m3_rows_f32", w, n, n);
+  for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"}))
+    check(gemm("gemm_fp8", "w8_auto_e4m3_rc_scales", qx.get<std::byte>("codes"), qw.get<std::byte>("codes"),
+               qx.get<float>("scales"), qw.get<float>("scales"), target.c_str()),
+          "per token and channel (" + target + " code)");
+  // W by 128 x 128 blocks on the host: each block's largest |w| / 448, its codes the nearest.
+  std::vector<float> bScales(size_t(nBlocks) * groups);
+  std::vector<std::byte> wCodes(size_t(n) * k);
+  for (uint32_t jb = 0; jb < nBlocks; ++jb)
+    for (uint32_t g = 0; g < groups; ++g) {
+      float amax = 0;
+      for (uint32_t j = jb * 128; j < std::min(n, jb * 128 + 128); ++j)
+        for (uint32_t kk = g * 128; kk < std::min(k, g * 128 + 128); ++kk) amax = std::fmax(amax, std::fabs(w[size_t(j) * k + kk]));
+      const float scale = amax / 448.0f;
+      bScales[size_t(jb) * groups + g] = scale;
+      for (uint32_t j = jb * 128; j < std::min(n, jb * 128 + 128); ++j)
+        for (uint32_t kk = g * 128; kk < std::min(k, g * 128 + 128); ++kk)
+          wCodes[size_t(j) * k + kk] = std::byte{tn::ir::fp8Code(tn::ir::Fp8Format::E4M3, w[size_t(j) * k + kk] / scale)};
+    }
+  Outputs gx = quantize("quantize_e4m3_groups_f32", x, m, size_t(m) * groups);
+  check(gemm("gemm90", "wg_w8_e4m3_blocks", gx.get<std::byte>("codes"), wCodes, gx.get<float>("scales"), bScales, ""),
+        "by groups and blocks");
 }

@@ -206,6 +206,7 @@ struct QuantizeVariant {
   Dtype x;
   Fp8Format format;
   bool perRow;
+  bool group = false;  // scales = "group": a scale per 128 columns of a row (perRow too)
 };
 
 // misalign: bytes the codes start off their alignment on the GPU (the element-by-element path).
@@ -229,7 +230,8 @@ void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint3
       .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xAB), misalign)
       .scalar("rows", rows)
       .scalar("cols", cols);
-  if (v.perRow) call.buffer("scales", std::vector<float>(rows, -1.0f));
+  const uint32_t width = v.group ? 128 : std::max(cols, 1u), groups = (cols + width - 1) / width;  // scales a row
+  if (v.perRow) call.buffer("scales", std::vector<float>(std::max<size_t>(size_t(rows) * (v.group ? groups : 1), 1), -1.0f));
   else call.scalar("scale", tensorScale);
   Outputs out = r.run(call);
   const std::vector<uint8_t> codes = out.get<uint8_t>("codes");
@@ -237,22 +239,27 @@ void checkQuantize(Runner& r, std::mt19937& rng, const QuantizeVariant& v, uint3
   const std::string what = std::string(v.kernel) + " rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
                            (misalign ? " misalign=" + std::to_string(misalign) : "");
   size_t bad = 0;
-  for (uint32_t i = 0; i < rows; ++i) {
-    float scale = tensorScale;
-    if (v.perRow) {
-      float amax = 0.0f;
-      for (uint32_t c = 0; c < cols; ++c) amax = std::fmax(amax, std::fabs(x[size_t(i) * cols + c]));
-      scale = amax / float(largest);
-      CHECK_MESSAGE(std::memcmp(&scales[i], &scale, 4) == 0, what << " row " << i << ": scale " << scales[i] << ", want " << scale);
+  for (uint32_t i = 0; i < rows; ++i)
+    for (uint32_t g = 0; g < std::max(groups, 1u); ++g) {
+      const uint32_t c0 = g * width, c1 = std::min(cols, c0 + width);
+      float scale = tensorScale;
+      if (v.perRow) {
+        float amax = 0.0f;
+        for (uint32_t c = c0; c < c1; ++c) amax = std::fmax(amax, std::fabs(x[size_t(i) * cols + c]));
+        scale = amax / float(largest);
+        const size_t at = v.group ? size_t(i) * groups + g : i;
+        if (v.group && cols == 0) continue;  // no groups, no scales
+        CHECK_MESSAGE(std::memcmp(&scales[at], &scale, 4) == 0,
+                      what << " row " << i << " group " << g << ": scale " << scales[at] << ", want " << scale);
+      }
+      const float divisor = scale == 0.0f ? 1.0f : scale;
+      for (uint32_t c = c0; c < c1; ++c) {
+        const uint8_t want = tn::ir::fp8Code(v.format, x[size_t(i) * cols + c] / divisor);
+        if (codes[size_t(i) * cols + c] != want && ++bad <= 5)
+          FAIL_CHECK(what << " row " << i << " col " << c << ": x " << x[size_t(i) * cols + c] << ", code "
+                          << int(codes[size_t(i) * cols + c]) << ", want " << int(want));
+      }
     }
-    const float divisor = scale == 0.0f ? 1.0f : scale;
-    for (uint32_t c = 0; c < cols; ++c) {
-      const uint8_t want = tn::ir::fp8Code(v.format, x[size_t(i) * cols + c] / divisor);
-      if (codes[size_t(i) * cols + c] != want && ++bad <= 5)
-        FAIL_CHECK(what << " row " << i << " col " << c << ": x " << x[size_t(i) * cols + c] << ", code "
-                        << int(codes[size_t(i) * cols + c]) << ", want " << int(want));
-    }
-  }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " codes differ");
 }
 
@@ -261,11 +268,13 @@ constexpr QuantizeVariant kQuantizeVariants[] = {
     {"quantize_e5m2_rows_bf16", Dtype::BF16, Fp8Format::E5M2, true},
     {"quantize_e4m3_rows_f16", Dtype::F16, Fp8Format::E4M3, true},
     {"quantize_e5m2_tensor_f32", Dtype::F32, Fp8Format::E5M2, false},
+    {"quantize_e4m3_groups_bf16", Dtype::BF16, Fp8Format::E4M3, true, true},
+    {"quantize_e5m2_groups_f32", Dtype::F32, Fp8Format::E5M2, true, true},
 };
 
 }  // namespace
 
-LIBRARY_TEST("quantize_fp8: codes and row scales bit for bit", quantizeFp8) {
+LIBRARY_TEST("quantize_fp8: codes and row (and group) scales bit for bit", quantizeFp8) {
   std::mt19937 rng(seed());
   for (const QuantizeVariant& v : kQuantizeVariants) {
     for (uint32_t cols : {1u, 255u, 256u, 1000u}) checkQuantize(r, rng, v, 5, cols);

@@ -635,6 +635,24 @@ Case gemmW8a8Case(uint32_t m, uint32_t n, uint32_t k, bool wgmma = false) {
   return c;
 }
 
+// ... with block scales (op gemm_wgmma_w8a8_blocks: scale_block = 128, tile_n 128, the kernel
+// gemm_wg_w8a8_blocks): a_scales per row and 128-wide K group and b_scales per 128 x 128 block,
+// all 1.0 so that the same cuBLAS reference holds; what applying them as each group completes
+// costs against the unscaled wgmma rows.
+Case gemmW8a8BlocksCase(uint32_t m, uint32_t n, uint32_t k) {
+  Case c = gemmW8a8Case(m, n, k, true);
+  c.op = "gemm_wgmma_w8a8_blocks";
+  const size_t groups = (k + 127) / 128, bScales = (n + 127) / 128 * groups * 4, aScales = m * groups * 4;
+  const uint32_t one = 0x3f800000u;  // 1.0f
+  c.buffers.push_back({bScales, Fill::Constant, one});
+  c.buffers.push_back({aScales, Fill::Constant, one});
+  Launch& l = c.launches[0];
+  l.kernel = "gemm_wg_w8a8_blocks";
+  l.args.insert(l.args.begin() + 3, {buf("b_scales", 5), buf("a_scales", 6)});
+  c.bytes += double(bScales + aScales);
+  return c;
+}
+
 // Buffers a case computes from others once they are filled: the bf16 values of gemm_fp8's B
 // codes (and gemm_w8a8's A codes).
 void deriveBuffers(const Case& c, const std::vector<const DeviceMemory*>& set) {
@@ -967,6 +985,7 @@ std::vector<Case> cases(Sizes sizes) {
         out.push_back(gemmW8a8Case(17, 33, 65));
         out.push_back(gemmW8a8Case(130, 258, 72));
         out.push_back(gemmW8a8Case(130, 258, 80, true));
+        out.push_back(gemmW8a8BlocksCase(130, 258, 304));
       }
       continue;
     }
@@ -1000,9 +1019,10 @@ std::vector<Case> cases(Sizes sizes) {
         for (uint32_t m : full ? std::vector<uint32_t>{16, 64, 128, 512, 4096} : std::vector<uint32_t>{64, 512}) {
           out.push_back(gemmFp8Case(m, n, k));
           if (m >= 128) out.push_back(gemmFp8Case(m, n, k, true));
-          // W8A8: fp8 activations too, on the fp8 tensor cores.
+          // W8A8: fp8 activations too, on the fp8 tensor cores; and with block scales.
           out.push_back(gemmW8a8Case(m, n, k));
           if (m >= 128) out.push_back(gemmW8a8Case(m, n, k, true));
+          if (m >= 512) out.push_back(gemmW8a8BlocksCase(m, n, k));
         }
   }
   return out;
@@ -1970,8 +1990,8 @@ int main(int argc, char** argv) {
                   g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
     std::printf("ref: f32 cuBLAS SGEMM (no TF32), A and B row-major; tf32, bf16, f16, s8 cublasGemmEx (TF32, f32, f32, "
                 "s32 compute), B column-major (x W^T); gemm[_wgmma]_fp8: E4M3 B (ours) against cublasGemmEx of its "
-                "bf16 values; gemm[_wgmma]_w8a8: E4M3 A and B against cublasGemmEx of their bf16 values; TFLOP/s (s8: TOPS) = 2 M N "
-                "K / median time\n");
+                "bf16 values; gemm[_wgmma]_w8a8[_blocks]: E4M3 A and B (block scales of 1) against cublasGemmEx of their "
+                "bf16 values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
   }
   if (!csv.empty()) {
     std::ofstream out(csv);

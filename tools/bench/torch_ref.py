@@ -220,10 +220,11 @@ def make_case(torch, op, shape, dtype):
             return s[0] * cos + rotate_half(s[0]) * sin, s[1] * cos + rotate_half(s[1]) * sin
 
         return (lambda: (rand(tokens, q_heads, head_dim), rand(tokens, k_heads, head_dim))), rope
-    if op in ("gemm_w8a8", "gemm_wgmma_w8a8"):
+    if op in ("gemm_w8a8", "gemm_wgmma_w8a8", "gemm_wgmma_w8a8_blocks"):
         # W8A8 (E4M3 A and B, bf16 C): PyTorch's fp8 GEMM, torch._scaled_mm (cuBLASLt's), with unit
-        # scales and B column-major as ours (x W^T). The benchmark's own reference is cuBLAS's
-        # bf16 GEMM of the codes' values.
+        # scales and B column-major as ours (x W^T); for the block-scaled rows too (their scales are
+        # 1: PyTorch has no 128-block scaling of its own). The benchmark's own reference is
+        # cuBLAS's bf16 GEMM of the codes' values.
         m, n, k = dims
         if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
             return None  # a PyTorch without fp8 GEMMs
