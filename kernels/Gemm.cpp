@@ -603,8 +603,8 @@ void addGemm(std::vector<Template>& out) {
               "its first 1024 * tiles bytes zero before the first launch (every launch leaves them zero)"),
        choiceOption("b_dtype", "auto", {"auto", "fp8_e4m3", "fp8_e5m2"},
                     "element type of B: auto (dtype's), or fp8 codes (u8, E4M3 or E5M2: weights) converted exactly to "
-                    "dtype (bf16 or f16) as they are staged, on the mma.sync member only; their scale is alpha (one "
-                    "per tensor) or b_scales"),
+                    "dtype (bf16 or f16) as they are staged (mma.sync) or by the producer's other warps after TMA "
+                    "(wgmma); their scale is alpha (one per tensor) or b_scales"),
        option("b_scales", false,
               "with fp8 B (b_dtype or an fp8 dtype): column j of A B times b_scales[j] (the parameter 'b_scales', n "
               "f32 after bias and residual: a scale per output channel), before alpha"),

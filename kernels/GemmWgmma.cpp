@@ -288,15 +288,16 @@ std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const 
           part = kb.wgmma_mma_async_fp8(c.tileN, format, part, descriptor(kb, a, true, j), descriptor(kb, b, true, j),
                                         j == 0 ? no : yes, "part");
         kb.wgmma_commit_group();
-        kb.wgmma_wait_group(0);
-        kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+        // The group's scales load while the wgmmas run.
         Value g = kb.cvt((range.first + kblock).named("group"), Type::u64());
         Value sb = kb.load(kb.index(p.bScales, (bRow + g).named("b_scale_at"), 4), Type::f32(), {Mod::NcMod}, "b_scale");
-        std::array<Value, 2> scale;
+        std::array<Value, 2> sa;
         for (unsigned h = 0; h < 2; ++h)
-          scale[h] = (sb * kb.load(kb.index(p.aScales, (aRow[h] + g).named("a_scale_at"), 4), Type::f32(), {Mod::NcMod},
-                                   "a_scale"))
-                         .named("block_scale");
+          sa[h] = kb.load(kb.index(p.aScales, (aRow[h] + g).named("a_scale_at"), 4), Type::f32(), {Mod::NcMod}, "a_scale");
+        kb.wgmma_wait_group(0);
+        kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release");
+        std::array<Value, 2> scale;
+        for (unsigned h = 0; h < 2; ++h) scale[h] = (sb * sa[h]).named("block_scale");
         std::vector<Value> sums;
         for (unsigned i = 0; i < lanes; ++i)
           sums.push_back(kb.fma(kb.extract(part, i, "partial"), scale[(i >> 1) & 1], kb.extract(acc, i, "sum"), "sum"));
