@@ -129,9 +129,14 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
     if (!fp8 || !c.aScales || !c.bScales)
       return fail("scale_block = " + std::to_string(c.scaleBlock) + " scales fp8 A and B by blocks: it needs dtype "
                   "fp8_e4m3 or fp8_e5m2 with a_scales and b_scales");
-    if (!c.wgmma)
-      return fail("scale_block = " + std::to_string(c.scaleBlock) + " is built on mainloop 'wgmma' (sm_90a) alone");
-    if (c.tileN != 128)
+    // mma.sync: a warp's tiles of 16 x 8 (the tile's share), twice over with the partial sums.
+    const unsigned warpTiles = (c.tileM / 32) * (c.tileN / (c.warps / 2) / 8);
+    if (!c.wgmma && warpTiles > 8)
+      return fail("scale_block = " + std::to_string(c.scaleBlock) + " on mainloop 'mma' takes at most 8 mma tiles a "
+                  "warp (tile_m = 64 with tile_n = 128 at 8 warps, 64 x 64 at 4; these options give " +
+                  std::to_string(warpTiles) + "): a warp holds a group's partial sums beside the tile's (mainloop "
+                  "'auto' gives that member tile_m = 64 itself)");
+    if (c.wgmma && c.tileN != 128)
       return fail("scale_block = " + std::to_string(c.scaleBlock) + " takes tile_n = 128: a consumer holds the block's "
                   "sums beside the wgmma accumulator");
   }
@@ -554,7 +559,8 @@ void addGemm(std::vector<Template>& out) {
   blocks.min = 1;
   blocks.max = 65535;
   OptionSpec scaleBlock = option("scale_block", int64_t{0},
-                                 "with an fp8 dtype, a_scales and b_scales on mainloop 'wgmma' (tile_n 128): 128 scales "
+                                 "with an fp8 dtype, a_scales and b_scales (mma: at most 8 mma tiles a warp, tile_m 64; wgmma: tile_n "
+                                 "128): 128 scales "
                                  "A and B by blocks, as DeepSeek-V3's fp8 checkpoints are: a_scales[(z * m + i) * G + "
                                  "g] per row and 128-wide K group g (G = ceil_div(k, 128), as quantize_fp8 with scales = "
                                  "\"group\" writes them), b_scales[(zb * ceil_div(n, 128) + j / 128) * G + g] per 128 x "
@@ -628,6 +634,8 @@ void addGemm(std::vector<Template>& out) {
         // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
         std::vector<Options> members = wgmmaWhereItRuns(o);
         if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
+        // Block scales on mma.sync take 64-row tiles (registers).
+        if (members.size() == 2 && o.integer("scale_block") != 0) members[1].set("tile_m", int64_t{64});
         return withFp8Decode(std::move(members), o, bCodesOf(o));
       },
   });

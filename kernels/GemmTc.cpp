@@ -315,6 +315,10 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   // fp8 B's conversion takes registers (rr: 140 without the hint): two blocks of 8 warps an SM,
   // as the other members have, for at most 128 (split_k members take ~147 either way).
   if (c.bCodes != Fp8::None && !c.splitK && c.warps == 8) kb.minnctapersm(2);
+  // Block scales hold partial sums beside the tile's (tile_m 64: 2 x 32 f32 a thread). At 8 warps
+  // ptxas otherwise settles at 128 registers and spills a few bytes (at 168 more); one block of 8
+  // warps an SM either way past 128.
+  if (c.scaleBlock != 0 && c.warps == 8) kb.maxnreg(200);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
@@ -418,13 +422,45 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
                "prologue");
     commit();
   }
-  std::vector<Value> init(mi * ni, accZero);
+  // Block scales (scale_block = 128): a group is two stages of 64 codes. The mmas add into
+  // partial sums, which the thread scales into the tile's sums (by a_scales of its rows and
+  // b_scales of the tile's 128-column block) and clears after a group's second stage and after
+  // its last stage (a split may end or start inside a group: each scales its own part).
+  const bool blocks = c.scaleBlock != 0;
+  const size_t tiles = mi * ni, carriedAcc = blocks ? 2 * tiles : tiles;
+  std::vector<Value> init(carriedAcc, accZero);
   init.push_back(kb.u32(0, "read_stage"));
   init.push_back(kb.u32(c.stages - 1, "write_stage"));
+  // The tile's sums plus the stage's partial ones times their group's scales.
+  auto scaleGroup = [&](std::span<const Value> sums, std::span<const Value> parts, Value stage) {
+    const Value groups = ((p.k + 127u) >> 7u).named("groups");
+    Value grp = kb.cvt(stage >> 1u, Type::u64(), "group");
+    Value zb = kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
+    Value nBlock = kb.mul_wide(zb, ((p.n + 127u) >> 7u).named("n_blocks")) + kb.cvt(n0 >> 7u, Type::u64());
+    Value sb = kb.load(kb.index(p.bScales, (nBlock * kb.cvt(groups, Type::u64()) + grp).named("b_scale_at"), 4),
+                       Type::f32(), {Mod::NcMod}, "b_scale");
+    Value g = (lane >> 2u).named("g"), last = (p.m - 1u).named("last_row");
+    std::vector<Value> out;
+    for (unsigned i = 0; i < mi; ++i) {
+      std::array<Value, 2> scale;
+      for (unsigned h = 0; h < 2; ++h) {
+        Value row = kb.min(m0 + wm * warpM + (i * 16 + 8 * h) + g, last, "scale_row");
+        Value at = ((kb.mul_wide(z, p.m) + kb.cvt(row, Type::u64())) * kb.cvt(groups, Type::u64()) + grp).named("a_scale_at");
+        scale[h] = (sb * kb.load(kb.index(p.aScales, at, 4), Type::f32(), {Mod::NcMod}, "a_scale")).named("block_scale");
+      }
+      for (unsigned j = 0; j < ni; ++j) {
+        std::vector<Value> lanes;
+        for (unsigned e = 0; e < 4; ++e)
+          lanes.push_back(kb.fma(kb.extract(parts[i * ni + j], e), scale[e >> 1], kb.extract(sums[i * ni + j], e), "sum"));
+        out.push_back(kb.pack(accType, lanes, "sums"));
+      }
+    }
+    return out;
+  };
   std::vector<Value> loop = kb.for_range(
       kb.u32(0), steps, kb.u32(1), init,
       [&](Value kt, std::span<Value> carried) {
-        Value rs = carried[mi * ni], ws = carried[mi * ni + 1];
+        Value rs = carried[carriedAcc], ws = carried[carriedAcc + 1];
         if (async) kb.cp_async_wait_group(c.stages - 2);
         kb.bar_sync();
         Value next = (kt + (c.stages - 1)).named("next");
@@ -432,7 +468,8 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
         const std::vector<Value> words =
             kb.if_else(hasNext, [&] { return issue(next, ws); }, noCodes, {.label = "issue"});
         commit();
-        std::vector<Value> acc(carried.begin(), carried.begin() + mi * ni);
+        // The mmas add into acc: the tile's sums, or with block scales the partial ones.
+        std::vector<Value> acc(carried.begin() + (blocks ? tiles : 0), carried.begin() + carriedAcc);
         Value offA = (rs * a.stageBytes()).named("read_a"), offB = (rs * b.stageBytes()).named("read_b");
         for (unsigned ks = 0; ks < kRowBytes / kStepBytes; ++ks) {
           // B's fragments of the k-step, then A's one group at a time (in IR order 4 of A's
@@ -456,6 +493,25 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
           }
         }
         if (codes) kb.if_then(hasNext, [&] { land(next, ws, words); }, "land_next");
+        if (blocks) {
+          Value stage = (range.first + kt).named("global_stage");
+          Value flush = (((stage & 1u) == 1u) | ((kt + 1u) == steps)).named("group_done");
+          const std::span<const Value> sums(carried.data(), tiles);
+          std::vector<Value> next = kb.if_else(
+              flush,
+              [&] {
+                std::vector<Value> r = scaleGroup(sums, acc, stage);
+                r.insert(r.end(), tiles, accZero);
+                return r;
+              },
+              [&] {
+                std::vector<Value> r(sums.begin(), sums.end());
+                r.insert(r.end(), acc.begin(), acc.end());
+                return r;
+              },
+              {.label = "scale_group"});
+          acc = std::move(next);
+        }
         auto rotate = [&](Value x) { return kb.select(x == c.stages - 1, kb.u32(0), x + 1u); };
         acc.push_back(rotate(rs).named("read_stage"));
         acc.push_back(rotate(ws).named("write_stage"));

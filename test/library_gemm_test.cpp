@@ -621,6 +621,36 @@ constexpr Variant kWgW8BlocksSplit{"wg_w8_e5m2_blocks_split_f32", false, true, f
 
 }  // namespace
 
+// ... on mma.sync (test/library/gemm_fp8.toml: sm_89 and sm_90a code), where a group is two stages
+// of 64 codes: groups split between two splits, a stage count of either parity, every layout's
+// staging; and mainloop auto's two members.
+namespace {
+
+constexpr Variant kW8BlocksRC{"w8_blocks_rc_e4m3", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", false, 64, 128, "", -1, true, true, true};
+constexpr Variant kW8BlocksCR{"w8_blocks_cr_e5m2_w4_bias", true, false, true, false, Act::None, In::E5M2, Out::F32, "gemm_fp8", false, 64, 64, "", -1, true, true, true};
+constexpr Variant kW8BlocksSplit{"w8_blocks_split_e4m3", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", true, 64, 128, "", -1, true, true, true};
+constexpr Variant kW8BlocksAuto{"w8_blocks_auto_e4m3", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", false, 128, 128, "", -1, true, true, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 A and B with block scales on mma.sync and mainloop auto", gemmW8A8BlocksMma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kW8BlocksRC, &kW8BlocksCR}) {
+    for (const Problem& p : kOdd) checkGemm(r, rng, *v, {p.m, p.n, p.k, 1, 0, 1.0f, 0.0f});
+    checkGemm(r, rng, *v, {70, 258, 320, 1, 0, -1.25f, 0.75f, true});  // 5 stages: the last group half full
+    checkGemm(r, rng, *v, {33, 140, 256, 3, 0, 1.0f, 0.0f, true, 0, 16});  // batches with scales of their own
+    checkGemm(r, rng, *v, {33, 140, 200, 2, 0, 1.0f, 0.0f, true, 0, 0, false, true});  // one B for every batch
+    checkGemm(r, rng, *v, {20, 30, 0, 1, 0, 1.0f, 0.5f, true});  // k = 0: C = beta C
+  }
+  checkSplits(r, rng, kW8BlocksSplit);
+  for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"})) {
+    Variant v = kW8BlocksAuto;
+    v.target = target.c_str();
+    checkGemm(r, rng, v, {130, 258, 304, 1, 3, 1.0f, 0.0f, true});
+    checkGemm(r, rng, v, {33, 70, 200, 2, 0, 2.0f, 0.5f, true, 0, 16});
+  }
+}
+
 LIBRARY_TEST("gemm fp8 A and B with block scales (scale_block 128, wgmma sm_90a)", gemmW8A8Blocks) {
   std::mt19937 rng(seed());
   checkGemm(r, rng, kWgW8Blocks, {1, 1, 1, 1, 0, 1.0f, 0.0f, true});
