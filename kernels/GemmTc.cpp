@@ -501,7 +501,8 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
               flush,
               [&] {
                 std::vector<Value> r = scaleGroup(sums, acc, stage);
-                r.insert(r.end(), tiles, accZero);
+                Value f0 = kb.f32(0.0f);  // made here: a zero from before the loop would hold registers through it
+                r.insert(r.end(), tiles, kb.pack(accType, {f0, f0, f0, f0}, "part_zero"));
                 return r;
               },
               [&] {
