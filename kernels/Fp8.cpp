@@ -12,6 +12,7 @@
 // an integer (cvt.rni), which is the subnormal code itself.
 #include <bit>
 #include <cmath>
+#include <functional>
 
 #include "kernels/Library.h"
 
@@ -184,11 +185,14 @@ namespace {
 constexpr unsigned kQuantizeBlock = 256;  // threads a row
 constexpr unsigned kQuantizeGroup = 128;  // scales = "group": columns a scale
 
+// The f32 value at column c (< cols) of the row being quantized.
+using ValueAt = std::function<Value(Value c)>;
+
 // scales = "group": each 128 columns of a row (the last group may be shorter) get their own
 // scale, found and applied by one warp (4 values a lane, 32 columns apart: coalesced loads and
 // byte stores); the block's 8 warps take groups w, w + 8, ... The scale is written to
 // scales[row * groups + group], the layout gemm's a_scales take with scale_block = 128.
-void quantizeGroups(KernelBuilder& kb, Storage s, Fp8 f, Value xrow, Value crow, Value scales, Value row, Value cols,
+void quantizeGroups(KernelBuilder& kb, Fp8 f, const ValueAt& valueAt, Value crow, Value scales, Value row, Value cols,
                     Value tid) {
   Value groups = ((cols + (kQuantizeGroup - 1)) / kQuantizeGroup).named("groups");
   Value warp = (tid >> 5u).named("warp"), lane = (tid & 31u).named("lane");
@@ -200,7 +204,7 @@ void quantizeGroups(KernelBuilder& kb, Storage s, Fp8 f, Value xrow, Value crow,
     for (unsigned j = 0; j < kQuantizeGroup / 32; ++j) {
       Value c = (g * kQuantizeGroup + lane + 32 * j).named("c");
       in.push_back((c < cols).named("in_row"));
-      Value v = loadF32(kb, kb.index(xrow, kb.min(c, last), bytesOf(s)), s, true, "x");
+      Value v = valueAt(kb.min(c, last));
       xs.push_back(kb.select(in.back(), v, kb.f32(0.0f), "x_in"));
       amax = kb.max(amax, kb.abs(xs.back()));
     }
@@ -245,7 +249,8 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
   if (perGroup) {
-    quantizeGroups(kb, s, f, xrow, crow, scales, row, cols, tid);
+    quantizeGroups(kb, f, [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); }, crow, scales,
+                   row, cols, tid);
     kb.ret();
     return finish(kb, m, diags);
   }
@@ -301,6 +306,65 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   return finish(kb, m, diags);
 }
 
+// rmsnorm_quantize_fp8: rmsnorm (kernels/Norms.cpp) of each row times weight, rounded to dtype as
+// rmsnorm stores it, then quantize_fp8 of that: one block of 256 threads a row. 1 / rms is
+// rmsnorm's own (rmsnormInvRms: the row from registers when it fits and x and weight are 16-byte
+// aligned, else a pass), so the codes and scales equal the unfused pair's when rmsnorm takes the
+// same path. Each normalized value is recomputed from x and weight (L2 or L1 hits) in each pass:
+// the row's largest |value| (block reduction) and then the codes, or per group of 128 columns as
+// quantize_fp8 does.
+std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
+  const Storage s = storageOption(o);
+  const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
+  const bool perGroup = o.text("scales") == "group";
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "rmsnorm_quantize_fp8");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value weight = kb.param(kGlobalPtr, "weight");
+  Value codes = kb.param(kGlobalPtr, "codes");
+  Value scales = kb.param(kGlobalPtr, "scales");
+  kb.param(ir::Type::u32(), "rows");  // the grid's x extent
+  Value cols = kb.param(ir::Type::u32(), "cols");
+  Value eps = kb.param(ir::Type::f32(), "eps");
+  kb.reqntid(kQuantizeBlock);
+  // As rmsnorm: the row in registers without spills.
+  kb.minnctapersm(s == Storage::F32 ? 3 : 2);
+  ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), 2 * (kQuantizeBlock / 32));
+  Value tid = kb.tid(ir::Mod::X, "tid");
+  Value row = kb.ctaid(ir::Mod::X, "row");
+  Value first = kb.mul_wide(row, cols, "first");
+  Value xrow = kb.index(x, first, bytesOf(s), "xrow");
+  Value crow = kb.ptradd(codes, first, "crow");
+  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch);
+  // rmsnorm's y at column c: (x * inv) * weight, rounded to dtype as its store rounds it.
+  const ValueAt valueAt = [&](Value c) {
+    Value v = (loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x") * inv) *
+              loadF32(kb, kb.index(weight, c, bytesOf(s)), s, true, "w");
+    if (s == Storage::F32) return v;
+    return roundToStorage(kb, v, s);
+  };
+  if (perGroup) {
+    quantizeGroups(kb, f, valueAt, crow, scales, row, cols, tid);
+    kb.ret();
+    return finish(kb, m, diags);
+  }
+  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
+  const std::vector<Value> mine = kb.for_range(tid, cols, kQuantizeBlock, {kb.f32(0.0f)}, [&](Value c, std::span<Value> m) {
+    return std::vector<Value>{kb.max(m[0], kb.abs(valueAt(c)))};
+  }, {.label = "amax", .iv = "c"});
+  Value amax = kb.block_reduce_max(mine[0], amaxScratch, "row_amax");
+  Value scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
+  kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
+  Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
+  kb.for_range(tid, cols, kQuantizeBlock, {}, [&](Value c, std::span<Value>) {
+    Value code = f32ToFp8(kb, kb.div(valueAt(c), divisor), f, "code");
+    kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
+    return std::vector<Value>{};
+  }, {.label = "encode", .iv = "c"});
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
 }  // namespace
 
 void addFp8(std::vector<Template>& out) {
@@ -328,6 +392,30 @@ void addFp8(std::vector<Template>& out) {
     const Expr rows = Expr::param("rows"), all = rows * Expr::param("cols");
     const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(Expr::param("cols"), kQuantizeGroup) : rows;
     return Template::Extents{{"x", all}, {"codes", all}, {"scales", scales}};
+  };
+  out.push_back({
+      "rmsnorm_quantize_fp8",
+      "codes = quantize_fp8(rmsnorm(x) * weight) per row (x rows x cols of dtype, weight cols): rmsnorm's y, rounded "
+      "to dtype as rmsnorm stores it, as fp8 codes with a scale per row (scales[r]) or per 128 columns (scales = "
+      "\"group\": scales[r * ceil_div(cols, 128) + g]) found from the values: the activations and a_scales of a "
+      "W8A8 gemm after a norm, in one launch; one block of 256 threads a row",
+      {dtypeOption("dtype", "storage type of x and weight (the normalized value is rounded to it, as rmsnorm "
+                            "stores it)"),
+       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
+       choiceOption("scales", "row", {"row", "group"},
+                    "row: a scale per row, scales [rows]; group: one per 128 columns of a row, scales [rows x "
+                    "ceil_div(cols, 128)] (gemm's a_scales with scale_block = 128)")},
+      buildRmsnormQuantizeFp8,
+      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+  });
+  out.back().elements = [](const Options& o) {
+    const ir::Scalar x = scalarOf(storageOption(o));
+    return Template::ElementTypes{{"x", x}, {"weight", x}, {"codes", ir::Scalar::U8}, {"scales", ir::Scalar::F32}};
+  };
+  out.back().extents = [](const Options& o) {
+    const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), all = rows * cols;
+    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(cols, kQuantizeGroup) : rows;
+    return Template::Extents{{"x", all}, {"weight", cols}, {"codes", all}, {"scales", scales}};
   };
 }
 

@@ -69,6 +69,9 @@ std::vector<Options> wgmmaWhereItRuns(const Options& o);
 // combine through `scratch` (2 * 8 f32). So the fused kernel sees rmsnorm's bits. Blocks of 256.
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
                     ir::SharedArray scratch);
+// v (f32) rounded to storage type s and widened back: the value a store of v leaves in memory
+// (bf16 by bits, so that no target needs cvt from bf16).
+Value roundToStorage(KernelBuilder& kb, Value v, Storage s);
 // fp8 KV caches (kernels/Fp8.cpp; docs/kernels.md, "fp8 KV caches"): codes of OCP's E4M3 (bias 7,
 // no infinities, 0x7F and 0xFF NaN, largest finite 448) or E5M2 (bias 15, IEEE-like, largest
 // finite 57344), one byte each, stored as u8 and scaled by a per-tensor f32 (the cache holds

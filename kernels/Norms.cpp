@@ -42,19 +42,6 @@ constexpr unsigned kSlots = 8;
 
 Value divRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Div, Type::f32(), {a, b}, {Mod::Rn}); }
 
-// v rounded to storage type s and widened back: the value a store of v leaves in memory.
-Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
-  switch (s) {
-    case Storage::F32: return v;
-    case Storage::BF16: {
-      Value bits = kb.cvt(kb.bitcast(kb.cvt(v, Type::of(ir::Scalar::BF16)), Type::of(ir::Scalar::U16)), Type::u32());
-      return kb.bitcast(bits << 16u, Type::f32());
-    }
-    case Storage::F16: return kb.cvt(kb.cvt(v, Type::of(ir::Scalar::F16)), Type::f32());
-  }
-  return v;
-}
-
 // Pairwise sum: exact for equal values when the count is a power of two, and more accurate.
 // Products that feed sums are written as fma throughout, so fma-fusion finds nothing to contract
 // and -O0 and -O2 compute bit-identical results.
@@ -564,6 +551,18 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
 }
 
 }  // namespace
+
+Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
+  switch (s) {
+    case Storage::F32: return v;
+    case Storage::BF16: {
+      Value bits = kb.cvt(kb.bitcast(kb.cvt(v, Type::of(ir::Scalar::BF16)), Type::of(ir::Scalar::U16)), Type::u32());
+      return kb.bitcast(bits << 16u, Type::f32());
+    }
+    case Storage::F16: return kb.cvt(kb.cvt(v, Type::of(ir::Scalar::F16)), Type::f32());
+  }
+  return v;
+}
 
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
                    ir::SharedArray scratch) {

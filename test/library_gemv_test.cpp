@@ -318,3 +318,57 @@ LIBRARY_TEST("quantize_fp8 rows feed gemv's row_scales", quantizeFp8Gemv) {
     expectClose({got[i]}, {want}, std::ldexp(1.0, -3) * mag, roundoff(Dtype::BF16), "row " + std::to_string(i));
   }
 }
+
+// rmsnorm_quantize_fp8 against the unfused pair on the same runner, norms' rmsnorm then
+// quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte (1 / rms is
+// rmsnorm's own, on the path rmsnorm takes for these buffers). Rows that fit in registers and rows
+// past the one-pass bound, a row of zeros (scale 0), odd lengths and groups of 128 with a short
+// last one.
+LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row and per group", rmsnormQuantizeFp8) {
+  struct Pair {
+    const char* fused;
+    const char* quantize;
+    Dtype d;
+    bool group;
+  };
+  const Pair pairs[] = {{"rmsnorm_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
+                        {"rmsnorm_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
+                        {"rmsnorm_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
+                        {"rmsnorm_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
+  std::mt19937 rng(seed());
+  for (const Pair& pr : pairs)
+    for (uint32_t cols : {100u, 1312u, 16416u}) {  // the last: past the one-pass bound
+      const uint32_t rows = 3, groups = pr.group ? (cols + 127) / 128 : 1;
+      std::vector<float> x = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
+      std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);  // a row of zeros
+      std::vector<float> weight = roundTo(pr.d, uniform(rng, cols, 0.5f, 1.5f));
+      const std::string suffix = std::string("_") + dtypeName(pr.d);
+      Outputs fused = r.run(Call("gemv", pr.fused)
+                                .buffer("x", encode(pr.d, x))
+                                .buffer("weight", encode(pr.d, weight))
+                                .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xA5))
+                                .buffer("scales", std::vector<float>(size_t(rows) * groups, -1.0f))
+                                .scalar("rows", rows)
+                                .scalar("cols", cols)
+                                .scalar("eps", 1e-5f));
+      std::vector<std::byte> normed = r.run(Call("norms", "rmsnorm" + suffix)
+                                                .buffer("x", encode(pr.d, x))
+                                                .buffer("weight", encode(pr.d, weight))
+                                                .buffer("y", encode(pr.d, std::vector<float>(size_t(rows) * cols, 7.0f)))
+                                                .scalar("rows", rows)
+                                                .scalar("cols", cols)
+                                                .scalar("eps", 1e-5f))
+                                         .get<std::byte>("y");
+      Outputs unfused = r.run(Call("gemv", pr.quantize)
+                                  .buffer("x", normed)
+                                  .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0x5A))
+                                  .buffer("scales", std::vector<float>(size_t(rows) * groups, -2.0f))
+                                  .scalar("rows", rows)
+                                  .scalar("cols", cols));
+      const std::string what = std::string(pr.fused) + " cols=" + std::to_string(cols);
+      CHECK_MESSAGE(fused.get<uint8_t>("codes") == unfused.get<uint8_t>("codes"), what << ": codes differ");
+      const std::vector<float> fs = fused.get<float>("scales"), us = unfused.get<float>("scales");
+      CHECK_MESSAGE(std::memcmp(fs.data(), us.data(), fs.size() * 4) == 0, what << ": scales differ");
+      CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
+    }
+}

@@ -468,6 +468,24 @@ Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
   return c;
 }
 
+// rmsnorm fused into the fp8 quantization of a W8A8 gemm's activations (rmsnorm_quantize_fp8:
+// bf16, E4M3, a scale per token), against its unfused chain, our rmsnorm + quantize_fp8 (codes
+// compared byte for byte); bytes: x, weight, the codes and the scales.
+Case rmsnormFp8Case(uint32_t rows, uint32_t cols) {
+  Case c{"rmsnorm_quantize_fp8", dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
+  const size_t n = size_t(rows) * cols;
+  c.buffers = {{n * 2, Fill::BF16}, {cols * 2u, Fill::BF16}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero},
+               {n * 2, Fill::Zero}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
+  c.launches = {{"rmsnorm_quantize_e4m3_bf16", {buf("x", 0), buf("weight", 1), buf("codes", 2), buf("scales", 3),
+                                                val("rows", rows), val("cols", cols), val("eps", 1e-5f)}}};
+  c.refLaunches = {{"rmsnorm_bf16", {buf("x", 0), buf("weight", 1), buf("y", 4), val("rows", rows), val("cols", cols),
+                                     val("eps", 1e-5f)}},
+                   {"quantize_e4m3_bf16", {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
+  c.refEqual = {2, 5};
+  c.bytes = 2.0 * double(n) + 2.0 * cols + double(n) + 4.0 * rows;
+  return c;
+}
+
 // A fused kernel's output against its unfused chain's, byte for byte: "" when equal.
 std::string compareBytes(const DeviceMemory& ours, const DeviceMemory& ref, size_t bytes) {
   std::vector<uint8_t> a(bytes), b(bytes);
@@ -889,6 +907,7 @@ std::vector<Case> cases(Sizes sizes) {
         for (uint32_t t : ntoks) out.push_back(gemvQSwigluCase(f, act, ffn, hidden, t));
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
+    for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormFp8Case(r, hidden));
     // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
     // weights.
     for (const QuantFormat& f : kQuantFormats) {
@@ -1972,7 +1991,7 @@ int main(int argc, char** argv) {
                 r.refGbs ? fmt(r.oursGbs / *r.refGbs).c_str() : "-");
   }
   std::printf("ref: cuBLAS SGEMV (gemv f32); gemv_q, gemm_q: our dequantize to bf16 + cublasGemmEx (bf16 x, f32 y); "
-              "gemv_q_swiglu: two of those + our swiglu; rmsnorm_quantize_q8_1: our rmsnorm + quantize_q8_1; "
+              "gemv_q_swiglu: two of those + our swiglu; rmsnorm_quantize_q8_1 (_fp8): our rmsnorm + quantize_q8_1 (quantize_fp8); "
               "the same bytes counted; GB/s = (bytes read + bytes written) / median time; attention decode counts K "
               "and V only\n");
   if (std::any_of(rows.begin(), rows.end(), [](const Row& r) { return r.tflops > 0; })) {
