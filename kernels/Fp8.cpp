@@ -216,8 +216,9 @@ void quantizeGroups(KernelBuilder& kb, Fp8 f, const ValueAt& valueAt, Value crow
     for (unsigned j = 0; j < kQuantizeGroup / 32; ++j) {
       Value code = f32ToFp8(kb, kb.div(xs[j], divisor), f, "code");
       Value c = (g * kQuantizeGroup + lane + 32 * j).named("c");
-      kb.if_then(in[j], [&] { kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8))); },
-                 "store_code");
+      kb.if_then(in[j], [&] {
+        kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
+      }, "store_code");
     }
     return std::vector<Value>{};
   }, {.label = "groups", .iv = "g"});
@@ -340,7 +341,6 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   const ValueAt valueAt = [&](Value c) {
     Value v = (loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x") * inv) *
               loadF32(kb, kb.index(weight, c, bytesOf(s)), s, true, "w");
-    if (s == Storage::F32) return v;
     return roundToStorage(kb, v, s);
   };
   if (perGroup) {
