@@ -62,6 +62,8 @@ std::string elementType(const bundle::Param& p) {
     case S::F64: return "double";
     case S::F16: return "truenoc::f16";
     case S::BF16: return "truenoc::bf16";
+    case S::E4M3: return "truenoc::e4m3";
+    case S::E5M2: return "truenoc::e5m2";
     default: break;
   }
   bundle::ParamType lane{*p.element};
@@ -98,8 +100,8 @@ std::optional<std::string> cppType(const bundle::Param& p) {
   return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
-const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V4
-#define TRUENOC_EMBED_INTERFACE_V4
+const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V5
+#define TRUENOC_EMBED_INTERFACE_V5
 // The launch interface shared by every truenoc-generated header (docs/specs.md). C++17.
 struct CUstream_st;  // CUstream (cuda.h, truenort) and cudaStream_t are all `CUstream_st*`
 
@@ -113,6 +115,15 @@ struct alignas(2) f16 {
   std::uint16_t bits;
 };
 static_assert(sizeof(bf16) == 2 && sizeof(f16) == 2, "16-bit storage types");
+// fp8 codes (OCP E4M3 and E5M2), layout-compatible with CUDA's __nv_fp8_e4m3 and __nv_fp8_e5m2:
+// the bits only.
+struct e4m3 {
+  std::uint8_t bits;
+};
+struct e5m2 {
+  std::uint8_t bits;
+};
+static_assert(sizeof(e4m3) == 1 && sizeof(e5m2) == 1, "fp8 storage types");
 
 // float -> bf16 rounding to nearest even (NaN stays NaN), and back (exact).
 inline bf16 to_bf16(float v) {
@@ -333,7 +344,7 @@ class RuntimeLaunch {
 
 }  // namespace embed
 }  // namespace truenoc
-#endif  // TRUENOC_EMBED_INTERFACE_V4
+#endif  // TRUENOC_EMBED_INTERFACE_V5
 )TNC";
 
 struct Names {
@@ -368,7 +379,7 @@ std::string commentSignature(const bundle::KernelInfo& k) {
     s += (i ? ", " : "") + p.name + ": " + p.type.name();
     if (p.type.isPointer()) {
       s += " " + std::string(bundle::accessName(p.access));
-      if (p.element) s += " " + bundle::ParamType{*p.element}.name();
+      if (p.element) s += " " + bundle::elementName(*p.element);
       if (p.extent) s += " [" + p.extent->text() + "]";
     }
   }

@@ -184,7 +184,7 @@ std::string jsonParams(const std::vector<bundle::Param>& params) {
            ", \"align\": " + num(p.align);
     if (p.type.isPointer()) {
       out += ", \"access\": " + jsonString(bundle::accessName(p.access));
-      if (p.element) out += ", \"element\": " + jsonString(bundle::ParamType{*p.element}.name());
+      if (p.element) out += ", \"element\": " + jsonString(bundle::elementName(*p.element));
       if (p.extent) out += ", \"extent\": " + jsonString(p.extent->text());
     }
     out += "}";
@@ -203,7 +203,7 @@ std::string jsonLaunch(const bundle::LaunchRule& launch) {
     for (size_t i = 0; i < launch.tensorMaps.size(); ++i) {
       const bundle::TensorMapRule& t = launch.tensorMaps[i];
       out += (i ? ", " : "") + std::string("{\"param\": ") + jsonString(t.param) + ", \"source\": " + jsonString(t.source) +
-             ", \"element\": " + jsonString(bundle::ParamType{t.element}.name()) + ", \"dims\": [";
+             ", \"element\": " + jsonString(bundle::elementName(t.element)) + ", \"dims\": [";
       for (size_t d = 0; d < t.dims.size(); ++d) out += (d ? ", " : "") + jsonString(t.dims[d].text());
       out += "]";
       for (size_t d = 0; d < t.strides.size(); ++d)

@@ -298,7 +298,8 @@ class Loader {
     using S = bundle::ParamType::Scalar;
     static constexpr std::pair<std::string_view, S> kNames[] = {
         {"f16", S::F16}, {"bf16", S::BF16}, {"f32", S::F32}, {"f64", S::F64}, {"s8", S::S8},   {"s16", S::S16},
-        {"s32", S::S32}, {"s64", S::S64},   {"u8", S::U8},   {"u16", S::U16}, {"u32", S::U32}, {"u64", S::U64}};
+        {"s32", S::S32}, {"s64", S::S64},   {"u8", S::U8},   {"u16", S::U16}, {"u32", S::U32}, {"u64", S::U64},
+        {"e4m3", S::E4M3}, {"e5m2", S::E5M2}};
     SourceLoc loc = locOf(value.source());
     const toml::value<std::string>* v = value.as_string();
     if (!v) {
@@ -307,7 +308,7 @@ class Loader {
     }
     auto it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& p) { return p.first == **v; });
     if (it == std::end(kNames)) {
-      error(loc, what + ": unknown element type " + q(**v) + " (expected f16, bf16, f32, f64, s8, s16, s32, s64, u8, u16, u32 or u64)");
+      error(loc, what + ": unknown element type " + q(**v) + " (expected f16, bf16, f32, f64, s8, s16, s32, s64, u8, u16, u32, u64, e4m3 or e5m2)");
       return std::nullopt;
     }
     return it->second;
@@ -743,10 +744,10 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
   // words), and ggml blocks, bytes whose parts the kernel reads as other types (int8 quants).
   std::set<std::string> declared;
   if (k.tmpl && k.tmpl->elements)
-    for (const auto& [name, scalar] : k.tmpl->elements(k.options))
+    for (const auto& [name, element] : k.tmpl->elements(k.options))
       for (bundle::Param& p : inst.params)
         if (p.name == name && p.type.isPointer() && !(p.access & bundle::kPtrEscapes)) {
-          p.element = static_cast<bundle::ParamType::Scalar>(static_cast<unsigned>(scalar) + 1);
+          p.element = element.scalar;
           declared.insert(name);
         }
   // `elements` and `extents` name parameters: one that the kernel lacks is an error listing its own.
@@ -758,7 +759,7 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
   bool elementsOk = true;
   for (const KernelSpec::Element& e : k.elements) {
     auto p = std::find_if(inst.params.begin(), inst.params.end(), [&](const bundle::Param& x) { return x.name == e.param; });
-    std::string el = bundle::ParamType{e.scalar}.name();
+    std::string el = bundle::elementName(e.scalar);
     if (p == inst.params.end()) {
       unknownParam(e.loc, e.param);
       elementsOk = false;
@@ -768,7 +769,7 @@ std::optional<Instance> instantiateWith(const Spec& spec, const KernelSpec& k, c
     } else if (p->element && *p->element != e.scalar) {
       const std::string source = declared.count(e.param) ? "template " + q(k.tmpl->name) + " declares "
                                                          : "kernel " + q(k.name) + " accesses ";
-      error(e.loc, "elements." + e.param + ": " + source + q(e.param) + " as " + bundle::ParamType{*p->element}.name() +
+      error(e.loc, "elements." + e.param + ": " + source + q(e.param) + " as " + bundle::elementName(*p->element) +
                        ", not " + el);
       elementsOk = false;
     } else {

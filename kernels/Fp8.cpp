@@ -40,15 +40,20 @@ OptionSpec cacheDtypeOption(std::string doc) {
   return choiceOption("cache_dtype", "auto", {"auto", "fp8_e4m3", "fp8_e5m2"}, std::move(doc));
 }
 
-Fp8 cacheDtype(const Options& o) {
-  if (!o.all().count("cache_dtype")) return Fp8::None;
-  const std::string& v = o.text("cache_dtype");
-  return v == "fp8_e4m3" ? Fp8::E4M3 : v == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
+Fp8 fp8Named(std::string_view value) {
+  return value == "fp8_e4m3" ? Fp8::E4M3 : value == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
 }
+
+Template::Element fp8Element(Fp8 f) {
+  return f == Fp8::E5M2 ? bundle::ParamType::Scalar::E5M2 : bundle::ParamType::Scalar::E4M3;
+}
+
+Fp8 cacheDtype(const Options& o) { return o.all().count("cache_dtype") ? fp8Named(o.text("cache_dtype")) : Fp8::None; }
 
 std::function<Template::ElementTypes(const Options&)> cacheElements(std::vector<std::string> names) {
   return [names = std::move(names)](const Options& o) {
-    const ir::Scalar e = cacheDtype(o) == Fp8::None ? scalarOf(storageOption(o)) : ir::Scalar::U8;
+    const Fp8 f = cacheDtype(o);
+    const Template::Element e = f == Fp8::None ? Template::Element(scalarOf(storageOption(o))) : fp8Element(f);
     Template::ElementTypes out;
     for (const std::string& n : names) out.push_back({n, e});
     return out;
@@ -233,7 +238,7 @@ void quantizeGroups(KernelBuilder& kb, Fp8 f, const ValueAt& valueAt, Value crow
 // otherwise element by element, byte stores.
 std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
-  const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
+  const Fp8 f = fp8Named(o.text("format"));
   const bool perRow = o.text("scales") == "row", perGroup = o.text("scales") == "group";
   ir::Module m = newModule();
   KernelBuilder kb(m, "quantize_fp8");
@@ -316,7 +321,7 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
 // quantize_fp8 does.
 std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
-  const Fp8 f = o.text("format") == "fp8_e5m2" ? Fp8::E5M2 : Fp8::E4M3;
+  const Fp8 f = fp8Named(o.text("format"));
   const bool perGroup = o.text("scales") == "group";
   ir::Module m = newModule();
   KernelBuilder kb(m, "rmsnorm_quantize_fp8");
@@ -386,7 +391,8 @@ void addFp8(std::vector<Template>& out) {
       [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
   });
   out.back().elements = [](const Options& o) {
-    return Template::ElementTypes{{"x", scalarOf(storageOption(o))}, {"codes", ir::Scalar::U8}, {"scales", ir::Scalar::F32}};
+    return Template::ElementTypes{
+        {"x", scalarOf(storageOption(o))}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
   };
   out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), all = rows * Expr::param("cols");
@@ -410,7 +416,8 @@ void addFp8(std::vector<Template>& out) {
   });
   out.back().elements = [](const Options& o) {
     const ir::Scalar x = scalarOf(storageOption(o));
-    return Template::ElementTypes{{"x", x}, {"weight", x}, {"codes", ir::Scalar::U8}, {"scales", ir::Scalar::F32}};
+    return Template::ElementTypes{
+        {"x", x}, {"weight", x}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
   };
   out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), all = rows * cols;

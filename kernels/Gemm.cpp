@@ -48,10 +48,7 @@ Value activate(KernelBuilder& kb, Activation act, Value x) {
 
 }  // namespace
 
-Fp8 bCodesOf(const Options& o) {
-  const std::string& b = o.text("b_dtype");
-  return b == "fp8_e4m3" ? Fp8::E4M3 : b == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
-}
+Fp8 bCodesOf(const Options& o) { return fp8Named(o.text("b_dtype")); }
 
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   auto fail = [&](const std::string& message) -> std::optional<Config> {
@@ -639,7 +636,8 @@ void addGemm(std::vector<Template>& out) {
         return withFp8Decode(std::move(members), o, bCodesOf(o));
       },
   });
-  // A and B (tf32: stored as f32; s8/u8: moved as raw bytes), C, bias and residual (out_dtype).
+  // A and B (tf32: stored as f32; s8/u8 and fp8 codes: moved as raw bytes), C, bias and residual
+  // (out_dtype).
   // (Read from the options themselves: an "auto" member's options, tile_n = 256 for one, need not
   // make a valid Config.)
   out.back().elements = [](const Options& o) {
@@ -647,12 +645,13 @@ void addGemm(std::vector<Template>& out) {
     std::string outType = o.text("out_dtype");
     const bool fp8 = dtype.starts_with("fp8");
     if (outType == "auto") outType = dtype == "s8" || dtype == "u8" ? "s32" : dtype == "tf32" ? "f32" : fp8 ? "bf16" : dtype;
-    auto scalar = [](const std::string& t) {
+    auto scalar = [](const std::string& t) -> Template::Element {
+      if (fp8Named(t) != Fp8::None) return fp8Element(fp8Named(t));
       return t == "bf16" ? Scalar::BF16 : t == "f16" ? Scalar::F16 : t == "s8" ? Scalar::S8 : t == "u8" ? Scalar::U8
-             : t.starts_with("fp8") ? Scalar::U8 : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
+             : t == "s32" ? Scalar::S32 : Scalar::F32;  // f32 and tf32 (stored as f32)
     };
-    const Scalar in = scalar(dtype), out = scalar(outType);
-    const Scalar b = o.text("b_dtype") == "auto" ? in : Scalar::U8;
+    const Template::Element in = scalar(dtype), out = scalar(outType);
+    const Template::Element b = o.text("b_dtype") == "auto" ? in : scalar(o.text("b_dtype"));
     return Template::ElementTypes{{"a", in},           {"b", b},           {"c", out},
                                   {"bias", out},       {"residual", out},  {"b_scales", Scalar::F32},
                                   {"a_scales", Scalar::F32}};

@@ -38,10 +38,7 @@ struct Config {
   unsigned perVec() const { return 16 / wBytes(); }  // weights in one 16-byte vector
 };
 
-Fp8 weightFp8(const Options& o) {
-  const std::string& w = o.text("weight");
-  return w == "fp8_e4m3" ? Fp8::E4M3 : w == "fp8_e5m2" ? Fp8::E5M2 : Fp8::None;
-}
+Fp8 weightFp8(const Options& o) { return fp8Named(o.text("weight")); }
 
 Config configOf(const Options& o) {
   return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched"),
@@ -239,9 +236,9 @@ void addGemv(std::vector<Template>& out) {
       [](const Options& o) { return fp8DecodeWhereItRuns(o, weightFp8(o)); },
   });
   out.back().elements = allElements({[](const Options& o) {
-                                       const ir::Scalar e = weightFp8(o) != Fp8::None ? ir::Scalar::U8
-                                                                                      : scalarOf(storageOption(o, "weight"));
-                                       return Template::ElementTypes{{"w", e}};
+                                       const Fp8 f = weightFp8(o);
+                                       return Template::ElementTypes{
+                                           {"w", f != Fp8::None ? fp8Element(f) : scalarOf(storageOption(o, "weight"))}};
                                      },
                                      storageElements({"x", "y"}, "activation")});
   out.back().extents = [](const Options& o) {

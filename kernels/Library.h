@@ -77,6 +77,10 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s);
 // finite 57344), one byte each, stored as u8 and scaled by a per-tensor f32 (the cache holds
 // x / scale). Decoded by cvt.f16x2 (sm_89+) or by integer instructions (any target: fp8Raw).
 enum class Fp8 : uint8_t { None, E4M3, E5M2 };
+// An fp8 option value: "fp8_e4m3" or "fp8_e5m2", else Fp8::None.
+Fp8 fp8Named(std::string_view value);
+// The element type of codes of format f (E4M3 or E5M2): the bundle's e4m3 or e5m2.
+Template::Element fp8Element(Fp8 f);
 // The `cache_dtype` option: "auto" (the caches hold the dtype), "fp8_e4m3" or "fp8_e5m2".
 OptionSpec cacheDtypeOption(std::string doc);
 Fp8 cacheDtype(const Options& o);

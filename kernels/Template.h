@@ -84,7 +84,14 @@ struct Template {
   // launchers, the Python package's checks), and a spec's `elements` must agree. Names the options
   // leave out of the signature are ignored. Every built-in template declares all of its tensors
   // (test/template_elements_test.cpp).
-  using ElementTypes = std::vector<std::pair<std::string, ir::Scalar>>;
+  // An element type: an IR scalar, or what the IR has no type for (fp8 codes, which kernels move
+  // as bytes: bundle::ParamType::Scalar::E4M3 or E5M2).
+  struct Element {
+    bundle::ParamType::Scalar scalar;
+    Element(ir::Scalar s) : scalar(static_cast<bundle::ParamType::Scalar>(static_cast<unsigned>(s) + 1)) {}
+    Element(bundle::ParamType::Scalar s) : scalar(s) {}
+  };
+  using ElementTypes = std::vector<std::pair<std::string, Element>>;
   std::function<ElementTypes(const Options&)> elements = {};
   // Optional: how many elements (of the declared or accessed element type; ggml blocks: bytes)
   // each pointer's buffer must hold for a launch, over the kernel's integer parameters: the

@@ -334,7 +334,7 @@ std::optional<Arg::Kind> argKindOf(tn::bundle::ParamType type) {
     case S::BF16: return Arg::Kind::BF16;
     case S::F32: return Arg::Kind::F32;
     case S::F64: return Arg::Kind::F64;
-    case S::Pred: case S::TensorMap: return std::nullopt;
+    case S::Pred: case S::TensorMap: case S::E4M3: case S::E5M2: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -462,7 +462,7 @@ Status Kernel::check_extents(const void* const* full, std::vector<uint64_t>* bou
       return make(Errc::InvalidArgument, "extent check",
                   "argument '" + p.name + "' needs " + std::to_string(**need) + " bytes (" + p.extent->text() + " = " +
                       std::to_string(**need / tn::bundle::scalarBytes(*p.element)) + " " +
-                      tn::bundle::ParamType{*p.element}.name() + " elements), its allocation has " +
+                      tn::bundle::elementName(*p.element) + " elements), its allocation has " +
                       std::to_string(left) + " from the pointer on",
                   name);
   }

@@ -556,11 +556,11 @@ TEST_CASE("bundle: specific errors for magic, version, checksums") {
   CHECK(check(b) == "not a truenoc bundle (bad magic)");
   b = good;
   b[8] = 3;
-  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 9); rebuild the bundle with this truenoc");
+  CHECK(check(b) == "bundle format version 3 is older than this truenoc reads (versions 4 to 10); rebuild the bundle with this truenoc");
   b[8] = 1;
-  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 9); rebuild the bundle with this truenoc");
-  b[8] = 10;
-  CHECK(check(b) == "unsupported bundle format version 10 (this truenoc reads versions 4 to 9)");
+  CHECK(check(b) == "bundle format version 1 is older than this truenoc reads (versions 4 to 10); rebuild the bundle with this truenoc");
+  b[8] = 11;
+  CHECK(check(b) == "unsupported bundle format version 11 (this truenoc reads versions 4 to 10)");
   b[8] = 5;  // a version this reader reads, so the checksum over it is what fails
   CHECK(check(b) == "corrupt bundle: header checksum mismatch");
   b = good;
@@ -1289,6 +1289,43 @@ TEST_CASE("bundle: pointer extents are written as format 9, read back exactly, e
   noElement.kernels[0].params[1].element.reset();
   noElement.kernels[0].params[1].extent = Expr::param("n");
   CHECK_FALSE(write(noElement).ok());
+}
+
+TEST_CASE("bundle: fp8 element types are written as format 10, read back, and are element types only") {
+  BundleInput in = sampleInput();
+  in.kernels[0].params[0].element = S::E4M3;
+  in.kernels[0].params[1].element = S::E5M2;
+  Result<std::string> b = write(in);
+  REQUIRE_MESSAGE(b.ok(), b.error().message);
+  Result<Reader> r = Reader::open(span(*b));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->formatVersion() == 10);
+  CHECK(r->manifest().find("vadd")->params == in.kernels[0].params);
+  CHECK(elementName(S::E4M3) == "e4m3");
+  CHECK(elementName(S::E5M2) == "e5m2");
+  CHECK(scalarBytes(S::E5M2) == 1);
+  for (size_t n = 0; n < b->size(); ++n)
+    if (Reader::open(span(b->substr(0, n))).ok()) FAIL("truncation to " << n << " bytes was accepted");
+
+  // A version-9 reader knows no fp8 element type: the same manifest labelled 9 is refused.
+  std::string old = *b;
+  old[8] = 9;
+  reseal(old);
+  CHECK(check(old) == "corrupt bundle: kernel 'vadd': parameter 'a' has unknown element type code 20");
+
+  // Never a parameter's own type, nor is tmap or ptr an element type.
+  CHECK_FALSE(ParamType::decode(ParamType{S::E4M3}.code()).has_value());
+  CHECK_FALSE(ParamType::decode(ParamType{S::E5M2, 1, ParamType::Space::Global}.code()).has_value());
+  for (S bad : {S::TensorMap, S::Ptr}) {
+    BundleInput w = sampleInput();
+    w.kernels[0].params[0].element = bad;
+    Result<std::string> refused = write(w);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message ==
+          "kernel 'vadd': parameter 'a' has invalid element type " + std::to_string(static_cast<unsigned>(bad)));
+    CHECK_FALSE(isElementType(bad));
+  }
+  CHECK(elementName(S::TensorMap) == "<invalid element type 19>");
 }
 
 TEST_CASE("launch rule: a tensor map of rank 3 evaluates its plane stride and batch extent") {

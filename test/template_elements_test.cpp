@@ -95,12 +95,12 @@ TEST_CASE("templates: every pointer parameter of every built-in template has an 
       const ir::Kernel& kernel = inst->module.kernels.front();
       std::vector<bundle::Param> own = spec::signatureOf(kernel);
       spec::analyzeParamUse(kernel, own);
-      for (const std::pair<std::string, ir::Scalar>& declared : t.elements(options))
+      for (const auto& [name, declared] : t.elements(options))
         for (const bundle::Param& p : own)
-          if (p.name == declared.first && p.element && declared.second != ir::Scalar::U8)
-            CHECK_MESSAGE(static_cast<unsigned>(*p.element) == static_cast<unsigned>(declared.second) + 1,
-                          what << ": '" << p.name << "' is declared " << ir::scalarName(declared.second)
-                               << " but accessed as " << bundle::ParamType{*p.element}.name());
+          if (p.name == name && p.element && declared.scalar != bundle::ParamType::Scalar::U8)
+            CHECK_MESSAGE(*p.element == declared.scalar, what << ": '" << p.name << "' is declared "
+                                                              << bundle::elementName(declared.scalar) << " but accessed as "
+                                                              << bundle::elementName(*p.element));
     }
     CHECK_MESSAGE(built > 0, t.name << ": no option set of the sweep builds");
   }

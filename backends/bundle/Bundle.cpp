@@ -195,7 +195,7 @@ std::optional<std::string> checkKernel(const std::string& name, const std::vecto
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has alignment " + num(p.align) + ", not a power of two";
     if ((p.access & ~kPtrAccessMask) != 0 || (!p.type.isPointer() && p.access != 0))
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid pointer access " + num(p.access);
-    if (p.element && (!p.type.isPointer() || *p.element == ParamType::Scalar::Ptr))
+    if (p.element && (!p.type.isPointer() || !isElementType(*p.element)))
       return "kernel " + quoted(name) + ": parameter " + quoted(p.name) + " has invalid element type " +
              num(static_cast<uint32_t>(*p.element));
   }
@@ -387,8 +387,8 @@ Result<std::string> write(const BundleInput& in) {
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 
-  // The oldest version that holds this bundle, so that it reads wherever that version does: 9 for
-  // a pointer with an extent, 8 for a tensor map of rank 3, 7 for a kernel with variants, 6 for a
+  // The oldest version that holds this bundle, so that it reads wherever that version does: 10
+  // for a pointer to fp8 codes, 9 for a pointer with an extent, 8 for a tensor map of rank 3, 7 for a kernel with variants, 6 for a
   // payload shared by several entries, 5 for tensor maps, else 4.
   const bool shared = std::any_of(moduleUsers.begin(), moduleUsers.end(), [](uint32_t n) { return n > 1; });
   const bool tensorMaps =
@@ -401,14 +401,17 @@ Result<std::string> write(const BundleInput& in) {
     return rank3(k->launch) ||
            std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return rank3(v.launch); });
   });
-  auto hasExtent = [](const std::vector<Param>& ps) {
-    return std::any_of(ps.begin(), ps.end(), [](const Param& p) { return p.extent.has_value(); });
+  // Whether a parameter of a kernel or of one of its variants is so.
+  auto anyParam = [&](auto&& pred) {
+    auto in = [&](const std::vector<Param>& ps) { return std::any_of(ps.begin(), ps.end(), pred); };
+    return std::any_of(kernels.begin(), kernels.end(), [&](const KernelInput* k) {
+      return in(k->params) ||
+             std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return in(v.params); });
+    });
   };
-  const bool extents = std::any_of(kernels.begin(), kernels.end(), [&](const KernelInput* k) {
-    return hasExtent(k->params) ||
-           std::any_of(k->variants.begin(), k->variants.end(), [&](const VariantInput& v) { return hasExtent(v.params); });
-  });
-  const uint32_t version = extents ? 9 : planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
+  const bool extents = anyParam([](const Param& p) { return p.extent.has_value(); });
+  const bool fp8 = anyParam([](const Param& p) { return p.element && isFp8(*p.element); });
+  const uint32_t version = fp8 ? 10 : extents ? 9 : planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
   std::string payloads;
   // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
@@ -624,8 +627,10 @@ void readCode(In& in, const std::string& kernel, std::vector<Param>& params, Lau
     p.align = in.u32();
     p.access = in.u32();
     if (uint32_t elem = in.u32(); elem != 0) {
-      // Checked with the rest of the kernel (checkKernel): a scalar of ParamType other than Ptr.
-      if (!in.failed() && (elem > static_cast<uint32_t>(ParamType::Scalar::Ptr)))
+      // Checked with the rest of the kernel (checkKernel): a scalar of ParamType other than Ptr;
+      // the fp8 codes' element types from version 10.
+      const auto last = version >= 10 ? ParamType::Scalar::E5M2 : ParamType::Scalar::Ptr;
+      if (!in.failed() && (elem > static_cast<uint32_t>(last) || elem == static_cast<uint32_t>(ParamType::Scalar::TensorMap)))
         in.fail("kernel " + quoted(kernel) + ": parameter " + quoted(p.name) + " has unknown element type code " + num(elem));
       else
         p.element = static_cast<ParamType::Scalar>(elem);

@@ -21,11 +21,11 @@
 
 namespace tn::bundle {
 
-// 9: pointer parameters' extents. 8: tensor maps of rank 3. 7: kernel variants. 6: cubin entries
+// 10: fp8 element types (e4m3, e5m2). 9: pointer parameters' extents. 8: tensor maps of rank 3. 7: kernel variants. 6: cubin entries
 // may share a payload (a module: one cubin holding several kernels of a target). 5: tensor-map
 // rules. The writer writes the oldest version that holds what a bundle has (4 without any of
-// these), so that older readers read it; this reader reads 4 to 9.
-inline constexpr uint32_t kFormatVersion = 9;
+// these), so that older readers read it; this reader reads 4 to 10.
+inline constexpr uint32_t kFormatVersion = 10;
 inline constexpr uint32_t kOldestFormatVersion = 4;  // 4: pointer access and element types
 inline constexpr size_t kHeaderSize = 56;
 inline constexpr size_t kSectionEntrySize = 32;

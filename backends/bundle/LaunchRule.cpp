@@ -367,6 +367,7 @@ std::optional<uint32_t> tensorMapDataType(ParamType::Scalar element) {
     case S::F64: return 8;
     case S::BF16: return 9;
     case S::Pred: case S::Ptr: case S::TensorMap: return std::nullopt;
+    case S::E4M3: case S::E5M2: return std::nullopt;  // codes go in maps of u8
   }
   return std::nullopt;
 }
@@ -380,7 +381,7 @@ unsigned tensorMapElementBytes(ParamType::Scalar element) {
 const char* tensorMapStrideName(size_t d) { return d == 0 ? "row_stride" : "plane_stride"; }
 
 std::string describe(const TensorMapRule& map) {
-  std::string out = map.param + " = " + map.source + " as " + ParamType{map.element}.name() + " [";
+  std::string out = map.param + " = " + map.source + " as " + elementName(map.element) + " [";
   for (size_t d = 0; d < map.dims.size(); ++d) out += (d ? ", " : "") + map.dims[d].text();
   out += "]";
   for (size_t d = 0; d < map.strides.size(); ++d) out += " " + std::string(tensorMapStrideName(d)) + " " + map.strides[d].text();
@@ -442,7 +443,7 @@ std::optional<std::string> checkTensorMap(const TensorMapRule& m, std::span<cons
   if (!src->type.isPointer() || src->type.space != ParamType::Space::Global)
     return m.param + ": the source '" + m.source + "' has type '" + src->type.name() + "', not 'ptr.global'";
   const unsigned elementBytes = tensorMapElementBytes(m.element);
-  if (elementBytes == 0) return m.param + ": TMA has no element type '" + ParamType{m.element}.name() + "'";
+  if (elementBytes == 0) return m.param + ": TMA has no element type '" + elementName(m.element) + "'";
   const size_t rank = m.dims.size();
   if (rank < 2 || rank > kMaxTensorMapRank)
     return m.param + ": it has " + std::to_string(rank) + " extents; a tensor map has 2 or 3";

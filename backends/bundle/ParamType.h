@@ -20,6 +20,9 @@ struct ParamType {
     F16, BF16, F32, F64,
     Ptr,
     TensorMap,  // `tmap`: filled by the runtime from the launch rule's tensor-map declaration
+    // fp8 codes (docs/kernels.md, "fp8"): element types only, a pointer's elements (bundle format
+    // 10), never a parameter's own type: the kernel moves them as bytes.
+    E4M3, E5M2,
   };
   enum class Space : uint8_t { None = 0, Generic, Global, Shared, Param, Local };
 
@@ -45,7 +48,14 @@ struct ParamType {
   bool operator!=(const ParamType& o) const { return !(*this == o); }
 };
 
-// Bytes of one element of scalar s (b/u/s 8..64, f16, bf16, f32, f64); 0 for pred, ptr and tmap.
+// Bytes of one element of scalar s (b/u/s 8..64, f16, bf16, f32, f64, e4m3, e5m2); 0 for pred,
+// ptr and tmap.
 unsigned scalarBytes(ParamType::Scalar s);
+
+// A pointer's element type as inspect, embed and errors spell it ("bf16", "e4m3"); the scalars a
+// pointer may point to are every one but ptr and tmap.
+std::string elementName(ParamType::Scalar s);
+bool isElementType(ParamType::Scalar s);
+bool isFp8(ParamType::Scalar s);
 
 }  // namespace tn::bundle

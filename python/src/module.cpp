@@ -93,6 +93,8 @@ std::string dlpackDtype(DLDataType t) {
     case 2: return "float" + bits;
     case 4: return t.bits == 16 ? "bfloat16" : "";
     case 6: return "bool";
+    case 10: return t.bits == 8 ? "float8_e4m3fn" : "";  // kDLFloat8_e4m3fn (DLPack 1.1)
+    case 12: return t.bits == 8 ? "float8_e5m2" : "";    // kDLFloat8_e5m2
     default: return "";
   }
 }
@@ -189,8 +191,17 @@ std::string dtypeOf(std::optional<tn::bundle::ParamType::Scalar> e) {
     case S::U16: case S::B16: return "uint16";
     case S::U32: case S::B32: return "uint32";
     case S::U64: case S::B64: return "uint64";
+    case S::E4M3: return "float8_e4m3fn";
+    case S::E5M2: return "float8_e5m2";
     default: return "";
   }
+}
+
+// Whether a tensor of dtype `have` holds the elements a kernel wants (dtypeOf: `want`): the same
+// dtype, or for fp8 codes also their uint8 view (a float8 tensor's .view(torch.uint8), the only
+// form of one that __cuda_array_interface__ and older DLPack exporters can describe).
+bool dtypeHolds(const std::string& want, const std::string& have) {
+  return want.empty() || have == want || (want.starts_with("float8") && have == "uint8");
 }
 
 uint16_t floatToHalfBits(float v, bool bf16) {
@@ -226,7 +237,7 @@ py::dict paramDict(const tn::bundle::Param& p) {
   d["type"] = p.type.name();
   if (p.type.isPointer()) {
     d["access"] = std::string(tn::bundle::accessName(p.access));
-    d["element"] = p.element ? py::object(py::str(tn::bundle::ParamType{*p.element}.name())) : py::object(py::none());
+    d["element"] = p.element ? py::object(py::str(tn::bundle::elementName(*p.element))) : py::object(py::none());
     d["extent"] = p.extent ? py::object(py::str(p.extent->text())) : py::object(py::none());
   }
   return d;
@@ -256,7 +267,7 @@ struct PyKernel {
       s += (i ? ", " : "") + ps[i].name + ": " + ps[i].type.name();
       if (ps[i].type.isPointer()) {
         s += " " + std::string(tn::bundle::accessName(ps[i].access));
-        if (ps[i].element) s += " " + tn::bundle::ParamType{*ps[i].element}.name();
+        if (ps[i].element) s += " " + tn::bundle::elementName(*ps[i].element);
       }
     }
     return s + ")";
@@ -307,9 +318,10 @@ struct PyKernel {
         if (t.device && *t.device != device)
           throw py::value_error(what + ": the tensor is on CUDA device " + std::to_string(*t.device) +
                                 ", the bundle was loaded for device " + std::to_string(device));
-        std::string want = dtypeOf(p.element);
-        if (!want.empty() && t.dtype != want)
-          throw py::value_error(what + ": the kernel's elements are " + want + ", the tensor is " +
+        const std::string want = dtypeOf(p.element);
+        if (!dtypeHolds(want, t.dtype))
+          throw py::value_error(what + ": the kernel's elements are " + want +
+                                (want.starts_with("float8") ? " (or their uint8 view)" : "") + ", the tensor is " +
                                 (t.dtype.empty() ? std::string("of an unknown dtype") : t.dtype));
         if (!t.contiguous) throw py::value_error(what + ": the tensor is not contiguous (row-major, no gaps); pass .contiguous()");
         if (t.readonly && !p.readOnly())
@@ -407,7 +419,8 @@ struct DeviceArray {
 size_t itemSize(const std::string& dtype) {
   static const std::map<std::string, size_t> sizes = {
       {"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"float64", 8}, {"int8", 1},  {"uint8", 1},  {"int16", 2},
-      {"uint16", 2},  {"int32", 4},   {"uint32", 4},   {"int64", 8},   {"uint64", 8}, {"bool", 1}};
+      {"uint16", 2},  {"int32", 4},   {"uint32", 4},   {"int64", 8},   {"uint64", 8}, {"bool", 1},
+      {"float8_e4m3fn", 1}, {"float8_e5m2", 1}};
   auto it = sizes.find(dtype);
   if (it == sizes.end()) throw py::value_error("unknown dtype '" + dtype + "'");
   return it->second;
@@ -416,6 +429,7 @@ size_t itemSize(const std::string& dtype) {
 std::string typestrOf(const std::string& dtype) {
   size_t size = itemSize(dtype);
   if (dtype == "bfloat16") return "<V2";
+  if (dtype.starts_with("float8")) return "|V1";
   if (dtype == "bool") return "|b1";
   char kind = dtype[0] == 'f' ? 'f' : dtype[0] == 'i' ? 'i' : 'u';
   return std::string(size == 1 ? "|" : "<") + kind + std::to_string(size);

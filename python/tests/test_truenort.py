@@ -329,8 +329,9 @@ def e4m3_value(code):
 
 
 class Fp8(unittest.TestCase):
-    """fp8 caches and weights from Python: their tensors are uint8 (a float8 tensor's uint8 view),
-    the scales f32 numbers."""
+    """fp8 caches and weights from Python: their tensors are float8_e4m3fn (a DeviceArray of that
+    dtype, or a DLPack export with its type code) or uint8 (a float8 tensor's uint8 view), the
+    scales f32 numbers."""
 
     @classmethod
     def setUpClass(cls):
@@ -345,11 +346,12 @@ class Fp8(unittest.TestCase):
 
     def test_kv_scatter_writes_the_codes_of_x_over_the_scale(self):
         scatter = self.bundle.scatter
-        self.assertIn("k_cache: ptr.global write u8", scatter.signature)
+        self.assertIn("k_cache: ptr.global write e4m3", scatter.signature)
+        self.assertEqual(scatter.params[2]["element"], "e4m3")
         row, scale = 8, 0.5
         k = [1.0, -2.5, 0.0625, 224.0, 0.0, -0.0078125, 3.0, 1000.0]  # the last saturates to 448 (and its v)
         v = [x / 4 for x in k]
-        k_cache = truenort.DeviceArray.zeros([3 * row], "uint8")
+        k_cache = truenort.DeviceArray.zeros([3 * row], "float8_e4m3fn")
         v_cache = truenort.DeviceArray.zeros([3 * row], "uint8")
         positions = truenort.DeviceArray.from_bytes(struct.pack("I", 2), [1], "uint32")
         scatter(array(k), array(v), k_cache, v_cache, positions, 1, row, scale, scale)
@@ -357,15 +359,25 @@ class Fp8(unittest.TestCase):
         self.assertEqual(codes[:2 * row], bytes(2 * row))  # rows 0 and 1 untouched
         self.assertEqual([e4m3_value(c) * scale for c in codes[2 * row:]], k[:7] + [448 * scale])
         self.assertEqual([e4m3_value(c) * scale for c in v_cache.to_bytes()[2 * row:]], v[:7] + [448 * scale])
-        with self.assertRaisesRegex(ValueError, "the kernel's elements are uint8, the tensor is float32"):
+        with self.assertRaisesRegex(ValueError, r"the kernel's elements are float8_e4m3fn \(or their uint8 view\), "
+                                                "the tensor is float32"):
             scatter(array(k), array(v), array([0.0] * 24), v_cache, positions, 1, row, scale, scale)
+        # Codes of the other format are refused, from a DeviceArray and from DLPack.
+        e5m2 = truenort.DeviceArray.zeros([3 * row], "float8_e5m2")
+        with self.assertRaisesRegex(ValueError, r"argument 4 \('v_cache', ptr.global\): the kernel's elements are "
+                                                r"float8_e4m3fn \(or their uint8 view\), the tensor is float8_e5m2"):
+            scatter(array(k), array(v), k_cache, e5m2, positions, 1, row, scale, scale)
+        with self.assertRaisesRegex(ValueError, "the tensor is float8_e5m2"):
+            scatter(array(k), array(v), k_cache, FakeDlpack(v_cache, code=12, bits=8), positions, 1, row, scale, scale)
 
     def test_gemv_scales_the_codes_dot_products(self):
         m, k, scale = 5, 48, 0.25
         codes = bytes(random.choice([c for c in range(256) if not math.isnan(e4m3_value(c))]) for _ in range(m * k))
         x = [random.uniform(-1, 1) for _ in range(k)]
         y = truenort.DeviceArray.zeros([m], "float32")
-        self.bundle.gemv(truenort.DeviceArray.from_bytes(codes, [m * k], "uint8"), array(x), y, m, k, scale)
+        # A float8_e4m3fn tensor through DLPack (type code 10), as a framework exports one.
+        w = truenort.DeviceArray.from_bytes(codes, [m * k], "uint8")
+        self.bundle.gemv(FakeDlpack(w, code=10, bits=8), array(x), y, m, k, scale)
         got = struct.unpack("%df" % m, y.to_bytes())
         for i in range(m):
             want = scale * sum(e4m3_value(codes[i * k + j]) * x[j] for j in range(k))
@@ -374,7 +386,7 @@ class Fp8(unittest.TestCase):
 
     def test_gemm_multiplies_by_the_codes_values_and_the_column_scales(self):
         gemm = self.bundle.gemm
-        self.assertIn("b: ptr.global read u8", gemm.signature)
+        self.assertIn("b: ptr.global read e4m3", gemm.signature)
         self.assertEqual([p["name"] for p in gemm.params][:4], ["a", "b", "c", "b_scales"])
         # Small integers in A and codes of small values: every product and sum exact, so C is
         # exactly A B times the scales.
@@ -415,7 +427,7 @@ class Fp8(unittest.TestCase):
 
 
 class W8A8(unittest.TestCase):
-    """gemm over fp8 A and B (dtype fp8_e4m3): both tensors uint8 codes, the per-token (a_scales)
+    """gemm over fp8 A and B (dtype fp8_e4m3): both tensors E4M3 codes, the per-token (a_scales)
     and per-channel (b_scales) scales f32 arrays; with mainloop = "auto" the simulated device
     (sm_90) runs the wgmma member of the sm_90a code."""
 
@@ -423,8 +435,8 @@ class W8A8(unittest.TestCase):
         gemm = build("w8a8", '[bundle]\nname = "w8a8"\ntargets = ["sm_89", "sm_90a"]\n\n[[kernel]]\nname = "gemm"\n'
                      'template = "gemm"\noptions = { dtype = "fp8_e4m3", b_layout = "col", a_scales = true, '
                      'b_scales = true, out_dtype = "f32", mainloop = "auto" }\n').gemm
-        self.assertIn("a: ptr.global read u8", gemm.signature)
-        self.assertIn("b: ptr.global read u8", gemm.signature)
+        self.assertIn("a: ptr.global read e4m3", gemm.signature)
+        self.assertIn("b: ptr.global read e4m3", gemm.signature)
         self.assertEqual([p["name"] for p in gemm.params][:5], ["a", "b", "c", "b_scales", "a_scales"])
         # Codes of small values and power-of-two scales: every product, sum and scaling exact.
         m, n, k = 9, 11, 48
@@ -434,7 +446,7 @@ class W8A8(unittest.TestCase):
         a_scales = [2.0 ** (i % 3 - 1) for i in range(m)]
         b_scales = [2.0 ** -(j % 4) for j in range(n)]
         c = truenort.DeviceArray.zeros([m * n], "float32")
-        gemm(truenort.DeviceArray.from_bytes(a, [m * k], "uint8"), truenort.DeviceArray.from_bytes(b, [n * k], "uint8"),
+        gemm(truenort.DeviceArray.from_bytes(a, [m * k], "float8_e4m3fn"), truenort.DeviceArray.from_bytes(b, [n * k], "uint8"),
              c, array(b_scales), array(a_scales), m, n, k, k, k, n, 1, 0, 0, 0, 1.0, 0.0)
         got = struct.unpack("%df" % (m * n), c.to_bytes())
         for i in range(m):
