@@ -1,5 +1,5 @@
 """On a GPU: the library's rmsnorm (bf16) and softmax (f32) through the Python package, against
-PyTorch's, on torch's current stream. Skipped without PyTorch, without a CUDA device, or on the
+PyTorch's, on torch's current stream; a W8A8 linear layer on torch.float8_e4m3fn tensors. Skipped without PyTorch, without a CUDA device, or on the
 simulated driver. Environment: TRUENOC (the truenoc executable), TRUENOC_EXAMPLES (examples/).
 """
 import os
@@ -65,6 +65,46 @@ class AgainstTorch(unittest.TestCase):
             self.bundle.softmax(x, y, rows, cols)
             torch.cuda.synchronize()
             torch.testing.assert_close(y, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-7)
+
+    def test_w8a8_linear_from_float8_tensors(self):
+        """examples/fp8_linear.toml's per-channel layer on torch.float8_e4m3fn tensors: passed as
+        themselves where torch's DLPack export describes fp8, else as their uint8 views."""
+        major, minor = torch.cuda.get_device_capability()
+        if (major, minor) < (8, 9) or not hasattr(torch, "float8_e4m3fn"):
+            self.skipTest("fp8 tensor cores need sm_89 or newer, and torch.float8_e4m3fn")
+        path = os.path.join(self.tmp.name, "fp8_linear.tnb")
+        target = "sm_90a" if major == 9 else "sm_%d%d" % (major, minor)
+        subprocess.run([os.environ["TRUENOC"], "build", os.path.join(EXAMPLES, "fp8_linear.toml"), "--targets", target,
+                        "-o", path], check=True)
+        lib = truenort.load(path, device=torch.cuda.current_device())
+
+        def codes(t):
+            try:
+                t.__dlpack__()
+                return t
+            except (BufferError, RuntimeError, TypeError):
+                return t.view(torch.uint8)
+
+        m, n, k = 96, 384, 1024
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(n, k, device="cuda") * 0.05
+        w_scales = (w.abs().amax(dim=1) / 448).float()
+        w8 = (w / w_scales[:, None]).to(torch.float8_e4m3fn)
+        x8 = torch.empty(m, k, device="cuda", dtype=torch.float8_e4m3fn)
+        xs = torch.empty(m, device="cuda", dtype=torch.float32)
+        y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        lib.quantize_tokens(x, codes(x8), xs, m, k)
+        lib.linear_fp8(codes(x8), codes(w8), y, w_scales, xs, m, n, k, k, k, n, 1, 0, 0, 0, 1.0, 0.0)
+        torch.cuda.synchronize()
+        # The codes times their scales are x within E4M3's rounding (2^-4 relative, 2^-9 of the
+        # row's scale near zero).
+        a = x8.float() * xs[:, None]
+        self.assertTrue(bool(((a - x.float()).abs() <= x.float().abs() * 2 ** -4 + xs[:, None] * 2 ** -9).all()))
+        # y is the codes' product within the fp8 tensor cores' sums and one bf16 rounding.
+        b = w8.float() * w_scales[:, None]
+        want = a.double() @ b.double().T
+        bound = (a.abs().double() @ b.abs().double().T) * (-(-k // 32) * 2 ** -13) + want.abs() * 2 ** -8
+        self.assertTrue(bool(((y.double() - want).abs() <= bound + 1e-30).all()))
 
     def test_checks_against_torch_tensors(self):
         x = torch.randn(4, 8, device="cuda")
