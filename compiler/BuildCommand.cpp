@@ -340,7 +340,9 @@ int runBuild(const BuildOpts& o) {
       });
       ir::Module m = own->instance.module;
       compile::Output out = compile::compile(m, target, options, td);
-      if (k.tmpl && td.hasErrors()) spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
+      // A diagnostic from inside a template's sources is followed by the entry that made it.
+      if (k.tmpl && (td.hasErrors() || td.warnings() != 0))
+        spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
       printDiagnostics(td);
       if (!out.ptx || td.hasErrors()) {
         if (!td.hasErrors())

@@ -102,9 +102,31 @@ class Validator {
     checkOccupancy(shared);
     checkAlignment();
     checkBankConflicts();
+    checkFp8Mma();
   }
 
  private:
+  // fp8 mma.sync (m16n8k32 .e4m3/.e5m2) on a target whose tensor cores ptxas does not give it:
+  // for sm_90, sm_100, sm_103 and sm_110 (and their `a` forms) ptxas 13.0 turns each into F2FP
+  // conversions of the codes to f16 and two HMMA.16816 (nvdisasm), so the kernel runs at f16's
+  // tensor rate, not fp8's; sm_89 and sm_120/121 have QMMA. One warning a kernel, at its first.
+  void checkFp8Mma() {
+    const unsigned sm = ctx_.module.target.sm;
+    if (sm < 90 || sm >= 120) return;
+    for (const ir::Block& b : k_.blocks)
+      for (InstId id : b.insts) {
+        const ir::Inst& in = k_.inst(id);
+        if (in.op != Op::Mma || in.mod(ir::ModGroup::Fp8) == ir::Mod::None) continue;
+        ctx_.report(ir::Severity::Warning, in.loc,
+                    "kernel @" + k_.name + ": fp8 mma.sync is emulated on " + target_ +
+                        ": ptxas converts the codes to f16 and issues two f16 mma for each, at f16's tensor rate" +
+                        (sm == 90 ? "; Hopper's fp8 tensor cores are wgmma's (target sm_90a; gemm: mainloop \"wgmma\" "
+                                    "or \"auto\")"
+                                  : ""));
+        return;
+      }
+  }
+
   unsigned checkStaticShared() {
     uint64_t end = 0;
     bool reported = false;

@@ -5,7 +5,7 @@
 #     parseable file: `opt -O2 --verify-each X` never reports invalid IR after a pass.
 #   each-input.sh ptxas TRUENOC SRCROOT PTXAS...
 #     for each file -O2 accepts: its -O2 output, emitted for sm_80 and sm_90 (a module targeting
-#     sm_90a: for sm_90a), assembles.
+#     sm_89: for sm_89 and sm_90; sm_90a: for sm_90a), assembles.
 set -u
 mode=$1 truenoc=$2 root=$3
 shift 3
@@ -38,6 +38,7 @@ for d in "${dirs[@]}"; do
       fi
     else
       sms="sm_80 sm_90"
+      grep -q '^target sm_89$' "$tmp/once" && sms="sm_89 sm_90"  # fp8 ops: sm_89 and newer
       grep -q '^target sm_90a$' "$tmp/once" && sms=sm_90a  # arch-specific ops (wgmma): sm_90a only
       for sm in $sms; do
         if ! "$truenoc" emit-ptx - --target "$sm" < "$tmp/once" > "$tmp/ptx" 2> "$tmp/err" ||
