@@ -492,9 +492,24 @@ unsigned rowsPerWarp(const Options& o, bool swiglu) {
   return o.integer("ntok") >= 2 && !swiglu && !wideF32 ? 2 : 1;
 }
 
-// y[t*m + r] = sum_c deq(W)[r][c] * x[t*k + c] for t < ntok: one warp per row, each lane decodes
-// groups of 8 weights in registers (the dequantize decode, bit-exact) and multiplies them with
-// every column of x, accumulating in f32; a warp reduction per column ends the row.
+// Warps that share a warp's rows (the warps_per_row option), each taking every W-th group (or
+// 16-byte block chunk) of k; their sums meet in shared memory. A decode step (ntok 1) is one
+// vector against the whole of w: with one warp a row, a warp walks a row of 14336 values alone,
+// a load in flight at a time, while the SMs hold fewer warps than they could; splitting k over
+// 4 warps (llama.cpp's mmvq does the same at one column) puts four times the loads in flight.
+// The default (0) is 4 at ntok 1 and 1 beyond, where the ntok columns already give each warp
+// several loads a group. An option value that is not a power of two up to 8 reads as 1 here;
+// buildGemvQ refuses it.
+unsigned warpsPerRow(const Options& o) {
+  const auto w = static_cast<unsigned>(o.integer("warps_per_row"));
+  if (w == 0) return o.integer("ntok") == 1 ? 4 : 1;
+  return std::has_single_bit(w) && w <= kWarpsPerBlock ? w : 1;
+}
+
+// y[t*m + r] = sum_c deq(W)[r][c] * x[t*k + c] for t < ntok: warpsPerRow warps per rowsPerWarp
+// rows, each lane decoding groups of 8 weights in registers (the dequantize decode, bit-exact) and
+// multiplying them with every column of x, accumulating in f32; a warp reduction per column ends a
+// warp's part, and with several warps a row their parts are added in shared memory, in order.
 // gemv_q_swiglu reads two matrices, gate and up, in the same pass (each group of x is loaded
 // once for both) and writes silu(gate.x) * (up.x).
 std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnostics& diags) {
@@ -504,6 +519,13 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   Storage out = swiglu ? storageOption(o, "out_dtype") : Storage::F32;
   unsigned ntok = static_cast<unsigned>(o.integer("ntok"));
   const unsigned R = rowsPerWarp(o, swiglu);
+  const auto wOption = static_cast<unsigned>(o.integer("warps_per_row"));
+  if (wOption != 0 && (!std::has_single_bit(wOption) || wOption > kWarpsPerBlock)) {
+    diags.report(ir::Severity::Error, "", {},
+                 "warps_per_row must be 1, 2, 4 or 8 (or 0: 4 at ntok 1, else 1), not " + std::to_string(wOption));
+    return std::nullopt;
+  }
+  const unsigned W = warpsPerRow(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, swiglu ? "gemv_q_swiglu" : "gemv_q");
   std::vector<Value> ws;
@@ -527,18 +549,26 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K && R == 1) kb.maxnreg(48);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
-  // The warp's rows: row0, row0 + 1, ..., row0 + R - 1 (neighbours in memory).
-  Value warp = kb.mad(kb.ctaid(Mod::X), kb.u32(kWarpsPerBlock), tid >> 5u, R == 1 ? "row0" : "warp");
+  // The warp's rows: row0, row0 + 1, ..., row0 + R - 1 (neighbours in memory); with W warps a row
+  // group, warp `part` of group `group` of the block.
+  Value inBlock = (tid >> 5u).named("warp_in_block");
+  Value part = W == 1 ? Value() : (inBlock & (W - 1)).named("part");
+  Value group = W == 1 ? inBlock : (inBlock >> log2u(W)).named("group");
+  Value warp = kb.mad(kb.ctaid(Mod::X), kb.u32(kWarpsPerBlock / W), group, R == 1 ? "row0" : "warp");
   Value row0 = R == 1 ? warp : (warp * R).named("row0");
-  kb.if_then(
-      (row0 < rows).named("has_row"),
-      [&] {
+  // The first iteration of a warp's part of k, in units of the loop's step (32 lanes, or 4 blocks
+  // of 8 chunks), and the step of all W parts.
+  auto first = [&](Value start, unsigned step) { return W == 1 ? start : (start + part * step).named("first"); };
+  // Every warp's sums: the products of its part of k (all of k when W is 1), a value per row,
+  // matrix and column (sums[(ri * mats + mi) * ntok + t]). With several warps a row, a group past
+  // m reads the last row, so that every warp of the block reaches the barrier that adds them.
+  auto products = [&](Value firstRow) {
         Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
         // The weight rows, row by row and matrix by matrix: wrows[ri * mats + mi]. A row past m
         // reads the last row (every load valid) and is not written.
         std::vector<Value> wrows;
         for (unsigned ri = 0; ri < R; ++ri) {
-          Value r = ri == 0 ? row0 : kb.min(row0 + ri, rows - 1u, "row");
+          Value r = ri == 0 ? firstRow : kb.min(row0 + ri, rows - 1u, "row");
           for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(r, rowBytes), "wrow"));
         }
         const unsigned nw = static_cast<unsigned>(wrows.size());
@@ -551,7 +581,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
         auto loop = [&](bool vector) {
           Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
           return kb.for_range(
-              lane, groups, kb.u32(32), zero,
+              first(lane, 32), groups, kb.u32(32 * W), zero,
               [&](Value g, std::span<Value> acc) {
                 std::vector<std::vector<Value>> wv;
                 for (Value wrow : wrows) {
@@ -590,7 +620,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           Value ones = kb.s32(0x01010101, "ones");
           Value izero = kb.s32(0, "izero");
           return kb.for_range(
-              lane, groups, kb.u32(32), zero,
+              first(lane, 32), groups, kb.u32(32 * W), zero,
               [&](Value g, std::span<Value> acc) {
                 std::vector<IntGroup> wq;
                 for (Value wrow : wrows) {
@@ -636,7 +666,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           Value ones = kb.s32(0x01010101, "ones");
           Value izero = kb.s32(0, "izero");
           return kb.for_range(
-              lane >> 3u, kblocks, kb.u32(4), zero,
+              first(lane >> 3u, 4), kblocks, kb.u32(4 * W), zero,
               [&](Value bi, std::span<Value> acc) {
                 std::vector<WideChunk> wc;
                 for (Value wr : wa) wc.push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bi, kb.u32(f.bytes)), "blk"), p, h));
@@ -700,20 +730,62 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
         } else {
           sums = narrow();
         }
-        for (unsigned ri = 0; ri < R; ++ri) {
-          Value r = ri == 0 ? row0 : (row0 + ri).named("row");
-          for (unsigned t = 0; t < ntok; ++t) {
-            const unsigned a = ri * mats * ntok + t;
-            Value total = kb.warp_reduce_sum(sums[a], "total");
-            if (swiglu) total = silu(kb, total) * kb.warp_reduce_sum(sums[a + ntok], "total_up");
-            Value writer = ri == 0 ? (lane == 0u) : ((lane == 0u) & (r < rows));
-            kb.if_then(
-                writer, [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), total, out); },
-                "write");
-          }
-        }
-      },
-      "row");
+        return sums;
+  };
+  // y of row ri and column t from `value(a)`, the row's total of sums index a, written when the row
+  // is below m, by lane 0 when `lane0` is given (W 1: inside has_row, so its row 0 is below m).
+  auto write = [&](unsigned ri, unsigned t, const std::function<Value(unsigned)>& value, Value lane0) {
+    Value r = ri == 0 ? row0 : (row0 + ri).named("row");
+    const unsigned a = ri * mats * ntok + t;
+    Value total = value(a);
+    if (swiglu) total = silu(kb, total) * value(a + ntok);
+    Value writer = !lane0.valid() ? (r < rows).named("writer") : ri == 0 ? lane0 : (lane0 & (r < rows)).named("writer");
+    kb.if_then(
+        writer,
+        [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), total, out); }, "write");
+  };
+  if (W == 1) {
+    kb.if_then(
+        (row0 < rows).named("has_row"),
+        [&] {
+          std::vector<Value> sums = products(row0);
+          for (unsigned ri = 0; ri < R; ++ri)
+            for (unsigned t = 0; t < ntok; ++t)
+              write(ri, t, [&](unsigned a) { return kb.warp_reduce_sum(sums[a], "total"); }, lane == 0u);
+        },
+        "row");
+  } else {
+    std::vector<Value> sums = products(kb.min(row0, rows - 1u, "row_read"));
+    // Each warp's totals at partials[warp_in_block * n + a]; the group's first warp adds its W
+    // warps' in order.
+    const auto n = static_cast<unsigned>(sums.size());
+    ir::SharedArray partials = kb.shared("partials", Type::f32(), uint64_t{kWarpsPerBlock} * n);
+    Value base = kb.shared_addr(partials, "partials");
+    std::vector<Value> totals;
+    for (Value v : sums) totals.push_back(kb.warp_reduce_sum(v, "part_total"));
+    kb.if_then(
+        (lane == 0u).named("leader"),
+        [&] {
+          for (unsigned a = 0; a < n; ++a) kb.store(kb.index(base, kb.mad(inBlock, kb.u32(n), kb.u32(a)), 4), totals[a]);
+        },
+        "stage");
+    kb.bar_sync();
+    kb.if_then(
+        ((lane == 0u) & (part == 0u)).named("adder"),
+        [&] {
+          auto added = [&](unsigned a) {
+            Value total;
+            for (unsigned w = 0; w < W; ++w) {
+              Value v = kb.load(kb.index(base, kb.mad(inBlock + w, kb.u32(n), kb.u32(a)), 4), Type::f32(), {}, "part");
+              total = total.valid() ? total + v : v;
+            }
+            return total;
+          };
+          for (unsigned ri = 0; ri < R; ++ri)
+            for (unsigned t = 0; t < ntok; ++t) write(ri, t, added, Value());
+        },
+        "add");
+  }
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -980,9 +1052,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-// gemv_q and gemv_q_swiglu: kWarpsPerBlock warps of rowsPerWarp rows of w per block.
+// gemv_q and gemv_q_swiglu: kWarpsPerBlock / warpsPerRow groups of rowsPerWarp rows of w per block.
 LaunchRule gemvQLaunch(const Options& o, bool swiglu) {
-  return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kWarpsPerBlock * rowsPerWarp(o, swiglu))}, 0};
+  return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kWarpsPerBlock / warpsPerRow(o) * rowsPerWarp(o, swiglu))}, 0};
 }
 
 }  // namespace
@@ -1067,6 +1139,11 @@ void addQuant(std::vector<Template>& out) {
                                      "gemv_q at ntok >= 2 but not q4_k/q5_k with f32/bf16 x, else 1)");
   rowsPerWarpOpt.min = 0;
   rowsPerWarpOpt.max = 4;
+  OptionSpec warpsPerRowOpt = option("warps_per_row", int64_t{0},
+                                     "warps sharing a warp's rows, each taking every warps_per_row-th part of k, "
+                                     "their sums added in shared memory: 1, 2, 4 or 8 (0: 4 at ntok 1, else 1)");
+  warpsPerRowOpt.min = 0;
+  warpsPerRowOpt.max = kWarpsPerBlock;
   // Weights as ggml blocks; x as the activation's floats or q8_1 blocks.
   auto gemvQElements = [](const Options& o) {
     const std::string& a = o.text("activation");
@@ -1082,14 +1159,14 @@ void addQuant(std::vector<Template>& out) {
     const Expr x = tokens(o.text("activation") == "q8_1" ? q81Bytes(Expr(1), k) : k);
     return Template::Extents{{"w", w}, {"gate", w}, {"up", w}, {"x", x}, {"y", tokens(m)}};
   };
-  std::string layout = "rows_per_warp rows per warp, " + std::to_string(kWarpsPerBlock) + " warps per block of " +
-                       std::to_string(kBlock) + " threads";
+  std::string layout = "warps_per_row warps per rows_per_warp rows, " + std::to_string(kWarpsPerBlock) +
+                       " warps per block of " + std::to_string(kBlock) + " threads";
   out.push_back({
       "gemv_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
       "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation, "
       "y f32; " + layout,
-      {formatSpec(), ntok, activation, rowsPerWarpOpt},
+      {formatSpec(), ntok, activation, rowsPerWarpOpt, warpsPerRowOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
       [](const Options& o) { return gemvQLaunch(o, false); },
   });
@@ -1100,7 +1177,8 @@ void addQuant(std::vector<Template>& out) {
       "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
       "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices; "
       "the products as gemv_q's; " + layout,
-      {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt},
+      {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt,
+       warpsPerRowOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options& o) { return gemvQLaunch(o, true); },
   });

@@ -682,6 +682,57 @@ LIBRARY_TEST("quant gemv_q: rows per warp, rows past m, every path", quantGemvRo
   }
 }
 
+// warps_per_row 1, 2 and 8 (the default 4 at ntok 1 runs in every other ntok-1 case): k split
+// over the warps of a row group, their sums added in shared memory; k of a single block (most of
+// the 8 warps without a part), and of more blocks than warps; rows that leave the block's last
+// groups past m (they read the last row, reach the barrier and write nothing).
+LIBRARY_TEST("quant gemv_q: warps per row, k split over warps, rows past m, every path", quantGemvWarpsPerRow) {
+  std::mt19937 rng(seed());
+  const Format& q4_0 = kFormats[0];
+  const Format& q8_0 = kFormats[1];
+  const Format& q4k = kFormats[2];
+  const Format& q5k = kFormats[3];
+  const Format& q6k = kFormats[4];
+  for (uint32_t rows : {1u, 3u, 10u}) {
+    for (uint32_t blocks : {1u, 11u}) {
+      std::string what = "rows=" + std::to_string(rows) + " blocks=" + std::to_string(blocks);
+      auto weights = [&](const Format& f) { return randomBlocks(rng, f, size_t(rows) * blocks); };
+      const uint32_t k32 = blocks * 32, k256 = blocks * 256;
+      {
+        std::vector<uint8_t> q = weights(q4_0);
+        checkGemv(r, "gemv_q_q4_0_n1_w1", 1, Dtype::F32, q, refDequant(q4_0, q), rows, k32, uniform(rng, k32), nullptr, what);
+      }
+      {
+        std::vector<uint8_t> q = weights(q8_0);
+        checkGemv(r, "gemv_q_q8_0_n3_w2", 3, Dtype::F32, q, refDequant(q8_0, q), rows, k32, uniform(rng, 3 * size_t(k32)),
+                  nullptr, what);
+      }
+      {
+        std::vector<uint8_t> q = weights(q4k);
+        std::vector<float> deq = refDequant(q4k, q), x = uniform(rng, k256);
+        for (const char* kernel : {"gemv_q_q4_k_n1_w1", "gemv_q_q4_k_n1_w8"}) {
+          checkGemv(r, kernel, 1, Dtype::F32, q, deq, rows, k256, x, nullptr, what);
+          if (r.honoursMisalign()) checkGemv(r, kernel, 1, Dtype::F32, q, deq, rows, k256, x, nullptr, what + " misaligned", 2);
+        }
+      }
+      {
+        std::vector<uint8_t> q = weights(q6k);
+        checkGemvQ81(r, q6k, 1, q, refDequant(q6k, q), rows, k256, refQuantizeQ81(uniform(rng, k256)), nullptr, what, 0,
+                     "_w1");
+      }
+      {
+        std::vector<uint8_t> q = weights(q5k);
+        checkGemvQ81(r, q5k, 2, q, refDequant(q5k, q), rows, k256, refQuantizeQ81(uniform(rng, 2 * size_t(k256))), nullptr,
+                     what, 0, "_w2_r3");
+      }
+      std::vector<uint8_t> gate = weights(q4k), up = weights(q4k);
+      checkSwiglu(r, q4k, 3, "q8_1", Dtype::F32, gate, up, rows, k256, uniform(rng, 3 * size_t(k256)), what, 0, "_w2");
+      std::vector<uint8_t> gate6 = weights(q6k), up6 = weights(q6k);
+      checkSwiglu(r, q6k, 1, "f32", Dtype::F32, gate6, up6, rows, k256, uniform(rng, k256), what, 0, "_w8");
+    }
+  }
+}
+
 LIBRARY_TEST("quant gemv_q_swiglu: random gate and up, odd row counts, f32, bf16 and q8_1 activations", quantSwigluRandom) {
   std::mt19937 rng(seed());
   for (const Format& f : kFormats) {

@@ -393,11 +393,12 @@ void addSwigluRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
 // launch included in the time and its bytes in the count. W's bytes dominate the count. The
 // reference: W dequantized to bf16 by our dequantize, then cublasGemmEx (bf16 x), both timed.
-// rowsPerWarp 0 takes the template's default; others the kernel built with that rows_per_warp
-// (op and kernel names end in _rN).
+// rowsPerWarp and warpsPerRow 0 take the template's defaults; others the kernel built with that
+// rows_per_warp or warps_per_row (op and kernel names end in _rN or _wN).
 Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_t k, uint32_t ntok,
-               unsigned rowsPerWarp = 0) {
-  const std::string r = rowsPerWarp ? "_r" + std::to_string(rowsPerWarp) : "";
+               unsigned rowsPerWarp = 0, unsigned warpsPerRow = 0) {
+  const std::string r = (rowsPerWarp ? "_r" + std::to_string(rowsPerWarp) : "") +
+                        (warpsPerRow ? "_w" + std::to_string(warpsPerRow) : "");
   Case c{std::string("gemv_q_") + f.name + r, dims(m, k) + ":" + std::to_string(ntok), act, {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
   std::string n = "_n" + std::to_string(ntok) + r;
@@ -899,6 +900,17 @@ std::vector<Case> cases(Sizes sizes) {
           for (unsigned rpw : {1u, 4u}) out.push_back(gemvQCase(kQuantFormats[1], act, m, k, t, rpw));
         out.push_back(gemvQCase(kQuantFormats[2], "q8_1", m, k, t, 1));
       }
+    // warps_per_row beside the template's default (4 at ntok 1), to settle it: 1 (one warp a row)
+    // and 8, on the 16-byte q4_k path (f32 and q8_1 x), q6_k and q4_0 with q8_1 x, for a tall and
+    // a wide matrix.
+    if (full || tiny) {
+      std::vector<std::pair<uint32_t, uint32_t>> shapes = {{9, 512}};
+      if (full) shapes = {{14336, 4096}, {4096, 14336}};
+      const std::vector<std::pair<size_t, const char*>> paths = {{2, "f32"}, {2, "q8_1"}, {4, "q8_1"}, {0, "q8_1"}};
+      for (auto [m, k] : shapes)
+        for (auto [fi, act] : paths)
+          for (unsigned wpr : {1u, 8u}) out.push_back(gemvQCase(kQuantFormats[fi], act, m, k, 1, 0, wpr));
+    }
     // The fused decode kernels: LLaMA-3-8B's gate and up projections (14336 x 4096 each), and
     // rmsnorm + quantization of the decode tokens' activations (and of a prefill's).
     uint32_t ffn = pick(14336, 14336, 9), hidden = pick(4096, 4096, 512);
