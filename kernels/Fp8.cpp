@@ -312,6 +312,30 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   return finish(kb, m, diags);
 }
 
+// The codes and scales of the row whose value at column c is valueAt(c), recomputed in each pass:
+// per group of 128 columns (quantizeGroups), or per row: the row's largest |value| (block
+// reduction), its scale written by thread 0, then the codes, as quantize_fp8's element path.
+void quantizeRowOf(KernelBuilder& kb, Fp8 f, bool perGroup, const ValueAt& valueAt, Value crow, Value scales, Value row,
+                   Value cols, Value tid) {
+  if (perGroup) {
+    quantizeGroups(kb, f, valueAt, crow, scales, row, cols, tid);
+    return;
+  }
+  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
+  const std::vector<Value> mine = kb.for_range(tid, cols, kQuantizeBlock, {kb.f32(0.0f)}, [&](Value c, std::span<Value> m) {
+    return std::vector<Value>{kb.max(m[0], kb.abs(valueAt(c)))};
+  }, {.label = "amax", .iv = "c"});
+  Value amax = kb.block_reduce_max(mine[0], amaxScratch, "row_amax");
+  Value scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
+  kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
+  Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
+  kb.for_range(tid, cols, kQuantizeBlock, {}, [&](Value c, std::span<Value>) {
+    Value code = f32ToFp8(kb, kb.div(valueAt(c), divisor), f, "code");
+    kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
+    return std::vector<Value>{};
+  }, {.label = "encode", .iv = "c"});
+}
+
 // rmsnorm_quantize_fp8: rmsnorm (kernels/Norms.cpp) of each row times weight, rounded to dtype as
 // rmsnorm stores it, then quantize_fp8 of that: one block of 256 threads a row. 1 / rms is
 // rmsnorm's own (rmsnormInvRms: the row from registers when it fits and x and weight are 16-byte
@@ -348,24 +372,39 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
               loadF32(kb, kb.index(weight, c, bytesOf(s)), s, true, "w");
     return roundToStorage(kb, v, s);
   };
-  if (perGroup) {
-    quantizeGroups(kb, f, valueAt, crow, scales, row, cols, tid);
-    kb.ret();
-    return finish(kb, m, diags);
-  }
-  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
-  const std::vector<Value> mine = kb.for_range(tid, cols, kQuantizeBlock, {kb.f32(0.0f)}, [&](Value c, std::span<Value> m) {
-    return std::vector<Value>{kb.max(m[0], kb.abs(valueAt(c)))};
-  }, {.label = "amax", .iv = "c"});
-  Value amax = kb.block_reduce_max(mine[0], amaxScratch, "row_amax");
-  Value scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
-  kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
-  Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
-  kb.for_range(tid, cols, kQuantizeBlock, {}, [&](Value c, std::span<Value>) {
-    Value code = f32ToFp8(kb, kb.div(valueAt(c), divisor), f, "code");
-    kb.store(kb.ptradd(crow, kb.cvt(c, ir::Type::u64()), "dst"), kb.cvt(code, ir::Type::of(ir::Scalar::U8)));
-    return std::vector<Value>{};
-  }, {.label = "encode", .iv = "c"});
+  quantizeRowOf(kb, f, perGroup, valueAt, crow, scales, row, cols, tid);
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// swiglu_quantize_fp8: the elementwise swiglu's y = gate * silu(up) (kernels/Elementwise.cpp:
+// the same f32 operations), rounded to dtype as swiglu stores it, then quantize_fp8 of each row:
+// one block of 256 threads a row. Row r of gate and of up starts ld elements after row r - 1's,
+// so both may be halves of one matrix (a fused gate-and-up projection's output, ld = 2 cols).
+std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
+  const Storage s = storageOption(o);
+  const Fp8 f = fp8Named(o.text("format"));
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "swiglu_quantize_fp8");
+  Value gate = kb.param(kGlobalPtr, "gate");
+  Value up = kb.param(kGlobalPtr, "up");
+  Value codes = kb.param(kGlobalPtr, "codes");
+  Value scales = kb.param(kGlobalPtr, "scales");
+  kb.param(ir::Type::u32(), "rows");  // the grid's x extent
+  Value cols = kb.param(ir::Type::u32(), "cols");
+  Value ld = kb.param(ir::Type::u32(), "ld");
+  kb.reqntid(kQuantizeBlock);
+  Value tid = kb.tid(ir::Mod::X, "tid");
+  Value row = kb.ctaid(ir::Mod::X, "row");
+  Value in = kb.mul_wide(row, ld, "in_first");
+  Value grow = kb.index(gate, in, bytesOf(s), "gate_row"), urow = kb.index(up, in, bytesOf(s), "up_row");
+  Value crow = kb.ptradd(codes, kb.mul_wide(row, cols), "crow");
+  const ValueAt valueAt = [&](Value c) {
+    Value g = loadF32(kb, kb.index(grow, c, bytesOf(s)), s, true, "gate");
+    Value u = loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up");
+    return roundToStorage(kb, g * silu(kb, u), s);
+  };
+  quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid);
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -423,6 +462,31 @@ void addFp8(std::vector<Template>& out) {
     const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), all = rows * cols;
     const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(cols, kQuantizeGroup) : rows;
     return Template::Extents{{"x", all}, {"weight", cols}, {"codes", all}, {"scales", scales}};
+  };
+  out.push_back({
+      "swiglu_quantize_fp8",
+      "codes = quantize_fp8(swiglu(gate, up)) per row (gate and up rows x cols of dtype, row r at r * ld): swiglu's "
+      "y = gate * silu(up), rounded to dtype as swiglu stores it, as fp8 codes with a scale per row (scales[r]) or "
+      "per 128 columns (scales = \"group\"); LLaMA's silu(gate_proj) * up_proj passes gate_proj as up. The "
+      "activations and a_scales of a W8A8 down projection, in one launch; one block of 256 threads a row",
+      {dtypeOption("dtype", "storage type of gate and up (the product is rounded to it, as swiglu stores it)"),
+       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
+       choiceOption("scales", "row", {"row", "group"},
+                    "row: a scale per row, scales [rows]; group: one per 128 columns of a row, scales [rows x "
+                    "ceil_div(cols, 128)] (gemm's a_scales with scale_block = 128)")},
+      buildSwigluQuantizeFp8,
+      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+  });
+  out.back().elements = [](const Options& o) {
+    const ir::Scalar x = scalarOf(storageOption(o));
+    return Template::ElementTypes{
+        {"gate", x}, {"up", x}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
+  };
+  out.back().extents = [](const Options& o) {
+    const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+    const Expr in = stridedSpan({{rows, Expr::param("ld")}}, cols);
+    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(cols, kQuantizeGroup) : rows;
+    return Template::Extents{{"gate", in}, {"up", in}, {"codes", rows * cols}, {"scales", scales}};
   };
 }
 

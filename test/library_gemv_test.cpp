@@ -372,3 +372,66 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
       CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
     }
 }
+
+// swiglu_quantize_fp8 against the unfused pair on the same runner, elementwise swiglu then
+// quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte. gate and up
+// rows ld elements apart (ld = cols, and with a gap of huge values that a read past a row would
+// make the row's scale), a row of zeros (scale 0), silu's argument out to where exp overflows,
+// odd lengths and groups of 128 with a short last one.
+LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and per group, strided rows", swigluQuantizeFp8) {
+  struct Pair {
+    const char* fused;
+    const char* quantize;
+    Dtype d;
+    bool group;
+  };
+  const Pair pairs[] = {{"swiglu_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
+                        {"swiglu_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
+                        {"swiglu_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
+                        {"swiglu_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
+  std::mt19937 rng(seed());
+  for (const Pair& pr : pairs)
+    for (uint32_t cols : {1u, 100u, 1312u})
+      for (uint32_t gap : {0u, 37u}) {
+        const uint32_t rows = 3, ld = cols + gap, groups = pr.group ? (cols + 127) / 128 : 1;
+        const size_t span = size_t(rows - 1) * ld + cols;
+        // Contiguous rows for the unfused swiglu; the same values at r * ld for the fused kernel.
+        std::vector<float> gate = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
+        std::vector<float> up = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -12.0f, 12.0f));
+        std::fill(gate.begin() + cols, gate.begin() + 2 * cols, 0.0f);  // a row of zeros
+        up.back() = -100.0f;                                           // exp overflows in silu
+        std::vector<float> gateLd(span, 6.0e4f), upLd(span, 6.0e4f);
+        for (uint32_t r0 = 0; r0 < rows; ++r0)
+          for (uint32_t c = 0; c < cols; ++c) {
+            gateLd[size_t(r0) * ld + c] = gate[size_t(r0) * cols + c];
+            upLd[size_t(r0) * ld + c] = up[size_t(r0) * cols + c];
+          }
+        const std::string suffix = std::string("_") + dtypeName(pr.d);
+        Outputs fused = r.run(Call("gemv", pr.fused)
+                                  .buffer("gate", encode(pr.d, gateLd))
+                                  .buffer("up", encode(pr.d, upLd))
+                                  .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xA5))
+                                  .buffer("scales", std::vector<float>(size_t(rows) * groups, -1.0f))
+                                  .scalar("rows", rows)
+                                  .scalar("cols", cols)
+                                  .scalar("ld", ld));
+        std::vector<std::byte> y = r.run(Call("elementwise", "swiglu" + suffix)
+                                             .buffer("gate", encode(pr.d, gate))
+                                             .buffer("up", encode(pr.d, up))
+                                             .buffer("y", encode(pr.d, std::vector<float>(size_t(rows) * cols, 7.0f)))
+                                             .scalar("n", rows * cols))
+                                       .get<std::byte>("y");
+        Outputs unfused = r.run(Call("gemv", pr.quantize)
+                                    .buffer("x", y)
+                                    .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0x5A))
+                                    .buffer("scales", std::vector<float>(size_t(rows) * groups, -2.0f))
+                                    .scalar("rows", rows)
+                                    .scalar("cols", cols));
+        const std::string what = std::string(pr.fused) + " cols=" + std::to_string(cols) + " ld=" + std::to_string(ld);
+        CHECK_MESSAGE(fused.get<uint8_t>("codes") == unfused.get<uint8_t>("codes"), what << ": codes differ");
+        const std::vector<float> fs = fused.get<float>("scales"), us = unfused.get<float>("scales");
+        CHECK_MESSAGE(std::memcmp(fs.data(), us.data(), fs.size() * 4) == 0, what << ": scales differ");
+        CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
+        CHECK_MESSAGE(fs[0] > 0.0f, what << ": row 0's scale is " << fs[0]);
+      }
+}

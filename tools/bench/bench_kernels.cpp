@@ -377,7 +377,8 @@ void addDequantRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32
 
 // gemv_q_swiglu's reference (buffers 0 gate, 1 up, 2 the f32 x, y last): addDequantRef's of the
 // gate weights, and the up weights dequantized and multiplied likewise, then silu(gate) * up by
-// our swiglu kernel: the unfused chain, dequantize + cuBLAS.
+// our swiglu kernel, whose `gate` is the factor and `up` the silu's argument (docs/kernels.md):
+// swiglu(gate = up product, up = gate product). The unfused chain, dequantize + cuBLAS.
 void addSwigluRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
   addDequantRef(c, f, m, k, ntok);
   c.refSrcX = 2;
@@ -387,7 +388,7 @@ void addSwigluRef(Case& c, const QuantFormat& f, uint32_t m, uint32_t k, uint32_
   c.buffers.push_back({size_t(ntok) * m * 4, Fill::Zero});
   c.refW2 = more, c.refY2 = more + 1, c.refOut = more + 2;
   c.refLaunches.push_back({std::string("dequantize_") + f.name + "_bf16", {buf("q", 1), buf("y", more), val("rows", m), val("k", k)}});
-  c.refThen = {{"swiglu_f32", {buf("gate", c.refY), buf("up", c.refY2), buf("y", c.refOut), val("n", ntok * m)}}};
+  c.refThen = {{"swiglu_f32", {buf("gate", c.refY2), buf("up", c.refY), buf("y", c.refOut), val("n", ntok * m)}}};
 }
 
 // y = W x for ntok columns (gemv_q): f32 x, or "q8_1": x quantized by quantize_q8_1 first, that
@@ -484,6 +485,23 @@ Case rmsnormFp8Case(uint32_t rows, uint32_t cols) {
                    {"quantize_e4m3_bf16", {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
   c.refEqual = {2, 5};
   c.bytes = 2.0 * double(n) + 2.0 * cols + double(n) + 4.0 * rows;
+  return c;
+}
+
+// swiglu fused into the fp8 quantization of a W8A8 down projection's activations
+// (swiglu_quantize_fp8: bf16, E4M3, a scale per token), against its unfused chain, our swiglu +
+// quantize_fp8 (codes compared byte for byte); bytes: gate, up, the codes and the scales.
+Case swigluFp8Case(uint32_t rows, uint32_t cols) {
+  Case c{"swiglu_quantize_fp8", dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
+  const size_t n = size_t(rows) * cols;
+  c.buffers = {{n * 2, Fill::BF16}, {n * 2, Fill::BF16}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero},
+               {n * 2, Fill::Zero}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
+  c.launches = {{"swiglu_quantize_e4m3_bf16", {buf("gate", 0), buf("up", 1), buf("codes", 2), buf("scales", 3),
+                                               val("rows", rows), val("cols", cols), val("ld", cols)}}};
+  c.refLaunches = {{"swiglu_bf16", {buf("gate", 0), buf("up", 1), buf("y", 4), val("n", rows * cols)}},
+                   {"quantize_e4m3_bf16", {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
+  c.refEqual = {2, 5};
+  c.bytes = 4.0 * double(n) + double(n) + 4.0 * rows;
   return c;
 }
 
@@ -920,6 +938,7 @@ std::vector<Case> cases(Sizes sizes) {
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
     for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormFp8Case(r, hidden));
+    for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(swigluFp8Case(r, ffn));
     // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
     // weights.
     for (const QuantFormat& f : kQuantFormats) {
@@ -1489,8 +1508,11 @@ std::string compareSwigluRef(const std::vector<float>& ours, const std::vector<f
 
 // The dequantize reference on the CPU (--check on a device, where cuBLAS is not): the product
 // cublasGemmEx computes, of our dequantize's bf16 weights (refW) and refActivations, in double,
-// against the case's y with compareDequantRef.
-std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c) {
+// against the case's y with compareDequantRef. With a second product (gemv_q_swiglu), the chain's
+// last launches (refThen) run too, on the two products put where cuBLAS would put them, and
+// their output is compared as the GPU run compares it: `launch` runs one.
+std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c,
+                            const std::function<std::string(const Launch&)>& launch) {
   const size_t m = c.refM, k = c.refK, ntok = c.refNtok, src = size_t(c.refSrcX);
   std::vector<uint16_t> x = refActivations(ntok * k, mem[src], c.dtype == "q8_1" ? &mem[src + 1] : nullptr);
   std::vector<float> ours(ntok * m), ref(ntok * m);
@@ -1511,7 +1533,15 @@ std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c) 
   }
   std::vector<double> up = product(c.refW2);  // swiglu: silu(gate) * up
   for (size_t i = 0; i < y.size(); ++i) ref[i] = float(y[i] / (1.0 + std::exp(-y[i])) * up[i]);
-  return compareSwigluRef(ours, ref, y, up);
+  if (std::string why = compareSwigluRef(ours, ref, y, up); !why.empty()) return why;
+  std::vector<float> g32(y.begin(), y.end()), u32(up.begin(), up.end()), chained(y.size());
+  must(mem[size_t(c.refY)].upload(g32.data(), g32.size() * 4), "upload the gate product");
+  must(mem[size_t(c.refY2)].upload(u32.data(), u32.size() * 4), "upload the up product");
+  for (const Launch& l : c.refThen)
+    if (std::string why = launch(l); !why.empty()) return why;
+  must(mem[size_t(c.refOut)].download(chained.data(), chained.size() * 4), "download the chain's y");
+  if (std::string why = compareSwigluRef(ours, chained, y, up); !why.empty()) return "the reference chain: " + why;
+  return "";
 }
 
 int runTinyCases(const Context& ctx, const std::string& path) {
@@ -1531,28 +1561,25 @@ int runTinyCases(const Context& ctx, const std::string& path) {
     std::vector<const DeviceMemory*> set;
     for (const DeviceMemory& m : mem) set.push_back(&m);
     deriveBuffers(c, set);
-    // The reference's own launches (dequantize) run too; cuBLAS is not there.
-    std::vector<Launch> all = c.launches;
-    all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
-    all.insert(all.end(), c.refThen.begin(), c.refThen.end());  // of zeros here: that it runs
-    for (const Launch& l : all) {
+    // The reference's own launches (dequantize) run too; cuBLAS is not there (checkDequantRef
+    // runs what follows it, refThen, on the products it computes).
+    auto launch = [&](const Launch& l) -> std::string {
       auto k = bundle.kernel(l.kernel);
-      if (!k) {
-        why = k.error().describe();
-        break;
-      }
+      if (!k) return k.error().describe();
       std::vector<Arg> args;
       for (const ArgSpec& a : l.args) args.push_back(a.buffer >= 0 ? arg(mem[size_t(a.buffer)].ptr()) : a.scalar);
-      if (Status st = k.value().launch_args(stream, args); !st) {
-        why = st.error().describe();
-        break;
-      }
-    }
-    if (Status st = stream.synchronize(); why.empty() && !st) why = st.error().describe();
+      if (Status st = k.value().launch_args(stream, args); !st) return st.error().describe();
+      if (Status st = stream.synchronize(); !st) return st.error().describe();
+      return "";
+    };
+    std::vector<Launch> all = c.launches;
+    all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
+    for (const Launch& l : all)
+      if (why = launch(l); !why.empty()) break;
     if (why.empty() && c.gemv) why = checkGemv(mem, *c.gemv);
     if (why.empty() && c.gemmM)
       why = checkGemm(mem, gemmMember(c.dtype), c.gemmM, c.gemmN, c.gemmK, c.gemmBatch, size_t(c.gemmA), size_t(c.gemmB));
-    if (why.empty() && c.refM) why = checkDequantRef(mem, c);
+    if (why.empty() && c.refM) why = checkDequantRef(mem, c, launch);
     if (why.empty() && c.refEqual.first >= 0)
       why = compareBytes(mem[size_t(c.refEqual.first)], mem[size_t(c.refEqual.second)], c.buffers[size_t(c.refEqual.first)].bytes);
     if (why.empty() && c.attention) {
