@@ -827,6 +827,7 @@ std::optional<uint64_t> parseConstLiteral(std::string_view text, Type t) {
     return bits;
   }
   unsigned w = t.isPred() ? 1 : t.bits();
+  if (w > 64) return std::nullopt;  // tmap: 1024 opaque bits, no literal
   uint64_t mask = w == 64 ? ~uint64_t{0} : (uint64_t{1} << w) - 1;
   if (s[0] == '-') {
     if (hex) return std::nullopt;

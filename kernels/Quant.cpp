@@ -563,174 +563,174 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   // matrix and column (sums[(ri * mats + mi) * ntok + t]). With several warps a row, a group past
   // m reads the last row, so that every warp of the block reaches the barrier that adds them.
   auto products = [&](Value firstRow) {
-        Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
-        // The weight rows, row by row and matrix by matrix: wrows[ri * mats + mi]. A row past m
-        // reads the last row (every load valid) and is not written.
-        std::vector<Value> wrows;
-        for (unsigned ri = 0; ri < R; ++ri) {
-          Value r = ri == 0 ? firstRow : kb.min(row0 + ri, rows - 1u, "row");
-          for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(r, rowBytes), "wrow"));
-        }
-        const unsigned nw = static_cast<unsigned>(wrows.size());
-        Value groups = (k >> 3u).named("groups");
-        // k is a multiple of 32; saying so in the bits lets tile-validation prove x's vectors aligned.
-        Value kx = ((k >> 5u) << 5u).named("kx");
-        // Accumulator of weight row wi and column t: acc[wi * ntok + t].
-        std::vector<Value> zero(size_t(nw) * ntok, kb.f32(0.0f, "zero"));
-        // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
-        auto loop = [&](bool vector) {
-          Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
-          return kb.for_range(
-              first(lane, 32), groups, kb.u32(32 * W), zero,
-              [&](Value g, std::span<Value> acc) {
-                std::vector<std::vector<Value>> wv;
-                for (Value wrow : wrows) {
-                  auto [blk, j] = groupBlock(kb, f, wrow, g);
-                  wv.push_back(decode8(kb, f, blk, j));
+    Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+    // The weight rows, row by row and matrix by matrix: wrows[ri * mats + mi]. A row past m
+    // reads the last row (every load valid) and is not written.
+    std::vector<Value> wrows;
+    for (unsigned ri = 0; ri < R; ++ri) {
+      Value r = ri == 0 ? firstRow : kb.min(row0 + ri, rows - 1u, "row");
+      for (Value w : ws) wrows.push_back(kb.ptradd(w, kb.mul_wide(r, rowBytes), "wrow"));
+    }
+    const unsigned nw = static_cast<unsigned>(wrows.size());
+    Value groups = (k >> 3u).named("groups");
+    // k is a multiple of 32; saying so in the bits lets tile-validation prove x's vectors aligned.
+    Value kx = ((k >> 5u) << 5u).named("kx");
+    // Accumulator of weight row wi and column t: acc[wi * ntok + t].
+    std::vector<Value> zero(size_t(nw) * ntok, kb.f32(0.0f, "zero"));
+    // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
+    auto loop = [&](bool vector) {
+      Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
+      return kb.for_range(
+          first(lane, 32), groups, kb.u32(32 * W), zero,
+          [&](Value g, std::span<Value> acc) {
+            std::vector<std::vector<Value>> wv;
+            for (Value wrow : wrows) {
+              auto [blk, j] = groupBlock(kb, f, wrow, g);
+              wv.push_back(decode8(kb, f, blk, j));
+            }
+            std::vector<Value> next(acc.begin(), acc.end());
+            for (unsigned t = 0; t < ntok; ++t) {
+              Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
+              Value px = kb.index(xa, e, bytesOf(s), "px");
+              std::vector<Value> xv;
+              if (vector) {
+                unsigned per = vecElems(s);
+                for (unsigned i = 0; i < kGroup; i += per) {
+                  std::vector<Value> part =
+                      loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
+                  xv.insert(xv.end(), part.begin(), part.end());
                 }
-                std::vector<Value> next(acc.begin(), acc.end());
-                for (unsigned t = 0; t < ntok; ++t) {
-                  Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
-                  Value px = kb.index(xa, e, bytesOf(s), "px");
+              } else {
+                for (unsigned i = 0; i < kGroup; ++i)
+                  xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
+              }
+              for (unsigned wi = 0; wi < nw; ++wi) {
+                Value& a = next[wi * ntok + t];
+                for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[wi][i], xv[i], a);
+              }
+            }
+            return next;
+          },
+          {.label = vector ? "vec" : "scalar", .iv = "g"});
+    };
+    // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
+    // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
+    auto dp4aLoop = [&] {
+      Value xblocks = (k >> 5u).named("xblocks");
+      Value ones = kb.s32(0x01010101, "ones");
+      Value izero = kb.s32(0, "izero");
+      return kb.for_range(
+          first(lane, 32), groups, kb.u32(32 * W), zero,
+          [&](Value g, std::span<Value> acc) {
+            std::vector<IntGroup> wq;
+            for (Value wrow : wrows) {
+              auto [blk, j] = groupBlock(kb, f, wrow, g);
+              wq.push_back(decodeInt(kb, f, blk, j));
+            }
+            std::vector<Value> next(acc.begin(), acc.end());
+            for (unsigned t = 0; t < ntok; ++t) {
+              Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
+              Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
+              Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
+              Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
+              Value d8 = q81Scale(kb, xb);
+              Value suma;
+              if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+              for (unsigned wi = 0; wi < nw; ++wi) {
+                const IntGroup& q = wq[wi];
+                Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
+                Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+                if (q.intOffset) sumi = sumi - suma * q.intOffset;
+                Value part = q.scale * toF32(kb, sumi);
+                if (q.min.valid()) part = part - q.min * toF32(kb, suma);
+                Value& a = next[wi * ntok + t];
+                a = kb.fma(d8, part, a);
+              }
+            }
+            return next;
+          },
+          {.label = "dp4a", .iv = "g"});
+    };
+    // q4_k and q5_k rows 16-byte aligned (and x too for f32/bf16): lane l takes chunk l % 8
+    // (wideChunk) of blocks l / 8, l / 8 + 4, ...: 32 values from two or three 16-byte
+    // loads of weights (plus the block's head) instead of 4 groups of 9 narrow loads, so a
+    // warp keeps several times the bytes in flight for the same registers.
+    auto wideLoop = [&] {
+      Value kblocks = (k >> 8u).named("kblocks");
+      Value c = (lane & 7u).named("chunk");
+      Value p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
+      std::vector<Value> wa;
+      for (Value wrow : wrows) wa.push_back(assumeAligned16(kb, wrow, "wrow.a"));
+      Value xa = q81 ? x : assumeAligned16(kb, x, "x.a");
+      Value xblocks = (k >> 5u).named("xblocks");
+      Value ones = kb.s32(0x01010101, "ones");
+      Value izero = kb.s32(0, "izero");
+      return kb.for_range(
+          first(lane >> 3u, 4), kblocks, kb.u32(4 * W), zero,
+          [&](Value bi, std::span<Value> acc) {
+            std::vector<WideChunk> wc;
+            for (Value wr : wa) wc.push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bi, kb.u32(f.bytes)), "blk"), p, h));
+            std::vector<Value> next(acc.begin(), acc.end());
+            for (unsigned e = 0; e < 2; ++e) {
+              Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
+              // The f32 weights of this half, shared by the columns.
+              std::vector<std::vector<Value>> wv(nw);
+              if (!q81)
+                for (unsigned wi = 0; wi < nw; ++wi)
+                  for (unsigned i = 0; i < 16; ++i) {
+                    Value q = (wc[wi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
+                    wv[wi].push_back(subRn(kb, mulRn(kb, wc[wi].D[e], toF32(kb, q)), wc[wi].M[e]));
+                  }
+              for (unsigned t = 0; t < ntok; ++t) {
+                if (!q81) {
+                  Value px = kb.index(xa, kb.mad(kb.u32(t), kx, (sb << 5u) + (h << 4u)), bytesOf(s), "px");
                   std::vector<Value> xv;
-                  if (vector) {
-                    unsigned per = vecElems(s);
-                    for (unsigned i = 0; i < kGroup; i += per) {
-                      std::vector<Value> part =
-                          loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
-                      xv.insert(xv.end(), part.begin(), part.end());
-                    }
-                  } else {
-                    for (unsigned i = 0; i < kGroup; ++i)
-                      xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
+                  for (unsigned i = 0; i < 16; i += vecElems(s)) {
+                    std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
+                    xv.insert(xv.end(), part.begin(), part.end());
                   }
                   for (unsigned wi = 0; wi < nw; ++wi) {
                     Value& a = next[wi * ntok + t];
-                    for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[wi][i], xv[i], a);
+                    for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[wi][i], xv[i], a);
                   }
+                  continue;
                 }
-                return next;
-              },
-              {.label = vector ? "vec" : "scalar", .iv = "g"});
-        };
-        // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
-        // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
-        auto dp4aLoop = [&] {
-          Value xblocks = (k >> 5u).named("xblocks");
-          Value ones = kb.s32(0x01010101, "ones");
-          Value izero = kb.s32(0, "izero");
-          return kb.for_range(
-              first(lane, 32), groups, kb.u32(32 * W), zero,
-              [&](Value g, std::span<Value> acc) {
-                std::vector<IntGroup> wq;
-                for (Value wrow : wrows) {
-                  auto [blk, j] = groupBlock(kb, f, wrow, g);
-                  wq.push_back(decodeInt(kb, f, blk, j));
+                Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(kQ81Bytes)), "xb");
+                Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
+                std::vector<Value> xw;
+                for (unsigned j = 0; j < 4; ++j)
+                  xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
+                Value d8 = q81Scale(kb, xb);
+                Value suma = izero;
+                for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
+                for (unsigned wi = 0; wi < nw; ++wi) {
+                  Value sumi = izero;
+                  for (unsigned j = 0; j < 4; ++j)
+                    sumi = kb.dp4a(kb.bitcast(wc[wi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
+                  Value part = wc[wi].D[e] * toF32(kb, sumi) - wc[wi].M[e] * toF32(kb, suma);
+                  Value& a = next[wi * ntok + t];
+                  a = kb.fma(d8, part, a);
                 }
-                std::vector<Value> next(acc.begin(), acc.end());
-                for (unsigned t = 0; t < ntok; ++t) {
-                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
-                  Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
-                  Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
-                  Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
-                  Value d8 = q81Scale(kb, xb);
-                  Value suma;
-                  if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
-                  for (unsigned wi = 0; wi < nw; ++wi) {
-                    const IntGroup& q = wq[wi];
-                    Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
-                    Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
-                    if (q.intOffset) sumi = sumi - suma * q.intOffset;
-                    Value part = q.scale * toF32(kb, sumi);
-                    if (q.min.valid()) part = part - q.min * toF32(kb, suma);
-                    Value& a = next[wi * ntok + t];
-                    a = kb.fma(d8, part, a);
-                  }
-                }
-                return next;
-              },
-              {.label = "dp4a", .iv = "g"});
-        };
-        // q4_k and q5_k rows 16-byte aligned (and x too for f32/bf16): lane l takes chunk l % 8
-        // (wideChunk) of blocks l / 8, l / 8 + 4, ...: 32 values from two or three 16-byte
-        // loads of weights (plus the block's head) instead of 4 groups of 9 narrow loads, so a
-        // warp keeps several times the bytes in flight for the same registers.
-        auto wideLoop = [&] {
-          Value kblocks = (k >> 8u).named("kblocks");
-          Value c = (lane & 7u).named("chunk");
-          Value p = (c >> 1u).named("pair"), h = (c & 1u).named("half");
-          std::vector<Value> wa;
-          for (Value wrow : wrows) wa.push_back(assumeAligned16(kb, wrow, "wrow.a"));
-          Value xa = q81 ? x : assumeAligned16(kb, x, "x.a");
-          Value xblocks = (k >> 5u).named("xblocks");
-          Value ones = kb.s32(0x01010101, "ones");
-          Value izero = kb.s32(0, "izero");
-          return kb.for_range(
-              first(lane >> 3u, 4), kblocks, kb.u32(4 * W), zero,
-              [&](Value bi, std::span<Value> acc) {
-                std::vector<WideChunk> wc;
-                for (Value wr : wa) wc.push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bi, kb.u32(f.bytes)), "blk"), p, h));
-                std::vector<Value> next(acc.begin(), acc.end());
-                for (unsigned e = 0; e < 2; ++e) {
-                  Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
-                  // The f32 weights of this half, shared by the columns.
-                  std::vector<std::vector<Value>> wv(nw);
-                  if (!q81)
-                    for (unsigned wi = 0; wi < nw; ++wi)
-                      for (unsigned i = 0; i < 16; ++i) {
-                        Value q = (wc[wi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
-                        wv[wi].push_back(subRn(kb, mulRn(kb, wc[wi].D[e], toF32(kb, q)), wc[wi].M[e]));
-                      }
-                  for (unsigned t = 0; t < ntok; ++t) {
-                    if (!q81) {
-                      Value px = kb.index(xa, kb.mad(kb.u32(t), kx, (sb << 5u) + (h << 4u)), bytesOf(s), "px");
-                      std::vector<Value> xv;
-                      for (unsigned i = 0; i < 16; i += vecElems(s)) {
-                        std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
-                        xv.insert(xv.end(), part.begin(), part.end());
-                      }
-                      for (unsigned wi = 0; wi < nw; ++wi) {
-                        Value& a = next[wi * ntok + t];
-                        for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[wi][i], xv[i], a);
-                      }
-                      continue;
-                    }
-                    Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(kQ81Bytes)), "xb");
-                    Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
-                    std::vector<Value> xw;
-                    for (unsigned j = 0; j < 4; ++j)
-                      xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
-                    Value d8 = q81Scale(kb, xb);
-                    Value suma = izero;
-                    for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
-                    for (unsigned wi = 0; wi < nw; ++wi) {
-                      Value sumi = izero;
-                      for (unsigned j = 0; j < 4; ++j)
-                        sumi = kb.dp4a(kb.bitcast(wc[wi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
-                      Value part = wc[wi].D[e] * toF32(kb, sumi) - wc[wi].M[e] * toF32(kb, suma);
-                      Value& a = next[wi * ntok + t];
-                      a = kb.fma(d8, part, a);
-                    }
-                  }
-                }
-                return next;
-              },
-              {.label = "wide", .iv = "bi"});
-        };
-        auto narrow = [&] {
-          return q81 ? dp4aLoop()
-                     : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); },
-                                  {.label = "path"});
-        };
-        std::vector<Value> sums;
-        if (wide) {
-          Value aligned = allAligned(kb, {ws[0], q81 ? ws[0] : x}, 16, "wide_ok");
-          if (swiglu) aligned = aligned & allAligned(kb, {ws[1]}, 16);
-          sums = kb.if_else(aligned, wideLoop, narrow, {.label = "weights"});
-        } else {
-          sums = narrow();
-        }
-        return sums;
+              }
+            }
+            return next;
+          },
+          {.label = "wide", .iv = "bi"});
+    };
+    auto narrow = [&] {
+      return q81 ? dp4aLoop()
+                 : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); },
+                              {.label = "path"});
+    };
+    std::vector<Value> sums;
+    if (wide) {
+      Value aligned = allAligned(kb, {ws[0], q81 ? ws[0] : x}, 16, "wide_ok");
+      if (swiglu) aligned = aligned & allAligned(kb, {ws[1]}, 16);
+      sums = kb.if_else(aligned, wideLoop, narrow, {.label = "weights"});
+    } else {
+      sums = narrow();
+    }
+    return sums;
   };
   // y of row ri and column t from `value(a)`, the row's total of sums index a, written when the row
   // is below m, by lane 0 when `lane0` is given (W 1: inside has_row, so its row 0 is below m).
