@@ -74,8 +74,8 @@ Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value c
 Value roundToStorage(KernelBuilder& kb, Value v, Storage s);
 // fp8 KV caches (kernels/Fp8.cpp; docs/kernels.md, "fp8 KV caches"): codes of OCP's E4M3 (bias 7,
 // no infinities, 0x7F and 0xFF NaN, largest finite 448) or E5M2 (bias 15, IEEE-like, largest
-// finite 57344), one byte each, stored as u8 and scaled by a per-tensor f32 (the cache holds
-// x / scale). Decoded by cvt.f16x2 (sm_89+) or by integer instructions (any target: fp8Raw).
+// finite 57344), one byte each (moved as u8 bytes; the bundle's element types e4m3 and e5m2) and
+// scaled by a per-tensor f32 (the cache holds x / scale). Decoded by cvt.f16x2 (sm_89+) or by integer instructions (any target: fp8Raw).
 enum class Fp8 : uint8_t { None, E4M3, E5M2 };
 // An fp8 option value: "fp8_e4m3" or "fp8_e5m2", else Fp8::None.
 Fp8 fp8Named(std::string_view value);
