@@ -193,6 +193,24 @@ constexpr unsigned kQuantizeGroup = 128;  // scales = "group": columns a scale
 // The f32 value at column c (< cols) of the row being quantized.
 using ValueAt = std::function<Value(Value c)>;
 
+// What the row quantizers (quantize_fp8, rmsnorm_quantize_fp8, swiglu_quantize_fp8) share: the
+// codes' format, the scales per row or per group, a block a row, the codes' element type and the
+// scales' extent.
+OptionSpec codesFormatOption() {
+  return choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2");
+}
+OptionSpec rowOrGroupScalesOption() {
+  return choiceOption("scales", "row", {"row", "group"},
+                      "row: a scale per row, scales [rows]; group: one per 128 columns of a row, scales [rows x "
+                      "ceil_div(cols, 128)] (gemm's a_scales with scale_block = 128)");
+}
+LaunchRule blockPerRow(const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; }
+Template::Element codesElement(const Options& o) { return fp8Element(fp8Named(o.text("format"))); }
+Expr scalesExtent(const Options& o) {
+  const Expr rows = Expr::param("rows");
+  return o.text("scales") == "group" ? rows * ceilDiv(Expr::param("cols"), kQuantizeGroup) : rows;
+}
+
 // scales = "group": each 128 columns of a row (the last group may be shorter) get their own
 // scale, found and applied by one warp (4 values a lane, 32 columns apart: coalesced loads and
 // byte stores); the block's 8 warps take groups w, w + 8, ... The scale is written to
@@ -421,22 +439,20 @@ void addFp8(std::vector<Template>& out) {
       "for each 128 columns of a row (scales[r * ceil_div(cols, 128) + g]: gemm's a_scales with scale_block = 128); "
       "scales = \"tensor\" takes the f32 parameter scale; one block of 256 threads a row",
       {dtypeOption("dtype", "storage type of x"),
-       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
+       codesFormatOption(),
        choiceOption("scales", "row", {"row", "group", "tensor"},
                     "row: a scale per row found from the row and written to the pointer scales [rows]; group: one "
                     "per 128 columns of a row, scales [rows x ceil_div(cols, 128)] (DeepSeek-V3's per-token-group "
                     "activation scales); tensor: the f32 parameter scale (after cols) for every row")},
       buildQuantizeFp8,
-      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+      blockPerRow,
   });
   out.back().elements = [](const Options& o) {
-    return Template::ElementTypes{
-        {"x", scalarOf(storageOption(o))}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
+    return Template::ElementTypes{{"x", scalarOf(storageOption(o))}, {"codes", codesElement(o)}, {"scales", ir::Scalar::F32}};
   };
   out.back().extents = [](const Options& o) {
-    const Expr rows = Expr::param("rows"), all = rows * Expr::param("cols");
-    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(Expr::param("cols"), kQuantizeGroup) : rows;
-    return Template::Extents{{"x", all}, {"codes", all}, {"scales", scales}};
+    const Expr all = Expr::param("rows") * Expr::param("cols");
+    return Template::Extents{{"x", all}, {"codes", all}, {"scales", scalesExtent(o)}};
   };
   out.push_back({
       "rmsnorm_quantize_fp8",
@@ -446,22 +462,18 @@ void addFp8(std::vector<Template>& out) {
       "W8A8 gemm after a norm, in one launch; one block of 256 threads a row",
       {dtypeOption("dtype", "storage type of x and weight (the normalized value is rounded to it, as rmsnorm "
                             "stores it)"),
-       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
-       choiceOption("scales", "row", {"row", "group"},
-                    "row: a scale per row, scales [rows]; group: one per 128 columns of a row, scales [rows x "
-                    "ceil_div(cols, 128)] (gemm's a_scales with scale_block = 128)")},
+       codesFormatOption(),
+       rowOrGroupScalesOption()},
       buildRmsnormQuantizeFp8,
-      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+      blockPerRow,
   });
   out.back().elements = [](const Options& o) {
     const ir::Scalar x = scalarOf(storageOption(o));
-    return Template::ElementTypes{
-        {"x", x}, {"weight", x}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
+    return Template::ElementTypes{{"x", x}, {"weight", x}, {"codes", codesElement(o)}, {"scales", ir::Scalar::F32}};
   };
   out.back().extents = [](const Options& o) {
-    const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), all = rows * cols;
-    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(cols, kQuantizeGroup) : rows;
-    return Template::Extents{{"x", all}, {"weight", cols}, {"codes", all}, {"scales", scales}};
+    const Expr cols = Expr::param("cols"), all = Expr::param("rows") * cols;
+    return Template::Extents{{"x", all}, {"weight", cols}, {"codes", all}, {"scales", scalesExtent(o)}};
   };
   out.push_back({
       "swiglu_quantize_fp8",
@@ -470,23 +482,19 @@ void addFp8(std::vector<Template>& out) {
       "per 128 columns (scales = \"group\"); LLaMA's silu(gate_proj) * up_proj passes gate_proj as up. The "
       "activations and a_scales of a W8A8 down projection, in one launch; one block of 256 threads a row",
       {dtypeOption("dtype", "storage type of gate and up (the product is rounded to it, as swiglu stores it)"),
-       choiceOption("format", "fp8_e4m3", {"fp8_e4m3", "fp8_e5m2"}, "the codes' format: OCP E4M3 or E5M2"),
-       choiceOption("scales", "row", {"row", "group"},
-                    "row: a scale per row, scales [rows]; group: one per 128 columns of a row, scales [rows x "
-                    "ceil_div(cols, 128)] (gemm's a_scales with scale_block = 128)")},
+       codesFormatOption(),
+       rowOrGroupScalesOption()},
       buildSwigluQuantizeFp8,
-      [](const Options&) { return LaunchRule{{kQuantizeBlock}, {Expr::param("rows")}, 0}; },
+      blockPerRow,
   });
   out.back().elements = [](const Options& o) {
     const ir::Scalar x = scalarOf(storageOption(o));
-    return Template::ElementTypes{
-        {"gate", x}, {"up", x}, {"codes", fp8Element(fp8Named(o.text("format")))}, {"scales", ir::Scalar::F32}};
+    return Template::ElementTypes{{"gate", x}, {"up", x}, {"codes", codesElement(o)}, {"scales", ir::Scalar::F32}};
   };
   out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
     const Expr in = stridedSpan({{rows, Expr::param("ld")}}, cols);
-    const Expr scales = o.text("scales") == "group" ? rows * ceilDiv(cols, kQuantizeGroup) : rows;
-    return Template::Extents{{"gate", in}, {"up", in}, {"codes", rows * cols}, {"scales", scales}};
+    return Template::Extents{{"gate", in}, {"up", in}, {"codes", rows * cols}, {"scales", scalesExtent(o)}};
   };
 }
 

@@ -319,24 +319,40 @@ LIBRARY_TEST("quantize_fp8 rows feed gemv's row_scales", quantizeFp8Gemv) {
   }
 }
 
+namespace {
+
+// A fused quantization kernel and the quantize_fp8 kernel of its unfused pair: the library's
+// kernel names, the dtype of their input and whether their scales are per group.
+struct QuantizePair {
+  const char* fused;
+  const char* quantize;
+  Dtype d;
+  bool group;
+};
+
+// A fused kernel's codes and scales against the unfused pair's, byte for byte; row 1 (`groups`
+// scales on) is the row of zeros, whose scale is 0.
+void expectSameQuantization(const Outputs& fused, const Outputs& unfused, uint32_t groups, const std::string& what) {
+  CHECK_MESSAGE(fused.get<uint8_t>("codes") == unfused.get<uint8_t>("codes"), what << ": codes differ");
+  const std::vector<float> fs = fused.get<float>("scales"), us = unfused.get<float>("scales");
+  CHECK_MESSAGE(std::memcmp(fs.data(), us.data(), fs.size() * 4) == 0, what << ": scales differ");
+  CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
+}
+
+}  // namespace
+
 // rmsnorm_quantize_fp8 against the unfused pair on the same runner, norms' rmsnorm then
 // quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte (1 / rms is
 // rmsnorm's own, on the path rmsnorm takes for these buffers). Rows that fit in registers and rows
 // past the one-pass bound, a row of zeros (scale 0), odd lengths and groups of 128 with a short
 // last one.
 LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row and per group", rmsnormQuantizeFp8) {
-  struct Pair {
-    const char* fused;
-    const char* quantize;
-    Dtype d;
-    bool group;
-  };
-  const Pair pairs[] = {{"rmsnorm_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
+  const QuantizePair pairs[] = {{"rmsnorm_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
                         {"rmsnorm_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
                         {"rmsnorm_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
                         {"rmsnorm_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
   std::mt19937 rng(seed());
-  for (const Pair& pr : pairs)
+  for (const QuantizePair& pr : pairs)
     for (uint32_t cols : {100u, 1312u, 16416u}) {  // the last: past the one-pass bound
       const uint32_t rows = 3, groups = pr.group ? (cols + 127) / 128 : 1;
       std::vector<float> x = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
@@ -365,11 +381,7 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
                                   .buffer("scales", std::vector<float>(size_t(rows) * groups, -2.0f))
                                   .scalar("rows", rows)
                                   .scalar("cols", cols));
-      const std::string what = std::string(pr.fused) + " cols=" + std::to_string(cols);
-      CHECK_MESSAGE(fused.get<uint8_t>("codes") == unfused.get<uint8_t>("codes"), what << ": codes differ");
-      const std::vector<float> fs = fused.get<float>("scales"), us = unfused.get<float>("scales");
-      CHECK_MESSAGE(std::memcmp(fs.data(), us.data(), fs.size() * 4) == 0, what << ": scales differ");
-      CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
+      expectSameQuantization(fused, unfused, groups, std::string(pr.fused) + " cols=" + std::to_string(cols));
     }
 }
 
@@ -379,18 +391,12 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
 // make the row's scale), a row of zeros (scale 0), silu's argument out to where exp overflows,
 // odd lengths and groups of 128 with a short last one.
 LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and per group, strided rows", swigluQuantizeFp8) {
-  struct Pair {
-    const char* fused;
-    const char* quantize;
-    Dtype d;
-    bool group;
-  };
-  const Pair pairs[] = {{"swiglu_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
+  const QuantizePair pairs[] = {{"swiglu_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
                         {"swiglu_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
                         {"swiglu_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
                         {"swiglu_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
   std::mt19937 rng(seed());
-  for (const Pair& pr : pairs)
+  for (const QuantizePair& pr : pairs)
     for (uint32_t cols : {1u, 100u, 1312u})
       for (uint32_t gap : {0u, 37u}) {
         const uint32_t rows = 3, ld = cols + gap, groups = pr.group ? (cols + 127) / 128 : 1;
@@ -428,10 +434,7 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
                                     .scalar("rows", rows)
                                     .scalar("cols", cols));
         const std::string what = std::string(pr.fused) + " cols=" + std::to_string(cols) + " ld=" + std::to_string(ld);
-        CHECK_MESSAGE(fused.get<uint8_t>("codes") == unfused.get<uint8_t>("codes"), what << ": codes differ");
-        const std::vector<float> fs = fused.get<float>("scales"), us = unfused.get<float>("scales");
-        CHECK_MESSAGE(std::memcmp(fs.data(), us.data(), fs.size() * 4) == 0, what << ": scales differ");
-        CHECK_MESSAGE(fs[groups] == 0.0f, what << ": the row of zeros has scale " << fs[groups]);
-        CHECK_MESSAGE(fs[0] > 0.0f, what << ": row 0's scale is " << fs[0]);
+        expectSameQuantization(fused, unfused, groups, what);
+        CHECK_MESSAGE(fused.get<float>("scales")[0] > 0.0f, what << ": row 0's scale is 0");
       }
 }
