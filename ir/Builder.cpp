@@ -52,6 +52,12 @@ std::string derived(std::string_view prefix, std::string_view tag) {
 
 std::string opText(Op op) { return "'" + std::string(info(op).name) + "'"; }
 
+// The fp8 formats of an mma or wgmma: A's, and B's where it differs (the Fp8B group).
+void setFp8Formats(Inst& in, Mod aFormat, Mod bFormat) {
+  in.setMod(aFormat);
+  if (bFormat != aFormat) in.setMod(bFormat == Mod::E4m3Mod ? Mod::BE4m3Mod : Mod::BE5m2Mod);
+}
+
 }  // namespace
 
 // ---- Value and Operand ------------------------------------------------------------------------
@@ -607,14 +613,14 @@ Value KernelBuilder::mma(Mod shape, Scalar inType, Value a, Value b, Value c, st
   return emit(std::move(in), {a, b, c}, name, loc);
 }
 
-Value KernelBuilder::mma_fp8(Mod format, Value a, Value b, Value c, std::string_view name, Here loc) {
+Value KernelBuilder::mma_fp8(Mod aFormat, Mod bFormat, Value a, Value b, Value c, std::string_view name, Here loc) {
   if (!checkOperand(c, loc)) return Value();
   Inst in;
   in.op = Op::Mma;
   in.type = c.type().element();
   in.srcType = Type::of(Scalar::B8);
   in.setMod(Mod::M16n8k32);
-  in.setMod(format);
+  setFp8Formats(in, aFormat, bFormat);
   return emit(std::move(in), {a, b, c}, name, loc);
 }
 
@@ -785,15 +791,15 @@ Value KernelBuilder::wgmma_mma_async(unsigned n, Scalar inType, Value acc, Value
   return emit(std::move(in), {acc, a, bDesc, scaleD}, name, loc);
 }
 
-Value KernelBuilder::wgmma_mma_async_fp8(unsigned n, Mod format, Value acc, Value aDesc, Value bDesc, Value scaleD,
-                                         std::string_view name, Here loc) {
+Value KernelBuilder::wgmma_mma_async_fp8(unsigned n, Mod aFormat, Mod bFormat, Value acc, Value aDesc, Value bDesc,
+                                         Value scaleD, std::string_view name, Here loc) {
   if (!checkOperand(acc, loc)) return Value();
   Inst in;
   in.op = Op::WgmmaMma;
   in.type = acc.type();
   in.srcType = Type::of(Scalar::B8);
   in.imm = n;
-  in.setMod(format);
+  setFp8Formats(in, aFormat, bFormat);
   return emit(std::move(in), {acc, aDesc, bDesc, scaleD}, name, loc);
 }
 

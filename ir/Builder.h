@@ -342,9 +342,10 @@ class KernelBuilder {
   // a descriptor).
   Value wgmma_mma_async(unsigned n, Scalar in, Value acc, Value a, Value bDesc, Value scaleD, bool transA = false,
                         bool transB = false, std::string_view name = {}, Here loc = Here::current());
-  // The fp8 form (format: Mod::E4m3Mod or E5m2Mod, both operands): a 64xNx32 tile of b8 codes,
-  // A and B K-major through descriptors, into v(n/2).f32 (TC§4; PTX m64nNk32 .e4m3/.e5m2).
-  Value wgmma_mma_async_fp8(unsigned n, Mod format, Value acc, Value aDesc, Value bDesc, Value scaleD,
+  // The fp8 form (aFormat, bFormat: Mod::E4m3Mod or E5m2Mod, alike or mixed): a 64xNx32 tile of
+  // b8 codes, A and B K-major through descriptors, into v(n/2).f32 (TC§4; PTX m64nNk32
+  // .e4m3/.e5m2, and the mixed .e4m3.e5m2 and .e5m2.e4m3).
+  Value wgmma_mma_async_fp8(unsigned n, Mod aFormat, Mod bFormat, Value acc, Value aDesc, Value bDesc, Value scaleD,
                             std::string_view name = {}, Here loc = Here::current());
   // The 64-bit matrix descriptor of TC§4.4 built from ordinary integer IR (no op of its own):
   // start = a ptr.shared or u32 shared address; lbo/sbo in bytes (multiples of 16);
@@ -374,9 +375,10 @@ class KernelBuilder {
   // v4.b32 A fragment, b the v2.b32 B fragment, c the accumulator fragment (v4.f32, v4.s32, or
   // v2.b32 for f16), which also types the result.
   Value mma(Mod shape, Scalar in, Value a, Value b, Value c, std::string_view name = {}, Here loc = Here::current());
-  // m16n8k32 over fp8 codes (format: Mod::E4m3Mod or E5m2Mod, both operands) into a v4.f32 c: the
-  // fragments of the s8 form, four codes a register (sm_89+, PTX ISA 8.4).
-  Value mma_fp8(Mod format, Value a, Value b, Value c, std::string_view name = {}, Here loc = Here::current());
+  // m16n8k32 over fp8 codes (aFormat, bFormat: Mod::E4m3Mod or E5m2Mod, alike or mixed) into a
+  // v4.f32 c: the fragments of the s8 form, four codes a register (sm_89+, PTX ISA 8.4).
+  Value mma_fp8(Mod aFormat, Mod bFormat, Value a, Value b, Value c, std::string_view name = {},
+                Here loc = Here::current());
   // ldmatrix of 1, 2 or 4 8x8 b16 matrices through a ptr.shared (b32, v2.b32 or v4.b32).
   Value ldmatrix(Value sharedPtr, unsigned matrices, bool trans = false, std::string_view name = {},
                  Here loc = Here::current());

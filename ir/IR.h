@@ -156,6 +156,15 @@ Type mmaAccFragment(Scalar acc);
 // Whether PTX has mma of this shape multiplying `in` elements into accumulator type `acc`; with an
 // fp8 format (Mod::E4m3Mod, E5m2Mod) `in` is b8, the codes: m16n8k32 into f32 only.
 bool mmaFormExists(Mod shape, Scalar in, Type acc, Mod fp8 = Mod::None);
+// The fp8 format of an mma's or wgmma's B operand (Mod::E4m3Mod, E5m2Mod): the Fp8B group's where
+// it has one (a mixed form), else A's, the Fp8 group's (Mod::None when the op has no format).
+inline Mod fp8FormatOfB(const Inst& in) {
+  switch (in.mod(ModGroup::Fp8B)) {
+    case Mod::BE4m3Mod: return Mod::E4m3Mod;
+    case Mod::BE5m2Mod: return Mod::E5m2Mod;
+    default: return in.mod(ModGroup::Fp8);
+  }
+}
 
 // The operand whose registers an instruction's result takes (wgmma.mma_async writes D in place
 // of its accumulator, which has no other use), or -1: register assignment and the emitter tie them.

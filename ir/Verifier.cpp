@@ -646,9 +646,22 @@ void KernelVerifier::checkSpecial(const Inst& in) {
 
 // ---- 10. tensor cores --------------------------------------------------------------------------
 
+// B's own fp8 format (b_e4m3, b_e5m2) on mma and wgmma: only beside A's, and only when it differs
+// (one spelling per form: B takes A's format unless told otherwise).
+std::optional<std::string> fp8BProblem(const Inst& in) {
+  const Mod b = in.mod(ModGroup::Fp8B), a = in.mod(ModGroup::Fp8);
+  if (b == Mod::None) return std::nullopt;
+  if (a == Mod::None)
+    return "gives B's fp8 format (." + std::string(modName(b)) + ") without A's: write A's (.e4m3 or .e5m2) before it";
+  if (fp8FormatOfB(in) == a)
+    return "repeats A's format in ." + std::string(modName(b)) + "; B takes A's format unless it differs: leave it out";
+  return std::nullopt;
+}
+
 void KernelVerifier::checkTensorCore(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
   Type t = *in.type;
+  if (auto why = in.op == Op::Mma ? fp8BProblem(in) : std::nullopt) error(in.loc, op() + " " + *why);
   if (in.op == Op::Mma) {
     if (!mmaFormExists(in.mod(ModGroup::Shape), in.srcType->scalar, t, in.mod(ModGroup::Fp8)))
       error(in.loc, op() + " has no form " + typeText(in) +
@@ -690,6 +703,7 @@ bool KernelVerifier::checkWide(const Inst& in) {
 
 void KernelVerifier::checkWgmma(const Inst& in) {
   auto op = [&] { return quoted(opText(in)); };
+  if (auto why = fp8BProblem(in)) error(in.loc, op() + " " + *why);
   Scalar s = in.srcType->scalar;
   const bool fp8 = in.mod(ModGroup::Fp8) != Mod::None;
   if (fp8 && (s != Scalar::B8 || in.srcType->isVector()))

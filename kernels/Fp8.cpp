@@ -48,6 +48,8 @@ Template::Element fp8Element(Fp8 f) {
   return f == Fp8::E5M2 ? bundle::ParamType::Scalar::E5M2 : bundle::ParamType::Scalar::E4M3;
 }
 
+ir::Mod fp8Mod(Fp8 f) { return f == Fp8::E5M2 ? ir::Mod::E5m2Mod : ir::Mod::E4m3Mod; }
+
 Fp8 cacheDtype(const Options& o) { return o.all().count("cache_dtype") ? fp8Named(o.text("cache_dtype")) : Fp8::None; }
 
 std::function<Template::ElementTypes(const Options&)> cacheElements(std::vector<std::string> names) {
@@ -99,8 +101,7 @@ std::vector<Options> withFp8Decode(std::vector<Options> members, const Options& 
 float fp8Scale(Fp8 f, bool cvt) { return cvt ? 1.0f : std::ldexp(1.0f, int(fp8Bias(f))); }
 
 Value cvtCodePair(KernelBuilder& kb, Value w, Fp8 f, std::string_view name) {
-  return kb.cvt_f16x2_fp8(kb.cvt(w, ir::Type::of(ir::Scalar::U16)), f == Fp8::E4M3 ? ir::Mod::E4m3Mod : ir::Mod::E5m2Mod,
-                          name);
+  return kb.cvt_f16x2_fp8(kb.cvt(w, ir::Type::of(ir::Scalar::U16)), fp8Mod(f), name);
 }
 
 std::vector<Value> decodeCodes(KernelBuilder& kb, Value w, unsigned count, Fp8 f, bool cvt, std::string_view name) {

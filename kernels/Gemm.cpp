@@ -48,7 +48,9 @@ Value activate(KernelBuilder& kb, Activation act, Value x) {
 
 }  // namespace
 
-Fp8 bCodesOf(const Options& o) { return fp8Named(o.text("b_dtype")); }
+Fp8 bCodesOf(const Options& o) {
+  return fp8Named(o.text("dtype")) == Fp8::None ? fp8Named(o.text("b_dtype")) : Fp8::None;
+}
 
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   auto fail = [&](const std::string& message) -> std::optional<Config> {
@@ -120,8 +122,8 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
   if (c.bScales && c.bCodes == Fp8::None && !fp8)
     return fail("b_scales needs fp8 B (b_dtype = \"fp8_e4m3\" or \"fp8_e5m2\", or dtype fp8_e4m3 or fp8_e5m2)");
   if (c.aScales && !fp8) return fail("a_scales needs fp8 A (dtype = \"fp8_e4m3\" or \"fp8_e5m2\")");
-  if (fp8 && c.bCodes != Fp8::None)
-    return fail("b_dtype '" + bType + "' is for bf16 or f16 A; with dtype '" + in + "' B holds the same codes as A");
+  // W8A8: B's codes in b_dtype's format (the other one: a mixed form), or A's.
+  if (fp8) c.bFormat = bType == "auto" ? c.codes() : fp8Named(bType);
   if (c.scaleBlock != 0) {
     if (!fp8 || !c.aScales || !c.bScales)
       return fail("scale_block = " + std::to_string(c.scaleBlock) + " scales fp8 A and B by blocks: it needs dtype "
@@ -607,7 +609,8 @@ void addGemm(std::vector<Template>& out) {
        choiceOption("b_dtype", "auto", {"auto", "fp8_e4m3", "fp8_e5m2"},
                     "element type of B: auto (dtype's), or fp8 codes (u8, E4M3 or E5M2: weights) converted exactly to "
                     "dtype (bf16 or f16) as they are staged (mma.sync) or by the producer's other warps after TMA "
-                    "(wgmma); their scale is alpha (one per tensor) or b_scales"),
+                    "(wgmma); their scale is alpha (one per tensor) or b_scales. With an fp8 dtype: B's format, "
+                    "the other one for a mixed product (E4M3 x E5M2, E5M2 x E4M3: the fp8 tensor cores' mixed forms)"),
        option("b_scales", false,
               "with fp8 B (b_dtype or an fp8 dtype): column j of A B times b_scales[j] (the parameter 'b_scales', n "
               "f32 after bias and residual: a scale per output channel), before alpha"),

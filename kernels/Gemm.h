@@ -34,6 +34,7 @@ struct Config {
   unsigned blocks = 0; // wgmma: the persistent grid's cap
   bool splitK = false;  // split_k: K split over `splits` blocks per tile, the parameters splits and workspace
   Fp8 bCodes = Fp8::None;  // b_dtype: B holds fp8 codes, converted to A's type as they are staged (mma.sync, bf16/f16)
+  Fp8 bFormat = Fp8::None; // an fp8 dtype: the format of B's codes (b_dtype; auto: A's), alike or mixed
   bool bScales = false;    // b_scales: column j of A B times b_scales[j] (a pointer after bias and residual)
   bool aScales = false;    // a_scales: row i of A B times a_scales[i] (fp8 A; the pointer after b_scales)
   unsigned scaleBlock = 0; // scale_block: 0, or 128: a_scales and b_scales per 128-wide K group (wgmma, fp8)
@@ -43,14 +44,15 @@ struct Config {
   // in the K loop instead).
   bool rowScales() const { return aScales && scaleBlock == 0; }
   bool columnScales() const { return bScales && scaleBlock == 0; }
-  // The format of fp8 A and B (dtype fp8_e4m3 / fp8_e5m2), or Fp8::None.
+  // The format of fp8 A (dtype fp8_e4m3 / fp8_e5m2; B's is bFormat), or Fp8::None.
   Fp8 codes() const { return in == Input::E4M3 ? Fp8::E4M3 : in == Input::E5M2 ? Fp8::E5M2 : Fp8::None; }
 };
 
 // The options' values; nullopt with an error in diags when they do not go together (an s8 input
 // with an f32 output, gelu on integers).
 std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullptr);
-// The b_dtype option: the format of B's fp8 codes, or Fp8::None.
+// The b_dtype option of a bf16 or f16 dtype (W8A16): the format of B's fp8 codes, converted as they
+// are staged, or Fp8::None (also with an fp8 dtype, whose B the tensor cores take as codes).
 Fp8 bCodesOf(const Options& o);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual],

@@ -487,7 +487,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
             if (tf32) fa = roundTf32(kb, fa, 4);
             for (unsigned j = 0; j < ni; ++j)
               acc[i * ni + j] = c.codes() != Fp8::None
-                                    ? kb.mma_fp8(c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod, fa, fb[j],
+                                    ? kb.mma_fp8(fp8Mod(c.codes()), fp8Mod(c.bFormat), fa, fb[j],
                                                  acc[i * ni + j], "acc")
                                     : kb.mma(e.shape, e.mmaIn, fa, fb[j], acc[i * ni + j], "acc");
           }

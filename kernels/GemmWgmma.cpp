@@ -254,7 +254,6 @@ std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const 
                                       Value acc0, Value m0, Value n0, Value z) {
   const unsigned lanes = c.tileN / 2;
   const Type accType = Type::of(Scalar::F32, static_cast<uint8_t>(lanes));
-  const Mod format = c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod;
   Value zero = kb.u32(0), f0 = kb.f32(0.0f, "zero");
   Value no = (zero != 0u).named("fresh"), yes = (zero == 0u).named("accumulate");
   Value local = (tid & 127u).named("wg_tid");
@@ -285,8 +284,8 @@ std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const 
         Value part = kb.pack(accType, std::vector<Value>(lanes, f0), "part0");
         kb.wgmma_fence();
         for (unsigned j = 0; j < kKBlock / 16; ++j)
-          part = kb.wgmma_mma_async_fp8(c.tileN, format, part, descriptor(kb, a, true, j), descriptor(kb, b, true, j),
-                                        j == 0 ? no : yes, "part");
+          part = kb.wgmma_mma_async_fp8(c.tileN, fp8Mod(c.codes()), fp8Mod(c.bFormat), part, descriptor(kb, a, true, j),
+                                        descriptor(kb, b, true, j), j == 0 ? no : yes, "part");
         kb.wgmma_commit_group();
         // The group's scales load while the wgmmas run.
         Value g = kb.cvt((range.first + kblock).named("group"), Type::u64());
@@ -347,7 +346,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     // Four k-steps of 32 bytes a stage: wgmma k16 of bf16/f16, or k32 of fp8 codes (K-major).
     for (unsigned j = 0; j < kKBlock / 16; ++j)
       acc = c.codes() != Fp8::None
-                ? kb.wgmma_mma_async_fp8(c.tileN, c.codes() == Fp8::E4M3 ? Mod::E4m3Mod : Mod::E5m2Mod, acc,
+                ? kb.wgmma_mma_async_fp8(c.tileN, fp8Mod(c.codes()), fp8Mod(c.bFormat), acc,
                                          descriptor(kb, a, true, j), descriptor(kb, b, true, j), yes, "acc")
                 : kb.wgmma_mma_async(c.tileN, in, acc, descriptor(kb, a, c.a == Layout::Row, j),
                                      descriptor(kb, b, c.b == Layout::Col, j), yes, c.a == Layout::Col,

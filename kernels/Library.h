@@ -81,6 +81,8 @@ enum class Fp8 : uint8_t { None, E4M3, E5M2 };
 Fp8 fp8Named(std::string_view value);
 // The element type of codes of format f (E4M3 or E5M2): the bundle's e4m3 or e5m2.
 Template::Element fp8Element(Fp8 f);
+// The IR's modifier of format f (E4M3 or E5M2) on mma, wgmma and cvt.f16x2.
+ir::Mod fp8Mod(Fp8 f);
 // The `cache_dtype` option: "auto" (the caches hold the dtype), "fp8_e4m3" or "fp8_e5m2".
 OptionSpec cacheDtypeOption(std::string doc);
 Fp8 cacheDtype(const Options& o);

@@ -932,9 +932,9 @@ GOLDEN_TEST("mma-fp8.tir", "mma_fp8") {
     const std::vector<uint32_t> a = run.inputArray<uint32_t>("a"), b = run.inputArray<uint32_t>("b"),
                                 c = run.inputArray<uint32_t>("c");
     const std::vector<uint32_t> got = o.array<uint32_t>("d");
-    REQUIRE(got.size() == 256);
-    const Form forms[] = {Form::E4m3F32, Form::E5m2F32};
-    for (unsigned f = 0; f < 2; ++f) {
+    REQUIRE(got.size() == 512);
+    const Form forms[] = {Form::E4m3F32, Form::E5m2F32, Form::E4m3E5m2F32, Form::E5m2E4m3F32};
+    for (unsigned f = 0; f < 4; ++f) {
       const std::vector<uint32_t> want = tn::mmaref::mma(forms[f], a, b, c);
       for (unsigned i = 0; i < 128; ++i) {
         INFO("format " << f << " lane " << i / 4 << " word " << i % 4);

@@ -865,7 +865,8 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                      }
                      return runs;
                    }});
-  // mma-fp8.tir: one warp; A, B fragments of finite fp8 codes (in both formats), C small integers.
+  // mma-fp8.tir: one warp; A, B fragments of finite fp8 codes (in both formats), C small integers;
+  // d: the four forms' results (e4m3, e5m2, e4m3 x e5m2, e5m2 x e4m3), 128 words each.
   all.push_back({"mma-fp8.tir", "mma_fp8", "entry", {}, [](std::mt19937& rng) {
                    R runs;
                    auto word = [&] {
@@ -875,7 +876,7 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    };
                    for (uint32_t grid : {1u, 3u}) {
                      Run r = launch("mma_fp8", {grid, 1, 1}, {32, 1, 1});
-                     std::vector<uint32_t> a(128), b(64), d(256);
+                     std::vector<uint32_t> a(128), b(64), d(512);
                      std::vector<float> c(128);
                      for (uint32_t& w : a) w = word();
                      for (uint32_t& w : b) w = word();

@@ -598,6 +598,35 @@ LIBRARY_TEST("gemm fp8 A and B (W8A8) on wgmma (sm_90a): odd sizes, batches, sca
   checkSplits(r, rng, kWgW8Split);
 }
 
+// Mixed formats (b_dtype the other format: PTX's .e4m3.e5m2 and .e5m2.e4m3 mma and wgmma): A's
+// codes of one format, B's of the other, on mma.sync (both staging paths, per-token and
+// per-channel scales, an epilogue, block scales) and wgmma (scales; block scales).
+namespace {
+
+constexpr Variant kW8MixedRC{"w8_rc_e4m3_e5m2_scales", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", false, 128, 128, "", kE5M2, true, true};
+constexpr Variant kW8MixedCR{"w8_cr_e5m2_e4m3_bias_f32", true, false, true, false, Act::None, In::E5M2, Out::F32, "gemm_fp8", false, 64, 128, "", kE4M3};
+constexpr Variant kW8MixedBlocks{"w8_blocks_rc_e4m3_e5m2", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm_fp8", false, 64, 128, "", kE5M2, true, true, true};
+constexpr Variant kWgW8Mixed{"wg_w8_e5m2_e4m3_scales", false, true, false, false, Act::None, In::E5M2, Out::BF16, "gemm90", false, 128, 128, "", kE4M3, true, true};
+constexpr Variant kWgW8MixedBlocks{"wg_w8_e4m3_e5m2_blocks", false, true, false, false, Act::None, In::E4M3, Out::BF16, "gemm90", false, 128, 128, "", kE5M2, true, true, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm fp8 A and B of mixed formats (E4M3 x E5M2, E5M2 x E4M3): mma.sync and wgmma", gemmW8A8Mixed) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kW8MixedRC, &kW8MixedCR}) {
+    for (const Problem& p : kOdd) checkGemm(r, rng, *v, {p.m, p.n, p.k, 1, 0, 1.0f, 0.0f});
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 3, -1.25f, 0.75f, true});  // the cp.async path
+    checkGemm(r, rng, *v, {17, 24, 40, 3, 0, 2.0f, -0.5f, true, 0, 16});  // batches
+    checkGemm(r, rng, *v, {70, 72, 136, 1, 0, 1.0f, 0.0f, true, 0, 0, false, false, true});  // inf and NaN in B
+  }
+  checkGemm(r, rng, kW8MixedBlocks, {70, 258, 320, 1, 0, -1.25f, 0.75f, true});
+  for (const Variant* v : {&kWgW8Mixed, &kWgW8MixedBlocks}) {
+    checkGemm(r, rng, *v, {17, 33, 65, 1, 0, 1.0f, 0.0f, true});
+    checkGemm(r, rng, *v, {130, 258, 300, 1, 3, -1.25f, 0.75f, true});
+    checkGemm(r, rng, *v, {33, 70, 40, 3, 0, 2.0f, 0.0f, true, 0, 16});
+  }
+}
+
 LIBRARY_TEST("gemm fp8 A and B (W8A8), mainloop auto: the sm_89 and sm_90a code of one kernel", gemmW8A8Auto) {
   std::mt19937 rng(seed());
   for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"})) {

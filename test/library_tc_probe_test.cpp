@@ -230,13 +230,23 @@ LIBRARY_TEST("tc probe: mma m16n8k32 s8 and u8 fragments", tcInt8) {
 // lit-tests/emit-ptx/mma-fp8.tir): the s8 form's fragments (TC§1.3 with four 8-bit elements a
 // register: A[g + 8(r&1)][4t + j + 16(r>>1)] in byte j of register r of lane 4g + t, B[4t + j +
 // 16r][g]), codes of small integers, which both formats hold exactly, so D = A·B + C is exact
-// whatever the hardware keeps of its sums. Each format gets a launch with codes of its own; the
-// kernel writes E4M3's D to region 0 and E5M2's to region 1 (the other region, the same bits read
-// as the other format, is not checked).
-LIBRARY_TEST("tc probe: mma m16n8k32 e4m3 and e5m2 fragments (the s8 layout)", tcFp8) {
+// whatever the hardware keeps of its sums. The kernel writes its four forms' D to regions 0 to 3:
+// e4m3, e5m2, e4m3 x e5m2 (.b_e5m2) and e5m2 x e4m3 (.b_e4m3). Each form gets a launch with A's
+// and B's codes in its formats, and only its region is checked (the others read the same bits as
+// other formats). The mixed forms also show that the hardware decodes each operand in its own
+// format: read in the other format, the codes are other values (E4M3's 1.0, 0x38, is E5M2's 0.5).
+LIBRARY_TEST("tc probe: mma m16n8k32 e4m3 and e5m2 fragments (the s8 layout), alike and mixed", tcFp8) {
   using tn::ir::Fp8Format;
+  struct Form {
+    const char* name;
+    Fp8Format a, b;
+  };
+  const Form forms[] = {{"mma.m16n8k32.e4m3", Fp8Format::E4M3, Fp8Format::E4M3},
+                        {"mma.m16n8k32.e5m2", Fp8Format::E5M2, Fp8Format::E5M2},
+                        {"mma.m16n8k32.e4m3.b_e5m2", Fp8Format::E4M3, Fp8Format::E5M2},
+                        {"mma.m16n8k32.e5m2.b_e4m3", Fp8Format::E5M2, Fp8Format::E4M3}};
   std::mt19937 rng(seed());
-  for (Fp8Format f : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+  for (unsigned f = 0; f < 4; ++f) {
     int A[16][32], B[32][8];
     float C[16][8];
     for (auto& row : A)
@@ -246,29 +256,29 @@ LIBRARY_TEST("tc probe: mma m16n8k32 e4m3 and e5m2 fragments (the s8 layout)", t
     for (auto& row : C)
       for (float& v : row) v = float(smallInt(rng, -64, 64));
     Registers regs;
-    auto code = [&](int v) { return uint32_t{tn::ir::fp8Code(f, float(v))}; };
+    auto code = [&](Fp8Format format, int v) { return uint32_t{tn::ir::fp8Code(format, float(v))}; };
     for (unsigned l = 0; l < 32; ++l) {
       const unsigned g = l / 4, t = l % 4;
       for (unsigned r = 0; r < 4; ++r)
-        for (unsigned j = 0; j < 4; ++j) regs.a[4 * l + r] |= code(A[g + 8 * (r & 1)][4 * t + j + 16 * (r >> 1)]) << (8 * j);
+        for (unsigned j = 0; j < 4; ++j)
+          regs.a[4 * l + r] |= code(forms[f].a, A[g + 8 * (r & 1)][4 * t + j + 16 * (r >> 1)]) << (8 * j);
       for (unsigned r = 0; r < 2; ++r)
-        for (unsigned j = 0; j < 4; ++j) regs.b[2 * l + r] |= code(B[4 * t + j + 16 * r][g]) << (8 * j);
+        for (unsigned j = 0; j < 4; ++j) regs.b[2 * l + r] |= code(forms[f].b, B[4 * t + j + 16 * r][g]) << (8 * j);
       for (unsigned i = 0; i < 4; ++i) regs.c[4 * l + i] = bits(C[g + 8 * (i >> 1)][2 * t + (i & 1)]);
     }
     Outputs out = r.run(Call("fp8_probes", "mma_fp8")
                             .buffer("a", regs.a)
                             .buffer("b", regs.b)
                             .buffer("c", regs.c)
-                            .buffer("d", std::vector<uint32_t>(256, 0xdeadbeefu)));
+                            .buffer("d", std::vector<uint32_t>(512, 0xdeadbeefu)));
     std::vector<uint32_t> d = out.get<uint32_t>("d");
-    REQUIRE(d.size() == 256);
-    const Region region = f == Fp8Format::E4M3 ? Region(0) : Region(1);
-    expectD(d, f == Fp8Format::E4M3 ? "mma.m16n8k32.e4m3" : "mma.m16n8k32.e5m2",
+    REQUIRE(d.size() == 512);
+    expectD(d, forms[f].name,
             [&](unsigned m, unsigned n) {
               double sum = C[m][n];
               for (unsigned k = 0; k < 32; ++k) sum += double(A[m][k]) * B[k][n];
               return sum;
             },
-            f32At(region));
+            f32At(Region(f)));
   }
 }

@@ -16,13 +16,16 @@
 
 namespace tn::mmaref {
 
-enum class Form { Bf16F32, F16F32, F16F16, Tf32F32, S8S32, U8S32, E4m3F32, E5m2F32 };
+// E4m3E5m2F32, E5m2E4m3F32: the mixed fp8 forms, A's format first.
+enum class Form { Bf16F32, F16F32, F16F16, Tf32F32, S8S32, U8S32, E4m3F32, E5m2F32, E4m3E5m2F32, E5m2E4m3F32 };
+
+inline bool isFp8(Form f) {
+  return f == Form::E4m3F32 || f == Form::E5m2F32 || f == Form::E4m3E5m2F32 || f == Form::E5m2E4m3F32;
+}
 
 // Elements per 32-bit A/B register: tf32 1, f16/bf16 2, s8/u8 and fp8 codes 4 (K is 8 times that).
 inline unsigned perReg(Form f) {
-  return f == Form::Tf32F32                                                                        ? 1
-         : (f == Form::S8S32 || f == Form::U8S32 || f == Form::E4m3F32 || f == Form::E5m2F32) ? 4
-                                                                                                   : 2;
+  return f == Form::Tf32F32 ? 1 : (f == Form::S8S32 || f == Form::U8S32 || isFp8(f)) ? 4 : 2;
 }
 
 // a[4·lane + r], b[2·lane + r] and c[4·lane + r] are the registers of the fragments (an f16
@@ -44,12 +47,18 @@ inline std::vector<uint32_t> mma(Form f, const std::vector<uint32_t>& a, const s
   // C[m][n]: lane 4(m%8) + n/2, element 2(m/8) + n%2.
   auto cLane = [](unsigned m, unsigned n) { return 4 * (m % 8) + n / 2; };
   auto cElem = [](unsigned m, unsigned n) { return 2 * (m / 8) + n % 2; };
-  auto value = [&](uint32_t bits) -> float {
+  // An element of A (b false) or B (b true).
+  auto value = [&](uint32_t bits, bool b) -> float {
+    auto code = [&](ir::Fp8Format format) {
+      return static_cast<float>(ir::fp8Value(format, static_cast<uint8_t>(bits)));
+    };
     switch (f) {
       case Form::Bf16F32: return std::bit_cast<float>(bits << 16);
       case Form::Tf32F32: return std::bit_cast<float>(bits & 0xFFFFE000u);
-      case Form::E4m3F32: return static_cast<float>(ir::fp8Value(ir::Fp8Format::E4M3, static_cast<uint8_t>(bits)));
-      case Form::E5m2F32: return static_cast<float>(ir::fp8Value(ir::Fp8Format::E5M2, static_cast<uint8_t>(bits)));
+      case Form::E4m3F32: return code(ir::Fp8Format::E4M3);
+      case Form::E5m2F32: return code(ir::Fp8Format::E5M2);
+      case Form::E4m3E5m2F32: return code(b ? ir::Fp8Format::E5M2 : ir::Fp8Format::E4M3);
+      case Form::E5m2E4m3F32: return code(b ? ir::Fp8Format::E4M3 : ir::Fp8Format::E5M2);
       default: return ir::f16ToF32(static_cast<uint16_t>(bits));
     }
   };
@@ -69,7 +78,7 @@ inline std::vector<uint32_t> mma(Form f, const std::vector<uint32_t>& a, const s
       }
       float sum = f == Form::F16F16 ? ir::f16ToF32(static_cast<uint16_t>(c[4 * lane + i / 2] >> (16 * (i % 2))))
                                     : std::bit_cast<float>(c[4 * lane + i]);
-      for (unsigned k = 0; k < K; ++k) sum = std::fma(value(elemA(m, k)), value(elemB(k, n)), sum);
+      for (unsigned k = 0; k < K; ++k) sum = std::fma(value(elemA(m, k), false), value(elemB(k, n), true), sum);
       if (f == Form::F16F16)
         d[4 * lane + i / 2] |= uint32_t{ir::f32ToF16(sum)} << (16 * (i % 2));
       else

@@ -382,6 +382,7 @@ class Decoder {
                            ir::ModGroup::AtomOp, ir::ModGroup::Shape, ir::ModGroup::Trans, ir::ModGroup::Prmt,
                            ir::ModGroup::Fp8})
       if (in.mod(g) != ir::Mod::None) c.mode = in.mod(g);
+    c.modeB = ir::fp8FormatOfB(in);
     if (in.result) c.dst = slot_[in.result.index];
     for (size_t i = 0; i < in.operands.size() && i < std::size(c.src); ++i) c.src[i] = slot_[in.operands[i].index];
     c.nsrc = static_cast<uint8_t>(std::min<size_t>(in.operands.size(), std::size(c.src)));

@@ -1855,7 +1855,7 @@ std::optional<Error> Engine::wgIssue(uint32_t group, const Code& k) {
         c[m * n + j] = chained ? chained->d[(wi * kWarpSize + l) * elems + i]
                                : static_cast<uint32_t>(slotPtr(ws[wi].regs, k.src[0] + i / 2)[l] >> (32 * (i % 2)));
       }
-  wgmmaProduct(k.srcScalar, k.mode, n, K, a.data(), b.data(), c.data(), scale & 1, d.data());
+  wgmmaProduct(k.srcScalar, k.mode, k.modeB, n, K, a.data(), b.data(), c.data(), scale & 1, d.data());
   op.d.resize(size_t(4) * kWarpSize * elems);
   for (unsigned m = 0; m < 64; ++m)
     for (unsigned j = 0; j < n; ++j) {

@@ -66,6 +66,7 @@ struct Code {
   uint8_t lanes = 1;                        // lanes of T
   ir::Mod round = ir::Mod::None;
   ir::Mod mode = ir::Mod::None;             // cmp, dim, shfl, vote, atom operation, mma shape, ldmatrix .trans, fp8 format
+  ir::Mod modeB = ir::Mod::None;            // mma, wgmma over fp8 codes: B's format (ir::fp8FormatOfB)
   bool ftz = false;
   bool sat = false;
   ir::AddrSpace space = ir::AddrSpace::Generic;     // memory ops: space of the pointer operand
@@ -165,8 +166,9 @@ struct WgmmaDescriptor {
 };
 WgmmaDescriptor decodeWgmmaDescriptor(uint64_t desc);
 uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x, unsigned k, uint32_t elementBytes = 2);
-void wgmmaProduct(ir::Scalar in, ir::Mod fp8, unsigned n, unsigned K, const uint16_t* a, const uint16_t* b,
-                  const uint32_t* c, bool scaleD, uint32_t* d);
+// fp8A, fp8B: the operands' fp8 formats (Mod::E4m3Mod, E5m2Mod) when `in` is b8.
+void wgmmaProduct(ir::Scalar in, ir::Mod fp8A, ir::Mod fp8B, unsigned n, unsigned K, const uint16_t* a,
+                  const uint16_t* b, const uint32_t* c, bool scaleD, uint32_t* d);
 
 // Read-modify-write of one atomic: the new memory value for `old` and operands b (and c for cas).
 // Float atomics round to nearest even; `ftz` flushes f32 subnormals (atom.add.f32 on global).

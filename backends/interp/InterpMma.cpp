@@ -79,7 +79,7 @@ float floatElement(Scalar s, Mod fp8, uint32_t bits) {
     for (unsigned m = 0; m < 16; ++m)
       for (unsigned kk = 0; kk < K; ++kk) af[m][kk] = floatElement(in, k.mode, a[m][kk]);
     for (unsigned kk = 0; kk < K; ++kk)
-      for (unsigned n = 0; n < 8; ++n) bf[kk][n] = floatElement(in, k.mode, b[kk][n]);
+      for (unsigned n = 0; n < 8; ++n) bf[kk][n] = floatElement(in, k.modeB, b[kk][n]);
   }
   uint32_t d[16][8];
   for (unsigned m = 0; m < 16; ++m)
@@ -162,11 +162,12 @@ uint32_t wgmmaElementAddress(const WgmmaDescriptor& d, bool mnMajor, unsigned x,
 
 // Each D element starts from C (or 0 without scale-d) and adds the K products (16, or 32 of fp8
 // codes) in k order with one f32 fma each: the mma model's numerics.
-[[gnu::target_clones("fma", "default")]] void wgmmaProduct(Scalar in, Mod fp8, unsigned n, unsigned K, const uint16_t* a,
-                                                           const uint16_t* b, const uint32_t* c, bool scaleD, uint32_t* d) {
+[[gnu::target_clones("fma", "default")]] void wgmmaProduct(Scalar in, Mod fp8A, Mod fp8B, unsigned n, unsigned K,
+                                                           const uint16_t* a, const uint16_t* b, const uint32_t* c,
+                                                           bool scaleD, uint32_t* d) {
   std::vector<float> av(64 * K), bv(K * n);
-  for (unsigned i = 0; i < 64 * K; ++i) av[i] = floatElement(in, fp8, a[i]);
-  for (unsigned i = 0; i < K * n; ++i) bv[i] = floatElement(in, fp8, b[i]);
+  for (unsigned i = 0; i < 64 * K; ++i) av[i] = floatElement(in, fp8A, a[i]);
+  for (unsigned i = 0; i < K * n; ++i) bv[i] = floatElement(in, fp8B, b[i]);
   for (unsigned m = 0; m < 64; ++m)
     for (unsigned j = 0; j < n; ++j) {
       float sum = scaleD ? std::bit_cast<float>(c[m * n + j]) : 0.0f;

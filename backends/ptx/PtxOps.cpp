@@ -38,6 +38,11 @@ bool intFits(Type s, Type t) {
 
 const char* kNo8Bit = "PTX has no 8-bit arithmetic; widen to 16 bits with cvt first";
 
+// The A and B types of an mma or wgmma over fp8 codes: "e4m3.e4m3", or a mixed form "e4m3.e5m2".
+std::string fp8Types(const ir::Inst& in) {
+  return std::string(ir::modName(in.mod(ModGroup::Fp8))) + "." + std::string(ir::modName(ir::fp8FormatOfB(in)));
+}
+
 }  // namespace
 
 std::string KernelEmitter::spaceOf(ir::ValueId ptr) const {
@@ -361,11 +366,11 @@ void KernelEmitter::emitTensorCore(const Inst& in, Type t) {
   if (!ir::mmaFormExists(in.mod(ModGroup::Shape), s, t, in.mod(ModGroup::Fp8)))
     return void(fail(in, "PTX has no mma" + modText(in.mod(ModGroup::Shape)) + " from " +
                              std::string(ir::scalarName(s)) + " to " + typeSuffix(t)));
-  std::string ab = in.mod(ModGroup::Fp8) != Mod::None         ? std::string(ir::modName(in.mod(ModGroup::Fp8)))
-                   : in.mod(ModGroup::Shape) == Mod::M16n8k8 ? "tf32"
-                                                             : typeSuffix(Type::of(s));
+  std::string ab = in.mod(ModGroup::Fp8) != Mod::None         ? fp8Types(in)
+                   : in.mod(ModGroup::Shape) == Mod::M16n8k8 ? "tf32.tf32"
+                                                             : typeSuffix(Type::of(s)) + "." + typeSuffix(Type::of(s));
   std::string acc = typeSuffix(t);
-  line("mma.sync.aligned" + modText(in.mod(ModGroup::Shape)) + ".row.col." + acc + "." + ab + "." + ab + "." + acc +
+  line("mma.sync.aligned" + modText(in.mod(ModGroup::Shape)) + ".row.col." + acc + "." + ab + "." + acc +
        " " + regs(in.result) + ", " + regs(in.operands[0]) + ", " + regs(in.operands[1]) + ", " +
        regs(in.operands[2]) + ";");
 }
@@ -379,10 +384,10 @@ void KernelEmitter::emitWgmma(const Inst& in, Type t) {
     for (unsigned l = 0; l < t.lanes; ++l) line("mov.f32 " + reg(in.result, l) + ", " + reg(acc, l) + ";");
   // fp8 (K-major operands only): k32 and no transpose immediates.
   const bool fp8 = in.mod(ModGroup::Fp8) != Mod::None;
-  std::string ab = fp8 ? std::string(ir::modName(in.mod(ModGroup::Fp8))) : typeSuffix(*in.srcType);
+  std::string ab = fp8 ? fp8Types(in) : typeSuffix(*in.srcType) + "." + typeSuffix(*in.srcType);
   bool regA = k_.typeOf(a).isVector();
   std::string s = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(in.imm) + (fp8 ? "k32" : "k16") + ".f32." + ab +
-                  "." + ab + " " + regs(in.result) + ", " + regs(a) + ", " + reg(in.operands[2]) + ", " +
+                  " " + regs(in.result) + ", " + regs(a) + ", " + reg(in.operands[2]) + ", " +
                   reg(in.operands[3]) + ", 1, 1";
   if (!fp8) {
     if (!regA) s += in.has(Mod::TransAMod) ? ", 1" : ", 0";
