@@ -295,6 +295,29 @@ Value negInf(KernelBuilder& kb) { return kb.f32(-std::numeric_limits<float>::inf
 
 Value refOf(KernelBuilder& kb, Value m) { return kb.select(m == negInf(kb), kb.f32(0.0f), m, "ref"); }
 
+// Flipping all bits of negatives and the sign bit of positives turns the IEEE order into unsigned
+// order; -0 takes +0's key and every NaN the largest.
+Value orderKey(KernelBuilder& kb, Value v) {
+  Value bits = kb.bitcast(v, Type::u32());
+  Value negMask = kb.bitcast(kb.bitcast(bits, Type::of(Scalar::S32)) >> 31u, Type::u32());
+  Value key = bits ^ (negMask | 0x80000000u);
+  key = kb.select(v == 0.0f, kb.u32(0x80000000u), key);
+  return kb.select(kb.setp(Mod::Nan, v, v), kb.u32(0xFFFFFFFFu), key, "key");
+}
+
+Best better(KernelBuilder& kb, Best a, Best b) {
+  Value bWins = (b.key > a.key) | ((b.key == a.key) & (b.idx < a.idx));
+  return {kb.select(bWins, b.key, a.key), kb.select(bWins, b.idx, a.idx)};
+}
+
+Best nothing(KernelBuilder& kb) { return {kb.u32(0), kb.u32(0xFFFFFFFFu, "none")}; }
+
+Best warpBest(KernelBuilder& kb, Best mine) {
+  for (unsigned off = 16; off >= 1; off /= 2)
+    mine = better(kb, mine, {kb.shfl(Mod::Bfly, mine.key, off, "key.other"), kb.shfl(Mod::Bfly, mine.idx, off, "idx.other")});
+  return mine;
+}
+
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }
@@ -368,6 +391,7 @@ static Value xOverOnePlusExp2(KernelBuilder& kb, Value x, Value t) {
 }
 
 Value silu(KernelBuilder& kb, Value x) { return xOverOnePlusExp2(kb, x, x * -kLog2e); }
+Value sigmoid(KernelBuilder& kb, Value x) { return xOverOnePlusExp2(kb, kb.f32(1.0f), x * -kLog2e); }
 
 // 0.5x(1 + tanh(u)) = x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715x^3). The sigmoid form
 // avoids the cancellation of 1 + tanh(u) for negative x, where tanh.approx's 2^-11 relative

@@ -226,9 +226,10 @@ Value rsqrtApprox(KernelBuilder& kb, Value v, std::string_view name = {});
 
 // Activations on f32 values (docs/kernels.md has their accuracy): relu keeps NaN; silu is
 // x * sigmoid(x); geluTanh the tanh form of gelu, geluErf the erf form. All written with ex2 and
-// rcp.approx, without cancellation for negative x.
+// rcp.approx, without cancellation for negative x. sigmoid is 1 / (1 + e^-x) the same way.
 Value relu(KernelBuilder& kb, Value x);
 Value silu(KernelBuilder& kb, Value x);
+Value sigmoid(KernelBuilder& kb, Value x);
 Value geluTanh(KernelBuilder& kb, Value x);
 Value geluErf(KernelBuilder& kb, Value x);
 // Logit soft-capping (Gemma 2): k tanh(x / k) for a score x and a cap k in the same units, given
@@ -285,6 +286,22 @@ void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, un
                     const std::function<void()>& produce, const std::function<void(Value consumer)>& consume,
                     const std::function<void()>& helpers = {});
 
+// Argmax's order (kernels/RowOps.cpp, kernels/Moe.cpp): an unsigned key that orders floats
+// -inf < ... < -0 == +0 < ... < +inf < NaN (every NaN the same); keys of numbers are >= 0x007FFFFF,
+// so 0 means "no element".
+Value orderKey(KernelBuilder& kb, Value v);
+// A candidate: its key and its index.
+struct Best {
+  Value key, idx;
+};
+// The better of two candidates: the larger key, on equal keys the smaller index. A total order on
+// (key, index), so better(a, b) == better(b, a) bit for bit.
+Best better(KernelBuilder& kb, Best a, Best b);
+// No candidate: key 0, index 0xFFFFFFFF.
+Best nothing(KernelBuilder& kb);
+// The best of a warp's candidates, by a butterfly of better(): every lane ends with the same pair.
+Best warpBest(KernelBuilder& kb, Best mine);
+
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
 void addSoftmax(std::vector<Template>& out);
@@ -299,5 +316,6 @@ void addAttentionPrefill(std::vector<Template>& out);  // attention_prefill (ker
 void addFp8(std::vector<Template>& out);  // quantize_fp8 (kernels/Fp8.cpp)
 void addQuant(std::vector<Template>& out);  // dequantize, embedding, quantize_q8_1, gemv_q(_swiglu), gemm_q,
                                             // rmsnorm_quantize_q8_1
+void addMoe(std::vector<Template>& out);    // moe_route, moe_combine (kernels/Moe.cpp)
 
 }  // namespace tn::kernels::lib

@@ -538,9 +538,37 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   unsigned mats = static_cast<unsigned>(ws.size());
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
+  const bool experts = o.flag("experts");
+  Value ids = experts ? kb.param(kGlobalPtr, "ids") : Value();
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   kb.reqntid(kBlock);
+  // Mixture of experts (decode): block row y is pair p = ctaid.y, which multiplies expert ids[p]
+  // of the n_experts matrices (each m x k, one after another) by x's row p / slots into y's row
+  // p. An id past the experts reads no weights and gives a row of NaN (`known`, below).
+  Value known;
+  if (experts) {
+    if (ntok != 1) {
+      diags.report(ir::Severity::Error, "", {},
+                   "experts multiplies one x row a pair (each pair its own expert's weights): it needs ntok = 1, "
+                   "not " + std::to_string(ntok));
+      return std::nullopt;
+    }
+    Value nExperts = kb.param(Type::u32(), "n_experts");
+    kb.param(Type::u32(), "pairs");  // the grid's y extent
+    Value slots = kb.max(kb.param(Type::u32(), "slots"), kb.u32(1), "slots_or_1");
+    Value pair = kb.ctaid(Mod::Y, "pair");
+    Value id = kb.load(kb.index(ids, pair, 4), Type::u32(), {Mod::NcMod}, "expert");
+    known = (id < nExperts).named("known_expert");
+    // The expert's matrices start m * rowBytes apart (expert 0's when the id is unknown: the
+    // pointers are formed, not read).
+    Value expertBytes = kb.mul_wide(rows, ((k >> log2u(f.qk)) * f.bytes).named("row_bytes"), "expert_bytes");
+    Value expert = kb.cvt(kb.select(known, id, kb.u32(0)), Type::u64());
+    for (Value& w : ws) w = kb.ptradd(w, expert * expertBytes, "expert_w");
+    const unsigned xBlockBytes = q81 ? kQ81Bytes : 32 * bytesOf(s);  // x's bytes per 32 values
+    x = kb.ptradd(x, kb.mul_wide((pair / slots).named("x_row"), (k >> 5u) * xBlockBytes), "pair_x");
+    y = kb.ptradd(y, kb.mul_wide(pair, rows * bytesOf(out)), "pair_y");
+  }
   // q4_k and q5_k have a path of 16-byte weight loads (wideLoop below).
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
   // For gemv_q_swiglu q5_k with q8_1 x at ntok 1 alone, ptxas 13.0 (sm_90, sm_90a) budgets itself
@@ -744,18 +772,27 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
         writer,
         [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), total, out); }, "write");
   };
+  // The sums of a warp's part, NaN for a pair whose expert is unknown (no weights read).
+  auto sumsOf = [&](Value firstRow) {
+    if (!experts) return products(firstRow);
+    const size_t count = size_t(R) * mats * ntok;
+    return kb.if_else(
+        known, [&] { return products(firstRow); },
+        [&] { return std::vector<Value>(count, kb.f32(std::numeric_limits<float>::quiet_NaN(), "nan")); },
+        {.label = "expert"});
+  };
   if (W == 1) {
     kb.if_then(
         (row0 < rows).named("has_row"),
         [&] {
-          std::vector<Value> sums = products(row0);
+          std::vector<Value> sums = sumsOf(row0);
           for (unsigned ri = 0; ri < R; ++ri)
             for (unsigned t = 0; t < ntok; ++t)
               write(ri, t, [&](unsigned a) { return kb.warp_reduce_sum(sums[a], "total"); }, lane == 0u);
         },
         "row");
   } else {
-    std::vector<Value> sums = products(kb.min(row0, rows - 1u, "row_read"));
+    std::vector<Value> sums = sumsOf(kb.min(row0, rows - 1u, "row_read"));
     // Each warp's totals at partials[warp_in_block * n + a]; the group's first warp adds its W
     // warps' in order.
     const auto n = static_cast<unsigned>(sums.size());
@@ -1052,9 +1089,12 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-// gemv_q and gemv_q_swiglu: kWarpsPerBlock / warpsPerRow groups of rowsPerWarp rows of w per block.
+// gemv_q and gemv_q_swiglu: kWarpsPerBlock / warpsPerRow groups of rowsPerWarp rows of w per block;
+// with experts a block row per pair.
 LaunchRule gemvQLaunch(const Options& o, bool swiglu) {
-  return LaunchRule{{kBlock}, {ceilDiv(Expr::param("m"), kWarpsPerBlock / warpsPerRow(o) * rowsPerWarp(o, swiglu))}, 0};
+  std::vector<Expr> grid = {ceilDiv(Expr::param("m"), kWarpsPerBlock / warpsPerRow(o) * rowsPerWarp(o, swiglu))};
+  if (o.flag("experts")) grid.push_back(Expr::param("pairs"));
+  return LaunchRule{{kBlock}, grid, 0};
 }
 
 }  // namespace
@@ -1144,20 +1184,37 @@ void addQuant(std::vector<Template>& out) {
                                      "their sums added in shared memory: 1, 2, 4 or 8 (0: 4 at ntok 1, else 1)");
   warpsPerRowOpt.min = 0;
   warpsPerRowOpt.max = kWarpsPerBlock;
-  // Weights as ggml blocks; x as the activation's floats or q8_1 blocks.
+  OptionSpec expertsOpt = option(
+      "experts", false,
+      "mixture of experts (decode, ntok 1): w (gate, up) holds n_experts matrices of m x k one after another; "
+      "block row p < pairs multiplies expert ids[p] by x's row p / slots into y's row p (the parameters ids, "
+      "n_experts, pairs and slots; an id >= n_experts gives a row of NaN and reads no weights)");
+  // Weights as ggml blocks; x as the activation's floats or q8_1 blocks; experts' ids u32.
   auto gemvQElements = [](const Options& o) {
     const std::string& a = o.text("activation");
     return Template::ElementTypes{{"w", Scalar::U8}, {"gate", Scalar::U8}, {"up", Scalar::U8},
-                                  {"x", a == "q8_1" ? Scalar::U8 : a == "bf16" ? Scalar::BF16 : Scalar::F32}};
+                                  {"x", a == "q8_1" ? Scalar::U8 : a == "bf16" ? Scalar::BF16 : Scalar::F32},
+                                  {"ids", Scalar::U32}};
   };
-  // w, gate and up m x k in blocks; x ntok x k values or q8_1 blocks; y ntok x m.
+  // w, gate and up m x k in blocks (n_experts of them); x ntok x k values or q8_1 blocks (experts:
+  // ceil_div(pairs, slots) rows); y ntok x m (experts: pairs x m).
   auto gemvQExtents = [](const Options& o) {
     const Expr m = Expr::param("m");
+    const Expr xRow = o.text("activation") == "q8_1" ? q81Bytes(Expr(1), k) : k;
+    if (o.flag("experts")) {
+      const Expr pairs = Expr::param("pairs");
+      const Expr w = Expr::param("n_experts") * blockBytes(formatOption(o), m, k);
+      return Template::Extents{{"w", w},
+                               {"gate", w},
+                               {"up", w},
+                               {"ids", pairs},
+                               {"x", ceilDiv(pairs, max(Expr::param("slots"), Expr(1))) * xRow},
+                               {"y", pairs * m}};
+    }
     const uint64_t ntok = static_cast<uint64_t>(o.integer("ntok"));
     auto tokens = [&](const Expr& e) { return ntok == 1 ? e : Expr(ntok) * e; };
     const Expr w = blockBytes(formatOption(o), m, k);
-    const Expr x = tokens(o.text("activation") == "q8_1" ? q81Bytes(Expr(1), k) : k);
-    return Template::Extents{{"w", w}, {"gate", w}, {"up", w}, {"x", x}, {"y", tokens(m)}};
+    return Template::Extents{{"w", w}, {"gate", w}, {"up", w}, {"x", tokens(xRow)}, {"y", tokens(m)}};
   };
   std::string layout = "warps_per_row warps per rows_per_warp rows, " + std::to_string(kWarpsPerBlock) +
                        " warps per block of " + std::to_string(kBlock) + " threads";
@@ -1166,7 +1223,7 @@ void addQuant(std::vector<Template>& out) {
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
       "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation, "
       "y f32; " + layout,
-      {formatSpec(), ntok, activation, rowsPerWarpOpt, warpsPerRowOpt},
+      {formatSpec(), ntok, activation, rowsPerWarpOpt, warpsPerRowOpt, expertsOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
       [](const Options& o) { return gemvQLaunch(o, false); },
   });
@@ -1178,7 +1235,7 @@ void addQuant(std::vector<Template>& out) {
       "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices; "
       "the products as gemv_q's; " + layout,
       {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt,
-       warpsPerRowOpt},
+       warpsPerRowOpt, expertsOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options& o) { return gemvQLaunch(o, true); },
   });

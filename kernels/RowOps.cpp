@@ -37,29 +37,6 @@ constexpr unsigned kArgmaxChunk = 1024;
 // argmax_merge: one warp per row, this many rows per block.
 constexpr unsigned kMergeRowsPerBlock = kArgmaxBlock / 32;
 
-// An unsigned key that orders floats as argmax needs: -inf < ... < -0 == +0 < ... < +inf < NaN
-// (every NaN the same). Flipping all bits of negatives and the sign bit of positives turns the
-// IEEE order into unsigned order. Keys of numbers are >= 0x007FFFFF, so 0 means "no element".
-Value orderKey(KernelBuilder& kb, Value v) {
-  Value bits = kb.bitcast(v, Type::u32());
-  Value negMask = kb.bitcast(kb.bitcast(bits, Type::of(Scalar::S32)) >> 31u, Type::u32());
-  Value key = bits ^ (negMask | 0x80000000u);
-  key = kb.select(v == 0.0f, kb.u32(0x80000000u), key);
-  return kb.select(kb.setp(Mod::Nan, v, v), kb.u32(0xFFFFFFFFu), key, "key");
-}
-
-struct Best {
-  Value key, idx;
-};
-
-// The better of two candidates: the larger key, on equal keys the smaller index. A total order
-// on (key, index), so better(a, b) == better(b, a) bit for bit.
-Best better(KernelBuilder& kb, Best a, Best b) {
-  Value bWins = (b.key > a.key) | ((b.key == a.key) & (b.idx < a.idx));
-  return {kb.select(bWins, b.key, a.key), kb.select(bWins, b.idx, a.idx)};
-}
-
-Best nothing(KernelBuilder& kb) { return {kb.u32(0), kb.u32(0xFFFFFFFFu, "none")}; }
 
 // This thread's best over `count` loads of `perLoad` elements each, loads tid, tid + 256, ...
 // (`unroll` of them in flight per step of the main loop, then one at a time); indices are
@@ -333,10 +310,7 @@ std::optional<ir::Module> buildArgmaxMerge(ir::Diagnostics& diags) {
         return std::vector<Value>{b.key, b.idx};
       },
       {.label = "chunks", .iv = "k", .carried = {"best_key", "best_idx"}});
-  // A butterfly over the warp; better() is commutative, so every lane ends with the same pair.
-  Best b{mine[0], mine[1]};
-  for (unsigned off = 16; off >= 1; off /= 2)
-    b = better(kb, b, {kb.shfl(Mod::Bfly, b.key, off, "key.other"), kb.shfl(Mod::Bfly, b.idx, off, "idx.other")});
+  Best b = warpBest(kb, {mine[0], mine[1]});
   kb.if_then((lane == 0u) & (row < rows), [&] { kb.store(kb.index(index, row, 4), b.idx); }, "write");
   kb.ret();
   return finish(kb, m, diags);

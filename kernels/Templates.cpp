@@ -62,6 +62,7 @@ std::vector<Template> makeTemplates() {
   lib::addAttentionPrefill(all);
   lib::addQuant(all);
   lib::addFp8(all);
+  lib::addMoe(all);
   std::sort(all.begin(), all.end(), [](const Template& a, const Template& b) { return a.name < b.name; });
   return all;
 }

@@ -454,6 +454,40 @@ Case gemvQSwigluCase(const QuantFormat& f, const std::string& act, uint32_t m, u
   return c;
 }
 
+// A mixture-of-experts layer's expert products at decode (gemv_q / gemv_q_swiglu with experts):
+// `tokens` tokens of `slots` pairs each, every pair a distinct expert of `experts` (so each expert
+// matrix a launch reads is read once); the fused gate+up projection on x shared by a token's
+// pairs (slots), or the down projection on each pair's own row (slots 1). f32 x, or "q8_1": x
+// quantized first, in the time. The bytes: the experts' matrices the pairs read, x, y and the ids.
+Case gemvQExpertsCase(const QuantFormat& f, const std::string& act, bool swiglu, uint32_t experts, uint32_t m,
+                      uint32_t k, uint32_t tokens, uint32_t slots) {
+  const uint32_t pairs = tokens * slots, xrows = swiglu ? tokens : pairs;
+  Case c{std::string(swiglu ? "gemv_q_experts_swiglu_" : "gemv_q_experts_") + f.name,
+         std::to_string(experts) + "x" + dims(m, k) + ":" + std::to_string(pairs), act, {}, {}, 0, 0, 0};
+  const size_t one = size_t(m) * (k / f.qk) * f.bytes, x = size_t(xrows) * k * 4, y = size_t(pairs) * m * 4;
+  const size_t xq = size_t(xrows) * (k / 32) * 36;
+  const std::string kernel = std::string(swiglu ? "gemv_q_experts_swiglu_" : "gemv_q_experts_") + f.name +
+                             (act == "f32" ? "" : "_q8_1");
+  const int mats = swiglu ? 2 : 1;
+  for (int i = 0; i < mats; ++i) c.buffers.push_back({one * experts, Fill::F16});
+  const int xb = mats, xqb = mats + 1, yb = act == "f32" ? mats + 1 : mats + 2, idb = yb + 1;
+  c.buffers.push_back({x, Fill::F32});
+  if (act != "f32") c.buffers.push_back({xq, Fill::Zero});
+  c.buffers.push_back({y, Fill::Zero});
+  c.buffers.push_back({size_t(pairs) * 4, Fill::Positions, experts});
+  if (act != "f32") c.launches.push_back({"quantize_q8_1_f32", {buf("x", xb), buf("y", xqb), val("n", xrows * k)}});
+  std::vector<ArgSpec> args;
+  if (swiglu) args = {buf("gate", 0), buf("up", 1)};
+  else args = {buf("w", 0)};
+  for (ArgSpec a : {buf("x", act == "f32" ? xb : xqb), buf("y", yb), buf("ids", idb), val("m", m), val("k", k),
+                    val("n_experts", experts), val("pairs", pairs), val("slots", swiglu ? slots : 1u)})
+    args.push_back(a);
+  c.launches.push_back({kernel, args});
+  c.bytes = double(pairs) * mats * double(one) + double(x) + (act == "f32" ? 0.0 : 2.0 * double(xq)) + double(y) +
+            4.0 * pairs;
+  return c;
+}
+
 // rmsnorm fused into the q8_1 quantization of the activations (rmsnorm_quantize_q8_1). The
 // reference: our rmsnorm then quantize_q8_1, whose blocks the fused kernel's equal byte for byte.
 Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
@@ -935,6 +969,14 @@ std::vector<Case> cases(Sizes sizes) {
     for (const QuantFormat& f : kQuantFormats)
       for (const char* act : {"f32", "q8_1"})
         for (uint32_t t : ntoks) out.push_back(gemvQSwigluCase(f, act, ffn, hidden, t));
+    // Mixture of experts at decode: Mixtral-8x7B's experts (8 of 14336 x 4096 gate and up, 4096 x
+    // 14336 down; q4_k), one token (2 pairs) and four (8 pairs: every expert once).
+    // (Tiny: 256 x 256 experts, k a whole q4_k block.)
+    const uint32_t expertFfn = pick(14336, 14336, 256), expertHidden = pick(4096, 4096, 256);
+    for (uint32_t tokens : {1u, 4u}) {
+      out.push_back(gemvQExpertsCase(kQuantFormats[2], "q8_1", true, 8, expertFfn, expertHidden, tokens, 2));
+      out.push_back(gemvQExpertsCase(kQuantFormats[2], "f32", false, 8, expertHidden, expertFfn, tokens, 2));
+    }
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
     for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormFp8Case(r, hidden));

@@ -1,0 +1,399 @@
+// Mixture of experts, decode (kernels/Moe.cpp and gemv_q's `experts`; spec test/library/moe.toml):
+// moe_route against a double reference (the choice exactly where it compares logits, within the
+// scores' error where a bias joins them; ties, NaN, -inf, fewer experts than slots), gemv_q and
+// gemv_q_swiglu with experts against the quantized-format reference (test/quant_reference.h) per
+// pair (an unknown expert gives a row of NaN), moe_combine against double sums, and the three
+// chained as one MoE FFN layer of a few tokens.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <set>
+
+#include "library_harness.h"
+#include "quant_reference.h"
+
+using namespace tn::libtest;
+using namespace tn::quantref;
+
+namespace {
+
+constexpr uint32_t kNoExpert = 0xFFFFFFFFu;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// ---- moe_route ----------------------------------------------------------------------------------
+
+struct Route {
+  const char* kernel;
+  unsigned k;
+  bool softmax, normalize, bias;
+  Dtype dtype = Dtype::F32;
+};
+
+const Route kRoutes[] = {{"route_softmax_k2", 2, true, true, false},
+                         {"route_softmax_k8_raw_bf16", 8, true, false, false, Dtype::BF16},
+                         {"route_sigmoid_k8_bias", 8, false, true, true},
+                         {"route_softmax_k1_bias_raw", 1, true, false, true},
+                         {"route_sigmoid_k2_raw", 2, false, false, false}};
+
+struct Routed {
+  std::vector<uint32_t> ids;
+  std::vector<float> weights;
+};
+
+Routed runRoute(Runner& r, const Route& v, const std::vector<float>& logits, const std::vector<float>& bias,
+                uint32_t rows, uint32_t n, float scale) {
+  Call call("moe", v.kernel);
+  call.buffer("logits", encode(v.dtype, logits));
+  if (v.bias) call.buffer("bias", bias);
+  call.buffer("ids", std::vector<uint32_t>(size_t(rows) * v.k, 0x5A5A5A5Au))
+      .buffer("weights", std::vector<float>(size_t(rows) * v.k, -7.0f))
+      .scalar("rows", rows)
+      .scalar("n", n)
+      .scalar("scale", scale);
+  Outputs out = r.run(call);
+  return {out.get<uint32_t>("ids"), out.get<float>("weights")};
+}
+
+// Checks one launch against the definition, row by row: the ids are distinct experts below n
+// (then 0xFFFFFFFF for the slots past n), in the order of their keys, and no expert left out has
+// a better key than one chosen (ties: the lower index first). The key is the logit, compared
+// exactly; with a bias the score plus the bias, within the scores' error. Each weight is the
+// expert's score in double (divided by the chosen scores' sum with normalize) times scale. The
+// scores' relative error: ex2 and rcp (a few ulp), the exponent's rounding (|l - max| log2 e
+// 2^-24, under 2^-19 for these logits), the f32 sum of n exponentials (n 2^-24) where softmax
+// needs it, and the k weights' sum with normalize (k 2^-24).
+void checkRoute(const Route& v, const Routed& got, const std::vector<float>& logitsIn, const std::vector<float>& bias,
+                uint32_t rows, uint32_t n, float scale, const std::string& what) {
+  const std::vector<float> logits = roundTo(v.dtype, logitsIn);
+  REQUIRE(got.ids.size() == size_t(rows) * v.k);
+  for (uint32_t row = 0; row < rows; ++row) {
+    const float* l = logits.data() + size_t(row) * n;
+    double mx = -INFINITY, sum = 0;
+    for (uint32_t e = 0; e < n; ++e) mx = std::max(mx, double(l[e]));
+    for (uint32_t e = 0; e < n; ++e) sum += std::exp(double(l[e]) - mx);
+    auto score = [&](uint32_t e) {
+      return v.softmax ? std::exp(double(l[e]) - mx) / sum : 1.0 / (1.0 + std::exp(-double(l[e])));
+    };
+    // Keys: NaN above everything (argmax's order), then the values.
+    auto key = [&](uint32_t e) {
+      double x = v.bias ? score(e) + bias[e] : double(l[e]);
+      return std::isnan(x) ? INFINITY : x;
+    };
+    const bool fullSum = v.softmax && (!v.normalize || v.bias);
+    const double rel = std::ldexp(1.0, -18) + (fullSum ? n : 0) * std::ldexp(1.0, -24) +
+                       (v.normalize ? v.k : 0) * std::ldexp(1.0, -24);
+    const double tol = v.bias ? rel : 0.0;  // scores are at most 1
+    const std::string at = what + " " + v.kernel + " row " + std::to_string(row);
+    std::set<uint32_t> chosen;
+    double total = 0;
+    for (unsigned s = 0; s < v.k; ++s) {
+      const uint32_t id = got.ids[size_t(row) * v.k + s];
+      if (s >= n) {
+        CHECK_MESSAGE(id == kNoExpert, at << " slot " << s << " past n: id " << id);
+        continue;
+      }
+      REQUIRE_MESSAGE(id < n, at << " slot " << s << ": id " << id);
+      CHECK_MESSAGE(chosen.insert(id).second, at << " slot " << s << ": expert " << id << " chosen twice");
+      if (s > 0) {
+        const uint32_t prev = got.ids[size_t(row) * v.k + s - 1];
+        CHECK_MESSAGE((key(prev) > key(id) - tol || (key(prev) == key(id) && prev < id)),
+                      at << " slot " << s << ": expert " << id << " after " << prev);
+      }
+      total += score(id);
+    }
+    for (uint32_t e = 0; e < n && chosen.size() == v.k; ++e) {
+      if (chosen.count(e)) continue;
+      const uint32_t last = got.ids[size_t(row) * v.k + v.k - 1];
+      CHECK_MESSAGE((key(last) > key(e) - tol || (key(last) == key(e) && last < e)),
+                    at << ": expert " << e << " left out, but " << last << " chosen");
+    }
+    for (unsigned s = 0; s < v.k; ++s) {
+      const uint32_t id = got.ids[size_t(row) * v.k + s];
+      const double w = id < n ? score(id) / (v.normalize ? total : 1.0) * scale : 0.0;
+      expectClose({got.weights[size_t(row) * v.k + s]}, {w}, 1e-37, 2 * rel,
+                  at + " weight of slot " + std::to_string(s));
+    }
+  }
+}
+
+// ---- gemv_q with experts --------------------------------------------------------------------------
+
+struct Experts {
+  const char* kernel;
+  const Format& format;
+  const char* activation;  // "f32", "bf16", "q8_1"
+  bool swiglu = false;
+  Dtype out = Dtype::F32;
+};
+
+const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
+                            {"experts_q4_k", kFormats[2], "f32"},
+                            {"experts_q6_k_q8_1_w1_r2", kFormats[4], "q8_1"},
+                            {"experts_q8_0_bf16", kFormats[1], "bf16"},
+                            {"experts_swiglu_q4_k_q8_1", kFormats[2], "q8_1", true},
+                            {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16}};
+
+double silu(double v) { return v / (1 + std::exp(-v)); }
+
+// A launch of an experts kernel: its ids and sizes; the caller adds the matrices, x and y.
+Call expertsCall(const char* kernel, const std::vector<uint32_t>& ids, uint32_t m, uint32_t k, uint32_t nExperts,
+                 uint32_t slots) {
+  Call call("moe", kernel);
+  call.buffer("ids", ids)
+      .scalar("m", m)
+      .scalar("k", k)
+      .scalar("n_experts", nExperts)
+      .scalar("pairs", uint32_t(ids.size()))
+      .scalar("slots", slots);
+  return call;
+}
+
+// One launch: n_experts matrices (gate and up for the fused kernel) of m x k, x with xrows rows
+// (f32 values, given to the kernel as the activation says), pairs p with ids[p] and x row p / slots.
+// Each y row against sum_j deq(W_id)[i][j] x[j] in double, within gemv_q's bound 2k 2^-24 sum
+// |w x| (q8_1: with the k-quants' mins, 2(|w| + |M|)|x|); the fused kernel's silu(g) u within
+// the bound of test/library_quant_test.cpp's checkSwiglu; an unknown id's row all NaN.
+void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExperts, uint32_t m, uint32_t k,
+                  const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what) {
+  const Format& f = v.format;
+  const uint32_t pairs = uint32_t(ids.size()), xrows = (pairs + std::max(slots, 1u) - 1) / std::max(slots, 1u);
+  const size_t perExpert = size_t(m) * (k / f.qk);
+  std::vector<std::vector<uint8_t>> mats;
+  for (int i = 0; i < (v.swiglu ? 2 : 1); ++i) mats.push_back(randomBlocks(rng, f, nExperts * perExpert));
+  std::vector<float> x = uniform(rng, size_t(xrows) * k);
+  Call call = expertsCall(v.kernel, ids, m, k, nExperts, slots);
+  if (v.swiglu) call.buffer("gate", mats[0]).buffer("up", mats[1]);
+  else call.buffer("w", mats[0]);
+  const bool q81 = std::string(v.activation) == "q8_1";
+  std::vector<float> xs;  // the values the kernel multiplies
+  if (q81) {
+    std::vector<uint8_t> xq8 = refQuantizeQ81(x);
+    xs = dequantQ81(xq8);
+    call.buffer("x", xq8);
+  } else if (std::string(v.activation) == "bf16") {
+    xs = roundTo(Dtype::BF16, x);
+    call.buffer("x", encode(Dtype::BF16, xs));
+  } else {
+    xs = x;
+    call.buffer("x", xs);
+  }
+  call.buffer("y", encode(v.out, std::vector<float>(size_t(pairs) * m, -7.0f)));
+  std::vector<float> got = decode(v.out, r.run(call).get<std::byte>("y"));
+  REQUIRE(got.size() == size_t(pairs) * m);
+  std::vector<std::vector<float>> deq, mins;
+  for (const auto& q : mats) {
+    deq.push_back(refDequant(f, q));
+    mins.push_back(refMins(f, q));
+  }
+  const bool withMin = q81 && (std::string(f.name) == "q4_k" || std::string(f.name) == "q5_k");
+  for (uint32_t p = 0; p < pairs; ++p) {
+    const std::string at = what + " " + v.kernel + " pair " + std::to_string(p) + " expert " + std::to_string(ids[p]);
+    if (ids[p] >= nExperts) {
+      size_t notNan = 0;
+      for (uint32_t i = 0; i < m; ++i) notNan += !std::isnan(got[size_t(p) * m + i]);
+      CHECK_MESSAGE(notNan == 0, at << ": " << notNan << " of " << m << " elements are not NaN");
+      continue;
+    }
+    const float* xr = xs.data() + size_t(p / std::max(slots, 1u)) * k;
+    for (uint32_t i = 0; i < m; ++i) {
+      double sums[2] = {0, 0}, tols[2] = {0, 0};
+      for (size_t mi = 0; mi < mats.size(); ++mi) {
+        double mag = 0;
+        for (uint32_t j = 0; j < k; ++j) {
+          const size_t wi = (ids[p] * size_t(m) + i) * k + j;
+          const double w = deq[mi][wi];
+          sums[mi] += w * xr[j];
+          mag += (withMin ? 2.0 * (std::fabs(w) + mins[mi][wi]) : std::fabs(w)) * std::fabs(double(xr[j]));
+        }
+        tols[mi] = 2.0 * k * std::ldexp(1.0, -24) * mag;
+      }
+      double want = sums[0], tol = tols[0];
+      if (v.swiglu) {
+        const double sg = silu(sums[0]);
+        want = sg * sums[1];
+        const double ulps = 4 + 0.5 * std::fabs(sums[0] * std::numbers::log2e) + 1;
+        tol = 1.1 * tols[0] * (std::fabs(sums[1]) + tols[1]) + std::fabs(sg) * tols[1] +
+              std::fabs(want) * (ulps * std::ldexp(1.0, -24) + (v.out == Dtype::F32 ? 0 : roundoff(v.out)));
+      }
+      expectClose({got[size_t(p) * m + i]}, {want}, tol, 0, at + " row " + std::to_string(i));
+    }
+  }
+}
+
+// ---- moe_combine ----------------------------------------------------------------------------------
+
+struct Combine {
+  const char* kernel;
+  Dtype y, h;
+  bool residual;
+};
+
+// y = residual + sum_s w_s h_s in double; the kernel's f32 fma chain is within slots 2^-24 sum
+// |w h| (plus |residual| 2^-24 for its addition), and the store rounds once to y's type.
+void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows, uint32_t cols, uint32_t slots,
+                  const std::string& what) {
+  std::vector<float> h = roundTo(v.h, uniform(rng, size_t(rows) * slots * cols, -4.0f, 4.0f));
+  std::vector<float> w = uniform(rng, size_t(rows) * slots, 0.0f, 1.0f);
+  std::vector<float> res = roundTo(v.y, uniform(rng, size_t(rows) * cols));
+  // A slot of weight 0 whose h row is NaN (an unknown expert's): it adds nothing.
+  if (slots > 1 && rows > 0) {
+    w[slots - 1] = 0.0f;
+    std::fill(h.begin() + size_t(slots - 1) * cols, h.begin() + size_t(slots) * cols, kNaN);
+  }
+  Call call("moe", v.kernel);
+  call.buffer("h", encode(v.h, h)).buffer("weights", w).buffer("y", encode(v.y, std::vector<float>(size_t(rows) * cols, -7.0f)));
+  if (v.residual) call.buffer("residual", encode(v.y, res));
+  call.scalar("rows", rows).scalar("cols", cols).scalar("slots", slots);
+  std::vector<float> got = decode(v.y, r.run(call).get<std::byte>("y"));
+  REQUIRE(got.size() == size_t(rows) * cols);
+  for (uint32_t row = 0; row < rows; ++row)
+    for (uint32_t c = 0; c < cols; ++c) {
+      double sum = 0, mag = 0;
+      for (uint32_t s = 0; s < slots; ++s) {
+        const double ws = w[size_t(row) * slots + s];
+        if (ws == 0) continue;
+        const double hv = h[(size_t(row) * slots + s) * cols + c];
+        sum += ws * hv;
+        mag += std::fabs(ws * hv);
+      }
+      const size_t at = size_t(row) * cols + c;
+      if (v.residual) {
+        sum += res[at];
+        mag += std::fabs(res[at]);
+      }
+      const double tol = (slots + 1) * std::ldexp(1.0, -24) * mag + std::fabs(sum) * (v.y == Dtype::F32 ? 0 : roundoff(v.y));
+      expectClose({got[at]}, {sum}, tol, 0, what + " " + v.kernel + " row " + std::to_string(row) + " col " + std::to_string(c));
+    }
+}
+
+}  // namespace
+
+LIBRARY_TEST("moe_route: top-k experts and weights, both scorings, bias, ties, NaN, fewer experts than slots", moeRoute) {
+  std::mt19937 rng(seed());
+  for (const Route& v : kRoutes)
+    for (uint32_t n : {5u, 8u, 33u, 256u}) {
+      if (n == 5 && v.k != 8) continue;  // fewer experts than slots
+      const uint32_t rows = 9;
+      std::vector<float> logits = uniform(rng, size_t(rows) * n, -4.0f, 4.0f);
+      // Biases apart by more than the scores' error: the choice is then the same in double.
+      std::vector<float> bias(n);
+      for (uint32_t e = 0; e < n; ++e) bias[e] = float((e * 37) % n) / float(n);
+      // Row 1: ties (the lower index first); row 2: a NaN logit (chosen first: argmax's order;
+      // with softmax every score of the row is NaN, with sigmoid its own, and normalized every
+      // weight); row 3: -inf logits; row 4: every logit the same.
+      for (uint32_t e = 0; e < n; e += 2) logits[n + e] = logits[n + 1];
+      logits[2 * n + n / 2] = kNaN;
+      for (uint32_t e = 0; e < n; e += 3) logits[3 * n + e] = -INFINITY;
+      std::fill(logits.begin() + 4 * n, logits.begin() + 5 * n, 0.5f);
+      const std::string what = "n=" + std::to_string(n);
+      Routed got = runRoute(r, v, logits, bias, rows, n, 2.5f);
+      checkRoute(v, got, logits, bias, rows, n, 2.5f, what);
+      // (With softmax and a bias every key of row 2 is NaN: the lowest index comes first.)
+      if (!(v.softmax && v.bias))
+        CHECK_MESSAGE(got.ids[2 * v.k] == n / 2, std::string(v.kernel) << " " << what << ": the NaN logit is not chosen first");
+    }
+}
+
+LIBRARY_TEST("gemv_q experts: every path, shared and per-pair x, unknown experts give NaN rows", gemvQExperts) {
+  std::mt19937 rng(seed());
+  for (const Experts& v : kExperts) {
+    const uint32_t nExperts = 5, k = (v.format.qk == 32 ? 9 : 3) * v.format.qk;
+    // Three tokens of two slots sharing their x row; an id past the experts in the middle.
+    checkExperts(r, rng, v, nExperts, 9, k, {4, 1, 0, 4, nExperts, 2}, 2, "slots=2");
+    // Each pair its own x row (a down projection), m past a block's rows; slots 0 reads as 1.
+    checkExperts(r, rng, v, nExperts, 17, k, {3, 3, 0}, 1, "slots=1");
+    checkExperts(r, rng, v, nExperts, 3, k, {2, kNoExpert}, 0, "slots=0");
+  }
+}
+
+LIBRARY_TEST("moe_combine: weighted expert rows, zero weights over NaN rows, residual", moeCombine) {
+  std::mt19937 rng(seed());
+  for (const Combine& v : {Combine{"combine_f32", Dtype::F32, Dtype::F32, false},
+                           Combine{"combine_bf16_residual_bf16h", Dtype::BF16, Dtype::BF16, true}}) {
+    checkCombine(r, rng, v, 3, 300, 2, "slots=2");
+    checkCombine(r, rng, v, 2, 17, 8, "slots=8");
+    checkCombine(r, rng, v, 1, 5, 1, "slots=1");
+    checkCombine(r, rng, v, 2, 9, 0, "slots=0");  // y = residual (or 0)
+  }
+}
+
+// A MoE FFN layer for three tokens: route (softmax, top 2, normalized), the fused gate and up
+// projection of each (token, slot) pair's expert (q4_k, q8_1 x shared by the token's two
+// slots), the down projection of each pair's own row (q4_k, f32 x), and the weighted sum with the
+// residual: each stage against its reference on the previous stage's actual output, so the
+// parameters of the four launches are shown to fit together.
+LIBRARY_TEST("moe decode layer: route, expert gate/up and down projections, combine", moeLayer) {
+  std::mt19937 rng(seed());
+  const uint32_t tokens = 3, nExperts = 8, d = 256, ff = 512;
+  const Route& route = kRoutes[0];  // softmax, k 2, normalized
+  std::vector<float> logits = uniform(rng, size_t(tokens) * nExperts, -3.0f, 3.0f);
+  Routed routed = runRoute(r, route, logits, {}, tokens, nExperts, 1.0f);
+  checkRoute(route, routed, logits, {}, tokens, nExperts, 1.0f, "layer");
+  const Format& q4k = kFormats[2];
+  std::vector<uint8_t> gate = randomBlocks(rng, q4k, size_t(nExperts) * ff * (d / 256));
+  std::vector<uint8_t> up = randomBlocks(rng, q4k, size_t(nExperts) * ff * (d / 256));
+  std::vector<uint8_t> down = randomBlocks(rng, q4k, size_t(nExperts) * d * (ff / 256));
+  std::vector<float> x = uniform(rng, size_t(tokens) * d);
+  std::vector<uint8_t> xq8 = refQuantizeQ81(x);
+  const uint32_t pairs = tokens * route.k;
+  std::vector<float> h = r.run(expertsCall("experts_swiglu_q4_k_q8_1", routed.ids, ff, d, nExperts, route.k)
+                                   .buffer("gate", gate)
+                                   .buffer("up", up)
+                                   .buffer("x", xq8)
+                                   .buffer("y", std::vector<float>(size_t(pairs) * ff, -7.0f)))
+                             .get<float>("y");
+  std::vector<float> xs = dequantQ81(xq8), gdeq = refDequant(q4k, gate), udeq = refDequant(q4k, up);
+  for (uint32_t p = 0; p < pairs; ++p)
+    for (uint32_t i = 0; i < ff; ++i) {
+      double g = 0, u = 0, mag = 0;
+      for (uint32_t j = 0; j < d; ++j) {
+        const size_t wi = (routed.ids[p] * size_t(ff) + i) * d + j;
+        g += double(gdeq[wi]) * xs[size_t(p / route.k) * d + j];
+        u += double(udeq[wi]) * xs[size_t(p / route.k) * d + j];
+        mag += (std::fabs(gdeq[wi]) + std::fabs(udeq[wi]) + 1) * std::fabs(xs[size_t(p / route.k) * d + j]);
+      }
+      const double want = silu(g) * u;
+      expectClose({h[size_t(p) * ff + i]}, {want}, 8.0 * d * std::ldexp(1.0, -24) * mag * (1 + std::fabs(u) + std::fabs(g)), 1e-5,
+                  "layer gate/up pair " + std::to_string(p) + " row " + std::to_string(i));
+    }
+  std::vector<float> o = r.run(expertsCall("experts_q4_k", routed.ids, d, ff, nExperts, 1)
+                                   .buffer("w", down)
+                                   .buffer("x", h)
+                                   .buffer("y", std::vector<float>(size_t(pairs) * d, -7.0f)))
+                             .get<float>("y");
+  std::vector<float> ddeq = refDequant(q4k, down);
+  for (uint32_t p = 0; p < pairs; ++p)
+    for (uint32_t i = 0; i < d; ++i) {
+      double want = 0, mag = 0;
+      for (uint32_t j = 0; j < ff; ++j) {
+        const double w = ddeq[(routed.ids[p] * size_t(d) + i) * ff + j], hv = h[size_t(p) * ff + j];
+        want += w * hv;
+        mag += std::fabs(w * hv);
+      }
+      expectClose({o[size_t(p) * d + i]}, {want}, 2.0 * ff * std::ldexp(1.0, -24) * mag, 0,
+                  "layer down pair " + std::to_string(p) + " row " + std::to_string(i));
+    }
+  std::vector<float> res = uniform(rng, size_t(tokens) * d);
+  std::vector<float> y = decode(Dtype::BF16, r.run(Call("moe", "combine_bf16_residual_bf16h")
+                                                       .buffer("h", encode(Dtype::BF16, o))
+                                                       .buffer("weights", routed.weights)
+                                                       .buffer("y", encode(Dtype::BF16, std::vector<float>(size_t(tokens) * d, -7.0f)))
+                                                       .buffer("residual", encode(Dtype::BF16, res))
+                                                       .scalar("rows", tokens)
+                                                       .scalar("cols", d)
+                                                       .scalar("slots", route.k))
+                                                 .get<std::byte>("y"));
+  const std::vector<float> ob = roundTo(Dtype::BF16, o), rb = roundTo(Dtype::BF16, res);
+  for (uint32_t t = 0; t < tokens; ++t)
+    for (uint32_t c = 0; c < d; ++c) {
+      double want = rb[size_t(t) * d + c], mag = std::fabs(want);
+      for (uint32_t s = 0; s < route.k; ++s) {
+        const double term = double(routed.weights[t * route.k + s]) * ob[(size_t(t) * route.k + s) * d + c];
+        want += term;
+        mag += std::fabs(term);
+      }
+      expectClose({y[size_t(t) * d + c]}, {want}, 3 * std::ldexp(1.0, -24) * mag + std::fabs(want) * roundoff(Dtype::BF16), 0,
+                  "layer combine token " + std::to_string(t) + " col " + std::to_string(c));
+    }
+}

@@ -1,0 +1,162 @@
+// A C++ reference for ggml's quantized formats, written from ../shared/docs/ggml-quant-formats.md:
+// the block layouts, dequantization as ggml's reference computes it (bit for bit), q8_1
+// quantization, random blocks, and the k-quants' mins that error bounds need. Shared by the
+// quantized-weight tests (test/library_quant_test.cpp) and the mixture-of-experts tests
+// (test/library_moe_test.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ir/Float16.h"
+
+namespace tn::quantref {
+
+struct Format {
+  const char* name;
+  unsigned qk, bytes;
+  std::vector<unsigned> halves;  // byte offsets of the block's half fields
+};
+
+inline const Format kFormats[] = {
+    {"q4_0", 32, 18, {0}}, {"q8_0", 32, 34, {0}}, {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
+    {"q6_k", 256, 210, {208}},
+};
+
+inline float h2f(const uint8_t* p) { return tn::ir::f16ToF32(uint16_t(p[0] | p[1] << 8)); }
+
+// D*q - M rounded twice, as ggml's reference build (no FMA) computes it.
+inline float mulSub(float d, float q, float m) {
+  volatile float p = d * q;
+  return p - m;
+}
+
+inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
+  std::string n = f.name;
+  if (n == "q4_0") {
+    float d = h2f(b);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = float((b[2 + j] & 15) - 8) * d;
+      y[j + 16] = float((b[2 + j] >> 4) - 8) * d;
+    }
+  } else if (n == "q8_0") {
+    float d = h2f(b);
+    for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
+  } else if (n == "q4_k" || n == "q5_k") {
+    float d = h2f(b), dmin = h2f(b + 2);
+    const uint8_t* sc = b + 4;
+    bool q5 = n == "q5_k";
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (q5 ? 48 : 16);
+    for (int i = 0; i < 256; ++i) {
+      int s = i / 32, l = i % 32;
+      int scale, min;
+      if (s < 4) {
+        scale = sc[s] & 63;
+        min = sc[s + 4] & 63;
+      } else {
+        scale = (sc[s + 4] & 15) | ((sc[s - 4] >> 6) << 4);
+        min = (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      }
+      int byte = qs[32 * (s / 2) + l];
+      int q = (s % 2 == 0) ? (byte & 15) : (byte >> 4);
+      if (q5) q += 16 * ((qh[l] >> s) & 1);
+      float D = d * float(scale), M = dmin * float(min);
+      y[i] = mulSub(D, float(q), M);
+    }
+  } else {  // q6_k
+    float d = h2f(b + 208);
+    for (int i = 0; i < 256; ++i) {
+      int h = i / 128, r = i % 128, k = r / 32, l = r % 32;
+      int lb = b[64 * h + 32 * (k & 1) + l];
+      int lo = k < 2 ? (lb & 15) : (lb >> 4);
+      int hi = (b[128 + 32 * h + l] >> (2 * k)) & 3;
+      int q = (lo | (hi << 4)) - 32;
+      volatile float ds = d * float(int8_t(b[192 + i / 16]));
+      y[i] = ds * float(q);
+    }
+  }
+}
+
+inline std::vector<float> refDequant(const Format& f, const std::vector<uint8_t>& q) {
+  size_t blocks = q.size() / f.bytes;
+  std::vector<float> y(blocks * f.qk);
+  for (size_t b = 0; b < blocks; ++b) refDequantBlock(f, q.data() + b * f.bytes, y.data() + b * f.qk);
+  return y;
+}
+
+// ggml's quantize_row_q8_1_ref.
+inline std::vector<uint8_t> refQuantizeQ81(const std::vector<float>& x) {
+  std::vector<uint8_t> out(x.size() / 32 * 36);
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float* v = x.data() + 32 * b;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+    float d = amax / 127;
+    float id = d != 0 ? 1.0f / d : 0.0f;
+    int sum = 0;
+    uint8_t* o = out.data() + 36 * b;
+    for (int j = 0; j < 32; ++j) {
+      volatile float t = v[j] * id;
+      int q = int(std::roundf(t));
+      o[4 + j] = uint8_t(int8_t(q));
+      sum += q;
+    }
+    volatile float s = float(sum) * d;
+    uint16_t dh = tn::ir::f32ToF16(d), sh = tn::ir::f32ToF16(s);
+    o[0] = uint8_t(dh), o[1] = uint8_t(dh >> 8), o[2] = uint8_t(sh), o[3] = uint8_t(sh >> 8);
+  }
+  return out;
+}
+
+// A random half: mostly normal values of either sign, sometimes 0 or a subnormal.
+inline uint16_t randomHalf(std::mt19937& rng) {
+  unsigned pick = rng() % 16;
+  if (pick == 0) return 0;
+  if (pick == 1) return uint16_t((rng() & 0x83FF) | 1);
+  float v = std::ldexp(float(rng() % 4096 + 1) / 4096.0f, -int(rng() % 10));
+  return tn::ir::f32ToF16(rng() % 2 ? -v : v);
+}
+
+inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, size_t blocks) {
+  std::vector<uint8_t> q(blocks * f.bytes);
+  for (uint8_t& b : q) b = uint8_t(rng());
+  for (size_t b = 0; b < blocks; ++b)
+    for (unsigned off : f.halves) {
+      uint16_t h = randomHalf(rng);
+      q[b * f.bytes + off] = uint8_t(h), q[b * f.bytes + off + 1] = uint8_t(h >> 8);
+    }
+  return q;
+}
+
+// The values of q8_1 blocks: float(q) * fp32(d).
+inline std::vector<float> dequantQ81(const std::vector<uint8_t>& blocks) {
+  std::vector<float> x(blocks.size() / 36 * 32);
+  for (size_t c = 0; c < x.size(); ++c) {
+    const uint8_t* b = blocks.data() + 36 * (c / 32);
+    x[c] = float(int8_t(b[4 + c % 32])) * h2f(b);
+  }
+  return x;
+}
+
+// |M| = dmin * m of each element for the k-quants with a min (0 for the other formats): the
+// dequantized weight is round(D q) - M, whose two terms the q8_1 path keeps apart.
+inline std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q) {
+  std::vector<float> mins(q.size() / f.bytes * f.qk, 0.0f);
+  if (std::string(f.name) != "q4_k" && std::string(f.name) != "q5_k") return mins;
+  for (size_t b = 0; b < q.size() / f.bytes; ++b) {
+    const uint8_t* blk = q.data() + b * f.bytes;
+    const uint8_t* sc = blk + 4;
+    for (int s = 0; s < 8; ++s) {
+      int m = s < 4 ? sc[s + 4] & 63 : (sc[s + 4] >> 4) | ((sc[s] >> 6) << 4);
+      for (int l = 0; l < 32; ++l) mins[b * 256 + 32 * s + l] = std::fabs(h2f(blk + 2) * float(m));
+    }
+  }
+  return mins;
+}
+
+}  // namespace tn::quantref
