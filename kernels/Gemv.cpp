@@ -6,6 +6,7 @@
 // a vector's elements; otherwise the same warp reads the row element by element. fp8 weights
 // (E4M3 or E5M2 codes, kernels/Fp8.cpp) are decoded as they are loaded and the row's sum scaled
 // once: by the f32 parameter w_scale (one per tensor) or by w_scales[row] (one per row).
+#include <limits>
 #include <string>
 
 #include "kernels/Library.h"
@@ -34,6 +35,7 @@ struct Config {
   Fp8 fp8 = Fp8::None;  // fp8 weights: codes, scaled by w_scale or w_scales
   bool rowScales = false;  // fp8: one scale per row (the pointer w_scales) instead of w_scale
   bool cvt = false;        // fp8 codes decoded by cvt.f16x2, else by integer instructions
+  bool experts = false;    // mixture of experts: a block row per (token, slot) pair, its expert's w
   unsigned wBytes() const { return fp8 == Fp8::None ? bytesOf(w) : 1; }
   unsigned perVec() const { return 16 / wBytes(); }  // weights in one 16-byte vector
 };
@@ -42,7 +44,7 @@ Fp8 weightFp8(const Options& o) { return fp8Named(o.text("weight")); }
 
 Config configOf(const Options& o) {
   return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched"),
-          weightFp8(o), o.flag("row_scales"), fp8Cvt(o)};
+          weightFp8(o), o.flag("row_scales"), fp8Cvt(o), o.flag("experts")};
 }
 
 // W is read exactly once: evict-first (.cs) keeps it from pushing x out of L1 and L2.
@@ -105,6 +107,7 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   std::string why;
   if (c.rowScales && !fp8) why = "row_scales needs fp8 weights (weight = \"fp8_e4m3\" or \"fp8_e5m2\")";
   else if (fp8 && c.batched) why = "fp8 weights do not take batched (one scale, or one row of scales, for every batch)";
+  else if (c.experts && c.batched) why = "experts does not go with batched: its pairs take the grid's height";
   if (!why.empty()) {
     diags.report(ir::Severity::Error, "", {}, why);
     return std::nullopt;
@@ -117,11 +120,25 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
   Value wScales = c.rowScales ? kb.param(kGlobalPtr, "w_scales") : Value();
+  Value ids = c.experts ? kb.param(kGlobalPtr, "ids") : Value();
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
   Value ldw = c.strided ? kb.param(Type::u32(), "ldw") : k;
   Value wScale = fp8 && !c.rowScales ? kb.param(Type::f32(), "w_scale") : Value();
   const unsigned bytes = c.wBytes(), xBytes = bytesOf(c.x), perVec = c.perVec();
+  // Mixture of experts (as gemv_q's experts): block row y is pair p, which multiplies expert
+  // ids[p] (rows e * m ... of w, and of w_scales) by x's row p / slots into y's row p; an id past
+  // n_experts reads nothing and gives a row of NaN (`known`).
+  Value known;
+  if (c.experts) {
+    const ExpertPair e = expertPair(kb, ids);
+    known = e.known;
+    Value firstRow = (e.expert * rows).named("expert_row");
+    w = kb.index(w, kb.mul_wide(firstRow, ldw), bytes, "expert_w");
+    if (c.rowScales) wScales = kb.index(wScales, firstRow, 4, "expert_scales");
+    x = kb.index(x, kb.mul_wide(e.xRow, k), xBytes, "pair_x");
+    y = kb.index(y, kb.mul_wide(e.pair, rows), xBytes, "pair_y");
+  }
   if (c.batched) {
     kb.param(Type::u32(), "batch");  // the grid's y extent
     Value strideW = kb.param(Type::u32(), "stride_w");
@@ -147,55 +164,65 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
         // Without ldw, every row starts aligned when w does (k a multiple of perVec).
         Value vector = (allAligned(kb, {c.strided ? wrow : w, x}, 16) & whole).named("vector");
         Value zero = kb.f32(0.0f, "zero");
-        std::vector<Value> sum = kb.if_else(
-            vector,
-            [&] {
-              Value wa = assumeAligned16(kb, wrow, "wrow.a"), xa = assumeAligned16(kb, x, "x.a");
-              Value nvec = (k / perVec).named("nvec");
-              constexpr unsigned chunk = 32 * kUnroll;
-              Value nmain = (nvec - nvec % chunk).named("nmain");
-              std::vector<Value> init(kUnroll, zero);
-              std::vector<Value> accs = kb.for_range(
-                  kb.u32(0), nmain, kb.u32(chunk), init,
-                  [&](Value base, std::span<Value> acc) {
-                    Value v0 = (base + lane).named("v");
-                    std::vector<Loaded> loads;
-                    for (unsigned j = 0; j < kUnroll; ++j)
-                      loads.push_back(loadVector(kb, c, wa, xa, j == 0 ? v0 : v0 + 32u * j));
-                    std::vector<Value> next;
-                    for (unsigned j = 0; j < kUnroll; ++j) next.push_back(dotVector(kb, c, loads[j], acc[j]));
-                    return next;
-                  },
-                  {.label = "main", .iv = "base", .carried = {"a0", "a1", "a2", "a3"}});
-              Value acc = ((accs[0] + accs[1]) + (accs[2] + accs[3])).named("acc.main");
-              // The last nvec % chunk vectors, one per lane per step.
-              return kb.for_range(
-                  nmain + lane, nvec, kb.u32(32), {acc},
-                  [&](Value v, std::span<Value> a) { return dotVector(kb, c, loadVector(kb, c, wa, xa, v), a[0]); },
-                  {.label = "tail", .iv = "v", .carried = {"acc"}})[0];
-            },
-            [&] {
-              return kb.for_range(
-                  lane, k, kb.u32(32), {zero},
-                  [&](Value j, std::span<Value> a) {
-                    Value pw = kb.index(wrow, j, bytes, "pw");
-                    Value wj = fp8 ? decodeCodes(kb, kb.cvt(kb.load(pw, Type::of(ir::Scalar::U8), {Mod::NcMod}, "code"),
-                                                             Type::u32()),
-                                                 1, c.fp8, c.cvt, "wj")[0]
-                                   : loadF32(kb, pw, c.w, true, "wj");
-                    Value xj = loadF32(kb, kb.index(x, j, xBytes, "px"), c.x, true, "xj");
-                    return kb.fma(wj, xj, a[0]);
-                  },
-                  {.label = "scalar", .iv = "j", .carried = {"acc"}})[0];
-            },
-            {.label = "path", .results = {"partial"}});
-        Value total = kb.warp_reduce_sum(sum[0], "total");
+        auto products = [&] {
+          return kb.if_else(
+              vector,
+              [&] {
+                Value wa = assumeAligned16(kb, wrow, "wrow.a"), xa = assumeAligned16(kb, x, "x.a");
+                Value nvec = (k / perVec).named("nvec");
+                constexpr unsigned chunk = 32 * kUnroll;
+                Value nmain = (nvec - nvec % chunk).named("nmain");
+                std::vector<Value> init(kUnroll, zero);
+                std::vector<Value> accs = kb.for_range(
+                    kb.u32(0), nmain, kb.u32(chunk), init,
+                    [&](Value base, std::span<Value> acc) {
+                      Value v0 = (base + lane).named("v");
+                      std::vector<Loaded> loads;
+                      for (unsigned j = 0; j < kUnroll; ++j)
+                        loads.push_back(loadVector(kb, c, wa, xa, j == 0 ? v0 : v0 + 32u * j));
+                      std::vector<Value> next;
+                      for (unsigned j = 0; j < kUnroll; ++j) next.push_back(dotVector(kb, c, loads[j], acc[j]));
+                      return next;
+                    },
+                    {.label = "main", .iv = "base", .carried = {"a0", "a1", "a2", "a3"}});
+                Value acc = ((accs[0] + accs[1]) + (accs[2] + accs[3])).named("acc.main");
+                // The last nvec % chunk vectors, one per lane per step.
+                return kb.for_range(
+                    nmain + lane, nvec, kb.u32(32), {acc},
+                    [&](Value v, std::span<Value> a) { return dotVector(kb, c, loadVector(kb, c, wa, xa, v), a[0]); },
+                    {.label = "tail", .iv = "v", .carried = {"acc"}})[0];
+              },
+              [&] {
+                return kb.for_range(
+                    lane, k, kb.u32(32), {zero},
+                    [&](Value j, std::span<Value> a) {
+                      Value pw = kb.index(wrow, j, bytes, "pw");
+                      Value wj = fp8 ? decodeCodes(kb,
+                                                   kb.cvt(kb.load(pw, Type::of(ir::Scalar::U8), {Mod::NcMod}, "code"),
+                                                          Type::u32()),
+                                                   1, c.fp8, c.cvt, "wj")[0]
+                                     : loadF32(kb, pw, c.w, true, "wj");
+                      Value xj = loadF32(kb, kb.index(x, j, xBytes, "px"), c.x, true, "xj");
+                      return kb.fma(wj, xj, a[0]);
+                    },
+                    {.label = "scalar", .iv = "j", .carried = {"acc"}})[0];
+              },
+              {.label = "path", .results = {"partial"}});
+        };
+        Value nan = kb.f32(std::numeric_limits<float>::quiet_NaN(), "nan");
+        // An unknown expert's row: NaN, and neither its weights nor its scale read.
+        auto ifKnown = [&](auto&& fn) {
+          return c.experts ? kb.if_else(known, fn, [&] { return nan; }, {.label = "expert"})[0] : fn();
+        };
+        Value total = kb.warp_reduce_sum(ifKnown([&] { return products()[0]; }), "total");
         if (fp8) {
           // Integer-decoded codes are their values times 2^-bias: the sum, times 2^bias (exact), is
           // the codes' dot product, then scaled (two products: 2^bias times the scale could overflow).
           const float rawScale = fp8Scale(c.fp8, c.cvt);
           if (rawScale != 1.0f) total = (total * rawScale).named("total");
-          Value scale = c.rowScales ? kb.load(kb.index(wScales, row, 4), Type::f32(), {Mod::NcMod}, "w_scale") : wScale;
+          Value scale = c.rowScales ? ifKnown([&] {
+            return kb.load(kb.index(wScales, row, 4), Type::f32(), {Mod::NcMod}, "w_scale");
+          }) : wScale;
           total = (total * scale).named("total");
         }
         kb.if_then((lane == 0u).named("first"), [&] { storeF32(kb, kb.index(y, row, xBytes, "py"), total, c.x); }, "write");
@@ -226,11 +253,17 @@ void addGemv(std::vector<Template>& out) {
        option("row_scales", false,
               "with fp8 weights: one f32 scale per row, the pointer w_scales [m] after y (per-channel scales), "
               "instead of w_scale"),
+       option("experts", false,
+              "mixture of experts (decode): w holds n_experts matrices of m rows one after another (and w_scales "
+              "their rows' scales); block row p < pairs multiplies expert ids[p] by x's row p / slots into y's row "
+              "p (the pointer ids after y and w_scales, u32 n_experts, pairs and slots last; an id >= n_experts "
+              "gives a row of NaN and reads no weights); not with batched"),
        fp8DecodeOption()},
       buildGemv,
       [](const Options& o) {
         LaunchRule r{{kBlock}, {ceilDiv(Expr::param("m"), kRowsPerBlock)}, 0};
         if (o.flag("batched")) r.grid.push_back(Expr::param("batch"));
+        if (o.flag("experts")) r.grid.push_back(Expr::param("pairs"));
         return r;
       },
       [](const Options& o) { return fp8DecodeWhereItRuns(o, weightFp8(o)); },
@@ -240,9 +273,18 @@ void addGemv(std::vector<Template>& out) {
                                        return Template::ElementTypes{
                                            {"w", f != Fp8::None ? fp8Element(f) : scalarOf(storageOption(o, "weight"))}};
                                      },
-                                     storageElements({"x", "y"}, "activation")});
+                                     storageElements({"x", "y"}, "activation"), u32Elements({"ids"})});
   out.back().extents = [](const Options& o) {
     const Expr m = Expr::param("m"), k = Expr::param("k");
+    if (o.flag("experts")) {  // every expert's rows as one matrix of n_experts * m rows
+      const Expr pairs = Expr::param("pairs"), rowsAll = Expr::param("n_experts") * m;
+      return Template::Extents{
+          {"w", o.flag("strided") ? stridedSpan({{rowsAll, Expr::param("ldw")}}, k) : rowsAll * k},
+          {"x", ceilDiv(pairs, max(Expr::param("slots"), Expr(1))) * k},
+          {"y", pairs * m},
+          {"w_scales", rowsAll},
+          {"ids", pairs}};
+    }
     std::vector<std::pair<Expr, Expr>> rows;
     if (o.flag("batched")) rows.push_back({Expr::param("batch"), Expr::param("stride_w")});
     if (o.flag("strided")) rows.push_back({m, Expr::param("ldw")});

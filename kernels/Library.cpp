@@ -318,6 +318,19 @@ Best warpBest(KernelBuilder& kb, Best mine) {
   return mine;
 }
 
+ExpertPair expertPair(KernelBuilder& kb, Value ids) {
+  Value nExperts = kb.param(Type::u32(), "n_experts");
+  kb.param(Type::u32(), "pairs");  // the grid's y extent
+  Value slots = kb.max(kb.param(Type::u32(), "slots"), kb.u32(1), "slots_or_1");
+  ExpertPair e;
+  e.pair = kb.ctaid(Mod::Y, "pair");
+  Value id = kb.load(kb.index(ids, e.pair, 4), Type::u32(), {Mod::NcMod}, "id");
+  e.known = (id < nExperts).named("known_expert");
+  e.expert = kb.select(e.known, id, kb.u32(0), "expert");
+  e.xRow = (e.pair / slots).named("x_row");
+  return e;
+}
+
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }

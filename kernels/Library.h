@@ -302,6 +302,16 @@ Best nothing(KernelBuilder& kb);
 // The best of a warp's candidates, by a butterfly of better(): every lane ends with the same pair.
 Best warpBest(KernelBuilder& kb, Best mine);
 
+// Mixture of experts (gemv_q, gemv_q_swiglu and gemv with `experts`; docs/kernels.md): declares
+// the u32 parameters n_experts, pairs (the grid's height) and slots, after the kernel's others,
+// and reads block row y's pair: its expert ids[pair] (one ld.global.nc of the u32 pointer `ids`),
+// whether that is below n_experts (`known`), the expert to address (0 when unknown: its pointers
+// are formed, never read) and x's row, pair / max(slots, 1).
+struct ExpertPair {
+  Value pair, known, expert, xRow;
+};
+ExpertPair expertPair(KernelBuilder& kb, Value ids);
+
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);
 void addSoftmax(std::vector<Template>& out);

@@ -26,11 +26,25 @@ constexpr uint32_t kNoExpert = 0xFFFFFFFFu;
 // (argmax's order: the larger key, on equal keys the smaller index). The key is the logit itself
 // (softmax and sigmoid are increasing, so the order is the scores' without their rounding), or
 // with `bias` the score plus the expert's bias (DeepSeek-V3's correction, which only chooses).
-// A slot past n (n < k) gets the id 0xFFFFFFFF and weight 0.
+// A slot past n (n < k) gets the id 0xFFFFFFFF and weight 0. Group-limited routing (groups > 1,
+// topk_groups below it): the experts form `groups` groups of ceil_div(n, groups) (the last may be
+// shorter); a group's score is the sum of its two best choice values (the score, plus the bias
+// with `bias`; group_score "max": its best), found by two warp merges over the group's experts;
+// the topk_groups best groups (ties to the lower group) become a mask, and experts of the other
+// groups are no candidates.
 std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const auto slots = static_cast<unsigned>(o.integer("k"));
   const bool softmax = o.text("scoring") == "softmax", normalize = o.flag("normalize"), biased = o.flag("bias");
+  const auto groups = static_cast<unsigned>(o.integer("groups"));
+  const auto topGroups = static_cast<unsigned>(o.integer("topk_groups"));
+  if (topGroups > groups) {
+    diags.report(ir::Severity::Error, "", {},
+                 "topk_groups = " + std::to_string(topGroups) + " is more than groups = " + std::to_string(groups));
+    return std::nullopt;
+  }
+  const bool grouped = groups > 1 && topGroups != 0 && topGroups < groups;
+  const bool top2 = o.text("group_score") == "top2";
   ir::Module m = newModule();
   KernelBuilder kb(m, "moe_route");
   Value logits = kb.param(kGlobalPtr, "logits");
@@ -73,16 +87,56 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
           Value e = ex2Approx(kb, (l - mx) * kLog2e, "exp");
           return sum.valid() ? e * sum : e;
         };
+        auto choice = [&](Value j) {  // the value an expert is chosen by (score, plus its bias)
+          Value v = score(logit(j));
+          return biased ? v + kb.load(kb.index(bias, j, 4), Type::f32(), {Mod::NcMod}, "b") : v;
+        };
+        Value allowed, groupSize;  // grouped: the mask of the chosen groups, and their size
+        if (grouped) {
+          groupSize = ((n + (groups - 1)) / groups).named("group_size");
+          std::vector<Value> groupScore;
+          for (unsigned g = 0; g < groups; ++g) {
+            Value lo = (groupSize * g).named("group_lo"), hi = kb.min(lo + groupSize, n, "group_hi");
+            // The best expert of the group, other than `skip`, and its choice value (0 for none).
+            auto best = [&](Value skip) {
+              Best none = nothing(kb);
+              std::vector<Value> mine = kb.for_range(
+                  lo + lane, hi, 32u, {none.key, none.idx},
+                  [&](Value j, std::span<Value> c) {
+                    Value key = kb.select(j == skip, kb.u32(0), orderKey(kb, choice(j)));
+                    Best b = better(kb, {c[0], c[1]}, {key, j});
+                    return std::vector<Value>{b.key, b.idx};
+                  },
+                  {.label = "group_best", .iv = "j", .carried = {"best_key", "best_idx"}});
+              Best b = warpBest(kb, {mine[0], mine[1]});
+              Value v = kb.if_else(b.key != 0u, [&] { return choice(b.idx); }, [&] { return kb.f32(0.0f); },
+                                   {.label = "group_value"})[0];
+              return std::pair{b.idx, v};
+            };
+            auto [first, v1] = best(kb.u32(kNoExpert));
+            groupScore.push_back(top2 ? (v1 + best(first).second).named("group_score") : v1);
+          }
+          // The topk_groups best groups, in registers (every lane holds every group's score).
+          allowed = kb.u32(0);
+          for (unsigned t = 0; t < topGroups; ++t) {
+            Best b = nothing(kb);
+            for (unsigned g = 0; g < groups; ++g) {
+              Value taken = ((allowed >> g) & 1u) != 0u;
+              b = better(kb, b, {kb.select(taken, kb.u32(0), orderKey(kb, groupScore[g])), kb.u32(g)});
+            }
+            allowed = (allowed | (kb.u32(1) << b.idx)).named("allowed_groups");
+          }
+        }
         std::vector<Value> chosen;
         for (unsigned slot = 0; slot < slots; ++slot) {
           Best none = nothing(kb);
           std::vector<Value> mine = kb.for_range(
               lane, n, 32u, {none.key, none.idx},
               [&](Value j, std::span<Value> c) {
-                Value l = logit(j);
-                Value key = orderKey(kb, biased ? score(l) + kb.load(kb.index(bias, j, 4), Type::f32(), {Mod::NcMod}, "b") : l);
-                // An expert already chosen is no candidate (key 0, below every number's).
-                Value taken = kb.pred(false);
+                Value key = orderKey(kb, biased ? choice(j) : logit(j));
+                // An expert already chosen, or of a group not chosen, is no candidate (key 0, below
+                // every number's).
+                Value taken = grouped ? ((allowed >> (j / groupSize)) & 1u) == 0u : kb.pred(false);
                 for (Value c : chosen) taken = taken | (j == c);
                 Best b = better(kb, {c[0], c[1]}, {kb.select(taken, kb.u32(0), key), j});
                 return std::vector<Value>{b.key, b.idx};
@@ -168,13 +222,24 @@ void addMoe(std::vector<Template>& out) {
   OptionSpec k = option("k", int64_t{2}, "experts per token (slots)");
   k.min = 1;
   k.max = 8;
+  OptionSpec groupsOpt = option("groups", int64_t{1},
+                                "group-limited routing: the experts in this many groups of ceil_div(n, groups) "
+                                "(DeepSeek's n_group; 1: no groups)");
+  groupsOpt.min = 1;
+  groupsOpt.max = 32;
+  OptionSpec topGroupsOpt = option("topk_groups", int64_t{0},
+                                   "the groups whose experts may be chosen: the best topk_groups by group_score "
+                                   "(DeepSeek's topk_group; 0: every group)");
+  topGroupsOpt.min = 0;
+  topGroupsOpt.max = 32;
   out.push_back({
       "moe_route",
       "the router of a mixture of experts: for row r of logits (rows x n experts), the k experts of the "
       "largest scores (softmax over the row, or sigmoid of each logit; with bias chosen by score + bias[e]), "
       "ids[r * k + s] (u32, best first, ties to the lower index) and their weights[r * k + s] (f32: the "
-      "scores, divided by their sum with normalize, times scale); a slot past n gets id 0xFFFFFFFF and weight "
-      "0; one warp per row, blocks of 256 threads",
+      "scores, divided by their sum with normalize, times scale); with groups and topk_groups only the experts "
+      "of the best groups are candidates (DeepSeek's group-limited routing); a slot past n gets id 0xFFFFFFFF "
+      "and weight 0; one warp per row, blocks of 256 threads",
       {dtypeOption("dtype", "storage type of the logits"), k,
        choiceOption("scoring", "softmax", {"softmax", "sigmoid"},
                     "the expert scores: softmax over the row (Mixtral, Qwen-MoE, DeepSeek-V2) or sigmoid of each "
@@ -182,7 +247,11 @@ void addMoe(std::vector<Template>& out) {
        option("normalize", true, "divide the k weights by their sum (Mixtral; Qwen's norm_topk_prob)"),
        option("bias", false,
               "an f32 pointer bias [n] after logits: experts are chosen by score + bias, weighted by score "
-              "(DeepSeek-V3's e_score_correction_bias)")},
+              "(DeepSeek-V3's e_score_correction_bias)"),
+       groupsOpt, topGroupsOpt,
+       choiceOption("group_score", "top2", {"top2", "max"},
+                    "a group's score: the sum of its two best choice values (DeepSeek-V3) or its best "
+                    "(DeepSeek-V2's group-limited greedy)")},
       buildMoeRoute,
       [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("rows"), kWarps)}, 0}; },
   });

@@ -554,20 +554,14 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                    "not " + std::to_string(ntok));
       return std::nullopt;
     }
-    Value nExperts = kb.param(Type::u32(), "n_experts");
-    kb.param(Type::u32(), "pairs");  // the grid's y extent
-    Value slots = kb.max(kb.param(Type::u32(), "slots"), kb.u32(1), "slots_or_1");
-    Value pair = kb.ctaid(Mod::Y, "pair");
-    Value id = kb.load(kb.index(ids, pair, 4), Type::u32(), {Mod::NcMod}, "expert");
-    known = (id < nExperts).named("known_expert");
-    // The expert's matrices start m * rowBytes apart (expert 0's when the id is unknown: the
-    // pointers are formed, not read).
+    const ExpertPair e = expertPair(kb, ids);
+    known = e.known;
+    // The expert's matrices start m * rowBytes apart.
     Value expertBytes = kb.mul_wide(rows, ((k >> log2u(f.qk)) * f.bytes).named("row_bytes"), "expert_bytes");
-    Value expert = kb.cvt(kb.select(known, id, kb.u32(0)), Type::u64());
-    for (Value& w : ws) w = kb.ptradd(w, expert * expertBytes, "expert_w");
+    for (Value& w : ws) w = kb.ptradd(w, kb.cvt(e.expert, Type::u64()) * expertBytes, "expert_w");
     const unsigned xBlockBytes = q81 ? kQ81Bytes : 32 * bytesOf(s);  // x's bytes per 32 values
-    x = kb.ptradd(x, kb.mul_wide((pair / slots).named("x_row"), (k >> 5u) * xBlockBytes), "pair_x");
-    y = kb.ptradd(y, kb.mul_wide(pair, rows * bytesOf(out)), "pair_y");
+    x = kb.ptradd(x, kb.mul_wide(e.xRow, (k >> 5u) * xBlockBytes), "pair_x");
+    y = kb.ptradd(y, kb.mul_wide(e.pair, rows * bytesOf(out)), "pair_y");
   }
   // q4_k and q5_k have a path of 16-byte weight loads (wideLoop below).
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;

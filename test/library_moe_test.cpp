@@ -2,14 +2,15 @@
 // moe_route against a double reference (the choice exactly where it compares logits, within the
 // scores' error where a bias joins them; ties, NaN, -inf, fewer experts than slots), gemv_q and
 // gemv_q_swiglu with experts against the quantized-format reference (test/quant_reference.h) per
-// pair (an unknown expert gives a row of NaN), moe_combine against double sums, and the three
-// chained as one MoE FFN layer of a few tokens.
+// pair (an unknown expert gives a row of NaN), gemv with experts over bf16 and fp8 weights,
+// moe_combine against double sums, and the three chained as one MoE FFN layer of a few tokens.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <set>
 
+#include "ir/Float8.h"
 #include "library_harness.h"
 #include "quant_reference.h"
 
@@ -28,6 +29,8 @@ struct Route {
   unsigned k;
   bool softmax, normalize, bias;
   Dtype dtype = Dtype::F32;
+  unsigned groups = 1, topGroups = 0;  // group-limited routing
+  bool top2 = true;                    // a group's score: its two best choice values (else its best)
 };
 
 const Route kRoutes[] = {{"route_softmax_k2", 2, true, true, false},
@@ -85,6 +88,24 @@ void checkRoute(const Route& v, const Routed& got, const std::vector<float>& log
                        (v.normalize ? v.k : 0) * std::ldexp(1.0, -24);
     const double tol = v.bias ? rel : 0.0;  // scores are at most 1
     const std::string at = what + " " + v.kernel + " row " + std::to_string(row);
+    // Group-limited routing: the experts of the topGroups best groups (the tests' group scores
+    // are far apart, so the choice is the same in double).
+    std::vector<bool> allowed(n, true);
+    if (v.groups > 1 && v.topGroups && v.topGroups < v.groups) {
+      const uint32_t size = (n + v.groups - 1) / v.groups;
+      std::vector<std::pair<double, unsigned>> groupScores;
+      for (unsigned g = 0; g < v.groups; ++g) {
+        std::vector<double> c;
+        for (uint32_t e = g * size; e < std::min(n, (g + 1) * size); ++e) c.push_back(score(e) + (v.bias ? bias[e] : 0.0));
+        std::sort(c.rbegin(), c.rend());
+        c.resize(2, 0.0);
+        groupScores.push_back({v.top2 ? c[0] + c[1] : c[0], g});
+      }
+      std::stable_sort(groupScores.begin(), groupScores.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      std::vector<bool> kept(v.groups, false);
+      for (unsigned t = 0; t < v.topGroups; ++t) kept[groupScores[t].second] = true;
+      for (uint32_t e = 0; e < n; ++e) allowed[e] = kept[e / size];
+    }
     std::set<uint32_t> chosen;
     double total = 0;
     for (unsigned s = 0; s < v.k; ++s) {
@@ -94,6 +115,7 @@ void checkRoute(const Route& v, const Routed& got, const std::vector<float>& log
         continue;
       }
       REQUIRE_MESSAGE(id < n, at << " slot " << s << ": id " << id);
+      CHECK_MESSAGE(allowed[id], at << " slot " << s << ": expert " << id << " of a group not chosen");
       CHECK_MESSAGE(chosen.insert(id).second, at << " slot " << s << ": expert " << id << " chosen twice");
       if (s > 0) {
         const uint32_t prev = got.ids[size_t(row) * v.k + s - 1];
@@ -102,8 +124,8 @@ void checkRoute(const Route& v, const Routed& got, const std::vector<float>& log
       }
       total += score(id);
     }
-    for (uint32_t e = 0; e < n && chosen.size() == v.k; ++e) {
-      if (chosen.count(e)) continue;
+    for (uint32_t e = 0; e < n && (chosen.size() == v.k || v.groups > 1); ++e) {
+      if (chosen.count(e) || !allowed[e]) continue;
       const uint32_t last = got.ids[size_t(row) * v.k + v.k - 1];
       CHECK_MESSAGE((key(last) > key(e) - tol || (key(last) == key(e) && last < e)),
                     at << ": expert " << e << " left out, but " << last << " chosen");
@@ -221,6 +243,64 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   }
 }
 
+// gemv with experts: bf16 weights, or E4M3 codes (every finite one) times a scale per row of each
+// expert (rows ldw = k + 5 apart); y row p = W_id x_(p / slots) against double sums within gemv's
+// bound, 2k 2^-24 sum |w x|, and y's rounding (bf16); an unknown id's row NaN.
+struct GemvExperts {
+  const char* kernel;
+  bool fp8;
+  Dtype x;
+};
+
+void checkGemvExperts(Runner& r, std::mt19937& rng, const GemvExperts& v, uint32_t nExperts, uint32_t m, uint32_t k,
+                      const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what) {
+  const uint32_t ldw = v.fp8 ? k + 5 : k, pairs = uint32_t(ids.size());
+  const uint32_t xrows = (pairs + std::max(slots, 1u) - 1) / std::max(slots, 1u);
+  const size_t rowsAll = size_t(nExperts) * m;
+  std::vector<double> w(rowsAll * ldw, 0.0);
+  std::vector<float> scales(std::max<size_t>(rowsAll, 1));
+  Call call = expertsCall(v.kernel, ids, m, k, nExperts, slots);
+  if (v.fp8) {
+    std::vector<uint8_t> codes(rowsAll * ldw);
+    for (size_t i = 0; i < codes.size(); ++i) {
+      do codes[i] = uint8_t(rng());
+      while (!std::isfinite(tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, codes[i])));
+      w[i] = tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, codes[i]);
+    }
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = std::ldexp(1.0f + float(i % 7) / 8.0f, -9 - int(i % 3));
+    call.buffer("w", codes).buffer("w_scales", scales).scalar("ldw", ldw);
+  } else {
+    std::vector<float> wf = roundTo(Dtype::BF16, uniform(rng, rowsAll * k));
+    for (size_t i = 0; i < wf.size(); ++i) w[i] = wf[i];
+    call.buffer("w", encode(Dtype::BF16, wf));
+  }
+  std::vector<float> x = roundTo(v.x, uniform(rng, size_t(xrows) * k));
+  call.buffer("x", encode(v.x, x)).buffer("y", encode(v.x, std::vector<float>(size_t(pairs) * m, -7.0f)));
+  std::vector<float> got = decode(v.x, r.run(call).get<std::byte>("y"));
+  REQUIRE(got.size() == size_t(pairs) * m);
+  for (uint32_t p = 0; p < pairs; ++p)
+    for (uint32_t i = 0; i < m; ++i) {
+      const std::string at = what + " " + v.kernel + " pair " + std::to_string(p) + " row " + std::to_string(i);
+      const double gotV = got[size_t(p) * m + i];
+      if (ids[p] >= nExperts) {
+        CHECK_MESSAGE(std::isnan(gotV), at << ": " << gotV << " for an unknown expert");
+        continue;
+      }
+      const size_t row = size_t(ids[p]) * m + i;
+      double sum = 0, mag = 0;
+      for (uint32_t j = 0; j < k; ++j) {
+        const double term = w[row * ldw + j] * x[size_t(p / std::max(slots, 1u)) * k + j];
+        sum += term;
+        mag += std::fabs(term);
+      }
+      const double scale = v.fp8 ? scales[row] : 1.0;
+      expectClose({float(gotV)}, {sum * scale},
+                  (2.0 * k * std::ldexp(1.0, -24) * mag + std::fabs(sum) * std::ldexp(1.0, -24)) * scale +
+                      std::fabs(sum * scale) * (v.x == Dtype::F32 ? 0 : roundoff(v.x)),
+                  0, at);
+    }
+}
+
 // ---- moe_combine ----------------------------------------------------------------------------------
 
 struct Combine {
@@ -295,6 +375,50 @@ LIBRARY_TEST("moe_route: top-k experts and weights, both scorings, bias, ties, N
     }
 }
 
+// Group-limited routing on rows built so that the group scores are far apart: each group's two
+// best logits are its level (distinct per group, 0.5 apart around 0, where sigmoid's slope keeps
+// the sums apart by more than the biases, below 0.001, can move them) and its level - 0.25, the
+// others below -6; and a row whose group 0 has the best expert (3, then -1) and the lowest top-2
+// sum of the first five groups (group 1: 2.8 twice, groups 2 to 4: 1.0, 0.9, 0.8 twice): V3's sums
+// leave group 0 out of its best 4, V2's maxima pick it as the best.
+LIBRARY_TEST("moe_route: group-limited routing, top-2 sums and maxima, with a bias", moeRouteGroups) {
+  std::mt19937 rng(seed());
+  const Route kGrouped[] = {{"route_sigmoid_k8_bias_groups8_top4", 8, false, true, true, Dtype::F32, 8, 4, true},
+                            {"route_softmax_k2_groups4_top1_max", 2, true, false, false, Dtype::F32, 4, 1, false}};
+  for (const Route& v : kGrouped)
+    for (uint32_t n : {v.groups * 8, v.groups * 8 - 3}) {  // the last group shorter
+      const uint32_t rows = 4, size = (n + v.groups - 1) / v.groups;
+      std::vector<float> logits = uniform(rng, size_t(rows) * n, -8.0f, -6.0f);
+      std::vector<float> bias = uniform(rng, n, 0.0f, 0.001f);  // too small to reorder the groups
+      for (uint32_t row = 0; row + 1 < rows; ++row) {
+        std::vector<unsigned> level(v.groups);
+        for (unsigned g = 0; g < v.groups; ++g) level[g] = g;
+        std::shuffle(level.begin(), level.end(), rng);
+        for (unsigned g = 0; g < v.groups; ++g) {
+          const uint32_t first = g * size + uint32_t(rng() % std::min(size, n - g * size));
+          const uint32_t second = g * size + (first - g * size + 1) % std::min(size, n - g * size);
+          logits[size_t(row) * n + first] = -1.75f + 0.5f * float(level[g]);
+          logits[size_t(row) * n + second] = -2.0f + 0.5f * float(level[g]);
+        }
+      }
+      float* last = logits.data() + size_t(rows - 1) * n;
+      last[1] = 3.0f;
+      last[2] = -1.0f;
+      last[size] = last[size + 2] = 2.8f;
+      for (unsigned g = 2; g < v.groups; ++g)
+        last[g * size] = last[g * size + 1] = g <= 4 ? 1.2f - 0.1f * float(g) : -2.0f - 0.5f * float(g);
+      const std::string what = "n=" + std::to_string(n);
+      Routed got = runRoute(r, v, logits, bias, rows, n, 1.0f);
+      checkRoute(v, got, logits, bias, rows, n, 1.0f, what);
+      unsigned ofGroup0 = 0;
+      for (unsigned slot = 0; slot < v.k; ++slot) ofGroup0 += got.ids[size_t(rows - 1) * v.k + slot] / size == 0;
+      if (v.top2)
+        CHECK_MESSAGE(ofGroup0 == 0, std::string(v.kernel) << " " << what << ": group 0 is not among the best 4 by top-2 sums");
+      else
+        CHECK_MESSAGE(got.ids[size_t(rows - 1) * v.k] == 1, std::string(v.kernel) << " " << what << ": group 0 has the best expert");
+    }
+}
+
 LIBRARY_TEST("gemv_q experts: every path, shared and per-pair x, unknown experts give NaN rows", gemvQExperts) {
   std::mt19937 rng(seed());
   for (const Experts& v : kExperts) {
@@ -304,6 +428,16 @@ LIBRARY_TEST("gemv_q experts: every path, shared and per-pair x, unknown experts
     // Each pair its own x row (a down projection), m past a block's rows; slots 0 reads as 1.
     checkExperts(r, rng, v, nExperts, 17, k, {3, 3, 0}, 1, "slots=1");
     checkExperts(r, rng, v, nExperts, 3, k, {2, kNoExpert}, 0, "slots=0");
+  }
+}
+
+LIBRARY_TEST("gemv experts: bf16 and fp8 weights with row scales, strided rows, unknown experts give NaN rows", gemvExperts) {
+  std::mt19937 rng(seed());
+  for (const GemvExperts& v : {GemvExperts{"gemv_experts_bf16", false, Dtype::F32},
+                               GemvExperts{"gemv_experts_e4m3_rows_strided_bf16", true, Dtype::BF16}}) {
+    checkGemvExperts(r, rng, v, 5, 9, 200, {4, 1, 0, 4, 5, 2}, 2, "slots=2");  // 200: the vector path and its tail
+    checkGemvExperts(r, rng, v, 5, 17, 37, {3, 3, 0}, 1, "slots=1");           // k = 37: element by element
+    checkGemvExperts(r, rng, v, 5, 3, 64, {2, kNoExpert}, 0, "slots=0");
   }
 }
 
