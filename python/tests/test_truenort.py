@@ -484,5 +484,51 @@ class MainloopAuto(unittest.TestCase):
                 for z in range(batch) for i in range(m) for j in range(n)]
         self.assertEqual(got, want)
 
+
+class MixtureOfExperts(unittest.TestCase):
+    """A mixture-of-experts layer's decode launches from Python: moe_route's u32 ids feed gemv's
+    experts (a block row per (token, slot) pair), whose rows moe_combine weighs into the residual."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bundle = build("moe", '[bundle]\nname = "moe"\ntargets = ["sm_90"]\n\n'
+                                  '[[kernel]]\nname = "route"\ntemplate = "moe_route"\noptions = { k = 2 }\n\n'
+                                  '[[kernel]]\nname = "experts"\ntemplate = "gemv"\noptions = { experts = true }\n\n'
+                                  '[[kernel]]\nname = "combine"\ntemplate = "moe_combine"\n'
+                                  'options = { residual = true }\n')
+
+    def test_a_layer_equals_its_definition(self):
+        tokens, n_experts, k, m, slots = 3, 4, 16, 8, 2
+        pairs = tokens * slots
+        logits = [random.uniform(-2, 2) for _ in range(tokens * n_experts)]
+        w = [random.uniform(-1, 1) for _ in range(n_experts * m * k)]
+        x = [random.uniform(-1, 1) for _ in range(tokens * k)]
+        residual = [random.uniform(-1, 1) for _ in range(tokens * m)]
+        b = self.bundle
+        self.assertEqual(b.experts.launch_rule["grid"], ["ceil_div(m, 8)", "pairs"])
+        ids = truenort.DeviceArray.zeros([pairs], "uint32")
+        weights = truenort.DeviceArray.zeros([pairs], "float32")
+        b.route(array(logits), ids, weights, tokens, n_experts, 1.0)
+        h = truenort.DeviceArray.zeros([pairs * m], "float32")
+        b.experts(array(w), array(x), h, ids, m, k, n_experts, pairs, slots)
+        y = truenort.DeviceArray.zeros([tokens * m], "float32")
+        b.combine(h, weights, y, array(residual), tokens, m, slots)
+        got_ids = struct.unpack("%dI" % pairs, ids.to_bytes())
+        got_weights = struct.unpack("%df" % pairs, weights.to_bytes())
+        got = struct.unpack("%df" % (tokens * m), y.to_bytes())
+        for t in range(tokens):
+            row = logits[t * n_experts:(t + 1) * n_experts]
+            best = sorted(range(n_experts), key=lambda e: (-row[e], e))[:slots]
+            self.assertEqual(list(got_ids[t * slots:(t + 1) * slots]), best)
+            chosen = [math.exp(row[e] - max(row)) for e in best]
+            for s in range(slots):
+                self.assertAlmostEqual(got_weights[t * slots + s], chosen[s] / sum(chosen), places=5)
+            for i in range(m):
+                want = residual[t * m + i] + sum(
+                    got_weights[t * slots + s] * sum(w[(best[s] * m + i) * k + j] * x[t * k + j] for j in range(k))
+                    for s in range(slots))
+                self.assertAlmostEqual(got[t * m + i], want, places=4)
+
+
 if __name__ == "__main__":
     unittest.main()
