@@ -599,6 +599,34 @@ Case bitmaskCase(uint32_t rows, uint32_t cols) {
   return c;
 }
 
+// A mixture-of-experts layer's router at decode, a row of f32 logits per token: Mixtral's (8
+// experts, softmax, top 2, normalized) or DeepSeek-V3's (op moe_route_v3: 256 experts, sigmoid with
+// the correction bias, the best 4 of 8 groups by their top-2 sums, top 8, times 2.5).
+Case moeRouteCase(bool v3, uint32_t rows) {
+  const uint32_t n = v3 ? 256 : 8, k = v3 ? 8 : 2;
+  Case c{v3 ? "moe_route_v3" : "moe_route", dims(rows, n), "f32", {}, {}, 0, 0, 0};
+  c.buffers = {{size_t(rows) * n * 4, Fill::F32}, {size_t(n) * 4, Fill::F32}, {size_t(rows) * k * 4, Fill::Zero},
+               {size_t(rows) * k * 4, Fill::Zero}};
+  std::vector<ArgSpec> args = {buf("logits", 0)};
+  if (v3) args.push_back(buf("bias", 1));
+  for (ArgSpec a : {buf("ids", 2), buf("weights", 3), val("rows", rows), val("n", n), val("scale", v3 ? 2.5f : 1.0f)})
+    args.push_back(a);
+  c.launches = {{v3 ? "moe_route_v3" : "moe_route_softmax_k2", args}};
+  c.bytes = 4.0 * rows * n + (v3 ? 4.0 * n : 0.0) + 8.0 * rows * k;  // logits (and bias) read, ids and weights written
+  return c;
+}
+
+// The combine of `slots` f32 expert rows of `cols` per token into a bf16 residual stream.
+Case moeCombineCase(uint32_t rows, uint32_t cols, uint32_t slots) {
+  Case c{"moe_combine", dims(rows, cols) + "x" + std::to_string(slots), "bf16", {}, {}, 0, 0, 0};
+  const size_t h = size_t(rows) * slots * cols * 4, y = size_t(rows) * cols * 2;
+  c.buffers = {{h, Fill::F32}, {size_t(rows) * slots * 4, Fill::F32}, {y, Fill::Zero}, {y, Fill::BF16}};
+  c.launches = {{"moe_combine_bf16", {buf("h", 0), buf("weights", 1), buf("y", 2), buf("residual", 3), val("rows", rows),
+                                      val("cols", cols), val("slots", slots)}}};
+  c.bytes = double(h) + 4.0 * rows * slots + 2.0 * double(y);
+  return c;
+}
+
 // `tokens` new rows of `row` elements each into k and v caches of `cacheRows` rows, at distinct
 // random positions. The caches are shared by the buffer sets: a launch touches only its rows.
 Case kvScatterCase(const std::string& dtype, uint32_t tokens, uint32_t row, uint32_t cacheRows) {
@@ -920,6 +948,12 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
   // A grammar's allowed-token bitmask over a decode batch of 64 rows of the 128k vocabulary.
   out.push_back(bitmaskCase(pick(64, 64, 3), vocab));
+  // Mixture of experts at decode: the router of one token and of a batch of 64, and the combine of
+  // DeepSeek-V3's 8 expert rows of 7168 and Mixtral's 2 of 4096.
+  for (bool v3 : {false, true})
+    for (uint32_t rows : {1u, pick(64, 64, 3)}) out.push_back(moeRouteCase(v3, rows));
+  out.push_back(moeCombineCase(pick(64, 64, 3), pick(7168, 7168, 300), 8));
+  out.push_back(moeCombineCase(pick(64, 64, 3), pick(4096, 4096, 300), 2));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));

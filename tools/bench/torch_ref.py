@@ -81,6 +81,21 @@ def make_case(torch, op, shape, dtype):
             return F.rms_norm(x, (x.shape[-1],), w, EPS)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
 
+    if op == "moe_route":
+        # Mixtral's router: softmax, top 2, the pair renormalized.
+        rows, n = dims
+
+        def route(s):
+            w, ids = torch.topk(torch.softmax(s[0], dim=-1), 2, dim=-1)
+            return ids, w / w.sum(dim=-1, keepdim=True)
+
+        return (lambda: (rand(rows, n),)), route
+    if op == "moe_combine":
+        # f32 expert rows, weighted and summed per token, plus the bf16 residual.
+        rows, cols, slots = dims
+        return (lambda: (rand(rows, slots, cols, t=torch.float32), rand(rows, slots, 1, t=torch.float32),
+                         rand(rows, cols))), (
+            lambda s: ((s[0] * s[1]).sum(dim=1) + s[2].float()).to(dt))
     if op in ("softmax", "layernorm", "rmsnorm", "residual_rmsnorm", "argmax", "argmax_sample", "sample_filtered",
               "transpose"):
         rows, cols = dims
