@@ -176,8 +176,8 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
 
 // ---- moe_combine ------------------------------------------------------------------------------
 // One thread per element of y: the row's `slots` expert outputs h, each times its weight, added
-// in slot order by f32 fma (a weight of 0 adds nothing, even to a NaN row of an unknown expert),
-// then the residual; rounded once to dtype.
+// in slot order by f32 fma (a weight of 0 adds nothing, even to a NaN row of an unknown expert; a
+// NaN weight makes the element NaN), then the residual; rounded once to dtype.
 std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o), hs = storageOption(o, "h_dtype");
   const bool residual = o.flag("residual");
@@ -204,7 +204,8 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
               Value wt = kb.load(kb.index(weights, pair, 4), Type::f32(), {Mod::NcMod}, "weight");
               Value hv = loadF32(kb, kb.index(h, pair * kb.cvt(cols, Type::u64()) + kb.cvt(col, Type::u64()), bytesOf(hs)),
                                  hs, true, "h");
-              return std::vector<Value>{kb.select(wt != 0.0f, kb.fma(wt, hv, c[0]), c[0])};
+              // setp.neu: a NaN weight is not 0, so it shows in the row.
+              return std::vector<Value>{kb.select(kb.setp(Mod::Neu, wt, kb.f32(0.0f)), kb.fma(wt, hv, c[0]), c[0])};
             },
             {.label = "slots", .iv = "slot", .carried = {"acc"}})[0];
         Value at = (kb.mul_wide(row, cols) + kb.cvt(col, Type::u64())).named("at");
@@ -265,8 +266,8 @@ void addMoe(std::vector<Template>& out) {
       "moe_combine",
       "y[r * cols + j] = residual[r * cols + j] + sum_s weights[r * slots + s] * h[(r * slots + s) * cols + j] "
       "for s < slots (the expert outputs of row r's slots, weighted as moe_route gives them; a weight of 0 adds "
-      "nothing, whatever h holds), f32 fma in slot order, rounded once; one thread per element, blocks of 256, "
-      "rows <= 65535 (the grid's height)",
+      "nothing, whatever h holds; a NaN weight gives NaN), f32 fma in slot order, rounded once; one thread per "
+      "element, blocks of 256, rows <= 65535 (the grid's height)",
       {dtypeOption("dtype", "storage type of y and residual"),
        choiceOption("h_dtype", "f32", {"f32", "bf16", "f16"}, "storage type of h (gemv_q writes f32)"),
        option("residual", false, "add the pointer residual (rows x cols, after y) to the sum")},

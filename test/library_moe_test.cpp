@@ -1,9 +1,10 @@
 // Mixture of experts, decode (kernels/Moe.cpp and gemv_q's `experts`; spec test/library/moe.toml):
 // moe_route against a double reference (the choice exactly where it compares logits, within the
-// scores' error where a bias joins them; ties, NaN, -inf, fewer experts than slots), gemv_q and
-// gemv_q_swiglu with experts against the quantized-format reference (test/quant_reference.h) per
-// pair (an unknown expert gives a row of NaN), gemv with experts over bf16 and fp8 weights,
-// moe_combine against double sums, and the three chained as one MoE FFN layer of a few tokens.
+// scores' error where a bias joins them; ties, NaN, -inf, fewer experts than slots; group-limited
+// routing), gemv_q and gemv_q_swiglu with experts against the quantized-format reference
+// (test/quant_reference.h) per pair (an unknown expert gives a row of NaN), gemv with experts over
+// bf16 and fp8 weights, moe_combine against double sums, and route, the two expert projections
+// and the combine chained as one MoE FFN layer of a few tokens.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -316,11 +317,13 @@ void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows,
   std::vector<float> h = roundTo(v.h, uniform(rng, size_t(rows) * slots * cols, -4.0f, 4.0f));
   std::vector<float> w = uniform(rng, size_t(rows) * slots, 0.0f, 1.0f);
   std::vector<float> res = roundTo(v.y, uniform(rng, size_t(rows) * cols));
-  // A slot of weight 0 whose h row is NaN (an unknown expert's): it adds nothing.
+  // A slot of weight 0 whose h row is NaN (an unknown expert's): it adds nothing. A NaN weight (a
+  // router's NaN) shows in its row.
   if (slots > 1 && rows > 0) {
     w[slots - 1] = 0.0f;
     std::fill(h.begin() + size_t(slots - 1) * cols, h.begin() + size_t(slots) * cols, kNaN);
   }
+  if (slots > 0 && rows > 1) w[slots] = kNaN;
   Call call("moe", v.kernel);
   call.buffer("h", encode(v.h, h)).buffer("weights", w).buffer("y", encode(v.y, std::vector<float>(size_t(rows) * cols, -7.0f)));
   if (v.residual) call.buffer("residual", encode(v.y, res));
@@ -332,7 +335,7 @@ void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows,
       double sum = 0, mag = 0;
       for (uint32_t s = 0; s < slots; ++s) {
         const double ws = w[size_t(row) * slots + s];
-        if (ws == 0) continue;
+        if (ws == 0) continue;  // (a NaN weight is not 0: it makes the sum NaN)
         const double hv = h[(size_t(row) * slots + s) * cols + c];
         sum += ws * hv;
         mag += std::fabs(ws * hv);
