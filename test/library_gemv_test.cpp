@@ -330,6 +330,18 @@ struct QuantizePair {
   bool group;
 };
 
+// A launch of a row quantizer (fused or quantize_fp8) of rows x cols with `groups` scales a row:
+// codes and scales hold sentinels the kernel must overwrite, different for the fused kernel and
+// the unfused pair's so that neither can match the other by leaving them.
+Call quantizerCall(const char* kernel, bool fused, uint32_t rows, uint32_t cols, uint32_t groups) {
+  Call call("gemv", kernel);
+  call.buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, fused ? 0xA5 : 0x5A))
+      .buffer("scales", std::vector<float>(size_t(rows) * groups, fused ? -1.0f : -2.0f))
+      .scalar("rows", rows)
+      .scalar("cols", cols);
+  return call;
+}
+
 // A fused kernel's codes and scales against the unfused pair's, byte for byte; row 1 (`groups`
 // scales on) is the row of zeros, whose scale is 0.
 void expectSameQuantization(const Outputs& fused, const Outputs& unfused, uint32_t groups, const std::string& what) {
@@ -359,13 +371,9 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
       std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);  // a row of zeros
       std::vector<float> weight = roundTo(pr.d, uniform(rng, cols, 0.5f, 1.5f));
       const std::string suffix = std::string("_") + dtypeName(pr.d);
-      Outputs fused = r.run(Call("gemv", pr.fused)
+      Outputs fused = r.run(quantizerCall(pr.fused, true, rows, cols, groups)
                                 .buffer("x", encode(pr.d, x))
                                 .buffer("weight", encode(pr.d, weight))
-                                .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xA5))
-                                .buffer("scales", std::vector<float>(size_t(rows) * groups, -1.0f))
-                                .scalar("rows", rows)
-                                .scalar("cols", cols)
                                 .scalar("eps", 1e-5f));
       std::vector<std::byte> normed = r.run(Call("norms", "rmsnorm" + suffix)
                                                 .buffer("x", encode(pr.d, x))
@@ -375,12 +383,7 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
                                                 .scalar("cols", cols)
                                                 .scalar("eps", 1e-5f))
                                          .get<std::byte>("y");
-      Outputs unfused = r.run(Call("gemv", pr.quantize)
-                                  .buffer("x", normed)
-                                  .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0x5A))
-                                  .buffer("scales", std::vector<float>(size_t(rows) * groups, -2.0f))
-                                  .scalar("rows", rows)
-                                  .scalar("cols", cols));
+      Outputs unfused = r.run(quantizerCall(pr.quantize, false, rows, cols, groups).buffer("x", normed));
       expectSameQuantization(fused, unfused, groups, std::string(pr.fused) + " cols=" + std::to_string(cols));
     }
 }
@@ -413,13 +416,9 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
             upLd[size_t(r0) * ld + c] = up[size_t(r0) * cols + c];
           }
         const std::string suffix = std::string("_") + dtypeName(pr.d);
-        Outputs fused = r.run(Call("gemv", pr.fused)
+        Outputs fused = r.run(quantizerCall(pr.fused, true, rows, cols, groups)
                                   .buffer("gate", encode(pr.d, gateLd))
                                   .buffer("up", encode(pr.d, upLd))
-                                  .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0xA5))
-                                  .buffer("scales", std::vector<float>(size_t(rows) * groups, -1.0f))
-                                  .scalar("rows", rows)
-                                  .scalar("cols", cols)
                                   .scalar("ld", ld));
         std::vector<std::byte> y = r.run(Call("elementwise", "swiglu" + suffix)
                                              .buffer("gate", encode(pr.d, gate))
@@ -427,12 +426,7 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
                                              .buffer("y", encode(pr.d, std::vector<float>(size_t(rows) * cols, 7.0f)))
                                              .scalar("n", rows * cols))
                                        .get<std::byte>("y");
-        Outputs unfused = r.run(Call("gemv", pr.quantize)
-                                    .buffer("x", y)
-                                    .buffer("codes", std::vector<uint8_t>(size_t(rows) * cols, 0x5A))
-                                    .buffer("scales", std::vector<float>(size_t(rows) * groups, -2.0f))
-                                    .scalar("rows", rows)
-                                    .scalar("cols", cols));
+        Outputs unfused = r.run(quantizerCall(pr.quantize, false, rows, cols, groups).buffer("x", y));
         const std::string what = std::string(pr.fused) + " cols=" + std::to_string(cols) + " ld=" + std::to_string(ld);
         expectSameQuantization(fused, unfused, groups, what);
         CHECK_MESSAGE(fused.get<float>("scales")[0] > 0.0f, what << ": row 0's scale is 0");
