@@ -144,6 +144,13 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
       return fail("b_dtype '" + bType + "' needs dtype bf16 or f16: the codes become A's type as they are staged, for "
                   "the tensor cores");
   }
+  c.experts = o.flag("experts");
+  if (c.experts) {
+    if (c.in == Input::F32 || integer)
+      return fail("experts takes a float tensor-core dtype (tf32, bf16, f16, fp8), not '" + in + "'");
+    if (c.splitK) return fail("experts does not go with split_k");
+    if (c.scaleBlock != 0) return fail("experts does not go with scale_block: the block scales of B are per batch");
+  }
   return c;
 }
 
@@ -156,6 +163,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   if (c.residual) p.residual = kb.param(kGlobalPtr, "residual");
   if (c.bScales) p.bScales = kb.param(kGlobalPtr, "b_scales");
   if (c.aScales) p.aScales = kb.param(kGlobalPtr, "a_scales");
+  if (c.experts) p.tileExperts = kb.param(kGlobalPtr, "tile_experts");
   p.m = kb.param(Type::u32(), "m");
   p.n = kb.param(Type::u32(), "n");
   p.k = kb.param(Type::u32(), "k");
@@ -166,6 +174,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   p.strideA = kb.param(Type::u64(), "stride_a");
   p.strideB = kb.param(Type::u64(), "stride_b");
   p.strideC = kb.param(Type::u64(), "stride_c");
+  if (c.experts) p.nExperts = kb.param(Type::u32(), "n_experts");
   const Type scale = c.integer() ? Type::of(Scalar::S32) : Type::f32();
   p.alpha = kb.param(scale, "alpha");
   p.beta = kb.param(scale, "beta");
@@ -619,7 +628,13 @@ void addGemm(std::vector<Template>& out) {
               "batch z's at z * m: a scale per token, as quantize_fp8 with scales = \"row\" writes them), before "
               "alpha"),
        scaleBlock,
-       fp8DecodeOption()},
+       fp8DecodeOption(),
+       option("experts", false,
+              "mixture of experts (prefill, a grouped GEMM): B holds n_experts matrices stride_b "
+              "elements apart (bias and b_scales n_experts rows of n); the rows of A are tiles of tile_m pairs, in "
+              "moe_align's order with tile = tile_m, and M tile t multiplies expert tile_experts[t] (the pointer "
+              "'tile_experts' after a_scales, the u32 'n_experts' after stride_c); a tile of 0xFFFFFFFF is left "
+              "alone, one of an unknown expert (>= n_experts) gets NaN")},
       buildGemm,
       [](const Options& o) {
         if (std::optional<Config> c = configOf(o); c && c->wgmma) return wgmmaLaunchRule(*c);
@@ -657,7 +672,7 @@ void addGemm(std::vector<Template>& out) {
     const Template::Element b = o.text("b_dtype") == "auto" ? in : scalar(o.text("b_dtype"));
     return Template::ElementTypes{{"a", in},           {"b", b},           {"c", out},
                                   {"bias", out},       {"residual", out},  {"b_scales", Scalar::F32},
-                                  {"a_scales", Scalar::F32}};
+                                  {"a_scales", Scalar::F32}, {"tile_experts", Scalar::U32}};
   };
   // A, B, C and residual as their layouts, leading dimensions and batch strides span them; bias n.
   out.back().extents = [](const Options& o) {
@@ -668,8 +683,23 @@ void addGemm(std::vector<Template>& out) {
       return stridedSpan({{batch, Expr::param(stride)}, {rows, Expr::param(ld)}}, cols);
     };
     const Expr a = aRow ? span("stride_a", m, "lda", k) : span("stride_a", k, "lda", m);
-    const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
     const Expr c = span("stride_c", m, "ldc", n);
+    if (o.flag("experts")) {
+      // B's n_experts matrices, stride_b apart; bias and b_scales a row of n each.
+      const Expr experts = Expr::param("n_experts");
+      auto planes = [&](const Expr& rows, const Expr& cols) {
+        return stridedSpan({{experts, Expr::param("stride_b")}, {rows, Expr::param("ldb")}}, cols);
+      };
+      return Template::Extents{{"a", a},
+                               {"b", bRow ? planes(k, n) : planes(n, k)},
+                               {"c", c},
+                               {"residual", c},
+                               {"bias", experts * n},
+                               {"b_scales", experts * n},
+                               {"a_scales", batch * m},
+                               {"tile_experts", ceilDiv(m, static_cast<unsigned>(o.integer("tile_m")))}};
+    }
+    const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);
     if (o.integer("scale_block") != 0) {
       // Per 128-wide K group: a_scales [batch x m x groups], b_scales [(batch or 1) x n/128 x groups].
       const auto g = static_cast<unsigned>(o.integer("scale_block"));

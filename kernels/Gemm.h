@@ -39,6 +39,7 @@ struct Config {
   bool aScales = false;    // a_scales: row i of A B times a_scales[i] (fp8 A; the pointer after b_scales)
   unsigned scaleBlock = 0; // scale_block: 0, or 128: a_scales and b_scales per 128-wide K group (wgmma, fp8)
   bool fp8Cvt = false;     // fp8 codes decoded by cvt.f16x2 (sm_89+), else by integer instructions
+  bool experts = false;    // experts: a grouped GEMM, B (bias, b_scales) the M tile's expert's
   bool integer() const { return out == Output::S32; }
   // Whether the epilogue scales rows by a_scales and columns by b_scales (block scales are applied
   // in the K loop instead).
@@ -56,14 +57,16 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags = nullpt
 Fp8 bCodesOf(const Options& o);
 
 // The kernel's parameters, declared in the documented order: a, b, c, [bias], [residual],
-// [b_scales], [a_scales], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c, alpha, beta (s32 for
-// integer members), the same for every mainloop; split_k adds splits (u32) and workspace at the end.
+// [b_scales], [a_scales], [tile_experts], m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+// [n_experts], alpha, beta (s32 for integer members), the same for every mainloop; split_k adds
+// splits (u32) and workspace at the end.
 struct Params {
   Value a, b, c, bias, residual, bScales, aScales;
   Value m, n, k, lda, ldb, ldc;
   Value batch, strideA, strideB, strideC;
   Value alpha, beta;
   Value splits, workspace;
+  Value tileExperts, nExperts;  // experts
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
 

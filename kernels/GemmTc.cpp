@@ -332,11 +332,24 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   const std::pair<Value, Split> zs = batchAndSplit(kb, c, p);
   const Value z = zs.first;
   const Split split = zs.second;
+  // Experts: the M tile's expert is B's plane (and bias's and b_scales' row); a tile of none
+  // returns at once, one of an unknown expert multiplies nothing and stores NaN.
+  Value zB = z, known;
+  Params pe = p;
+  if (c.experts) {
+    Value expert = kb.load(kb.index(p.tileExperts, kb.ctaid(Mod::Y), 4), Type::u32(), {Mod::NcMod}, "expert");
+    kb.if_then((expert == kNoExpert).named("no_tile"), [&] { kb.ret(); }, "no_tile");
+    known = (expert < p.nExperts).named("known_expert");
+    zB = kb.select(known, expert, kb.u32(0), "expert_plane");
+    Value row = kb.mul_wide(zB, p.n, "expert_row");
+    if (c.bias) pe.bias = kb.ptradd(p.bias, row * uint64_t{c.out == Output::F32 ? 4u : 2u}, "expert_bias");
+    if (c.bScales) pe.bScales = kb.ptradd(p.bScales, row * uint64_t{4}, "expert_b_scales");
+  }
 
   auto factor = [&](Value base, Value ld, Value stride, Value extent, Value origin, unsigned rows, bool alongK,
                     bool isA, Fp8 codes, std::string_view name) {
     const unsigned gBytes = codes == Fp8::None ? e.bytes : 1;
-    Factor f{batchBase(kb, base, stride, z, gBytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
+    Factor f{batchBase(kb, base, stride, isA ? z : zB, gBytes, name), ld, extent, origin, rows, threads, alongK, !alongK && e.bytes == 2,
              isA, kb.shared(isA ? "as" : "bs", Type::of(Scalar::B32), c.stages * rows * kRowBytes / 4, 128), Value(),
              gBytes, codes, c.fp8Cvt};
     if (codes != Fp8::None) {
@@ -416,7 +429,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
     if (async) kb.cp_async_commit_group();
   };
   if (!c.splitK) range = splitSteps(kb, split, stepsOf(p.k));  // all of K, computed here as always
-  Value steps = range.count;
+  Value steps = c.experts ? kb.select(known, range.count, kb.u32(0), "expert_steps") : range.count;
   for (unsigned s = 0; s + 1 < c.stages; ++s) {
     kb.if_then((kb.u32(s) < steps).named("has_stage"), [&] { land(kb.u32(s), kb.u32(s), issue(kb.u32(s), kb.u32(s))); },
                "prologue");
@@ -428,7 +441,13 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   // its last stage (a split may end or start inside a group: each scales its own part).
   const bool blocks = c.scaleBlock != 0;
   const size_t tiles = mi * ni, carriedAcc = blocks ? 2 * tiles : tiles;
-  std::vector<Value> init(carriedAcc, accZero);
+  // (An unknown expert's tile: NaN sums, which no step changes.)
+  Value accInit = accZero;
+  if (c.experts) {
+    Value start = kb.select(known, kb.f32(0.0f), kb.f32(std::numeric_limits<float>::quiet_NaN()), "acc_start");
+    accInit = kb.pack(accType, {start, start, start, start}, "acc_init");
+  }
+  std::vector<Value> init(carriedAcc, accInit);
   init.push_back(kb.u32(0, "read_stage"));
   init.push_back(kb.u32(c.stages - 1, "write_stage"));
   // The tile's sums plus the stage's partial ones times their group's scales.
@@ -534,7 +553,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
         for (unsigned cc = 0; cc < 2; ++cc) acc.push_back(kb.extract(loop[i * ni + j], 2 * h + cc));
   reduceSplits(kb, c, p, split, threads, tid, acc.size(), [&](size_t i) { return acc[i]; }, cols.size(),
                [&](size_t first, size_t n, const AccFn& at) {
-                 storeResults(kb, c, p, z, rows, cols, valuesOf(first, n, at), first);
+                 storeResults(kb, c, pe, z, rows, cols, valuesOf(first, n, at), first);
                });
   kb.ret();
   return finish(kb, m, diags);

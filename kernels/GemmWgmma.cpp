@@ -101,7 +101,8 @@ struct Ring {
 // The work of this block: for unit = ctaid.x; unit < units; unit += nctaid.x, a unit being a tile
 // (M runs fastest, then N, then the batch), or with split_k a tile's split (unit = tile * splits
 // + split), with (m0, n0) the tile's first row and column, z its batch and the ring position
-// carried.
+// carried. Experts: also the M tile's expert (tile_experts[m0 / 128]); a tile of none is skipped
+// by every role alike (the ring position carried past it unchanged).
 template <class F>
 std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p, std::vector<Value> carried, F&& body) {
   Value tilesM = ((p.m + (kTileM - 1)) / kTileM).named("tiles_m");  // m < 2^32 - 127: see the launch rule
@@ -120,9 +121,14 @@ std::vector<Value> forTiles(KernelBuilder& kb, const Config& c, const Params& p,
         if (c.splitK) s.index = (unit % s.count).named("split");
         Value z = (s.tile / perBatch).named("batch_index");
         Value inBatch = (s.tile - z * perBatch).named("batch_tile");
-        Value m0 = ((inBatch % tilesM) * kTileM).named("m0");
+        Value mTile = (inBatch % tilesM).named("m_tile");
+        Value m0 = (mTile * kTileM).named("m0");
         Value n0 = ((inBatch / tilesM) * c.tileN).named("n0");
-        return body(m0, n0, z, s, std::vector<Value>(ring.begin(), ring.end()));
+        std::vector<Value> pos(ring.begin(), ring.end());
+        if (!c.experts) return body(m0, n0, z, s, pos, Value());
+        Value expert = kb.load(kb.index(p.tileExperts, mTile, 4), Type::u32(), {Mod::NcMod}, "expert");
+        return kb.if_else((expert != kNoExpert).named("has_tile"), [&] { return body(m0, n0, z, s, pos, expert); },
+                          [&] { return pos; }, {.label = "expert_tile"});
       },
       {.label = "tiles", .iv = c.splitK ? "unit" : "tile"});
 }
@@ -141,9 +147,13 @@ Value kBlocks(const Config& c, const Params& p) {
 // stage, announce its bytes and issue its TMA loads.
 void produce(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring, Value aMap, Value bMap) {
   Value zero = kb.u32(0);
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos, Value expert) {
     const StepRange range = splitSteps(kb, split, kBlocks(c, p));
-    Value za = s32(kb, planeOf(kb, p.strideA, z, "a_plane")), zb = s32(kb, planeOf(kb, p.strideB, z, "b_plane"));
+    // Experts: B's plane is the tile's expert (an unknown one's tile multiplies expert 0's, and
+    // the epilogue stores NaN).
+    Value za = s32(kb, planeOf(kb, p.strideA, z, "a_plane"));
+    Value zb = s32(kb, c.experts ? kb.select(expert < p.nExperts, expert, kb.u32(0), "b_plane")
+                                 : planeOf(kb, p.strideB, z, "b_plane"));
     return kb.for_range(
         zero, range.count, kb.u32(1), pos,
         [&](Value kblock, std::span<Value> at) {
@@ -189,7 +199,7 @@ void convert(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   const Scalar half = c.in == Input::BF16 ? Scalar::BF16 : Scalar::F16;
   Value zero = kb.u32(0);
   Value first = (tid - 32u).named("converter");
-  forTiles(kb, c, p, {zero, zero}, [&](Value, Value, Value, const Split& split, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value, Value, Value, const Split& split, std::vector<Value> pos, Value) {
     const StepRange range = splitSteps(kb, split, kBlocks(c, p));
     return kb.for_range(
         zero, range.count, kb.u32(1), pos,
@@ -218,9 +228,18 @@ Value descriptor(KernelBuilder& kb, Value slice, bool kMajor, unsigned j) {
 }
 
 // The epilogue of a consumer's 64 rows of a tile from its accumulator `acc` (TC§4.2's layout).
+// Experts: bias and b_scales are the tile's expert's rows; an unknown expert's tile stores NaN.
 void storeTile(KernelBuilder& kb, const Config& c, const Params& p, Value consumer, Value tid, Value m0, Value n0,
-               Value z, const Split& split, Value acc) {
+               Value z, const Split& split, Value acc, Value expert) {
   const unsigned lanes = c.tileN / 2;
+  Params pe = p;
+  Value known;
+  if (c.experts) {
+    known = (expert < p.nExperts).named("known_expert");
+    Value row = kb.mul_wide(kb.select(known, expert, kb.u32(0)), p.n, "expert_row");
+    if (c.bias) pe.bias = kb.ptradd(p.bias, row * uint64_t{c.out == Output::F32 ? 4u : 2u}, "expert_bias");
+    if (c.bScales) pe.bScales = kb.ptradd(p.bScales, row * uint64_t{4}, "expert_b_scales");
+  }
   Value local = (tid & 127u).named("wg_tid");
   Value warp = (local >> 5u).named("wg_warp"), lane = (local & 31u).named("lane");
   // TC§4.2: lane i of the accumulator is row 16 warp + g + 8 ((i >> 1) & 1), column
@@ -235,8 +254,12 @@ void storeTile(KernelBuilder& kb, const Config& c, const Params& p, Value consum
     for (size_t j = first / 4; j < (first + n) / 4; ++j) {
       Value col = (col0 + 8 * j).named("col");
       std::vector<Value> values(4);
-      for (unsigned e = 0; e < 4; ++e) values[((e >> 1) & 1) * 2 + (e & 1)] = at(4 * j + e);
-      storeResults(kb, c, p, z, rows, {col, (col + 1u).named("col")}, values);
+      for (unsigned e = 0; e < 4; ++e) {
+        Value v = at(4 * j + e);
+        if (c.experts) v = kb.select(known, v, kb.f32(std::numeric_limits<float>::quiet_NaN()), "expert_sum");
+        values[((e >> 1) & 1) * 2 + (e & 1)] = v;
+      }
+      storeResults(kb, c, pe, z, rows, {col, (col + 1u).named("col")}, values);
     }
   };
   reduceSplits(kb, c, p, split, 2 * 128, (tid - 128u).named("consumer_tid"), lanes,
@@ -320,14 +343,14 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
   // Consumer c's rows start 8 KiB into the A tile: after 64 K-major rows of 128 bytes, or at
   // the c-th strip of 64 along M.
   Value sliceOff = (consumer * kStripBytes).named("a_slice");
-  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos) {
+  forTiles(kb, c, p, {zero, zero}, [&](Value m0, Value n0, Value z, const Split& split, std::vector<Value> pos, Value expert) {
     // The k loop is a do-while behind a test for k = 0, so that its accumulator parameter is read
     // by the first wgmma alone (the result takes the accumulator's registers, ir.md "wgmma"):
     // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
     if (c.scaleBlock != 0) {
       const std::vector<Value> out = consumeBlockScaled(kb, c, p, ring, consumer, tid, split, pos, acc0, m0, n0, z);
-      storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2]);
+      storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2], expert);
       return std::vector<Value>{out[0], out[1]};
     }
     Value blocks = splitSteps(kb, split, kBlocks(c, p)).count;
@@ -368,7 +391,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     kb.if_then(leader, [&] { kb.mbarrier_arrive(ring.emptyBar(kb, s)); }, "release_last");
     kb.br(exit, {s2, phase2, acc});
     kb.set_insert_point(exit);
-    storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2]);
+    storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2], expert);
     return std::vector<Value>{out[0], out[1]};
   });
 }
@@ -447,13 +470,16 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
   // stride other than 0 (min(batch, 2) / 2 and min(stride, 1) are 0 or 1): otherwise the kernel
   // never steps it (one matrix; or one for every batch, planeOf), and the plane is the matrix's
   // own size, rows times row stride, a stride TMA takes whatever the caller's.
+  // Experts: B's planes are the experts (n_experts of them), whatever the batch.
   const Expr planes = max(batch, Expr(1)), several = min(batch, Expr(2)) / 2;
-  auto plane = [&](const char* stride, unsigned size, const Expr& rows, const Expr& rowBytes) {
-    const Expr own = several * min(Expr::param(stride), Expr(1));
+  const Expr experts = Expr::param("n_experts");
+  const Expr planesB = c.experts ? max(experts, Expr(1)) : planes, severalB = c.experts ? min(experts, Expr(2)) / 2 : several;
+  auto plane = [&](const char* stride, unsigned size, const Expr& rows, const Expr& rowBytes, const Expr& steps) {
+    const Expr own = steps * min(Expr::param(stride), Expr(1));
     return bytes(Expr::param(stride), size) * own + max(rows, Expr(1)) * rowBytes * (Expr(1) - own);
   };
-  const Expr planeA = plane("stride_a", aElBytes, c.a == Layout::Row ? m : Expr::param("k"), lda);
-  const Expr planeB = plane("stride_b", bElBytes, c.b == Layout::Col ? n : Expr::param("k"), ldb);
+  const Expr planeA = plane("stride_a", aElBytes, c.a == Layout::Row ? m : Expr::param("k"), lda, several);
+  const Expr planeB = plane("stride_b", bElBytes, c.b == Layout::Col ? n : Expr::param("k"), ldb, severalB);
   // fp8 codes: lines of 64 bytes, unswizzled (the converters read them).
   const uint32_t bSwizzle = codes ? 0 : kSwizzle;
   // K-major operands are one box of 64 K elements (128 fp8 codes) by the tile's rows; the others
@@ -463,8 +489,8 @@ LaunchRule wgmmaLaunchRule(const Config& c) {
                                 ? TensorMapRule{"a_map", "a", el, {k, m, planes}, {lda, planeA}, {kBox, kTileM, 1}, kSwizzle}
                                 : TensorMapRule{"a_map", "a", el, {m, k, planes}, {lda, planeA}, {kStrip, kKBlock, 1}, kSwizzle});
   rule.tensorMaps.push_back(c.b == Layout::Col
-                                ? TensorMapRule{"b_map", "b", bEl, {k, n, planes}, {ldb, planeB}, {kBox, c.tileN, 1}, bSwizzle}
-                                : TensorMapRule{"b_map", "b", bEl, {n, k, planes}, {ldb, planeB}, {kStrip, kKBlock, 1}, bSwizzle});
+                                ? TensorMapRule{"b_map", "b", bEl, {k, n, planesB}, {ldb, planeB}, {kBox, c.tileN, 1}, bSwizzle}
+                                : TensorMapRule{"b_map", "b", bEl, {n, k, planesB}, {ldb, planeB}, {kStrip, kKBlock, 1}, bSwizzle});
   return rule;
 }
 

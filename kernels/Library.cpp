@@ -331,6 +331,11 @@ ExpertPair expertPair(KernelBuilder& kb, Value ids) {
   return e;
 }
 
+Expr moeTiles(uint64_t tile) {
+  const Expr pairs = Expr::param("pairs");
+  return ceilDiv(pairs, Expr(tile)) + min(Expr::param("n_experts") + Expr(1), pairs);
+}
+
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }

@@ -307,10 +307,15 @@ Best warpBest(KernelBuilder& kb, Best mine);
 // and reads block row y's pair: its expert ids[pair] (one ld.global.nc of the u32 pointer `ids`),
 // whether that is below n_experts (`known`), the expert to address (0 when unknown: its pointers
 // are formed, never read) and x's row, pair / max(slots, 1).
+inline constexpr uint32_t kNoExpert = 0xFFFFFFFFu;  // an id of no expert (moe_route, moe_align)
 struct ExpertPair {
   Value pair, known, expert, xRow;
 };
 ExpertPair expertPair(KernelBuilder& kb, Value ids);
+// The tiles moe_align may fill for `pairs` pairs of n_experts experts in tiles of `tile` rows
+// (every expert's pairs padded to a whole tile, and the unknown ids' group):
+// ceil_div(pairs, tile) + min(n_experts + 1, pairs); the grid of a grouped GEMM over them.
+Expr moeTiles(uint64_t tile);
 
 // The template families; each appends its templates (kernels/<Family>.cpp).
 void addElementwise(std::vector<Template>& out);

@@ -4,6 +4,7 @@
 // moe_combine adds a token's k expert outputs, weighted, into its row.
 #include "kernels/Library.h"
 
+#include <bit>
 #include <limits>
 #include <string>
 
@@ -17,7 +18,6 @@ namespace {
 
 constexpr unsigned kBlock = 256;
 constexpr unsigned kWarps = kBlock / 32;
-constexpr uint32_t kNoExpert = 0xFFFFFFFFu;
 
 // ---- moe_route --------------------------------------------------------------------------------
 // One warp per row of logits (n experts). Softmax scoring first finds the row's maximum (and,
@@ -185,11 +185,13 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
   KernelBuilder kb(m, "moe_combine");
   Value h = kb.param(kGlobalPtr, "h");
   Value weights = kb.param(kGlobalPtr, "weights");
+  Value positions = o.flag("positions") ? kb.param(kGlobalPtr, "positions") : Value();
   Value y = kb.param(kGlobalPtr, "y");
   Value res = residual ? kb.param(kGlobalPtr, "residual") : Value();
   kb.param(Type::u32(), "rows");  // the grid's height
   Value cols = kb.param(Type::u32(), "cols");
   Value slots = kb.param(Type::u32(), "slots");
+  if (positions.valid()) kb.param(Type::u32(), "h_rows");  // h's extent: moe_align's tiles x tile
   kb.reqntid(kBlock);
   Value col = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock), kb.tid(Mod::X), "col");
   Value row = kb.ctaid(Mod::Y, "row");
@@ -202,7 +204,10 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
             [&](Value slot, std::span<Value> c) {
               Value pair = (first + kb.cvt(slot, Type::u64())).named("pair");
               Value wt = kb.load(kb.index(weights, pair, 4), Type::f32(), {Mod::NcMod}, "weight");
-              Value hv = loadF32(kb, kb.index(h, pair * kb.cvt(cols, Type::u64()) + kb.cvt(col, Type::u64()), bytesOf(hs)),
+              Value hRow = pair;
+              if (positions.valid())
+                hRow = kb.cvt(kb.load(kb.index(positions, pair, 4), Type::u32(), {Mod::NcMod}, "position"), Type::u64(), "h_row");
+              Value hv = loadF32(kb, kb.index(h, hRow * kb.cvt(cols, Type::u64()) + kb.cvt(col, Type::u64()), bytesOf(hs)),
                                  hs, true, "h");
               // setp.neu: a NaN weight is not 0, so it shows in the row.
               return std::vector<Value>{kb.select(kb.setp(Mod::Neu, wt, kb.f32(0.0f)), kb.fma(wt, hv, c[0]), c[0])};
@@ -213,6 +218,161 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
         storeF32(kb, kb.index(y, at, bytesOf(s)), acc, s);
       },
       "col");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// ---- moe_align ------------------------------------------------------------------------------
+// Groups the (token, slot) pairs by expert for a grouped GEMM (gemm_q's `experts`): one block.
+// Every pair has a group, its expert or, for an id >= n_experts, the unknown group n_experts
+// (all pairs are unknown when n_experts >= kAlignCap: the counts would not fit). A group's pairs
+// take consecutive entries of `sorted` in pair order from a multiple of the tile, padded to a
+// whole tile with kNoExpert; the groups follow one another in order (the unknown one last), and
+// tile_experts[t] is the group of tile t (n_experts for the unknown group, kNoExpert for tiles past
+// the last). W warps each walk a contiguous segment of the pairs 32 at a time; the lanes with the
+// same group find one another by one ballot per bit of the group (and one of the lanes in range),
+// and the highest of them counts for all. Pass 1 counts per warp and group (shared atomics); the
+// block turns the counts into each warp's first entry of each group (groups in order, warps in
+// order within one); pass 2 walks again and places each pair at its warp's cursor plus its rank
+// among the lanes of its group below it: the order within a group is the pairs', whatever the
+// timing, so `sorted` is the same at every launch.
+constexpr unsigned kAlignBlock = 512, kAlignWarps = kAlignBlock / 32;
+constexpr unsigned kAlignCap = 8192;  // counts in shared memory: warps x groups
+
+std::optional<ir::Module> buildMoeAlign(const Options& o, ir::Diagnostics& diags) {
+  const auto tile = static_cast<uint32_t>(o.integer("tile"));
+  if (!std::has_single_bit(tile)) {
+    diags.report(ir::Severity::Error, "", {}, "tile = " + std::to_string(tile) + " is not a power of two");
+    return std::nullopt;
+  }
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "moe_align");
+  Value ids = kb.param(kGlobalPtr, "ids");
+  Value sorted = kb.param(kGlobalPtr, "sorted");
+  Value tileExperts = kb.param(kGlobalPtr, "tile_experts");
+  Value positions = o.flag("positions") ? kb.param(kGlobalPtr, "positions") : Value();
+  Value pairs = kb.param(Type::u32(), "pairs");
+  Value nExperts = kb.param(Type::u32(), "n_experts");
+  kb.reqntid(kAlignBlock);
+  Value counts = kb.shared_addr(kb.shared("counts", Type::u32(), kAlignCap), "counts");
+  Value warpTotals = kb.shared_addr(kb.shared("warp_totals", Type::u32(), kAlignWarps), "warp_totals");
+  Value tid = kb.tid(Mod::X, "tid");
+  Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
+  Value fits = (nExperts < kAlignCap).named("fits");
+  Value groups = kb.select(fits, nExperts + 1u, kb.u32(1), "groups");
+  Value warps = kb.min(kb.u32(kAlignWarps), kb.u32(kAlignCap) / groups, "warps");
+  Value bits = (32u - kb.clz(groups - 1u)).named("bits");  // of the largest group
+  // Tiles: ceil_div(pairs, tile) + min(n_experts + 1, pairs), the extent of tile_experts.
+  Value someGroups = kb.select(pairs == 0u, kb.u32(0), kb.min(nExperts, pairs - 1u) + 1u, "nonempty_bound");
+  Value tiles = (((pairs + (tile - 1)) >> std::countr_zero(tile)) + someGroups).named("tiles");
+  auto countAt = [&](Value w, Value g) { return kb.index(counts, kb.mad(w, groups, g), 4, "count_at"); };
+  auto roundUp = [&](Value v) { return ((v + (tile - 1)) & ~(tile - 1)).named("padded"); };
+
+  kb.for_range(tid, warps * groups, kAlignBlock, [&](Value i) { kb.store(kb.index(counts, i, 4), kb.u32(0)); },
+               {.label = "clear", .iv = "i"});
+  kb.bar_sync();
+  // fn(p, valid, group, same, leader) for the warp's pairs, 32 at a time: `same` holds the lanes
+  // in range with the lane's group, `leader` the highest of them.
+  Value perStep = (warps * 32u).named("per_step");
+  Value segment = (((pairs + perStep - 1u) / perStep) * 32u).named("segment");
+  auto walk = [&](std::string_view label, auto&& fn) {
+    kb.if_then(warp < warps, [&] {
+      Value first = (warp * segment).named("first");
+      Value end = kb.min(pairs, first + segment, "end");
+      kb.for_range(first, end, 32u, [&](Value p0) {
+        Value p = (p0 + lane).named("p");
+        Value valid = (p < end).named("in_range");
+        Value id = kb.load(kb.index(ids, kb.min(p, end - 1u), 4), Type::u32(), {Mod::NcMod}, "id");
+        Value group = kb.select(fits, kb.min(id, nExperts), kb.u32(0), "group");
+        Value inRange = kb.bitcast(kb.vote(Mod::Ballot, valid), Type::u32(), "lanes");
+        Value same = kb.for_range(
+            kb.u32(0), bits, kb.u32(1), {inRange},
+            [&](Value b, std::span<Value> c) {
+              Value set = (((group >> b) & 1u) == 1u).named("bit_set");
+              Value with = kb.bitcast(kb.vote(Mod::Ballot, set), Type::u32(), "with_bit");
+              return std::vector<Value>{c[0] & kb.select(set, with, ~with)};
+            },
+            {.label = "bits", .iv = "b", .carried = {"same"}})[0];
+        Value leader = kb.select(valid, 31u - kb.clz(same), lane, "leader");
+        fn(p, valid, group, same, leader);
+      }, {.label = std::string(label), .iv = "p0"});
+    }, "walker");
+  };
+  walk("count", [&](Value, Value valid, Value group, Value same, Value leader) {
+    kb.if_then((valid & (lane == leader)).named("counts"),
+               [&] { kb.atom(Mod::AAdd, countAt(warp, group), kb.popc(same), "counted"); }, "count");
+  });
+  kb.bar_sync();
+
+  // Thread t owns groups [t c, t c + c), c = ceil_div(groups, 512): its groups' padded sizes
+  // summed, a block scan of the sums, then each group's warps' first entries and its tiles.
+  Value chunk = ((groups + (kAlignBlock - 1)) / kAlignBlock).named("chunk");
+  Value g0 = kb.min(tid * chunk, groups, "g0"), g1 = kb.min(g0 + chunk, groups, "g1");
+  auto groupTotal = [&](Value g) {
+    return kb.for_range(kb.u32(0), warps, kb.u32(1), {kb.u32(0)},
+                        [&](Value w, std::span<Value> c) {
+                          return std::vector<Value>{c[0] + kb.load(countAt(w, g), Type::u32(), "count")};
+                        },
+                        {.label = "warps", .iv = "w", .carried = {"total"}})[0];
+  };
+  Value mine = kb.for_range(g0, g1, kb.u32(1), {kb.u32(0)},
+                            [&](Value g, std::span<Value> c) { return std::vector<Value>{c[0] + roundUp(groupTotal(g))}; },
+                            {.label = "sizes", .iv = "g", .carried = {"mine"}})[0];
+  Value incl = mine;
+  for (uint32_t off = 1; off < 32; off *= 2) {
+    Value other = kb.shfl_sync(Mod::Up, incl, kb.b32(off), kb.b32(0), kb.b32(0xFFFFFFFFu), "below");
+    incl = kb.select(lane >= off, incl + other, incl, "running");
+  }
+  kb.if_then(lane == 31u, [&] { kb.store(kb.index(warpTotals, warp, 4), incl); }, "warp_total");
+  kb.bar_sync();
+  Value before = kb.u32(0), used = kb.u32(0);
+  for (unsigned v = 0; v < kAlignWarps; ++v) {
+    Value t = kb.load(kb.index(warpTotals, v, 4), Type::u32(), "warp_total");
+    before = kb.select(warp > v, before + t, before, "before");
+    used = (used + t).named("used");
+  }
+  kb.for_range(g0, g1, kb.u32(1), {(before + incl - mine).named("base")},
+               [&](Value g, std::span<Value> c) {
+                 Value base = c[0];
+                 Value end = kb.for_range(kb.u32(0), warps, kb.u32(1), {base},
+                                          [&](Value w, std::span<Value> r) {
+                                            Value at = countAt(w, g);
+                                            Value count = kb.load(at, Type::u32(), "count");
+                                            kb.store(at, r[0]);  // the warp's cursor
+                                            return std::vector<Value>{r[0] + count};
+                                          },
+                                          {.label = "starts", .iv = "w", .carried = {"cursor"}})[0];
+                 Value next = (base + roundUp(end - base)).named("next");
+                 kb.for_range(end, next, kb.u32(1), [&](Value i) { kb.store(kb.index(sorted, i, 4), kb.u32(kNoExpert)); },
+                              {.label = "pad", .iv = "i"});
+                 Value expert = kb.select(g == groups - 1u, nExperts, g, "tile_expert");
+                 kb.for_range(base >> std::countr_zero(tile), next >> std::countr_zero(tile), kb.u32(1),
+                              [&](Value t) { kb.store(kb.index(tileExperts, t, 4), expert); },
+                              {.label = "tiles", .iv = "t"});
+                 return std::vector<Value>{next};
+               },
+               {.label = "groups", .iv = "g", .carried = {"base"}});
+  // The tiles past the last group's: no expert, no pairs.
+  Value usedTiles = (used >> std::countr_zero(tile)).named("used_tiles");
+  kb.for_range(usedTiles + tid, tiles, kAlignBlock, [&](Value t) { kb.store(kb.index(tileExperts, t, 4), kb.u32(kNoExpert)); },
+               {.label = "unused_tiles", .iv = "t"});
+  kb.for_range(used + tid, tiles * tile, kAlignBlock, [&](Value i) { kb.store(kb.index(sorted, i, 4), kb.u32(kNoExpert)); },
+               {.label = "unused_entries", .iv = "i"});
+  kb.bar_sync();
+  walk("place", [&](Value p, Value valid, Value group, Value same, Value leader) {
+    Value isLeader = (valid & (lane == leader)).named("leads");
+    Value first = kb.if_else(
+        isLeader, [&] { return kb.atom(Mod::AAdd, countAt(warp, group), kb.popc(same), "cursor"); },
+        [&] { return kb.u32(0); }, {.label = "claim"})[0];
+    first = kb.shfl_sync(Mod::Idx, first, kb.bitcast(leader, Type::of(Scalar::B32)), kb.b32(31), kb.b32(0xFFFFFFFFu),
+                         "group_first");
+    Value below = (same & ((1u << lane) - 1u)).named("below");
+    kb.if_then(valid, [&] {
+      Value at = (first + kb.popc(below)).named("entry");
+      kb.store(kb.index(sorted, at, 4), p);
+      if (positions.valid()) kb.store(kb.index(positions, p, 4), at);
+    }, "place");
+  });
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -262,6 +422,31 @@ void addMoe(std::vector<Template>& out) {
     return Template::Extents{{"logits", rows * Expr::param("n")}, {"bias", Expr::param("n")},
                              {"ids", rows * slots}, {"weights", rows * slots}};
   };
+  OptionSpec tileOpt = option("tile", int64_t{32},
+                               "rows of a tile of the grouped GEMM, a power of two: each expert's pairs are padded to "
+                               "a multiple (gemm_q's experts take 32)");
+  tileOpt.min = 1;
+  tileOpt.max = 1024;
+  out.push_back({
+      "moe_align",
+      "groups the (token, slot) pairs by expert for a grouped GEMM (prefill): sorted (u32) holds each expert's "
+      "pairs in pair order, padded with 0xFFFFFFFF to a multiple of tile, the experts in order and the pairs "
+      "with an id >= n_experts last; tile_experts[t] (u32) is the expert of the tile entries t * tile .. "
+      "(n_experts for the unknown ids, 0xFFFFFFFF past the last); tiles = ceil_div(pairs, tile) + "
+      "min(n_experts + 1, pairs); one block of 512 threads; n_experts >= 8192 makes every id unknown",
+      {tileOpt,
+       option("positions", false,
+              "also the inverse: positions[p] (u32, the pointer after tile_experts) is the entry of sorted that holds "
+              "pair p, where a grouped gemm's output row of the pair is (moe_combine's positions)")},
+      buildMoeAlign,
+      [](const Options&) { return LaunchRule{{kAlignBlock}, {Expr(1)}, 0}; },
+  });
+  out.back().elements = u32Elements({"ids", "sorted", "tile_experts", "positions"});
+  out.back().extents = [](const Options& o) {
+    const Expr t = moeTiles(static_cast<uint64_t>(o.integer("tile")));
+    return Template::Extents{{"ids", Expr::param("pairs")}, {"sorted", t * Expr(static_cast<uint64_t>(o.integer("tile")))},
+                             {"tile_experts", t}, {"positions", Expr::param("pairs")}};
+  };
   out.push_back({
       "moe_combine",
       "y[r * cols + j] = residual[r * cols + j] + sum_s weights[r * slots + s] * h[(r * slots + s) * cols + j] "
@@ -270,17 +455,23 @@ void addMoe(std::vector<Template>& out) {
       "element, blocks of 256, rows <= 65535 (the grid's height)",
       {dtypeOption("dtype", "storage type of y and residual"),
        choiceOption("h_dtype", "f32", {"f32", "bf16", "f16"}, "storage type of h (gemv_q writes f32)"),
-       option("residual", false, "add the pointer residual (rows x cols, after y) to the sum")},
+       option("residual", false, "add the pointer residual (rows x cols, after y) to the sum"),
+       option("positions", false,
+              "h's rows in moe_align's order (a grouped gemm's output): pair p's row is positions[p] (u32, the "
+              "pointer after weights, from moe_align with positions); h holds h_rows rows (a u32 after slots: "
+              "moe_align's tiles x tile)")},
       buildMoeCombine,
       [](const Options&) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kBlock), Expr::param("rows")}, 0};
       },
   });
-  out.back().elements = allElements({storageElements({"y", "residual"}), storageElements({"h"}, "h_dtype")});
-  out.back().extents = [](const Options&) {
+  out.back().elements =
+      allElements({storageElements({"y", "residual"}), storageElements({"h"}, "h_dtype"), u32Elements({"positions"})});
+  out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), slots = Expr::param("slots");
-    return Template::Extents{{"h", rows * slots * cols}, {"weights", rows * slots}, {"y", rows * cols},
-                             {"residual", rows * cols}};
+    const Expr hRows = o.flag("positions") ? Expr::param("h_rows") : rows * slots;
+    return Template::Extents{{"h", hRows * cols}, {"weights", rows * slots}, {"y", rows * cols},
+                             {"residual", rows * cols}, {"positions", rows * slots}};
   };
 }
 

@@ -316,6 +316,8 @@ std::optional<ir::Module> buildEmbedding(const Options& o, ir::Diagnostics& diag
   Value n = kb.param(Type::u32(), "n");
   Value rows = kb.param(Type::u32(), "rows");
   Value k = kb.param(Type::u32(), "k");
+  const bool pairs = o.flag("pairs");
+  Value slots = pairs ? kb.max(kb.param(Type::u32(), "slots"), kb.u32(1), "slots_or_1") : Value();
   kb.reqntid(kBlock);
   Value g = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock), kb.tid(Mod::X), "g");
   Value perRow = ((k + (kGroup - 1)) >> 3u).named("groups_per_row");
@@ -324,6 +326,7 @@ std::optional<ir::Module> buildEmbedding(const Options& o, ir::Diagnostics& diag
       [&] {
         Value t = (g / perRow).named("token"), gi = (g - t * perRow).named("gi");
         Value id = kb.load(kb.index(ids, t, 4), Type::u32(), {Mod::NcMod}, "id");
+        if (pairs) id = (id / slots).named("token");  // (moe_align's padding, 0xFFFFFFFF, past any table)
         Value whole = ((k & (kGroup - 1)) == 0u).named("whole_groups");
         Value nan = kb.f32(std::numeric_limits<float>::quiet_NaN());
         std::vector<Value> v = kb.if_else(
@@ -859,12 +862,22 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemm_q");
+  const bool experts = o.flag("experts");
   Value w = kb.param(kGlobalPtr, "w");
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
+  Value sorted = experts ? kb.param(kGlobalPtr, "sorted") : Value();
+  Value tileExperts = experts ? kb.param(kGlobalPtr, "tile_experts") : Value();
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
-  Value ntok = kb.param(Type::u32(), "ntok");
+  Value ntok, nExperts, slots;
+  if (experts) {
+    nExperts = kb.param(Type::u32(), "n_experts");
+    kb.param(Type::u32(), "pairs");  // the grid's height (moeTiles)
+    slots = kb.max(kb.param(Type::u32(), "slots"), kb.u32(1), "slots_or_1");
+  } else {
+    ntok = kb.param(Type::u32(), "ntok");
+  }
   kb.reqntid(kQThreads);
   ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
   ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
@@ -888,9 +901,39 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
   Value n0 = (kb.ctaid(Mod::Y) * kQTileN).named("n0");
   Value blocks = (k >> 5u).named("kblocks");
+  Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
+  // Experts: tile y of moe_align's output, rows n0 .. n0 + 31 of `sorted`: their pairs (shared
+  // memory, for the staging's x rows and the stores' y rows) and the tile's expert, whose matrix
+  // w becomes. A tile past the last does nothing; an unknown expert's pairs get rows of NaN.
+  Value tilePairs;
+  if (experts) {
+    Value expert = kb.load(kb.index(tileExperts, kb.ctaid(Mod::Y), 4), Type::u32(), {Mod::NcMod}, "expert");
+    kb.if_then((expert == kNoExpert).named("no_tile"), [&] { kb.ret(); }, "no_tile");
+    tilePairs = kb.shared_addr(kb.shared("tile_pairs", Type::u32(), kQTileN), "tile_pairs");
+    kb.if_then(tid < kQTileN, [&] {
+      kb.store(kb.index(tilePairs, tid, 4), kb.load(kb.index(sorted, n0 + tid, 4), Type::u32(), {Mod::NcMod}, "pair"));
+    }, "tile_pairs");
+    kb.bar_sync();
+    kb.if_then((expert >= nExperts).named("unknown_expert"), [&] {
+      kb.for_range(tid, kb.u32(kQTileM * kQTileN), kQThreads, [&](Value i) {
+        Value pair = kb.load(kb.index(tilePairs, i >> log2u(kQTileM), 4), Type::u32(), "pair");
+        Value row = (m0 + (i & (kQTileM - 1))).named("row");
+        kb.if_then(((pair != kNoExpert) & (row < rows)).named("in"), [&] {
+          kb.store(kb.index(y, kb.mad(pair, rows, row), 4, "py"), kb.f32(std::numeric_limits<float>::quiet_NaN()));
+        }, "nan_row");
+      }, {.label = "unknown", .iv = "i"});
+      kb.ret();
+    }, "unknown_expert");
+    w = kb.ptradd(w, kb.mul_wide(expert, rows) * kb.cvt(rowBytes, Type::u64()), "w_expert");
+  }
+  // x's row of tile row t: the token's (t clamped to the last), or the pair's p / slots (padding: 0).
+  auto xRowOf = [&](Value t) {
+    if (!experts) return kb.min(n0 + t, ntok - 1u);
+    Value pair = kb.load(kb.index(tilePairs, t, 4), Type::u32(), "pair");
+    return kb.select(pair == kNoExpert, kb.u32(0), pair / slots, "x_row");
+  };
 
   const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block
-  Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
   Value sub = (lane >> 2u).named("sub"), quarter = (lane & 3u).named("quarter");
   auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(kb.shared_addr(a), byteOff); };
   // Byte offset of the scale (and min) of block s of tile row r.
@@ -976,7 +1019,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     else groupRows();
     constexpr unsigned kTokensPerWarp = kQTileN / kQWarps;
     forRows(warp * kTokensPerWarp, kTokensPerWarp, [&](Value t) {
-      Value xrow = kb.ptradd(x, kb.mul_wide(kb.min(n0 + t, ntok - 1u), blocks * kQ81Bytes), "xrow");
+      Value xrow = kb.ptradd(x, kb.mul_wide(xRowOf(t), blocks * kQ81Bytes), "xrow");
       Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "xb");
       std::vector<Value> xw;
       for (unsigned i = 0; i < 2; ++i)
@@ -1075,8 +1118,11 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     for (unsigned h = 0; h < 2; ++h)
       for (unsigned c = 0; c < 2; ++c) {
         Value row = (m0 + (warp << 4u) + g + 8 * h).named("row");
-        Value tok = (n0 + (t << 1u) + (8 * j + c)).named("tok");
-        kb.if_then(((row < rows) & (tok < ntok)).named("in"),
+        Value tok = ((t << 1u) + (8 * j + c)).named("tok");
+        if (experts) tok = kb.load(kb.index(tilePairs, tok, 4), Type::u32(), "pair");
+        else tok = (n0 + tok).named("tok");
+        Value in = experts ? (tok != kNoExpert) : (tok < ntok);
+        kb.if_then(((row < rows) & in).named("in"),
                    [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), acc[4 * j + 2 * h + c]); }, "write");
       }
   kb.ret();
@@ -1130,7 +1176,11 @@ void addQuant(std::vector<Template>& out) {
       "(GGUF layout, k a multiple of the block) decoded bit-exactly as dequantize does; an id >= rows gives a row "
       "of NaN and reads nothing; one thread per 8 elements",
       {choiceOption("format", "f32", tableFormats, "storage of the table: a float type, or a ggml block format"),
-       dtypeOption("dtype", "storage type of y")},
+       dtypeOption("dtype", "storage type of y"),
+       option("pairs", false,
+              "the ids are (token, slot) pairs, as moe_align's sorted holds them: row t is table row ids[t] / slots "
+              "(the u32 parameter slots after k; 0 reads as 1), so that a grouped gemm's A gathers the tokens' "
+              "activations; a padding entry 0xFFFFFFFF gives a row of NaN")},
       buildEmbedding,
       [](const Options&) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("n") * ceilDiv(Expr::param("k"), kGroup), kBlock)}, 0};
@@ -1241,16 +1291,32 @@ void addQuant(std::vector<Template>& out) {
       "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block (q6_k: one per "
       "16-value half, the halves' s32 sums times their int8 scales), s32 sums scaled by the blocks' d (and the "
       "k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
-      {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)")},
+      {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)"),
+       option("experts", false,
+              "mixture of experts (prefill, a grouped GEMM): w holds n_experts matrices of m x k one after another; "
+              "the parameters sorted and tile_experts (after y: moe_align's output with tile = 32) and n_experts, "
+              "pairs and slots (after k, in place of ntok); block row t multiplies expert tile_experts[t] by x's "
+              "rows p / slots for the pairs p of sorted[32 t ..] into y's rows p (an unknown expert gives rows of "
+              "NaN; padding and tiles past the last, nothing)")},
       buildGemmQ,
-      [](const Options&) {
-        return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), ceilDiv(Expr::param("ntok"), kQTileN)}, 0};
+      [](const Options& o) {
+        const Expr tokens = o.flag("experts") ? moeTiles(kQTileN) : ceilDiv(Expr::param("ntok"), kQTileN);
+        return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), tokens}, 0};
       },
   });
-  out.back().elements = blockElements({"w", "x"});
+  out.back().elements = allElements({blockElements({"w", "x"}), u32Elements({"sorted", "tile_experts"})});
   out.back().extents = [](const Options& o) {
-    const Expr m = Expr::param("m"), ntok = Expr::param("ntok");
-    return Template::Extents{{"w", blockBytes(formatOption(o), m, k)}, {"x", q81Bytes(ntok, k)}, {"y", ntok * m}};
+    const Expr m = Expr::param("m"), w = blockBytes(formatOption(o), m, k);
+    if (o.flag("experts")) {
+      const Expr pairs = Expr::param("pairs"), tiles = moeTiles(kQTileN);
+      return Template::Extents{{"w", Expr::param("n_experts") * w},
+                               {"x", q81Bytes(ceilDiv(pairs, max(Expr::param("slots"), Expr(1))), k)},
+                               {"y", pairs * m},
+                               {"sorted", tiles * Expr(kQTileN)},
+                               {"tile_experts", tiles}};
+    }
+    const Expr ntok = Expr::param("ntok");
+    return Template::Extents{{"w", w}, {"x", q81Bytes(ntok, k)}, {"y", ntok * m}};
   };
   out.push_back({
       "rmsnorm_quantize_q8_1",

@@ -34,6 +34,7 @@ struct Variant {
   bool bScales = false;  // b_scales: one f32 per column of C
   bool aScales = false;  // a_scales: one f32 per row of C (fp8 A)
   bool blockScales = false;  // scale_block = 128: a_scales per row and 128-wide K group, b_scales per 128 x 128 block
+  bool experts = false;  // experts: B, bias and b_scales the M tile's expert's (Problem::experts of them)
 };
 
 constexpr Variant kRR{"gemm_rr", false, false, false, false, Act::None};
@@ -54,6 +55,7 @@ struct Problem {
   uint32_t gap = 0;      // elements between one batch's matrices and the next's
   bool shareA = false, shareB = false;  // stride_a or stride_b 0: one matrix for every batch
   bool specials = false;  // fp8 B: +inf, -inf (E5M2; E4M3 has none) and NaN codes among B's
+  uint32_t experts = 0;   // experts members: B's planes; each M tile's expert random, some none or unknown
 };
 
 double activate(Act a, double x) {
@@ -134,11 +136,23 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   const uint64_t oneA = uint64_t(v.aCol ? p.k : p.m) * lda, oneB = uint64_t(v.bCol ? p.n : p.k) * ldb,
                  oneC = uint64_t(p.m) * ldc;
   const uint64_t sa = p.shareA ? 0 : oneA + p.gap, sb = p.shareB ? 0 : oneB + p.gap, sc = oneC + p.gap;
-  // The batches' span (a buffer is never empty).
-  auto sized = [&](uint64_t one, uint64_t stride) { return std::max<uint64_t>(stride * std::max(p.batch, 1u) - stride + one, 1); };
+  // The batches' span (a buffer is never empty); experts: B's planes are the experts'.
+  auto sizedOf = [&](uint64_t one, uint64_t stride, uint32_t planes) {
+    return std::max<uint64_t>(stride * std::max(planes, 1u) - stride + one, 1);
+  };
+  auto sized = [&](uint64_t one, uint64_t stride) { return sizedOf(one, stride, p.batch); };
+  const uint32_t bPlanesAll = v.experts ? p.experts : p.batch;
   const bool ints = v.out == Out::S32;
   Matrix a = inputs(rng, v.in, sized(oneA, sa));
-  Matrix b = v.codes < 0 ? inputs(rng, v.in, sized(oneB, sb)) : codes(rng, tn::ir::Fp8Format(v.codes), sized(oneB, sb));
+  Matrix b = v.codes < 0 ? inputs(rng, v.in, sizedOf(oneB, sb, bPlanesAll))
+                         : codes(rng, tn::ir::Fp8Format(v.codes), sizedOf(oneB, sb, bPlanesAll));
+  // Experts: M tile t multiplies expert tileExperts[t]; every third tile from the second none (left
+  // alone), the fourth an unknown expert (NaN).
+  const uint32_t mTiles = (p.m + v.tileM - 1) / v.tileM;
+  std::vector<uint32_t> tileExperts(std::max(mTiles, 1u));
+  for (uint32_t t = 0; t < mTiles; ++t)
+    tileExperts[t] = t % 3 == 1 ? 0xFFFFFFFFu : t == 3 ? p.experts + 3 : uint32_t(rng() % std::max(p.experts, 1u));
+  auto expertOf = [&](uint32_t i) { return v.experts ? tileExperts[i / v.tileM] : 0u; };
   const int bFormat = v.codes >= 0 ? v.codes : fp8Of(v.in);
   if (p.specials && p.k > 0) {
     // +inf at the first K of the last stage of 32 (the one a chunk past K would read again if
@@ -153,8 +167,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
       b.values[index] = tn::ir::fp8Value(tn::ir::Fp8Format(bFormat), special[i]);
     }
   }
-  std::vector<float> scales(p.n);  // b_scales: powers of two and others
-  for (uint32_t j = 0; j < p.n; ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
+  std::vector<float> scales(size_t(p.n) * std::max(v.experts ? p.experts : 1u, 1u));  // b_scales: powers of two and others
+  for (size_t j = 0; j < scales.size(); ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
   // a_scales: batch z's rows after the others' (another pattern); block scales: per row (of each
   // batch) and 128-wide K group, and per 128 x 128 block of each batch's B (or of the one B).
   const uint32_t groups = (p.k + 127) / 128, nBlocks = (p.n + 127) / 128, bPlanes = p.shareB ? 1 : std::max(p.batch, 1u);
@@ -171,7 +185,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
       if (i % ldc < p.n) nan[i] = std::numeric_limits<float>::quiet_NaN();
     c.bytes = encode(storage(v.out), nan);
   }
-  Matrix bias = outputs(rng, v.out, sized(p.n, 0)), res = outputs(rng, v.out, sized(oneC, sc));
+  Matrix bias = outputs(rng, v.out, v.experts ? std::max<uint64_t>(uint64_t(p.n) * p.experts, 1) : sized(p.n, 0)),
+         res = outputs(rng, v.out, sized(oneC, sc));
   Call call(v.spec, v.kernel);
   call.target(v.target);
   call.buffer("a", a.bytes).buffer("b", b.bytes).buffer("c", c.bytes);
@@ -179,6 +194,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   if (v.residual) call.buffer("residual", res.bytes);
   if (v.bScales) call.buffer("b_scales", scales);
   if (v.aScales) call.buffer("a_scales", rowScales);
+  if (v.experts) call.buffer("tile_experts", tileExperts).scalar("n_experts", p.experts);
   call.scalar("m", p.m).scalar("n", p.n).scalar("k", p.k).scalar("lda", lda).scalar("ldb", ldb).scalar("ldc", ldc);
   call.scalar("batch", p.batch).scalar("stride_a", sa).scalar("stride_b", sb).scalar("stride_c", sc);
   if (ints)
@@ -213,7 +229,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
                      (p.gap ? " gap=" + std::to_string(p.gap) : "") + (p.shareA ? " stride_a=0" : "") +
                      (p.shareB ? " stride_b=0" : "") +
                      (p.align ? " (leading dimensions of 16)" : "") +
-                     (v.splitK ? " splits=" + std::to_string(p.splits) : "") + (*v.target ? " (" + std::string(v.target) + " code)" : "");
+                     (v.splitK ? " splits=" + std::to_string(p.splits) : "") + (*v.target ? " (" + std::string(v.target) + " code)" : "") +
+                     (v.experts ? " experts=" + std::to_string(p.experts) : "");
   std::vector<float> gotIn;
   std::vector<double> want;
   double worst = 0;
@@ -221,10 +238,19 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   for (uint32_t z = 0; z < p.batch; ++z)
     for (uint32_t i = 0; i < p.m; ++i)
       for (uint32_t j = 0; j < p.n; ++j) {
+        // Experts: B's plane (and bias's and b_scales' row) the row's tile's expert; a tile of
+        // none is left alone (checked with the padding below), an unknown expert's is NaN.
+        const uint32_t expert = expertOf(i), bz = v.experts ? expert : z;
+        if (expert == 0xFFFFFFFFu) continue;
+        if (v.experts && expert >= p.experts) {
+          gotIn.push_back(got[z * sc + uint64_t(i) * ldc + j]);
+          want.push_back(std::numeric_limits<double>::quiet_NaN());
+          continue;
+        }
         double sum = 0, mag = 0;
         for (uint32_t kk = 0; kk < p.k; ++kk) {
           double x = a.values[z * sa + (v.aCol ? uint64_t(kk) * lda + i : uint64_t(i) * lda + kk)];
-          double y = b.values[z * sb + (v.bCol ? uint64_t(j) * ldb + kk : uint64_t(kk) * ldb + j)];
+          double y = b.values[bz * sb + (v.bCol ? uint64_t(j) * ldb + kk : uint64_t(kk) * ldb + j)];
           // Block scales: the product's K group's a_scales[z][i][g] * b_scales[zb][j / 128][g].
           const double blockScale =
               v.blockScales ? double(rowScales[(size_t(z) * p.m + i) * groups + kk / 128]) *
@@ -235,9 +261,10 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
         }
         const uint64_t at = z * sc + uint64_t(i) * ldc + j;
         const bool perRowCol = !v.blockScales;
-        const double scale = p.alpha * (v.bScales && perRowCol ? scales[j] : 1.0) *
+        const size_t col = size_t(v.experts ? expert : 0) * p.n + j;
+        const double scale = p.alpha * (v.bScales && perRowCol ? scales[col] : 1.0) *
                              (v.aScales && perRowCol ? rowScales[size_t(z) * p.m + i] : 1.0);
-        double pre = scale * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[j] : 0.0);
+        double pre = scale * sum + (p.beta != 0.0f ? p.beta * c.values[at] : 0.0) + (v.bias ? bias.values[col] : 0.0);
         double y = activate(v.act, pre) + (v.residual ? res.values[at] : 0.0);
         if (ints) {
           if (gotInt[at] != static_cast<int32_t>(y) && ++intMismatches <= 5)
@@ -265,7 +292,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   if (!ints) expectClose(gotIn, want, worst + 1e-6, 4e-6 + roundoff(storage(v.out)), what);
   const size_t elem = ints ? 4 : dtypeBytes(storage(v.out));
   for (size_t i = 0; i < gotBytes.size() / elem; ++i)
-    if (i / sc >= p.batch || i % sc >= oneC || i % sc % ldc >= p.n)
+    if (i / sc >= p.batch || i % sc >= oneC || i % sc % ldc >= p.n || expertOf(uint32_t(i % sc / ldc)) == 0xFFFFFFFFu)
       CHECK_MESSAGE(std::memcmp(&gotBytes[i * elem], &c.bytes[i * elem], elem) == 0, what << " padding at " << i);
 }
 
@@ -763,4 +790,67 @@ LIBRARY_TEST("quantize_fp8 feeds the W8A8 gemm: per token and channel, and by gr
   Outputs gx = quantize("quantize_e4m3_groups_f32", x, m, size_t(m) * groups);
   check(gemm("gemm90", "wg_w8_e4m3_blocks", gx.get<std::byte>("codes"), wCodes, gx.get<float>("scales"), bScales, ""),
         "by groups and blocks");
+}
+
+// Experts (MoE prefill; test/library/gemm.toml): each M tile multiplies its expert's B (bias and
+// b_scales rows), a tile of none leaves C alone, an unknown expert's tile is NaN; odd sizes (a
+// partial last tile), both staging paths, alpha and beta; the mainloop auto kernel's code on sm_80
+// and sm_90a (the mma.sync member in both).
+namespace {
+
+constexpr Variant kExpertsBf16RC{"experts_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm",
+                                 false, 64, 64, "", -1, false, false, false, true};
+constexpr Variant kExpertsF16Bias{"experts_f16_rr_bias_silu_w4", false, false, true, false, Act::Silu, In::F16, Out::F16,
+                                  "gemm", false, 64, 64, "", -1, false, false, false, true};
+constexpr Variant kExpertsFp8{"experts_bf16_fp8_rc_scales", false, true, false, false, Act::None, In::BF16, Out::BF16, "gemm",
+                              false, 64, 128, "", kE4M3, true, false, false, true};
+constexpr Variant kWgExpertsBias{"wgmma_experts_bf16_rc_bias", false, true, true, false, Act::None, In::BF16, Out::BF16,
+                                  "gemm90", false, 128, 128, "", -1, false, false, false, true};
+constexpr Variant kWgExpertsFp8{"wgmma_experts_f16_fp8_rr_scales", false, false, false, false, Act::None, In::F16, Out::F16,
+                                "gemm90", false, 128, 128, "", kE4M3, true, false, false, true};
+constexpr Variant kExpertsAuto{"auto_experts_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16,
+                               "mainloop_auto", false, 128, 128, "", -1, false, false, false, true};
+
+}  // namespace
+
+LIBRARY_TEST("gemm experts: each M tile its expert's B, bias and scales; tiles of none and unknown experts", gemmExperts) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kExpertsBf16RC, &kExpertsF16Bias, &kExpertsFp8}) {
+    // 6 tiles of 64 (the last partial): experts, none (tiles 1 and 4), an unknown one (3).
+    Problem p{6 * 64 - 7, 72, 80};
+    p.experts = 3;
+    checkGemm(r, rng, *v, p);
+    p.align = true;
+    p.alpha = -1.25f;
+    p.beta = 0.5f;
+    checkGemm(r, rng, *v, p);
+    Problem one{40, 130, 96, 1, 3};  // one tile, padded leading dimensions
+    one.experts = 1;
+    checkGemm(r, rng, *v, one);
+  }
+  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
+    Variant v = kExpertsAuto;
+    v.target = target.c_str();
+    Problem p{6 * 128 - 100, 40, 64};
+    p.experts = 4;
+    p.align = true;
+    checkGemm(r, rng, v, p);
+  }
+}
+
+// wgmma (sm_90a): persistent blocks walking tiles of experts, of none (skipped by the producer,
+// the converters and the consumers alike) and of an unknown expert; B the expert's plane of a
+// 3-D tensor map (stride_b apart), bias and b_scales its rows.
+LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias, fp8 weights with scales", gemmExpertsWgmma) {
+  std::mt19937 rng(seed());
+  for (const Variant* v : {&kWgExpertsBias, &kWgExpertsFp8}) {
+    Problem p{6 * 128 - 3, 200, 136};
+    p.experts = 5;
+    p.align = true;
+    checkGemm(r, rng, *v, p);
+    p.alpha = 0.5f;
+    p.beta = -1.0f;
+    p.n = 40;
+    checkGemm(r, rng, *v, p);
+  }
 }

@@ -148,6 +148,7 @@ struct Experts {
   const char* activation;  // "f32", "bf16", "q8_1"
   bool swiglu = false;
   Dtype out = Dtype::F32;
+  bool grouped = false;  // gemm_q with experts: the pairs grouped by refAlign (tiles of 32)
 };
 
 const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
@@ -158,6 +159,51 @@ const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
                             {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16}};
 
 double silu(double v) { return v / (1 + std::exp(-v)); }
+
+// ---- moe_align ----------------------------------------------------------------------------------
+
+// moe_align's output by its definition: each group's pairs in pair order from a multiple of the
+// tile, padded with kNoExpert to a whole tile; the experts in order, then the ids >= n_experts
+// (all of them when n_experts >= 8192); tile t's group (n_experts for the unknown one), kNoExpert
+// past the last; both as long as the extents say.
+struct Aligned {
+  std::vector<uint32_t> sorted, tiles;
+  std::vector<uint32_t> positions{};  // with positions: the entry of sorted holding each pair
+};
+
+Aligned refAlign(const std::vector<uint32_t>& ids, uint32_t nExperts, uint32_t tile) {
+  const uint32_t pairs = uint32_t(ids.size());
+  const bool fits = nExperts < 8192;
+  const uint32_t groups = fits ? nExperts + 1 : 1;
+  const size_t bound = (pairs + tile - 1) / tile + std::min<uint64_t>(uint64_t(nExperts) + 1, pairs);
+  Aligned a{std::vector<uint32_t>(bound * tile, kNoExpert), std::vector<uint32_t>(bound, kNoExpert)};
+  std::vector<std::vector<uint32_t>> members(groups);
+  for (uint32_t p = 0; p < pairs; ++p) members[fits ? std::min(ids[p], nExperts) : 0].push_back(p);
+  size_t at = 0;
+  for (uint32_t g = 0; g < groups; ++g) {
+    const size_t start = at;
+    for (uint32_t p : members[g]) a.sorted[at++] = p;
+    at = (at + tile - 1) / tile * tile;
+    for (size_t t = start / tile; t < at / tile; ++t) a.tiles[t] = g + 1 == groups ? nExperts : g;
+  }
+  return a;
+}
+
+Aligned runAlign(Runner& r, const char* kernel, const std::vector<uint32_t>& ids, uint32_t nExperts, uint32_t tile,
+                 bool positions = false) {
+  const size_t bound = (ids.size() + tile - 1) / tile + std::min<uint64_t>(uint64_t(nExperts) + 1, ids.size());
+  Call call("moe", kernel);
+  call.buffer("ids", ids)
+      .buffer("sorted", std::vector<uint32_t>(bound * tile, 0x5A5A5A5Au))
+      .buffer("tile_experts", std::vector<uint32_t>(bound, 0x5A5A5A5Au))
+      .scalar("pairs", uint32_t(ids.size()))
+      .scalar("n_experts", nExperts);
+  if (positions) call.buffer("positions", std::vector<uint32_t>(ids.size(), 0x5A5A5A5Au));
+  Outputs out = r.run(call);
+  Aligned a{out.get<uint32_t>("sorted"), out.get<uint32_t>("tile_experts")};
+  if (positions) a.positions = out.get<uint32_t>("positions");
+  return a;
+}
 
 // A launch of an experts kernel: its ids and sizes; the caller adds the matrices, x and y.
 Call expertsCall(const char* kernel, const std::vector<uint32_t>& ids, uint32_t m, uint32_t k, uint32_t nExperts,
@@ -171,6 +217,10 @@ Call expertsCall(const char* kernel, const std::vector<uint32_t>& ids, uint32_t 
       .scalar("slots", slots);
   return call;
 }
+
+void checkExpertRows(const Experts& v, const std::vector<float>& got, const std::vector<std::vector<uint8_t>>& mats,
+                     const std::vector<float>& xs, uint32_t nExperts, uint32_t m, uint32_t k,
+                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what);
 
 // One launch: n_experts matrices (gate and up for the fused kernel) of m x k, x with xrows rows
 // (f32 values, given to the kernel as the activation says), pairs p with ids[p] and x row p / slots.
@@ -186,6 +236,17 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   for (int i = 0; i < (v.swiglu ? 2 : 1); ++i) mats.push_back(randomBlocks(rng, f, nExperts * perExpert));
   std::vector<float> x = uniform(rng, size_t(xrows) * k);
   Call call = expertsCall(v.kernel, ids, m, k, nExperts, slots);
+  if (v.grouped) {
+    const Aligned a = refAlign(ids, nExperts, 32);
+    call = Call("moe", v.kernel);
+    call.buffer("sorted", a.sorted)
+        .buffer("tile_experts", a.tiles)
+        .scalar("m", m)
+        .scalar("k", k)
+        .scalar("n_experts", nExperts)
+        .scalar("pairs", pairs)
+        .scalar("slots", slots);
+  }
   if (v.swiglu) call.buffer("gate", mats[0]).buffer("up", mats[1]);
   else call.buffer("w", mats[0]);
   const bool q81 = std::string(v.activation) == "q8_1";
@@ -203,12 +264,24 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   }
   call.buffer("y", encode(v.out, std::vector<float>(size_t(pairs) * m, -7.0f)));
   std::vector<float> got = decode(v.out, r.run(call).get<std::byte>("y"));
+  checkExpertRows(v, got, mats, xs, nExperts, m, k, ids, slots, what);
+}
+
+// The rows y of an experts launch (gemv_q's or gemm_q's) against the definition: for pair p, the
+// matrices (or gate and up) of expert ids[p] dequantized, times xs (what the kernel multiplies),
+// row p / slots; the bounds are checkExperts'.
+void checkExpertRows(const Experts& v, const std::vector<float>& got, const std::vector<std::vector<uint8_t>>& mats,
+                     const std::vector<float>& xs, uint32_t nExperts, uint32_t m, uint32_t k,
+                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what) {
+  const Format& f = v.format;
+  const uint32_t pairs = uint32_t(ids.size());
   REQUIRE(got.size() == size_t(pairs) * m);
   std::vector<std::vector<float>> deq, mins;
   for (const auto& q : mats) {
     deq.push_back(refDequant(f, q));
     mins.push_back(refMins(f, q));
   }
+  const bool q81 = std::string(v.activation) == "q8_1";
   const bool withMin = q81 && (std::string(f.name) == "q4_k" || std::string(f.name) == "q5_k");
   for (uint32_t p = 0; p < pairs; ++p) {
     const std::string at = what + " " + v.kernel + " pair " + std::to_string(p) + " expert " + std::to_string(ids[p]);
@@ -455,6 +528,39 @@ LIBRARY_TEST("moe_combine: weighted expert rows, zero weights over NaN rows, res
   }
 }
 
+namespace {
+
+// The last stage of a layer test: a bf16 combine (with a residual) of the expert rows o (bf16,
+// pair p's row p, or positions[p] with positions) against double sums of the rounded inputs.
+void checkCombineLayer(Runner& r, const char* kernel, const std::vector<float>& o, const std::vector<float>& weights,
+                       const std::vector<uint32_t>& positions, const std::vector<float>& res, uint32_t tokens, uint32_t d,
+                       uint32_t slots, const std::string& what) {
+  Call call("moe", kernel);
+  call.buffer("h", encode(Dtype::BF16, o)).buffer("weights", weights);
+  if (!positions.empty()) call.buffer("positions", positions).scalar("h_rows", uint32_t(o.size() / d));
+  call.buffer("y", encode(Dtype::BF16, std::vector<float>(size_t(tokens) * d, -7.0f)))
+      .buffer("residual", encode(Dtype::BF16, res))
+      .scalar("rows", tokens)
+      .scalar("cols", d)
+      .scalar("slots", slots);
+  const std::vector<float> y = decode(Dtype::BF16, r.run(call).get<std::byte>("y"));
+  const std::vector<float> ob = roundTo(Dtype::BF16, o), rb = roundTo(Dtype::BF16, res);
+  for (uint32_t t = 0; t < tokens; ++t)
+    for (uint32_t c = 0; c < d; ++c) {
+      double want = rb[size_t(t) * d + c], mag = std::fabs(want);
+      for (uint32_t s = 0; s < slots; ++s) {
+        const uint32_t p = t * slots + s;
+        const double term = double(weights[p]) * ob[size_t(positions.empty() ? p : positions[p]) * d + c];
+        want += term;
+        mag += std::fabs(term);
+      }
+      expectClose({y[size_t(t) * d + c]}, {want}, 3 * std::ldexp(1.0, -24) * mag + std::fabs(want) * roundoff(Dtype::BF16), 0,
+                  what + " combine token " + std::to_string(t) + " col " + std::to_string(c));
+    }
+}
+
+}  // namespace
+
 // A MoE FFN layer for three tokens: route (softmax, top 2, normalized), the fused gate and up
 // projection of each (token, slot) pair's expert (q4_k, q8_1 x shared by the token's two
 // slots), the down projection of each pair's own row (q4_k, f32 x), and the weighted sum with the
@@ -511,26 +617,236 @@ LIBRARY_TEST("moe decode layer: route, expert gate/up and down projections, comb
       expectClose({o[size_t(p) * d + i]}, {want}, 2.0 * ff * std::ldexp(1.0, -24) * mag, 0,
                   "layer down pair " + std::to_string(p) + " row " + std::to_string(i));
     }
-  std::vector<float> res = uniform(rng, size_t(tokens) * d);
-  std::vector<float> y = decode(Dtype::BF16, r.run(Call("moe", "combine_bf16_residual_bf16h")
-                                                       .buffer("h", encode(Dtype::BF16, o))
-                                                       .buffer("weights", routed.weights)
-                                                       .buffer("y", encode(Dtype::BF16, std::vector<float>(size_t(tokens) * d, -7.0f)))
-                                                       .buffer("residual", encode(Dtype::BF16, res))
-                                                       .scalar("rows", tokens)
-                                                       .scalar("cols", d)
-                                                       .scalar("slots", route.k))
-                                                 .get<std::byte>("y"));
-  const std::vector<float> ob = roundTo(Dtype::BF16, o), rb = roundTo(Dtype::BF16, res);
+  checkCombineLayer(r, "combine_bf16_residual_bf16h", o, routed.weights, {}, uniform(rng, size_t(tokens) * d), tokens, d,
+                    route.k, "layer");
+}
+
+// moe_align against its definition, whole outputs compared: tiles of 32 and 8; one pair, a tile's
+// worth and one past; one expert; ids past n_experts (the unknown group, 0xFFFFFFFF among them);
+// every pair of one expert across all 16 warps' segments; more pairs than the 16 warps take in a
+// step; experts enough that fewer warps share the counts (1001 groups: 8 warps; 5001: 1); 8192
+// experts or more (every id unknown); no pairs.
+LIBRARY_TEST("moe_align: pairs grouped by expert, padded tiles, unknown ids last, every warp count", moeAlign) {
+  std::mt19937 rng(seed());
+  struct Case {
+    uint32_t pairs, nExperts, unknownEvery;
+    bool oneExpert = false;
+  };
+  const Case cases[] = {{1, 8, 0},      {31, 8, 0},    {32, 8, 0},   {33, 8, 5},        {100, 1, 7},
+                        {256, 60, 9},   {2000, 256, 11}, {1500, 8, 0, true}, {3000, 1000, 13},
+                        {600, 5000, 0}, {50, 9000, 0}, {0, 8, 0}};
+  for (const auto& [kernel, tile] : {std::pair{"align", 32u}, std::pair{"align_8", 8u}, std::pair{"align_64_positions", 64u}})
+    for (const Case& c : cases) {
+      const bool positions = tile == 64;
+      std::vector<uint32_t> ids(c.pairs);
+      for (uint32_t p = 0; p < c.pairs; ++p) {
+        ids[p] = c.oneExpert ? 3 : uint32_t(rng() % c.nExperts);
+        if (c.unknownEvery && p % c.unknownEvery == 2) ids[p] = p % 2 ? kNoExpert : c.nExperts + p;
+      }
+      const std::string what = std::string(kernel) + " pairs=" + std::to_string(c.pairs) +
+                               " n_experts=" + std::to_string(c.nExperts);
+      const Aligned want = refAlign(ids, c.nExperts, tile), got = runAlign(r, kernel, ids, c.nExperts, tile, positions);
+      REQUIRE(got.sorted.size() == want.sorted.size());
+      REQUIRE(got.tiles.size() == want.tiles.size());
+      size_t sortedWrong = 0, tilesWrong = 0;
+      for (size_t i = 0; i < want.sorted.size(); ++i)
+        if (got.sorted[i] != want.sorted[i] && sortedWrong++ < 4)
+          FAIL_CHECK(what << ": sorted[" << i << "] = " << got.sorted[i] << ", want " << want.sorted[i]);
+      for (size_t t = 0; t < want.tiles.size(); ++t)
+        if (got.tiles[t] != want.tiles[t] && tilesWrong++ < 4)
+          FAIL_CHECK(what << ": tile_experts[" << t << "] = " << got.tiles[t] << ", want " << want.tiles[t]);
+      CHECK_MESSAGE(sortedWrong + tilesWrong == 0, what << ": " << sortedWrong << " sorted and " << tilesWrong << " tile entries wrong");
+      // positions: sorted[positions[p]] == p for every pair.
+      size_t positionsWrong = 0;
+      for (uint32_t p = 0; positions && p < c.pairs; ++p)
+        positionsWrong += got.positions[p] >= want.sorted.size() || want.sorted[got.positions[p]] != p;
+      CHECK_MESSAGE(positionsWrong == 0, what << ": " << positionsWrong << " positions wrong");
+    }
+}
+
+// gemm_q with experts on refAlign's grouping: every format (the k-quants' 16-byte staging and the
+// others'), m past a block's 64 rows, two stages of K; a token's two slots sharing its x row with
+// an expert of more than a tile of pairs, ids past the experts (rows of NaN); each pair its own
+// x row (a down projection); slots 0 reading as 1.
+LIBRARY_TEST("gemm_q experts: grouped tiles in every format, shared and per-pair x, unknown experts give NaN rows", gemmQExperts) {
+  std::mt19937 rng(seed());
+  for (const Format& f : kFormats) {
+    const std::string kernel = std::string("gemm_q_experts_") + f.name;
+    const Experts v{kernel.c_str(), f, "q8_1", false, Dtype::F32, true};
+    const uint32_t nExperts = 4, k = 2 * std::max(f.qk, 256u);
+    std::vector<uint32_t> ids(76);
+    for (uint32_t p = 0; p < ids.size(); ++p) ids[p] = p % 2 ? 2 : uint32_t(rng() % nExperts);  // expert 2: 40+ pairs
+    ids[9] = nExperts;
+    ids[30] = kNoExpert;
+    checkExperts(r, rng, v, nExperts, 80, k, ids, 2, "slots=2");
+    checkExperts(r, rng, v, nExperts, 17, k, {3, 3, 0, 1, 1}, 1, "slots=1");
+    checkExperts(r, rng, v, nExperts, 33, k, {2, kNoExpert, 0}, 0, "slots=0");
+  }
+}
+
+// A MoE FFN layer at prefill, 40 tokens: route (softmax, top 2), moe_align's grouping (the
+// kernel's), the gate and up projections as grouped gemm_q launches on the tokens' q8_1 rows
+// (slots 2), swiglu and quantize_q8_1 of the pairs' rows, the down projection on them (slots 1)
+// and the weighted sum: each stage against its reference on the previous stage's actual output.
+LIBRARY_TEST("moe prefill layer: route, align, grouped gate/up and down projections, combine", moePrefillLayer) {
+  std::mt19937 rng(seed());
+  const uint32_t tokens = 40, nExperts = 8, d = 256, ff = 512;
+  const Route& route = kRoutes[0];  // softmax, k 2, normalized
+  std::vector<float> logits = uniform(rng, size_t(tokens) * nExperts, -3.0f, 3.0f);
+  for (uint32_t t = 0; t < tokens; t += 2) logits[size_t(t) * nExperts + 5] = 4.0f;  // expert 5: over a tile of pairs
+  Routed routed = runRoute(r, route, logits, {}, tokens, nExperts, 1.0f);
+  checkRoute(route, routed, logits, {}, tokens, nExperts, 1.0f, "prefill");
+  const uint32_t pairs = tokens * route.k;
+  const Aligned aligned = runAlign(r, "align", routed.ids, nExperts, 32);
+  const Aligned want = refAlign(routed.ids, nExperts, 32);
+  REQUIRE((aligned.sorted == want.sorted && aligned.tiles == want.tiles));
+  const Format& q4k = kFormats[2];
+  const Experts proj{"gemm_q_experts_q4_k", q4k, "q8_1", false, Dtype::F32, true};
+  auto grouped = [&](const std::vector<uint8_t>& w, const std::vector<uint8_t>& xq, uint32_t m, uint32_t k, uint32_t slots) {
+    return r.run(Call("moe", proj.kernel)
+                     .buffer("w", w)
+                     .buffer("x", xq)
+                     .buffer("y", std::vector<float>(size_t(pairs) * m, -7.0f))
+                     .buffer("sorted", aligned.sorted)
+                     .buffer("tile_experts", aligned.tiles)
+                     .scalar("m", m)
+                     .scalar("k", k)
+                     .scalar("n_experts", nExperts)
+                     .scalar("pairs", pairs)
+                     .scalar("slots", slots))
+        .get<float>("y");
+  };
+  std::vector<uint8_t> gate = randomBlocks(rng, q4k, size_t(nExperts) * ff * (d / 256));
+  std::vector<uint8_t> up = randomBlocks(rng, q4k, size_t(nExperts) * ff * (d / 256));
+  std::vector<uint8_t> down = randomBlocks(rng, q4k, size_t(nExperts) * d * (ff / 256));
+  // Activations small enough that h = u silu(g) stays within q8_1's f16 scales (|h| / 127 < 65504).
+  std::vector<uint8_t> xq8 = refQuantizeQ81(uniform(rng, size_t(tokens) * d, -0.02f, 0.02f));
+  const std::vector<float> xs = dequantQ81(xq8);
+  const std::vector<float> g = grouped(gate, xq8, ff, d, route.k), u = grouped(up, xq8, ff, d, route.k);
+  checkExpertRows(proj, g, {gate}, xs, nExperts, ff, d, routed.ids, route.k, "prefill gate");
+  checkExpertRows(proj, u, {up}, xs, nExperts, ff, d, routed.ids, route.k, "prefill up");
+  // swiglu(gate = u, up = g) = u silu(g): LLaMA's silu(gate_proj) up_proj.
+  const uint32_t n = pairs * ff;
+  std::vector<float> h = r.run(Call("moe", "swiglu").buffer("gate", u).buffer("up", g).buffer("y", std::vector<float>(n, -7.0f)).scalar("n", n))
+                             .get<float>("y");
+  for (uint32_t i = 0; i < n; ++i)
+    expectClose({h[i]}, {u[i] * silu(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])),
+                "prefill swiglu element " + std::to_string(i));
+  std::vector<uint8_t> hq = r.run(Call("moe", "quantize_q8_1")
+                                      .buffer("x", h)
+                                      .buffer("y", std::vector<uint8_t>(size_t(n / 32) * 36, 0x5A))
+                                      .scalar("n", n))
+                                .get<uint8_t>("y");
+  CHECK_MESSAGE((hq == refQuantizeQ81(h)), "prefill: quantize_q8_1 differs from ggml's reference");
+  const std::vector<float> o = grouped(down, hq, d, ff, 1);
+  checkExpertRows(proj, o, {down}, dequantQ81(hq), nExperts, d, ff, routed.ids, 1, "prefill down");
+  std::vector<float> y = r.run(Call("moe", "combine_f32")
+                                   .buffer("h", o)
+                                   .buffer("weights", routed.weights)
+                                   .buffer("y", std::vector<float>(size_t(tokens) * d, -7.0f))
+                                   .scalar("rows", tokens)
+                                   .scalar("cols", d)
+                                   .scalar("slots", route.k))
+                             .get<float>("y");
   for (uint32_t t = 0; t < tokens; ++t)
     for (uint32_t c = 0; c < d; ++c) {
-      double want = rb[size_t(t) * d + c], mag = std::fabs(want);
+      double sum = 0, mag = 0;
       for (uint32_t s = 0; s < route.k; ++s) {
-        const double term = double(routed.weights[t * route.k + s]) * ob[(size_t(t) * route.k + s) * d + c];
-        want += term;
+        const double term = double(routed.weights[t * route.k + s]) * o[(size_t(t) * route.k + s) * d + c];
+        sum += term;
         mag += std::fabs(term);
       }
-      expectClose({y[size_t(t) * d + c]}, {want}, 3 * std::ldexp(1.0, -24) * mag + std::fabs(want) * roundoff(Dtype::BF16), 0,
-                  "layer combine token " + std::to_string(t) + " col " + std::to_string(c));
+      expectClose({y[size_t(t) * d + c]}, {sum}, 3 * std::ldexp(1.0, -24) * mag, 0,
+                  "prefill combine token " + std::to_string(t) + " col " + std::to_string(c));
     }
+}
+
+// The prefill layer over bf16 experts, 50 tokens of top 2 among 6 experts (tiles of 64): route,
+// moe_align with positions, the tokens' rows gathered into moe_align's order (embedding over
+// pairs: padding rows NaN, which stay in their own rows), the gate and up projections as grouped
+// gemms (B column-major: PyTorch's [out, in] weights), swiglu, the down projection on swiglu's
+// rows in place (already in that order) and the combine reading each pair's row through
+// positions: each stage against its reference on the previous stage's actual output.
+LIBRARY_TEST("moe prefill layer, bf16 experts: align with positions, gather, grouped gemms, combine", moePrefillBf16) {
+  std::mt19937 rng(seed());
+  const uint32_t tokens = 50, nExperts = 6, d = 96, ff = 160, tile = 64;
+  const Route& route = kRoutes[0];  // softmax, k 2, normalized
+  std::vector<float> logits = uniform(rng, size_t(tokens) * nExperts, -3.0f, 3.0f);
+  for (uint32_t t = 0; t < tokens; t += 3) logits[size_t(t) * nExperts + 4] = 4.0f;  // expert 4: a tile and more
+  Routed routed = runRoute(r, route, logits, {}, tokens, nExperts, 1.0f);
+  const Aligned a = runAlign(r, "align_64_positions", routed.ids, nExperts, tile, true);
+  const Aligned want = refAlign(routed.ids, nExperts, tile);
+  REQUIRE((a.sorted == want.sorted && a.tiles == want.tiles));
+  REQUIRE(a.positions.size() == size_t(tokens) * route.k);
+  const uint32_t rowsAll = uint32_t(a.sorted.size());  // tiles x 64
+  const std::vector<float> x = roundTo(Dtype::BF16, uniform(rng, size_t(tokens) * d));
+  std::vector<float> xs = decode(Dtype::BF16, r.run(Call("moe", "gather_bf16")
+                                                        .buffer("table", encode(Dtype::BF16, x))
+                                                        .buffer("ids", a.sorted)
+                                                        .buffer("y", encode(Dtype::BF16, std::vector<float>(size_t(rowsAll) * d, -7.0f)))
+                                                        .scalar("n", rowsAll)
+                                                        .scalar("rows", tokens)
+                                                        .scalar("k", d)
+                                                        .scalar("slots", route.k))
+                                                  .get<std::byte>("y"));
+  for (uint32_t i = 0; i < rowsAll; ++i)
+    for (uint32_t j = 0; j < d; ++j) {
+      const float g = xs[size_t(i) * d + j];
+      const bool ok = a.sorted[i] == kNoExpert ? std::isnan(g) : g == x[size_t(a.sorted[i] / route.k) * d + j];
+      if (!ok) FAIL_CHECK("prefill gather row " << i << " col " << j << ": " << g);
+    }
+  // The grouped gemm of rows `in` (rowsAll x kk, bf16) by each tile's expert of `w` (n x kk each).
+  auto grouped = [&](const std::vector<float>& w, const std::vector<float>& in, uint32_t n, uint32_t kk) {
+    return decode(Dtype::BF16, r.run(Call("moe", "gemm_experts_bf16")
+                                         .buffer("a", encode(Dtype::BF16, in))
+                                         .buffer("b", encode(Dtype::BF16, w))
+                                         .buffer("c", encode(Dtype::BF16, std::vector<float>(size_t(rowsAll) * n, -7.0f)))
+                                         .buffer("tile_experts", a.tiles)
+                                         .scalar("m", rowsAll).scalar("n", n).scalar("k", kk)
+                                         .scalar("lda", kk).scalar("ldb", kk).scalar("ldc", n)
+                                         .scalar("batch", 1u).scalar("stride_a", uint64_t(0))
+                                         .scalar("stride_b", uint64_t(n) * kk).scalar("stride_c", uint64_t(0))
+                                         .scalar("n_experts", nExperts).scalar("alpha", 1.0f).scalar("beta", 0.0f))
+                                   .get<std::byte>("c"));
+  };
+  // Rows of pairs against double sums (padding rows: NaN in, NaN out, not checked).
+  auto checkGrouped = [&](const std::vector<float>& got, const std::vector<float>& w, const std::vector<float>& in,
+                          uint32_t n, uint32_t kk, const std::string& what) {
+    for (uint32_t i = 0; i < rowsAll; ++i) {
+      if (a.sorted[i] == kNoExpert) continue;
+      const uint32_t e = a.tiles[i / tile];
+      REQUIRE(e == routed.ids[a.sorted[i]]);
+      for (uint32_t j = 0; j < n; ++j) {
+        double sum = 0, mag = 0;
+        for (uint32_t q = 0; q < kk; ++q) {
+          const double term = double(w[(size_t(e) * n + j) * kk + q]) * in[size_t(i) * kk + q];
+          sum += term;
+          mag += std::fabs(term);
+        }
+        expectClose({got[size_t(i) * n + j]}, {sum}, (kk + 2) * std::ldexp(1.0, -24) * mag, roundoff(Dtype::BF16),
+                    what + " row " + std::to_string(i) + " col " + std::to_string(j));
+      }
+    }
+  };
+  const std::vector<float> gate = roundTo(Dtype::BF16, uniform(rng, size_t(nExperts) * ff * d, -0.2f, 0.2f));
+  const std::vector<float> up = roundTo(Dtype::BF16, uniform(rng, size_t(nExperts) * ff * d, -0.2f, 0.2f));
+  const std::vector<float> down = roundTo(Dtype::BF16, uniform(rng, size_t(nExperts) * d * ff, -0.2f, 0.2f));
+  const std::vector<float> g = grouped(gate, xs, ff, d), u = grouped(up, xs, ff, d);
+  checkGrouped(g, gate, xs, ff, d, "prefill bf16 gate");
+  checkGrouped(u, up, xs, ff, d, "prefill bf16 up");
+  const uint32_t n = rowsAll * ff;
+  std::vector<float> h = decode(Dtype::BF16, r.run(Call("moe", "swiglu_bf16")
+                                                       .buffer("gate", encode(Dtype::BF16, u))
+                                                       .buffer("up", encode(Dtype::BF16, g))
+                                                       .buffer("y", encode(Dtype::BF16, std::vector<float>(n, -7.0f)))
+                                                       .scalar("n", n))
+                                                 .get<std::byte>("y"));
+  for (uint32_t i = 0; i < n; ++i)
+    if (a.sorted[i / ff] != kNoExpert)
+      expectClose({h[i]}, {u[i] * silu(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])) + roundoff(Dtype::BF16),
+                  "prefill bf16 swiglu element " + std::to_string(i));
+  const std::vector<float> o = grouped(down, h, d, ff);
+  checkGrouped(o, down, h, d, ff, "prefill bf16 down");
+  checkCombineLayer(r, "combine_positions_bf16h", o, routed.weights, a.positions, uniform(rng, size_t(tokens) * d), tokens,
+                    d, route.k, "prefill bf16");
 }

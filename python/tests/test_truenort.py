@@ -530,5 +530,57 @@ class MixtureOfExperts(unittest.TestCase):
                 self.assertAlmostEqual(got[t * m + i], want, places=4)
 
 
+class MixtureOfExpertsPrefill(unittest.TestCase):
+    """A mixture-of-experts projection at prefill from Python: moe_align's tiles (with positions)
+    order the pairs, embedding over pairs gathers their tokens' rows, gemm with experts multiplies
+    each tile by its expert, and moe_combine reads each pair's row through positions."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.bundle = build("moe_prefill", '[bundle]\nname = "moe_prefill"\ntargets = ["sm_90"]\n\n'
+                                          '[[kernel]]\nname = "align"\ntemplate = "moe_align"\n'
+                                          'options = { tile = 64, positions = true }\n\n'
+                                          '[[kernel]]\nname = "gather"\ntemplate = "embedding"\n'
+                                          'options = { pairs = true }\n\n'
+                                          '[[kernel]]\nname = "experts"\ntemplate = "gemm"\n'
+                                          'options = { dtype = "tf32", b_layout = "col", tile_m = 64, tile_n = 64, '
+                                          'experts = true }\n\n'
+                                          '[[kernel]]\nname = "combine"\ntemplate = "moe_combine"\n'
+                                          'options = { positions = true }\n')
+
+    def test_a_projection_equals_its_definition(self):
+        tokens, n_experts, k, n, slots, tile = 40, 3, 16, 8, 2, 64
+        pairs = tokens * slots
+        ids = [random.randrange(n_experts) for _ in range(pairs)]
+        weights = [random.uniform(0, 1) for _ in range(pairs)]
+        w = [random.uniform(-1, 1) for _ in range(n_experts * n * k)]
+        x = [random.uniform(-1, 1) for _ in range(tokens * k)]
+        tiles = -(-pairs // tile) + min(n_experts + 1, pairs)
+        b = self.bundle
+        self.assertEqual(b.align.launch_rule["grid"], ["1"])
+        sorted_pairs = truenort.DeviceArray.zeros([tiles * tile], "uint32")
+        tile_experts = truenort.DeviceArray.zeros([tiles], "uint32")
+        positions = truenort.DeviceArray.zeros([pairs], "uint32")
+        b.align(truenort.DeviceArray.from_bytes(struct.pack("%dI" % pairs, *ids), [pairs], "uint32"),
+                sorted_pairs, tile_experts, positions, pairs, n_experts)
+        rows = tiles * tile
+        a = truenort.DeviceArray.zeros([rows * k], "float32")
+        b.gather(array(x), sorted_pairs, a, rows, tokens, k, slots)
+        h = truenort.DeviceArray.zeros([rows * n], "float32")
+        b.experts(a, array(w), h, tile_experts, rows, n, k, k, k, n, 1, 0, n * k, 0, n_experts, 1.0, 0.0)
+        y = truenort.DeviceArray.zeros([tokens * n], "float32")
+        b.combine(h, array(weights), positions, y, tokens, n, slots, rows)
+        got_positions = struct.unpack("%dI" % pairs, positions.to_bytes())
+        got_sorted = struct.unpack("%dI" % rows, sorted_pairs.to_bytes())
+        got = struct.unpack("%df" % (tokens * n), y.to_bytes())
+        for p in range(pairs):
+            self.assertEqual(got_sorted[got_positions[p]], p)
+        for t in range(tokens):
+            for i in range(n):
+                terms = [weights[t * slots + s] * w[(ids[t * slots + s] * n + i) * k + j] * x[t * k + j]
+                         for s in range(slots) for j in range(k)]
+                # tf32 rounds each input to 10 fraction bits: 2^-10 of each product, with margin.
+                self.assertAlmostEqual(got[t * n + i], sum(terms), delta=2 ** -9 * sum(map(abs, terms)) + 1e-6)
+
 if __name__ == "__main__":
     unittest.main()

@@ -75,14 +75,15 @@ double median(std::vector<double> v) {
 // ---- cases --------------------------------------------------------------------------------
 
 // Random in [-1, 1) as f32, bf16 or f16, random s8, random finite E4M3 codes (fp8 caches), zeros
-// (outputs), u32 row indices (kv_scatter positions), or u32 i * range (Strided: attention's cache
-// offsets) or range (Constant: its lengths).
-enum class Fill { F32, BF16, F16, S8, E4M3, Zero, Positions, Strided, Constant };
+// (outputs), u32 row indices (kv_scatter positions), u32 i * range (Strided: attention's cache
+// offsets) or range (Constant: its lengths), or random u32 below range, repeats allowed (Ids: the
+// experts of a prompt's tokens).
+enum class Fill { F32, BF16, F16, S8, E4M3, Zero, Positions, Strided, Constant, Ids };
 
 struct Buffer {
   size_t bytes;
   Fill fill;
-  uint32_t range = 0;   // Positions: distinct random rows in [0, range); Strided, Constant: see Fill
+  uint32_t range = 0;   // Positions: distinct random rows in [0, range); Strided, Constant, Ids: see Fill
   bool shared = false;  // one allocation for every buffer set (a cache the case touches a little of)
 };
 
@@ -485,6 +486,50 @@ Case gemvQExpertsCase(const QuantFormat& f, const std::string& act, bool swiglu,
   c.launches.push_back({kernel, args});
   c.bytes = double(pairs) * mats * double(one) + double(x) + (act == "f32" ? 0.0 : 2.0 * double(xq)) + double(y) +
             4.0 * pairs;
+  return c;
+}
+
+// The tiles moe_align may fill (docs/kernels.md): ceil_div(pairs, tile) + min(experts + 1, pairs).
+size_t moeTiles(uint32_t pairs, uint32_t experts, uint32_t tile) {
+  return (size_t(pairs) + tile - 1) / tile + std::min<size_t>(size_t(experts) + 1, pairs);
+}
+
+// A prompt's (token, slot) pairs grouped by expert (moe_align, tiles of 32): `tokens` tokens of
+// `slots` random experts of `experts` each. The bytes: the ids read, sorted and tile_experts
+// written.
+Case moeAlignCase(uint32_t experts, uint32_t tokens, uint32_t slots) {
+  const uint32_t pairs = tokens * slots;
+  const size_t tiles = moeTiles(pairs, experts, 32);
+  Case c{"moe_align", std::to_string(experts) + "x" + std::to_string(pairs), "u32", {}, {}, 0, 0, 0};
+  c.buffers = {{size_t(pairs) * 4, Fill::Ids, experts}, {tiles * 32 * 4, Fill::Zero}, {tiles * 4, Fill::Zero}};
+  c.launches = {{"moe_align", {buf("ids", 0), buf("sorted", 1), buf("tile_experts", 2), val("pairs", pairs),
+                               val("n_experts", experts)}}};
+  c.bytes = 4.0 * pairs + 4.0 * double(tiles) * 33;
+  return c;
+}
+
+// A mixture-of-experts layer's expert product at prefill (gemm_q with experts): `tokens` tokens
+// of `slots` random experts each, x quantized (quantize_q8_1), the pairs grouped (moe_align) and
+// the grouped GEMM, all three in the time; the gate (or up) projection, x shared by a token's
+// pairs. The bytes: every expert's matrix once, x, its q8_1 blocks twice, y, the ids and the
+// grouping.
+Case gemmQExpertsCase(const QuantFormat& f, uint32_t experts, uint32_t m, uint32_t k, uint32_t tokens, uint32_t slots) {
+  const uint32_t pairs = tokens * slots;
+  const size_t tiles = moeTiles(pairs, experts, 32);
+  Case c{std::string("gemm_q_experts_") + f.name, std::to_string(experts) + "x" + dims(m, k) + ":" + std::to_string(pairs),
+         "q8_1", {}, {}, 0, 0, 0};
+  const size_t one = size_t(m) * (k / f.qk) * f.bytes, x = size_t(tokens) * k * 4, xq = size_t(tokens) * (k / 32) * 36,
+               y = size_t(pairs) * m * 4;
+  c.buffers = {{one * experts, Fill::F16}, {x, Fill::F32},       {xq, Fill::Zero},
+               {y, Fill::Zero},            {size_t(pairs) * 4, Fill::Ids, experts},
+               {tiles * 32 * 4, Fill::Zero}, {tiles * 4, Fill::Zero}};
+  c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", tokens * k)}},
+                {"moe_align", {buf("ids", 4), buf("sorted", 5), buf("tile_experts", 6), val("pairs", pairs),
+                               val("n_experts", experts)}},
+                {std::string("gemm_q_experts_") + f.name,
+                 {buf("w", 0), buf("x", 2), buf("y", 3), buf("sorted", 5), buf("tile_experts", 6), val("m", m),
+                  val("k", k), val("n_experts", experts), val("pairs", pairs), val("slots", slots)}}};
+  c.bytes = double(one) * experts + double(x) + 2.0 * double(xq) + double(y) + 4.0 * pairs + 4.0 * double(tiles) * 33;
   return c;
 }
 
@@ -954,6 +999,10 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t rows : {1u, pick(64, 64, 3)}) out.push_back(moeRouteCase(v3, rows));
   out.push_back(moeCombineCase(pick(64, 64, 3), pick(7168, 7168, 300), 8));
   out.push_back(moeCombineCase(pick(64, 64, 3), pick(4096, 4096, 300), 2));
+  // Mixture of experts at prefill: the grouping of a 4096-token prompt's pairs, Mixtral's (8
+  // experts, top 2) and DeepSeek-V3's (256, top 8).
+  out.push_back(moeAlignCase(8, pick(4096, 4096, 37), 2));
+  out.push_back(moeAlignCase(256, pick(4096, 4096, 37), 8));
   for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase("transpose", dt, big, big));
   // KV cache append, 8 KV heads x 128: a decode step of 32 sequences, and a 4096-token prefill.
   out.push_back(kvScatterCase("bf16", pick(32, 32, 4), 1024, pick(32768, 32768, 64)));
@@ -1025,6 +1074,9 @@ std::vector<Case> cases(Sizes sizes) {
       for (auto [m, k] : full ? mk : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
         out.push_back(gemmQCase(f, m, k, pick(512, 128, 37)));
     }
+    // Mixture of experts at prefill: Mixtral-8x7B's gate projection (8 experts of 14336 x 4096,
+    // q4_k) for a 512-token prompt, top 2 (1024 pairs, about 128 an expert).
+    out.push_back(gemmQExpertsCase(kQuantFormats[2], 8, expertFfn, expertHidden, pick(512, 512, 37), 2));
   }
   // Attention. Decode: batch 1, 8, 32 x context 512, 4096, 32768, 32 query heads of 128 over 8
   // kv heads. Prefill: batch 4 x 16 heads x seq 1024, 4096 x head_dim 64, 128, causal and not.
@@ -1317,6 +1369,12 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
   if (f == Fill::Strided || f == Fill::Constant) {
     std::vector<uint32_t> v(m.bytes() / 4);
     for (size_t i = 0; i < v.size(); ++i) v[i] = f == Fill::Strided ? uint32_t(i) * range : range;
+    must(m.upload(v.data(), v.size() * 4), "upload");
+    return;
+  }
+  if (f == Fill::Ids) {
+    std::vector<uint32_t> v(m.bytes() / 4);
+    for (uint32_t& id : v) id = std::uniform_int_distribution<uint32_t>(0, range - 1)(rng);
     must(m.upload(v.data(), v.size() * 4), "upload");
     return;
   }
