@@ -149,7 +149,6 @@ std::optional<Config> configOf(const Options& o, ir::Diagnostics* diags) {
     if (c.in == Input::F32 || integer)
       return fail("experts takes a float tensor-core dtype (tf32, bf16, f16, fp8), not '" + in + "'");
     if (c.splitK) return fail("experts does not go with split_k");
-    if (c.scaleBlock != 0) return fail("experts does not go with scale_block: the block scales of B are per batch");
   }
   return c;
 }
@@ -572,7 +571,7 @@ void addGemm(std::vector<Template>& out) {
                                  "A and B by blocks, as DeepSeek-V3's fp8 checkpoints are: a_scales[(z * m + i) * G + "
                                  "g] per row and 128-wide K group g (G = ceil_div(k, 128), as quantize_fp8 with scales = "
                                  "\"group\" writes them), b_scales[(zb * ceil_div(n, 128) + j / 128) * G + g] per 128 x "
-                                 "128 block of B (zb: the batch, 0 when stride_b is 0), each group's sums scaled in f32 "
+                                 "128 block of B (zb: the batch, 0 when stride_b is 0; with experts the tile's expert), each group's sums scaled in f32 "
                                  "registers as it completes; 0: a_scales and b_scales per row and column");
   scaleBlock.min = 0;
   scaleBlock.max = 128;
@@ -649,8 +648,10 @@ void addGemm(std::vector<Template>& out) {
         // tile_n = 256 is the wgmma member's; the mma.sync member then takes its widest, 128.
         std::vector<Options> members = wgmmaWhereItRuns(o);
         if (members.size() == 2 && o.integer("tile_n") > 128) members[1].set("tile_n", int64_t{128});
-        // Block scales on mma.sync take 64-row tiles (registers).
-        if (members.size() == 2 && o.integer("scale_block") != 0) members[1].set("tile_m", int64_t{64});
+        // Block scales on mma.sync take 64-row tiles (registers); with experts, whose tiles of rows
+        // are moe_align's (the same on every target), 64-column ones.
+        if (members.size() == 2 && o.integer("scale_block") != 0)
+          members[1].set(o.flag("experts") ? "tile_n" : "tile_m", int64_t{64});
         return withFp8Decode(std::move(members), o, bCodesOf(o));
       },
   });
@@ -690,13 +691,16 @@ void addGemm(std::vector<Template>& out) {
       auto planes = [&](const Expr& rows, const Expr& cols) {
         return stridedSpan({{experts, Expr::param("stride_b")}, {rows, Expr::param("ldb")}}, cols);
       };
+      // Block scales: b_scales per expert, 128-column block and 128-wide K group.
+      const auto g = static_cast<unsigned>(o.integer("scale_block"));
+      const Expr groups = g ? ceilDiv(k, g) : Expr(1);
       return Template::Extents{{"a", a},
                                {"b", bRow ? planes(k, n) : planes(n, k)},
                                {"c", c},
                                {"residual", c},
                                {"bias", experts * n},
-                               {"b_scales", experts * n},
-                               {"a_scales", batch * m},
+                               {"b_scales", g ? experts * ceilDiv(n, g) * groups : experts * n},
+                               {"a_scales", batch * m * groups},
                                {"tile_experts", ceilDiv(m, static_cast<unsigned>(o.integer("tile_m")))}};
     }
     const Expr b = bRow ? span("stride_b", k, "ldb", n) : span("stride_b", n, "ldb", k);

@@ -36,6 +36,10 @@
 // split_k: block z = batch * splits + split multiplies its split's K steps as a product of its
 // own (the factors' bases moved to its first step), and the epilogue goes through reduceSplits
 // (kernels/Gemm.cpp).
+//
+// experts (a grouped GEMM, MoE prefill): block row y reads tile_experts[y] once; B's base (and
+// bias's and b_scales' rows) is that expert's, a tile of none returns at once, and an unknown
+// expert's tile runs no K steps from NaN accumulators, so the epilogue stores NaN.
 #include "kernels/Gemm.h"
 
 namespace tn::kernels::lib::gemm {
@@ -454,7 +458,7 @@ std::optional<ir::Module> buildGemmTensorCore(const Config& c, ir::Diagnostics& 
   auto scaleGroup = [&](std::span<const Value> sums, std::span<const Value> parts, Value stage) {
     const Value groups = ((p.k + 127u) >> 7u).named("groups");
     Value grp = kb.cvt(stage >> 1u, Type::u64(), "group");
-    Value zb = kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
+    Value zb = c.experts ? zB : kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
     Value nBlock = kb.mul_wide(zb, ((p.n + 127u) >> 7u).named("n_blocks")) + kb.cvt(n0 >> 7u, Type::u64());
     Value sb = kb.load(kb.index(p.bScales, (nBlock * kb.cvt(groups, Type::u64()) + grp).named("b_scale_at"), 4),
                        Type::f32(), {Mod::NcMod}, "b_scale");

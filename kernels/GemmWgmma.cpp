@@ -38,6 +38,11 @@
 // the async proxy and arrive on full[s], whose count is then 1 + 96. B's stage is free when its
 // codes arrive: the producer waited for empty[s] before it loaded them.
 //
+// experts (a grouped GEMM, MoE prefill): B's map has n_experts planes (stride_b apart); every role
+// reads each tile's expert (tile_experts[m0 / 128]) in forTiles and skips a tile of none, the
+// producer loads the expert's plane (an unknown expert's: plane 0), and the epilogue stores NaN
+// for an unknown expert and takes its bias and b_scales rows.
+//
 // split_k: the persistent blocks walk tiles x splits work units, the producer and the consumers
 // the same K range of each; the consumers' epilogue goes through reduceSplits (kernels/Gemm.cpp),
 // the 256 consumer threads holding the tile's accumulators.
@@ -274,7 +279,7 @@ void storeTile(KernelBuilder& kb, const Config& c, const Params& p, Value consum
 // epilogue then scales by alpha alone.
 std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ring,
                                       Value consumer, Value tid, const Split& split, const std::vector<Value>& pos,
-                                      Value acc0, Value m0, Value n0, Value z) {
+                                      Value acc0, Value m0, Value n0, Value z, Value expert) {
   const unsigned lanes = c.tileN / 2;
   const Type accType = Type::of(Scalar::F32, static_cast<uint8_t>(lanes));
   Value zero = kb.u32(0), f0 = kb.f32(0.0f, "zero");
@@ -294,7 +299,9 @@ std::vector<Value> consumeBlockScaled(KernelBuilder& kb, const Config& c, const 
     Value r = kb.min(row + 8 * h, last, "row_in");
     aRow[h] = ((kb.mul_wide(z, p.m) + kb.cvt(r, Type::u64())) * kb.cvt(groups, Type::u64())).named("a_scale_row");
   }
-  Value zb = kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
+  // (Experts: the tile's expert's scales; an unknown expert's, expert 0's: its tile stores NaN.)
+  Value zb = c.experts ? kb.select(expert < p.nExperts, expert, kb.u32(0), "b_plane")
+                       : kb.select((p.strideB == uint64_t{0}).named("shared_operand"), kb.u32(0), z, "b_plane");
   Value nBlocks = ((p.n + 127u) >> 7u).named("n_blocks");
   Value bRow = ((kb.mul_wide(zb, nBlocks) + kb.cvt(n0 >> 7u, Type::u64())) * kb.cvt(groups, Type::u64())).named("b_scale_row");
   return kb.for_range(
@@ -349,7 +356,7 @@ void consume(KernelBuilder& kb, const Config& c, const Params& p, const Ring& ri
     // the loop's value leaves through the exit's own parameter.
     Value acc0 = kb.pack(accType, std::vector<Value>(lanes, f0), "acc0");
     if (c.scaleBlock != 0) {
-      const std::vector<Value> out = consumeBlockScaled(kb, c, p, ring, consumer, tid, split, pos, acc0, m0, n0, z);
+      const std::vector<Value> out = consumeBlockScaled(kb, c, p, ring, consumer, tid, split, pos, acc0, m0, n0, z, expert);
       storeTile(kb, c, p, consumer, tid, m0, n0, z, split, out[2], expert);
       return std::vector<Value>{out[0], out[1]};
     }

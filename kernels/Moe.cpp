@@ -1,7 +1,8 @@
-// Mixture-of-experts decode (docs/kernels.md, "Mixture of experts"): moe_route picks each token's
-// k experts and their weights from the router's logits; gemv_q and gemv_q_swiglu with `experts`
-// multiply each (token, slot) pair by its expert's quantized matrices (kernels/Quant.cpp);
-// moe_combine adds a token's k expert outputs, weighted, into its row.
+// Mixture of experts (docs/kernels.md, "Mixture of experts"): moe_route picks each token's k
+// experts and their weights from the router's logits; at decode gemv_q and gemv_q_swiglu with
+// `experts` multiply each (token, slot) pair by its expert's quantized matrices (kernels/Quant.cpp);
+// at prefill moe_align groups the pairs by expert into tiles for a grouped GEMM (gemm_q's and
+// gemm's `experts`); moe_combine adds a token's k expert outputs, weighted, into its row.
 #include "kernels/Library.h"
 
 #include <bit>
@@ -223,7 +224,8 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
 }
 
 // ---- moe_align ------------------------------------------------------------------------------
-// Groups the (token, slot) pairs by expert for a grouped GEMM (gemm_q's `experts`): one block.
+// Groups the (token, slot) pairs by expert for a grouped GEMM (gemm_q's and gemm's `experts`): one
+// block.
 // Every pair has a group, its expert or, for an id >= n_experts, the unknown group n_experts
 // (all pairs are unknown when n_experts >= kAlignCap: the counts would not fit). A group's pairs
 // take consecutive entries of `sorted` in pair order from a multiple of the tile, padded to a

@@ -171,7 +171,8 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
   for (size_t j = 0; j < scales.size(); ++j) scales[j] = std::ldexp(1.0f + float(j % 7) / 8.0f, int(j % 5) - 6);
   // a_scales: batch z's rows after the others' (another pattern); block scales: per row (of each
   // batch) and 128-wide K group, and per 128 x 128 block of each batch's B (or of the one B).
-  const uint32_t groups = (p.k + 127) / 128, nBlocks = (p.n + 127) / 128, bPlanes = p.shareB ? 1 : std::max(p.batch, 1u);
+  const uint32_t groups = (p.k + 127) / 128, nBlocks = (p.n + 127) / 128,
+                 bPlanes = v.experts ? std::max(p.experts, 1u) : p.shareB ? 1 : std::max(p.batch, 1u);
   std::vector<float> rowScales(std::max<size_t>(size_t(p.batch) * p.m * (v.blockScales ? groups : 1), 1));
   for (size_t i = 0; i < rowScales.size(); ++i) rowScales[i] = std::ldexp(1.0f + float(i % 5) / 4.0f, int(i % 3) - 9);
   if (v.blockScales) {
@@ -254,7 +255,7 @@ void checkGemm(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p)
           // Block scales: the product's K group's a_scales[z][i][g] * b_scales[zb][j / 128][g].
           const double blockScale =
               v.blockScales ? double(rowScales[(size_t(z) * p.m + i) * groups + kk / 128]) *
-                                  scales[(size_t(p.shareB ? 0 : z) * nBlocks + j / 128) * groups + kk / 128]
+                                  scales[(size_t(v.experts ? expert : p.shareB ? 0 : z) * nBlocks + j / 128) * groups + kk / 128]
                             : 1.0;
           sum += blockScale * x * y;
           mag += std::fabs(blockScale * x * y);
@@ -808,6 +809,12 @@ constexpr Variant kWgExpertsBias{"wgmma_experts_bf16_rc_bias", false, true, true
                                   "gemm90", false, 128, 128, "", -1, false, false, false, true};
 constexpr Variant kWgExpertsFp8{"wgmma_experts_f16_fp8_rr_scales", false, false, false, false, Act::None, In::F16, Out::F16,
                                 "gemm90", false, 128, 128, "", kE4M3, true, false, false, true};
+constexpr Variant kWgExpertsBlocks{"wgmma_experts_w8_blocks", false, true, false, false, Act::None, In::E4M3, Out::BF16,
+                                    "gemm90", false, 128, 128, "", -1, true, true, true, true};
+constexpr Variant kExpertsBlocks{"experts_w8_blocks_rc_e4m3", false, true, false, false, Act::None, In::E4M3, Out::BF16,
+                                 "gemm_fp8", false, 64, 128, "", -1, true, true, true, true};
+constexpr Variant kExpertsBlocksAuto{"experts_w8_blocks_auto_e4m3", false, true, false, false, Act::None, In::E4M3,
+                                     Out::BF16, "gemm_fp8", false, 128, 128, "", -1, true, true, true, true};
 constexpr Variant kExpertsAuto{"auto_experts_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16,
                                "mainloop_auto", false, 128, 128, "", -1, false, false, false, true};
 
@@ -841,9 +848,9 @@ LIBRARY_TEST("gemm experts: each M tile its expert's B, bias and scales; tiles o
 // wgmma (sm_90a): persistent blocks walking tiles of experts, of none (skipped by the producer,
 // the converters and the consumers alike) and of an unknown expert; B the expert's plane of a
 // 3-D tensor map (stride_b apart), bias and b_scales its rows.
-LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias, fp8 weights with scales", gemmExpertsWgmma) {
+LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias, fp8 weights with scales, block scales", gemmExpertsWgmma) {
   std::mt19937 rng(seed());
-  for (const Variant* v : {&kWgExpertsBias, &kWgExpertsFp8}) {
+  for (const Variant* v : {&kWgExpertsBias, &kWgExpertsFp8, &kWgExpertsBlocks}) {
     Problem p{6 * 128 - 3, 200, 136};
     p.experts = 5;
     p.align = true;
@@ -854,3 +861,23 @@ LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias,
     checkGemm(r, rng, *v, p);
   }
 }
+
+// Experts with fp8 block scales (DeepSeek-V3's experts, test/library/gemm_fp8.toml): each tile's
+// expert's 128 x 128 block scales of B; on mma.sync (tiles of 64 rows), and mainloop auto's sm_89
+// (mma.sync, tiles of 128 rows and 64 columns) and sm_90a (wgmma) code, both over tiles of 128.
+LIBRARY_TEST("gemm experts with fp8 block scales: mma.sync and mainloop auto", gemmExpertsBlocks) {
+  std::mt19937 rng(seed());
+  Problem p{6 * 64 - 5, 260, 300};
+  p.experts = 3;
+  p.align = true;
+  checkGemm(r, rng, kExpertsBlocks, p);
+  for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"})) {
+    Variant v = kExpertsBlocksAuto;
+    v.target = target.c_str();
+    Problem q{6 * 128 - 70, 200, 256};
+    q.experts = 4;
+    q.align = true;
+    checkGemm(r, rng, v, q);
+  }
+}
+
