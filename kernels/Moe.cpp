@@ -181,7 +181,11 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
 // NaN weight makes the element NaN), then the residual; rounded once to dtype.
 std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o), hs = storageOption(o, "h_dtype");
-  const bool residual = o.flag("residual");
+  const bool residual = o.flag("residual"), shared = o.flag("shared"), gated = o.flag("shared_gate");
+  if (gated && !shared) {
+    diags.report(ir::Severity::Error, "", {}, "shared_gate gates the shared expert's output: it needs shared = true");
+    return std::nullopt;
+  }
   ir::Module m = newModule();
   KernelBuilder kb(m, "moe_combine");
   Value h = kb.param(kGlobalPtr, "h");
@@ -189,6 +193,8 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
   Value positions = o.flag("positions") ? kb.param(kGlobalPtr, "positions") : Value();
   Value y = kb.param(kGlobalPtr, "y");
   Value res = residual ? kb.param(kGlobalPtr, "residual") : Value();
+  Value sharedOut = shared ? kb.param(kGlobalPtr, "shared") : Value();
+  Value gate = gated ? kb.param(kGlobalPtr, "shared_gate") : Value();
   kb.param(Type::u32(), "rows");  // the grid's height
   Value cols = kb.param(Type::u32(), "cols");
   Value slots = kb.param(Type::u32(), "slots");
@@ -215,6 +221,15 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
             },
             {.label = "slots", .iv = "slot", .carried = {"acc"}})[0];
         Value at = (kb.mul_wide(row, cols) + kb.cvt(col, Type::u64())).named("at");
+        if (shared) {
+          Value sv = loadF32(kb, kb.index(sharedOut, at, bytesOf(hs)), hs, true, "shared");
+          if (gated) {
+            Value g = sigmoid(kb, kb.load(kb.index(gate, row, 4), Type::f32(), {Mod::NcMod}, "gate_logit"));
+            acc = kb.fma(g, sv, acc, "with_shared");
+          } else {
+            acc = (acc + sv).named("with_shared");
+          }
+        }
         if (residual) acc = acc + loadF32(kb, kb.index(res, at, bytesOf(s)), s, true, "residual");
         storeF32(kb, kb.index(y, at, bytesOf(s)), acc, s);
       },
@@ -453,11 +468,19 @@ void addMoe(std::vector<Template>& out) {
       "moe_combine",
       "y[r * cols + j] = residual[r * cols + j] + sum_s weights[r * slots + s] * h[(r * slots + s) * cols + j] "
       "for s < slots (the expert outputs of row r's slots, weighted as moe_route gives them; a weight of 0 adds "
-      "nothing, whatever h holds; a NaN weight gives NaN), f32 fma in slot order, rounded once; one thread per "
-      "element, blocks of 256, rows <= 65535 (the grid's height)",
+      "nothing, whatever h holds; a NaN weight gives NaN), f32 fma in slot order, then the shared expert's "
+      "output (shared), then the residual, rounded once; one thread per element, blocks of 256, rows <= 65535 "
+      "(the grid's height)",
       {dtypeOption("dtype", "storage type of y and residual"),
        choiceOption("h_dtype", "f32", {"f32", "bf16", "f16"}, "storage type of h (gemv_q writes f32)"),
        option("residual", false, "add the pointer residual (rows x cols, after y) to the sum"),
+       option("shared", false,
+              "add the shared expert's output, the pointer shared (rows x cols of h_dtype, after residual: "
+              "DeepSeek's and Qwen-MoE's shared experts, a plain gemv_q or gemm of each token), after the routed "
+              "experts' sum"),
+       option("shared_gate", false,
+              "with shared: times sigmoid(shared_gate[r]) (f32 [rows], the pointer after shared: Qwen-MoE's "
+              "shared_expert_gate logit of each token)"),
        option("positions", false,
               "h's rows in moe_align's order (a grouped gemm's output): pair p's row is positions[p] (u32, the "
               "pointer after weights, from moe_align with positions); h holds h_rows rows (a u32 after slots: "
@@ -468,12 +491,13 @@ void addMoe(std::vector<Template>& out) {
       },
   });
   out.back().elements =
-      allElements({storageElements({"y", "residual"}), storageElements({"h"}, "h_dtype"), u32Elements({"positions"})});
+      allElements({storageElements({"y", "residual"}), storageElements({"h", "shared"}, "h_dtype"), u32Elements({"positions"})});
   out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("rows"), cols = Expr::param("cols"), slots = Expr::param("slots");
     const Expr hRows = o.flag("positions") ? Expr::param("h_rows") : rows * slots;
-    return Template::Extents{{"h", hRows * cols}, {"weights", rows * slots}, {"y", rows * cols},
-                             {"residual", rows * cols}, {"positions", rows * slots}};
+    return Template::Extents{{"h", hRows * cols},          {"weights", rows * slots}, {"y", rows * cols},
+                             {"residual", rows * cols},    {"positions", rows * slots}, {"shared", rows * cols},
+                             {"shared_gate", rows}};
   };
 }
 

@@ -381,6 +381,7 @@ struct Combine {
   const char* kernel;
   Dtype y, h;
   bool residual;
+  bool shared = false, gate = false;  // the shared expert's output (h's type), times sigmoid(gate[r])
 };
 
 // y = residual + sum_s w_s h_s in double; the kernel's f32 fma chain is within slots 2^-24 sum
@@ -397,9 +398,15 @@ void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows,
     std::fill(h.begin() + size_t(slots - 1) * cols, h.begin() + size_t(slots) * cols, kNaN);
   }
   if (slots > 0 && rows > 1) w[slots] = kNaN;
+  // The shared expert's rows, and gate logits from -8 to 8 (the last row's -inf: a gate of 0).
+  std::vector<float> shared = roundTo(v.h, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
+  std::vector<float> gate = uniform(rng, std::max(rows, 1u), -8.0f, 8.0f);
+  if (rows > 2) gate[rows - 1] = -INFINITY;
   Call call("moe", v.kernel);
   call.buffer("h", encode(v.h, h)).buffer("weights", w).buffer("y", encode(v.y, std::vector<float>(size_t(rows) * cols, -7.0f)));
   if (v.residual) call.buffer("residual", encode(v.y, res));
+  if (v.shared) call.buffer("shared", encode(v.h, shared));
+  if (v.gate) call.buffer("shared_gate", gate);
   call.scalar("rows", rows).scalar("cols", cols).scalar("slots", slots);
   std::vector<float> got = decode(v.y, r.run(call).get<std::byte>("y"));
   REQUIRE(got.size() == size_t(rows) * cols);
@@ -414,11 +421,20 @@ void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows,
         mag += std::fabs(ws * hv);
       }
       const size_t at = size_t(row) * cols + c;
+      // The gate's sigmoid within a few ulp (ex2 and rcp approximations): 2^-21 relative.
+      double sharedTol = 0;
+      if (v.shared) {
+        const double g = v.gate ? 1.0 / (1.0 + std::exp(-double(gate[row]))) : 1.0, term = g * shared[at];
+        sum += term;
+        mag += std::fabs(term);
+        sharedTol = std::fabs(term) * std::ldexp(1.0, -21);
+      }
       if (v.residual) {
         sum += res[at];
         mag += std::fabs(res[at]);
       }
-      const double tol = (slots + 1) * std::ldexp(1.0, -24) * mag + std::fabs(sum) * (v.y == Dtype::F32 ? 0 : roundoff(v.y));
+      const double tol = (slots + 2) * std::ldexp(1.0, -24) * mag + sharedTol +
+                         std::fabs(sum) * (v.y == Dtype::F32 ? 0 : roundoff(v.y));
       expectClose({got[at]}, {sum}, tol, 0, what + " " + v.kernel + " row " + std::to_string(row) + " col " + std::to_string(c));
     }
 }
@@ -517,10 +533,12 @@ LIBRARY_TEST("gemv experts: bf16 and fp8 weights with row scales, strided rows, 
   }
 }
 
-LIBRARY_TEST("moe_combine: weighted expert rows, zero weights over NaN rows, residual", moeCombine) {
+LIBRARY_TEST("moe_combine: weighted expert rows, zero weights over NaN rows, residual, shared expert and its gate", moeCombine) {
   std::mt19937 rng(seed());
   for (const Combine& v : {Combine{"combine_f32", Dtype::F32, Dtype::F32, false},
-                           Combine{"combine_bf16_residual_bf16h", Dtype::BF16, Dtype::BF16, true}}) {
+                           Combine{"combine_bf16_residual_bf16h", Dtype::BF16, Dtype::BF16, true},
+                           Combine{"combine_shared_f32", Dtype::F32, Dtype::F32, false, true},
+                           Combine{"combine_bf16_residual_shared_gate", Dtype::BF16, Dtype::F32, true, true, true}}) {
     checkCombine(r, rng, v, 3, 300, 2, "slots=2");
     checkCombine(r, rng, v, 2, 17, 8, "slots=8");
     checkCombine(r, rng, v, 1, 5, 1, "slots=1");
