@@ -903,15 +903,19 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value blocks = (k >> 5u).named("kblocks");
   Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
   // Experts: tile y of moe_align's output, rows n0 .. n0 + 31 of `sorted`: their pairs (shared
-  // memory, for the staging's x rows and the stores' y rows) and the tile's expert, whose matrix
-  // w becomes. A tile past the last does nothing; an unknown expert's pairs get rows of NaN.
-  Value tilePairs;
+  // memory, for the stores' y rows) and x rows (p / slots, 0 for padding: the staging's, found
+  // once here rather than in every stage), and the tile's expert, whose matrix w becomes. A tile
+  // past the last does nothing; an unknown expert's pairs get rows of NaN.
+  Value tilePairs, tileRows;
   if (experts) {
     Value expert = kb.load(kb.index(tileExperts, kb.ctaid(Mod::Y), 4), Type::u32(), {Mod::NcMod}, "expert");
     kb.if_then((expert == kNoExpert).named("no_tile"), [&] { kb.ret(); }, "no_tile");
     tilePairs = kb.shared_addr(kb.shared("tile_pairs", Type::u32(), kQTileN), "tile_pairs");
+    tileRows = kb.shared_addr(kb.shared("tile_x_rows", Type::u32(), kQTileN), "tile_x_rows");
     kb.if_then(tid < kQTileN, [&] {
-      kb.store(kb.index(tilePairs, tid, 4), kb.load(kb.index(sorted, n0 + tid, 4), Type::u32(), {Mod::NcMod}, "pair"));
+      Value pair = kb.load(kb.index(sorted, n0 + tid, 4), Type::u32(), {Mod::NcMod}, "pair");
+      kb.store(kb.index(tilePairs, tid, 4), pair);
+      kb.store(kb.index(tileRows, tid, 4), kb.select(pair == kNoExpert, kb.u32(0), pair / slots, "x_row"));
     }, "tile_pairs");
     kb.bar_sync();
     kb.if_then((expert >= nExperts).named("unknown_expert"), [&] {
@@ -928,9 +932,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   }
   // x's row of tile row t: the token's (t clamped to the last), or the pair's p / slots (padding: 0).
   auto xRowOf = [&](Value t) {
-    if (!experts) return kb.min(n0 + t, ntok - 1u);
-    Value pair = kb.load(kb.index(tilePairs, t, 4), Type::u32(), "pair");
-    return kb.select(pair == kNoExpert, kb.u32(0), pair / slots, "x_row");
+    return experts ? kb.load(kb.index(tileRows, t, 4), Type::u32(), "x_row") : kb.min(n0 + t, ntok - 1u);
   };
 
   const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block

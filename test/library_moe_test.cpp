@@ -171,11 +171,16 @@ struct Aligned {
   std::vector<uint32_t> positions{};  // with positions: the entry of sorted holding each pair
 };
 
+// The tiles moe_align may fill (its extents): ceil_div(pairs, tile) + min(n_experts + 1, pairs).
+size_t alignTiles(size_t pairs, uint32_t nExperts, uint32_t tile) {
+  return (pairs + tile - 1) / tile + std::min<uint64_t>(uint64_t(nExperts) + 1, pairs);
+}
+
 Aligned refAlign(const std::vector<uint32_t>& ids, uint32_t nExperts, uint32_t tile) {
   const uint32_t pairs = uint32_t(ids.size());
   const bool fits = nExperts < 8192;
   const uint32_t groups = fits ? nExperts + 1 : 1;
-  const size_t bound = (pairs + tile - 1) / tile + std::min<uint64_t>(uint64_t(nExperts) + 1, pairs);
+  const size_t bound = alignTiles(pairs, nExperts, tile);
   Aligned a{std::vector<uint32_t>(bound * tile, kNoExpert), std::vector<uint32_t>(bound, kNoExpert)};
   std::vector<std::vector<uint32_t>> members(groups);
   for (uint32_t p = 0; p < pairs; ++p) members[fits ? std::min(ids[p], nExperts) : 0].push_back(p);
@@ -191,7 +196,7 @@ Aligned refAlign(const std::vector<uint32_t>& ids, uint32_t nExperts, uint32_t t
 
 Aligned runAlign(Runner& r, const char* kernel, const std::vector<uint32_t>& ids, uint32_t nExperts, uint32_t tile,
                  bool positions = false) {
-  const size_t bound = (ids.size() + tile - 1) / tile + std::min<uint64_t>(uint64_t(nExperts) + 1, ids.size());
+  const size_t bound = alignTiles(ids.size(), nExperts, tile);
   Call call("moe", kernel);
   call.buffer("ids", ids)
       .buffer("sorted", std::vector<uint32_t>(bound * tile, 0x5A5A5A5Au))
@@ -222,6 +227,20 @@ void checkExpertRows(const Experts& v, const std::vector<float>& got, const std:
                      const std::vector<float>& xs, uint32_t nExperts, uint32_t m, uint32_t k,
                      const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what);
 
+// A launch of gemm_q with experts over moe_align's grouping `a`; the caller adds w, x and y.
+Call groupedCall(const char* kernel, const Aligned& a, uint32_t m, uint32_t k, uint32_t nExperts, uint32_t pairs,
+                 uint32_t slots) {
+  Call call("moe", kernel);
+  call.buffer("sorted", a.sorted)
+      .buffer("tile_experts", a.tiles)
+      .scalar("m", m)
+      .scalar("k", k)
+      .scalar("n_experts", nExperts)
+      .scalar("pairs", pairs)
+      .scalar("slots", slots);
+  return call;
+}
+
 // One launch: n_experts matrices (gate and up for the fused kernel) of m x k, x with xrows rows
 // (f32 values, given to the kernel as the activation says), pairs p with ids[p] and x row p / slots.
 // Each y row against sum_j deq(W_id)[i][j] x[j] in double, within gemv_q's bound 2k 2^-24 sum
@@ -235,18 +254,8 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   std::vector<std::vector<uint8_t>> mats;
   for (int i = 0; i < (v.swiglu ? 2 : 1); ++i) mats.push_back(randomBlocks(rng, f, nExperts * perExpert));
   std::vector<float> x = uniform(rng, size_t(xrows) * k);
-  Call call = expertsCall(v.kernel, ids, m, k, nExperts, slots);
-  if (v.grouped) {
-    const Aligned a = refAlign(ids, nExperts, 32);
-    call = Call("moe", v.kernel);
-    call.buffer("sorted", a.sorted)
-        .buffer("tile_experts", a.tiles)
-        .scalar("m", m)
-        .scalar("k", k)
-        .scalar("n_experts", nExperts)
-        .scalar("pairs", pairs)
-        .scalar("slots", slots);
-  }
+  Call call = v.grouped ? groupedCall(v.kernel, refAlign(ids, nExperts, 32), m, k, nExperts, pairs, slots)
+                        : expertsCall(v.kernel, ids, m, k, nExperts, slots);
   if (v.swiglu) call.buffer("gate", mats[0]).buffer("up", mats[1]);
   else call.buffer("w", mats[0]);
   const bool q81 = std::string(v.activation) == "q8_1";
@@ -721,17 +730,10 @@ LIBRARY_TEST("moe prefill layer: route, align, grouped gate/up and down projecti
   const Format& q4k = kFormats[2];
   const Experts proj{"gemm_q_experts_q4_k", q4k, "q8_1", false, Dtype::F32, true};
   auto grouped = [&](const std::vector<uint8_t>& w, const std::vector<uint8_t>& xq, uint32_t m, uint32_t k, uint32_t slots) {
-    return r.run(Call("moe", proj.kernel)
+    return r.run(groupedCall(proj.kernel, aligned, m, k, nExperts, pairs, slots)
                      .buffer("w", w)
                      .buffer("x", xq)
-                     .buffer("y", std::vector<float>(size_t(pairs) * m, -7.0f))
-                     .buffer("sorted", aligned.sorted)
-                     .buffer("tile_experts", aligned.tiles)
-                     .scalar("m", m)
-                     .scalar("k", k)
-                     .scalar("n_experts", nExperts)
-                     .scalar("pairs", pairs)
-                     .scalar("slots", slots))
+                     .buffer("y", std::vector<float>(size_t(pairs) * m, -7.0f)))
         .get<float>("y");
   };
   std::vector<uint8_t> gate = randomBlocks(rng, q4k, size_t(nExperts) * ff * (d / 256));
