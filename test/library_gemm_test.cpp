@@ -818,6 +818,24 @@ constexpr Variant kExpertsBlocksAuto{"experts_w8_blocks_auto_e4m3", false, true,
 constexpr Variant kExpertsAuto{"auto_experts_bf16_rc", false, true, false, false, Act::None, In::BF16, Out::BF16,
                                "mainloop_auto", false, 128, 128, "", -1, false, false, false, true};
 
+// An experts problem with leading dimensions of 16.
+Problem expertsProblem(uint32_t m, uint32_t n, uint32_t k, uint32_t experts) {
+  Problem p{m, n, k};
+  p.experts = experts;
+  p.align = true;
+  return p;
+}
+
+// Each of `targets`' code of a mainloop auto kernel with experts (on a GPU, the device's).
+void checkAutoExperts(Runner& r, std::mt19937& rng, const Variant& autoKernel, const std::vector<std::string>& targets,
+                      const Problem& p) {
+  for (const std::string& target : codeTargets(r, targets)) {
+    Variant v = autoKernel;
+    v.target = target.c_str();
+    checkGemm(r, rng, v, p);
+  }
+}
+
 }  // namespace
 
 LIBRARY_TEST("gemm experts: each M tile its expert's B, bias and scales; tiles of none and unknown experts", gemmExperts) {
@@ -835,14 +853,7 @@ LIBRARY_TEST("gemm experts: each M tile its expert's B, bias and scales; tiles o
     one.experts = 1;
     checkGemm(r, rng, *v, one);
   }
-  for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
-    Variant v = kExpertsAuto;
-    v.target = target.c_str();
-    Problem p{6 * 128 - 100, 40, 64};
-    p.experts = 4;
-    p.align = true;
-    checkGemm(r, rng, v, p);
-  }
+  checkAutoExperts(r, rng, kExpertsAuto, {"sm_80", "sm_90a"}, expertsProblem(6 * 128 - 100, 40, 64, 4));
 }
 
 // wgmma (sm_90a): persistent blocks walking tiles of experts, of none (skipped by the producer,
@@ -851,9 +862,7 @@ LIBRARY_TEST("gemm experts: each M tile its expert's B, bias and scales; tiles o
 LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias, fp8 weights with scales, block scales", gemmExpertsWgmma) {
   std::mt19937 rng(seed());
   for (const Variant* v : {&kWgExpertsBias, &kWgExpertsFp8, &kWgExpertsBlocks}) {
-    Problem p{6 * 128 - 3, 200, 136};
-    p.experts = 5;
-    p.align = true;
+    Problem p = expertsProblem(6 * 128 - 3, 200, 136, 5);
     checkGemm(r, rng, *v, p);
     p.alpha = 0.5f;
     p.beta = -1.0f;
@@ -867,17 +876,7 @@ LIBRARY_TEST("gemm experts on wgmma (sm_90a): persistent tiles of experts, bias,
 // (mma.sync, tiles of 128 rows and 64 columns) and sm_90a (wgmma) code, both over tiles of 128.
 LIBRARY_TEST("gemm experts with fp8 block scales: mma.sync and mainloop auto", gemmExpertsBlocks) {
   std::mt19937 rng(seed());
-  Problem p{6 * 64 - 5, 260, 300};
-  p.experts = 3;
-  p.align = true;
-  checkGemm(r, rng, kExpertsBlocks, p);
-  for (const std::string& target : codeTargets(r, {"sm_89", "sm_90a"})) {
-    Variant v = kExpertsBlocksAuto;
-    v.target = target.c_str();
-    Problem q{6 * 128 - 70, 200, 256};
-    q.experts = 4;
-    q.align = true;
-    checkGemm(r, rng, v, q);
-  }
+  checkGemm(r, rng, kExpertsBlocks, expertsProblem(6 * 64 - 5, 260, 300, 3));
+  checkAutoExperts(r, rng, kExpertsBlocksAuto, {"sm_89", "sm_90a"}, expertsProblem(6 * 128 - 70, 200, 256, 4));
 }
 
