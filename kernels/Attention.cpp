@@ -432,21 +432,11 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-OptionSpec dimOption() {
-  OptionSpec s = option("head_dim", int64_t{128}, "elements per head: 64, 128 or 256");
-  s.min = 64;
-  s.max = 256;
-  s.multipleOf = 64;
-  return s;
-}
+OptionSpec dimOption() { return intOption("head_dim", 128, 64, 256, "elements per head: 64, 128 or 256", 64); }
 
 OptionSpec groupOption() {
-  OptionSpec s = option("group", int64_t{1},
-                        "query heads per kv head (grouped-query attention); group * head_dim <= " +
-                            std::to_string(kMaxGroupDim));
-  s.min = 1;
-  s.max = 8;
-  return s;
+  return intOption("group", 1, 1, 8,
+                   "query heads per kv head (grouped-query attention); group * head_dim <= " + std::to_string(kMaxGroupDim));
 }
 
 }  // namespace

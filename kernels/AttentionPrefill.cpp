@@ -645,10 +645,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 }  // namespace
 
 void addAttentionPrefill(std::vector<Template>& out) {
-  OptionSpec dim = option("head_dim", int64_t{128}, "elements per head: 64, 128 or 256 (wgmma: key tiles of 64 at 256)");
-  dim.min = 64;
-  dim.max = 256;
-  dim.multipleOf = 64;
+  OptionSpec dim = intOption("head_dim", 128, 64, 256, "elements per head: 64, 128 or 256 (wgmma: key tiles of 64 at 256)", 64);
   out.push_back({
       "attention_prefill",
       "flash-attention forward on the tensor cores: o = softmax(scale q k^T) v for q, o [batch, seq_q, q_heads, "

@@ -533,11 +533,7 @@ std::optional<ir::Module> buildGemm(const Options& o, ir::Diagnostics& diags) {
 }
 
 OptionSpec tileOption(std::string name, int64_t max, std::string doc) {
-  OptionSpec s = option(std::move(name), int64_t{128}, std::move(doc));
-  s.min = 64;
-  s.max = max;
-  s.multipleOf = 64;
-  return s;
+  return intOption(std::move(name), 128, 64, max, std::move(doc), 64);
 }
 
 }  // namespace
@@ -547,35 +543,27 @@ namespace tn::kernels::lib {
 
 void addGemm(std::vector<Template>& out) {
   using namespace gemm;
-  OptionSpec stages = option("stages", int64_t{3},
-                             "tensor-core members: K stages in shared memory, stages - 1 of them loading while one "
-                             "is multiplied (16 KiB each at 128x128 tiles, 48 KiB in all at most); the f32 SIMT "
-                             "member always double-buffers");
-  stages.min = 2;
-  stages.max = 4;
-  OptionSpec warps = option("warps", int64_t{8},
-                            "tensor-core members: warps per block, 2 along M by warps/2 along N (8: 64 x 32 warp tiles "
-                            "at 128 x 128, 4: 64 x 64)");
-  warps.min = 4;
-  warps.max = 8;
-  warps.multipleOf = 4;
-  OptionSpec blocks = option("blocks", int64_t{132},
-                             "wgmma members: the persistent grid is min(tiles, blocks), each block taking every "
-                             "blocks-th tile (with split_k: every blocks-th of tiles * splits units; 132: an H100 "
-                             "SXM's SMs)");
-  blocks.min = 1;
-  blocks.max = 65535;
-  OptionSpec scaleBlock = option("scale_block", int64_t{0},
+  OptionSpec stages = intOption("stages", 3, 2, 4,
+                                "tensor-core members: K stages in shared memory, stages - 1 of them loading while one "
+                                "is multiplied (16 KiB each at 128x128 tiles, 48 KiB in all at most); the f32 SIMT "
+                                "member always double-buffers");
+  OptionSpec warps = intOption("warps", 8, 4, 8,
+                               "tensor-core members: warps per block, 2 along M by warps/2 along N (8: 64 x 32 warp "
+                               "tiles at 128 x 128, 4: 64 x 64)",
+                               4);
+  OptionSpec blocks = intOption("blocks", 132, 1, 65535,
+                                "wgmma members: the persistent grid is min(tiles, blocks), each block taking every "
+                                "blocks-th tile (with split_k: every blocks-th of tiles * splits units; 132: an H100 "
+                                "SXM's SMs)");
+  OptionSpec scaleBlock = intOption("scale_block", 0, 0, 128,
                                  "with an fp8 dtype, a_scales and b_scales (mma: at most 8 mma tiles a warp, tile_m 64; wgmma: tile_n "
                                  "128): 128 scales "
                                  "A and B by blocks, as DeepSeek-V3's fp8 checkpoints are: a_scales[(z * m + i) * G + "
                                  "g] per row and 128-wide K group g (G = ceil_div(k, 128), as quantize_fp8 with scales = "
                                  "\"group\" writes them), b_scales[(zb * ceil_div(n, 128) + j / 128) * G + g] per 128 x "
                                  "128 block of B (zb: the batch, 0 when stride_b is 0; with experts the tile's expert), each group's sums scaled in f32 "
-                                 "registers as it completes; 0: a_scales and b_scales per row and column");
-  scaleBlock.min = 0;
-  scaleBlock.max = 128;
-  scaleBlock.multipleOf = 128;
+                                 "registers as it completes; 0: a_scales and b_scales per row and column",
+                                    128);
   out.push_back({
       "gemm",
       "C = act(alpha * A B + beta * C + bias) + residual, A (m x k), B (k x n), row-major C (m x n, ldc), strided "

@@ -64,6 +64,14 @@ OptionSpec option(std::string name, OptionValue def, std::string doc) {
   return o;
 }
 
+OptionSpec intOption(std::string name, int64_t def, int64_t min, int64_t max, std::string doc, int64_t multipleOf) {
+  OptionSpec s = option(std::move(name), def, std::move(doc));
+  s.min = min;
+  s.max = max;
+  s.multipleOf = multipleOf;
+  return s;
+}
+
 ir::Scalar scalarOf(Storage s) {
   return s == Storage::F32 ? Scalar::F32 : s == Storage::BF16 ? Scalar::BF16 : Scalar::F16;
 }
@@ -133,12 +141,7 @@ std::function<Template::Extents(const Options&)> allExtents(std::vector<std::fun
   };
 }
 
-OptionSpec pageSizeOption(std::string doc) {
-  OptionSpec s = option("page_size", int64_t{0}, std::move(doc));
-  s.min = 0;
-  s.max = 4096;
-  return s;
-}
+OptionSpec pageSizeOption(std::string doc) { return intOption("page_size", 0, 0, 4096, std::move(doc)); }
 
 Value pagedRow(KernelBuilder& kb, Value pages, Value pos, unsigned pageSize) {
   const unsigned shift = static_cast<unsigned>(std::countr_zero(pageSize));

@@ -50,6 +50,8 @@ inline unsigned vecElems(Storage s) { return 16 / bytesOf(s); }
 
 // An option whose type follows its default; Int ranges are set by the caller.
 OptionSpec option(std::string name, OptionValue def, std::string doc);
+// An integer option taking min .. max (inclusive), a multiple of multipleOf.
+OptionSpec intOption(std::string name, int64_t def, int64_t min, int64_t max, std::string doc, int64_t multipleOf = 1);
 // A String option that accepts only `choices`.
 OptionSpec choiceOption(std::string name, std::string def, std::vector<std::string> choices, std::string doc);
 // Paged KV caches (attention_decode, attention_prefill): the `page_size` option (0: not paged; up

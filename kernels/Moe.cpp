@@ -397,19 +397,13 @@ std::optional<ir::Module> buildMoeAlign(const Options& o, ir::Diagnostics& diags
 }  // namespace
 
 void addMoe(std::vector<Template>& out) {
-  OptionSpec k = option("k", int64_t{2}, "experts per token (slots)");
-  k.min = 1;
-  k.max = 8;
-  OptionSpec groupsOpt = option("groups", int64_t{1},
-                                "group-limited routing: the experts in this many groups of ceil_div(n, groups) "
-                                "(DeepSeek's n_group; 1: no groups)");
-  groupsOpt.min = 1;
-  groupsOpt.max = 32;
-  OptionSpec topGroupsOpt = option("topk_groups", int64_t{0},
-                                   "the groups whose experts may be chosen: the best topk_groups by group_score "
-                                   "(DeepSeek's topk_group; 0: every group)");
-  topGroupsOpt.min = 0;
-  topGroupsOpt.max = 32;
+  OptionSpec k = intOption("k", 2, 1, 8, "experts per token (slots)");
+  OptionSpec groupsOpt = intOption("groups", 1, 1, 32,
+                                   "group-limited routing: the experts in this many groups of ceil_div(n, groups) "
+                                   "(DeepSeek's n_group; 1: no groups)");
+  OptionSpec topGroupsOpt = intOption("topk_groups", 0, 0, 32,
+                                      "the groups whose experts may be chosen: the best topk_groups by group_score "
+                                      "(DeepSeek's topk_group; 0: every group)");
   out.push_back({
       "moe_route",
       "the router of a mixture of experts: for row r of logits (rows x n experts), the k experts of the "
@@ -439,11 +433,9 @@ void addMoe(std::vector<Template>& out) {
     return Template::Extents{{"logits", rows * Expr::param("n")}, {"bias", Expr::param("n")},
                              {"ids", rows * slots}, {"weights", rows * slots}};
   };
-  OptionSpec tileOpt = option("tile", int64_t{32},
-                               "rows of a tile of the grouped GEMM, a power of two: each expert's pairs are padded to "
-                               "a multiple (gemm_q's experts take 32)");
-  tileOpt.min = 1;
-  tileOpt.max = 1024;
+  OptionSpec tileOpt = intOption("tile", 32, 1, 1024,
+                                  "rows of a tile of the grouped GEMM, a power of two: each expert's pairs are padded "
+                                  "to a multiple (gemm_q's experts take 32; a gemm's, its tile_m)");
   out.push_back({
       "moe_align",
       "groups the (token, slot) pairs by expert for a grouped GEMM (prefill): sorted (u32) holds each expert's "

@@ -1214,22 +1214,16 @@ void addQuant(std::vector<Template>& out) {
     const Expr n = Expr::param("n");
     return Template::Extents{{"x", n}, {"y", q81Bytes(Expr(1), n)}};  // 36 bytes a block of 32
   };
-  OptionSpec ntok = option("ntok", int64_t{1}, "activation columns per launch (x is ntok x k, y ntok x m)");
-  ntok.min = 1;
-  ntok.max = 8;
+  OptionSpec ntok = intOption("ntok", 1, 1, 8, "activation columns per launch (x is ntok x k, y ntok x m)");
   OptionSpec activation = choiceOption("activation", "f32", {"f32", "bf16", "q8_1"},
                                        "x as f32 or bf16 values (dequantized weights, f32 products), or as q8_1 "
                                        "blocks from quantize_q8_1 (integer products by dp4a)");
-  OptionSpec rowsPerWarpOpt = option("rows_per_warp", int64_t{0},
-                                     "rows of w per warp, sharing each load of x, for more registers (0: 2 for "
-                                     "gemv_q at ntok >= 2 but not q4_k/q5_k with f32/bf16 x, else 1)");
-  rowsPerWarpOpt.min = 0;
-  rowsPerWarpOpt.max = 4;
-  OptionSpec warpsPerRowOpt = option("warps_per_row", int64_t{0},
-                                     "warps sharing a warp's rows, each taking every warps_per_row-th part of k, "
-                                     "their sums added in shared memory: 1, 2, 4 or 8 (0: 4 at ntok 1, else 1)");
-  warpsPerRowOpt.min = 0;
-  warpsPerRowOpt.max = kWarpsPerBlock;
+  OptionSpec rowsPerWarpOpt = intOption("rows_per_warp", 0, 0, 4,
+                                        "rows of w per warp, sharing each load of x, for more registers (0: 2 for "
+                                        "gemv_q at ntok >= 2 but not q4_k/q5_k with f32/bf16 x, else 1)");
+  OptionSpec warpsPerRowOpt = intOption("warps_per_row", 0, 0, kWarpsPerBlock,
+                                        "warps sharing a warp's rows, each taking every warps_per_row-th part of k, "
+                                        "their sums added in shared memory: 1, 2, 4 or 8 (0: 4 at ntok 1, else 1)");
   OptionSpec expertsOpt = option(
       "experts", false,
       "mixture of experts (decode, ntok 1): w (gate, up) holds n_experts matrices of m x k one after another; "
