@@ -36,12 +36,13 @@ using ir::Type;
 constexpr unsigned kWarps = 4;
 constexpr unsigned kBlock = 32 * kWarps;
 // Positions per warp per step, their loads all issued first: 4 while a lane's q and accumulators
-// (2 * group * head_dim / 32 registers) leave room for four K and V slices (group * head_dim <=
-// 512), 2 below 1024, 1 at 1024.
-unsigned unrollOf(unsigned group, unsigned dim) { return group * dim <= 512 ? 4 : group * dim < 1024 ? 2 : 1; }
-// group * head_dim: the accumulators and pre-scaled q of a lane are 2 * group * head_dim / 32
-// registers; 1024 keeps them at 64.
+// (2 * heads * head_dim / 32 registers, heads the block's query heads) leave room for four K and V
+// slices (heads * head_dim <= 512), 2 below 1024, 1 at 1024.
+unsigned unrollOf(unsigned heads, unsigned dim) { return heads * dim <= 512 ? 4 : heads * dim < 1024 ? 2 : 1; }
+// A block's query heads * head_dim: the accumulators and pre-scaled q of a lane are
+// 2 * heads * head_dim / 32 registers; 1024 keeps them at 64.
 constexpr unsigned kMaxGroupDim = 1024;
+constexpr unsigned kMaxGroup = 128;
 
 struct Config {
   Storage s;
@@ -53,6 +54,11 @@ struct Config {
   Fp8 cache = Fp8::None;  // fp8 caches: codes scaled by the f32 parameters k_scale and v_scale
   bool cvt = false;       // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   unsigned perLane() const { return dim / 32; }
+  // A group of more than kMaxGroupDim / head_dim heads is shared by `blocks()` blocks of
+  // `heads()` heads each (as even as can be: the last one's heads past the group idle), each
+  // reading the kv head's K and V itself.
+  unsigned blocks() const { return (group * dim + kMaxGroupDim - 1) / kMaxGroupDim; }
+  unsigned heads() const { return (group + blocks() - 1) / blocks(); }
   unsigned cacheBytes() const { return cache == Fp8::None ? bytesOf(s) : 1; }
 };
 
@@ -65,15 +71,12 @@ Config configOf(const Options& o) {
           fp8Cvt(o)};
 }
 
-// head_dim 64, 128 or 256, and (pass 1) group * head_dim within kMaxGroupDim; refused at the
-// spec entry otherwise.
-bool checkConfig(const Config& c, bool withGroup, ir::Diagnostics& diags) {
+// head_dim 64, 128 or 256 (the group's range is its option's); refused at the spec entry
+// otherwise.
+bool checkConfig(const Config& c, ir::Diagnostics& diags) {
   std::string why;
   if (c.dim != 64 && c.dim != 128 && c.dim != 256)
     why = "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim);
-  else if (withGroup && c.group * c.dim > kMaxGroupDim)
-    why = "group * head_dim is at most " + std::to_string(kMaxGroupDim) + " (here " + std::to_string(c.group) + " * " +
-          std::to_string(c.dim) + ")";
   else if (c.pageSize & (c.pageSize - 1))
     why = "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize);
   if (!why.empty()) diags.report(ir::Severity::Error, "", {}, why);
@@ -146,7 +149,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   ir::Module m = newModule();
   if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_decode");
-  if (!checkConfig(c, true, diags) || !checkFp8Decode(o, c.cache, diags)) return std::nullopt;
+  if (!checkConfig(c, diags) || !checkFp8Decode(o, c.cache, diags)) return std::nullopt;
   const unsigned ps = c.pageSize;
   Value q = kb.param(kGlobalPtr, "q");
   Value kc = kb.param(kGlobalPtr, "k_cache");
@@ -173,24 +176,40 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   // Four blocks (16 warps) per SM, up to 128 registers a thread: ptxas's own choice for this
   // block size (64) spills the largest groups.
   kb.minnctapersm(4);
-  const unsigned n = c.perLane(), bytes = bytesOf(c.s), G = c.group, unroll = unrollOf(G, c.dim);
+  // G: the block's query heads (the group's, or its share of them); the group's kv head h, its
+  // blocks' first query head h * group + part * G.
+  const unsigned n = c.perLane(), bytes = bytesOf(c.s), G = c.heads(), unroll = unrollOf(G, c.dim);
+  const bool padded = c.blocks() * G > c.group;
   SharedArray shM = kb.shared("warp_m", Type::f32(), kWarps * G);
   SharedArray shL = kb.shared("warp_l", Type::f32(), kWarps * G);
   SharedArray shAcc = kb.shared("warp_acc", Type::f32(), kWarps * G * c.dim, 16);
 
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
-  Value h = kb.ctaid(Mod::X, "kv_head"), split = kb.ctaid(Mod::Y, "split"), b = kb.ctaid(Mod::Z, "seq");
+  Value split = kb.ctaid(Mod::Y, "split"), b = kb.ctaid(Mod::Z, "seq");
+  Value h = kb.ctaid(Mod::X, "kv_head"), part = kb.u32(0);
+  if (c.blocks() > 1) {
+    Value x = h;
+    h = (x / c.blocks()).named("kv_head");
+    part = (x % c.blocks()).named("part");
+  }
+  // The block's query head g (of G) is head `first + g` of the group; past the group (the last
+  // block's idle heads) it reads the group's last head's q and writes nothing.
+  Value firstOfGroup = (h * c.group).named("group_head");
+  Value first = c.blocks() > 1 ? (firstOfGroup + part * G).named("first_head") : firstOfGroup;
+  auto headAt = [&](unsigned g) {
+    return padded ? kb.min(first + g, firstOfGroup + (c.group - 1), "q_head") : (first + g).named("q_head");
+  };
   // Every lane loads the same word; lane 0's copy, shuffled, is visibly the same in the whole
   // warp (uniformity analysis), which the warp's collectives inside the loop it bounds need.
   auto uniformLoad = [&](Value p, std::string_view name) {
     return kb.shfl(Mod::Idx, kb.load(p, Type::u32(), {Mod::NcMod}), 0, name);
   };
   Value len = uniformLoad(kb.index(lengths, b, 4), "len");
-  Value first = ps ? Value() : uniformLoad(kb.index(rowsOf, b, 4), "first_row");
+  Value firstRow = ps ? Value() : uniformLoad(kb.index(rowsOf, b, 4), "first_row");
   Value pages = ps ? kb.index(rowsOf, (b * maxPages).named("table_row"), 4, "pages") : Value();
   // The cache row of position t: first + t, or row t % page_size of the sequence's page t / page_size.
-  auto rowAt = [&](Value t) { return ps ? pagedRow(kb, pages, t, ps) : (first + t).named("row"); };
+  auto rowAt = [&](Value t) { return ps ? pagedRow(kb, pages, t, ps) : (firstRow + t).named("row"); };
   // Sliding window: the query, at position len - 1, sees positions from len - window on (all of
   // them with window 0 or window >= len), and the splits count from there, so that
   // ceil(min(len, window) / split_len) of them cover it.
@@ -199,7 +218,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     from = kb.select(((window != 0u) & (len > window)).named("windowed"), len - window, kb.u32(0), "window_start");
   Value t0 = (from + split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
-  Value qHeads = (kvHeads * G).named("q_heads");
+  Value qHeads = (kvHeads * c.group).named("q_heads");
   Value laneOff = (lane * n).named("lane_elem");
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain (and by
   // k_scale: fp8 K's values are k_scale times its codes'). Decoded by integer instructions, codes
@@ -215,7 +234,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value lastPos;
   if (c.alibi) {
     for (unsigned g = 0; g < G; ++g) {
-      Value at = (h * G + g).named("q_head");
+      Value at = headAt(g);
       slope2.push_back(kb.load(kb.index(slopes, at, 4), Type::f32(), {Mod::NcMod}, "alibi_slope") * kLog2e);
     }
     lastPos = (kb.cvt(len, Type::f32(), {Mod::Rn}) - 1.0f).named("last_pos");
@@ -242,7 +261,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     Value vb0 = vectors ? assumeAligned(kb, vc, cacheAlign, "aligned") : vc;
     std::vector<std::vector<Value>> qs;
     for (unsigned g = 0; g < G; ++g) {
-      Value qh = (h * G + g).named("q_head");
+      Value qh = headAt(g);
       Value elem = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
       std::vector<Value> s = loadSlice(kb, kb.index(qb, elem.named("q_elem"), bytes, "q_slice"), c, vectors, "q");
       for (Value& x : s) x = x * qScale;
@@ -343,9 +362,11 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     for (unsigned i = 0; i < n; ++i) kb.store(kb.index(accBase, at + i * 32, 4), st[g * per + 2 + i]);
   }
   kb.bar_sync();
+  // The heads of the group among the block's: elements past them belong to idle heads.
+  Value elems = padded ? (kb.min(kb.u32(G), kb.u32(c.group) - part * G) * c.dim).named("out_elems") : kb.u32(G * c.dim);
   for (unsigned j = 0; j * kBlock < G * c.dim; ++j) {
     Value e = (tid + j * kBlock).named("out_elem");
-    kb.if_then((e < G * c.dim).named("has_elem"), [&] {
+    kb.if_then((e < elems).named("has_elem"), [&] {
       Value ln = (e & 31u).named("l"), i = ((e >> 5u) % n).named("i"), g = (e / (32 * n)).named("g");
       Value d = (ln * n + i).named("d");
       std::vector<Value> ms, ls, as;
@@ -370,7 +391,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
       if (rawScale != 1.0f) a = (a * rawScale).named("acc_all");
       if (fp8) a = (a * vScale).named("acc_all");
       Value out = kb.select(l > 0.0f, a * rcpApprox(kb, l), kb.f32(0.0f), "o_split");
-      Value qh = (h * G + g).named("q_head");
+      Value qh = (first + g).named("q_head");
       Value slotRow = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * kb.cvt(splits, Type::u64()) +
                        kb.cvt(split, Type::u64()))
                           .named("split_row");
@@ -386,7 +407,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
 std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
   ir::Module m = newModule();
-  if (!checkConfig(c, false, diags)) return std::nullopt;
+  if (!checkConfig(c, diags)) return std::nullopt;
   KernelBuilder kb(m, "attention_decode_merge");
   Value partial = kb.param(kGlobalPtr, "partial");
   Value stats = kb.param(kGlobalPtr, "stats");
@@ -435,8 +456,11 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
 OptionSpec dimOption() { return intOption("head_dim", 128, 64, 256, "elements per head: 64, 128 or 256", 64); }
 
 OptionSpec groupOption() {
-  return intOption("group", 1, 1, 8,
-                   "query heads per kv head (grouped-query attention); group * head_dim <= " + std::to_string(kMaxGroupDim));
+  return intOption("group", 1, 1, kMaxGroup,
+                   "query heads per kv head (grouped-query attention); a block takes up to " +
+                       std::to_string(kMaxGroupDim) + " / head_dim of them, one read of K and V for them all: larger "
+                       "groups are shared by ceil(group * head_dim / " + std::to_string(kMaxGroupDim) +
+                       ") blocks (grid x kv_heads times that), each reading the kv head's K and V");
 }
 
 }  // namespace
@@ -468,8 +492,10 @@ void addAttention(std::vector<Template>& out) {
                         "writes them) whose values are times the f32 parameters k_scale and v_scale (after scale)"),
        fp8DecodeOption()},
       buildDecode,
-      [](const Options&) {
-        return LaunchRule{{kBlock}, {Expr::param("kv_heads"), Expr::param("splits"), Expr::param("batch")}, 0};
+      [](const Options& o) {
+        const uint64_t blocks = configOf(o).blocks();
+        const Expr x = blocks > 1 ? Expr::param("kv_heads") * blocks : Expr::param("kv_heads");
+        return LaunchRule{{kBlock}, {x, Expr::param("splits"), Expr::param("batch")}, 0};
       },
       [](const Options& o) { return fp8DecodeWhereItRuns(o, cacheDtype(o)); },
   });

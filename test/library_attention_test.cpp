@@ -1,8 +1,9 @@
 // attention_decode + attention_decode_merge (kernels/Attention.cpp) against a double-precision
 // reference on the inputs rounded to the storage type: sequences of lengths 0, 1, 2, 31 and 257
 // in one batch with gaps between their cache rows, or in shuffled pages of a paged cache,
-// grouped-query ratios 1, 4 and 8, head dims 64, 128 and 256, many splits and one, NaN in K and in
-// V, and fp8 caches (every code read back exactly).
+// grouped-query ratios 1, 3, 4 and 8 and groups shared by several blocks (12, 13, 16, 40), head
+// dims 64, 128 and 256, many splits and one, NaN in K and in V, and fp8 caches (every code read
+// back exactly).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -44,6 +45,11 @@ constexpr Variant kDecodeWindowBf16{"decode_bf16_d128_g4_window", "merge_bf16_d1
 constexpr Variant kDecodeWindowPaged{"decode_f32_d64_g1_p1_window", "merge_f32_d64", Dtype::F32, 64, 1, 1, true};
 constexpr Variant kDecodeSoftcap{"decode_bf16_d128_g4_softcap", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true};
 constexpr Variant kDecodeAlibi{"decode_bf16_d128_g4_softcap_alibi", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, true, true};
+// Groups shared by several blocks (2 × 8, 2 × 7 with one idle head, 3 × 14 with two, 3 × 4).
+constexpr Variant kBf16G16{"decode_bf16_d128_g16", "merge_bf16_d128", Dtype::BF16, 128, 16};
+constexpr Variant kG13All{"decode_bf16_d128_g13_window_softcap_alibi", "merge_bf16_d128", Dtype::BF16, 128, 13, 0, true, true, true};
+constexpr Variant kF32G40P16{"decode_f32_d64_g40_p16", "merge_f32_d64", Dtype::F32, 64, 40, 16};
+constexpr Variant kE4m3G12{"decode_f16_d256_g12_e4m3", "merge_f16_d256", Dtype::F16, 256, 12, 0, false, false, false, true, Fp8Format::E4M3};
 constexpr Variant kE4m3Bf16{"decode_bf16_d128_g4_e4m3", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, false, false, true, Fp8Format::E4M3};
 constexpr Variant kE5m2F16{"decode_f16_d256_g3_e5m2", "merge_f16_d256", Dtype::F16, 256, 3, 0, false, false, false, true, Fp8Format::E5M2};
 constexpr Variant kE4m3F32{"decode_f32_d64_g1_e4m3", "merge_f32_d64", Dtype::F32, 64, 1, 0, false, false, false, true, Fp8Format::E4M3};
@@ -279,6 +285,23 @@ LIBRARY_TEST("attention_decode: paged caches through a block table", attentionDe
   }
   checkDecode(r, rng, kPaged16, {mixed, 1, 64, Problem::Nan::None, 0, 2});  // element loads
   checkDecode(r, rng, kPaged16, {{40, 5}, 2, 16, Problem::Nan::V, 17});
+}
+
+// A group of more heads than a block takes (Llama-3.1-405B's and Qwen3-235B's 16, Mistral Large's
+// 12, 13, 40): every head of the group, the idle heads of its last block writing nothing (the
+// workspace's -7 elsewhere would show), with one split and several, paged, fp8, windowed, capped
+// and biased.
+LIBRARY_TEST("attention_decode: groups shared by several blocks", attentionDecodeLargeGroups) {
+  std::mt19937 rng(seed());
+  const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0};
+  for (const Variant* v : {&kBf16G16, &kF32G40P16, &kE4m3G12}) {
+    checkDecode(r, rng, *v, {mixed, 2, 64});
+    checkDecode(r, rng, *v, {mixed, 1, 1000});
+  }
+  checkDecode(r, rng, kE4m3G12, {mixed, 2, 64}, "sm_80");
+  checkDecode(r, rng, kBf16G16, {{40, 5}, 2, 16, Problem::Nan::K, 17});
+  for (uint32_t window : {0u, 5u, 100u})
+    checkDecode(r, rng, kG13All, {mixed, 3, 64, Problem::Nan::None, 0, 0, window, 2.0f, 0.5f});
 }
 
 LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements", attentionDecodeNan) {

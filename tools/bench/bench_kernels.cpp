@@ -838,12 +838,14 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // blocks again) cover the window only; bytes: the window's K and V. fp8 (op attention_decode_fp8):
 // K and V E4M3 codes (1 byte an element) scaled by k_scale = v_scale = 1/448, decoded as the
 // device's code does (cvt.f16x2 from sm_89 on); fp8Integer (op attention_decode_fp8_integer) the
-// same by integer instructions (fp8_decode = "integer"), to weigh the two.
+// same by integer instructions (fp8_decode = "integer"), to weigh the two. group 16 (op
+// attention_decode_g16): 16 query heads a kv head (Llama-3.1-405B's, Qwen3-235B's), which two
+// blocks of 8 heads share, each reading the kv head's K and V.
 enum class Fp8Cache { None, Auto, Integer };
 Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false,
-                         uint32_t window = 0, Fp8Cache fp8Cache = Fp8Cache::None) {
+                         uint32_t window = 0, Fp8Cache fp8Cache = Fp8Cache::None, uint32_t group = 4) {
   const bool fp8 = fp8Cache != Fp8Cache::None;
-  const uint32_t kvHeads = qHeads / 4, dim = 128, pageSize = 16, pages = context / pageSize;
+  const uint32_t kvHeads = qHeads / group, dim = 128, pageSize = 16, pages = context / pageSize;
   const uint32_t span = window ? std::min(window, context) : context;
   const uint32_t splits = len ? (span + len - 1) / len
                               : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (span + 127) / 128);
@@ -852,6 +854,7 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
          : paged ? "attention_decode_paged"
          : window ? "attention_decode_window" + std::to_string(window)
          : fp8    ? (fp8Cache == Fp8Cache::Integer ? "attention_decode_fp8_integer" : "attention_decode_fp8")
+         : group != 4 ? "attention_decode_g" + std::to_string(group)
                   : "attention_decode",
          std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, kvHeads) + "x" +
                                  std::to_string(dim),
@@ -873,11 +876,11 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   args.push_back(val("scale", 1.0f / std::sqrt(float(dim))));
   if (fp8) args.push_back(val("k_scale", fp8Scale)), args.push_back(val("v_scale", fp8Scale));
   if (window) args.push_back(val("window", window));
-  const char* kernel = paged    ? "attention_decode_bf16_d128_g4_p16"
-                       : window ? "attention_decode_bf16_d128_g4_window"
-                       : fp8    ? (fp8Cache == Fp8Cache::Integer ? "attention_decode_bf16_d128_g4_e4m3_integer"
-                                                                 : "attention_decode_bf16_d128_g4_e4m3")
-                                : "attention_decode_bf16_d128_g4";
+  const std::string kernel = paged    ? "attention_decode_bf16_d128_g4_p16"
+                             : window ? "attention_decode_bf16_d128_g4_window"
+                             : fp8    ? (fp8Cache == Fp8Cache::Integer ? "attention_decode_bf16_d128_g4_e4m3_integer"
+                                                                       : "attention_decode_bf16_d128_g4_e4m3")
+                                      : "attention_decode_bf16_d128_g" + std::to_string(group);
   c.launches = {{kernel, args},
                 {"attention_decode_merge_bf16_d128",
                  {buf("partial", 5), buf("stats", 6), buf("o", 7), val("batch", batch), val("q_heads", qHeads),
@@ -1103,6 +1106,9 @@ std::vector<Case> cases(Sizes sizes) {
     // The same decoded by integer instructions (what older targets' code does), at one context.
     for (uint32_t b : batches)
       out.push_back(attentionDecodeCase(b, tiny ? 70 : 4096, tiny ? 8 : 32, 0, false, 0, Fp8Cache::Integer));
+    // 16 query heads a kv head (Llama-3.1-405B's 128 over 8, one GPU's share of 8: 16 over 1).
+    for (uint32_t b : batches)
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, 16, 0, false, 0, Fp8Cache::None, 16));
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));

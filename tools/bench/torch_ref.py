@@ -140,7 +140,7 @@ def make_case(torch, op, shape, dtype):
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
     # _fp8: the same problem over bf16 caches (what PyTorch would read without an fp8 cache).
     if op in ("attention_decode", "attention_decode_paged", "attention_decode_fp8",
-              "attention_decode_fp8_integer") or op.startswith("attention_decode_len"):
+              "attention_decode_fp8_integer", "attention_decode_g16") or op.startswith("attention_decode_len"):
         # One query token per sequence, q_heads / kv_heads of them per kv head. SDPA on [B, KH, G,
         # D] queries against [B, KH, ctx, D] keys: the group's heads become query rows of one kv
         # head (no mask, so the same softmax), with no copy of K and V for grouped-query heads.
