@@ -1,5 +1,5 @@
 // The elementwise and activation templates (docs/kernels.md): add, mul, scale, residual_add,
-// relu, gelu, silu, swiglu. One generator builds them all; they differ only in their parameters
+// relu, gelu, silu, swiglu (and GeGLU, swiglu's glu option). One generator builds them all; they differ only in their parameters
 // and the f32 function applied to each element.
 #include <functional>
 #include <numbers>
@@ -30,6 +30,7 @@ struct Elementwise {
   std::vector<Param> params;  // then n: u32
   std::function<ElementFn(const Options&)> fn;
   bool hasApprox = false;
+  bool hasGlu = false;  // the option glu (gluOption)
 };
 
 // 16-byte vectors per thread: two, a block apart (a warp's accesses stay contiguous), so that
@@ -137,8 +138,12 @@ std::vector<Elementwise> elementwiseKernels() {
        fixed([](KernelBuilder& kb, Args v) { return relu(kb, v[0]); })},
       {"silu", "y = x * sigmoid(x)", {{"x", Role::In}, {"y", Role::Out}},
        fixed([](KernelBuilder& kb, Args v) { return silu(kb, v[0]); })},
-      {"swiglu", "y = gate * silu(up)", {{"gate", Role::In}, {"up", Role::In}, {"y", Role::Out}},
-       fixed([](KernelBuilder& kb, Args v) { return v[0] * silu(kb, v[1]); })},
+      {"swiglu", "y = gate * silu(up), or with glu gate * gelu(up) (GeGLU)",
+       {{"gate", Role::In}, {"up", Role::In}, {"y", Role::Out}},
+       [](const Options& o) -> ElementFn {
+         return [glu = o.text("glu")](KernelBuilder& kb, Args v) { return v[0] * gluActivation(kb, glu, v[1]); };
+       },
+       false, true},
       {"gelu", "y = gelu(x) in the tanh form or the erf form (option approx)",
        {{"x", Role::In}, {"y", Role::Out}},
        [](const Options& o) -> ElementFn {
@@ -168,6 +173,7 @@ void addElementwise(std::vector<Template>& out) {
       a.choices = {"tanh", "erf"};
       t.options.push_back(a);
     }
+    if (e.hasGlu) t.options.push_back(gluOption());
     t.build = [e](const Options& o, ir::Diagnostics& diags) { return build(e, o, diags); };
     t.launch = [](const Options& o) {
       uint32_t block = static_cast<uint32_t>(o.integer("block"));

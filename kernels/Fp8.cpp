@@ -396,8 +396,8 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   return finish(kb, m, diags);
 }
 
-// swiglu_quantize_fp8: the elementwise swiglu's y = gate * silu(up) (kernels/Elementwise.cpp:
-// the same f32 operations), rounded to dtype as swiglu stores it, then quantize_fp8 of each row:
+// swiglu_quantize_fp8: the elementwise swiglu's y = gate * silu(up) (or its glu's activation of
+// up; kernels/Elementwise.cpp: the same f32 operations), rounded to dtype as swiglu stores it, then quantize_fp8 of each row:
 // one block of 256 threads a row. Row r of gate and of up starts ld elements after row r - 1's,
 // so both may be halves of one matrix (a fused gate-and-up projection's output, ld = 2 cols).
 std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
@@ -421,7 +421,7 @@ std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnosti
   const ValueAt valueAt = [&](Value c) {
     Value g = loadF32(kb, kb.index(grow, c, bytesOf(s)), s, true, "gate");
     Value u = loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up");
-    return roundToStorage(kb, g * silu(kb, u), s);
+    return roundToStorage(kb, g * gluActivation(kb, o.text("glu"), u), s);
   };
   quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid);
   kb.ret();
@@ -480,11 +480,13 @@ void addFp8(std::vector<Template>& out) {
       "swiglu_quantize_fp8",
       "codes = quantize_fp8(swiglu(gate, up)) per row (gate and up rows x cols of dtype, row r at r * ld): swiglu's "
       "y = gate * silu(up), rounded to dtype as swiglu stores it, as fp8 codes with a scale per row (scales[r]) or "
-      "per 128 columns (scales = \"group\"); LLaMA's silu(gate_proj) * up_proj passes gate_proj as up. The "
-      "activations and a_scales of a W8A8 down projection, in one launch; one block of 256 threads a row",
+      "per 128 columns (scales = \"group\"); LLaMA's silu(gate_proj) * up_proj passes gate_proj as up (glu: "
+      "GeGLU's gelu in place of silu). The activations and a_scales of a W8A8 down projection, in one launch; one "
+      "block of 256 threads a row",
       {dtypeOption("dtype", "storage type of gate and up (the product is rounded to it, as swiglu stores it)"),
        codesFormatOption(),
-       rowOrGroupScalesOption()},
+       rowOrGroupScalesOption(),
+       gluOption()},
       buildSwigluQuantizeFp8,
       blockPerRow,
   });

@@ -447,6 +447,16 @@ Value geluErf(KernelBuilder& kb, Value x) {
   return x * phi;
 }
 
+OptionSpec gluOption() {
+  return choiceOption("glu", "silu", {"silu", "gelu", "gelu_erf"},
+                      "the gated linear unit's activation: silu (SwiGLU), gelu (GeGLU, gelu's tanh form: Gemma's "
+                      "gelu_pytorch_tanh) or gelu_erf (GeGLU, the erf form)");
+}
+
+Value gluActivation(KernelBuilder& kb, std::string_view glu, Value x) {
+  return glu == "gelu" ? geluTanh(kb, x) : glu == "gelu_erf" ? geluErf(kb, x) : silu(kb, x);
+}
+
 std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane) {
   const size_t count = values.size();
   if (count == 0) return {};

@@ -514,7 +514,7 @@ unsigned warpsPerRow(const Options& o) {
 // multiplying them with every column of x, accumulating in f32; a warp reduction per column ends a
 // warp's part, and with several warps a row their parts are added in shared memory, in order.
 // gemv_q_swiglu reads two matrices, gate and up, in the same pass (each group of x is loaded
-// once for both) and writes silu(gate.x) * (up.x).
+// once for both) and writes silu(gate.x) * (up.x) (or the glu option's activation of gate.x).
 std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnostics& diags) {
   const FmtInfo& f = formatOption(o);
   bool q81 = o.text("activation") == "q8_1";
@@ -763,7 +763,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     Value r = ri == 0 ? row0 : (row0 + ri).named("row");
     const unsigned a = ri * mats * ntok + t;
     Value total = value(a);
-    if (swiglu) total = silu(kb, total) * value(a + ntok);
+    if (swiglu) total = gluActivation(kb, o.text("glu"), total) * value(a + ntok);
     Value writer = !lane0.valid() ? (r < rows).named("writer") : ri == 0 ? lane0 : (lane0 & (r < rows)).named("writer");
     kb.if_then(
         writer,
@@ -1272,10 +1272,10 @@ void addQuant(std::vector<Template>& out) {
   out.push_back({
       "gemv_q_swiglu",
       "y[t*m + i] = silu(g) * u with g = sum_j deq(gate)[i][j] * x[t*k + j], u the same of up (LLaMA's "
-      "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices; "
-      "the products as gemv_q's; " + layout,
+      "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices (glu: "
+      "gelu(g) * u, GeGLU: Gemma's); the products as gemv_q's; " + layout,
       {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt,
-       warpsPerRowOpt, expertsOpt},
+       warpsPerRowOpt, expertsOpt, gluOption()},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options& o) { return gemvQLaunch(o, true); },
   });

@@ -54,24 +54,29 @@ const Case kSwiglu{"swiglu", {"gate", "up"}, false, false, [](const double* v, d
                    [](const double* v) { return siluUlps(v[1]) + 0.5; }, -12, 12};
 // The tanh form as x * sigmoid(2u), exact in double where 1 + tanh(u) would cancel. The kernel's
 // exponent t = -2 log2(e) u takes three roundings (1.5|t| ulp absolute, ~|t| ulp on exp).
-const Case kGeluTanh{"gelu_tanh", {"x"}, false, false,
-                     [](const double* v, double) {
-                       double u = std::sqrt(2 / std::numbers::pi) * (v[0] + 0.044715 * v[0] * v[0] * v[0]);
-                       return v[0] / (1 + std::exp(-2 * u));
-                     },
-                     [](const double* v) {
-                       double t = 2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) *
-                                  (v[0] + 0.044715 * v[0] * v[0] * v[0]);
-                       return 4 + 1.2 * std::abs(t);
-                     },
-                     -12, 12};
+double geluTanh(double x) {
+  double u = std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+  return x / (1 + std::exp(-2 * u));
+}
+double geluTanhUlps(double x) {
+  double t = 2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+  return 4 + 1.2 * std::abs(t);
+}
+const Case kGeluTanh{"gelu_tanh", {"x"}, false, false, [](const double* v, double) { return geluTanh(v[0]); },
+                     [](const double* v) { return geluTanhUlps(v[0]); }, -12, 12};
 // erfc's fit (1.2e-7 relative, 1 ulp), its Horner evaluation, rcp and ex2: ~10 ulp; deep in
 // the tail the exponent -z^2 log2(e) (z = |x|/sqrt 2; z, z^2, the sum and the scaling each
 // rounded) adds about x^2 ulp.
-const Case kGeluErf{"gelu_erf", {"x"}, false, false,
-                    [](const double* v, double) { return 0.5 * v[0] * std::erfc(-v[0] / std::numbers::sqrt2); },
-                    [](const double* v) { return 12 + 1.25 * v[0] * v[0]; }, -12, 12};
-
+double geluErf(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }
+double geluErfUlps(double x) { return 12 + 1.25 * x * x; }
+const Case kGeluErf{"gelu_erf", {"x"}, false, false, [](const double* v, double) { return geluErf(v[0]); },
+                    [](const double* v) { return geluErfUlps(v[0]); }, -12, 12};
+// GeGLU: swiglu with glu = "gelu" or "gelu_erf", gate * gelu(up), the product's rounding on top.
+const Case kGeglu{"geglu", {"gate", "up"}, false, false, [](const double* v, double) { return v[0] * geluTanh(v[1]); },
+                  [](const double* v) { return geluTanhUlps(v[1]) + 0.5; }, -12, 12};
+const Case kGegluErf{"geglu_erf", {"gate", "up"}, false, false,
+                     [](const double* v, double) { return v[0] * geluErf(v[1]); },
+                     [](const double* v) { return geluErfUlps(v[1]) + 0.5; }, -12, 12};
 
 std::string kernelName(const Case& c, Dtype d) { return std::string(c.kernel) + "_" + dtypeName(d); }
 
@@ -233,6 +238,13 @@ LIBRARY_TEST("elementwise silu", elementwiseSilu) {
 LIBRARY_TEST("elementwise swiglu", elementwiseSwiglu) {
   sweep(r, kSwiglu);
   specialValues(r, kSwiglu, true);
+}
+
+LIBRARY_TEST("elementwise swiglu with glu gelu and gelu_erf (GeGLU)", elementwiseGeglu) {
+  for (const Case* c : {&kGeglu, &kGegluErf}) {
+    sweep(r, *c);
+    specialValues(r, *c, true);
+  }
 }
 
 LIBRARY_TEST("elementwise gelu tanh", elementwiseGeluTanh) {

@@ -328,6 +328,7 @@ struct QuantizePair {
   const char* quantize;
   Dtype d;
   bool group;
+  const char* unit = "swiglu";  // swiglu_quantize_fp8's unfused gated unit: elementwise.toml's swiglu or geglu
 };
 
 // A launch of a row quantizer (fused or quantize_fp8) of rows x cols with `groups` scales a row:
@@ -388,8 +389,8 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
     }
 }
 
-// swiglu_quantize_fp8 against the unfused pair on the same runner, elementwise swiglu then
-// quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte. gate and up
+// swiglu_quantize_fp8 against the unfused pair on the same runner, elementwise swiglu (or with glu
+// GeGLU's) then quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte. gate and up
 // rows ld elements apart (ld = cols, and with a gap of huge values that a read past a row would
 // make the row's scale), a row of zeros (scale 0), silu's argument out to where exp overflows,
 // odd lengths and groups of 128 with a short last one.
@@ -397,7 +398,10 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
   const QuantizePair pairs[] = {{"swiglu_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
                         {"swiglu_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
                         {"swiglu_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
-                        {"swiglu_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
+                        {"swiglu_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true},
+                        {"swiglu_quantize_e5m2_rows_bf16_geglu", "quantize_e5m2_rows_bf16", Dtype::BF16, false, "geglu"},
+                        {"swiglu_quantize_e5m2_groups_f32_geglu_erf", "quantize_e5m2_groups_f32", Dtype::F32, true,
+                         "geglu_erf"}};
   std::mt19937 rng(seed());
   for (const QuantizePair& pr : pairs)
     for (uint32_t cols : {1u, 100u, 1312u})
@@ -406,7 +410,10 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
         const size_t span = size_t(rows - 1) * ld + cols;
         // Contiguous rows for the unfused swiglu; the same values at r * ld for the fused kernel.
         std::vector<float> gate = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
-        std::vector<float> up = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -12.0f, 12.0f));
+        // GeGLU's gelu underflows to 0 below about -10 (silu only below -88): a row of one such value
+        // would have scale 0, so its up stays in [-3, 3].
+        const float reach = std::string_view(pr.unit) == "swiglu" ? 12.0f : 3.0f;
+        std::vector<float> up = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -reach, reach));
         std::fill(gate.begin() + cols, gate.begin() + 2 * cols, 0.0f);  // a row of zeros
         up.back() = -100.0f;                                           // exp overflows in silu
         std::vector<float> gateLd(span, 6.0e4f), upLd(span, 6.0e4f);
@@ -420,7 +427,7 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
                                   .buffer("gate", encode(pr.d, gateLd))
                                   .buffer("up", encode(pr.d, upLd))
                                   .scalar("ld", ld));
-        std::vector<std::byte> y = r.run(Call("elementwise", "swiglu" + suffix)
+        std::vector<std::byte> y = r.run(Call("elementwise", pr.unit + suffix)
                                              .buffer("gate", encode(pr.d, gate))
                                              .buffer("up", encode(pr.d, up))
                                              .buffer("y", encode(pr.d, std::vector<float>(size_t(rows) * cols, 7.0f)))

@@ -167,17 +167,34 @@ void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<u
 
 // ---- the fused decode kernels ----------------------------------------------------------------------
 
-double silu(double v) { return v / (1 + std::exp(-v)); }
+// The gated units' activations (glu) and the ulps of the kernels' f32 forms of them
+// (test/library_elementwise_test.cpp derives them): silu, gelu's tanh form, its erf form.
+struct Glu {
+  double (*f)(double);
+  double (*ulps)(double);
+};
+const Glu kSilu{[](double v) { return v / (1 + std::exp(-v)); },
+                [](double v) { return 4 + 0.5 * std::fabs(v * std::numbers::log2e); }};
+const Glu kGeluTanh{[](double v) {
+                      double u = std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v);
+                      return v / (1 + std::exp(-2 * u));
+                    },
+                    [](double v) {
+                      return 4 + 1.2 * std::fabs(2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) *
+                                                 (v + 0.044715 * v * v * v));
+                    }};
+const Glu kGeluErf{[](double v) { return 0.5 * v * std::erfc(-v / std::numbers::sqrt2); },
+                   [](double v) { return 12 + 1.25 * v * v; }};
 
-// gemv_q_swiglu: y = silu(g) u with g, u the gemv of gate and up (refGemv, each within its bound
-// tg, tu). The kernel's silu is within (4 + 0.5 |g log2 e|) ulp of silu(g) (ex2, rcp and the
-// rounding of the exponent: test/library_elementwise_test.cpp) and |silu'| < 1.1, so
-// |y - silu(g) u| <= 1.1 tg (|u| + tu) + |silu(g)| tu + the silu error and the product's rounding
-// relative to |y|; a bf16 y adds its rounding, 2^-8 |y|.
+// gemv_q_swiglu: y = silu(g) u (or glu's activation of g) with g, u the gemv of gate and up
+// (refGemv, each within its bound tg, tu). The kernel's activation is within glu.ulps(g) of the
+// exact one (ex2, rcp and the rounding of the exponent) and its slope is below 1.2 (silu's 1.1,
+// gelu's 1.13), so |y - act(g) u| <= 1.2 tg (|u| + tu) + |act(g)| tu + the activation's error and
+// the product's rounding relative to |y|; a bf16 y adds its rounding, 2^-8 |y|.
 void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& act, Dtype out,
                  const std::vector<uint8_t>& gate, const std::vector<uint8_t>& up, uint32_t rows, uint32_t k,
                  const std::vector<float>& x, const std::string& what, uint32_t misalign = 0,
-                 const std::string& suffix = "") {
+                 const std::string& suffix = "", const Glu& glu = kSilu) {
   std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_" + act) + "_n" +
                        std::to_string(ntok) + (out == Dtype::F32 ? "" : std::string("_") + dtypeName(out)) + suffix;
   Call call("quant", kernel);
@@ -202,9 +219,9 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
   RefY g = refGemv(refDequant(f, gate), xs, q81 ? &mins : nullptr, rows, k);
   RefY u = refGemv(refDequant(f, up), xs, q81 ? &minsUp : nullptr, rows, k);
   for (size_t n = 0; n < got.size(); ++n) {
-    double sg = silu(g.want[n]), want = sg * u.want[n];
-    double ulps = 4 + 0.5 * std::fabs(g.want[n] * std::numbers::log2e) + 1;
-    double tol = 1.1 * g.tol[n] * (std::fabs(u.want[n]) + u.tol[n]) + std::fabs(sg) * u.tol[n] +
+    double sg = glu.f(g.want[n]), want = sg * u.want[n];
+    double ulps = glu.ulps(g.want[n]) + 1;
+    double tol = 1.2 * g.tol[n] * (std::fabs(u.want[n]) + u.tol[n]) + std::fabs(sg) * u.tol[n] +
                  std::fabs(want) * (ulps * std::ldexp(1.0, -24) + (out == Dtype::F32 ? 0 : roundoff(out)));
     expectClose({got[n]}, {want}, tol, 0,
                 what + " " + kernel + " col " + std::to_string(n / rows) + " row " + std::to_string(n % rows));
@@ -616,6 +633,23 @@ LIBRARY_TEST("quant gemv_q_swiglu: random gate and up, odd row counts, f32, bf16
   checkSwiglu(r, q4k, 1, "f32", Dtype::F32, gate, up, rows, k, x1, "ntok 1");
   checkSwiglu(r, q4k, 1, "q8_1", Dtype::F32, gate, up, rows, k, x1, "ntok 1");
   checkSwiglu(r, q4k, 8, "bf16", Dtype::BF16, gate, up, rows, k, x, "bf16 x and y");
+}
+
+// GeGLU (glu = "gelu", "gelu_erf"): gelu(g) u, Gemma's gated unit, for q8_1, f32 and bf16 x and a
+// bf16 y; random blocks whose g reach well into gelu's negative tail.
+LIBRARY_TEST("quant gemv_q_swiglu with glu gelu and gelu_erf (GeGLU)", quantGeglu) {
+  std::mt19937 rng(seed());
+  const Format &q8 = kFormats[1], &q4k = kFormats[2], &q6k = kFormats[4];
+  for (uint32_t rows : {1u, 9u}) {
+    const std::string what = "rows=" + std::to_string(rows);
+    const uint32_t k = 2 * 256;
+    std::vector<float> x = uniform(rng, 3 * size_t(k));
+    std::vector<float> x1(x.begin(), x.begin() + k), x2(x.begin(), x.begin() + 2 * k);
+    auto blocks = [&](const Format& f) { return randomBlocks(rng, f, size_t(rows) * (k / f.qk)); };
+    checkSwiglu(r, q4k, 1, "q8_1", Dtype::F32, blocks(q4k), blocks(q4k), rows, k, x1, what, 0, "_geglu", kGeluTanh);
+    checkSwiglu(r, q6k, 3, "f32", Dtype::BF16, blocks(q6k), blocks(q6k), rows, k, x, what, 0, "_geglu_erf", kGeluErf);
+    checkSwiglu(r, q8, 2, "bf16", Dtype::F32, blocks(q8), blocks(q8), rows, k, x2, what, 0, "_geglu", kGeluTanh);
+  }
 }
 
 LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, odd rows, zero and huge rows", quantRmsnormQ81) {
