@@ -15,7 +15,11 @@
 // output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
 // one warp per (sequence, query head). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
 // (kernels/Fp8.cpp), decoded as each slice is loaded (fp8_decode: cvt.f16x2 or integer
-// instructions), k_scale folded into q's pre-scale and v_scale into the split's output.
+// instructions), k_scale folded into q's pre-scale and v_scale into the split's output. With
+// `mla` (multi-head latent attention, absorbed: DeepSeek's) q and K rows hold head_dim latent
+// elements and 64 rope elements, V is the latent part of K's rows (a lane's first K values), and
+// o head_dim elements a head. Groups of more heads than a block holds in registers are shared by
+// several blocks (Config::blocks), each reading the kv head's K and V.
 //
 // Special values: an empty split (or a zero-length sequence) has log2-sum-exp -inf and weight 0;
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
@@ -35,14 +39,17 @@ using ir::Type;
 
 constexpr unsigned kWarps = 4;
 constexpr unsigned kBlock = 32 * kWarps;
-// Positions per warp per step, their loads all issued first: 4 while a lane's q and accumulators
-// (2 * heads * head_dim / 32 registers, heads the block's query heads) leave room for four K and V
-// slices (heads * head_dim <= 512), 2 below 1024, 1 at 1024.
-unsigned unrollOf(unsigned heads, unsigned dim) { return heads * dim <= 512 ? 4 : heads * dim < 1024 ? 2 : 1; }
-// A block's query heads * head_dim: the accumulators and pre-scaled q of a lane are
-// 2 * heads * head_dim / 32 registers; 1024 keeps them at 64.
-constexpr unsigned kMaxGroupDim = 1024;
+// A block's query heads times the elements of q and of o a head: a lane's pre-scaled q and
+// accumulators are that / 32 registers; 2048 keeps them at 64 (heads * 2 head_dim <= 2048).
+constexpr unsigned kMaxHeadElems = 2048;
 constexpr unsigned kMaxGroup = 128;
+// mla: the rope part of a K (and q) row after the head_dim latent elements.
+constexpr unsigned kMlaRope = 64;
+
+// A lane's elements of a row, in pieces: `count` consecutive elements from first + lane * count.
+struct Piece {
+  unsigned first, count;
+};
 
 struct Config {
   Storage s;
@@ -53,12 +60,40 @@ struct Config {
   bool alibi = false;     // the f32 [q_heads] parameter alibi_slopes: scores gain slope (t - (len - 1))
   Fp8 cache = Fp8::None;  // fp8 caches: codes scaled by the f32 parameters k_scale and v_scale
   bool cvt = false;       // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
+  // Multi-head latent attention (DeepSeek's, absorbed): q and K rows of head_dim latent elements
+  // and kMlaRope rope elements, V the latent part of K's rows (no v_cache), o head_dim.
+  bool mla = false;
+  unsigned kdim() const { return mla ? dim + kMlaRope : dim; }
+  // V's (and the accumulators' and o's) elements a lane; kPieces' and qs' perLaneK.
   unsigned perLane() const { return dim / 32; }
-  // A group of more than kMaxGroupDim / head_dim heads is shared by `blocks()` blocks of
-  // `heads()` heads each (as even as can be: the last one's heads past the group idle), each
-  // reading the kv head's K and V itself.
-  unsigned blocks() const { return (group * dim + kMaxGroupDim - 1) / kMaxGroupDim; }
+  unsigned perLaneK() const { return kdim() / 32; }
+  // A lane's elements: head_dim / 32 consecutive ones; with mla 8 of each 256 latent elements
+  // (16-byte loads of bf16) and 2 rope elements, V's the latent pieces, so that with mla a lane's
+  // V values are its first perLane K values.
+  std::vector<Piece> vPieces() const {
+    if (!mla) return {{0, perLane()}};
+    std::vector<Piece> out;
+    for (unsigned c = 0; c < dim / 256; ++c) out.push_back({256 * c, 8});
+    return out;
+  }
+  std::vector<Piece> kPieces() const {
+    std::vector<Piece> out = vPieces();
+    if (mla) out.push_back({dim, kMlaRope / 32});
+    return out;
+  }
+  // A group of more than kMaxHeadElems / (q's and o's elements) heads is shared by `blocks()`
+  // blocks of `heads()` heads each (as even as can be: the last one's heads past the group idle),
+  // each reading the kv head's K and V itself.
+  unsigned maxHeads() const { return std::max(kMaxHeadElems / (kdim() + dim), 1u); }
+  unsigned blocks() const { return (group + maxHeads() - 1) / maxHeads(); }
   unsigned heads() const { return (group + blocks() - 1) / blocks(); }
+  // Positions per warp per step, their loads all issued first: 4 while a lane's q and
+  // accumulators leave room for four K and V slices (at most 32 registers of them), 2 below 64,
+  // 1 at 64.
+  unsigned unroll() const {
+    const unsigned regs = heads() * (kdim() + dim) / 32;
+    return regs <= 32 ? 4 : regs < 64 ? 2 : 1;
+  }
   unsigned cacheBytes() const { return cache == Fp8::None ? bytesOf(s) : 1; }
 };
 
@@ -68,26 +103,29 @@ Config configOf(const Options& o) {
   return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), static_cast<unsigned>(optional("group", 1)),
           static_cast<unsigned>(optional("page_size", 0)), o.all().count("window") && o.flag("window"),
           o.all().count("softcap") && o.flag("softcap"), o.all().count("alibi") && o.flag("alibi"), cacheDtype(o),
-          fp8Cvt(o)};
+          fp8Cvt(o), o.all().count("mla") && o.flag("mla")};
 }
 
-// head_dim 64, 128 or 256 (the group's range is its option's); refused at the spec entry
-// otherwise.
-bool checkConfig(const Config& c, ir::Diagnostics& diags) {
+// head_dim 64, 128 or 256, with mla 256 or 512, and the merge's any of them (the group's range is
+// its option's); refused at the spec entry otherwise.
+bool checkConfig(const Config& c, bool merge, ir::Diagnostics& diags) {
   std::string why;
-  if (c.dim != 64 && c.dim != 128 && c.dim != 256)
-    why = "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim);
+  if (c.mla && c.dim != 256 && c.dim != 512)
+    why = "head_dim (the latent rank) must be 256 or 512 with mla, not " + std::to_string(c.dim);
+  else if (!c.mla && c.dim != 64 && c.dim != 128 && c.dim != 256 && !(merge && c.dim == 512))
+    why = "head_dim must be 64, 128 or 256" + std::string(merge ? " (or 512: mla's)" : " (with mla 256 or 512)") +
+          ", not " + std::to_string(c.dim);
   else if (c.pageSize & (c.pageSize - 1))
     why = "page_size must be 0 or a power of two, not " + std::to_string(c.pageSize);
   if (!why.empty()) diags.report(ir::Severity::Error, "", {}, why);
   return why.empty();
 }
 
-// The lane's perLane consecutive elements at p (element 0 of its slice) as f32: one vector load
-// when `vec` (p aligned to the slice's bytes, at most 16 per load), else element by element.
-std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool vec, std::string_view name) {
+// The lane's n consecutive elements at p (element 0 of its slice) as f32: one vector load when
+// `vec` (p aligned to the slice's bytes, at most 16 per load), else element by element.
+std::vector<Value> loadSlice(KernelBuilder& kb, Value p, unsigned n, const Config& c, bool vec, std::string_view name) {
   std::vector<Value> out;
-  const unsigned n = c.perLane(), bytes = bytesOf(c.s);
+  const unsigned bytes = bytesOf(c.s);
   if (!vec) {
     for (unsigned i = 0; i < n; ++i)
       out.push_back(loadF32(kb, i == 0 ? p : kb.ptradd(p, kb.u64(i * bytes)), c.s, true, name));
@@ -114,11 +152,10 @@ std::vector<Value> loadSlice(KernelBuilder& kb, Value p, const Config& c, bool v
   return out;
 }
 
-// The lane's perLane consecutive fp8 codes at p as f32 (decodeCodes: their values, or times
-// 2^-bias): one load of their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
-std::vector<Value> loadCodes(KernelBuilder& kb, Value p, const Config& c, bool vec, std::string_view name) {
+// The lane's n consecutive fp8 codes at p as f32 (decodeCodes: their values, or times 2^-bias):
+// one load of their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
+std::vector<Value> loadCodes(KernelBuilder& kb, Value p, unsigned n, const Config& c, bool vec, std::string_view name) {
   std::vector<Value> out;
-  const unsigned n = c.perLane();
   if (!vec) {
     for (unsigned i = 0; i < n; ++i) {
       Value b = kb.load(i == 0 ? p : kb.ptradd(p, kb.u64(i)), Type::of(ir::Scalar::U8), {Mod::NcMod}, name);
@@ -149,11 +186,11 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   ir::Module m = newModule();
   if (c.cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_decode");
-  if (!checkConfig(c, diags) || !checkFp8Decode(o, c.cache, diags)) return std::nullopt;
+  if (!checkConfig(c, false, diags) || !checkFp8Decode(o, c.cache, diags)) return std::nullopt;
   const unsigned ps = c.pageSize;
   Value q = kb.param(kGlobalPtr, "q");
   Value kc = kb.param(kGlobalPtr, "k_cache");
-  Value vc = kb.param(kGlobalPtr, "v_cache");
+  Value vc = c.mla ? Value() : kb.param(kGlobalPtr, "v_cache");
   // Paged: sequence b's page j is page block_table[b * max_pages + j] of the caches (rows
   // [page * page_size, (page + 1) * page_size)).
   Value rowsOf = kb.param(kGlobalPtr, ps ? "block_table" : "offsets");
@@ -178,7 +215,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   kb.minnctapersm(4);
   // G: the block's query heads (the group's, or its share of them); the group's kv head h, its
   // blocks' first query head h * group + part * G.
-  const unsigned n = c.perLane(), bytes = bytesOf(c.s), G = c.heads(), unroll = unrollOf(G, c.dim);
+  const unsigned n = c.perLane(), nk = c.perLaneK(), bytes = bytesOf(c.s), G = c.heads(), unroll = c.unroll();
   const bool padded = c.blocks() * G > c.group;
   SharedArray shM = kb.shared("warp_m", Type::f32(), kWarps * G);
   SharedArray shL = kb.shared("warp_l", Type::f32(), kWarps * G);
@@ -219,7 +256,11 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value t0 = (from + split * splitLen).named("t0");
   Value t1 = kb.select(t0 < len, kb.min(len - t0, splitLen) + t0, t0, "t1");  // empty past the end
   Value qHeads = (kvHeads * c.group).named("q_heads");
-  Value laneOff = (lane * n).named("lane_elem");
+  // A piece's first element of the lane in a row.
+  auto laneOff = [&](const Piece& p) {
+    Value at = (lane * p.count).named("lane_elem");
+    return p.first == 0 ? at : (at + p.first).named("lane_elem");
+  };
   // Query head h * group + g of sequence b; its row of q, pre-scaled into the log2 domain (and by
   // k_scale: fp8 K's values are k_scale times its codes'). Decoded by integer instructions, codes
   // are read as their values times 2^-bias (fp8Raw), so a step's summed scores, and the output,
@@ -239,31 +280,47 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     }
     lastPos = (kb.cvt(len, Type::f32(), {Mod::Rn}) - 1.0f).named("last_pos");
   }
-  std::vector<std::vector<Value>> qv;
-  // Every slice starts at a multiple of its size from its tensor's base (rows are head_dim
-  // elements), so aligned bases make every slice load aligned.
-  const unsigned sliceAlign = std::min(n * bytes, 16u), cacheAlign = std::min(n * c.cacheBytes(), 16u);
-  Value vec = fp8 ? (allAligned(kb, {q}, sliceAlign) & allAligned(kb, {kc, vc}, cacheAlign)).named("vector")
-                  : allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
-  // The head's slice of cache row `row`.
-  auto rowPtr = [&](Value cache, Value row) {
-    Value elem = ((kb.mul_wide(row, kvHeads) + kb.cvt(h, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
-    return kb.index(cache, elem.named("elem"), c.cacheBytes(), "slice");
+  // Every slice starts at a multiple of its size from its tensor's base (rows are whole 16-byte
+  // units of its pieces: head_dim or head_dim + kMlaRope elements), so aligned bases make every
+  // slice load aligned.
+  unsigned sliceAlign = 1, cacheAlign = 1;
+  for (const Piece& p : c.kPieces()) {
+    sliceAlign = std::max(sliceAlign, std::min(p.count * bytes, 16u));
+    cacheAlign = std::max(cacheAlign, std::min(p.count * c.cacheBytes(), 16u));
+  }
+  Value vec = c.mla ? (fp8 ? (allAligned(kb, {q}, sliceAlign) & allAligned(kb, {kc}, cacheAlign)).named("vector")
+                            : allAligned(kb, {q, kc}, sliceAlign, "vector"))
+              : fp8 ? (allAligned(kb, {q}, sliceAlign) & allAligned(kb, {kc, vc}, cacheAlign)).named("vector")
+                    : allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
+  // The lane's elements of `pieces` of row `rowIndex` (kdim elements a row: q's, K's) of the
+  // tensor at `base`, as f32: dtype elements, or fp8 codes decoded (`codes`).
+  auto loadPieces = [&](Value base, Value rowIndex, const std::vector<Piece>& pieces, bool codes, bool vectors,
+                        std::string_view name) {
+    std::vector<Value> out;
+    for (const Piece& p : pieces) {
+      Value elem = (rowIndex * c.kdim() + kb.cvt(laneOff(p), Type::u64())).named("elem");
+      Value at = kb.index(base, elem, codes ? 1 : bytes, "slice");
+      std::vector<Value> part =
+          codes ? loadCodes(kb, at, p.count, c, vectors, name) : loadSlice(kb, at, p.count, c, vectors, name);
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
   };
-  auto loadRow = [&](Value p, bool vectors, std::string_view name) {
-    return fp8 ? loadCodes(kb, p, c, vectors, name) : loadSlice(kb, p, c, vectors, name);
+  // The head's slice of cache row `row` (its row of kv_heads heads).
+  auto cacheRow = [&](Value cache, Value row, const std::vector<Piece>& pieces, std::string_view name, bool vectors) {
+    Value headRow = (kb.mul_wide(row, kvHeads) + kb.cvt(h, Type::u64())).named("head_row");
+    return loadPieces(cache, headRow, pieces, fp8, vectors, name);
   };
   auto run = [&](bool vectors) {
     // On the vector path the bases are known aligned: clearing their low bits says so to
     // tile-validation and changes nothing.
     Value qb = vectors ? assumeAligned(kb, q, sliceAlign, "aligned") : q;
     Value kb0 = vectors ? assumeAligned(kb, kc, cacheAlign, "aligned") : kc;
-    Value vb0 = vectors ? assumeAligned(kb, vc, cacheAlign, "aligned") : vc;
+    Value vb0 = c.mla ? Value() : vectors ? assumeAligned(kb, vc, cacheAlign, "aligned") : vc;
     std::vector<std::vector<Value>> qs;
     for (unsigned g = 0; g < G; ++g) {
-      Value qh = headAt(g);
-      Value elem = ((kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())) * c.dim + kb.cvt(laneOff, Type::u64()));
-      std::vector<Value> s = loadSlice(kb, kb.index(qb, elem.named("q_elem"), bytes, "q_slice"), c, vectors, "q");
+      Value qRow = (kb.mul_wide(b, qHeads) + kb.cvt(headAt(g), Type::u64())).named("q_row");
+      std::vector<Value> s = loadPieces(qb, qRow, c.kPieces(), false, vectors, "q");
       for (Value& x : s) x = x * qScale;
       qs.push_back(s);
     }
@@ -287,8 +344,10 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
             Value row = rowAt(kb.select(in, tu, t));
             valid.push_back(in);
             positions.push_back(tu);
-            kv.push_back(loadRow(rowPtr(kb0, row), vectors, "k"));
-            vv.push_back(loadRow(rowPtr(vb0, row), vectors, "v"));
+            kv.push_back(cacheRow(kb0, row, c.kPieces(), "k", vectors));
+            // mla: V is the latent part of K's row, the lane's first n K values.
+            vv.push_back(c.mla ? std::vector<Value>(kv.back().begin(), kv.back().begin() + n)
+                               : cacheRow(vb0, row, c.vPieces(), "v", vectors));
           }
           // Every score of the step first (the lanes' partial dot products of every position and
           // head, summed over the warp at once), then one online-softmax update per head for all
@@ -298,7 +357,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
           for (unsigned u = 0; u < unroll; ++u)
             for (unsigned g = 0; g < G; ++g) {
               Value dot = kb.f32(0.0f);
-              for (unsigned i = 0; i < n; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
+              for (unsigned i = 0; i < nk; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
               dots.push_back(dot);
             }
           std::vector<Value> sums = warpSumEach(kb, dots, lane);
@@ -368,7 +427,8 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     Value e = (tid + j * kBlock).named("out_elem");
     kb.if_then((e < elems).named("has_elem"), [&] {
       Value ln = (e & 31u).named("l"), i = ((e >> 5u) % n).named("i"), g = (e / (32 * n)).named("g");
-      Value d = (ln * n + i).named("d");
+      // The lane's element i of o (vPieces: with mla, 8 of each 256).
+      Value d = c.mla ? ((i >> 3u) * 256u + ln * 8u + (i & 7u)).named("d") : (ln * n + i).named("d");
       std::vector<Value> ms, ls, as;
       for (unsigned w = 0; w < kWarps; ++w) {
         Value slot = (g + w * G).named("slot");
@@ -407,7 +467,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
 std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
   ir::Module m = newModule();
-  if (!checkConfig(c, diags)) return std::nullopt;
+  if (!checkConfig(c, true, diags)) return std::nullopt;
   KernelBuilder kb(m, "attention_decode_merge");
   Value partial = kb.param(kGlobalPtr, "partial");
   Value stats = kb.param(kGlobalPtr, "stats");
@@ -453,14 +513,19 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   return finish(kb, m, diags);
 }
 
-OptionSpec dimOption() { return intOption("head_dim", 128, 64, 256, "elements per head: 64, 128 or 256", 64); }
+OptionSpec dimOption(bool merge) {
+  return intOption("head_dim", 128, 64, 512,
+                   merge ? "elements per head of o: 64, 128, 256 or 512 (mla's)"
+                         : "elements per head: 64, 128 or 256; with mla the latent rank, 256 or 512",
+                   64);
+}
 
 OptionSpec groupOption() {
   return intOption("group", 1, 1, kMaxGroup,
                    "query heads per kv head (grouped-query attention); a block takes up to " +
-                       std::to_string(kMaxGroupDim) + " / head_dim of them, one read of K and V for them all: larger "
-                       "groups are shared by ceil(group * head_dim / " + std::to_string(kMaxGroupDim) +
-                       ") blocks (grid x kv_heads times that), each reading the kv head's K and V");
+                       std::to_string(kMaxHeadElems / 2) + " / head_dim of them (mla: 1 at 512, 3 at 256), one read "
+                       "of K and V for them all: larger groups are shared by ceil(group / that) blocks (grid x "
+                       "kv_heads times that), each reading the kv head's K and V");
 }
 
 }  // namespace
@@ -474,7 +539,7 @@ void addAttention(std::vector<Template>& out) {
       "of page block_table[b * max_pages + t / page_size]), grouped-query heads sharing one read of K and V, split "
       "along the sequence: block (kv head, split, sequence) writes its normalized output and log2-sum-exp to the f32 "
       "workspace partial [batch, q_heads, splits, head_dim] and stats [batch, q_heads, splits]",
-      {dtypeOption("dtype", storage), dimOption(), groupOption(),
+      {dtypeOption("dtype", storage), dimOption(false), groupOption(),
        pageSizeOption("cache rows per page: 0 for contiguous rows from offsets[b]; a power of two for a paged "
                       "cache read through block_table and max_pages"),
        option("window", false,
@@ -490,7 +555,12 @@ void addAttention(std::vector<Template>& out) {
               "-alibi_slopes[h] * (length - 1 - t) to query head h's scaled (and capped) score of position t"),
        cacheDtypeOption("what the caches hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter "
                         "writes them) whose values are times the f32 parameters k_scale and v_scale (after scale)"),
-       fp8DecodeOption()},
+       fp8DecodeOption(),
+       option("mla", false,
+              "multi-head latent attention, absorbed (DeepSeek-V2/V3's, Kimi K2's: heads sharing a latent cache): "
+              "q and k_cache rows of head_dim + 64 elements (the latent part, then the rope part: q_nope absorbed "
+              "and q_pe, c_kv and k_pe), V the first head_dim elements of each k_cache row (no v_cache parameter), "
+              "o and partial head_dim elements a head; head_dim 256 or 512 (kv_lora_rank)")},
       buildDecode,
       [](const Options& o) {
         const uint64_t blocks = configOf(o).blocks();
@@ -506,7 +576,8 @@ void addAttention(std::vector<Template>& out) {
   out.back().extents = [](const Options& o) {
     const Expr batch = Expr::param("batch"), splits = Expr::param("splits"), dim(static_cast<uint64_t>(o.integer("head_dim")));
     const Expr heads = Expr::param("kv_heads") * static_cast<uint64_t>(o.integer("group"));
-    return Template::Extents{{"q", batch * heads * dim},           {"offsets", batch},
+    const Expr qDim(static_cast<uint64_t>(configOf(o).kdim()));
+    return Template::Extents{{"q", batch * heads * qDim},           {"offsets", batch},
                              {"lengths", batch},                   {"block_table", batch * Expr::param("max_pages")},
                              {"partial", batch * heads * splits * dim}, {"stats", batch * heads * splits},
                              {"alibi_slopes", heads}};
@@ -515,7 +586,7 @@ void addAttention(std::vector<Template>& out) {
       "attention_decode_merge",
       "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "
       "their log2-sum-exp); a sequence without positions gets zeros; one warp per (sequence, query head)",
-      {dtypeOption("dtype", storage), dimOption()},
+      {dtypeOption("dtype", storage), dimOption(true)},
       buildMerge,
       [](const Options&) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("q_heads"), kWarps), Expr::param("batch")}, 0};

@@ -31,6 +31,7 @@ struct Variant {
   bool alibi = false;     // the alibi_slopes parameter (alibiSlopes, Problem::alibi)
   bool fp8 = false;       // fp8 caches of `format` codes, k_scale and v_scale
   Fp8Format format = Fp8Format::E4M3;
+  bool mla = false;       // q and K rows of dim + 64 (latent, rope), V the latent part of K's rows
 };
 
 constexpr Variant kF32{"decode_f32_d64_g1", "merge_f32_d64", Dtype::F32, 64, 1};
@@ -50,6 +51,12 @@ constexpr Variant kBf16G16{"decode_bf16_d128_g16", "merge_bf16_d128", Dtype::BF1
 constexpr Variant kG13All{"decode_bf16_d128_g13_window_softcap_alibi", "merge_bf16_d128", Dtype::BF16, 128, 13, 0, true, true, true};
 constexpr Variant kF32G40P16{"decode_f32_d64_g40_p16", "merge_f32_d64", Dtype::F32, 64, 40, 16};
 constexpr Variant kE4m3G12{"decode_f16_d256_g12_e4m3", "merge_f16_d256", Dtype::F16, 256, 12, 0, false, false, false, true, Fp8Format::E4M3};
+// Multi-head latent attention (absorbed): rows of 512 + 64 with 16 heads (one a block), of 256 +
+// 64 with 7 heads paged (three a block: 3 + 3 + 1, two idle) and windowed, capped and biased, fp8
+// codes.
+constexpr Variant kMla512{"decode_bf16_mla512_g16", "merge_bf16_d512", Dtype::BF16, 512, 16, 0, false, false, false, false, Fp8Format::E4M3, true};
+constexpr Variant kMla256{"decode_f32_mla256_g7_p16_window_softcap_alibi", "merge_f32_d256", Dtype::F32, 256, 7, 16, true, true, true, false, Fp8Format::E4M3, true};
+constexpr Variant kMlaFp8{"decode_bf16_mla512_g2_e4m3", "merge_bf16_d512", Dtype::BF16, 512, 2, 0, false, false, false, true, Fp8Format::E4M3, true};
 constexpr Variant kE4m3Bf16{"decode_bf16_d128_g4_e4m3", "merge_bf16_d128", Dtype::BF16, 128, 4, 0, false, false, false, true, Fp8Format::E4M3};
 constexpr Variant kE5m2F16{"decode_f16_d256_g3_e5m2", "merge_f16_d256", Dtype::F16, 256, 3, 0, false, false, false, true, Fp8Format::E5M2};
 constexpr Variant kE4m3F32{"decode_f32_d64_g1_e4m3", "merge_f32_d64", Dtype::F32, 64, 1, 0, false, false, false, true, Fp8Format::E4M3};
@@ -154,6 +161,7 @@ PagedCache pagedCache(std::mt19937& rng, const std::vector<uint32_t>& lengths, u
 // cvt.f16x2 in their sm_90 code and by integer instructions in their sm_80 code).
 void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p, const char* target = "") {
   const uint32_t B = uint32_t(p.lengths.size()), KH = p.kvHeads, QH = KH * v.group, D = v.dim, P = v.pageSize;
+  const uint32_t KD = v.mla ? D + 64 : D;  // q's and K's elements a head
   uint32_t maxLen = 0, rows = 0;
   for (uint32_t len : p.lengths) maxLen = std::max(maxLen, len);
   // Contiguous: sequence b's rows from offsets[b], gaps of 3 unused rows between sequences.
@@ -172,11 +180,11 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   // With a window the splits cover its positions only (counted from its start): the fewest that do.
   const uint32_t span = v.window && p.window ? std::min(maxLen, p.window) : maxLen;
   const uint32_t splits = std::max<uint32_t>(1, (span + p.splitLen - 1) / p.splitLen);
-  const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * D));
-  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, size_t(rows) * KH * D));
+  const float scale = 1.0f / std::sqrt(float(KD));
+  std::vector<float> q = roundTo(v.d, uniform(rng, size_t(B) * QH * KD));
+  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, size_t(rows) * KH * KD));
   std::vector<float>& k = kv.k, &val = kv.val;
-  const size_t nanAt = rowOf(0, p.at) * KH * D + 3;
+  const size_t nanAt = rowOf(0, p.at) * KH * KD + 3;
   if (p.nan == Problem::Nan::K) {
     k[nanAt] = std::numeric_limits<float>::quiet_NaN();
     if (v.fp8) kv.kCodes[nanAt] = 0xFF;
@@ -185,11 +193,16 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
     val[nanAt] = std::numeric_limits<float>::quiet_NaN();
     if (v.fp8) kv.vCodes[nanAt] = 0x7F;
   }
+  // mla: V is the latent part of K's rows, with fp8 their codes times v_scale.
+  if (v.mla) {
+    val = k;
+    if (v.fp8)
+      for (size_t e = 0; e < val.size(); ++e) val[e] = float(fp8Value(v.format, kv.kCodes[e])) * kv.vScale;
+  }
   std::vector<float> partial(size_t(B) * QH * splits * D, -7.0f), stats(size_t(B) * QH * splits, -7.0f);
   Call call = Call("attention", v.decode)
                   .buffer("q", encode(v.d, q))
                   .buffer("k_cache", kv.kBytes(v.d), p.misalign)
-                  .buffer("v_cache", kv.vBytes(v.d), p.misalign)
                   .buffer("lengths", p.lengths)
                   .buffer("partial", partial)
                   .buffer("stats", stats)
@@ -198,6 +211,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                   .scalar("splits", splits)
                   .scalar("split_len", p.splitLen)
                   .scalar("scale", scale);
+  if (!v.mla) call.buffer("v_cache", kv.vBytes(v.d), p.misalign);
   if (P) call.buffer("block_table", paged.table).scalar("max_pages", paged.maxPages);
   else call.buffer("offsets", offsets);
   if (v.window) call.scalar("window", p.window);
@@ -222,13 +236,13 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
       const uint32_t h = qh / v.group, len = p.lengths[b];
       // With a window, the positions from len - window on.
       const uint32_t from = p.window != 0 && len > p.window ? len - p.window : 0;
-      const float* qrow = &q[(size_t(b) * QH + qh) * D];
-      auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[(rowOf(b, t) * KH + h) * D]; };
+      const float* qrow = &q[(size_t(b) * QH + qh) * KD];
+      auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[(rowOf(b, t) * KH + h) * KD]; };
       std::vector<double> s(len, 0.0);
       double m = -std::numeric_limits<double>::infinity();
       for (uint32_t t = from; t < len; ++t) {
         double dot = 0;
-        for (uint32_t d = 0; d < D; ++d) dot += double(qrow[d]) * row(k, t)[d];
+        for (uint32_t d = 0; d < KD; ++d) dot += double(qrow[d]) * row(k, t)[d];
         s[t] = dot * scale;
         if (v.softcap && p.softcap != 0) s[t] = p.softcap * std::tanh(s[t] / p.softcap);
         s[t] -= double(slopes[qh]) * (len - 1 - t);
@@ -249,6 +263,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
                      (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "") +
+                     (v.mla ? " mla" : "") +
                      (*target ? std::string(" (") + target + " code)" : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
@@ -302,6 +317,23 @@ LIBRARY_TEST("attention_decode: groups shared by several blocks", attentionDecod
   checkDecode(r, rng, kBf16G16, {{40, 5}, 2, 16, Problem::Nan::K, 17});
   for (uint32_t window : {0u, 5u, 100u})
     checkDecode(r, rng, kG13All, {mixed, 3, 64, Problem::Nan::None, 0, 0, window, 2.0f, 0.5f});
+}
+
+// Multi-head latent attention (mla: DeepSeek's absorbed form): q and the cache's rows hold the
+// latent part and 64 rope elements, V is the latent part of K's rows; every head of groups of 16
+// (a block each), 7 (paged, windowed, capped and biased: blocks of 3, 3 and 1) and 2 over fp8 codes
+// (both decodings), with one split and several; a NaN in a K row poisons its heads.
+LIBRARY_TEST("attention_decode: multi-head latent attention (mla)", attentionDecodeMla) {
+  std::mt19937 rng(seed());
+  const std::vector<uint32_t> mixed = {1, 2, 31, 257, 0};
+  checkDecode(r, rng, kMla512, {mixed, 1, 64});
+  checkDecode(r, rng, kMla512, {mixed, 2, 1000});
+  checkDecode(r, rng, kMla256, {mixed, 1, 64, Problem::Nan::None, 0, 0, 40, 2.0f, 0.5f});
+  checkDecode(r, rng, kMla256, {mixed, 2, 1000, Problem::Nan::None, 0, 0, 0, 0.0f, 1.0f});
+  for (const char* target : {"", "sm_80"}) checkDecode(r, rng, kMlaFp8, {mixed, 1, 64}, target);
+  checkDecode(r, rng, kMla512, {mixed, 1, 64, Problem::Nan::None, 0, 2});  // element loads (GPU, simulator)
+  Problem nan{{40, 5}, 1, 16, Problem::Nan::K, 17};
+  checkDecode(r, rng, kMla512, nan);
 }
 
 LIBRARY_TEST("attention_decode: a NaN in K poisons its head, in V its elements", attentionDecodeNan) {

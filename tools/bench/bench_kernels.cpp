@@ -151,6 +151,7 @@ struct Case {
     uint32_t window = 0;  // sliding window: the last `window` keys up to a row's own (0: all)
     bool bias = false;    // prefill: a seq_q x seq_k bf16 bias shared by every sequence and head, buffer 4
     float fp8Scale = 0;   // decode: K and V are E4M3 codes times this (k_scale = v_scale), not bf16
+    uint32_t vDim = 0;    // decode, mla: V is the first vDim elements of K's rows (no V buffer), o vDim a head
   };
   std::optional<Attention> attention = std::nullopt;
   double attentionFlops = 0;
@@ -890,6 +891,34 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
   return c;
 }
 
+// Multi-head latent attention at decode (attention_decode with mla, op attention_decode_mla):
+// DeepSeek-V3's absorbed form on one GPU of eight, 16 query heads over one latent cache of rows of
+// 512 + 64 bf16 elements, V the latent part; a block per head (16 blocks read each split of the
+// cache, from L2 after the first), splits bringing the blocks to about 528. Bytes: the cache once.
+Case attentionDecodeMlaCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
+  const uint32_t dim = 512, kdim = dim + 64;
+  const uint32_t splits = std::clamp<uint32_t>((528 + qHeads * batch - 1) / (qHeads * batch), 1, (context + 127) / 128);
+  const uint32_t splitLen = (context + splits - 1) / splits;
+  Case c{"attention_decode_mla", std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, 1) + "x" +
+                                     std::to_string(dim),
+         "bf16", {}, {}, 0, 0, 0};
+  const size_t q = size_t(batch) * qHeads * kdim * 2, cache = size_t(batch) * context * kdim * 2;
+  const size_t partial = size_t(batch) * qHeads * splits * dim * 4, stats = size_t(batch) * qHeads * splits * 4;
+  c.buffers = {{q, Fill::BF16},      {cache, Fill::BF16},  {batch * 4u, Fill::Strided, context},
+               {batch * 4u, Fill::Constant, context}, {partial, Fill::Zero}, {stats, Fill::Zero},
+               {size_t(batch) * qHeads * dim * 2, Fill::Zero}};
+  c.launches = {{"attention_decode_bf16_mla512_g16",
+                 {buf("q", 0), buf("k_cache", 1), buf("offsets", 2), buf("lengths", 3), buf("partial", 4),
+                  buf("stats", 5), val("batch", batch), val("kv_heads", 1u), val("splits", splits),
+                  val("split_len", splitLen), val("scale", 1.0f / std::sqrt(float(kdim)))}},
+                {"attention_decode_merge_bf16_d512",
+                 {buf("partial", 4), buf("stats", 5), buf("o", 6), val("batch", batch), val("q_heads", qHeads),
+                  val("splits", splits)}}};
+  c.bytes = double(cache);
+  c.attention = Case::Attention{true, batch, 1, context, qHeads, 1, kdim, false, 0, false, 0.0f, dim};
+  return c;
+}
+
 // Flash-attention prefill (attention_prefill, bf16): `batch` sequences of `seq` tokens, `heads`
 // query and kv heads, keys = queries. Bytes: q, k, v and o once; FLOPs 4 batch heads seq^2 dim,
 // half of it causal (the masked half is not computed). wgmma: the sm_90a member (its tensor maps
@@ -1109,6 +1138,9 @@ std::vector<Case> cases(Sizes sizes) {
     // 16 query heads a kv head (Llama-3.1-405B's 128 over 8, one GPU's share of 8: 16 over 1).
     for (uint32_t b : batches)
       for (uint32_t ctx : contexts) out.push_back(attentionDecodeCase(b, ctx, 16, 0, false, 0, Fp8Cache::None, 16));
+    // DeepSeek-V3's latent attention on one GPU of eight (16 heads).
+    for (uint32_t b : batches)
+      for (uint32_t ctx : contexts) out.push_back(attentionDecodeMlaCase(b, ctx, 16));
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
@@ -1468,16 +1500,16 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     must(m.download(raw.data(), count * 2, first * 2), "download");
     return raw;
   };
-  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads;
+  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads, OD = a.vDim ? a.vDim : D;  // q and K, V and o
   const double scale = 1.0 / std::sqrt(double(D));
-  const DeviceMemory& out = *mem[a.decode ? 7 : 3];
+  const DeviceMemory& out = *mem[a.decode ? (a.vDim ? 6 : 7) : 3];
   for (uint32_t s = 0; s < 16; ++s) {
     const uint32_t b = s % a.batch, h = (s * 7) % a.qHeads, i = (s * 131) % a.seqQ, kv = h / group;
     const size_t row = (size_t(b) * a.seqQ + i) * a.qHeads + h;  // q and o: [batch, seq_q, q_heads, D]
     const int64_t last = a.causal || a.decode ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
     const int64_t from = a.window && last + 1 > a.window ? last + 1 - a.window : 0;  // the window's first key
     const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
-    const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * D, D);
+    const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * OD, OD);
     // K and V as doubles: bf16, or E4M3 codes times their scale.
     auto cache = [&](const DeviceMemory& m) {
       const size_t count = keys * a.kvHeads * D;
@@ -1492,7 +1524,7 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
       for (size_t e = 0; e < count; ++e) out[e] = tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, raw[e]) * a.fp8Scale;
       return out;
     };
-    const std::vector<double> k = cache(*mem[1]), v = cache(*mem[2]);
+    const std::vector<double> k = cache(*mem[1]), v = a.vDim ? k : cache(*mem[2]);
     auto at = [&](const std::vector<double>& t, size_t j, uint32_t d) { return t[(j * a.kvHeads + kv) * D + d]; };
     const std::vector<uint16_t> bias = a.bias ? bf16s(*mem[4], size_t(i) * a.seqK, keys) : std::vector<uint16_t>();
     std::vector<double> p(keys);
@@ -1507,7 +1539,7 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
       mx = std::max(mx, p[j] = dot * scale + (a.bias ? tn::ir::bf16ToF32(bias[j]) : 0.0));
     }
     for (double& x : p) sum += x = std::exp(x - mx);
-    for (uint32_t d = 0; d < D; ++d) {
+    for (uint32_t d = 0; d < OD; ++d) {
       double want = 0;
       for (size_t j = 0; j < keys; ++j) want += p[j] * at(v, j, d);
       want = keys ? want / sum : 0.0;

@@ -138,6 +138,12 @@ def make_case(torch, op, shape, dtype):
         return (lambda: (rand(batch, kv_heads, group, dim), rand(batch, kv_heads, rows, dim),
                          rand(batch, kv_heads, rows, dim))), (
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2]))
+    # _mla: DeepSeek's absorbed latent attention; SDPA with the latent and rope parts as keys and
+    # the latent part as values (a view of the keys).
+    if op == "attention_decode_mla":
+        batch, ctx, q_heads, kv_heads, dim = dims
+        return (lambda: (rand(batch, kv_heads, q_heads // kv_heads, dim + 64), rand(batch, kv_heads, ctx, dim + 64))), (
+            lambda s: F.scaled_dot_product_attention(s[0], s[1], s[1][..., :dim]))
     # _fp8: the same problem over bf16 caches (what PyTorch would read without an fp8 cache).
     if op in ("attention_decode", "attention_decode_paged", "attention_decode_fp8",
               "attention_decode_fp8_integer", "attention_decode_g16") or op.startswith("attention_decode_len"):
