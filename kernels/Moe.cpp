@@ -195,13 +195,13 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
   Value res = residual ? kb.param(kGlobalPtr, "residual") : Value();
   Value sharedOut = shared ? kb.param(kGlobalPtr, "shared") : Value();
   Value gate = gated ? kb.param(kGlobalPtr, "shared_gate") : Value();
-  kb.param(Type::u32(), "rows");  // the grid's height
+  kb.param(Type::u32(), "rows");  // the grid's width (below 2^31: a prefill's tokens in one launch)
   Value cols = kb.param(Type::u32(), "cols");
   Value slots = kb.param(Type::u32(), "slots");
   if (positions.valid()) kb.param(Type::u32(), "h_rows");  // h's extent: moe_align's tiles x tile
   kb.reqntid(kBlock);
-  Value col = kb.mad(kb.ctaid(Mod::X), kb.u32(kBlock), kb.tid(Mod::X), "col");
-  Value row = kb.ctaid(Mod::Y, "row");
+  Value row = kb.ctaid(Mod::X, "row");
+  Value col = kb.mad(kb.ctaid(Mod::Y), kb.u32(kBlock), kb.tid(Mod::X), "col");
   kb.if_then(
       (col < cols).named("has_col"),
       [&] {
@@ -461,8 +461,8 @@ void addMoe(std::vector<Template>& out) {
       "y[r * cols + j] = residual[r * cols + j] + sum_s weights[r * slots + s] * h[(r * slots + s) * cols + j] "
       "for s < slots (the expert outputs of row r's slots, weighted as moe_route gives them; a weight of 0 adds "
       "nothing, whatever h holds; a NaN weight gives NaN), f32 fma in slot order, then the shared expert's "
-      "output (shared), then the residual, rounded once; one thread per element, blocks of 256, rows <= 65535 "
-      "(the grid's height)",
+      "output (shared), then the residual, rounded once; one thread per element, blocks of 256, a row's in "
+      "one column of the grid",
       {dtypeOption("dtype", "storage type of y and residual"),
        choiceOption("h_dtype", "f32", {"f32", "bf16", "f16"}, "storage type of h (gemv_q writes f32)"),
        option("residual", false, "add the pointer residual (rows x cols, after y) to the sum"),
@@ -479,7 +479,7 @@ void addMoe(std::vector<Template>& out) {
               "moe_align's tiles x tile)")},
       buildMoeCombine,
       [](const Options&) {
-        return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kBlock), Expr::param("rows")}, 0};
+        return LaunchRule{{kBlock}, {Expr::param("rows"), ceilDiv(Expr::param("cols"), kBlock)}, 0};
       },
   });
   out.back().elements =
