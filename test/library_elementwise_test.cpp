@@ -4,7 +4,6 @@
 // scalar tail, empty launches, misaligned buffers, other block sizes, and special values.
 #include <cmath>
 #include <limits>
-#include <numbers>
 #include <sstream>
 
 #include "library_harness.h"
@@ -19,8 +18,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kSentinel = 7.0f;  // fills the output beyond n, which must stay untouched
 constexpr uint32_t kTail = 9;
-
-double silu(double x) { return x / (1 + std::exp(-x)); }
 
 // What one template computes and how far its f32 math may be from exact.
 struct Case {
@@ -37,10 +34,6 @@ struct Case {
 
 double exactOp(const double*) { return 0.5; }  // one f32 rounding
 
-// ex2 (2 ulp on the GPU), rcp (1), the add and the multiply (0.5 each), and the exponent
-// t = -x log2(e), whose rounding (|t|/2 ulp absolute) moves exp by |t| ln2 / 2 ulp relative.
-double siluUlps(double x) { return 4 + 0.5 * std::abs(x * std::numbers::log2e); }
-
 const Case kAdd{"add", {"a", "b"}, false, false, [](const double* v, double) { return v[0] + v[1]; }, exactOp, -4, 4};
 const Case kMul{"mul", {"a", "b"}, false, false, [](const double* v, double) { return v[0] * v[1]; }, exactOp, -4, 4};
 const Case kScale{"scale", {"x"}, false, true, [](const double* v, double a) { return a * v[0]; }, exactOp, -4, 4};
@@ -48,34 +41,19 @@ const Case kResidual{"residual_add", {"y", "x"}, true, false, [](const double* v
                      exactOp, -4, 4};
 const Case kRelu{"relu", {"x"}, false, false, [](const double* v, double) { return v[0] < 0 ? 0.0 : v[0]; },
                  [](const double*) { return 0.0; }, -4, 4};
-const Case kSilu{"silu", {"x"}, false, false, [](const double* v, double) { return silu(v[0]); },
+const Case kSilu{"silu", {"x"}, false, false, [](const double* v, double) { return siluRef(v[0]); },
                  [](const double* v) { return siluUlps(v[0]); }, -12, 12};
-const Case kSwiglu{"swiglu", {"gate", "up"}, false, false, [](const double* v, double) { return v[0] * silu(v[1]); },
+const Case kSwiglu{"swiglu", {"gate", "up"}, false, false, [](const double* v, double) { return v[0] * siluRef(v[1]); },
                    [](const double* v) { return siluUlps(v[1]) + 0.5; }, -12, 12};
-// The tanh form as x * sigmoid(2u), exact in double where 1 + tanh(u) would cancel. The kernel's
-// exponent t = -2 log2(e) u takes three roundings (1.5|t| ulp absolute, ~|t| ulp on exp).
-double geluTanh(double x) {
-  double u = std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
-  return x / (1 + std::exp(-2 * u));
-}
-double geluTanhUlps(double x) {
-  double t = 2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
-  return 4 + 1.2 * std::abs(t);
-}
-const Case kGeluTanh{"gelu_tanh", {"x"}, false, false, [](const double* v, double) { return geluTanh(v[0]); },
+const Case kGeluTanh{"gelu_tanh", {"x"}, false, false, [](const double* v, double) { return geluTanhRef(v[0]); },
                      [](const double* v) { return geluTanhUlps(v[0]); }, -12, 12};
-// erfc's fit (1.2e-7 relative, 1 ulp), its Horner evaluation, rcp and ex2: ~10 ulp; deep in
-// the tail the exponent -z^2 log2(e) (z = |x|/sqrt 2; z, z^2, the sum and the scaling each
-// rounded) adds about x^2 ulp.
-double geluErf(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }
-double geluErfUlps(double x) { return 12 + 1.25 * x * x; }
-const Case kGeluErf{"gelu_erf", {"x"}, false, false, [](const double* v, double) { return geluErf(v[0]); },
+const Case kGeluErf{"gelu_erf", {"x"}, false, false, [](const double* v, double) { return geluErfRef(v[0]); },
                     [](const double* v) { return geluErfUlps(v[0]); }, -12, 12};
 // GeGLU: swiglu with glu = "gelu" or "gelu_erf", gate * gelu(up), the product's rounding on top.
-const Case kGeglu{"geglu", {"gate", "up"}, false, false, [](const double* v, double) { return v[0] * geluTanh(v[1]); },
+const Case kGeglu{"geglu", {"gate", "up"}, false, false, [](const double* v, double) { return v[0] * geluTanhRef(v[1]); },
                   [](const double* v) { return geluTanhUlps(v[1]) + 0.5; }, -12, 12};
 const Case kGegluErf{"geglu_erf", {"gate", "up"}, false, false,
-                     [](const double* v, double) { return v[0] * geluErf(v[1]); },
+                     [](const double* v, double) { return v[0] * geluErfRef(v[1]); },
                      [](const double* v) { return geluErfUlps(v[1]) + 0.5; }, -12, 12};
 
 std::string kernelName(const Case& c, Dtype d) { return std::string(c.kernel) + "_" + dtypeName(d); }

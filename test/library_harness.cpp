@@ -1,10 +1,12 @@
 #include "library_harness.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <numbers>
 #include <sstream>
 
 #include "backends/interp/Interp.h"
@@ -377,6 +379,26 @@ double roundoff(Dtype d) {
   }
   return 0;
 }
+
+double siluRef(double x) { return x / (1 + std::exp(-x)); }
+// ex2 (2 ulp on the GPU), rcp (1), the add and the multiply (0.5 each), and the exponent
+// t = -x log2(e), whose rounding (|t|/2 ulp absolute) moves exp by |t| ln2 / 2 ulp relative.
+double siluUlps(double x) { return 4 + 0.5 * std::abs(x * std::numbers::log2e); }
+double geluTanhRef(double x) {
+  double u = std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+  return x / (1 + std::exp(-2 * u));
+}
+// The kernel's exponent t = -2 log2(e) u takes three roundings (1.5|t| ulp absolute, ~|t| ulp on
+// exp).
+double geluTanhUlps(double x) {
+  double t = 2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x);
+  return 4 + 1.2 * std::abs(t);
+}
+double geluErfRef(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt2); }
+// erfc's fit (1.2e-7 relative, 1 ulp), its Horner evaluation, rcp and ex2: ~10 ulp; deep in the
+// tail the exponent -z^2 log2(e) (z = |x|/sqrt 2; z, z^2, the sum and the scaling each rounded)
+// adds about x^2 ulp.
+double geluErfUlps(double x) { return 12 + 1.25 * x * x; }
 
 void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
                  const std::string& what) {

@@ -154,6 +154,17 @@ std::vector<float> roundTo(Dtype d, std::vector<float> v);
 // The unit roundoff of the storage type: 2^-24 (f32), 2^-8 (bf16: 8 significant bits), 2^-11 (f16).
 double roundoff(Dtype d);
 
+// The activations in double (kernels/Library.h has the kernels' f32 forms), and how many f32 ulps
+// those forms may be off, relative to the result, their last rounding included
+// (test/library_elementwise_test.cpp checks them): silu; gelu's tanh form, as x * sigmoid(2u) (exact
+// where 1 + tanh(u) would cancel); gelu's erf form.
+double siluRef(double x);
+double siluUlps(double x);
+double geluTanhRef(double x);
+double geluTanhUlps(double x);
+double geluErfRef(double x);
+double geluErfUlps(double x);
+
 // Checks |got[i] - want[i]| <= abs + rel * |want[i]| for every i, with NaN matching NaN and
 // infinities matching exactly. Reports the first few mismatches with their index and the count.
 void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,

@@ -158,8 +158,6 @@ const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
                             {"experts_swiglu_q4_k_q8_1", kFormats[2], "q8_1", true},
                             {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16}};
 
-double silu(double v) { return v / (1 + std::exp(-v)); }
-
 // ---- moe_align ----------------------------------------------------------------------------------
 
 // moe_align's output by its definition: each group's pairs in pair order from a multiple of the
@@ -315,7 +313,7 @@ void checkExpertRows(const Experts& v, const std::vector<float>& got, const std:
       }
       double want = sums[0], tol = tols[0];
       if (v.swiglu) {
-        const double sg = silu(sums[0]);
+        const double sg = siluRef(sums[0]);
         want = sg * sums[1];
         const double ulps = 4 + 0.5 * std::fabs(sums[0] * std::numbers::log2e) + 1;
         tol = 1.1 * tols[0] * (std::fabs(sums[1]) + tols[1]) + std::fabs(sg) * tols[1] +
@@ -623,7 +621,7 @@ LIBRARY_TEST("moe decode layer: route, expert gate/up and down projections, comb
         u += double(udeq[wi]) * xs[size_t(p / route.k) * d + j];
         mag += (std::fabs(gdeq[wi]) + std::fabs(udeq[wi]) + 1) * std::fabs(xs[size_t(p / route.k) * d + j]);
       }
-      const double want = silu(g) * u;
+      const double want = siluRef(g) * u;
       expectClose({h[size_t(p) * ff + i]}, {want}, 8.0 * d * std::ldexp(1.0, -24) * mag * (1 + std::fabs(u) + std::fabs(g)), 1e-5,
                   "layer gate/up pair " + std::to_string(p) + " row " + std::to_string(i));
     }
@@ -750,7 +748,7 @@ LIBRARY_TEST("moe prefill layer: route, align, grouped gate/up and down projecti
   std::vector<float> h = r.run(Call("moe", "swiglu").buffer("gate", u).buffer("up", g).buffer("y", std::vector<float>(n, -7.0f)).scalar("n", n))
                              .get<float>("y");
   for (uint32_t i = 0; i < n; ++i)
-    expectClose({h[i]}, {u[i] * silu(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])),
+    expectClose({h[i]}, {u[i] * siluRef(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])),
                 "prefill swiglu element " + std::to_string(i));
   std::vector<uint8_t> hq = r.run(Call("moe", "quantize_q8_1")
                                       .buffer("x", h)
@@ -863,7 +861,7 @@ LIBRARY_TEST("moe prefill layer, bf16 experts: align with positions, gather, gro
                                                  .get<std::byte>("y"));
   for (uint32_t i = 0; i < n; ++i)
     if (a.sorted[i / ff] != kNoExpert)
-      expectClose({h[i]}, {u[i] * silu(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])) + roundoff(Dtype::BF16),
+      expectClose({h[i]}, {u[i] * siluRef(g[i])}, 1e-30, 8 * std::ldexp(1.0, -24) * (1 + std::fabs(g[i])) + roundoff(Dtype::BF16),
                   "prefill bf16 swiglu element " + std::to_string(i));
   const std::vector<float> o = grouped(down, h, d, ff);
   checkGrouped(o, down, h, d, ff, "prefill bf16 down");

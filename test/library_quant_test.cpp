@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <numbers>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -167,24 +166,12 @@ void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<u
 
 // ---- the fused decode kernels ----------------------------------------------------------------------
 
-// The gated units' activations (glu) and the ulps of the kernels' f32 forms of them
-// (test/library_elementwise_test.cpp derives them): silu, gelu's tanh form, its erf form.
+// The gated units' activations (glu) and the ulps of the kernels' f32 forms of them.
 struct Glu {
   double (*f)(double);
   double (*ulps)(double);
 };
-const Glu kSilu{[](double v) { return v / (1 + std::exp(-v)); },
-                [](double v) { return 4 + 0.5 * std::fabs(v * std::numbers::log2e); }};
-const Glu kGeluTanh{[](double v) {
-                      double u = std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v);
-                      return v / (1 + std::exp(-2 * u));
-                    },
-                    [](double v) {
-                      return 4 + 1.2 * std::fabs(2 * std::numbers::log2e * std::sqrt(2 / std::numbers::pi) *
-                                                 (v + 0.044715 * v * v * v));
-                    }};
-const Glu kGeluErf{[](double v) { return 0.5 * v * std::erfc(-v / std::numbers::sqrt2); },
-                   [](double v) { return 12 + 1.25 * v * v; }};
+const Glu kSilu{siluRef, siluUlps}, kGeluTanh{geluTanhRef, geluTanhUlps}, kGeluErf{geluErfRef, geluErfUlps};
 
 // gemv_q_swiglu: y = silu(g) u (or glu's activation of g) with g, u the gemv of gate and up
 // (refGemv, each within its bound tg, tu). The kernel's activation is within glu.ulps(g) of the
