@@ -1,6 +1,7 @@
 // The elementwise and activation templates (docs/kernels.md): add, mul, scale, residual_add,
 // relu, gelu, silu, swiglu (and GeGLU, swiglu's glu option). One generator builds them all; they differ only in their parameters
 // and the f32 function applied to each element.
+#include <algorithm>
 #include <functional>
 #include <numbers>
 
@@ -30,8 +31,14 @@ struct Elementwise {
   std::vector<Param> params;  // then n: u32
   std::function<ElementFn(const Options&)> fn;
   bool hasApprox = false;
-  bool hasGlu = false;  // the option glu (gluOption)
+  bool hasGlu = false;   // the option glu (gluOption)
+  bool hasRows = false;  // the option rows: the inputs as rows ld elements apart (rowsOption)
 };
+
+// Inputs as rows (option rows): parameters rows, cols, ld in place of n; the output is rows x cols
+// contiguous, input row r starts r * ld elements from its base (the halves of a fused
+// gate-and-up projection's output: gate and up at column 0 and cols of rows of ld = 2 cols).
+bool stridedRows(const Options& o) { return o.all().count("rows") && o.flag("rows"); }
 
 // 16-byte vectors per thread: two, a block apart (a warp's accesses stay contiguous), so that
 // the fixed cost of a thread (indices, the alignment test, the bounds) is spread over twice the
@@ -50,7 +57,16 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
   KernelBuilder kb(m, e.name);
   std::vector<Value> params;
   for (const Param& p : e.params) params.push_back(kb.param(p.role == Role::Scalar ? Type::f32() : kGlobalPtr, p.name));
-  Value n = kb.param(Type::u32(), "n");
+  const bool rows = stridedRows(o);
+  Value cols, ld, n;
+  if (rows) {
+    Value r = kb.param(Type::u32(), "rows");
+    cols = kb.param(Type::u32(), "cols");
+    ld = kb.param(Type::u32(), "ld");
+    n = (r * cols).named("n");
+  } else {
+    n = kb.param(Type::u32(), "n");
+  }
   kb.reqntid(block);
 
   Value v0 = kb.mad(kb.ctaid(Mod::X, "ctaid"), kb.u32(block * kVectors), kb.tid(Mod::X, "tid"), "v0");
@@ -67,6 +83,9 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
         Value aligned = ptrs.size() == 2 ? allAligned(kb, {ptrs[0], ptrs[1]}, 16)
                                          : allAligned(kb, {ptrs[0], ptrs[1], ptrs[2]}, 16);
         Value vec = (aligned & (vs.back() < full)).named("vec");
+        // Rows: the vectors stay within a row, and a row's start is a whole vector, when cols and
+        // ld are multiples of V.
+        if (rows) vec = (vec & (((cols | ld) % V) == 0u)).named("vec");
         // fn's value for one element, load(i) giving tensor parameter i's value there.
         auto apply = [&](const std::function<Value(size_t)>& load) {
           std::vector<Value> args;
@@ -86,7 +105,19 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
               std::vector<Value> aligned16(params.size());
               for (size_t i = 0; i < params.size(); ++i)
                 if (e.params[i].role != Role::Scalar) aligned16[i] = assumeAligned16(kb, params[i]);
-              auto at = [&](size_t i, unsigned k) { return kb.index(aligned16[i], vs[k], 16); };
+              // An input's vector of output vector v: with rows, vector c of row r (v = r cols/V + c)
+              // is vector c of its row, r ld/V from the base.
+              std::vector<Value> inVs = vs;
+              if (rows) {
+                Value colsV = (cols / V).named("cols_v"), ldV = (ld / V).named("ld_v");
+                for (Value& v : inVs) {
+                  Value r = (v / colsV).named("row");
+                  v = (kb.mul_wide(r, ldV) + kb.cvt(v - r * colsV, Type::u64())).named("in_v");
+                }
+              }
+              auto at = [&](size_t i, unsigned k) {
+                return kb.index(aligned16[i], e.params[i].role == Role::In ? inVs[k] : vs[k], 16);
+              };
               std::vector<std::vector<std::vector<Value>>> lanes(kVectors, std::vector<std::vector<Value>>(params.size()));
               for (unsigned k = 0; k < kVectors; ++k)
                 for (size_t i = 0; i < params.size(); ++i)
@@ -104,10 +135,17 @@ std::optional<ir::Module> build(const Elementwise& e, const Options& o, ir::Diag
                   Value first = (vs[k] * V).named("first");
                   Value count = kb.min(n - first, kb.u32(V), "count");
                   kb.for_range(0u, count, 1u, [&](Value j) {
-                    Value idx = kb.cvt(first + j, Type::u64());
+                    Value flat = (first + j).named("elem");
+                    Value idx = kb.cvt(flat, Type::u64());
+                    // With rows, element c of row r (flat = r cols + c) at r ld + c of an input.
+                    Value inIdx = idx;
+                    if (rows) {
+                      Value r = (flat / cols).named("row");
+                      inIdx = (kb.mul_wide(r, ld) + kb.cvt(flat - r * cols, Type::u64())).named("in_elem");
+                    }
                     Value y = apply([&](size_t i) {
-                      return loadF32(kb, kb.index(params[i], idx, bytes), s, e.params[i].role == Role::In,
-                                     e.params[i].name);
+                      return loadF32(kb, kb.index(params[i], e.params[i].role == Role::In ? inIdx : idx, bytes), s,
+                                     e.params[i].role == Role::In, e.params[i].name);
                     });
                     storeF32(kb, kb.index(params[out], idx, bytes), y, s);
                   });
@@ -143,7 +181,7 @@ std::vector<Elementwise> elementwiseKernels() {
        [](const Options& o) -> ElementFn {
          return [glu = o.text("glu")](KernelBuilder& kb, Args v) { return v[0] * gluActivation(kb, glu, v[1]); };
        },
-       false, true},
+       false, true, true},
       {"gelu", "y = gelu(x) in the tanh form or the erf form (option approx)",
        {{"x", Role::In}, {"y", Role::Out}},
        [](const Options& o) -> ElementFn {
@@ -174,16 +212,33 @@ void addElementwise(std::vector<Template>& out) {
       t.options.push_back(a);
     }
     if (e.hasGlu) t.options.push_back(gluOption());
+    if (e.hasRows)
+      t.options.push_back(option("rows", false,
+                                 "gate and up as rows: the parameters rows, cols and ld in place of n; y is rows x "
+                                 "cols, row r of gate and of up starts r * ld elements from its base (the halves of a "
+                                 "fused gate-and-up projection's output, ld = 2 cols), rows * cols < 2^32"));
     t.build = [e](const Options& o, ir::Diagnostics& diags) { return build(e, o, diags); };
     t.launch = [](const Options& o) {
       uint32_t block = static_cast<uint32_t>(o.integer("block"));
       uint64_t perBlock = uint64_t{block} * kVectors * vecElems(storageOption(o));
-      return LaunchRule{{block}, {ceilDiv(Expr::param("n"), perBlock)}, 0};
+      const Expr n = stridedRows(o) ? Expr::param("rows") * Expr::param("cols") : Expr::param("n");
+      return LaunchRule{{block}, {ceilDiv(n, perBlock)}, 0};
     };
-    std::vector<std::string> tensors;
-    for (const auto& p : e.params)
+    std::vector<std::string> tensors, inputs;
+    for (const auto& p : e.params) {
       if (p.role != Role::Scalar) tensors.push_back(p.name);
-    t.extents = sameExtent(tensors, Expr::param("n"));
+      if (p.role == Role::In) inputs.push_back(p.name);
+    }
+    t.extents = [tensors, inputs, flat = sameExtent(tensors, Expr::param("n"))](const Options& o) {
+      if (!stridedRows(o)) return flat(o);
+      const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+      Template::Extents out;
+      for (const std::string& name : tensors) {
+        const bool in = std::find(inputs.begin(), inputs.end(), name) != inputs.end();
+        out.push_back({name, in ? stridedSpan({{rows, Expr::param("ld")}}, cols) : rows * cols});
+      }
+      return out;
+    };
     t.elements = storageElements(std::move(tensors));
     out.push_back(std::move(t));
   }

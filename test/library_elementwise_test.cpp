@@ -235,6 +235,52 @@ LIBRARY_TEST("elementwise gelu erf", elementwiseGeluErf) {
   specialValues(r, kGeluErf, true);
 }
 
+// swiglu with rows = true: gate and up as rows ld elements apart (the halves of a fused
+// gate-and-up output, ld = 2 cols, among others), y contiguous, equal byte for byte to the flat
+// kernel on the rows packed together: the vector path (cols and ld multiples of the vector),
+// the element path (either not), one column, a gap past each row filled with values that would
+// show if read, and 32-thread blocks.
+LIBRARY_TEST("elementwise swiglu with rows: strided gate and up", elementwiseSwigluRows) {
+  struct Form {
+    const char* rows;
+    const char* flat;
+    Dtype d;
+  };
+  std::mt19937 rng(seed());
+  for (const Form& f : {Form{"swiglu_rows_bf16", "swiglu_bf16", Dtype::BF16}, Form{"geglu_rows_f32", "geglu_f32", Dtype::F32},
+                        Form{"swiglu_rows_f16_block32", "swiglu_f16", Dtype::F16}})
+    for (uint32_t cols : {1u, 8u, 100u, 1312u})
+      for (uint32_t ld : {cols, 2 * cols, cols + 37}) {
+        const uint32_t rows = 5;
+        const size_t span = size_t(rows - 1) * ld + cols;
+        std::vector<float> gate = roundTo(f.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
+        std::vector<float> up = roundTo(f.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
+        std::vector<float> gateLd(span, 3.0e4f), upLd(span, 3.0e4f);
+        for (uint32_t r0 = 0; r0 < rows; ++r0)
+          for (uint32_t c = 0; c < cols; ++c) {
+            gateLd[size_t(r0) * ld + c] = gate[size_t(r0) * cols + c];
+            upLd[size_t(r0) * ld + c] = up[size_t(r0) * cols + c];
+          }
+        const std::vector<float> y(size_t(rows) * cols, kSentinel);
+        std::vector<std::byte> strided = r.run(Call("elementwise", f.rows)
+                                                   .buffer("gate", encode(f.d, gateLd))
+                                                   .buffer("up", encode(f.d, upLd))
+                                                   .buffer("y", encode(f.d, y))
+                                                   .scalar("rows", rows)
+                                                   .scalar("cols", cols)
+                                                   .scalar("ld", ld))
+                                             .get<std::byte>("y");
+        std::vector<std::byte> flat = r.run(Call("elementwise", f.flat)
+                                                .buffer("gate", encode(f.d, gate))
+                                                .buffer("up", encode(f.d, up))
+                                                .buffer("y", encode(f.d, y))
+                                                .scalar("n", rows * cols))
+                                          .get<std::byte>("y");
+        CHECK_MESSAGE(strided == flat, f.rows << " cols " << cols << " ld " << ld << ": differs from " << f.flat);
+        CHECK_MESSAGE(flat != encode(f.d, y), f.flat << " wrote nothing");
+      }
+}
+
 // The block option changes the launch rule and the thread-to-element map.
 LIBRARY_TEST("elementwise other block sizes", elementwiseBlocks) {
   std::mt19937 rng(seed());
