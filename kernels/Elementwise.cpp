@@ -1,6 +1,7 @@
 // The elementwise and activation templates (docs/kernels.md): add, mul, scale, residual_add,
-// relu, gelu, silu, swiglu (and GeGLU, swiglu's glu option). One generator builds them all; they differ only in their parameters
-// and the f32 function applied to each element.
+// relu, gelu, silu, swiglu (GeGLU by its glu option). One generator builds them all; they differ
+// only in their parameters and the f32 function applied to each element (and swiglu's inputs may
+// be rows ld elements apart: its rows option).
 #include <algorithm>
 #include <functional>
 #include <numbers>
@@ -28,11 +29,11 @@ using ElementFn = std::function<Value(KernelBuilder&, std::span<const Value>)>;
 struct Elementwise {
   const char* name;
   const char* summary;
-  std::vector<Param> params;  // then n: u32
+  std::vector<Param> params;  // then n: u32 (with rows: rows, cols, ld)
   std::function<ElementFn(const Options&)> fn;
   bool hasApprox = false;
   bool hasGlu = false;   // the option glu (gluOption)
-  bool hasRows = false;  // the option rows: the inputs as rows ld elements apart (rowsOption)
+  bool hasRows = false;  // the option rows: the inputs as rows ld elements apart (stridedRows)
 };
 
 // Inputs as rows (option rows): parameters rows, cols, ld in place of n; the output is rows x cols
