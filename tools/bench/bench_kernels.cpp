@@ -25,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/bundle/Bundle.h"
@@ -828,8 +829,8 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 
 // Decode attention (attention_decode + attention_decode_merge, bf16, head_dim 128, group 4):
 // one query token for each of `batch` sequences of `context` cached positions, kv_heads = q_heads
-// / 4. Splits along the sequence bring the blocks (kv_heads x splits x batch) to about 528, 4 per
-// SM of an H100; or, with `len`, splits of that many positions (op attention_decode_lenN: against
+// / 4. Splits along the sequence bring the blocks (kv_heads x a group's blocks x splits x batch)
+// to about 528, 4 per SM of an H100 (decodeSplits); or, with `len`, splits of that many positions (op attention_decode_lenN: against
 // the 528 blocks, the split_len of 256-1024 that docs/kernels.md suggests at batch 1, where 528
 // blocks leave about 63 positions a block at context 4096). Bytes: K and V (what the kernel
 // streams; q, o and the workspace are small). paged (op attention_decode_paged): the same cache
@@ -843,14 +844,21 @@ Case ropeCase(const std::string& layout, const std::string& dtype, uint32_t toke
 // attention_decode_g16): 16 query heads a kv head (Llama-3.1-405B's, Qwen3-235B's), which two
 // blocks of 8 heads share, each reading the kv head's K and V.
 enum class Fp8Cache { None, Auto, Integer };
+// Decode attention's splits of `span` positions: as many as bring the grid (xBlocks blocks a split
+// of a sequence) to about 528 blocks, 4 per SM of an H100, at least 128 positions each; or splits
+// of `len` positions. {splits, split_len}.
+std::pair<uint32_t, uint32_t> decodeSplits(uint32_t xBlocks, uint32_t batch, uint32_t span, uint32_t len = 0) {
+  const uint32_t splits = len ? (span + len - 1) / len
+                              : std::clamp<uint32_t>((528 + xBlocks * batch - 1) / (xBlocks * batch), 1, (span + 127) / 128);
+  return {splits, (span + splits - 1) / splits};
+}
 Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint32_t len = 0, bool paged = false,
                          uint32_t window = 0, Fp8Cache fp8Cache = Fp8Cache::None, uint32_t group = 4) {
   const bool fp8 = fp8Cache != Fp8Cache::None;
   const uint32_t kvHeads = qHeads / group, dim = 128, pageSize = 16, pages = context / pageSize;
   const uint32_t span = window ? std::min(window, context) : context;
-  const uint32_t splits = len ? (span + len - 1) / len
-                              : std::clamp<uint32_t>((528 + kvHeads * batch - 1) / (kvHeads * batch), 1, (span + 127) / 128);
-  const uint32_t splitLen = (span + splits - 1) / splits;
+  // A block takes 8 heads of 128 (kernels/Attention.cpp): a larger group is ceil(group / 8) blocks.
+  const auto [splits, splitLen] = decodeSplits(kvHeads * ((group + 7) / 8), batch, span, len);
   Case c{len ? "attention_decode_len" + std::to_string(len)
          : paged ? "attention_decode_paged"
          : window ? "attention_decode_window" + std::to_string(window)
@@ -897,8 +905,7 @@ Case attentionDecodeCase(uint32_t batch, uint32_t context, uint32_t qHeads, uint
 // cache, from L2 after the first), splits bringing the blocks to about 528. Bytes: the cache once.
 Case attentionDecodeMlaCase(uint32_t batch, uint32_t context, uint32_t qHeads) {
   const uint32_t dim = 512, kdim = dim + 64;
-  const uint32_t splits = std::clamp<uint32_t>((528 + qHeads * batch - 1) / (qHeads * batch), 1, (context + 127) / 128);
-  const uint32_t splitLen = (context + splits - 1) / splits;
+  const auto [splits, splitLen] = decodeSplits(qHeads, batch, context);  // a block a head
   Case c{"attention_decode_mla", std::to_string(batch) + "x" + std::to_string(context) + "x" + dims(qHeads, 1) + "x" +
                                      std::to_string(dim),
          "bf16", {}, {}, 0, 0, 0};
