@@ -47,7 +47,8 @@ namespace tn::kernels::lib {
 namespace prefill {
 
 Config configOf(const Options& o) {
-  return {storageOption(o), static_cast<unsigned>(o.integer("head_dim")), o.flag("causal"), o.flag("lse"),
+  const auto dim = static_cast<unsigned>(o.integer("head_dim")), vdim = static_cast<unsigned>(o.integer("v_head_dim"));
+  return {storageOption(o), dim, vdim ? vdim : dim, o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
           o.text("mainloop") != "mma", o.flag("window"), o.flag("window_right"), o.flag("softcap"), o.flag("alibi"),
           o.flag("bias"), cacheDtype(o), fp8Cvt(o)};
@@ -130,9 +131,9 @@ Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seq
 
 Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi) { return kb.cvt_pack(c.half(), hi, lo); }
 
-Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name,
+Value headBase(KernelBuilder& kb, Value p, Value firstRow, Value heads, Value head, unsigned dim, std::string_view name,
                unsigned bytes) {
-  Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * c.dim;
+  Value elem = (firstRow * kb.cvt(heads, ir::Type::u64()) + kb.cvt(head, ir::Type::u64())) * dim;
   return kb.index(p, elem.named("elem"), bytes, name);
 }
 
@@ -267,7 +268,7 @@ void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value 
   using ir::Scalar;
   using ir::Type;
   constexpr float kLn2 = std::numbers::ln2_v<float>;
-  const unsigned oTiles = c.dim / 8;
+  const unsigned oTiles = c.vdim / 8;
   Value inv[2];
   Value l[2];
   for (unsigned half = 0; half < 2; ++half) {
@@ -277,8 +278,8 @@ void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value 
     inv[half] = kb.select(l[half] > 0.0f, r, kb.f32(0.0f), "inv");
   }
   Value pairs = allAligned(kb, {o.out}, 4, "pairs");
-  Value oBase = headBase(kb, c, o.out, o.qFirst, o.qHeads, o.qh, "o_base");
-  Value oStride = (o.qHeads * c.rowBytes()).named("o_stride");
+  Value oBase = headBase(kb, o.out, o.qFirst, o.qHeads, o.qh, c.vdim, "o_base");
+  Value oStride = (o.qHeads * c.vRowBytes()).named("o_stride");
   for (unsigned half = 0; half < 2; ++half)
     kb.if_then((o.rows[half] < o.seqQ).named("has_row"), [&] {
       Value rowPtr = kb.ptradd(oBase, kb.mul_wide(o.rows[half], oStride), "o_row");
@@ -329,49 +330,79 @@ constexpr unsigned kWarps = 4;
 constexpr unsigned kThreads = 32 * kWarps;
 constexpr unsigned kRows = 16 * kWarps;  // query rows of a block
 constexpr unsigned kKeys = 64;           // keys of a K/V tile
+constexpr unsigned kStaticShared = 48 * 1024;  // the most a kernel's static shared arrays may hold
+
+// The Q, K and V tiles' bytes in shared memory.
+unsigned tileBytes(const Config& c) { return kRows * (2 * c.rowBytes() + c.vRowBytes()); }
 
 
 // A tile of 64 rows in shared memory and where its rows come from: row r is sequence position
 // first + r of the tensor at `base` (this sequence's and head's element 0), `stride` bytes apart,
 // present while the position is below `extent`, zeros past it. A paged tensor's `row` gives the
-// row of a position (base is then the head's element 0 of row 0).
+// row of a position (base is then the head's element 0 of row 0). A row holds `elems` elements
+// (head_dim for Q and K, v_head_dim for V), 2 bytes each in shared memory.
 struct Tile {
   std::function<Value()> smem;  // the tile's shared address, materialized where it is used
   Value base;    // global pointer
   Value stride;  // u32 bytes between rows
   Value extent;  // u32 positions
+  unsigned elems;  // elements of a row
   std::function<Value(Value pos)> row = {};
   bool codes = false;  // fp8 codes, converted as they are staged (convertTile)
   Value rowOf(Value pos) const { return row ? row(pos) : pos; }
+  unsigned rowBytes() const { return elems * 2; }  // in shared memory
+  unsigned chunks() const { return elems / 8; }    // 16-byte chunks of a shared row
 };
 
-// Byte offset of 16-byte chunk `chunk` of row `row`; `low` is row & 7 when the caller has it.
-Value slotOf(const Config& c, Value row, Value chunk, Value low = Value()) {
-  return (row * c.rowBytes() + ((chunk ^ (low.valid() ? low : (row & 7u))) << 4u)).named("slot");
+// Byte offset of 16-byte chunk `chunk` of row `row` of a tile of `rowBytes`-byte rows; `low` is
+// row & 7 when the caller has it.
+Value slotOf(unsigned rowBytes, Value row, Value chunk, Value low = Value()) {
+  return (row * rowBytes + ((chunk ^ (low.valid() ? low : (row & 7u))) << 4u)).named("slot");
 }
 
-// 16-byte cp.async copies: chunk tid % (dim / 8) of rows tid / (dim / 8) + passes apart.
-void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
-  const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow;
-  Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
-  Value dst0 = kb.ptradd(t.smem(), slotOf(c, r0, chunk), "dst");
+// The 16-byte chunks of a tile are the threads' in passes: pass j's chunk of thread tid is chunk
+// tid + j kThreads of the tile's rows. When a row's chunks divide the block (head_dim up to 128,
+// and 256) a thread keeps its chunk of the row and steps kThreads / chunks rows a pass; otherwise
+// (192: 24 chunks) each pass finds its row and chunk.
+struct Chunks {
+  const Tile& t;
+  Value tid, chunk0, row0;  // chunk0, row0: the first pass's, when the chunks divide the block
+  unsigned passes() const { return kRows * t.chunks() / kThreads; }
+  bool even() const { return kThreads % t.chunks() == 0; }
+  unsigned rowsPerPass() const { return kThreads / t.chunks(); }
+  Chunks(const Tile& tile, Value threadId) : t(tile), tid(threadId) {
+    if (even()) chunk0 = (tid % t.chunks()).named("chunk"), row0 = (tid / t.chunks()).named("chunk_row");
+  }
+  // Pass j's row and chunk (j a u32 value).
+  std::pair<Value, Value> at(Value j) const {
+    if (even()) return {(row0 + j * rowsPerPass()).named("tile_row"), chunk0};
+    Value i = (tid + j * kThreads).named("chunk_index");
+    return {(i / t.chunks()).named("tile_row"), (i % t.chunks()).named("chunk")};
+  }
+};
+
+// 16-byte cp.async copies, a pass a chunk of every thread.
+void copyTile(KernelBuilder& kb, const Tile& t, Value tid, Value first) {
+  const Chunks ch(t, tid);
+  Value dst0 = ch.even() ? kb.ptradd(t.smem(), slotOf(t.rowBytes(), ch.row0, ch.chunk0), "dst") : Value();
   Value last = (t.extent - 1u).named("last");  // first < extent: the tile holds a position
-  for (unsigned j = 0; j < kRows / rowsPerPass; ++j) {
-    Value pos = (first + r0 + j * rowsPerPass).named("pos");
+  for (unsigned j = 0; j < ch.passes(); ++j) {
+    auto [row, chunk] = ch.at(kb.u32(j));
+    Value pos = (first + row).named("pos");
     Value in = (pos < t.extent).named("in");
     Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
     Value src = assumeAligned16(kb, kb.ptradd(t.base, offset), "src");
     // Row r0 + j rowsPerPass has r & 7 == r0 & 7 when rowsPerPass is a multiple of 8 (head_dim up
-    // to 128); at 256 (4 rows a pass) each pass's row has its own swizzle.
-    Value dst = j == 0                 ? dst0
-                : rowsPerPass % 8 == 0 ? kb.ptradd(dst0, kb.u32(j * rowsPerPass * c.rowBytes()), "dst")
-                                       : kb.ptradd(t.smem(), slotOf(c, r0 + j * rowsPerPass, chunk), "dst");
+    // to 128); at 256 (4 rows a pass) each pass's row has its own swizzle, as every row at 192.
+    Value dst = j == 0 && ch.even()                    ? dst0
+                : ch.even() && ch.rowsPerPass() % 8 == 0 ? kb.ptradd(dst0, kb.u32(j * ch.rowsPerPass() * t.rowBytes()), "dst")
+                                                         : kb.ptradd(t.smem(), slotOf(t.rowBytes(), row, chunk), "dst");
     kb.cp_async(dst, src, 16, kb.select(in, kb.u32(16), kb.u32(0), "bytes"), Mod::Cg);
   }
 }
 
 // fp8 k or v (cache_dtype): the tile's codes converted to the storage type through registers,
-// exactly (every E4M3 and E5M2 value is a bf16 and an f16), in copyTile's pattern: a thread's 8
+// exactly (every E4M3 and E5M2 value is a bf16 and an f16), in copyTile's passes: a thread's 8
 // codes become one 16-byte chunk of the shared tile (st.shared.v4), from one 8-byte load when
 // `vec` (the tensor 8-byte aligned) or 8 byte loads packed into the same two words, converted by
 // fp8HalfPairs (as gemm's fp8 B); rows past the extent are zeros. A loop of kConvertBatch passes
@@ -379,15 +410,15 @@ void copyTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Valu
 constexpr unsigned kConvertBatch = 2;
 
 void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first, bool vec) {
-  const unsigned perRow = c.dim / 8, rowsPerPass = kThreads / perRow, passes = kRows / rowsPerPass;
-  Value chunk = (tid % perRow).named("chunk"), r0 = (tid / perRow).named("chunk_row");
+  const Chunks ch(t, tid);
   Value last = (t.extent - 1u).named("last");
-  kb.for_range(kb.u32(0), kb.u32(passes), kb.u32(kConvertBatch), [&](Value j0) {
-    std::vector<Value> rows, ins, loaded;  // per pass: the tile row, whether it holds a position, its 2 words of codes
+  kb.for_range(kb.u32(0), kb.u32(ch.passes()), kb.u32(kConvertBatch), [&](Value j0) {
+    std::vector<Value> rows, chunks, ins, loaded;  // per pass: the tile row and chunk, whether it holds a position, its 2 words of codes
     for (unsigned u = 0; u < kConvertBatch; ++u) {
-      Value row = (r0 + (j0 + u) * rowsPerPass).named("tile_row");
+      auto [row, chunk] = ch.at(j0 + u);
       Value pos = (first + row).named("pos");
       rows.push_back(row);
+      chunks.push_back(chunk);
       ins.push_back((pos < t.extent).named("in"));
       Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 3u, Type::u64())).named("off");
       Value src = kb.ptradd(t.base, offset, "src");
@@ -411,7 +442,8 @@ void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, V
       std::vector<Value> words;
       for (unsigned i = 0; i < 4; ++i)
         words.push_back(kb.select(ins[u], pairs[i], kb.const_bits(Type::of(Scalar::B32), 0), "staged"));
-      kb.store(kb.ptradd(t.smem(), slotOf(c, rows[u], chunk), "dst"), kb.pack(Type::of(Scalar::B32, 4), words, "chunk_bits"));
+      kb.store(kb.ptradd(t.smem(), slotOf(t.rowBytes(), rows[u], chunks[u]), "dst"),
+               kb.pack(Type::of(Scalar::B32, 4), words, "chunk_bits"));
     }
   }, {.label = "convert_passes", .iv = "j0"});
 }
@@ -422,20 +454,20 @@ void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, V
 // head_dim 128 held across it.
 constexpr unsigned kBatch = 4;
 
-void loadTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, Value first) {
-  const unsigned count = kRows * c.dim / kThreads;
+void loadTile(KernelBuilder& kb, const Tile& t, Value tid, Value first) {
+  const unsigned count = kRows * t.elems / kThreads;
   Value last = (t.extent - 1u).named("last");
   Value tile = t.smem();
   kb.for_range(kb.u32(0), kb.u32(count), kb.u32(kBatch), [&](Value j0) {
     std::vector<Value> staged, slots;
     for (unsigned u = 0; u < kBatch; ++u) {
       Value e = (tid + (j0 + u) * kThreads).named("elem");
-      Value r = (e / c.dim).named("r"), col = (e % c.dim).named("col");
+      Value r = (e / t.elems).named("r"), col = (e % t.elems).named("col");
       Value pos = (first + r).named("pos");
       Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(col << 1u, Type::u64())).named("off");
       Value v = kb.load(kb.ptradd(t.base, offset), Type::of(Scalar::U16), {Mod::NcMod}, "g");
       staged.push_back(kb.select((pos < t.extent).named("in"), v, kb.const_bits(Type::of(Scalar::U16), 0), "staged"));
-      slots.push_back(slotOf(c, r, col >> 3u) + ((col & 7u) << 1u));
+      slots.push_back(slotOf(t.rowBytes(), r, col >> 3u) + ((col & 7u) << 1u));
     }
     for (unsigned u = 0; u < kBatch; ++u) kb.store(kb.ptradd(tile, slots[u]), staged[u]);
   }, {.label = "elements", .iv = "j0"});
@@ -470,30 +502,41 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
     return std::nullopt;
   }
   if (!checkFp8Decode(o, c.cache, diags)) return std::nullopt;
+  for (auto [name, value] : {std::pair{"head_dim", c.dim}, std::pair{"v_head_dim", c.vdim}})
+    if (value != 64 && value != 128 && value != 192 && value != 256) {
+      diags.report(ir::Severity::Error, "", {},
+                   std::string(name) + " must be 64, 128, 192 or 256, not " + std::to_string(value));
+      return std::nullopt;
+    }
+  if (c.tmaParams && (c.dim == 192 || c.vdim != c.dim)) {
+    diags.report(ir::Severity::Error, "", {},
+                 c.dim == 192 ? "head_dim 192 needs mainloop = \"mma\" (the wgmma member takes 64, 128 and 256)"
+                              : "v_head_dim " + std::to_string(c.vdim) + " beside head_dim " + std::to_string(c.dim) +
+                                    " needs mainloop = \"mma\" (the wgmma member's v heads are its q and k heads)");
+    return std::nullopt;
+  }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
   KernelBuilder kb(m, "attention_prefill");
-  if (c.dim != 64 && c.dim != 128 && c.dim != 256) {
-    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim));
-    return std::nullopt;
-  }
   const Params p = declareParams(kb, c);
   const Value q = p.q, k = p.k, v = p.v, out = p.out, lse = p.lse, table = p.table;
   const Value kvStride = p.kvStride, maxPages = p.maxPages, qHeads = p.qHeads, kvHeads = p.kvHeads, scale = p.scale;
   Value seqQ = p.seqQ, seqK = p.seqK;
   kb.reqntid(kThreads);
   // The blocks per SM the design aims at (ptxas's own register target for 128 threads spills
-  // head_dim 64): 2 at head_dim 128 (up to 255 registers; 48 KiB of shared memory), 3 at 64.
-  kb.minnctapersm(c.dim == 256 ? 1 : c.dim == 128 ? 2 : 3);
-  const unsigned tileWords = kRows * c.rowBytes() / 4;
-  // The Q, K and V tiles: static arrays up to head_dim 128 (48 KiB in all), past that the dynamic
-  // shared memory the launch rule asks for (96 KiB at 256).
+  // head_dim 64): 2 at head_dim 128 (up to 255 registers; 48 KiB of shared memory), 3 at 64; the
+  // output accumulators (v_head_dim) weigh most.
+  const unsigned wide = std::max(c.dim, c.vdim);
+  kb.minnctapersm(wide == 256 ? 1 : wide >= 128 ? 2 : 3);
+  const unsigned tileWords = kRows * c.rowBytes() / 4, vTileWords = kRows * c.vRowBytes() / 4;
+  // The Q, K and V tiles: static arrays up to 48 KiB in all (head_dim 128), past that the dynamic
+  // shared memory the launch rule asks for (96 KiB at 256, 64 KiB at 192 with v_head_dim 128).
   std::function<Value()> qMem, kMem, vMem;
-  if (c.dim <= 128) {
+  if (tileBytes(c) <= kStaticShared) {
     SharedArray q = kb.shared("q_tile", Type::of(Scalar::B32), tileWords, 128);
     SharedArray k = kb.shared("k_tile", Type::of(Scalar::B32), tileWords, 128);
-    SharedArray v = kb.shared("v_tile", Type::of(Scalar::B32), tileWords, 128);
+    SharedArray v = kb.shared("v_tile", Type::of(Scalar::B32), vTileWords, 128);
     qMem = [&kb, q] { return kb.shared_addr(q); };
     kMem = [&kb, k] { return kb.shared_addr(k); };
     vMem = [&kb, v] { return kb.shared_addr(v); };
@@ -534,11 +577,13 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   // With a window, the tiles before the first row's window are skipped (none may be left).
   Value firstTile = c.window ? (keyStart(kb, c, q0, seqQ, seqK, p.window) / kKeys).named("first_tile") : kb.u32(0);
 
-  Tile qTile{qMem, headBase(kb, c, q, qFirst, qHeads, qh, "q_base"), (qHeads * c.rowBytes()).named("q_stride"), seqQ};
-  Value kvRow = (kvHeads * c.kvRowBytes()).named("kv_row");
-  const unsigned kvBytes = c.kvRowBytes() / c.dim;
-  Tile kTile{kMem, headBase(kb, c, k, kvFirst, kvHeads, h, "k_base", kvBytes), kvRow, seqK};
-  Tile vTile{vMem, headBase(kb, c, v, kvFirst, kvHeads, h, "v_base", kvBytes), kvRow, seqK};
+  Tile qTile{qMem, headBase(kb, q, qFirst, qHeads, qh, c.dim, "q_base"), (qHeads * c.rowBytes()).named("q_stride"),
+             seqQ, c.dim};
+  const unsigned kvBytes = c.kvBytes();
+  Value kRowBytes = (kvHeads * (c.dim * kvBytes)).named("k_row");
+  Value vRowBytes = c.vdim == c.dim ? kRowBytes : (kvHeads * (c.vdim * kvBytes)).named("v_row");
+  Tile kTile{kMem, headBase(kb, k, kvFirst, kvHeads, h, c.dim, "k_base", kvBytes), kRowBytes, seqK, c.dim};
+  Tile vTile{vMem, headBase(kb, v, kvFirst, kvHeads, h, c.vdim, "v_base", kvBytes), vRowBytes, seqK, c.vdim};
   kTile.codes = vTile.codes = c.cache != Fp8::None;
   if (c.pageSize) {
     // Position p: row p % page_size of the sequence's page p / page_size.
@@ -556,8 +601,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                  [&] { convertTile(kb, c, tile, tid, first, false); return std::vector<Value>{}; }, {.label = "convert"});
       return;
     }
-    kb.if_else(fast, [&] { copyTile(kb, c, tile, tid, first); return std::vector<Value>{}; },
-               [&] { loadTile(kb, c, tile, tid, first); return std::vector<Value>{}; }, {.label = "stage"});
+    kb.if_else(fast, [&] { copyTile(kb, tile, tid, first); return std::vector<Value>{}; },
+               [&] { loadTile(kb, tile, tid, first); return std::vector<Value>{}; }, {.label = "stage"});
   };
 
   // The Q tile and the first K tile; every key tile starts by waiting for its copies.
@@ -576,7 +621,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   Value vRow = (lane7 + ((quad & 1u) << 3u)).named("v_row"), vChunk = (quad >> 1u).named("v_chunk");
   Value scale2 = (scale * kLog2e).named("scale2");
   Value row0 = (q0 + warp * 16u + g).named("row_g"), row1 = (row0 + 8u).named("row_g8");
-  const unsigned nTiles = kKeys / 8, oTiles = c.dim / 8;
+  const unsigned nTiles = kKeys / 8, oTiles = c.vdim / 8;
   const Type v4f = Type::of(Scalar::F32, 4);
   Value zero = kb.f32(0.0f);
   Value acc0 = kb.pack(v4f, {zero, zero, zero, zero}, "acc_zero");
@@ -596,9 +641,9 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
         std::vector<Value> s(nTiles, acc0);
         for (unsigned kk = 0; kk < steps; ++kk) {
-          Value qf = kb.ldmatrix(kb.ptradd(qMem(), slotOf(c, qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
+          Value qf = kb.ldmatrix(kb.ptradd(qMem(), slotOf(c.rowBytes(), qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
           for (unsigned i = 0; i < nTiles / 2; ++i) {
-            Value slot = slotOf(c, kRow + 16 * i, kChunk + 2 * kk, lane7);
+            Value slot = slotOf(c.rowBytes(), kRow + 16 * i, kChunk + 2 * kk, lane7);
             Value frag = kb.ldmatrix(kb.ptradd(kMem(), slot), 4, false, "k_frag");
             s[2 * i] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 0), s[2 * i], "s");
             s[2 * i + 1] = kb.mma(Mod::M16n8k16, c.half(), qf, pack2(kb, frag, 2), s[2 * i + 1], "s");
@@ -625,7 +670,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
         kb.cp_async_commit_group();
         for (unsigned kk = 0; kk < nTiles / 2; ++kk)
           for (unsigned i = 0; i < oTiles / 2; ++i) {
-            Value slot = slotOf(c, vRow + 16 * kk, vChunk + 2 * i, lane7);
+            Value slot = slotOf(c.vRowBytes(), vRow + 16 * kk, vChunk + 2 * i, lane7);
             Value frag = kb.ldmatrix(kb.ptradd(vMem(), slot), 4, true, "v_frag");
             next[4 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 0), next[4 + 2 * i], "o");
             next[5 + 2 * i] = kb.mma(Mod::M16n8k16, c.half(), pf[kk], pack2(kb, frag, 2), next[5 + 2 * i], "o");
@@ -645,14 +690,22 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 }  // namespace
 
 void addAttentionPrefill(std::vector<Template>& out) {
-  OptionSpec dim = intOption("head_dim", 128, 64, 256, "elements per head: 64, 128 or 256 (wgmma: key tiles of 64 at 256)", 64);
+  OptionSpec dim = intOption("head_dim", 128, 64, 256,
+                             "elements of a head of q and k: 64, 128, 192 (mainloop = \"mma\") or 256 (wgmma: key tiles "
+                             "of 64 at 256)",
+                             64);
+  OptionSpec vdim = intOption("v_head_dim", 0, 0, 256,
+                              "elements of a head of v and o: 0 (head_dim), or 64, 128, 192 or 256 beside another "
+                              "head_dim (mainloop = \"mma\"): DeepSeek's multi-head latent attention at prefill takes "
+                              "head_dim 192 (128 + 64 rope) and v_head_dim 128",
+                              64);
   out.push_back({
       "attention_prefill",
       "flash-attention forward on the tensor cores: o = softmax(scale q k^T) v for q, o [batch, seq_q, q_heads, "
-      "head_dim] and k, v [batch, kv_stride, kv_heads, head_dim] (keys [0, seq_k), the first seq_k - seq_q a cached "
-      "prefix), q_heads a multiple of kv_heads; f32 accumulation and softmax; a row without keys gets zeros; blocks of "
+      "head_dim] and k, v [batch, kv_stride, kv_heads, head_dim] (v and o v_head_dim elements a head when it is set; "
+      "keys [0, seq_k), the first seq_k - seq_q a cached prefix), q_heads a multiple of kv_heads; f32 accumulation and softmax; a row without keys gets zeros; blocks of "
       "64 query rows of one head (4 warps), K and V in tiles of 64 keys",
-      {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim,
+      {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim, vdim,
        option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
        option("window", false,
               "sliding-window attention (with causal or window_right): the u32 parameter window (after scale) keeps the window "
@@ -707,7 +760,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
         r.block = {kThreads};
         r.grid = {ceilDiv(rows, kRows), Expr::param("q_heads"), Expr::param("batch")};
         const Config c = configOf(o);
-        if (c.dim > 128) r.dynamicShared = Expr(3 * kRows * c.rowBytes());  // the Q, K and V tiles
+        if (tileBytes(c) > kStaticShared) r.dynamicShared = Expr(tileBytes(c));  // the Q, K and V tiles
         return r;
       },
       [](const Options& o) { return withFp8Decode(wgmmaWhereItRuns(o), o, cacheDtype(o)); },
@@ -720,22 +773,26 @@ void addAttentionPrefill(std::vector<Template>& out) {
   // (or the pages) reach, which no parameter says. The bias is as its strides broadcast it: unknown.
   out.back().extents = [](const Options& o) {
     const bool varlen = o.flag("varlen"), paged = o.integer("page_size") > 0, tma = o.text("mainloop") != "mma";
-    const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads"), dim(static_cast<uint64_t>(o.integer("head_dim")));
+    const Config c = configOf(o);
+    const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads"), dim(uint64_t{c.dim}), vdim(uint64_t{c.vdim});
     Template::Extents e{{"alibi_slopes", qHeads}, {"block_table", batch * Expr::param("max_pages")}};
     for (const char* n : {"q_offsets", "q_lengths", "kv_offsets", "kv_lengths"}) e.push_back({n, batch});
     if (!varlen) {
       const Expr seqQ = Expr::param("seq_q");
-      for (const char* n : {"q", "o"}) e.push_back({n, batch * seqQ * qHeads * dim});
+      e.push_back({"q", batch * seqQ * qHeads * dim});
+      e.push_back({"o", batch * seqQ * qHeads * vdim});
       e.push_back({"lse", batch * qHeads * seqQ});
     } else if (tma) {
       const Expr qRows = Expr::param("q_rows");
-      for (const char* n : {"q", "o"}) e.push_back({n, qRows * qHeads * dim});
+      e.push_back({"q", qRows * qHeads * dim});
+      e.push_back({"o", qRows * qHeads * vdim});
       e.push_back({"lse", qRows * qHeads});
     }
-    if (!varlen && !paged)
-      for (const char* n : {"k", "v"}) e.push_back({n, batch * Expr::param("kv_stride") * Expr::param("kv_heads") * dim});
-    else if (tma)
-      for (const char* n : {"k", "v"}) e.push_back({n, Expr::param("kv_rows") * Expr::param("kv_heads") * dim});
+    const Expr kvRows = !varlen && !paged ? batch * Expr::param("kv_stride") : Expr::param("kv_rows");
+    if ((!varlen && !paged) || tma) {
+      e.push_back({"k", kvRows * Expr::param("kv_heads") * dim});
+      e.push_back({"v", kvRows * Expr::param("kv_heads") * vdim});
+    }
     return e;
   };
 }

@@ -13,7 +13,8 @@ namespace tn::kernels::lib::prefill {
 
 struct Config {
   Storage s;
-  unsigned dim;
+  unsigned dim;   // elements of a head of q and k
+  unsigned vdim;  // elements of a head of v and o (v_head_dim; dim when the option is 0)
   bool causal, lse, varlen;
   unsigned pageSize = 0;  // k and v a paged cache (block_table, max_pages) when not 0
   bool tmaParams = false; // the wgmma member's parameters (mainloop "wgmma" or "auto")
@@ -25,8 +26,9 @@ struct Config {
   Fp8 cache = Fp8::None;  // fp8 k and v (cache_dtype; mma.sync only): k_scale and v_scale after scale
   bool fp8Cvt = false;    // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
-  unsigned rowBytes() const { return dim * 2; }
-  unsigned kvRowBytes() const { return cache == Fp8::None ? rowBytes() : dim; }  // a head's row of k, v
+  unsigned rowBytes() const { return dim * 2; }    // a head's row of q (and of k in the storage type)
+  unsigned vRowBytes() const { return vdim * 2; }  // a head's row of o (and of v in the storage type)
+  unsigned kvBytes() const { return cache == Fp8::None ? 2 : 1; }  // an element of k and v
 };
 Config configOf(const Options& o);
 
@@ -60,7 +62,7 @@ Value packHalf(KernelBuilder& kb, const Config& c, Value lo, Value hi);
 
 // Element 0 of sequence row `firstRow` (u64) and head `head` of p [rows, heads, dim] (elements of
 // `bytes` bytes).
-Value headBase(KernelBuilder& kb, const Config& c, Value p, Value firstRow, Value heads, Value head, std::string_view name,
+Value headBase(KernelBuilder& kb, Value p, Value firstRow, Value heads, Value head, unsigned dim, std::string_view name,
                unsigned bytes = 2);
 
 // varlen: sequence b's lengths and first rows from the u32 [batch] arrays (ld.global.nc at a
@@ -125,7 +127,7 @@ std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax
 
 // Sums the partial row sums l over the quad, and writes o = acc / l (zeros for a row without
 // keys) and the log-sum-exp of rows[0] and rows[1] below seqQ. m: the rows' running maxes in raw
-// score units; acc(j, e): element e of the 16 x 8 accumulator tile j (j < dim / 8) in mma's C
+// score units; acc(j, e): element e of the 16 x 8 accumulator tile j (j < vdim / 8) in mma's C
 // layout (e < 2 row g, else g + 8; columns 8 j + 2 t + (e & 1)).
 void storeRows(KernelBuilder& kb, const Config& c, const Output& o, const Value m[2], const Value l[2],
                const std::function<Value(unsigned tile, unsigned e)>& acc);

@@ -88,17 +88,19 @@ struct KvValues {
   std::vector<std::byte> kBytes(Dtype d) const { return kCodes.empty() ? encode(d, k) : asBytes(kCodes); }
   std::vector<std::byte> vBytes(Dtype d) const { return vCodes.empty() ? encode(d, val) : asBytes(vCodes); }
 };
-KvValues kvValues(std::mt19937& rng, Dtype d, bool fp8, Fp8Format format, size_t n) {
+// n elements of K, and of V (nv of them when not 0).
+KvValues kvValues(std::mt19937& rng, Dtype d, bool fp8, Fp8Format format, size_t n, size_t nv = 0) {
   KvValues kv;
+  nv = nv ? nv : n;
   if (!fp8) {
     kv.k = roundTo(d, uniform(rng, n));
-    kv.val = roundTo(d, uniform(rng, n));
+    kv.val = roundTo(d, uniform(rng, nv));
     return kv;
   }
   kv.kScale = fp8Unit(format);
   kv.vScale = kv.kScale / 2;
   kv.kCodes = randomCodes(rng, format, n);
-  kv.vCodes = randomCodes(rng, format, n);
+  kv.vCodes = randomCodes(rng, format, nv);
   for (uint8_t c : kv.kCodes) kv.k.push_back(float(fp8Value(format, c)) * kv.kScale);
   for (uint8_t c : kv.vCodes) kv.val.push_back(float(fp8Value(format, c)) * kv.vScale);
   return kv;
@@ -429,6 +431,8 @@ struct PrefillVariant {
   bool windowRight = false; // the window_right parameter (Prefill::windowRight)
   bool fp8 = false;         // k and v fp8 codes of `format`, k_scale and v_scale
   Fp8Format format = Fp8Format::E4M3;
+  uint32_t vdim = 0;        // elements of a head of v and o (v_head_dim), when not dim
+  uint32_t vHead() const { return vdim ? vdim : dim; }
 };
 
 constexpr PrefillVariant kPrefillBf16{"prefill_bf16_d128", Dtype::BF16, 128, false, true};
@@ -494,6 +498,15 @@ constexpr PrefillVariant kFp8F16Sm80{"prefill_f16_d64_e5m2", Dtype::F16, 64, fal
 constexpr PrefillVariant k90Fp8PagedBf16Causal{"prefill90_bf16_d128_causal_p16_e4m3", Dtype::BF16, 128, true, true, "attention90", 128, true, "", 16, false, false, false, false, false, true, Fp8Format::E4M3};
 constexpr PrefillVariant k90Fp8F16{"prefill90_f16_d64_e5m2", Dtype::F16, 64, false, false, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
 constexpr PrefillVariant k90Fp8Integer{"prefill90_bf16_d128_causal_e5m2_integer", Dtype::BF16, 128, true, true, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E5M2};
+// v_head_dim beside head_dim (PrefillVariant::vdim).
+constexpr PrefillVariant kMlaBf16Causal{"prefill_bf16_d192_v128_causal", Dtype::BF16, 192, true, true, "attention", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 128};
+constexpr PrefillVariant kMlaF16{"prefill_f16_d192_v128", Dtype::F16, 192, false, false, "attention", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 128};
+constexpr PrefillVariant kMlaFp8Paged{"prefill_bf16_d192_v128_causal_p16_e4m3", Dtype::BF16, 192, true, false, "attention", 64, false, "", 16, false, false, false, false, false, true, Fp8Format::E4M3, 128};
+constexpr PrefillVariant kMlaVarlen{"prefill_bf16_d192_v128_varlen_causal", Dtype::BF16, 192, true, true, "attention", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 128};
+constexpr PrefillVariant kWideVBias{"prefill_f16_d64_v128_alibi_bias", Dtype::F16, 64, false, true, "attention", 64, false, "", 0, false, false, true, true, false, false, Fp8Format::E4M3, 128};
+constexpr PrefillVariant kNarrowVWindow{"prefill_bf16_d256_v64_causal_window", Dtype::BF16, 256, true, false, "attention", 64, false, "", 0, true, false, false, false, false, false, Fp8Format::E4M3, 64};
+constexpr PrefillVariant kV192{"prefill_f16_d128_v192", Dtype::F16, 128, false, false, "attention", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 192};
+
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -519,12 +532,12 @@ struct Bias {
   double at(uint32_t j) const { return -slope * double(std::abs(pos - int64_t(j))) + (row ? row[j] : 0.0); }
 };
 
-// Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (head_dim d values, 0 when
-// it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none);
+// Appends softmax(scale q.k_j) v_j over the keys j < keys that `sees` (q and k d values, v vd; vd
+// zeros when it sees none) to out and returns the natural log-sum-exp of the scaled scores (-inf for none);
 // the scaled scores capped by a softcap other than 0, then biased.
 double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_t)>& sees,
                  const std::function<const float*(uint32_t)>& k, const std::function<const float*(uint32_t)>& v,
-                 uint32_t d, float scale, std::vector<double>& out, double softcap = 0, Bias bias = {}) {
+                 uint32_t d, uint32_t vd, float scale, std::vector<double>& out, double softcap = 0, Bias bias = {}) {
   std::vector<double> s;
   std::vector<uint32_t> seen;
   double m = -std::numeric_limits<double>::infinity();
@@ -540,7 +553,7 @@ double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_
   if (m == -std::numeric_limits<double>::infinity()) seen.clear(), s.clear();
   double sum = 0;
   for (double& x : s) sum += x = std::exp(x - m);
-  for (uint32_t e = 0; e < d; ++e) {
+  for (uint32_t e = 0; e < vd; ++e) {
     double acc = 0;
     for (size_t n = 0; n < seen.size(); ++n) acc += s[n] * v(seen[n])[e];
     out.push_back(seen.empty() ? 0.0 : acc / sum);
@@ -549,7 +562,7 @@ double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_
 }
 
 void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const Prefill& p) {
-  const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim;
+  const uint32_t B = p.batch, SQ = p.seqQ, SK = p.seqK, QH = p.qHeads, KH = p.kvHeads, D = v.dim, VD = v.vHead();
   const uint32_t stride = SK + p.kvSpare, group = QH / KH;
   const float scale = 1.0f / std::sqrt(float(D));
   // k and v: [batch, kv_stride, ...], or a paged cache holding every sequence's seq_k rows.
@@ -561,17 +574,19 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   }
   auto kvRow = [&](uint32_t b, uint32_t j) { return v.pageSize ? paged.row(b, j) : size_t(b) * stride + j; };
   std::vector<float> q = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(B) * SQ * QH * D)));
-  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, kvRows * KH * D));
+  KvValues kv = kvValues(rng, v.d, v.fp8, v.format, std::max<size_t>(1, kvRows * KH * D),
+                         std::max<size_t>(1, kvRows * KH * VD));
   std::vector<float>& k = kv.k, &val = kv.val;
-  const size_t nanAt = (SK ? kvRow(0, p.at) : 0) * KH * D + 5;
-  if (p.nan == Prefill::Nan::K) k[nanAt] = std::numeric_limits<float>::quiet_NaN();
-  if (p.nan == Prefill::Nan::V) val[nanAt] = std::numeric_limits<float>::quiet_NaN();
-  if (p.nan == Prefill::Nan::KNegInf) k[nanAt] = -std::numeric_limits<float>::infinity();
+  const size_t kNanAt = (SK ? kvRow(0, p.at) : 0) * KH * D + 5, vNanAt = (SK ? kvRow(0, p.at) : 0) * KH * VD + 5;
+  if (p.nan == Prefill::Nan::K) k[kNanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::V) val[vNanAt] = std::numeric_limits<float>::quiet_NaN();
+  if (p.nan == Prefill::Nan::KNegInf) k[kNanAt] = -std::numeric_limits<float>::infinity();
   if (v.fp8 && p.nan != Prefill::Nan::None) {
-    if (p.nan == Prefill::Nan::V) kv.vCodes[nanAt] = 0x7F;
-    else kv.kCodes[nanAt] = p.nan == Prefill::Nan::K ? 0xFF : 0xFC;  // E5M2's -inf (E4M3 has none)
+    if (p.nan == Prefill::Nan::V) kv.vCodes[vNanAt] = 0x7F;
+    else kv.kCodes[kNanAt] = p.nan == Prefill::Nan::K ? 0xFF : 0xFC;  // E5M2's -inf (E4M3 has none)
   }
-  std::vector<float> o(q.size(), -7.0f), lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
+  std::vector<float> o(std::max<size_t>(1, size_t(B) * SQ * QH * VD), -7.0f);
+  std::vector<float> lse(std::max<size_t>(1, size_t(B) * QH * SQ), -7.0f);
   Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q), p.misalign)
       .buffer("k", kv.kBytes(v.d), p.misalign)
@@ -634,11 +649,11 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
     for (uint32_t i = 0; i < SQ; ++i)
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const uint32_t h = qh / group;
-        auto row = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
+        auto row = [&](const std::vector<float>& t, uint32_t j, uint32_t d) { return &t[(kvRow(b, j) * KH + h) * d]; };
         const size_t at = want.size();
         wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
-                                    [&](uint32_t j) { return row(k, j); }, [&](uint32_t j) { return row(val, j); }, D,
-                                    scale, want, v.softcap ? p.softcap : 0.0,
+                                    [&](uint32_t j) { return row(k, j, D); }, [&](uint32_t j) { return row(val, j, VD); },
+                                    D, VD, scale, want, v.softcap ? p.softcap : 0.0,
                                     {slopes[qh], int64_t(i) + SK - SQ, biasRow(b, qh, i)}));
         if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
           want[at + 5] = std::numeric_limits<double>::quiet_NaN();
@@ -786,7 +801,7 @@ namespace {
 // 3 rows between them; the gaps of o and lse must keep their sentinel.
 void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const std::vector<std::pair<uint32_t, uint32_t>>& seqs,
                  uint32_t QH, uint32_t KH, uint32_t window = 0, float alibi = 1, uint32_t windowRight = 0) {
-  const uint32_t D = v.dim, group = QH / KH, B = uint32_t(seqs.size());
+  const uint32_t D = v.dim, VD = v.vHead(), group = QH / KH, B = uint32_t(seqs.size());
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<uint32_t> qOff, qLen, kvOff, kvLen;
   uint32_t qRows = 0, kvRows = 0, maxQ = 0;
@@ -808,13 +823,14 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
   auto kvRow = [&](uint32_t b, uint32_t j) { return v.pageSize ? paged.row(b, j) : size_t(kvOff[b]) + j; };
   std::vector<float> q = roundTo(v.d, uniform(rng, size_t(qRows) * QH * D));
   std::vector<float> k = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(kvRows) * KH * D)));
-  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(kvRows) * KH * D)));
+  std::vector<float> val = roundTo(v.d, uniform(rng, std::max<size_t>(1, size_t(kvRows) * KH * VD)));
   const float sentinel = -7.0f;
+  const size_t oSize = size_t(qRows) * QH * VD;
   Call call(v.spec, v.kernel);
   call.buffer("q", encode(v.d, q))
       .buffer("k", encode(v.d, k))
       .buffer("v", encode(v.d, val))
-      .buffer("o", encode(v.d, std::vector<float>(q.size(), sentinel)))
+      .buffer("o", encode(v.d, std::vector<float>(oSize, sentinel)))
       .buffer("q_offsets", qOff)
       .buffer("q_lengths", qLen)
       .buffer("kv_lengths", kvLen)
@@ -834,22 +850,23 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs out = r.run(call);
 
-  std::vector<double> want(q.size(), sentinel), wantLse(size_t(qRows) * QH, sentinel);
+  std::vector<double> want(oSize, sentinel), wantLse(size_t(qRows) * QH, sentinel);
   for (uint32_t b = 0; b < B; ++b)
     for (uint32_t i = 0; i < qLen[b]; ++i)
       for (uint32_t qh = 0; qh < QH; ++qh) {
         const size_t row = size_t(qOff[b]) + i, h = qh / group;
-        auto key = [&](const std::vector<float>& t, uint32_t j) { return &t[(kvRow(b, j) * KH + h) * D]; };
+        auto key = [&](const std::vector<float>& t, uint32_t j, uint32_t d) { return &t[(kvRow(b, j) * KH + h) * d]; };
         auto sees = [&](uint32_t j) {
           const int64_t diagonal = int64_t(i) + kvLen[b] - qLen[b];
           return (!v.causal || int64_t(j) <= diagonal) && (!v.windowRight || int64_t(j) <= diagonal + windowRight) &&
                  (window == 0 || int64_t(j) > diagonal - window);
         };
         std::vector<double> o;
-        wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees, [&](uint32_t j) { return key(k, j); },
-                                           [&](uint32_t j) { return key(val, j); }, D, scale, o, 0,
+        wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees,
+                                           [&](uint32_t j) { return key(k, j, D); },
+                                           [&](uint32_t j) { return key(val, j, VD); }, D, VD, scale, o, 0,
                                            {slopes[qh], int64_t(i) + kvLen[b] - qLen[b]});
-        std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * D));
+        std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * VD));
       }
   std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences" +
                      (v.window ? " window " + std::to_string(window) : "") +
@@ -1116,4 +1133,27 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): head_dim 256", attentionPrefill9
   checkPrefill(r, rng, k90F16D256, {1, 70, 70, 2, 1, 0, 0, Prefill::Nan::V, 40});
   const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {0, 5}, {70, 5}, {3, 0}};
   checkVarlen(r, rng, k90D256VarlenPaged, mixed, 4, 2);
+}
+
+// DeepSeek's multi-head latent attention at prefill (q and k heads of 128 + 64 rope elements, v
+// and o of 128: 24 16-byte chunks a row of Q and K, which the 128 threads stage in passes of their
+// own rows), and v heads wider or narrower than q's: contiguous and unaligned (the element path),
+// a cached prefix under grouped-query heads, NaN in K and V, a paged E4M3 cache (8-byte and byte
+// loads), varlen, with ALiBi and a bias tensor, with a window.
+LIBRARY_TEST("attention_prefill: v_head_dim beside head_dim (multi-head latent attention's 192 and 128)",
+             attentionPrefillVHead) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kMlaBf16Causal, {1, 130, 130, 2, 2});
+  checkPrefill(r, rng, kMlaBf16Causal, {2, 17, 67, 4, 1, 3});
+  checkPrefill(r, rng, kMlaBf16Causal, {1, 70, 70, 2, 2, 0, 0, Prefill::Nan::V, 20});
+  checkPrefill(r, rng, kMlaF16, {1, 37, 37, 2, 2, 0, 2});
+  checkPrefill(r, rng, kMlaF16, {1, 70, 100, 1, 1, 0, 0, Prefill::Nan::K, 90});
+  checkPrefill(r, rng, kMlaFp8Paged, {2, 17, 67, 2, 2});
+  checkPrefill(r, rng, kMlaFp8Paged, {1, 70, 70, 2, 1, 0, 2});
+  checkVarlen(r, rng, kMlaVarlen, {{1, 1}, {17, 67}, {70, 70}, {0, 5}, {3, 0}}, 2, 2);
+  checkPrefill(r, rng, kWideVBias, {1, 70, 70, 2, 2});
+  Prefill windowed{1, 130, 150, 2, 1};
+  windowed.window = 50;
+  checkPrefill(r, rng, kNarrowVWindow, windowed);
+  checkPrefill(r, rng, kV192, {1, 70, 90, 2, 2, 0, 2});
 }

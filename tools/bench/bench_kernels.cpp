@@ -153,6 +153,7 @@ struct Case {
     bool bias = false;    // prefill: a seq_q x seq_k bf16 bias shared by every sequence and head, buffer 4
     float fp8Scale = 0;   // decode: K and V are E4M3 codes times this (k_scale = v_scale), not bf16
     uint32_t vDim = 0;    // decode, mla: V is the first vDim elements of K's rows (no V buffer), o vDim a head
+    uint32_t vHead = 0;   // prefill: V (buffer 2) and o vHead elements a head, not dim
   };
   std::optional<Attention> attention = std::nullopt;
   double attentionFlops = 0;
@@ -988,6 +989,27 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
   return c;
 }
 
+// DeepSeek-V3's multi-head latent attention at prefill (attention_prefill with v_head_dim, op
+// attention_prefill_mla[_causal]): the latent expanded into one GPU's 16 heads of eight's 128, q
+// and k heads of 192 elements (128 + 64 rope), v and o of 128. Bytes: q, k, v and o once; FLOPs 2
+// batch heads seq^2 (192 + 128), half of it causal.
+Case attentionPrefillMlaCase(uint32_t batch, uint32_t heads, uint32_t seq, bool causal) {
+  const uint32_t dim = 192, vdim = 128;
+  const std::string suffix = causal ? "_causal" : "";
+  Case c{"attention_prefill_mla" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
+         "bf16", {}, {}, 0, 0, 0};
+  const size_t qk = size_t(batch) * seq * heads * dim * 2, vo = size_t(batch) * seq * heads * vdim * 2;
+  c.buffers = {{qk, Fill::BF16}, {qk, Fill::BF16}, {vo, Fill::BF16}, {vo, Fill::Zero}};
+  c.launches = {{"attention_prefill_bf16_d192_v128" + suffix,
+                 {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
+                  val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
+                  val("scale", 1.0f / std::sqrt(float(dim)))}}};
+  c.bytes = 2.0 * double(qk) + 2.0 * double(vo);
+  c.attention = Case::Attention{false, batch, seq, seq, heads, heads, dim, causal, 0, false, 0.0f, 0, vdim};
+  c.attentionFlops = 2.0 * batch * heads * double(seq) * seq * (dim + vdim) / (causal ? 2.0 : 1.0);
+  return c;
+}
+
 // Full: the measured sizes. Quick: a smoke run on a GPU. Tiny: every launch path at sizes the
 // simulated driver runs in seconds (--check on a device), with odd sizes and the split paths.
 enum class Sizes { Full, Quick, Tiny };
@@ -1151,6 +1173,9 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
+    // DeepSeek-V3's latent attention at prefill: q and k heads of 192, v heads of 128.
+    for (uint32_t seq : seqs)
+      for (bool causal : {false, true}) out.push_back(attentionPrefillMlaCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, causal));
     // Paged k and v beside the contiguous mma.sync rows at head_dim 128.
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})
@@ -1507,7 +1532,8 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     must(m.download(raw.data(), count * 2, first * 2), "download");
     return raw;
   };
-  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads, OD = a.vDim ? a.vDim : D;  // q and K, V and o
+  const uint32_t D = a.dim, group = a.qHeads / a.kvHeads;                          // q and K
+  const uint32_t OD = a.vDim ? a.vDim : a.vHead ? a.vHead : D, VW = a.vHead ? a.vHead : D;  // o; V's rows
   const double scale = 1.0 / std::sqrt(double(D));
   const DeviceMemory& out = *mem[a.decode ? (a.vDim ? 6 : 7) : 3];
   for (uint32_t s = 0; s < 16; ++s) {
@@ -1515,11 +1541,11 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
     const size_t row = (size_t(b) * a.seqQ + i) * a.qHeads + h;  // q and o: [batch, seq_q, q_heads, D]
     const int64_t last = a.causal || a.decode ? int64_t(i) + a.seqK - a.seqQ : int64_t(a.seqK) - 1;
     const int64_t from = a.window && last + 1 > a.window ? last + 1 - a.window : 0;  // the window's first key
-    const size_t keys = size_t(std::max<int64_t>(last + 1, 0)), first = size_t(b) * a.seqK * a.kvHeads * D;
+    const size_t keys = size_t(std::max<int64_t>(last + 1, 0));
     const std::vector<uint16_t> q = bf16s(*mem[0], row * D, D), o = bf16s(out, row * OD, OD);
-    // K and V as doubles: bf16, or E4M3 codes times their scale.
-    auto cache = [&](const DeviceMemory& m) {
-      const size_t count = keys * a.kvHeads * D;
+    // K and V (rows of `width` elements a head) as doubles: bf16, or E4M3 codes times their scale.
+    auto cache = [&](const DeviceMemory& m, uint32_t width) {
+      const size_t count = keys * a.kvHeads * width, first = size_t(b) * a.seqK * a.kvHeads * width;
       std::vector<double> out(count);
       if (a.fp8Scale == 0) {
         const std::vector<uint16_t> raw = bf16s(m, first, count);
@@ -1531,8 +1557,10 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
       for (size_t e = 0; e < count; ++e) out[e] = tn::ir::fp8Value(tn::ir::Fp8Format::E4M3, raw[e]) * a.fp8Scale;
       return out;
     };
-    const std::vector<double> k = cache(*mem[1]), v = a.vDim ? k : cache(*mem[2]);
-    auto at = [&](const std::vector<double>& t, size_t j, uint32_t d) { return t[(j * a.kvHeads + kv) * D + d]; };
+    const std::vector<double> k = cache(*mem[1], D), v = a.vDim ? k : cache(*mem[2], VW);
+    auto at = [&](const std::vector<double>& t, size_t j, uint32_t d, uint32_t width) {
+      return t[(j * a.kvHeads + kv) * width + d];
+    };
     const std::vector<uint16_t> bias = a.bias ? bf16s(*mem[4], size_t(i) * a.seqK, keys) : std::vector<uint16_t>();
     std::vector<double> p(keys);
     double mx = -INFINITY, sum = 0;
@@ -1542,13 +1570,13 @@ std::string checkAttention(const std::vector<const DeviceMemory*>& mem, const Ca
         continue;
       }
       double dot = 0;
-      for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d);
+      for (uint32_t d = 0; d < D; ++d) dot += double(tn::ir::bf16ToF32(q[d])) * at(k, j, d, D);
       mx = std::max(mx, p[j] = dot * scale + (a.bias ? tn::ir::bf16ToF32(bias[j]) : 0.0));
     }
     for (double& x : p) sum += x = std::exp(x - mx);
     for (uint32_t d = 0; d < OD; ++d) {
       double want = 0;
-      for (size_t j = 0; j < keys; ++j) want += p[j] * at(v, j, d);
+      for (size_t j = 0; j < keys; ++j) want += p[j] * at(v, j, d, VW);
       want = keys ? want / sum : 0.0;
       const double got = tn::ir::bf16ToF32(o[d]);
       if (!(std::fabs(got - want) <= std::ldexp(1.0, -9) * (1.0 + std::fabs(want)) + 1e-6))
