@@ -683,6 +683,16 @@ void KernelVerifier::checkTensorCore(const Inst& in) {
 // ---- 13. wide vectors and wgmma -----------------------------------------------------------------
 
 bool KernelVerifier::checkWide(const Inst& in) {
+  // Only the lane counts the text form has (8 ... 128, powers of two): IR built in C++ could hold
+  // others, which the printer would write and no parser read back (a bundle's IR included).
+  auto oddLanes = [](Type t) { return t.isWide() && !std::has_single_bit(unsigned{t.lanes}); };
+  const Type resultType = validValue(in.result) ? k_.typeOf(in.result) : Type{};
+  if ((in.type && oddLanes(*in.type)) || oddLanes(resultType)) {
+    error(in.loc, quoted(opText(in)) + " has the wide type " +
+                      quoted(in.type && oddLanes(*in.type) ? *in.type : resultType) +
+                      "; truenoc's wide vectors have 8, 16, 32, 64 or 128 lanes (a wgmma's N is then a power of two)");
+    return true;
+  }
   auto refuse = [&](Type t, const std::string& where) {
     error(in.loc, where + " of " + quoted(opText(in)) + " has the wide type " + quoted(t) +
                       "; wide vectors are allowed only as wgmma.mma_async's accumulator and result, extract's " +

@@ -39,6 +39,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "kernels/AttentionPrefill.h"
 
@@ -387,16 +388,19 @@ void copyTile(KernelBuilder& kb, const Tile& t, Value tid, Value first) {
   Value dst0 = ch.even() ? kb.ptradd(t.smem(), slotOf(t.rowBytes(), ch.row0, ch.chunk0), "dst") : Value();
   Value last = (t.extent - 1u).named("last");  // first < extent: the tile holds a position
   for (unsigned j = 0; j < ch.passes(); ++j) {
-    auto [row, chunk] = ch.at(kb.u32(j));
-    Value pos = (first + row).named("pos");
+    Value row, chunk = ch.chunk0;  // row: when the chunks do not divide the block
+    if (!ch.even()) std::tie(row, chunk) = ch.at(kb.u32(j));
+    Value pos = (ch.even() ? first + ch.row0 + j * ch.rowsPerPass() : first + row).named("pos");
     Value in = (pos < t.extent).named("in");
     Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");
     Value src = assumeAligned16(kb, kb.ptradd(t.base, offset), "src");
     // Row r0 + j rowsPerPass has r & 7 == r0 & 7 when rowsPerPass is a multiple of 8 (head_dim up
     // to 128); at 256 (4 rows a pass) each pass's row has its own swizzle, as every row at 192.
-    Value dst = j == 0 && ch.even()                    ? dst0
-                : ch.even() && ch.rowsPerPass() % 8 == 0 ? kb.ptradd(dst0, kb.u32(j * ch.rowsPerPass() * t.rowBytes()), "dst")
-                                                         : kb.ptradd(t.smem(), slotOf(t.rowBytes(), row, chunk), "dst");
+    const unsigned step = ch.even() ? ch.rowsPerPass() : 0;
+    Value dst = !ch.even()     ? kb.ptradd(t.smem(), slotOf(t.rowBytes(), row, chunk), "dst")
+                : j == 0       ? dst0
+                : step % 8 == 0 ? kb.ptradd(dst0, kb.u32(j * step * t.rowBytes()), "dst")
+                               : kb.ptradd(t.smem(), slotOf(t.rowBytes(), ch.row0 + j * step, chunk), "dst");
     kb.cp_async(dst, src, 16, kb.select(in, kb.u32(16), kb.u32(0), "bytes"), Mod::Cg);
   }
 }
@@ -508,13 +512,6 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
                    std::string(name) + " must be 64, 128, 192 or 256, not " + std::to_string(value));
       return std::nullopt;
     }
-  if (c.tmaParams && (c.dim == 192 || c.vdim != c.dim)) {
-    diags.report(ir::Severity::Error, "", {},
-                 c.dim == 192 ? "head_dim 192 needs mainloop = \"mma\" (the wgmma member takes 64, 128 and 256)"
-                              : "v_head_dim " + std::to_string(c.vdim) + " beside head_dim " + std::to_string(c.dim) +
-                                    " needs mainloop = \"mma\" (the wgmma member's v heads are its q and k heads)");
-    return std::nullopt;
-  }
   if (o.text("mainloop") == "wgmma") return buildPrefill90(o, diags);
   ir::Module m = newModule();
   if (c.fp8Cvt) m.ptx = kFp8CvtPtx;
@@ -691,13 +688,12 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
 void addAttentionPrefill(std::vector<Template>& out) {
   OptionSpec dim = intOption("head_dim", 128, 64, 256,
-                             "elements of a head of q and k: 64, 128, 192 (mainloop = \"mma\") or 256 (wgmma: key tiles "
-                             "of 64 at 256)",
+                             "elements of a head of q and k: 64, 128, 192 or 256 (wgmma: key tiles of 64 at 256)",
                              64);
   OptionSpec vdim = intOption("v_head_dim", 0, 0, 256,
                               "elements of a head of v and o: 0 (head_dim), or 64, 128, 192 or 256 beside another "
-                              "head_dim (mainloop = \"mma\"): DeepSeek's multi-head latent attention at prefill takes "
-                              "head_dim 192 (128 + 64 rope) and v_head_dim 128",
+                              "head_dim: DeepSeek's multi-head latent attention at prefill takes head_dim 192 (128 + 64 "
+                              "rope) and v_head_dim 128 (wgmma: key tiles of 64 above 128)",
                               64);
   out.push_back({
       "attention_prefill",

@@ -11,10 +11,10 @@
 // tile read from L2 serves 128 rows; the consumers take turns to issue S = Q K^T (FA3's
 // ping-pong, two named barriers), so that while one runs its softmax the other's wgmma has the
 // tensor cores. Tensor maps view q as [batch · seq_q rows, q_heads · head_dim] and
-// k, v as [batch · kv_stride rows, kv_heads · head_dim] (varlen: q_rows and kv_rows rows, and a
-// sequence starts at its offset's row); a box is 64 elements (128 bytes) of one
+// k, v as [batch · kv_stride rows, kv_heads · head_dim] (v: v_head_dim; varlen: q_rows and kv_rows
+// rows, and a sequence starts at its offset's row); a box is 64 elements (128 bytes) of one
 // head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
-// 64 elements. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
+// 64 elements, a 192 one (multi-head latent attention's q and k) three. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
 // barriers (one per stage for K and for V: S = Q K^T starts before V is in) completed by TMA
 // transaction bytes, empty barriers by the 256 consumer threads once both wgmma groups of the
 // stage are done; the producer waits for a stage to be empty before it loads the next tile into
@@ -33,18 +33,19 @@
 // S = Q K^T: head_dim / 16 wgmma m64n(kKeys)k16, both operands K-major descriptors. Lane i of
 // the v(kKeys/2).f32 accumulator is row 16 warp + g + 8 ((i >> 1) & 1), key 8 (i >> 2) + 2 t +
 // (i & 1): the mma C layout per 8 keys, so the masks and the online softmax are the mma path's.
-// O += P V: kKeys / 16 wgmma m64n(head_dim)k16 (two of n128 at head_dim 256: O in two pieces)
+// O += P V: kKeys / 16 wgmma m64n(v_head_dim)k16 (two of n128 at 256, three of n64 at 192: O in
+// pieces)
 // with P's A fragments in registers (lanes 8 kk ... 8 kk + 7 of S, rounded to the storage type)
 // and V an MN-major descriptor (head_dim contiguous).
 //
-// fp8 k and v (cache_dtype; head_dim 64 and 128): TMA cannot convert, so a K or V tile's codes
+// fp8 k and v (cache_dtype; head_dim and v_head_dim 64 and 128): TMA cannot convert, so a K or V tile's codes
 // come by TMA as strips of 64 bytes a row (unswizzled, maps of u8) into a region of their own
 // with barriers of their own (k_codes, v_codes), and the producer warpgroup's other three warps
 // (96 threads) write their values into the tile as the 128B swizzle lays out bf16 or f16
 // (convertLines), fence the async proxy and arrive on k_full or v_full (count 96). A tile is free
 // by the time its codes arrive: the producer loaded them after the consumers released the stage.
 // k_scale is in the scores' scale (declareParams), v_scale in the outputs' 1 / l (storeRows).
-// head_dim 256's tiles and codes would exceed shared memory.
+// Wider heads' tiles and codes would exceed shared memory.
 //
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
@@ -76,9 +77,11 @@ constexpr unsigned kRows = kConsumers * 64;  // query rows of a block: 64 a cons
 constexpr unsigned kProducerRegisters = 24, kConsumerRegisters = 240;
 constexpr unsigned kConverterRegisters = 40, kConvertingConsumerRegisters = 232;
 constexpr unsigned kConverters = 96;  // producer warps 1 - 3
-// Keys of a K/V tile (the wgmma N of S = Q K^T): 128, or 64 at head_dim 256, whose Q tile (64 KiB)
-// and two stages of K and V (32 KiB a tile) then fit in shared memory (193 KiB with the slack).
-unsigned keysOf(const Config& c) { return c.dim > 128 ? 64 : 128; }
+// Keys of a K/V tile (the wgmma N of S = Q K^T): 128, or 64 at head_dim 256 or v_head_dim above
+// 128, whose Q tile and two stages of K and V then fit in shared memory (at 256: a 64 KiB Q tile,
+// 32 KiB K and V tiles, 193 KiB with the slack; at 192 beside 128: 48 + 2 · (48 + 32) + 1 = 209 KiB
+// with 128 keys) and S and O in the consumers' registers.
+unsigned keysOf(const Config& c) { return c.dim > 192 || c.vdim > 128 ? 64 : 128; }
 constexpr unsigned kStages = 2;
 constexpr unsigned kStrip = 64;         // elements of a box row: 128 bytes, the 128B swizzle span
 constexpr unsigned kAtom = 1024;        // bytes of a 128B swizzle atom (8 rows); tiles start on one
@@ -90,33 +93,34 @@ constexpr unsigned kZeroedBarrier = 1, kTurnBarrier = 2;
 // Byte layout of the dynamic shared memory from its 1024-aligned start: Q, then K stage 0 and 1,
 // then V stage 0 and 1; each tile strip by strip (64 elements of every row). With fp8 k and v,
 // then the codes of K stage 0 and 1 and of V stage 0 and 1, strip by strip (64 bytes a row).
+// Q and K rows are head_dim elements, V rows v_head_dim.
 struct Layout {
-  unsigned qBytes, tileBytes, codeBytes;  // a Q tile; a K or V tile; its codes (0 without fp8)
-  unsigned kAt(unsigned stage) const { return qBytes + stage * tileBytes; }
-  unsigned vAt(unsigned stage) const { return qBytes + (kStages + stage) * tileBytes; }
-  unsigned kCodesAt(unsigned stage) const { return qBytes + 2 * kStages * tileBytes + stage * codeBytes; }
-  unsigned vCodesAt(unsigned stage) const { return kCodesAt(kStages + stage); }
-  unsigned total() const { return qBytes + 2 * kStages * (tileBytes + codeBytes); }
+  unsigned qBytes, kBytes, vBytes;  // a Q, K and V tile
+  unsigned kCodeBytes, vCodeBytes;  // a K and V tile's codes (0 without fp8)
+  unsigned kAt(unsigned stage) const { return qBytes + stage * kBytes; }
+  unsigned vAt(unsigned stage) const { return qBytes + kStages * kBytes + stage * vBytes; }
+  unsigned kCodesAt(unsigned stage) const { return qBytes + kStages * (kBytes + vBytes) + stage * kCodeBytes; }
+  unsigned vCodesAt(unsigned stage) const { return kCodesAt(kStages) + stage * vCodeBytes; }
+  unsigned total() const { return qBytes + kStages * (kBytes + vBytes + kCodeBytes + vCodeBytes); }
 };
 Layout layoutOf(const Config& c) {
   const unsigned keys = keysOf(c);
-  return {kRows * c.rowBytes(), keys * c.rowBytes(), c.cache == Fp8::None ? 0 : keys * c.dim};
+  const bool codes = c.cache != Fp8::None;
+  return {kRows * c.rowBytes(), keys * c.rowBytes(), keys * c.vRowBytes(), codes ? keys * c.dim : 0,
+          codes ? keys * c.vdim : 0};
 }
 
 }  // namespace
 
 std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diags) {
-  const Config c = configOf(o);
-  if (c.dim != 64 && c.dim != 128 && c.dim != 256) {
-    diags.report(ir::Severity::Error, "", {}, "head_dim must be 64, 128 or 256, not " + std::to_string(c.dim));
-    return std::nullopt;
-  }
+  const Config c = configOf(o);  // head_dim and v_head_dim checked by the template (buildPrefill)
   const unsigned kKeys = keysOf(c);
   const bool codes = c.cache != Fp8::None;
-  if (codes && c.dim > 128) {
+  if (codes && (c.dim > 128 || c.vdim > 128)) {
     diags.report(ir::Severity::Error, "", {},
-                 "cache_dtype = \"" + o.text("cache_dtype") + "\" with mainloop \"wgmma\" (or \"auto\") takes head_dim 64 "
-                 "or 128: at 256 the tiles and their codes exceed shared memory; mainloop = \"mma\" takes it");
+                 "cache_dtype = \"" + o.text("cache_dtype") + "\" with mainloop \"wgmma\" (or \"auto\") takes head_dim "
+                 "and v_head_dim 64 or 128: past 128 the tiles and their codes exceed shared memory; mainloop = "
+                 "\"mma\" takes them");
     return std::nullopt;
   }
   ir::Module m = newModule();
@@ -136,7 +140,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   kb.minnctapersm(1);
 
   const Layout lay = layoutOf(c);
-  const unsigned strips = c.dim / kStrip;
+  const unsigned strips = c.dim / kStrip, vStrips = c.vdim / kStrip;  // of a Q or K row, of a V row
   // Barriers: Q's, then K full, V full and empty per stage; with fp8, then K's and V's codes.
   SharedArray bars = kb.shared("barriers", Type::of(Scalar::B64), 1 + (codes ? 5 : 3) * kStages, 8);
   // The tiles, 1024-aligned by hand (kAtom bytes of slack): PTX's alignment of extern shared
@@ -192,10 +196,10 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   }, "init_barriers");
   kb.bar_sync();  // the barriers are set up
 
-  auto kTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
-  auto vTile = [&](Value stage) { return at(tiles, (stage * lay.tileBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
-  auto kCodes = [&](Value stage) { return at(tiles, (stage * lay.codeBytes + lay.kCodesAt(0)).named("k_codes_off"), "k_codes"); };
-  auto vCodes = [&](Value stage) { return at(tiles, (stage * lay.codeBytes + lay.vCodesAt(0)).named("v_codes_off"), "v_codes"); };
+  auto kTile = [&](Value stage) { return at(tiles, (stage * lay.kBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
+  auto vTile = [&](Value stage) { return at(tiles, (stage * lay.vBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
+  auto kCodes = [&](Value stage) { return at(tiles, (stage * lay.kCodeBytes + lay.kCodesAt(0)).named("k_codes_off"), "k_codes"); };
+  auto vCodes = [&](Value stage) { return at(tiles, (stage * lay.vCodeBytes + lay.vCodesAt(0)).named("v_codes_off"), "v_codes"); };
 
   // The producer thread: Q, then K/V tile j into stage j % 2 once the consumers emptied it.
   auto produce = [&] {
@@ -206,10 +210,14 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     Value qRow0 = (c.varlen ? qFirst + q0 : b * seqQ + q0).named("q_row0");
     Value kvRow0 = c.pageSize ? Value() : (c.varlen ? kvFirst : b * kvStride).named("kv_row0");
     Value qCol0 = (qh * c.dim).named("q_col0");
-    Value kvCol0 = (kvHeadOf(kb, qh, qHeads, kvHeads) * c.dim).named("kv_col0");
-    // A strip row: 128 bytes of bf16 or f16, 64 of fp8 codes (k and v with cache_dtype).
-    auto loadTile = [&](Value map, Value dst, unsigned rows, Value col0, Value row0, Value bar, unsigned rowBytes = kStripRow) {
-      for (unsigned s = 0; s < strips; ++s)
+    Value kvHead = kvHeadOf(kb, qh, qHeads, kvHeads);
+    Value kCol0 = (kvHead * c.dim).named("k_col0");
+    Value vCol0 = c.vdim == c.dim ? kCol0 : (kvHead * c.vdim).named("v_col0");
+    // A tile of `n` strips; a strip row: 128 bytes of bf16 or f16, 64 of fp8 codes (k and v with
+    // cache_dtype).
+    auto loadTile = [&](Value map, Value dst, unsigned n, unsigned rows, Value col0, Value row0, Value bar,
+                        unsigned rowBytes = kStripRow) {
+      for (unsigned s = 0; s < n; ++s)
         kb.tma_load_2d(s == 0 ? dst : at(dst, kb.u32(s * rows * rowBytes), "strip"), map, s32(col0 + s * kStrip),
                        s32(row0), bar);
     };
@@ -220,19 +228,19 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     // table entry past the sequence's pages is read.
     const unsigned boxRows = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;
     Value pages = c.pageSize ? kb.index(p.table, (b * p.maxPages).named("table_row"), 4, "pages") : Value();
-    auto loadKv = [&](Value map, Value dst, Value j, Value bar) {
-      if (!c.pageSize) return loadTile(map, dst, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar, kvRowBytes);
+    auto loadKv = [&](Value map, Value dst, unsigned n, Value kvCol0, Value j, Value bar) {
+      if (!c.pageSize) return loadTile(map, dst, n, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar, kvRowBytes);
       Value lastKey = (seqK - 1u).named("last_key");  // a tile is loaded: seq_k > 0
       auto box = [&](Value i) {
         Value pos = kb.min((j * kKeys + i * boxRows).named("box_pos"), lastKey, "box_key");
         Value row = pagedRow(kb, pages, pos, c.pageSize);
-        loadTile(map, at(dst, (i * (boxRows * kvRowBytes)).named("box_off"), "box"), kKeys, kvCol0, row, bar, kvRowBytes);
+        loadTile(map, at(dst, (i * (boxRows * kvRowBytes)).named("box_off"), "box"), n, kKeys, kvCol0, row, bar, kvRowBytes);
       };
       if (boxRows == kKeys) return box(kb.u32(0));
       kb.for_range(kb.u32(0), kb.u32(kKeys / boxRows), kb.u32(1), [&](Value i) { box(i); }, {.label = "boxes", .iv = "i"});
     };
     kb.mbarrier_arrive_expect_tx(qFull, kb.u32(lay.qBytes));
-    loadTile(qMap, tiles, kRows, qCol0, qRow0, qFull);
+    loadTile(qMap, tiles, strips, kRows, qCol0, qRow0, qFull);
     kb.for_range(
         firstTile, nTiles, kb.u32(1),
         [&](Value j) {
@@ -243,16 +251,16 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           // once (TC§5.3).
           waitPhase(kb, empty(stage), ((use >> 1u) & 1u) ^ 1u, "empty_wait");
           if (codes) {
-            kb.mbarrier_arrive_expect_tx(kCodesFull(stage), kb.u32(lay.codeBytes));
-            loadKv(kMap, kCodes(stage), j, kCodesFull(stage));
-            kb.mbarrier_arrive_expect_tx(vCodesFull(stage), kb.u32(lay.codeBytes));
-            loadKv(vMap, vCodes(stage), j, vCodesFull(stage));
+            kb.mbarrier_arrive_expect_tx(kCodesFull(stage), kb.u32(lay.kCodeBytes));
+            loadKv(kMap, kCodes(stage), strips, kCol0, j, kCodesFull(stage));
+            kb.mbarrier_arrive_expect_tx(vCodesFull(stage), kb.u32(lay.vCodeBytes));
+            loadKv(vMap, vCodes(stage), vStrips, vCol0, j, vCodesFull(stage));
             return;
           }
-          kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.tileBytes));
-          loadKv(kMap, kTile(stage), j, kFull(stage));
-          kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.tileBytes));
-          loadKv(vMap, vTile(stage), j, vFull(stage));
+          kb.mbarrier_arrive_expect_tx(kFull(stage), kb.u32(lay.kBytes));
+          loadKv(kMap, kTile(stage), strips, kCol0, j, kFull(stage));
+          kb.mbarrier_arrive_expect_tx(vFull(stage), kb.u32(lay.vBytes));
+          loadKv(vMap, vTile(stage), vStrips, vCol0, j, vFull(stage));
         },
         {.label = "kv_tiles", .iv = "j"});
   };
@@ -266,13 +274,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
         [&](Value j) {
           Value use = (j - firstTile).named("use");
           Value stage = (use & 1u).named("stage"), parity = ((use >> 1u) & 1u).named("parity");
-          const unsigned lines = strips * kKeys;
           waitPhase(kb, kCodesFull(stage), parity, "k_codes_wait");
-          convertLines(kb, kCodes(stage), kTile(stage), lines, first, kConverters, c.half(), c.cache, c.fp8Cvt);
+          convertLines(kb, kCodes(stage), kTile(stage), strips * kKeys, first, kConverters, c.half(), c.cache, c.fp8Cvt);
           kb.fence_proxy_async();
           kb.mbarrier_arrive(kFull(stage));
           waitPhase(kb, vCodesFull(stage), parity, "v_codes_wait");
-          convertLines(kb, vCodes(stage), vTile(stage), lines, first, kConverters, c.half(), c.cache, c.fp8Cvt);
+          convertLines(kb, vCodes(stage), vTile(stage), vStrips * kKeys, first, kConverters, c.half(), c.cache, c.fp8Cvt);
           kb.fence_proxy_async();
           kb.mbarrier_arrive(vFull(stage));
         },
@@ -292,10 +299,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     };
     // The consumer's 64 rows of Q: 8 atoms into each strip.
     Value qSlice = at(tiles, (consumer * (64 * kStripRow)).named("q_slice_off"), "q_slice");
-    // O in pieces of at most 128 columns (head_dim 256: two v64.f32 accumulators, one wgmma n128
-    // each per key step), rescaled one at a time, so that the old and the new values of a piece,
+    // O in pieces of at most 128 columns (v_head_dim 256: two v64.f32 accumulators, one wgmma n128
+    // each per key step; 192: three of n64, a V strip each, as the IR's wide vectors have
+    // power-of-two lanes), rescaled one at a time, so that the old and the new values of a piece,
     // not of all of O, are live together.
-    const unsigned pieces = c.dim > 128 ? 2 : 1, pieceN = c.dim / pieces, oLanes = pieceN / 2;
+    const unsigned pieceN = c.vdim % 128 == 0 ? std::min(c.vdim, 128u) : 64u, pieces = c.vdim / pieceN;
+    const unsigned oLanes = pieceN / 2;
     const unsigned sLanes = kKeys / 2;
     const Type sType = Type::of(Scalar::F32, sLanes), oType = Type::of(Scalar::F32, oLanes);
     Value zero = kb.f32(0.0f);
@@ -310,7 +319,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     auto zeroPastEnd = [&](Value vT, Value k0) {
       kb.if_then((k0 + kKeys > seqK).named("partial_v"), [&] {
         Value valid = (seqK - k0).named("valid_keys");
-        const unsigned chunks = kKeys * strips * (kStripRow / 16);
+        const unsigned chunks = kKeys * vStrips * (kStripRow / 16);
         Value zeros = kb.pack(Type::of(Scalar::B32, 4), std::vector<Value>(4, kb.b32(0)), "zeros");
         for (unsigned r = 0; r < chunks / kConsumerThreads; ++r) {
           Value chunk = (ctid + r * kConsumerThreads).named("chunk");
@@ -456,20 +465,21 @@ LaunchRule launchPrefill90(const Options& o) {
   const PScalar kvEl = codes ? PScalar::U8 : el;
   const unsigned kvSwizzle = codes ? 0 : 128;
   const Expr one(1), batch = Expr::param("batch");
-  const Expr qCols = Expr::param("q_heads") * Expr(c.dim), kvCols = Expr::param("kv_heads") * Expr(c.dim);
+  const Expr qCols = Expr::param("q_heads") * Expr(c.dim), kCols = Expr::param("kv_heads") * Expr(c.dim);
+  const Expr vCols = Expr::param("kv_heads") * Expr(c.vdim);
   // Rows at least 1: an empty tensor has no map (nothing is launched then anyway).
   const Expr qRows = max(c.varlen ? Expr::param("q_rows") : batch * Expr::param("seq_q"), one);
   const Expr kvRows = max(c.varlen || c.pageSize ? Expr::param("kv_rows") : batch * Expr::param("kv_stride"), one);
   const unsigned kvBox = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;  // a box: rows of one page
-  const Expr kvRowBytes = codes ? kvCols : kvCols * Expr(2);
+  auto rowBytes = [&](const Expr& cols) { return codes ? cols : cols * Expr(2); };
   LaunchRule r;
   r.block = {kThreads};
   r.grid = {ceilDiv(Expr::param(c.varlen ? "max_seq_q" : "seq_q"), Expr(kRows)), Expr::param("q_heads"), batch};
   r.dynamicShared = Expr(layoutOf(c).total() + kAtom);
   r.tensorMaps = {
       {"q_map", "q", el, {qCols, qRows}, {qCols * Expr(2)}, {kStrip, kRows}, 128},
-      {"k_map", "k", kvEl, {kvCols, kvRows}, {kvRowBytes}, {kStrip, kvBox}, kvSwizzle},
-      {"v_map", "v", kvEl, {kvCols, kvRows}, {kvRowBytes}, {kStrip, kvBox}, kvSwizzle},
+      {"k_map", "k", kvEl, {kCols, kvRows}, {rowBytes(kCols)}, {kStrip, kvBox}, kvSwizzle},
+      {"v_map", "v", kvEl, {vCols, kvRows}, {rowBytes(vCols)}, {kStrip, kvBox}, kvSwizzle},
   };
   return r;
 }

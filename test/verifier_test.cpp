@@ -103,6 +103,33 @@ TEST_CASE("verifier: result values follow the result rule") {
                      });
 }
 
+// A wide vector of a lane count the text form lacks (a wgmma of N = 192 would accumulate into
+// v96.f32): refused, as its printed IR would not parse.
+TEST_CASE("verifier: wide vectors of lane counts that are not powers of two") {
+  Module m = parse(R"(target sm_90a
+ptx 8.0
+kernel @k(%x: f32) {
+^entry:
+  %acc = pack %x, %x, %x, %x, %x, %x, %x, %x : v8.f32
+  %y = extract %acc, 0 : v8.f32
+  ret
+}
+)");
+  Kernel& k = m.kernels[0];
+  Inst& pack = instAt(k, 0, 0);
+  const Type odd = Type::of(Scalar::F32, 12);
+  pack.type = odd;
+  pack.operands.resize(12, pack.operands[0]);
+  k.value(pack.result).type = odd;
+  instAt(k, 0, 1).type = odd;  // extract's operand type
+  CHECK(errors(m) == std::vector<std::string>{
+                         "t.tir:5:10: error: 'pack' has the wide type 'v12.f32'; truenoc's wide vectors have 8, 16, 32, "
+                         "64 or 128 lanes (a wgmma's N is then a power of two)",
+                         "t.tir:6:8: error: 'extract' has the wide type 'v12.f32'; truenoc's wide vectors have 8, 16, "
+                         "32, 64 or 128 lanes (a wgmma's N is then a power of two)",
+                     });
+}
+
 TEST_CASE("verifier: operand counts of fixed-arity ops") {
   Module m = parse(kBase);
   instAt(m.kernels[0], 0, 0).operands.pop_back();

@@ -990,17 +990,17 @@ Case attentionPrefillCase(uint32_t batch, uint32_t heads, uint32_t seq, uint32_t
 }
 
 // DeepSeek-V3's multi-head latent attention at prefill (attention_prefill with v_head_dim, op
-// attention_prefill_mla[_causal]): the latent expanded into one GPU's 16 heads of eight's 128, q
-// and k heads of 192 elements (128 + 64 rope), v and o of 128. Bytes: q, k, v and o once; FLOPs 2
-// batch heads seq^2 (192 + 128), half of it causal.
-Case attentionPrefillMlaCase(uint32_t batch, uint32_t heads, uint32_t seq, bool causal) {
+// attention_prefill[_wgmma]_mla[_causal]): the latent expanded into one GPU's 16 heads of eight's
+// 128, q and k heads of 192 elements (128 + 64 rope), v and o of 128. Bytes: q, k, v and o once;
+// FLOPs 2 batch heads seq^2 (192 + 128), half of it causal.
+Case attentionPrefillMlaCase(uint32_t batch, uint32_t heads, uint32_t seq, bool causal, bool wgmma) {
   const uint32_t dim = 192, vdim = 128;
   const std::string suffix = causal ? "_causal" : "";
-  Case c{"attention_prefill_mla" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
+  Case c{std::string("attention_prefill") + (wgmma ? "_wgmma" : "") + "_mla" + suffix, std::to_string(batch) + "x" + std::to_string(heads) + "x" + dims(seq, dim),
          "bf16", {}, {}, 0, 0, 0};
   const size_t qk = size_t(batch) * seq * heads * dim * 2, vo = size_t(batch) * seq * heads * vdim * 2;
   c.buffers = {{qk, Fill::BF16}, {qk, Fill::BF16}, {vo, Fill::BF16}, {vo, Fill::Zero}};
-  c.launches = {{"attention_prefill_bf16_d192_v128" + suffix,
+  c.launches = {{std::string("attention_prefill") + (wgmma ? "_wg" : "") + "_bf16_d192_v128" + suffix,
                  {buf("q", 0), buf("k", 1), buf("v", 2), buf("o", 3), val("batch", batch), val("seq_q", seq),
                   val("seq_k", seq), val("kv_stride", seq), val("q_heads", heads), val("kv_heads", heads),
                   val("scale", 1.0f / std::sqrt(float(dim)))}}};
@@ -1173,9 +1173,11 @@ std::vector<Case> cases(Sizes sizes) {
     for (uint32_t dim : {64u, 128u, 256u})
       for (uint32_t seq : seqs)
         for (bool causal : {false, true}) out.push_back(attentionPrefillCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, dim, causal));
-    // DeepSeek-V3's latent attention at prefill: q and k heads of 192, v heads of 128.
-    for (uint32_t seq : seqs)
-      for (bool causal : {false, true}) out.push_back(attentionPrefillMlaCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, causal));
+    // DeepSeek-V3's latent attention at prefill, both members: q and k heads of 192, v heads of 128.
+    for (bool wgmma : {false, true})
+      for (uint32_t seq : seqs)
+        for (bool causal : {false, true})
+          out.push_back(attentionPrefillMlaCase(tiny ? 1 : 4, tiny ? 2 : 16, seq, causal, wgmma));
     // Paged k and v beside the contiguous mma.sync rows at head_dim 128.
     for (uint32_t seq : seqs)
       for (bool causal : {false, true})

@@ -166,7 +166,8 @@ def make_case(torch, op, shape, dtype):
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, dim))), (
             lambda s: F.scaled_dot_product_attention(s[0], s[1], s[2], is_causal=causal))
     # _mla: DeepSeek's latent attention at prefill, q and k heads of dim (192), v heads of 128.
-    if op in ("attention_prefill_mla", "attention_prefill_mla_causal"):
+    if op in ("attention_prefill_mla", "attention_prefill_mla_causal", "attention_prefill_wgmma_mla",
+              "attention_prefill_wgmma_mla_causal"):
         batch, heads, seq, dim = dims
         causal = op.endswith("_causal")
         return (lambda: (rand(batch, heads, seq, dim), rand(batch, heads, seq, dim), rand(batch, heads, seq, 128))), (
