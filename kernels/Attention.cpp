@@ -13,7 +13,8 @@
 // all of its positions: a running max m, sum l and accumulator per query head, rescaled when m
 // grows. The warps' states merge through shared memory, and the split writes its normalized
 // output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
-// one warp per (sequence, query head). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
+// one warp per (sequence, query head); with `sinks` a logit per head without a value adds its
+// weight to the splits' sums (gpt-oss's attention sinks). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
 // (kernels/Fp8.cpp), decoded as each slice is loaded (fp8_decode: cvt.f16x2 or integer
 // instructions), k_scale folded into q's pre-scale and v_scale into the split's output. With
 // `mla` (multi-head latent attention, absorbed: DeepSeek's) q and K rows hold head_dim latent
@@ -472,6 +473,8 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   Value partial = kb.param(kGlobalPtr, "partial");
   Value stats = kb.param(kGlobalPtr, "stats");
   Value out = kb.param(kGlobalPtr, "o");
+  const bool sinks = o.flag("sinks");
+  Value sinkPtr = sinks ? kb.param(kGlobalPtr, "sinks") : Value();
   kb.param(Type::u32(), "batch");  // the grid's y extent
   Value qHeads = kb.param(Type::u32(), "q_heads");
   Value splits = kb.param(Type::u32(), "splits");
@@ -486,12 +489,17 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
   kb.if_then((qh < qHeads).named("has_head"), [&] {
     Value row = (kb.mul_wide(b, qHeads) + kb.cvt(qh, Type::u64())).named("head_row");
     Value first = (row * kb.cvt(splits, Type::u64())).named("first_split");
-    Value mAll = kb.for_range(kb.u32(0), splits, kb.u32(1), {negInf(kb)}, [&](Value s, std::span<Value> mm) {
+    // With sinks, the head's sink is one more logit without a value: in the log2 domain of the
+    // splits' sums, sink · log2 e, a weight of its own in the denominator (-inf: none).
+    Value sink = sinks ? (kb.load(kb.index(sinkPtr, qh, 4), Type::f32(), {Mod::NcMod}, "sink") * kLog2e).named("sink_l2")
+                       : negInf(kb);
+    Value mAll = kb.for_range(kb.u32(0), splits, kb.u32(1), {sink}, [&](Value s, std::span<Value> mm) {
       Value lse = kb.load(kb.index(stats, first + kb.cvt(s, Type::u64()), 4), Type::f32(), {Mod::NcMod}, "lse");
       return std::vector<Value>{kb.max(mm[0], lse, "m")};
     }, {.label = "max", .iv = "s"})[0];
     Value ref = refOf(kb, mAll);
     std::vector<Value> init(n + 1, kb.f32(0.0f));
+    if (sinks) init[0] = kb.ex2(sink - ref, "sink_weight");
     Value laneOff = kb.cvt((lane * n).named("lane_elem"), Type::u64());
     std::vector<Value> sum = kb.for_range(kb.u32(0), splits, kb.u32(1), init, [&](Value s, std::span<Value> acc) {
       Value at = (first + kb.cvt(s, Type::u64())).named("split_row");
@@ -586,7 +594,11 @@ void addAttention(std::vector<Template>& out) {
       "attention_decode_merge",
       "decode attention, pass 2: o [batch, q_heads, head_dim] from attention_decode's splits (softmax-weighted by "
       "their log2-sum-exp); a sequence without positions gets zeros; one warp per (sequence, query head)",
-      {dtypeOption("dtype", storage), dimOption(true)},
+      {dtypeOption("dtype", storage), dimOption(true),
+       option("sinks", false,
+              "attention sinks (gpt-oss): the f32 [q_heads] pointer sinks (after o) holds a logit per query head, "
+              "in the scaled scores' units, that joins the softmax without a value: its weight e^(sinks[h]) is "
+              "added to the splits' sums; -inf is no sink")},
       buildMerge,
       [](const Options&) {
         return LaunchRule{{kBlock}, {ceilDiv(Expr::param("q_heads"), kWarps), Expr::param("batch")}, 0};
@@ -595,7 +607,10 @@ void addAttention(std::vector<Template>& out) {
   out.back().elements = storageElements({"o"});
   out.back().extents = [](const Options& o) {
     const Expr rows = Expr::param("batch") * Expr::param("q_heads"), dim(static_cast<uint64_t>(o.integer("head_dim")));
-    return Template::Extents{{"partial", rows * Expr::param("splits") * dim}, {"stats", rows * Expr::param("splits")}, {"o", rows * dim}};
+    return Template::Extents{{"partial", rows * Expr::param("splits") * dim},
+                             {"stats", rows * Expr::param("splits")},
+                             {"o", rows * dim},
+                             {"sinks", Expr::param("q_heads")}};
   };
 }
 

@@ -32,8 +32,11 @@
 // (cache_dtype) are converted through registers into the same tiles (convertTile), k_scale
 // joining scale and v_scale the outputs' 1 / l.
 //
+// Attention sinks (sinks): head h's logit sinks[h] joins every row's softmax without a value, as
+// the initial running max and a sum of 1 (softmaxOf's mInit and lInit).
+//
 // Special values: keys past seq_k or masked weigh exactly 0; a row that sees no key (causal,
-// seq_q > seq_k + its index) gets zeros and log-sum-exp -inf. The P V product multiplies every
+// seq_q > seq_k + its index) gets zeros and log-sum-exp -inf (with a sink: its logit). The P V product multiplies every
 // key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
 // whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
 #include <array>
@@ -52,7 +55,7 @@ Config configOf(const Options& o) {
   return {storageOption(o), dim, vdim ? vdim : dim, o.flag("causal"), o.flag("lse"),
           o.flag("varlen"), o.all().count("page_size") ? static_cast<unsigned>(o.integer("page_size")) : 0u,
           o.text("mainloop") != "mma", o.flag("window"), o.flag("window_right"), o.flag("softcap"), o.flag("alibi"),
-          o.flag("bias"), cacheDtype(o), fp8Cvt(o)};
+          o.flag("bias"), o.flag("sinks"), cacheDtype(o), fp8Cvt(o)};
 }
 
 Params declareParams(KernelBuilder& kb, const Config& c) {
@@ -71,6 +74,7 @@ Params declareParams(KernelBuilder& kb, const Config& c) {
   }
   if (c.alibi) p.alibiSlopes = kb.param(kGlobalPtr, "alibi_slopes");
   if (c.bias) p.bias = kb.param(kGlobalPtr, "bias");
+  if (c.sinks) p.sinks = kb.param(kGlobalPtr, "sinks");
   kb.param(ir::Type::u32(), "batch");  // the grid's z extent
   if (c.varlen) {
     kb.param(ir::Type::u32(), "max_seq_q");  // the grid's x extent
@@ -127,6 +131,14 @@ Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seq
     s.lastKey = (kb.max(seqK, kb.u32(1)) - 1u).named("last_key");
     s.invScale = kb.rcp(p.scale, "inv_scale");
   }
+  if (c.sinks) {
+    // The sink is one more logit of the row's softmax, without a value: the running max starts
+    // at it (raw units: divided by scale) and the sum at its weight, e^0, counted once a row.
+    Value sink = kb.load(kb.index(p.sinks, qh, 4), ir::Type::f32(), {ir::Mod::NcMod}, "sink");
+    s.mInit = (sink / p.scale).named("sink_raw");
+    Value counted = ((t == 0u) & (sink != negInf(kb))).named("sink_counted");
+    s.lInit = kb.select(counted, kb.f32(1.0f), kb.f32(0.0f), "sink_weight");
+  }
   return s;
 }
 
@@ -165,6 +177,11 @@ Value keyStart(KernelBuilder& kb, const Config& c, Value row, Value seqQ, Value 
   Value past = (reach - seqQ).named("past");  // the keys up to the row's, when reach > seq_q
   Value cut = ((window != 0u) & (reach > seqQ) & (past > window)).named("windowed");
   return kb.select(cut, past - window, kb.u32(0), "k_start");
+}
+
+std::vector<Value> softmaxStart(KernelBuilder& kb, const Softmax& s, Value zero) {
+  if (s.mInit.valid()) return {s.mInit, s.mInit, s.lInit, s.lInit};
+  return {negInf(kb), negInf(kb), zero, zero};
 }
 
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,
@@ -625,7 +642,7 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
   const Softmax sm = softmaxOf(kb, c, p, seqQ, seqK, q0, t, scale2, row0, row1, qh, b);
 
   // Carried: m and l of rows g and g + 8, then the output accumulators.
-  std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
+  std::vector<Value> init = softmaxStart(kb, sm, zero);
   init.insert(init.end(), oTiles, acc0);
   std::vector<Value> st = kb.for_range(
       firstTile, tiles, kb.u32(1), init,
@@ -725,6 +742,10 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "bias_head_stride + i * bias_row_stride + j, the three u32 strides (elements; 0 broadcasts) after "
               "the other scalars; added to the scaled (and capped) score of row i and key j, positions "
               "within the sequence; a row whose keys are all masked gets zeros"),
+       option("sinks", false,
+              "attention sinks (gpt-oss): the f32 [q_heads] pointer sinks (after the other pointers) holds a logit "
+              "per query head, in the scaled scores' units, that joins every row's softmax without a value: o = "
+              "sum_j e^(s_j) v_j / (e^(sinks[h]) + sum_j e^(s_j)); -inf is no sink; lse includes it"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
               "or [rows, q_heads] with varlen; -inf for a row without keys"),
@@ -771,7 +792,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
     const bool varlen = o.flag("varlen"), paged = o.integer("page_size") > 0, tma = o.text("mainloop") != "mma";
     const Config c = configOf(o);
     const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads"), dim(uint64_t{c.dim}), vdim(uint64_t{c.vdim});
-    Template::Extents e{{"alibi_slopes", qHeads}, {"block_table", batch * Expr::param("max_pages")}};
+    Template::Extents e{{"alibi_slopes", qHeads}, {"sinks", qHeads}, {"block_table", batch * Expr::param("max_pages")}};
     for (const char* n : {"q_offsets", "q_lengths", "kv_offsets", "kv_lengths"}) e.push_back({n, batch});
     if (!varlen) {
       const Expr seqQ = Expr::param("seq_q");

@@ -23,6 +23,7 @@ struct Config {
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
+  bool sinks = false;     // attention sinks: the f32 [q_heads] pointer sinks after them, a logit per head without a value
   Fp8 cache = Fp8::None;  // fp8 k and v (cache_dtype; mma.sync only): k_scale and v_scale after scale
   bool fp8Cvt = false;    // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }
@@ -33,7 +34,7 @@ struct Config {
 Config configOf(const Options& o);
 
 // The kernel's parameters, the same in both members (so that mainloop = "auto" is one kernel), in
-// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], [bias], batch,
+// this order: q, k, v, o, [lse], [block_table], [the varlen arrays], [alibi_slopes], [bias], [sinks], batch,
 // then max_seq_q and with tmaParams q_rows and kv_rows (varlen), or seq_q, seq_k and kv_stride
 // (paged: kv_rows with tmaParams); then [max_pages], q_heads, kv_heads, scale, [k_scale, v_scale], [window],
 // [window_right], [softcap], [bias_batch_stride, bias_head_stride, bias_row_stride]. q_rows and kv_rows are the
@@ -53,6 +54,7 @@ struct Params {
   Value softcap;                   // softcap: scaled scores s become softcap tanh(s / softcap)
   Value alibiSlopes;               // alibi: f32 [q_heads], head h's scores gain -slope_h |i - j|
   Value bias;                      // bias: the storage type's [batch, q_heads, seq_q, seq_k] by strides
+  Value sinks;                     // sinks: f32 [q_heads], head h's extra logit (scaled units) in every row's softmax
   Value biasStrides[3];            // bias: elements between sequences, heads and rows (u32; 0 broadcasts)
 };
 Params declareParams(KernelBuilder& kb, const Config& c);
@@ -117,9 +119,16 @@ struct Softmax {
   Value biasRow[2] = {};         // bias: element 0 of the rows' bias rows (rows past seq_q: the last's)
   Value lastKey = {};            // bias: seq_k - 1, the last key whose bias is read
   Value invScale = {};           // bias: 1 / scale
+  // sinks: the rows' running max and this thread's partial sum before the first key, the head's
+  // sink in raw units and its weight 1 (in the quad's thread t = 0; none for a sink of -inf).
+  Value mInit = {}, lInit = {};
 };
+// The carried softmax state before the first key tile: m of rows g and g + 8, then their partial
+// sums l: -inf and `zero`, or the sink's (Softmax::mInit, lInit).
+std::vector<Value> softmaxStart(KernelBuilder& kb, const Softmax& s, Value zero);
 // The softmax state of a warp's rows row0 and row1 (query head qh of sequence b) from the
-// kernel's parameters: the window, the cap, the ALiBi slope and the bias rows the options ask for.
+// kernel's parameters: the window, the cap, the ALiBi slope, the bias rows and the sink the
+// options ask for.
 Softmax softmaxOf(KernelBuilder& kb, const Config& c, const Params& p, Value seqQ, Value seqK, Value q0, Value t,
                   Value scale2, Value row0, Value row1, Value qh, Value b);
 std::vector<Value> softmaxTile(KernelBuilder& kb, const Config& c, const Softmax& s, Value k0, unsigned keys,

@@ -382,7 +382,7 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
 
     if (c.window) otherTiles(firstTile, myFirst, "before_tiles");
     // Carried: m and l of rows g and g + 8, then O's pieces.
-    std::vector<Value> init{negInf(kb), negInf(kb), zero, zero};
+    std::vector<Value> init = softmaxStart(kb, sm, zero);
     init.insert(init.end(), pieces, oZero);
     std::vector<Value> st = kb.for_range(
         myFirst, myEnd, kb.u32(1), init,

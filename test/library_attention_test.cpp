@@ -126,7 +126,17 @@ struct Problem {
   uint32_t window = 0;  // sliding window (a window variant): the last `window` positions, 0 all
   float softcap = 0;    // a softcap variant's cap: scaled scores s become softcap tanh(s / softcap)
   float alibi = 1;      // an alibi variant's slopes: alibiSlopes(q_heads, alibi)
+  bool sinks = false;   // merged by the variant's merge kernel with sinks (its name + "_sinks"): sinkValues
 };
+
+// Attention sinks (a logit per query head without a value): uniform in [-3, 3], but head 1's -inf
+// (no sink) and head 2's 20 (outweighing every key: outputs near 0).
+std::vector<float> sinkValues(std::mt19937& rng, uint32_t heads) {
+  std::vector<float> s = uniform(rng, heads, -3.0f, 3.0f);
+  if (heads > 1) s[1] = -std::numeric_limits<float>::infinity();
+  if (heads > 2) s[2] = 20.0f;
+  return s;
+}
 
 // A paged cache for sequences of `lengths` positions: each sequence's pages, in its row of the
 // table, are shuffled among twice the pages needed (plus one, so that there is always one); the
@@ -223,14 +233,17 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
   if (v.alibi) call.buffer("alibi_slopes", slopes);
   Outputs first = r.run(call.target(target));
   std::vector<float> o(size_t(B) * QH * D, -7.0f);
-  Outputs second = r.run(Call("attention", v.merge)
-                             .buffer("partial", first.get<float>("partial"))
-                             .buffer("stats", first.get<float>("stats"))
-                             .buffer("o", encode(v.d, o))
-                             .scalar("batch", B)
-                             .scalar("q_heads", QH)
-                             .scalar("splits", splits)
-                             .target(target));
+  const std::string merge = std::string(v.merge) + (p.sinks ? "_sinks" : "");
+  Call mergeCall = Call("attention", merge.c_str())
+                       .buffer("partial", first.get<float>("partial"))
+                       .buffer("stats", first.get<float>("stats"))
+                       .buffer("o", encode(v.d, o))
+                       .scalar("batch", B)
+                       .scalar("q_heads", QH)
+                       .scalar("splits", splits);
+  const std::vector<float> sinks = p.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  if (p.sinks) mergeCall.buffer("sinks", sinks);
+  Outputs second = r.run(mergeCall.target(target));
   std::vector<float> got = decode(v.d, second.get<std::byte>("o"));
   std::vector<double> want;
   for (uint32_t b = 0; b < B; ++b)
@@ -241,7 +254,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
       const float* qrow = &q[(size_t(b) * QH + qh) * KD];
       auto row = [&](const std::vector<float>& cache, uint32_t t) { return &cache[(rowOf(b, t) * KH + h) * KD]; };
       std::vector<double> s(len, 0.0);
-      double m = -std::numeric_limits<double>::infinity();
+      double m = sinks[qh];  // -inf without a sink
       for (uint32_t t = from; t < len; ++t) {
         double dot = 0;
         for (uint32_t d = 0; d < KD; ++d) dot += double(qrow[d]) * row(k, t)[d];
@@ -251,7 +264,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
         m = std::max(m, s[t]);
         if (std::isnan(s[t])) m = s[t];
       }
-      double sum = 0;
+      double sum = sinks[qh] > -INFINITY ? std::exp(sinks[qh] - m) : 0.0;  // the sink's weight
       for (uint32_t t = from; t < len; ++t) sum += s[t] = std::exp(s[t] - m);
       for (uint32_t d = 0; d < D; ++d) {
         double acc = 0;
@@ -265,7 +278,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
                      (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "") +
-                     (v.mla ? " mla" : "") +
+                     (v.mla ? " mla" : "") + (p.sinks ? " sinks" : "") +
                      (*target ? std::string(" (") + target + " code)" : "");
   // Per weight: ex2.approx (2 ulp) of a log2-domain score whose f32 error is a few roundings of
   // sum|q k| * scale (|q|, |k| <= 1: at most 16 at head_dim 256); weights are below 1 and sum
@@ -432,6 +445,7 @@ struct PrefillVariant {
   bool fp8 = false;         // k and v fp8 codes of `format`, k_scale and v_scale
   Fp8Format format = Fp8Format::E4M3;
   uint32_t vdim = 0;        // elements of a head of v and o (v_head_dim), when not dim
+  bool sinks = false;       // the sinks parameter (sinkValues)
   uint32_t vHead() const { return vdim ? vdim : dim; }
 };
 
@@ -514,6 +528,11 @@ constexpr PrefillVariant k90NarrowV{"prefill90_f16_d256_v64_causal_window_alibi"
 constexpr PrefillVariant k90Fp8V{"prefill90_bf16_d64_v128_e4m3", Dtype::BF16, 64, false, true, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E4M3, 128};
 constexpr PrefillVariant kAutoMla{"auto_prefill_bf16_d192_v128_causal", Dtype::BF16, 192, true, true, "mainloop_auto", 128, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 128};
 
+constexpr PrefillVariant kSinksBf16Causal{"prefill_bf16_d128_causal_sinks", Dtype::BF16, 128, true, true, "attention", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 0, true};
+constexpr PrefillVariant kSinksVarlenWindow{"prefill_f16_d64_varlen_causal_window_sinks", Dtype::F16, 64, true, true, "attention", 64, false, "", 0, true, false, false, false, false, false, Fp8Format::E4M3, 0, true};
+constexpr PrefillVariant k90SinksWindow{"prefill90_bf16_d64_causal_window_sinks", Dtype::BF16, 64, true, true, "attention90", 128, false, "", 0, true, false, false, false, false, false, Fp8Format::E4M3, 0, true};
+constexpr PrefillVariant k90SinksVarlenPaged{"prefill90_bf16_d64_varlen_p16_sinks", Dtype::BF16, 64, false, true, "attention90", 128, true, "", 16, false, false, false, false, false, false, Fp8Format::E4M3, 0, true};
+
 constexpr PrefillVariant k90WindowVarlen{"prefill90_f16_d64_varlen_causal_window", Dtype::F16, 64, true, false, "attention90", 128, true, "", 0, true};
 
 struct Prefill {
@@ -544,10 +563,11 @@ struct Bias {
 // the scaled scores capped by a softcap other than 0, then biased.
 double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_t)>& sees,
                  const std::function<const float*(uint32_t)>& k, const std::function<const float*(uint32_t)>& v,
-                 uint32_t d, uint32_t vd, float scale, std::vector<double>& out, double softcap = 0, Bias bias = {}) {
+                 uint32_t d, uint32_t vd, float scale, std::vector<double>& out, double softcap = 0, Bias bias = {},
+                 double sink = -INFINITY) {
   std::vector<double> s;
   std::vector<uint32_t> seen;
-  double m = -std::numeric_limits<double>::infinity();
+  double m = sink;  // -inf: no sink
   for (uint32_t j = 0; j < keys; ++j) {
     if (!sees(j)) continue;
     double dot = 0;
@@ -556,16 +576,17 @@ double attendRow(const float* q, uint32_t keys, const std::function<bool(uint32_
     s.push_back((softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale) + bias.at(j));
     m = std::isnan(s.back()) ? s.back() : std::max(m, s.back());
   }
-  // Keys whose biased scores are all -inf: as no key.
+  // Keys whose biased scores are all -inf: as no key. A sink weighs e^(sink - m), without a value.
   if (m == -std::numeric_limits<double>::infinity()) seen.clear(), s.clear();
-  double sum = 0;
+  const bool hasSink = sink > -INFINITY;
+  double sum = hasSink ? std::exp(sink - m) : 0.0;
   for (double& x : s) sum += x = std::exp(x - m);
   for (uint32_t e = 0; e < vd; ++e) {
     double acc = 0;
     for (size_t n = 0; n < seen.size(); ++n) acc += s[n] * v(seen[n])[e];
     out.push_back(seen.empty() ? 0.0 : acc / sum);
   }
-  return seen.empty() ? -std::numeric_limits<double>::infinity() : m + std::log(sum);
+  return seen.empty() && !hasSink ? -std::numeric_limits<double>::infinity() : m + std::log(sum);
 }
 
 void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const Prefill& p) {
@@ -615,6 +636,8 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.fp8) call.scalar("k_scale", kv.kScale).scalar("v_scale", kv.vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
+  const std::vector<float> sinks = v.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  if (v.sinks) call.buffer("sinks", sinks);
   // The bias tensor: rows of seq_k + 3 elements per head (a row stride that is not the row), of
   // seq_k for all heads (dense: the last row ends the buffer), in [-2, 2] with every 7th element
   // -inf (a masked key), and row seq_q / 2 of sequence 0, head 0 all -inf.
@@ -661,7 +684,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
         wantLse.push_back(attendRow(&q[((size_t(b) * SQ + i) * QH + qh) * D], SK, [&](uint32_t j) { return sees(i, j); },
                                     [&](uint32_t j) { return row(k, j, D); }, [&](uint32_t j) { return row(val, j, VD); },
                                     D, VD, scale, want, v.softcap ? p.softcap : 0.0,
-                                    {slopes[qh], int64_t(i) + SK - SQ, biasRow(b, qh, i)}));
+                                    {slopes[qh], int64_t(i) + SK - SQ, biasRow(b, qh, i)}, sinks[qh]));
         if (p.nan == Prefill::Nan::V && b == 0 && h == 0 && tileLoaded(i, p.at))
           want[at + 5] = std::numeric_limits<double>::quiet_NaN();
       }
@@ -673,6 +696,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
                      (v.softcap ? " softcap " + std::to_string(p.softcap) : "") +
                      (v.alibi ? " alibi " + std::to_string(p.alibi) : "") +
                      (v.bias ? (p.biasHeads ? " bias per head" : " bias for all heads") : "") +
+                     (v.sinks ? " sinks" : "") +
                      (v.fp8 ? std::string(v.format == Fp8Format::E4M3 ? " fp8_e4m3" : " fp8_e5m2") : "");
   // The weights multiply V rounded to the storage type (P is an mma input): each off by at most
   // a unit roundoff of it, so the output by roundoff * max|v| = roundoff (|v| <= 1), plus its own
@@ -855,6 +879,8 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
   if (v.windowRight) call.scalar("window_right", windowRight);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
+  const std::vector<float> sinks = v.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  if (v.sinks) call.buffer("sinks", sinks);
   Outputs out = r.run(call);
 
   std::vector<double> want(oSize, sentinel), wantLse(size_t(qRows) * QH, sentinel);
@@ -872,10 +898,10 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
         wantLse[row * QH + qh] = attendRow(&q[(row * QH + qh) * D], kvLen[b], sees,
                                            [&](uint32_t j) { return key(k, j, D); },
                                            [&](uint32_t j) { return key(val, j, VD); }, D, VD, scale, o, 0,
-                                           {slopes[qh], int64_t(i) + kvLen[b] - qLen[b]});
+                                           {slopes[qh], int64_t(i) + kvLen[b] - qLen[b]}, sinks[qh]);
         std::copy(o.begin(), o.end(), want.begin() + ptrdiff_t((row * QH + qh) * VD));
       }
-  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences" +
+  std::string what = std::string(v.kernel) + " with " + std::to_string(B) + " sequences" + (v.sinks ? " sinks" : "") +
                      (v.window ? " window " + std::to_string(window) : "") +
                      (v.alibi ? " alibi " + std::to_string(alibi) : "");
   expectClose(decode(v.d, out.get<std::byte>("o")), want, roundoff(v.d) + 1e-5, roundoff(v.d), what);
@@ -1184,5 +1210,31 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): v_head_dim beside head_dim", att
     PrefillVariant v = kAutoMla;
     v.target = target.c_str();
     checkPrefill(r, rng, v, {1, 130, 170, 2, 2});
+  }
+}
+
+// Attention sinks (gpt-oss): a logit per query head joins every row's softmax without a value
+// (sinkValues: one head without a sink, one whose sink outweighs every key). Prefill on both
+// members, causal with a cached prefix and grouped-query heads, rows without keys (zeros, the
+// log-sum-exp the sink's), a sliding window, varlen, pages; decode's merge of one split and of
+// several (a sequence without positions: zeros).
+LIBRARY_TEST("attention sinks: prefill on both members and decode's merge", attentionSinks) {
+  std::mt19937 rng(seed());
+  checkPrefill(r, rng, kSinksBf16Causal, {1, 130, 130, 4, 2});
+  checkPrefill(r, rng, kSinksBf16Causal, {2, 17, 67, 4, 1, 3});
+  checkPrefill(r, rng, kSinksBf16Causal, {1, 70, 5, 4, 4});  // rows 0 - 64 see no key
+  const std::vector<std::pair<uint32_t, uint32_t>> mixed = {{1, 1}, {17, 67}, {130, 130}, {0, 5}, {70, 5}, {3, 0}};
+  checkVarlen(r, rng, kSinksVarlenWindow, mixed, 4, 2, 50);
+  Prefill windowed{1, 130, 300, 4, 2};
+  windowed.window = 128;
+  checkPrefill(r, rng, k90SinksWindow, windowed);
+  checkPrefill(r, rng, k90SinksWindow, {1, 70, 5, 4, 4});
+  checkVarlen(r, rng, k90SinksVarlenPaged, mixed, 4, 2);
+  for (const Variant* v : {&kBf16G4, &kF32}) {
+    Problem p{{1, 2, 31, 257, 0}, 2, 64};
+    p.sinks = true;
+    checkDecode(r, rng, *v, p);
+    p.splitLen = 1000;  // one split
+    checkDecode(r, rng, *v, p);
   }
 }
