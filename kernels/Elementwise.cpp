@@ -177,10 +177,10 @@ std::vector<Elementwise> elementwiseKernels() {
        fixed([](KernelBuilder& kb, Args v) { return relu(kb, v[0]); })},
       {"silu", "y = x * sigmoid(x)", {{"x", Role::In}, {"y", Role::Out}},
        fixed([](KernelBuilder& kb, Args v) { return silu(kb, v[0]); })},
-      {"swiglu", "y = gate * silu(up), or with glu gate * gelu(up) (GeGLU)",
+      {"swiglu", "y = gate * silu(up), or with glu gate * gelu(up) (GeGLU) or gpt-oss's clamped form",
        {{"gate", Role::In}, {"up", Role::In}, {"y", Role::Out}},
        [](const Options& o) -> ElementFn {
-         return [glu = o.text("glu")](KernelBuilder& kb, Args v) { return v[0] * gluActivation(kb, glu, v[1]); };
+         return [glu = o.text("glu")](KernelBuilder& kb, Args v) { return gluUnit(kb, glu, v[1], v[0]); };
        },
        false, true, true},
       {"gelu", "y = gelu(x) in the tanh form or the erf form (option approx)",

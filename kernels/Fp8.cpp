@@ -421,7 +421,7 @@ std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnosti
   const ValueAt valueAt = [&](Value c) {
     Value g = loadF32(kb, kb.index(grow, c, bytesOf(s)), s, true, "gate");
     Value u = loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up");
-    return roundToStorage(kb, g * gluActivation(kb, o.text("glu"), u), s);
+    return roundToStorage(kb, gluUnit(kb, o.text("glu"), u, g), s);
   };
   quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid);
   kb.ret();

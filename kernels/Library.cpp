@@ -448,13 +448,21 @@ Value geluErf(KernelBuilder& kb, Value x) {
 }
 
 OptionSpec gluOption() {
-  return choiceOption("glu", "silu", {"silu", "gelu", "gelu_erf"},
+  return choiceOption("glu", "silu", {"silu", "gelu", "gelu_erf", "swiglu_oai"},
                       "the gated linear unit's activation: silu (SwiGLU), gelu (GeGLU, gelu's tanh form: Gemma's "
-                      "gelu_pytorch_tanh) or gelu_erf (GeGLU, the erf form)");
+                      "gelu_pytorch_tanh), gelu_erf (GeGLU, the erf form) or swiglu_oai (gpt-oss's clamped SwiGLU: "
+                      "the activated input clamped above at 7 into x * sigmoid(1.702 x), times the other clamped to "
+                      "[-7, 7] plus 1)");
 }
 
-Value gluActivation(KernelBuilder& kb, std::string_view glu, Value x) {
-  return glu == "gelu" ? geluTanh(kb, x) : glu == "gelu_erf" ? geluErf(kb, x) : silu(kb, x);
+Value gluUnit(KernelBuilder& kb, std::string_view glu, Value x, Value linear) {
+  if (glu != "swiglu_oai") return linear * (glu == "gelu" ? geluTanh(kb, x) : glu == "gelu_erf" ? geluErf(kb, x) : silu(kb, x));
+  // gpt-oss's constants; clamps by select, so that a NaN compares false and stays.
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  Value xc = kb.select((x > kLimit).named("x_high"), kb.f32(kLimit), x, "x_clamped");
+  Value lc = kb.select((linear > kLimit).named("linear_high"), kb.f32(kLimit), linear, "linear_clamped");
+  lc = kb.select((lc < -kLimit).named("linear_low"), kb.f32(-kLimit), lc, "linear_clamped");
+  return (lc + 1.0f) * xOverOnePlusExp2(kb, xc, xc * (-kAlpha * kLog2e));
 }
 
 std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane) {

@@ -235,11 +235,13 @@ Value silu(KernelBuilder& kb, Value x);
 Value sigmoid(KernelBuilder& kb, Value x);
 Value geluTanh(KernelBuilder& kb, Value x);
 Value geluErf(KernelBuilder& kb, Value x);
-// A gated linear unit's activation, the option `glu` of swiglu, swiglu_quantize_fp8 and
-// gemv_q_swiglu: "silu" (SwiGLU, the default), "gelu" (GeGLU with gelu's tanh form: Gemma's
-// gelu_pytorch_tanh) or "gelu_erf" (GeGLU with the erf form); gluActivation applies the one named.
+// A gated linear unit, the option `glu` of swiglu, swiglu_quantize_fp8 and gemv_q_swiglu: "silu"
+// (SwiGLU, the default), "gelu" (GeGLU with gelu's tanh form: Gemma's gelu_pytorch_tanh),
+// "gelu_erf" (GeGLU with the erf form), or "swiglu_oai" (gpt-oss's clamped SwiGLU: x clamped
+// above at 7 into x sigmoid(1.702 x), times `linear` clamped to [-7, 7] plus 1). gluUnit gives
+// `linear` times the activation of `x` (NaN stays NaN through the clamps).
 OptionSpec gluOption();
-Value gluActivation(KernelBuilder& kb, std::string_view glu, Value x);
+Value gluUnit(KernelBuilder& kb, std::string_view glu, Value x, Value linear);
 // Logit soft-capping (Gemma 2): k tanh(x / k) for a score x and a cap k in the same units, given
 // a = 2 log2(e) / k, as k - 2k / (1 + 2^(a x)): one ex2 and one rcp (.approx), within a few ulp of
 // k (tanh.approx's 2^-11 relative error would be 0.02 of a logit at a cap of 50); +-inf give +-k,

@@ -763,7 +763,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     Value r = ri == 0 ? row0 : (row0 + ri).named("row");
     const unsigned a = ri * mats * ntok + t;
     Value total = value(a);
-    if (swiglu) total = gluActivation(kb, o.text("glu"), total) * value(a + ntok);
+    if (swiglu) total = gluUnit(kb, o.text("glu"), total, value(a + ntok));
     Value writer = !lane0.valid() ? (r < rows).named("writer") : ri == 0 ? lane0 : (lane0 & (r < rows)).named("writer");
     kb.if_then(
         writer,

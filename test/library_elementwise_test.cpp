@@ -56,6 +56,13 @@ const Case kGegluErf{"geglu_erf", {"gate", "up"}, false, false,
                      [](const double* v, double) { return v[0] * geluErfRef(v[1]); },
                      [](const double* v) { return geluErfUlps(v[1]) + 0.5; }, -12, 12};
 
+// gpt-oss's clamped SwiGLU: swiglu with glu = "swiglu_oai", (clamp(gate) + 1) * up' sigmoid(1.702
+// up') with up' = min(up, 7); the +1's and the product's roundings on top. Inputs out to ±12, past
+// both clamps.
+const Case kSwigluOai{"swiglu_oai", {"gate", "up"}, false, false,
+                      [](const double* v, double) { return oaiLinearRef(v[0]) * oaiActRef(v[1]); },
+                      [](const double* v) { return oaiActUlps(v[1]) + 1; }, -12, 12};
+
 std::string kernelName(const Case& c, Dtype d) { return std::string(c.kernel) + "_" + dtypeName(d); }
 
 // Results whose magnitude is below this may come out as zero: bf16/f16 cannot hold them (half
@@ -223,6 +230,11 @@ LIBRARY_TEST("elementwise swiglu with glu gelu and gelu_erf (GeGLU)", elementwis
     sweep(r, *c);
     specialValues(r, *c, true);
   }
+}
+
+LIBRARY_TEST("elementwise swiglu with glu swiglu_oai (gpt-oss's clamped SwiGLU)", elementwiseSwigluOai) {
+  sweep(r, kSwigluOai);
+  specialValues(r, kSwigluOai, true);
 }
 
 LIBRARY_TEST("elementwise gelu tanh", elementwiseGeluTanh) {

@@ -401,7 +401,8 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
                         {"swiglu_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true},
                         {"swiglu_quantize_e5m2_rows_bf16_geglu", "quantize_e5m2_rows_bf16", Dtype::BF16, false, "geglu"},
                         {"swiglu_quantize_e5m2_groups_f32_geglu_erf", "quantize_e5m2_groups_f32", Dtype::F32, true,
-                         "geglu_erf"}};
+                         "geglu_erf"},
+                        {"swiglu_quantize_e4m3_rows_f16_oai", "quantize_e4m3_rows_f16", Dtype::F16, false, "swiglu_oai"}};
   std::mt19937 rng(seed());
   for (const QuantizePair& pr : pairs)
     for (uint32_t cols : {1u, 100u, 1312u})
@@ -412,9 +413,11 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
         std::vector<float> gate = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
         // GeGLU's gelu underflows to 0 below about -10 (silu only below -88): a row of one such value
         // would have scale 0, so its up stays in [-3, 3].
-        const float reach = std::string_view(pr.unit) == "swiglu" ? 12.0f : 3.0f;
+        const float reach = std::string_view(pr.unit).starts_with("swiglu") ? 12.0f : 3.0f;
         std::vector<float> up = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -reach, reach));
-        std::fill(gate.begin() + cols, gate.begin() + 2 * cols, 0.0f);  // a row of zeros
+        // A row of zeros: gate's, or with swiglu_oai (whose gate gains 1) up's, which the activation takes to 0.
+        std::vector<float>& zeroed = std::string_view(pr.unit) == "swiglu_oai" ? up : gate;
+        std::fill(zeroed.begin() + cols, zeroed.begin() + 2 * cols, 0.0f);
         up.back() = -100.0f;                                           // exp overflows in silu
         std::vector<float> gateLd(span, 6.0e4f), upLd(span, 6.0e4f);
         for (uint32_t r0 = 0; r0 < rows; ++r0)

@@ -399,6 +399,13 @@ double geluErfRef(double x) { return 0.5 * x * std::erfc(-x / std::numbers::sqrt
 // tail the exponent -z^2 log2(e) (z = |x|/sqrt 2; z, z^2, the sum and the scaling each rounded)
 // adds about x^2 ulp.
 double geluErfUlps(double x) { return 12 + 1.25 * x * x; }
+double oaiActRef(double x) {
+  const double c = x > 7 ? 7 : x;
+  return c / (1 + std::exp(-1.702 * c));
+}
+// As silu's, with the exponent t = -1.702 log2(e) c from a rounded constant (|t| ulp on exp).
+double oaiActUlps(double x) { return 4 + std::abs(1.702 * std::numbers::log2e * (x > 7 ? 7 : x)); }
+double oaiLinearRef(double x) { return (x > 7 ? 7 : x < -7 ? -7 : x) + 1; }
 
 void expectClose(const std::vector<float>& got, const std::vector<double>& want, double abs, double rel,
                  const std::string& what) {

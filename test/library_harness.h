@@ -164,6 +164,11 @@ double geluTanhRef(double x);
 double geluTanhUlps(double x);
 double geluErfRef(double x);
 double geluErfUlps(double x);
+// gpt-oss's clamped SwiGLU (glu = "swiglu_oai"): the activated input clamped above at 7 into
+// x sigmoid(1.702 x), and the other one clamped to [-7, 7] plus 1 (NaN stays NaN in both).
+double oaiActRef(double x);
+double oaiActUlps(double x);
+double oaiLinearRef(double x);
 
 // Checks |got[i] - want[i]| <= abs + rel * |want[i]| for every i, with NaN matching NaN and
 // infinities matching exactly. Reports the first few mismatches with their index and the count.

@@ -170,8 +170,10 @@ void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<u
 struct Glu {
   double (*f)(double);
   double (*ulps)(double);
+  double (*linear)(double) = nullptr;  // what multiplies the activation instead of u (swiglu_oai's clamp + 1)
 };
 const Glu kSilu{siluRef, siluUlps}, kGeluTanh{geluTanhRef, geluTanhUlps}, kGeluErf{geluErfRef, geluErfUlps};
+const Glu kSwigluOai{oaiActRef, oaiActUlps, oaiLinearRef};
 
 // gemv_q_swiglu: y = silu(g) u (or glu's activation of g) with g, u the gemv of gate and up
 // (refGemv, each within its bound tg, tu). The kernel's activation is within glu.ulps(g) of the
@@ -206,8 +208,9 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
   RefY g = refGemv(refDequant(f, gate), xs, q81 ? &mins : nullptr, rows, k);
   RefY u = refGemv(refDequant(f, up), xs, q81 ? &minsUp : nullptr, rows, k);
   for (size_t n = 0; n < got.size(); ++n) {
-    double sg = glu.f(g.want[n]), want = sg * u.want[n];
-    double ulps = glu.ulps(g.want[n]) + 1;
+    // swiglu_oai's linear factor, clamp(u) + 1, has slope at most 1: u's bound holds for it.
+    double sg = glu.f(g.want[n]), want = sg * (glu.linear ? glu.linear(u.want[n]) : u.want[n]);
+    double ulps = glu.ulps(g.want[n]) + (glu.linear ? 1.5 : 1);
     double tol = 1.2 * g.tol[n] * (std::fabs(u.want[n]) + u.tol[n]) + std::fabs(sg) * u.tol[n] +
                  std::fabs(want) * (ulps * std::ldexp(1.0, -24) + (out == Dtype::F32 ? 0 : roundoff(out)));
     expectClose({got[n]}, {want}, tol, 0,
@@ -636,6 +639,21 @@ LIBRARY_TEST("quant gemv_q_swiglu with glu gelu and gelu_erf (GeGLU)", quantGegl
     checkSwiglu(r, q4k, 1, "q8_1", Dtype::F32, blocks(q4k), blocks(q4k), rows, k, x1, what, 0, "_geglu", kGeluTanh);
     checkSwiglu(r, q6k, 3, "f32", Dtype::BF16, blocks(q6k), blocks(q6k), rows, k, x, what, 0, "_geglu_erf", kGeluErf);
     checkSwiglu(r, q8, 2, "bf16", Dtype::F32, blocks(q8), blocks(q8), rows, k, x2, what, 0, "_geglu", kGeluTanh);
+  }
+}
+
+// gpt-oss's clamped SwiGLU (glu = "swiglu_oai"): q4_0 with q8_1 x, q8_0 with f32 x at ntok 2.
+LIBRARY_TEST("quant gemv_q_swiglu with glu swiglu_oai", quantSwigluOai) {
+  std::mt19937 rng(seed());
+  const Format &q4 = kFormats[0], &q8 = kFormats[1];
+  for (uint32_t rows : {1u, 9u}) {
+    const std::string what = "rows=" + std::to_string(rows);
+    const uint32_t k = 13 * 32;
+    std::vector<float> x = uniform(rng, 2 * size_t(k));
+    std::vector<float> x1(x.begin(), x.begin() + k);
+    auto blocks = [&](const Format& f) { return randomBlocks(rng, f, size_t(rows) * (k / f.qk)); };
+    checkSwiglu(r, q4, 1, "q8_1", Dtype::F32, blocks(q4), blocks(q4), rows, k, x1, what, 0, "_oai", kSwigluOai);
+    checkSwiglu(r, q8, 2, "f32", Dtype::F32, blocks(q8), blocks(q8), rows, k, x, what, 0, "_oai", kSwigluOai);
   }
 }
 
