@@ -36,9 +36,10 @@
 // the initial running max and a sum of 1 (softmaxOf's mInit and lInit).
 //
 // Special values: keys past seq_k or masked weigh exactly 0; a row that sees no key (causal,
-// seq_q > seq_k + its index) gets zeros and log-sum-exp -inf (with a sink: its logit). The P V product multiplies every
-// key of a tile, masked ones too (by 0): a NaN or infinity in V reaches every row of the 64
-// whose tile holds it. A NaN score makes its row NaN; +inf scores make their rows NaN.
+// seq_q > seq_k + its index) gets zeros and log-sum-exp -inf (with a sink: its logit). The P V
+// product multiplies every key of a tile, masked ones too (by 0): a NaN or infinity in V reaches
+// every row of the 64 whose tile holds it. A NaN score makes its row NaN; +inf scores make their
+// rows NaN.
 #include <array>
 #include <cmath>
 #include <string>
@@ -434,7 +435,8 @@ void convertTile(KernelBuilder& kb, const Config& c, const Tile& t, Value tid, V
   const Chunks ch(t, tid);
   Value last = (t.extent - 1u).named("last");
   kb.for_range(kb.u32(0), kb.u32(ch.passes()), kb.u32(kConvertBatch), [&](Value j0) {
-    std::vector<Value> rows, chunks, ins, loaded;  // per pass: the tile row and chunk, whether it holds a position, its 2 words of codes
+    // Per pass: the tile row and chunk, whether it holds a position, its 2 words of codes.
+    std::vector<Value> rows, chunks, ins, loaded;
     for (unsigned u = 0; u < kConvertBatch; ++u) {
       auto [row, chunk] = ch.at(j0 + u);
       Value pos = (first + row).named("pos");
@@ -655,7 +657,8 @@ std::optional<ir::Module> buildPrefill(const Options& o, ir::Diagnostics& diags)
 
         std::vector<Value> s(nTiles, acc0);
         for (unsigned kk = 0; kk < steps; ++kk) {
-          Value qf = kb.ldmatrix(kb.ptradd(qMem(), slotOf(c.rowBytes(), qRow, qChunk + 2 * kk, lane7)), 4, false, "q_frag");
+          Value qSlot = slotOf(c.rowBytes(), qRow, qChunk + 2 * kk, lane7);
+          Value qf = kb.ldmatrix(kb.ptradd(qMem(), qSlot), 4, false, "q_frag");
           for (unsigned i = 0; i < nTiles / 2; ++i) {
             Value slot = slotOf(c.rowBytes(), kRow + 16 * i, kChunk + 2 * kk, lane7);
             Value frag = kb.ldmatrix(kb.ptradd(kMem(), slot), 4, false, "k_frag");
@@ -716,8 +719,9 @@ void addAttentionPrefill(std::vector<Template>& out) {
       "attention_prefill",
       "flash-attention forward on the tensor cores: o = softmax(scale q k^T) v for q, o [batch, seq_q, q_heads, "
       "head_dim] and k, v [batch, kv_stride, kv_heads, head_dim] (v and o v_head_dim elements a head when it is set; "
-      "keys [0, seq_k), the first seq_k - seq_q a cached prefix), q_heads a multiple of kv_heads; f32 accumulation and softmax; a row without keys gets zeros; blocks of "
-      "64 query rows of one head (4 warps), K and V in tiles of 64 keys",
+      "keys [0, seq_k), the first seq_k - seq_q a cached prefix), q_heads a multiple of kv_heads; f32 accumulation "
+      "and softmax; a row without keys gets zeros; blocks of 64 query rows of one head (4 warps), K and V in tiles of "
+      "64 keys",
       {choiceOption("dtype", "bf16", {"bf16", "f16"}, "storage type of q, k, v and o (the mma inputs)"), dim, vdim,
        option("causal", false, "query row i sees keys j <= i + seq_k - seq_q (bottom-right aligned)"),
        option("window", false,
@@ -748,7 +752,7 @@ void addAttentionPrefill(std::vector<Template>& out) {
               "sum_j e^(s_j) v_j / (e^(sinks[h]) + sum_j e^(s_j)); -inf is no sink; lse includes it"),
        option("lse", false,
               "also write the natural log-sum-exp of each row's scaled scores to lse (f32) [batch, q_heads, seq_q], "
-              "or [rows, q_heads] with varlen; -inf for a row without keys"),
+              "or [rows, q_heads] with varlen; -inf for a row without keys (with sinks, its head's sink)"),
        option("varlen", false,
               "sequences of their own lengths: q_offsets, q_lengths, kv_offsets, kv_lengths (u32 [batch]) give "
               "sequence b's first row and row count in q and o [rows, q_heads, head_dim] and in k and v [rows, "
@@ -767,7 +771,9 @@ void addAttentionPrefill(std::vector<Template>& out) {
                     "member's parameters"),
        cacheDtypeOption("what k and v hold: auto (dtype), or fp8_e4m3 / fp8_e5m2 codes (u8, as kv_scatter writes "
                         "them) whose values are times the f32 parameters k_scale and v_scale (after scale), converted "
-                        "to dtype exactly as a tile is staged; mainloop = \"mma\" only"),
+                        "to dtype exactly as a tile is staged (mainloop = \"wgmma\": by the producer's other warps "
+                        "after TMA, where the tiles and their codes fit in shared memory: not head_dim 256 beside "
+                        "v_head_dim 192 or 256)"),
        fp8DecodeOption()},
       buildPrefill,
       [](const Options& o) {
@@ -791,7 +797,8 @@ void addAttentionPrefill(std::vector<Template>& out) {
   out.back().extents = [](const Options& o) {
     const bool varlen = o.flag("varlen"), paged = o.integer("page_size") > 0, tma = o.text("mainloop") != "mma";
     const Config c = configOf(o);
-    const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads"), dim(uint64_t{c.dim}), vdim(uint64_t{c.vdim});
+    const Expr batch = Expr::param("batch"), qHeads = Expr::param("q_heads");
+    const Expr dim(uint64_t{c.dim}), vdim(uint64_t{c.vdim});
     Template::Extents e{{"alibi_slopes", qHeads}, {"sinks", qHeads}, {"block_table", batch * Expr::param("max_pages")}};
     for (const char* n : {"q_offsets", "q_lengths", "kv_offsets", "kv_lengths"}) e.push_back({n, batch});
     if (!varlen) {

@@ -23,7 +23,7 @@ struct Config {
   bool softcap = false;   // logit soft-capping: the f32 parameter softcap after scale (and window)
   bool alibi = false;     // ALiBi: the f32 [q_heads] parameter alibi_slopes after the other pointers
   bool bias = false;      // an additive bias tensor: the pointer bias after them, its strides after softcap
-  bool sinks = false;     // attention sinks: the f32 [q_heads] pointer sinks after them, a logit per head without a value
+  bool sinks = false;     // attention sinks: the f32 [q_heads] pointer sinks after them (a logit a head, no value)
   Fp8 cache = Fp8::None;  // fp8 k and v (cache_dtype; mma.sync only): k_scale and v_scale after scale
   bool fp8Cvt = false;    // fp8 codes decoded by cvt.f16x2 (fp8_decode = "cvt"), else by integer instructions
   ir::Scalar half() const { return s == Storage::BF16 ? ir::Scalar::BF16 : ir::Scalar::F16; }

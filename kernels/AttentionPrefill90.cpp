@@ -14,11 +14,11 @@
 // k, v as [batch · kv_stride rows, kv_heads · head_dim] (v: v_head_dim; varlen: q_rows and kv_rows
 // rows, and a sequence starts at its offset's row); a box is 64 elements (128 bytes) of one
 // head by kRows (q) or kKeys (k, v) rows, 128B-swizzled, so a head_dim 128 tile is two strips of
-// 64 elements, a 192 one (multi-head latent attention's q and k) three. Q is loaded once; K and V tiles of kKeys keys come through a 2-stage ring: full
-// barriers (one per stage for K and for V: S = Q K^T starts before V is in) completed by TMA
-// transaction bytes, empty barriers by the 256 consumer threads once both wgmma groups of the
-// stage are done; the producer waits for a stage to be empty before it loads the next tile into
-// it.
+// 64 elements, a 192 one (multi-head latent attention's q and k) three. Q is loaded once; K and V
+// tiles of kKeys keys come through a 2-stage ring: full barriers (one per stage for K and for V:
+// S = Q K^T starts before V is in) completed by TMA transaction bytes, empty barriers by the 256
+// consumer threads once both wgmma groups of the stage are done; the producer waits for a stage
+// to be empty before it loads the next tile into it.
 //
 // Sliding windows (window): the producer's tiles start at the block's first row's window, the
 // ring's uses counted from there; each consumer multiplies from its own first row's window on and
@@ -38,14 +38,14 @@
 // with P's A fragments in registers (lanes 8 kk ... 8 kk + 7 of S, rounded to the storage type)
 // and V an MN-major descriptor (head_dim contiguous).
 //
-// fp8 k and v (cache_dtype; head_dim and v_head_dim 64 and 128): TMA cannot convert, so a K or V tile's codes
-// come by TMA as strips of 64 bytes a row (unswizzled, maps of u8) into a region of their own
-// with barriers of their own (k_codes, v_codes), and the producer warpgroup's other three warps
-// (96 threads) write their values into the tile as the 128B swizzle lays out bf16 or f16
-// (convertLines), fence the async proxy and arrive on k_full or v_full (count 96). A tile is free
-// by the time its codes arrive: the producer loaded them after the consumers released the stage.
-// k_scale is in the scores' scale (declareParams), v_scale in the outputs' 1 / l (storeRows).
-// Wider heads' tiles and codes would exceed shared memory.
+// fp8 k and v (cache_dtype): TMA cannot convert, so a K or V tile's codes come by TMA as strips of
+// 64 bytes a row (unswizzled, maps of u8) into a region of their own with barriers of their own
+// (k_codes, v_codes), and the producer warpgroup's other three warps (96 threads) write their
+// values into the tile as the 128B swizzle lays out bf16 or f16 (convertLines), fence the async
+// proxy and arrive on k_full or v_full (count 96). A tile is free by the time its codes arrive:
+// the producer loaded them after the consumers released the stage. k_scale is in the scores'
+// scale (declareParams), v_scale in the outputs' 1 / l (storeRows). Head widths whose tiles and
+// codes exceed shared memory (256 beside 192 or 256) are refused.
 //
 // Sequence ends: rows past the tensor are zero-filled by TMA, but rows past seq_k inside the
 // tensor (the cache's spare rows, the next sequence) are loaded too. Their scores are masked to
@@ -77,11 +77,6 @@ constexpr unsigned kRows = kConsumers * 64;  // query rows of a block: 64 a cons
 constexpr unsigned kProducerRegisters = 24, kConsumerRegisters = 240;
 constexpr unsigned kConverterRegisters = 40, kConvertingConsumerRegisters = 232;
 constexpr unsigned kConverters = 96;  // producer warps 1 - 3
-// Keys of a K/V tile (the wgmma N of S = Q K^T): 128, or 64 at head_dim 256 or v_head_dim above
-// 128, whose Q tile and two stages of K and V then fit in shared memory (at 256: a 64 KiB Q tile,
-// 32 KiB K and V tiles, 193 KiB with the slack; at 192 beside 128: 48 + 2 · (48 + 32) + 1 = 209 KiB
-// with 128 keys) and S and O in the consumers' registers.
-unsigned keysOf(const Config& c) { return c.dim > 192 || c.vdim > 128 ? 64 : 128; }
 constexpr unsigned kStages = 2;
 constexpr unsigned kStrip = 64;         // elements of a box row: 128 bytes, the 128B swizzle span
 constexpr unsigned kAtom = 1024;        // bytes of a 128B swizzle atom (8 rows); tiles start on one
@@ -103,12 +98,23 @@ struct Layout {
   unsigned vCodesAt(unsigned stage) const { return kCodesAt(kStages) + stage * vCodeBytes; }
   unsigned total() const { return qBytes + kStages * (kBytes + vBytes + kCodeBytes + vCodeBytes); }
 };
-Layout layoutOf(const Config& c) {
-  const unsigned keys = keysOf(c);
+Layout layoutOf(const Config& c, unsigned keys) {
   const bool codes = c.cache != Fp8::None;
   return {kRows * c.rowBytes(), keys * c.rowBytes(), keys * c.vRowBytes(), codes ? keys * c.dim : 0,
           codes ? keys * c.vdim : 0};
 }
+constexpr unsigned kSharedLimit = 227 * 1024;  // dynamic shared memory of a block on sm_90
+
+// Keys of a K/V tile (the wgmma N of S = Q K^T): 128 where S and O fit in the consumers' registers
+// (head_dim up to 192, v_head_dim up to 128) and the Q tile and two stages of K and V (and their
+// codes) in shared memory with the alignment slack, else 64: at 256 a 64 KiB Q tile and 32 KiB K
+// and V tiles, 193 KiB; at 192 beside 128 48 + 2 · (48 + 32) + 1 = 209 KiB with 128 keys, and with
+// fp8 codes 64 keys (169 KiB).
+unsigned keysOf(const Config& c) {
+  if (c.dim > 192 || c.vdim > 128) return 64;
+  return layoutOf(c, 128).total() + kAtom <= kSharedLimit ? 128 : 64;
+}
+Layout layoutOf(const Config& c) { return layoutOf(c, keysOf(c)); }
 
 }  // namespace
 
@@ -116,11 +122,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
   const Config c = configOf(o);  // head_dim and v_head_dim checked by the template (buildPrefill)
   const unsigned kKeys = keysOf(c);
   const bool codes = c.cache != Fp8::None;
-  if (codes && (c.dim > 128 || c.vdim > 128)) {
+  if (const unsigned bytes = layoutOf(c).total() + kAtom; bytes > kSharedLimit) {
     diags.report(ir::Severity::Error, "", {},
-                 "cache_dtype = \"" + o.text("cache_dtype") + "\" with mainloop \"wgmma\" (or \"auto\") takes head_dim "
-                 "and v_head_dim 64 or 128: past 128 the tiles and their codes exceed shared memory; mainloop = "
-                 "\"mma\" takes them");
+                 "cache_dtype = \"" + o.text("cache_dtype") + "\" with mainloop \"wgmma\" (or \"auto\") at head_dim " +
+                     std::to_string(c.dim) + " and v_head_dim " + std::to_string(c.vdim) + " needs " +
+                     std::to_string((bytes + 1023) / 1024) + " KiB of shared memory for its Q tile, two stages of K and "
+                     "V tiles and their codes, more than an sm_90 block's 227 KiB; mainloop = \"mma\" takes it");
     return std::nullopt;
   }
   ir::Module m = newModule();
@@ -198,8 +205,12 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
 
   auto kTile = [&](Value stage) { return at(tiles, (stage * lay.kBytes + lay.kAt(0)).named("k_off"), "k_tile"); };
   auto vTile = [&](Value stage) { return at(tiles, (stage * lay.vBytes + lay.vAt(0)).named("v_off"), "v_tile"); };
-  auto kCodes = [&](Value stage) { return at(tiles, (stage * lay.kCodeBytes + lay.kCodesAt(0)).named("k_codes_off"), "k_codes"); };
-  auto vCodes = [&](Value stage) { return at(tiles, (stage * lay.vCodeBytes + lay.vCodesAt(0)).named("v_codes_off"), "v_codes"); };
+  auto kCodes = [&](Value stage) {
+    return at(tiles, (stage * lay.kCodeBytes + lay.kCodesAt(0)).named("k_codes_off"), "k_codes");
+  };
+  auto vCodes = [&](Value stage) {
+    return at(tiles, (stage * lay.vCodeBytes + lay.vCodesAt(0)).named("v_codes_off"), "v_codes");
+  };
 
   // The producer thread: Q, then K/V tile j into stage j % 2 once the consumers emptied it.
   auto produce = [&] {
@@ -229,12 +240,14 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
     const unsigned boxRows = c.pageSize ? std::min(c.pageSize, kKeys) : kKeys;
     Value pages = c.pageSize ? kb.index(p.table, (b * p.maxPages).named("table_row"), 4, "pages") : Value();
     auto loadKv = [&](Value map, Value dst, unsigned n, Value kvCol0, Value j, Value bar) {
-      if (!c.pageSize) return loadTile(map, dst, n, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar, kvRowBytes);
+      if (!c.pageSize)
+        return loadTile(map, dst, n, kKeys, kvCol0, (kvRow0 + j * kKeys).named("kv_row"), bar, kvRowBytes);
       Value lastKey = (seqK - 1u).named("last_key");  // a tile is loaded: seq_k > 0
       auto box = [&](Value i) {
         Value pos = kb.min((j * kKeys + i * boxRows).named("box_pos"), lastKey, "box_key");
         Value row = pagedRow(kb, pages, pos, c.pageSize);
-        loadTile(map, at(dst, (i * (boxRows * kvRowBytes)).named("box_off"), "box"), n, kKeys, kvCol0, row, bar, kvRowBytes);
+        loadTile(map, at(dst, (i * (boxRows * kvRowBytes)).named("box_off"), "box"), n, kKeys, kvCol0, row, bar,
+                 kvRowBytes);
       };
       if (boxRows == kKeys) return box(kb.u32(0));
       kb.for_range(kb.u32(0), kb.u32(kKeys / boxRows), kb.u32(1), [&](Value i) { box(i); }, {.label = "boxes", .iv = "i"});
@@ -279,7 +292,8 @@ std::optional<ir::Module> buildPrefill90(const Options& o, ir::Diagnostics& diag
           kb.fence_proxy_async();
           kb.mbarrier_arrive(kFull(stage));
           waitPhase(kb, vCodesFull(stage), parity, "v_codes_wait");
-          convertLines(kb, vCodes(stage), vTile(stage), vStrips * kKeys, first, kConverters, c.half(), c.cache, c.fp8Cvt);
+          convertLines(kb, vCodes(stage), vTile(stage), vStrips * kKeys, first, kConverters, c.half(), c.cache,
+                       c.fp8Cvt);
           kb.fence_proxy_async();
           kb.mbarrier_arrive(vFull(stage));
         },

@@ -456,7 +456,8 @@ OptionSpec gluOption() {
 }
 
 Value gluUnit(KernelBuilder& kb, std::string_view glu, Value x, Value linear) {
-  if (glu != "swiglu_oai") return linear * (glu == "gelu" ? geluTanh(kb, x) : glu == "gelu_erf" ? geluErf(kb, x) : silu(kb, x));
+  if (glu != "swiglu_oai")
+    return linear * (glu == "gelu" ? geluTanh(kb, x) : glu == "gelu_erf" ? geluErf(kb, x) : silu(kb, x));
   // gpt-oss's constants; clamps by select, so that a NaN compares false and stays.
   constexpr float kAlpha = 1.702f, kLimit = 7.0f;
   Value xc = kb.select((x > kLimit).named("x_high"), kb.f32(kLimit), x, "x_clamped");

@@ -525,6 +525,7 @@ constexpr PrefillVariant k90Mla{"prefill90_bf16_d192_v128_causal", Dtype::BF16, 
 constexpr PrefillVariant k90MlaVarlenPaged{"prefill90_f16_d192_v128_varlen_p16", Dtype::F16, 192, false, false, "attention90", 128, true, "", 16, false, false, false, false, false, false, Fp8Format::E4M3, 128};
 constexpr PrefillVariant k90V192{"prefill90_bf16_d128_v192_causal", Dtype::BF16, 128, true, false, "attention90", 64, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 192};
 constexpr PrefillVariant k90NarrowV{"prefill90_f16_d256_v64_causal_window_alibi", Dtype::F16, 256, true, false, "attention90", 64, false, "", 0, true, false, true, false, false, false, Fp8Format::E4M3, 64};
+constexpr PrefillVariant k90MlaFp8{"prefill90_bf16_d192_v128_causal_e4m3", Dtype::BF16, 192, true, false, "attention90", 64, false, "", 0, false, false, false, false, false, true, Fp8Format::E4M3, 128};
 constexpr PrefillVariant k90Fp8V{"prefill90_bf16_d64_v128_e4m3", Dtype::BF16, 64, false, true, "attention90", 128, false, "", 0, false, false, false, false, false, true, Fp8Format::E4M3, 128};
 constexpr PrefillVariant kAutoMla{"auto_prefill_bf16_d192_v128_causal", Dtype::BF16, 192, true, true, "mainloop_auto", 128, false, "", 0, false, false, false, false, false, false, Fp8Format::E4M3, 128};
 
@@ -1193,8 +1194,9 @@ LIBRARY_TEST("attention_prefill: v_head_dim beside head_dim (multi-head latent a
 
 // The same on the wgmma member (sm_90a): three-strip Q and K tiles beside two-strip V tiles, 128
 // keys a tile; a cached prefix, NaN in V (the rows of its consumer's 64), varlen over pages of 16;
-// v heads of 192 (one n192 piece of O, 64-key tiles) and of 64 beside 256 (windowed, ALiBi); fp8
-// codes of K and V rows of their own widths; and mainloop = "auto"'s two codes of one kernel.
+// v heads of 192 (three n64 pieces of O, 64-key tiles) and of 64 beside 256 (windowed, ALiBi); fp8
+// codes of K and V rows of their own widths (at 192 beside 128 in 64-key tiles); and mainloop =
+// "auto"'s two codes of one kernel.
 LIBRARY_TEST("attention_prefill wgmma (sm_90a): v_head_dim beside head_dim", attentionPrefill90VHead) {
   std::mt19937 rng(seed());
   checkPrefill(r, rng, k90Mla, {1, 130, 130, 2, 2});
@@ -1206,6 +1208,7 @@ LIBRARY_TEST("attention_prefill wgmma (sm_90a): v_head_dim beside head_dim", att
   windowed.window = 50;
   checkPrefill(r, rng, k90NarrowV, windowed);
   checkPrefill(r, rng, k90Fp8V, {2, 37, 150, 2, 2});
+  checkPrefill(r, rng, k90MlaFp8, {1, 130, 150, 2, 1});
   for (const std::string& target : codeTargets(r, {"sm_80", "sm_90a"})) {
     PrefillVariant v = kAutoMla;
     v.target = target.c_str();
