@@ -408,6 +408,8 @@ void copyTile(KernelBuilder& kb, const Tile& t, Value tid, Value first) {
   for (unsigned j = 0; j < ch.passes(); ++j) {
     Value row, chunk = ch.chunk0;  // row: when the chunks do not divide the block
     if (!ch.even()) std::tie(row, chunk) = ch.at(kb.u32(j));
+    // (first + row0) + j rowsPerPass, not Chunks::at's row plus first: the sum shared by every pass,
+    // as the kernels before v_head_dim computed it (their PTX is unchanged).
     Value pos = (ch.even() ? first + ch.row0 + j * ch.rowsPerPass() : first + row).named("pos");
     Value in = (pos < t.extent).named("in");
     Value offset = (kb.mul_wide(t.rowOf(kb.min(pos, last)), t.stride) + kb.cvt(chunk << 4u, Type::u64())).named("off");

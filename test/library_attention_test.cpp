@@ -130,8 +130,10 @@ struct Problem {
 };
 
 // Attention sinks (a logit per query head without a value): uniform in [-3, 3], but head 1's -inf
-// (no sink) and head 2's 20 (outweighing every key: outputs near 0).
-std::vector<float> sinkValues(std::mt19937& rng, uint32_t heads) {
+// (no sink) and head 2's 20 (outweighing every key: outputs near 0); all -inf when `on` is false
+// (a kernel without the option: the references then add no sink).
+std::vector<float> sinkValues(std::mt19937& rng, uint32_t heads, bool on) {
+  if (!on) return std::vector<float>(heads, -INFINITY);
   std::vector<float> s = uniform(rng, heads, -3.0f, 3.0f);
   if (heads > 1) s[1] = -std::numeric_limits<float>::infinity();
   if (heads > 2) s[2] = 20.0f;
@@ -241,7 +243,7 @@ void checkDecode(Runner& r, std::mt19937& rng, const Variant& v, const Problem& 
                        .scalar("batch", B)
                        .scalar("q_heads", QH)
                        .scalar("splits", splits);
-  const std::vector<float> sinks = p.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  const std::vector<float> sinks = sinkValues(rng, QH, p.sinks);
   if (p.sinks) mergeCall.buffer("sinks", sinks);
   Outputs second = r.run(mergeCall.target(target));
   std::vector<float> got = decode(v.d, second.get<std::byte>("o"));
@@ -637,7 +639,7 @@ void checkPrefill(Runner& r, std::mt19937& rng, const PrefillVariant& v, const P
   if (v.fp8) call.scalar("k_scale", kv.kScale).scalar("v_scale", kv.vScale);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? p.alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
-  const std::vector<float> sinks = v.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  const std::vector<float> sinks = sinkValues(rng, QH, v.sinks);
   if (v.sinks) call.buffer("sinks", sinks);
   // The bias tensor: rows of seq_k + 3 elements per head (a row stride that is not the row), of
   // seq_k for all heads (dense: the last row ends the buffer), in [-2, 2] with every 7th element
@@ -880,7 +882,7 @@ void checkVarlen(Runner& r, std::mt19937& rng, const PrefillVariant& v, const st
   if (v.windowRight) call.scalar("window_right", windowRight);
   const std::vector<float> slopes = alibiSlopes(QH, v.alibi ? alibi : 0.0f);
   if (v.alibi) call.buffer("alibi_slopes", slopes);
-  const std::vector<float> sinks = v.sinks ? sinkValues(rng, QH) : std::vector<float>(QH, -INFINITY);
+  const std::vector<float> sinks = sinkValues(rng, QH, v.sinks);
   if (v.sinks) call.buffer("sinks", sinks);
   Outputs out = r.run(call);
 
