@@ -1,11 +1,12 @@
-// Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; the formats are
-// specified in ../shared/docs/ggml-quant-formats.md): dequantize, embedding (which also gathers
-// plain tables), quantize_q8_1, gemv_q, the
-// fused decode kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the
-// int8 tensor cores (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a
-// block. Blocks are only 2-byte aligned in a row (18, 34 and 210 bytes), so quant bytes are read
-// with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes
-// with 8-bit loads; no access ever needs more than 2-byte alignment of the block.
+// Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, specified in
+// ../shared/docs/ggml-quant-formats.md; Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4, docs/quant-formats.md):
+// dequantize, embedding (which also gathers plain tables), quantize_q8_1, gemv_q, the fused decode
+// kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the int8 tensor cores
+// (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a block.
+// Most blocks are only 2-byte aligned in a row (18, 22, 34 and 210 bytes), so quant bytes are read
+// with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes with
+// 8-bit loads; MXFP4's 17-byte blocks are read byte by byte. No access ever needs more alignment
+// of a block than its size gives every block of a row.
 // The decode follows ggml's fp32 operation order with explicit .rn rounding, which keeps
 // fma-fusion and ptxas from contracting D*q - M: dequantize is bit-exact with dequantize_row_*.
 // gemv_q with q8_1 activations keeps the quants as bytes and multiplies them with dp4a.
@@ -26,7 +27,7 @@ using ir::Op;
 using ir::Scalar;
 using ir::Type;
 
-enum class Fmt : uint8_t { Q4_0, Q8_0, Q4_K, Q5_K, Q6_K };
+enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K };
 
 struct FmtInfo {
   Fmt fmt;
@@ -36,9 +37,20 @@ struct FmtInfo {
 };
 
 constexpr FmtInfo kFormats[] = {
-    {Fmt::Q4_0, "q4_0", 32, 18},  {Fmt::Q8_0, "q8_0", 32, 34},    {Fmt::Q4_K, "q4_k", 256, 144},
-    {Fmt::Q5_K, "q5_k", 256, 176}, {Fmt::Q6_K, "q6_k", 256, 210},
+    {Fmt::Q4_0, "q4_0", 32, 18},     {Fmt::Q4_1, "q4_1", 32, 20},   {Fmt::Q5_0, "q5_0", 32, 22},
+    {Fmt::Q5_1, "q5_1", 32, 24},     {Fmt::Q8_0, "q8_0", 32, 34},   {Fmt::IQ4_NL, "iq4_nl", 32, 18},
+    {Fmt::MXFP4, "mxfp4", 32, 17},   {Fmt::Q4_K, "q4_k", 256, 144}, {Fmt::Q5_K, "q5_k", 256, 176},
+    {Fmt::Q6_K, "q6_k", 256, 210},
 };
+
+// Formats whose quants decode to signed bytes (q8_0's, and the 4-bit codes of the formats with a
+// table of values).
+bool signedQuants(const FmtInfo& f) { return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4; }
+
+// Formats whose weights are scale * q plus a per-block offset (IntGroup::min).
+bool withMins(const FmtInfo& f) {
+  return f.fmt == Fmt::Q4_1 || f.fmt == Fmt::Q5_1 || f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+}
 
 std::vector<std::string> formatNames() {
   std::vector<std::string> names;
@@ -81,13 +93,59 @@ Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t, Reuse reuse = Reuse::On
   return kb.cvt(loadWeights(kb, at(kb, p, off), Type::of(t), reuse), wide);
 }
 
-// Bytes [off, off + 8) of a block (off even) as two little-endian 32-bit words, by 16-bit loads.
-std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse) {
+// Bytes [off, off + 8) of a block as two little-endian 32-bit words: by 16-bit loads (off even,
+// the block 2-byte aligned), or with `bytewise` by 8-bit loads (MXFP4's blocks, 17 bytes).
+std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse, bool bytewise = false) {
   Value p = at(kb, blk, off);
   std::vector<Value> words;
-  for (unsigned w = 0; w < 2; ++w)
-    words.push_back(ldQ(kb, p, 4 * w, Scalar::U16, reuse) | (ldQ(kb, p, 4 * w + 2, Scalar::U16, reuse) << 16u));
+  for (unsigned w = 0; w < 2; ++w) {
+    if (!bytewise) {
+      words.push_back(ldQ(kb, p, 4 * w, Scalar::U16, reuse) | (ldQ(kb, p, 4 * w + 2, Scalar::U16, reuse) << 16u));
+      continue;
+    }
+    Value word = ldQ(kb, p, 4 * w, Scalar::U8, reuse);
+    for (unsigned b = 1; b < 4; ++b) word = word | (ldQ(kb, p, 4 * w + b, Scalar::U8, reuse) << (8 * b));
+    words.push_back(word);
+  }
   return words;
+}
+
+// The values of the formats with a table of 16 (ggml's kvalues_iq4nl and kvalues_mxfp4, the
+// latter E2M1's values doubled).
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// The 4-bit codes in the bytes of q (each 0..15) replaced by their signed bytes in `table`. The
+// codes are packed into a prmt selector; two prmt look up the table's halves by each code's low
+// three bits (its fourth masked: in a selector it would replicate a sign), and a third takes each
+// byte from the half that the code's fourth bit names.
+Value lookup16(KernelBuilder& kb, Value q, const int8_t (&table)[16]) {
+  auto word = [&](unsigned i) {
+    uint32_t w = 0;
+    for (unsigned b = 0; b < 4; ++b) w |= uint32_t(uint8_t(table[4 * i + b])) << (8 * b);
+    return kb.b32(w);
+  };
+  auto bits = [&](Value v) { return kb.bitcast(v, Type::of(Scalar::B32)); };
+  // Codes of bytes 0 and 1 in byte 0, of bytes 2 and 3 in byte 2; the selector's nibbles 0..3.
+  Value codes = kb.prmt(bits(q | (q >> 4u)), kb.b32(0), kb.b32(0x4420), Mod::None, "codes");
+  Value low3 = codes & kb.b32(0x7777), high = codes & kb.b32(0x8888);
+  Value lo = kb.prmt(word(0), word(1), low3, Mod::None, "lo"), hi = kb.prmt(word(2), word(3), low3, Mod::None, "hi");
+  Value pick = (high >> 1u) | kb.b32(0x3210);
+  return kb.bitcast(kb.prmt(lo, hi, pick, Mod::None, "looked_up"), Type::u32());
+}
+
+// Bits 4w .. 4w + 3 of the 32-bit word h (w = 0 or 1 past `first`) spread to bit 0 of the bytes of
+// a word: the fifth bits of four consecutive q5_0/q5_1 quants (element i's is bit i of qh).
+Value fifthBits(Value h, Value first, unsigned w) {
+  Value nibble = ((h >> (w == 0 ? first : first + 4u)) & 15u).named("qh4");
+  // Copies of the nibble 7 bits apart (no overlap): bit b of copy b lands on bit 8b.
+  return (nibble * 0x00204081u) & 0x01010101u;
+}
+
+// ggml_e8m0_to_fp32_half: 2^(e - 128) from MXFP4's E8M0 scale byte e (subnormal for e < 2).
+Value e8m0Half(KernelBuilder& kb, Value e) {
+  Value bits = kb.select((e < 2u).named("subnormal"), kb.u32(0x00200000) << e, (e - 1u) << 23u, "scale_bits");
+  return kb.bitcast(bits, Type::f32(), "scale");
 }
 
 // q8_1 blocks (quantize_q8_1's output): half d, half s = d * sum(q), 32 int8 from byte 4.
@@ -103,13 +161,13 @@ Value subRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Sub, Type::f
 Value toF32(KernelBuilder& kb, Value i) { return kb.cvt(i, Type::f32()); }
 
 // The 8 quants of group j (elements 8j .. 8j+7 of the block at blk) as two words of 4 bytes,
-// unsigned (0..63) except q8_0's signed bytes, and how they map to weights:
-// w = scale * (q - intOffset), or for the k-quants with a min, round(scale * q) - min.
+// unsigned (0..63) except the signed bytes of q8_0 and the table formats, and how they map to weights:
+// w = scale * (q - intOffset), or for the formats with a min, round(scale * q) - min.
 struct IntGroup {
   Value q[2];
   Value scale;
   int intOffset = 0;
-  Value min;          // q4_k, q5_k only
+  Value min;          // q4_1, q5_1 (-m), q4_k, q5_k only
   Value d, subScale;  // q6_k only: scale = d * subScale (s32), apart for gemm_q's integer scaling
 };
 
@@ -135,10 +193,43 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       g.intOffset = 8;
       break;
     }
+    case Fmt::Q4_1:
+    case Fmt::Q5_1: {
+      // half d, half m, (q5_1: the 32 fifth bits,) nibbles as q4_0's; w = d q + m, so min = -m.
+      g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      g.min = kb.neg(f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse)), "neg_m");
+      const unsigned qsAt = f.fmt == Fmt::Q4_1 ? 4 : 8;
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + qsAt, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      if (f.fmt == Fmt::Q5_1) {
+        Value qh = ldQ(kb, blk, 4u, Scalar::U16, reuse) | (ldQ(kb, blk, 6u, Scalar::U16, reuse) << 16u);
+        for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
+      }
+      break;
+    }
+    case Fmt::Q5_0: {
+      // half d, the 32 fifth bits (bytes 2..5), nibbles as q4_0's from byte 6; w = d (q - 16).
+      g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 6u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      Value qh = ldQ(kb, blk, 2u, Scalar::U16, reuse) | (ldQ(kb, blk, 4u, Scalar::U16, reuse) << 16u);
+      for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
+      g.intOffset = 16;
+      break;
+    }
     case Fmt::Q8_0: {
       g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       std::vector<Value> w = bytes8(kb, blk, (j << 3u) + 2u, reuse);
       g.q[0] = w[0], g.q[1] = w[1];
+      break;
+    }
+    case Fmt::IQ4_NL:
+    case Fmt::MXFP4: {
+      // iq4_nl: half d; mxfp4: the E8M0 byte e, scale 2^(e - 128). Then nibbles as q4_0's, each a
+      // code of the format's table of 16 signed values; w = scale * value.
+      const bool mx = f.fmt == Fmt::MXFP4;
+      g.scale = mx ? e8m0Half(kb, ldQ(kb, blk, 0u, Scalar::U8, reuse))
+                   : f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, mx), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      for (Value& q : g.q) q = lookup16(kb, q, mx ? kMxfp4Values : kIq4nlValues);
       break;
     }
     case Fmt::Q4_K:
@@ -185,8 +276,8 @@ std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value
   for (unsigned i = 0; i < kGroup; ++i) {
     Value w = kb.bitcast(g.q[i / 4], Type::of(Scalar::S32));
     unsigned at = 8 * (i % 4);
-    // Byte i: sign-extended for q8_0 (arithmetic shift), the others are below 64.
-    Value q = f.fmt == Fmt::Q8_0 ? (at == 24 ? w : w << (24u - at)) >> 24u : (at == 0 ? w : w >> at) & 0xFF;
+    // Byte i: sign-extended for signed quants (arithmetic shift), the others are below 64.
+    Value q = signedQuants(f) ? (at == 24 ? w : w << (24u - at)) >> 24u : (at == 0 ? w : w >> at) & 0xFF;
     if (g.intOffset) q = q - g.intOffset;
     Value v = mulRn(kb, g.scale, toF32(kb, q));
     y.push_back(g.min.valid() ? subRn(kb, v, g.min) : v);
@@ -887,7 +978,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   ir::SharedArray wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
   ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN * kQScaleStride);
   // The k-quants' mins (W) and the tokens' sums of quants per block (X).
-  const bool withMin = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  const bool withMin = withMins(f);
   ir::SharedArray wmin, xsum;
   if (withMin) {
     wmin = kb.shared("wmin", Type::f32(), kQTileM * kQScaleStride);

@@ -149,6 +149,7 @@ struct Experts {
   bool swiglu = false;
   Dtype out = Dtype::F32;
   bool grouped = false;  // gemm_q with experts: the pairs grouped by refAlign (tiles of 32)
+  bool oai = false;      // glu = "swiglu_oai" (gpt-oss's clamped SwiGLU) in place of silu
 };
 
 const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
@@ -156,7 +157,10 @@ const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
                             {"experts_q6_k_q8_1_w1_r2", kFormats[4], "q8_1"},
                             {"experts_q8_0_bf16", kFormats[1], "bf16"},
                             {"experts_swiglu_q4_k_q8_1", kFormats[2], "q8_1", true},
-                            {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16}};
+                            {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16},
+                            // gpt-oss's experts: MXFP4, the clamped SwiGLU.
+                            {"experts_mxfp4_q8_1", kFormats[9], "q8_1"},
+                            {"experts_swiglu_mxfp4_oai", kFormats[9], "f32", true, Dtype::F32, false, true}};
 
 // ---- moe_align ----------------------------------------------------------------------------------
 
@@ -289,7 +293,7 @@ void checkExpertRows(const Experts& v, const std::vector<float>& got, const std:
     mins.push_back(refMins(f, q));
   }
   const bool q81 = std::string(v.activation) == "q8_1";
-  const bool withMin = q81 && (std::string(f.name) == "q4_k" || std::string(f.name) == "q5_k");
+  const bool withMin = q81 && hasMins(f);
   for (uint32_t p = 0; p < pairs; ++p) {
     const std::string at = what + " " + v.kernel + " pair " + std::to_string(p) + " expert " + std::to_string(ids[p]);
     if (ids[p] >= nExperts) {
@@ -313,9 +317,10 @@ void checkExpertRows(const Experts& v, const std::vector<float>& got, const std:
       }
       double want = sums[0], tol = tols[0];
       if (v.swiglu) {
-        const double sg = siluRef(sums[0]);
-        want = sg * sums[1];
-        const double ulps = 4 + 0.5 * std::fabs(sums[0] * std::numbers::log2e) + 1;
+        // swiglu_oai's linear factor, clamp(u) + 1, has slope at most 1: u's bound holds for it.
+        const double sg = v.oai ? oaiActRef(sums[0]) : siluRef(sums[0]);
+        want = sg * (v.oai ? oaiLinearRef(sums[1]) : sums[1]);
+        const double ulps = v.oai ? oaiActUlps(sums[0]) + 1.5 : 4 + 0.5 * std::fabs(sums[0] * std::numbers::log2e) + 1;
         tol = 1.1 * tols[0] * (std::fabs(sums[1]) + tols[1]) + std::fabs(sg) * tols[1] +
               std::fabs(want) * (ulps * std::ldexp(1.0, -24) + (v.out == Dtype::F32 ? 0 : roundoff(v.out)));
       }

@@ -1,6 +1,7 @@
 // Quantized weights (kernels/Quant.cpp, spec test/library/quant.toml): dequantize,
 // quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors
-// (../shared/testdata/quant, both cases, bit for bit where ggml is exact) and against a C++
+// (../shared/testdata/quant, and test/data/quant for the formats it lacks, both cases, bit for bit
+// where ggml is exact) and against a C++
 // reference written from the format spec (../shared/docs/ggml-quant-formats.md) on random blocks:
 // odd row counts, several blocks per row, every half field's sign, zeros and subnormals, and (on
 // the GPU) base pointers only 2-byte aligned. The fused decode kernels likewise: gemv_q_swiglu
@@ -51,6 +52,14 @@ std::vector<T> readFile(const std::string& path) {
   std::vector<T> out(raw.size() / sizeof(T));
   std::memcpy(out.data(), raw.data(), raw.size());
   return out;
+}
+
+// The folder of format f's vectors of a case: dir (caseDir's) for the shared formats, else this
+// repository's test/data/quant (made the same way, from the shared inputs: its README).
+std::string formatDir(const std::string& dir, const char* c, const Format& f) {
+  if (&f < kFormats + kSharedFormats) return dir;
+  const std::string own = std::string(TRUENOC_SOURCE_DIR) + "/test/data/quant";
+  return *c ? own + "/" + c : own;
 }
 
 const char* const kCases[] = {"", "varscale"};
@@ -292,8 +301,7 @@ void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32
   std::string what = kernel + " m=" + std::to_string(rows) + " ntok=" + std::to_string(ntok) + " k=" + std::to_string(k) +
                      (misalign ? " misaligned" : "");
   std::vector<float> mins = refMins(f, q);
-  bool withMin = std::string(f.name) == "q4_k" || std::string(f.name) == "q5_k";
-  expectGemv(got, refDequant(f, q), dequantQ81(xq8), withMin ? &mins : nullptr, rows, k, nullptr, what);
+  expectGemv(got, refDequant(f, q), dequantQ81(xq8), hasMins(f) ? &mins : nullptr, rows, k, nullptr, what);
 }
 
 }  // namespace
@@ -303,8 +311,9 @@ LIBRARY_TEST("quant dequantize: ggml test vectors, bit-exact", quantDequantVecto
     std::optional<std::string> dir = caseDir(c);
     if (!dir) return;
     for (const Format& f : kFormats) {
-      std::vector<uint8_t> q = readFile<uint8_t>(*dir + "/" + f.name + ".bin");
-      std::vector<float> want = readFile<float>(*dir + "/" + f.name + ".dequant.f32");
+      const std::string fdir = formatDir(*dir, c, f);
+      std::vector<uint8_t> q = readFile<uint8_t>(fdir + "/" + f.name + ".bin");
+      std::vector<float> want = readFile<float>(fdir + "/" + f.name + ".dequant.f32");
       REQUIRE(q.size() == size_t(kVecRows) * kVecK / f.qk * f.bytes);
       REQUIRE(want.size() == size_t(kVecRows) * kVecK);
       std::string what = std::string("case '") + (*c ? c : "uniform") + "'";
@@ -322,10 +331,17 @@ LIBRARY_TEST("quant dequantize: random blocks, odd row counts, several blocks pe
     for (uint32_t rows : {1u, 3u, 5u}) {
       uint32_t k = blocksPerRow * f.qk;
       std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * blocksPerRow);
+      // MXFP4's scales at their extremes: 2^-128 and 2^-127 (subnormal), 2^-126, 1 and 2^126,
+      // 2^127 (12 times it overflows to infinity, as in ggml).
+      if (f.e8m0 && rows == 5) {
+        const uint8_t extremes[] = {0, 1, 2, 128, 254, 255};
+        for (size_t b = 0; b < std::size(extremes); ++b) q[b * f.bytes] = extremes[b];
+      }
       std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k);
       checkDequant(r, f, q, rows, k, refDequant(f, q), what);
-      // Base pointers only 2-byte aligned (blocks are, in a GGUF row), y only 4-byte aligned.
-      if (r.honoursMisalign() && rows == 3) checkDequant(r, f, q, rows, k, refDequant(f, q), what + " misaligned", 2);
+      // Base pointers only as aligned as the blocks (2 bytes, MXFP4's 1), y only 4-byte aligned.
+      if (r.honoursMisalign() && rows == 3)
+        checkDequant(r, f, q, rows, k, refDequant(f, q), what + " misaligned", f.bytes % 2 ? 1 : 2);
     }
   }
 }
@@ -399,9 +415,12 @@ LIBRARY_TEST("embedding: plain tables, rows gathered by id, ids past the table g
 
 LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the table give NaN", embeddingQuant) {
   std::mt19937 rng(seed());
-  const std::pair<const char*, Dtype> kernels[] = {{"embedding_q4_0_f32", Dtype::F32}, {"embedding_q8_0_bf16", Dtype::BF16},
-                                                   {"embedding_q4_k_f32", Dtype::F32}, {"embedding_q5_k_f16", Dtype::F16},
-                                                   {"embedding_q6_k_bf16", Dtype::BF16}};
+  const std::pair<const char*, Dtype> kernels[] = {
+      {"embedding_q4_0_f32", Dtype::F32},  {"embedding_q8_0_bf16", Dtype::BF16}, {"embedding_q4_k_f32", Dtype::F32},
+      {"embedding_q5_k_f16", Dtype::F16},  {"embedding_q6_k_bf16", Dtype::BF16}, {"embedding_q4_1_f32", Dtype::F32},
+      {"embedding_q5_0_bf16", Dtype::BF16}, {"embedding_q5_1_f16", Dtype::F16},  {"embedding_iq4_nl_f32", Dtype::F32},
+      {"embedding_mxfp4_bf16", Dtype::BF16}};
+  static_assert(std::size(kernels) == std::size(kFormats));
   for (size_t i = 0; i < std::size(kFormats); ++i) {
     const Format& f = kFormats[i];
     const uint32_t rows = 6, k = (f.qk == 32 ? 3 : 2) * f.qk;
@@ -409,9 +428,10 @@ LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the tab
     std::vector<std::byte> bytes(q.size());
     std::memcpy(bytes.data(), q.data(), q.size());
     checkEmbedding(r, kernels[i].first, kernels[i].second, bytes, refDequant(f, q), rows, k, tokenIds(rng, rows, 8));
-    // Blocks only 2-byte aligned, as in a GGUF file.
+    // Blocks only 2-byte aligned (MXFP4's 1), as in a GGUF file.
     if (r.honoursMisalign())
-      checkEmbedding(r, kernels[i].first, kernels[i].second, bytes, refDequant(f, q), rows, k, tokenIds(rng, rows, 3), 2);
+      checkEmbedding(r, kernels[i].first, kernels[i].second, bytes, refDequant(f, q), rows, k, tokenIds(rng, rows, 3),
+                     f.bytes % 2 ? 1 : 2);
   }
 }
 
@@ -459,15 +479,16 @@ LIBRARY_TEST("quant gemv_q: ggml test vectors, f32 and q8_1 activations, within 
     std::vector<float> x = readFile<float>(*dir + "/x.f32");
     std::string what = std::string("case '") + (*c ? c : "uniform") + "'";
     for (const Format& f : kFormats) {
-      std::vector<uint8_t> q = readFile<uint8_t>(*dir + "/" + f.name + ".bin");
-      std::vector<float> deq = readFile<float>(*dir + "/" + f.name + ".dequant.f32");
-      std::vector<float> ref = readFile<float>(*dir + "/" + f.name + ".gemv.f32");
+      const std::string fdir = formatDir(*dir, c, f);
+      std::vector<uint8_t> q = readFile<uint8_t>(fdir + "/" + f.name + ".bin");
+      std::vector<float> deq = readFile<float>(fdir + "/" + f.name + ".dequant.f32");
+      std::vector<float> ref = readFile<float>(fdir + "/" + f.name + ".gemv.f32");
       checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, x, &ref, what);
       // The f32 path on x as its q8_1 blocks dequantize (xq = float(q) * fp32(d)) meets the
       // vectors' gemv_xq8_1 reference: it checks that file and the q8_1 blocks together.
       // The q8_1 path (dp4a) on those blocks meets the same reference.
       std::vector<uint8_t> xq8 = readFile<uint8_t>(*dir + "/x.q8_1.bin");
-      std::vector<float> refq = readFile<float>(*dir + "/" + f.name + ".gemv_xq8_1.f32");
+      std::vector<float> refq = readFile<float>(fdir + "/" + f.name + ".gemv_xq8_1.f32");
       checkGemv(r, std::string("gemv_q_") + f.name + "_n1", 1, Dtype::F32, q, deq, kVecRows, kVecK, dequantQ81(xq8),
                 &refq, what + " x from q8_1");
       checkGemvQ81(r, f, 1, q, deq, kVecRows, kVecK, xq8, &refq, what);
@@ -495,12 +516,12 @@ LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf1
       checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, rows, k, x, nullptr, what);
       if (r.honoursMisalign())
         checkGemv(r, std::string("gemv_q_") + f.name + "_n3", 3, Dtype::F32, q, deq, rows, k, x, nullptr,
-                  what + " misaligned", 2);
+                  what + " misaligned", f.bytes % 2 ? 1 : 2);
       // The q8_1 path (dp4a) on x as quantize_q8_1 makes it.
       std::vector<uint8_t> xq8 = refQuantizeQ81(x);
       checkGemvQ81(r, f, 1, q, deq, rows, k, xq8, nullptr, what);
       checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what);
-      if (r.honoursMisalign()) checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what + " misaligned", 2);
+      if (r.honoursMisalign()) checkGemvQ81(r, f, 3, q, deq, rows, k, xq8, nullptr, what + " misaligned", f.bytes % 2 ? 1 : 2);
     }
   }
   const Format& q4k = kFormats[2];
@@ -682,7 +703,7 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
 
 LIBRARY_TEST("quant gemm_q: every format's weights x q8_1 tokens, masked edges, several blocks", quantGemmQ) {
   std::mt19937 rng(seed());
-  for (const Format& f : {kFormats[1], kFormats[0], kFormats[2], kFormats[3], kFormats[4]}) {
+  for (const Format& f : kFormats) {
     // One block of K; odd sizes inside one tile, over several stages of 256 values of K (q4_0 and
     // q8_0: two whole stages and a last one of 3 blocks); exactly one tile; edges of a 2 x 2 grid.
     uint32_t qk = f.qk, few = qk == 32 ? 3 : 1;
@@ -690,6 +711,6 @@ LIBRARY_TEST("quant gemm_q: every format's weights x q8_1 tokens, masked edges, 
     checkGemmQ(r, f, 9, 5, (qk == 32 ? 19 : 3) * qk, rng);
     checkGemmQ(r, f, 64, 32, 2 * qk, rng);
     checkGemmQ(r, f, 70, 37, few * qk, rng);
-    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, 2);
+    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, f.bytes % 2 ? 1 : 2);
   }
 }

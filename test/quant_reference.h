@@ -1,6 +1,6 @@
-// A C++ reference for ggml's quantized formats, written from ../shared/docs/ggml-quant-formats.md:
-// the block layouts, dequantization as ggml's reference computes it (bit for bit), q8_1
-// quantization, random blocks, and the k-quants' mins that error bounds need. Shared by the
+// A C++ reference for ggml's quantized formats, written from ../shared/docs/ggml-quant-formats.md
+// and docs/quant-formats.md: the block layouts, dequantization as ggml's reference computes it (bit for bit), q8_1
+// quantization, random blocks, and the mins that error bounds need. Shared by the
 // quantized-weight tests (test/library_quant_test.cpp) and the mixture-of-experts tests
 // (test/library_moe_test.cpp).
 #pragma once
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,12 +21,35 @@ struct Format {
   const char* name;
   unsigned qk, bytes;
   std::vector<unsigned> halves;  // byte offsets of the block's half fields
+  bool e8m0 = false;             // byte 0 is an E8M0 scale (mxfp4)
 };
 
+// The formats of ../shared/testdata/quant first (tests name them by index), then those whose
+// vectors are in test/data/quant (docs/quant-formats.md).
 inline const Format kFormats[] = {
-    {"q4_0", 32, 18, {0}}, {"q8_0", 32, 34, {0}}, {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
-    {"q6_k", 256, 210, {208}},
+    {"q4_0", 32, 18, {0}},   {"q8_0", 32, 34, {0}},      {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
+    {"q6_k", 256, 210, {208}}, {"q4_1", 32, 20, {0, 2}}, {"q5_0", 32, 22, {0}},      {"q5_1", 32, 24, {0, 2}},
+    {"iq4_nl", 32, 18, {0}}, {"mxfp4", 32, 17, {}, true},
 };
+constexpr size_t kSharedFormats = 5;  // kFormats[0 .. 5) have vectors in ../shared/testdata/quant
+
+// Formats whose weights are d q + m (q4_1, q5_1) or D q - M (q4_k, q5_k): a min apart from the scale.
+inline bool hasMins(const Format& f) {
+  const std::string n = f.name;
+  return n == "q4_1" || n == "q5_1" || n == "q4_k" || n == "q5_k";
+}
+
+// ggml's kvalues_iq4nl and kvalues_mxfp4 (E2M1's values doubled).
+inline const int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+inline const int8_t kMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// ggml_e8m0_to_fp32_half: 2^(e - 128), subnormal for e < 2.
+inline float e8m0Half(uint8_t e) {
+  uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
 
 inline float h2f(const uint8_t* p) { return tn::ir::f16ToF32(uint16_t(p[0] | p[1] << 8)); }
 
@@ -33,6 +57,12 @@ inline float h2f(const uint8_t* p) { return tn::ir::f16ToF32(uint16_t(p[0] | p[1
 inline float mulSub(float d, float q, float m) {
   volatile float p = d * q;
   return p - m;
+}
+
+// q*d + m rounded twice (q4_1, q5_1), likewise.
+inline float mulAdd(float q, float d, float m) {
+  volatile float p = q * d;
+  return p + m;
 }
 
 inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
@@ -43,6 +73,24 @@ inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
       y[j] = float((b[2 + j] & 15) - 8) * d;
       y[j + 16] = float((b[2 + j] >> 4) - 8) * d;
     }
+  } else if (n == "q4_1" || n == "q5_1" || n == "q5_0") {
+    // Element j's quant: nibble j % 16 of qs (low for j < 16), and for q5 bit j of qh.
+    const bool min = n != "q5_0", five = n != "q4_1";
+    float d = h2f(b), m = min ? h2f(b + 2) : 0.0f;
+    const uint8_t* qh = b + (min ? 4 : 2);
+    const uint8_t* qs = b + (n == "q4_1" ? 4 : n == "q5_0" ? 6 : 8);
+    uint32_t h = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
+    for (int j = 0; j < 32; ++j) {
+      int q = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+      if (five) q |= int((h >> j) & 1) << 4;
+      y[j] = min ? mulAdd(float(q), d, m) : float(q - 16) * d;
+    }
+  } else if (n == "iq4_nl" || n == "mxfp4") {
+    const bool mx = n == "mxfp4";
+    const int8_t* table = mx ? kMxfp4 : kIq4nl;
+    float d = mx ? e8m0Half(b[0]) : h2f(b);
+    const uint8_t* qs = b + (mx ? 1 : 2);
+    for (int j = 0; j < 32; ++j) y[j] = float(table[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]) * d;
   } else if (n == "q8_0") {
     float d = h2f(b);
     for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
@@ -122,14 +170,18 @@ inline uint16_t randomHalf(std::mt19937& rng) {
   return tn::ir::f32ToF16(rng() % 2 ? -v : v);
 }
 
+// Random blocks: random quant bytes, random halves, and an E8M0 scale of 2^-12 .. 2^7 (the
+// dequantize test sets the extremes itself).
 inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, size_t blocks) {
   std::vector<uint8_t> q(blocks * f.bytes);
   for (uint8_t& b : q) b = uint8_t(rng());
-  for (size_t b = 0; b < blocks; ++b)
+  for (size_t b = 0; b < blocks; ++b) {
     for (unsigned off : f.halves) {
       uint16_t h = randomHalf(rng);
       q[b * f.bytes + off] = uint8_t(h), q[b * f.bytes + off + 1] = uint8_t(h >> 8);
     }
+    if (f.e8m0) q[b * f.bytes] = uint8_t(116 + rng() % 20);
+  }
   return q;
 }
 
@@ -143,11 +195,16 @@ inline std::vector<float> dequantQ81(const std::vector<uint8_t>& blocks) {
   return x;
 }
 
-// |M| = dmin * m of each element for the k-quants with a min (0 for the other formats): the
-// dequantized weight is round(D q) - M, whose two terms the q8_1 path keeps apart.
+// |M| of each element for the formats with a min (dmin * m for the k-quants, m for q4_1 and q5_1;
+// 0 for the other formats): the dequantized weight is round(D q) - M (or + m), whose two terms the
+// q8_1 path keeps apart.
 inline std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q) {
   std::vector<float> mins(q.size() / f.bytes * f.qk, 0.0f);
-  if (std::string(f.name) != "q4_k" && std::string(f.name) != "q5_k") return mins;
+  if (!hasMins(f)) return mins;
+  if (f.qk == 32) {  // q4_1, q5_1: m, the half at byte 2
+    for (size_t i = 0; i < mins.size(); ++i) mins[i] = std::fabs(h2f(q.data() + i / 32 * f.bytes + 2));
+    return mins;
+  }
   for (size_t b = 0; b < q.size() / f.bytes; ++b) {
     const uint8_t* blk = q.data() + b * f.bytes;
     const uint8_t* sc = blk + 4;
