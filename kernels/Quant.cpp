@@ -632,6 +632,11 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   unsigned mats = static_cast<unsigned>(ws.size());
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
+  // f32 biases of y's rows (gemv_q_swiglu: of g and of u), added before the activation.
+  std::vector<Value> biases;
+  if (o.flag("bias"))
+    for (const char* name : swiglu ? std::vector<const char*>{"gate_bias", "up_bias"} : std::vector<const char*>{"bias"})
+      biases.push_back(kb.param(kGlobalPtr, name));
   const bool experts = o.flag("experts");
   Value ids = experts ? kb.param(kGlobalPtr, "ids") : Value();
   Value rows = kb.param(Type::u32(), "m");
@@ -653,6 +658,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     // The expert's matrices start m * rowBytes apart.
     Value expertBytes = kb.mul_wide(rows, ((k >> log2u(f.qk)) * f.bytes).named("row_bytes"), "expert_bytes");
     for (Value& w : ws) w = kb.ptradd(w, kb.cvt(e.expert, Type::u64()) * expertBytes, "expert_w");
+    for (Value& b : biases) b = kb.index(b, kb.mul_wide(e.expert, rows), 4, "expert_bias");
     const unsigned xBlockBytes = q81 ? kQ81Bytes : 32 * bytesOf(s);  // x's bytes per 32 values
     x = kb.ptradd(x, kb.mul_wide(e.xRow, (k >> 5u) * xBlockBytes), "pair_x");
     y = kb.ptradd(y, kb.mul_wide(e.pair, rows * bytesOf(out)), "pair_y");
@@ -854,11 +860,21 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     Value r = ri == 0 ? row0 : (row0 + ri).named("row");
     const unsigned a = ri * mats * ntok + t;
     Value total = value(a);
-    if (swiglu) total = gluUnit(kb, o.text("glu"), total, value(a + ntok));
+    Value up = swiglu ? value(a + ntok) : Value();
+    if (swiglu && biases.empty()) total = gluUnit(kb, o.text("glu"), total, up);
     Value writer = !lane0.valid() ? (r < rows).named("writer") : ri == 0 ? lane0 : (lane0 & (r < rows)).named("writer");
     kb.if_then(
         writer,
-        [&] { storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), total, out); }, "write");
+        [&] {
+          Value v = total;
+          if (!biases.empty()) {
+            auto bias = [&](unsigned i) { return kb.load(kb.index(biases[i], r, 4), Type::f32(), {Mod::NcMod}, "bias"); };
+            v = v + bias(0);
+            if (swiglu) v = gluUnit(kb, o.text("glu"), v, up + bias(1));
+          }
+          storeF32(kb, kb.index(y, kb.mad(kb.u32(t), rows, r), bytesOf(out), "py"), v, out);
+        },
+        "write");
   };
   // The sums of a warp's part, NaN for a pair whose expert is unknown (no weights read).
   auto sumsOf = [&](Value firstRow) {
@@ -957,6 +973,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value w = kb.param(kGlobalPtr, "w");
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
+  Value bias = o.flag("bias") ? kb.param(kGlobalPtr, "bias") : Value();  // f32, one a row of w
   Value sorted = experts ? kb.param(kGlobalPtr, "sorted") : Value();
   Value tileExperts = experts ? kb.param(kGlobalPtr, "tile_experts") : Value();
   Value rows = kb.param(Type::u32(), "m");
@@ -1020,6 +1037,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       kb.ret();
     }, "unknown_expert");
     w = kb.ptradd(w, kb.mul_wide(expert, rows) * kb.cvt(rowBytes, Type::u64()), "w_expert");
+    if (bias.valid()) bias = kb.index(bias, kb.mul_wide(expert, rows), 4, "bias_expert");
   }
   // x's row of tile row t: the token's (t clamped to the last), or the pair's p / slots (padding: 0).
   auto xRowOf = [&](Value t) {
@@ -1207,6 +1225,12 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         return next;
       },
       {.label = "stages", .iv = "b0"});
+  // The biases of the thread's two rows (a row past m reads the last; it is not stored).
+  Value rowBias[2];
+  if (bias.valid())
+    for (unsigned h = 0; h < 2; ++h)
+      rowBias[h] = kb.load(kb.index(bias, kb.min(m0 + (warp << 4u) + g + 8 * h, rows - 1u), 4), Type::f32(), {Mod::NcMod},
+                           "row_bias");
   for (unsigned j = 0; j < kTiles; ++j)
     for (unsigned h = 0; h < 2; ++h)
       for (unsigned c = 0; c < 2; ++c) {
@@ -1215,8 +1239,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         if (experts) tok = kb.load(kb.index(tilePairs, tok, 4), Type::u32(), "pair");
         else tok = (n0 + tok).named("tok");
         Value in = experts ? (tok != kNoExpert) : (tok < ntok);
-        kb.if_then(((row < rows) & in).named("in"),
-                   [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), acc[4 * j + 2 * h + c]); }, "write");
+        Value v = acc[4 * j + 2 * h + c];
+        if (bias.valid()) v = v + rowBias[h];
+        kb.if_then(((row < rows) & in).named("in"), [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), v); },
+                   "write");
       }
   kb.ret();
   return finish(kb, m, diags);
@@ -1320,12 +1346,21 @@ void addQuant(std::vector<Template>& out) {
       "mixture of experts (decode, ntok 1): w (gate, up) holds n_experts matrices of m x k one after another; "
       "block row p < pairs multiplies expert ids[p] by x's row p / slots into y's row p (the parameters ids, "
       "n_experts, pairs and slots; an id >= n_experts gives a row of NaN and reads no weights)");
-  // Weights as ggml blocks; x as the activation's floats or q8_1 blocks; experts' ids u32.
+  OptionSpec biasOpt = option("bias", false,
+                              "add f32 biases to y's rows: the parameter bias after y (gemv_q_swiglu: gate_bias and "
+                              "up_bias, to g and u before the activation), m values, with experts n_experts x m "
+                              "(the pair's expert's row)");
+  // Weights as ggml blocks; x as the activation's floats or q8_1 blocks; experts' ids u32; biases f32.
   auto gemvQElements = [](const Options& o) {
     const std::string& a = o.text("activation");
-    return Template::ElementTypes{{"w", Scalar::U8}, {"gate", Scalar::U8}, {"up", Scalar::U8},
+    return Template::ElementTypes{{"w", Scalar::U8},
+                                  {"gate", Scalar::U8},
+                                  {"up", Scalar::U8},
                                   {"x", a == "q8_1" ? Scalar::U8 : a == "bf16" ? Scalar::BF16 : Scalar::F32},
-                                  {"ids", Scalar::U32}};
+                                  {"ids", Scalar::U32},
+                                  {"bias", Scalar::F32},
+                                  {"gate_bias", Scalar::F32},
+                                  {"up_bias", Scalar::F32}};
   };
   // w, gate and up m x k in blocks (n_experts of them); x ntok x k values or q8_1 blocks (experts:
   // ceil_div(pairs, slots) rows); y ntok x m (experts: pairs x m).
@@ -1335,17 +1370,22 @@ void addQuant(std::vector<Template>& out) {
     if (o.flag("experts")) {
       const Expr pairs = Expr::param("pairs");
       const Expr w = Expr::param("n_experts") * blockBytes(formatOption(o), m, k);
+      const Expr b = Expr::param("n_experts") * m;
       return Template::Extents{{"w", w},
                                {"gate", w},
                                {"up", w},
                                {"ids", pairs},
                                {"x", ceilDiv(pairs, max(Expr::param("slots"), Expr(1))) * xRow},
-                               {"y", pairs * m}};
+                               {"y", pairs * m},
+                               {"bias", b},
+                               {"gate_bias", b},
+                               {"up_bias", b}};
     }
     const uint64_t ntok = static_cast<uint64_t>(o.integer("ntok"));
     auto tokens = [&](const Expr& e) { return ntok == 1 ? e : Expr(ntok) * e; };
     const Expr w = blockBytes(formatOption(o), m, k);
-    return Template::Extents{{"w", w}, {"gate", w}, {"up", w}, {"x", tokens(xRow)}, {"y", tokens(m)}};
+    return Template::Extents{{"w", w},          {"gate", w},      {"up", w},      {"x", tokens(xRow)},
+                             {"y", tokens(m)}, {"bias", m}, {"gate_bias", m}, {"up_bias", m}};
   };
   std::string layout = "warps_per_row warps per rows_per_warp rows, " + std::to_string(kWarpsPerBlock) +
                        " warps per block of " + std::to_string(kBlock) + " threads";
@@ -1354,7 +1394,7 @@ void addQuant(std::vector<Template>& out) {
       "y[t*m + i] = sum_j deq(w)[i][j] * x[t*k + j] for ggml-quantized w (m x k, GGUF layout) and t < ntok; "
       "weights dequantized in registers and f32 products, or (q8_1 x) dp4a on the quants; f32 accumulation, "
       "y f32; " + layout,
-      {formatSpec(), ntok, activation, rowsPerWarpOpt, warpsPerRowOpt, expertsOpt},
+      {formatSpec(), ntok, activation, rowsPerWarpOpt, warpsPerRowOpt, expertsOpt, biasOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, false, d); },
       [](const Options& o) { return gemvQLaunch(o, false); },
   });
@@ -1366,7 +1406,7 @@ void addQuant(std::vector<Template>& out) {
       "silu(gate_proj) * up_proj; both m x k, one format) for t < ntok, in one pass over both matrices (glu: "
       "gelu(g) * u, GeGLU: Gemma's); the products as gemv_q's; " + layout,
       {formatSpec(), ntok, activation, choiceOption("out_dtype", "f32", {"f32", "bf16"}, "storage type of y"), rowsPerWarpOpt,
-       warpsPerRowOpt, expertsOpt, gluOption()},
+       warpsPerRowOpt, expertsOpt, gluOption(), biasOpt},
       [](const Options& o, ir::Diagnostics& d) { return buildGemvQ(o, true, d); },
       [](const Options& o) { return gemvQLaunch(o, true); },
   });
@@ -1381,17 +1421,21 @@ void addQuant(std::vector<Template>& out) {
       {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)"),
        option("experts", false,
               "mixture of experts (prefill, a grouped GEMM): w holds n_experts matrices of m x k one after another; "
-              "the parameters sorted and tile_experts (after y: moe_align's output with tile = 32) and n_experts, "
+              "the parameters sorted and tile_experts (after y and bias: moe_align's output with tile = 32) and n_experts, "
               "pairs and slots (after k, in place of ntok); block row t multiplies expert tile_experts[t] by x's "
               "rows p / slots for the pairs p of sorted[32 t ..] into y's rows p (an unknown expert gives rows of "
-              "NaN; padding and tiles past the last, nothing)")},
+              "NaN; padding and tiles past the last, nothing)"),
+       option("bias", false,
+              "add bias[i] to y's column i: f32, the parameter bias after y, m values (with experts n_experts x m, "
+              "the tile's expert's row)")},
       buildGemmQ,
       [](const Options& o) {
         const Expr tokens = o.flag("experts") ? moeTiles(kQTileN) : ceilDiv(Expr::param("ntok"), kQTileN);
         return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), tokens}, 0};
       },
   });
-  out.back().elements = allElements({blockElements({"w", "x"}), u32Elements({"sorted", "tile_experts"})});
+  out.back().elements = allElements({blockElements({"w", "x"}), u32Elements({"sorted", "tile_experts"}),
+                                      [](const Options&) { return Template::ElementTypes{{"bias", Scalar::F32}}; }});
   out.back().extents = [](const Options& o) {
     const Expr m = Expr::param("m"), w = blockBytes(formatOption(o), m, k);
     if (o.flag("experts")) {
@@ -1400,10 +1444,11 @@ void addQuant(std::vector<Template>& out) {
                                {"x", q81Bytes(ceilDiv(pairs, max(Expr::param("slots"), Expr(1))), k)},
                                {"y", pairs * m},
                                {"sorted", tiles * Expr(kQTileN)},
-                               {"tile_experts", tiles}};
+                               {"tile_experts", tiles},
+                               {"bias", Expr::param("n_experts") * m}};
     }
     const Expr ntok = Expr::param("ntok");
-    return Template::Extents{{"w", w}, {"x", q81Bytes(ntok, k)}, {"y", ntok * m}};
+    return Template::Extents{{"w", w}, {"x", q81Bytes(ntok, k)}, {"y", ntok * m}, {"bias", m}};
   };
   out.push_back({
       "rmsnorm_quantize_q8_1",

@@ -150,6 +150,7 @@ struct Experts {
   Dtype out = Dtype::F32;
   bool grouped = false;  // gemm_q with experts: the pairs grouped by refAlign (tiles of 32)
   bool oai = false;      // glu = "swiglu_oai" (gpt-oss's clamped SwiGLU) in place of silu
+  bool bias = false;     // f32 biases of each expert's rows (gemv_q_swiglu: of g and u)
 };
 
 const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
@@ -158,9 +159,9 @@ const Experts kExperts[] = {{"experts_q4_0", kFormats[0], "f32"},
                             {"experts_q8_0_bf16", kFormats[1], "bf16"},
                             {"experts_swiglu_q4_k_q8_1", kFormats[2], "q8_1", true},
                             {"experts_swiglu_q5_k_bf16_out", kFormats[3], "f32", true, Dtype::BF16},
-                            // gpt-oss's experts: MXFP4, the clamped SwiGLU.
-                            {"experts_mxfp4_q8_1", kFormats[9], "q8_1"},
-                            {"experts_swiglu_mxfp4_oai", kFormats[9], "f32", true, Dtype::F32, false, true}};
+                            // gpt-oss's experts: MXFP4, biases, the clamped SwiGLU.
+                            {"experts_mxfp4_q8_1_bias", kFormats[9], "q8_1", false, Dtype::F32, false, false, true},
+                            {"experts_swiglu_mxfp4_oai_bias", kFormats[9], "f32", true, Dtype::F32, false, true, true}};
 
 // ---- moe_align ----------------------------------------------------------------------------------
 
@@ -227,7 +228,8 @@ Call expertsCall(const char* kernel, const std::vector<uint32_t>& ids, uint32_t 
 
 void checkExpertRows(const Experts& v, const std::vector<float>& got, const std::vector<std::vector<uint8_t>>& mats,
                      const std::vector<float>& xs, uint32_t nExperts, uint32_t m, uint32_t k,
-                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what);
+                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what,
+                     const std::vector<std::vector<float>>& biases = {});
 
 // A launch of gemm_q with experts over moe_align's grouping `a`; the caller adds w, x and y.
 Call groupedCall(const char* kernel, const Aligned& a, uint32_t m, uint32_t k, uint32_t nExperts, uint32_t pairs,
@@ -260,6 +262,12 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
                         : expertsCall(v.kernel, ids, m, k, nExperts, slots);
   if (v.swiglu) call.buffer("gate", mats[0]).buffer("up", mats[1]);
   else call.buffer("w", mats[0]);
+  std::vector<std::vector<float>> biases;
+  if (v.bias) {
+    for (size_t i = 0; i < mats.size(); ++i) biases.push_back(uniform(rng, std::max<size_t>(size_t(nExperts) * m, 1), -4.0f, 4.0f));
+    if (v.swiglu) call.buffer("gate_bias", biases[0]).buffer("up_bias", biases[1]);
+    else call.buffer("bias", biases[0]);
+  }
   const bool q81 = std::string(v.activation) == "q8_1";
   std::vector<float> xs;  // the values the kernel multiplies
   if (q81) {
@@ -275,15 +283,17 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   }
   call.buffer("y", encode(v.out, std::vector<float>(size_t(pairs) * m, -7.0f)));
   std::vector<float> got = decode(v.out, r.run(call).get<std::byte>("y"));
-  checkExpertRows(v, got, mats, xs, nExperts, m, k, ids, slots, what);
+  checkExpertRows(v, got, mats, xs, nExperts, m, k, ids, slots, what, biases);
 }
 
 // The rows y of an experts launch (gemv_q's or gemm_q's) against the definition: for pair p, the
 // matrices (or gate and up) of expert ids[p] dequantized, times xs (what the kernel multiplies),
-// row p / slots; the bounds are checkExperts'.
+// row p / slots, plus the expert's biases (one rounding more: 2^-24 (|sum| + |bias|), doubled);
+// the bounds are checkExperts'.
 void checkExpertRows(const Experts& v, const std::vector<float>& got, const std::vector<std::vector<uint8_t>>& mats,
                      const std::vector<float>& xs, uint32_t nExperts, uint32_t m, uint32_t k,
-                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what) {
+                     const std::vector<uint32_t>& ids, uint32_t slots, const std::string& what,
+                     const std::vector<std::vector<float>>& biases) {
   const Format& f = v.format;
   const uint32_t pairs = uint32_t(ids.size());
   REQUIRE(got.size() == size_t(pairs) * m);
@@ -314,6 +324,11 @@ void checkExpertRows(const Experts& v, const std::vector<float>& got, const std:
           mag += (withMin ? 2.0 * (std::fabs(w) + mins[mi][wi]) : std::fabs(w)) * std::fabs(double(xr[j]));
         }
         tols[mi] = 2.0 * k * std::ldexp(1.0, -24) * mag;
+        if (!biases.empty()) {
+          const double b = biases[mi][size_t(ids[p]) * m + i];
+          tols[mi] += std::ldexp(std::fabs(sums[mi]) + std::fabs(b), -23);
+          sums[mi] += b;
+        }
       }
       double want = sums[0], tol = tols[0];
       if (v.swiglu) {
@@ -712,6 +727,12 @@ LIBRARY_TEST("gemm_q experts: grouped tiles in every format, shared and per-pair
     checkExperts(r, rng, v, nExperts, 17, k, {3, 3, 0, 1, 1}, 1, "slots=1");
     checkExperts(r, rng, v, nExperts, 33, k, {2, kNoExpert, 0}, 0, "slots=0");
   }
+  // With the experts' biases (gpt-oss's MXFP4 experts): an unknown expert's rows stay NaN.
+  const Experts biased{"gemm_q_experts_mxfp4_bias", kFormats[9], "q8_1", false, Dtype::F32, true, false, true};
+  std::vector<uint32_t> ids(40);
+  for (uint32_t p = 0; p < ids.size(); ++p) ids[p] = uint32_t(rng() % 4);
+  ids[7] = 4;
+  checkExperts(r, rng, biased, 4, 70, 3 * 32, ids, 4, "bias slots=4");
 }
 
 // A MoE FFN layer at prefill, 40 tokens: route (softmax, top 2), moe_align's grouping (the

@@ -92,12 +92,13 @@ void checkDequant(Runner& r, const Format& f, const std::vector<uint8_t>& q, uin
 
 // y[t][i] = sum_j deq[i][j] x[t][j] in double for t < x.size() / k, with the bound of its f32
 // computation: |err| <= 2k 2^-24 sum_j |deq x|, where with `mins` (|M| per weight) the magnitude
-// of a term is 2(|deq| + |M|)|x| instead.
+// of a term is 2(|deq| + |M|)|x| instead. With `bias` (a value per row) y[t][i] + bias[i], one
+// rounding more: 2^-24 (|y| + |bias|), doubled for room.
 struct RefY {
   std::vector<double> want, tol;
 };
 RefY refGemv(const std::vector<float>& deq, const std::vector<float>& x, const std::vector<float>* mins,
-             uint32_t rows, uint32_t k) {
+             uint32_t rows, uint32_t k, const std::vector<float>* bias = nullptr) {
   RefY out;
   for (size_t t = 0; t < x.size() / k; ++t)
     for (uint32_t i = 0; i < rows; ++i) {
@@ -108,8 +109,13 @@ RefY refGemv(const std::vector<float>& deq, const std::vector<float>& x, const s
         double w = std::fabs(double(deq[wi]));
         mag += (mins ? 2.0 * (w + double((*mins)[wi])) : w) * std::fabs(double(x[xi]));
       }
+      double tol = 2.0 * k * std::ldexp(1.0, -24) * mag;
+      if (bias) {
+        tol += std::ldexp(std::fabs(want) + std::fabs(double((*bias)[i])), -23);
+        want += double((*bias)[i]);
+      }
       out.want.push_back(want);
-      out.tol.push_back(2.0 * k * std::ldexp(1.0, -24) * mag);
+      out.tol.push_back(tol);
     }
   return out;
 }
@@ -118,8 +124,8 @@ RefY refGemv(const std::vector<float>& deq, const std::vector<float>& x, const s
 // when given, with 2^-24 |y| more tolerance for that rounding.
 void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, const std::vector<float>& x,
                 const std::vector<float>* mins, uint32_t rows, uint32_t k, const std::vector<float>* refY,
-                const std::string& what) {
-  RefY ref = refGemv(deq, x, mins, rows, k);
+                const std::string& what, const std::vector<float>* bias = nullptr) {
+  RefY ref = refGemv(deq, x, mins, rows, k, bias);
   for (size_t n = 0; n < got.size(); ++n) {
     double want = ref.want[n], tol = ref.tol[n];
     if (refY) {
@@ -137,17 +143,18 @@ void expectGemv(const std::vector<float>& got, const std::vector<float>& deq, co
 void checkGemv(Runner& r, const std::string& kernel, unsigned ntok, Dtype act,
                const std::vector<uint8_t>& q, const std::vector<float>& deq, uint32_t rows, uint32_t k,
                const std::vector<float>& x, const std::vector<float>* refY, const std::string& what,
-               uint32_t misalign = 0) {
+               uint32_t misalign = 0, const std::vector<float>* bias = nullptr) {
   std::vector<float> xs = roundTo(act, x);
   std::vector<float> y(size_t(ntok) * rows, -7.0f);
   Call call("quant", kernel);
   call.buffer("w", q, misalign);
+  if (bias) call.buffer("bias", *bias);
   if (act == Dtype::F32) call.buffer("x", xs, misalign ? 4 : 0);
   else call.buffer("x", encode(act, xs), misalign ? 2 : 0);
   call.buffer("y", y).scalar("m", rows).scalar("k", k);
   std::vector<float> got = r.run(call).get<float>("y");
   REQUIRE(got.size() == y.size());
-  expectGemv(got, deq, xs, nullptr, rows, k, refY, what + " " + kernel);
+  expectGemv(got, deq, xs, nullptr, rows, k, refY, what + " " + kernel, bias);
 }
 
 
@@ -161,16 +168,17 @@ void checkGemv(Runner& r, const std::string& kernel, unsigned ntok, Dtype act,
 void checkGemvQ81(Runner& r, const Format& f, unsigned ntok, const std::vector<uint8_t>& q,
                   const std::vector<float>& deq, uint32_t rows, uint32_t k, const std::vector<uint8_t>& xq8,
                   const std::vector<float>* refY, const std::string& what, uint32_t misalign = 0,
-                  const std::string& suffix = "") {
+                  const std::string& suffix = "", const std::vector<float>* bias = nullptr) {
   std::vector<float> mins = refMins(f, q);
   std::vector<float> xq = dequantQ81(xq8);
   std::string kernel = std::string("gemv_q_") + f.name + "_q8_1_n" + std::to_string(ntok) + suffix;
   std::vector<float> y(size_t(ntok) * rows, -7.0f);
   Call call("quant", kernel);
   call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", y).scalar("m", rows).scalar("k", k);
+  if (bias) call.buffer("bias", *bias);
   std::vector<float> got = r.run(call).get<float>("y");
   REQUIRE(got.size() == y.size());
-  expectGemv(got, deq, xq, &mins, rows, k, refY, what + " " + kernel);
+  expectGemv(got, deq, xq, &mins, rows, k, refY, what + " " + kernel, bias);
 }
 
 // ---- the fused decode kernels ----------------------------------------------------------------------
@@ -192,11 +200,13 @@ const Glu kSwigluOai{oaiActRef, oaiActUlps, oaiLinearRef};
 void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& act, Dtype out,
                  const std::vector<uint8_t>& gate, const std::vector<uint8_t>& up, uint32_t rows, uint32_t k,
                  const std::vector<float>& x, const std::string& what, uint32_t misalign = 0,
-                 const std::string& suffix = "", const Glu& glu = kSilu) {
+                 const std::string& suffix = "", const Glu& glu = kSilu, const std::vector<float>* gateBias = nullptr,
+                 const std::vector<float>* upBias = nullptr) {
   std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_" + act) + "_n" +
                        std::to_string(ntok) + (out == Dtype::F32 ? "" : std::string("_") + dtypeName(out)) + suffix;
   Call call("quant", kernel);
   call.buffer("gate", gate, misalign).buffer("up", up, misalign);
+  if (gateBias) call.buffer("gate_bias", *gateBias).buffer("up_bias", *upBias);
   std::vector<float> xs;  // the values the kernel multiplies
   std::vector<float> mins = refMins(f, gate), minsUp = refMins(f, up);
   bool q81 = act == "q8_1";
@@ -214,8 +224,8 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
   call.buffer("y", encode(out, std::vector<float>(size_t(ntok) * rows, -7.0f))).scalar("m", rows).scalar("k", k);
   std::vector<float> got = decode(out, r.run(call).get<std::byte>("y"));
   REQUIRE(got.size() == size_t(ntok) * rows);
-  RefY g = refGemv(refDequant(f, gate), xs, q81 ? &mins : nullptr, rows, k);
-  RefY u = refGemv(refDequant(f, up), xs, q81 ? &minsUp : nullptr, rows, k);
+  RefY g = refGemv(refDequant(f, gate), xs, q81 ? &mins : nullptr, rows, k, gateBias);
+  RefY u = refGemv(refDequant(f, up), xs, q81 ? &minsUp : nullptr, rows, k, upBias);
   for (size_t n = 0; n < got.size(); ++n) {
     // swiglu_oai's linear factor, clamp(u) + 1, has slope at most 1: u's bound holds for it.
     double sg = glu.f(g.want[n]), want = sg * (glu.linear ? glu.linear(u.want[n]) : u.want[n]);
@@ -290,18 +300,19 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
 // scales per block of 32 multiply the halves' sums in s32 (exact, below 2^24), and its f32
 // d * scale is exact (11 by 8 bits), so deq is exact and the plain bound holds.
 void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32_t k, std::mt19937& rng,
-                uint32_t misalign = 0) {
+                uint32_t misalign = 0, const std::vector<float>* bias = nullptr) {
   std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
   std::vector<uint8_t> xq8 = refQuantizeQ81(uniform(rng, size_t(ntok) * k));
-  std::string kernel = std::string("gemm_q_") + f.name;
+  std::string kernel = std::string("gemm_q_") + f.name + (bias ? "_bias" : "");
   Call call("quant", kernel);
   call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", std::vector<float>(size_t(ntok) * rows, -7.0f));
+  if (bias) call.buffer("bias", *bias);
   std::vector<float> got = r.run(call.scalar("m", rows).scalar("k", k).scalar("ntok", ntok)).get<float>("y");
   REQUIRE(got.size() == size_t(ntok) * rows);
   std::string what = kernel + " m=" + std::to_string(rows) + " ntok=" + std::to_string(ntok) + " k=" + std::to_string(k) +
                      (misalign ? " misaligned" : "");
   std::vector<float> mins = refMins(f, q);
-  expectGemv(got, refDequant(f, q), dequantQ81(xq8), hasMins(f) ? &mins : nullptr, rows, k, nullptr, what);
+  expectGemv(got, refDequant(f, q), dequantQ81(xq8), hasMins(f) ? &mins : nullptr, rows, k, nullptr, what, bias);
 }
 
 }  // namespace
@@ -713,4 +724,41 @@ LIBRARY_TEST("quant gemm_q: every format's weights x q8_1 tokens, masked edges, 
     checkGemmQ(r, f, 70, 37, few * qk, rng);
     if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, f.bytes % 2 ? 1 : 2);
   }
+}
+
+// bias (Qwen2's q, k and v projections; gpt-oss's experts, test/library_moe_test.cpp): y's rows
+// plus f32 biases on every path of gemv_q (groups with one and four warps a row, 16-byte, dp4a,
+// two rows a warp), gemv_q_swiglu (the biases of g and u added before the activation, silu and
+// swiglu_oai) and gemm_q, rows past a warp's or a tile's, against refGemv's bound plus the bias's
+// rounding.
+LIBRARY_TEST("quant gemv_q, gemv_q_swiglu and gemm_q with bias", quantBias) {
+  std::mt19937 rng(seed());
+  const Format &q4_0 = kFormats[0], &q4k = kFormats[2], &q4_1 = kFormats[5], &q5_1 = kFormats[7], &mx = kFormats[9];
+  for (uint32_t rows : {1u, 9u}) {
+    const std::string what = "rows=" + std::to_string(rows);
+    std::vector<float> b1 = uniform(rng, rows, -4.0f, 4.0f), b2 = uniform(rng, rows, -4.0f, 4.0f);
+    auto blocks = [&](const Format& f, uint32_t k) { return randomBlocks(rng, f, size_t(rows) * (k / f.qk)); };
+    {
+      const uint32_t k = 13 * 32;
+      std::vector<uint8_t> q = blocks(q4_0, k);
+      std::vector<float> x = uniform(rng, 3 * size_t(k));
+      checkGemv(r, "gemv_q_q4_0_n3_bias", 3, Dtype::F32, q, refDequant(q4_0, q), rows, k, x, nullptr, what, 0, &b1);
+      std::vector<float> x1(x.begin(), x.begin() + k);
+      checkGemv(r, "gemv_q_q4_0_n1_bias", 1, Dtype::F32, q, refDequant(q4_0, q), rows, k, x1, nullptr, what, 0, &b1);
+      std::vector<uint8_t> q5 = blocks(q5_1, k);
+      checkGemvQ81(r, q5_1, 3, q5, refDequant(q5_1, q5), rows, k, refQuantizeQ81(x), nullptr, what, 0, "_r2_bias", &b2);
+      checkSwiglu(r, mx, 1, "f32", Dtype::F32, blocks(mx, k), blocks(mx, k), rows, k, x1, what, 0, "_oai_bias",
+                  kSwigluOai, &b1, &b2);
+    }
+    const uint32_t k = 3 * 256;
+    std::vector<uint8_t> q = blocks(q4k, k);
+    std::vector<float> x = uniform(rng, 3 * size_t(k));
+    std::vector<float> x1(x.begin(), x.begin() + k);
+    checkGemv(r, "gemv_q_q4_k_n1_bias", 1, Dtype::F32, q, refDequant(q4k, q), rows, k, x1, nullptr, what, 0, &b2);
+    checkSwiglu(r, q4k, 3, "q8_1", Dtype::F32, blocks(q4k, k), blocks(q4k, k), rows, k, x, what, 0, "_bias", kSilu, &b2,
+                &b1);
+  }
+  std::vector<float> b = uniform(rng, 70, -4.0f, 4.0f);
+  checkGemmQ(r, q4_1, 70, 37, 9 * 32, rng, 0, &b);
+  checkGemmQ(r, q4k, 70, 37, 2 * 256, rng, 0, &b);
 }

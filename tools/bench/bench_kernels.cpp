@@ -79,7 +79,7 @@ double median(std::vector<double> v) {
 // (outputs), u32 row indices (kv_scatter positions), u32 i * range (Strided: attention's cache
 // offsets) or range (Constant: its lengths), or random u32 below range, repeats allowed (Ids: the
 // experts of a prompt's tokens).
-enum class Fill { F32, BF16, F16, S8, E4M3, Zero, Positions, Strided, Constant, Ids };
+enum class Fill { F32, BF16, F16, S8, E4M3, Mxfp4, Zero, Positions, Strided, Constant, Ids };
 
 struct Buffer {
   size_t bytes;
@@ -364,8 +364,12 @@ struct QuantFormat {
   const char* name;
   uint32_t qk, bytes;
 };
-constexpr QuantFormat kQuantFormats[] = {
-    {"q4_0", 32, 18}, {"q8_0", 32, 34}, {"q4_k", 256, 144}, {"q5_k", 256, 176}, {"q6_k", 256, 210}};
+constexpr QuantFormat kQuantFormats[] = {{"q4_0", 32, 18},   {"q8_0", 32, 34},   {"q4_k", 256, 144},
+                                         {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"mxfp4", 32, 17}};
+
+// How a format's weights are filled: random halves in every 2-byte slot (every scale finite), or
+// for mxfp4 random codes under E8M0 scales of 2^-7 .. 2^-2 (Fill::Mxfp4).
+Fill weightFill(const QuantFormat& f) { return std::string(f.name) == "mxfp4" ? Fill::Mxfp4 : Fill::F16; }
 
 // The dequantize-then-cuBLAS reference of a case whose buffer 0 is W (m x k), buffer 1 the f32 x
 // (ntok x k) and last buffer y (ntok x m, f32): its buffers go after y.
@@ -408,12 +412,12 @@ Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
   std::string n = "_n" + std::to_string(ntok) + r;
   if (act == "f32") {
-    c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
+    c.buffers = {{w, weightFill(f)}, {x, Fill::F32}, {y, Fill::Zero}};
     c.launches = {{std::string("gemv_q_") + f.name + n, {buf("w", 0), buf("x", 1), buf("y", 2), val("m", m), val("k", k)}}};
     c.bytes = double(w) + double(x) + double(y);
   } else {
     size_t xq = size_t(ntok) * (k / 32) * 36;
-    c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+    c.buffers = {{w, weightFill(f)}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
     c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
                   {std::string("gemv_q_") + f.name + "_q8_1" + n,
                    {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
@@ -429,7 +433,7 @@ Case gemmQCase(const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
   Case c{std::string("gemm_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), "q8_1", {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, xq = size_t(ntok) * (k / 32) * 36,
          y = size_t(ntok) * m * 4;
-  c.buffers = {{w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+  c.buffers = {{w, weightFill(f)}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
   c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
                 {std::string("gemm_q_") + f.name,
                  {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k), val("ntok", ntok)}}};
@@ -444,12 +448,12 @@ Case gemvQSwigluCase(const QuantFormat& f, const std::string& act, uint32_t m, u
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, y = size_t(ntok) * m * 4;
   std::string kernel = std::string("gemv_q_swiglu_") + f.name + (act == "f32" ? "" : "_q8_1") + "_n" + std::to_string(ntok);
   if (act == "f32") {
-    c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {y, Fill::Zero}};
+    c.buffers = {{w, weightFill(f)}, {w, weightFill(f)}, {x, Fill::F32}, {y, Fill::Zero}};
     c.launches = {{kernel, {buf("gate", 0), buf("up", 1), buf("x", 2), buf("y", 3), val("m", m), val("k", k)}}};
     c.bytes = 2.0 * double(w) + double(x) + double(y);
   } else {
     size_t xq = size_t(ntok) * (k / 32) * 36;
-    c.buffers = {{w, Fill::F16}, {w, Fill::F16}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
+    c.buffers = {{w, weightFill(f)}, {w, weightFill(f)}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
     c.launches = {{"quantize_q8_1_f32", {buf("x", 2), buf("y", 3), val("n", ntok * k)}},
                   {kernel, {buf("gate", 0), buf("up", 1), buf("x", 3), buf("y", 4), val("m", m), val("k", k)}}};
     c.bytes = 2.0 * double(w) + double(x) + 2.0 * double(xq) + double(y);
@@ -473,7 +477,7 @@ Case gemvQExpertsCase(const QuantFormat& f, const std::string& act, bool swiglu,
   const std::string kernel = std::string(swiglu ? "gemv_q_experts_swiglu_" : "gemv_q_experts_") + f.name +
                              (act == "f32" ? "" : "_q8_1");
   const int mats = swiglu ? 2 : 1;
-  for (int i = 0; i < mats; ++i) c.buffers.push_back({one * experts, Fill::F16});
+  for (int i = 0; i < mats; ++i) c.buffers.push_back({one * experts, weightFill(f)});
   const int xb = mats, xqb = mats + 1, yb = act == "f32" ? mats + 1 : mats + 2, idb = yb + 1;
   c.buffers.push_back({x, Fill::F32});
   if (act != "f32") c.buffers.push_back({xq, Fill::Zero});
@@ -523,7 +527,7 @@ Case gemmQExpertsCase(const QuantFormat& f, uint32_t experts, uint32_t m, uint32
          "q8_1", {}, {}, 0, 0, 0};
   const size_t one = size_t(m) * (k / f.qk) * f.bytes, x = size_t(tokens) * k * 4, xq = size_t(tokens) * (k / 32) * 36,
                y = size_t(pairs) * m * 4;
-  c.buffers = {{one * experts, Fill::F16}, {x, Fill::F32},       {xq, Fill::Zero},
+  c.buffers = {{one * experts, weightFill(f)}, {x, Fill::F32},     {xq, Fill::Zero},
                {y, Fill::Zero},            {size_t(pairs) * 4, Fill::Ids, experts},
                {tiles * 32 * 4, Fill::Zero}, {tiles * 4, Fill::Zero}};
   c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", tokens * k)}},
@@ -602,7 +606,7 @@ std::string compareBytes(const DeviceMemory& ours, const DeviceMemory& ref, size
 Case dequantizeCase(const QuantFormat& f, uint32_t m, uint32_t k) {
   Case c{std::string("dequantize_") + f.name, dims(m, k), "bf16", {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, y = size_t(m) * k * 2;
-  c.buffers = {{w, Fill::F16}, {y, Fill::Zero}};
+  c.buffers = {{w, weightFill(f)}, {y, Fill::Zero}};
   c.launches = {{std::string("dequantize_") + f.name + "_bf16", {buf("q", 0), buf("y", 1), val("rows", m), val("k", k)}}};
   c.bytes = double(w) + double(y);
   return c;
@@ -1121,6 +1125,15 @@ std::vector<Case> cases(Sizes sizes) {
       out.push_back(gemvQExpertsCase(kQuantFormats[2], "q8_1", true, 8, expertFfn, expertHidden, tokens, 2));
       out.push_back(gemvQExpertsCase(kQuantFormats[2], "f32", false, 8, expertHidden, expertFfn, tokens, 2));
     }
+    // gpt-oss-20b's experts: 32 of 2880 x 2880 for gate, up and down in MXFP4, top 4 (the fused
+    // gate+up with the clamped SwiGLU, the down projection), one token and four (16 distinct
+    // experts). (Tiny: 96 x 96.)
+    const QuantFormat& mxfp4 = kQuantFormats[5];
+    const uint32_t ossDim = pick(2880, 2880, 96);
+    for (uint32_t tokens : {1u, 4u}) {
+      out.push_back(gemvQExpertsCase(mxfp4, "q8_1", true, 32, ossDim, ossDim, tokens, 4));
+      out.push_back(gemvQExpertsCase(mxfp4, "q8_1", false, 32, ossDim, ossDim, tokens, 4));
+    }
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
     for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormFp8Case(r, hidden));
@@ -1138,6 +1151,8 @@ std::vector<Case> cases(Sizes sizes) {
     // Mixture of experts at prefill: Mixtral-8x7B's gate projection (8 experts of 14336 x 4096,
     // q4_k) for a 512-token prompt, top 2 (1024 pairs, about 128 an expert).
     out.push_back(gemmQExpertsCase(kQuantFormats[2], 8, expertFfn, expertHidden, pick(512, 512, 37), 2));
+    // gpt-oss-20b's gate projection at prefill: 512 tokens, top 4 of 32 MXFP4 experts.
+    out.push_back(gemmQExpertsCase(mxfp4, 32, ossDim, ossDim, pick(512, 512, 37), 4));
   }
   // Attention. Decode: batch 1, 8, 32 x context 512, 4096, 32768, 32 query heads of 128 over 8
   // kv heads. Prefill: batch 4 x 16 heads x seq 1024, 4096 x head_dim 64, 128, causal and not.
@@ -1461,6 +1476,15 @@ void fillBuffer(const DeviceMemory& m, Fill f, uint32_t range, std::mt19937& rng
     for (size_t i = 0; i < count; ++i)
       std::swap(rows[i], rows[std::uniform_int_distribution<size_t>(i, range - 1)(rng)]);
     must(m.upload(rows.data(), count * 4), "upload");
+    return;
+  }
+  if (f == Fill::Mxfp4) {  // whole 17-byte blocks a chunk: random codes, E8M0 scales 121 .. 126
+    const size_t chunk = std::min(m.bytes(), (size_t{4} << 20) / 17 * 17);
+    std::vector<unsigned char> host(chunk);
+    std::uniform_int_distribution<int> byte(0, 255), scale(121, 126);
+    for (size_t i = 0; i < chunk; ++i) host[i] = static_cast<unsigned char>(i % 17 == 0 ? scale(rng) : byte(rng));
+    for (size_t off = 0; off < m.bytes(); off += chunk)
+      must(m.upload(host.data(), std::min(chunk, m.bytes() - off), off), "upload");
     return;
   }
   // One chunk of random values, repeated over the buffer.
