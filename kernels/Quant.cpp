@@ -1,5 +1,5 @@
 // Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, specified in
-// ../shared/docs/ggml-quant-formats.md; Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4, docs/quant-formats.md):
+// ../shared/docs/ggml-quant-formats.md; Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS, docs/quant-formats.md):
 // dequantize, embedding (which also gathers plain tables), quantize_q8_1, gemv_q, the fused decode
 // kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the int8 tensor cores
 // (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a block.
@@ -27,7 +27,7 @@ using ir::Op;
 using ir::Scalar;
 using ir::Type;
 
-enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K };
+enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS };
 
 struct FmtInfo {
   Fmt fmt;
@@ -40,12 +40,14 @@ constexpr FmtInfo kFormats[] = {
     {Fmt::Q4_0, "q4_0", 32, 18},     {Fmt::Q4_1, "q4_1", 32, 20},   {Fmt::Q5_0, "q5_0", 32, 22},
     {Fmt::Q5_1, "q5_1", 32, 24},     {Fmt::Q8_0, "q8_0", 32, 34},   {Fmt::IQ4_NL, "iq4_nl", 32, 18},
     {Fmt::MXFP4, "mxfp4", 32, 17},   {Fmt::Q4_K, "q4_k", 256, 144}, {Fmt::Q5_K, "q5_k", 256, 176},
-    {Fmt::Q6_K, "q6_k", 256, 210},
+    {Fmt::Q6_K, "q6_k", 256, 210},   {Fmt::IQ4_XS, "iq4_xs", 256, 136},
 };
 
 // Formats whose quants decode to signed bytes (q8_0's, and the 4-bit codes of the formats with a
 // table of values).
-bool signedQuants(const FmtInfo& f) { return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4; }
+bool signedQuants(const FmtInfo& f) {
+  return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS;
+}
 
 // Formats whose weights are scale * q plus a per-block offset (IntGroup::min).
 bool withMins(const FmtInfo& f) {
@@ -230,6 +232,19 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
                    : f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       masked(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, mx), (j >> 1u) << 2u, 0x0F0F0F0Fu);
       for (Value& q : g.q) q = lookup16(kb, q, mx ? kMxfp4Values : kIq4nlValues);
+      break;
+    }
+    case Fmt::IQ4_XS: {
+      // half d, u16 scales_h, scales_l[4], qs[128]. Sub-block s (32 values) has the 6-bit scale
+      // ls: nibble s % 2 of scales_l[s / 2], bits 2s and 2s + 1 of scales_h above it; its values
+      // are d (ls - 32) times iq4_nl's table at the nibbles of qs[16 s ..], laid out as q4_0's.
+      Value s = (j >> 2u).named("sub"), jj = (j & 3u).named("grp_in_sub");
+      Value lo = ldQ(kb, blk, (s >> 1u) + 4u, Scalar::U8, reuse), hi = ldQ(kb, blk, 2u, Scalar::U16, reuse);
+      Value ls = ((lo >> ((s & 1u) << 2u)) & 15u) | (((hi >> (s << 1u)) & 3u) << 4u);
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      g.scale = mulRn(kb, d, toF32(kb, kb.bitcast(ls, Type::of(Scalar::S32)) - 32));
+      masked(bytes8(kb, blk, (s << 4u) + ((jj & 1u) << 3u) + 8u, reuse), (jj >> 1u) << 2u, 0x0F0F0F0Fu);
+      for (Value& q : g.q) q = lookup16(kb, q, kIq4nlValues);
       break;
     }
     case Fmt::Q4_K:

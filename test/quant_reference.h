@@ -29,7 +29,7 @@ struct Format {
 inline const Format kFormats[] = {
     {"q4_0", 32, 18, {0}},   {"q8_0", 32, 34, {0}},      {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
     {"q6_k", 256, 210, {208}}, {"q4_1", 32, 20, {0, 2}}, {"q5_0", 32, 22, {0}},      {"q5_1", 32, 24, {0, 2}},
-    {"iq4_nl", 32, 18, {0}}, {"mxfp4", 32, 17, {}, true},
+    {"iq4_nl", 32, 18, {0}}, {"mxfp4", 32, 17, {}, true},     {"iq4_xs", 256, 136, {0}},
 };
 constexpr size_t kSharedFormats = 5;  // kFormats[0 .. 5) have vectors in ../shared/testdata/quant
 
@@ -91,6 +91,15 @@ inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
     float d = mx ? e8m0Half(b[0]) : h2f(b);
     const uint8_t* qs = b + (mx ? 1 : 2);
     for (int j = 0; j < 32; ++j) y[j] = float(table[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]) * d;
+  } else if (n == "iq4_xs") {
+    float d = h2f(b);
+    const int scalesH = b[2] | b[3] << 8;
+    for (int s = 0; s < 8; ++s) {
+      const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 15) | (((scalesH >> (2 * s)) & 3) << 4);
+      volatile float dl = d * float(ls - 32);
+      const uint8_t* qs = b + 8 + 16 * s;
+      for (int j = 0; j < 32; ++j) y[32 * s + j] = dl * float(kIq4nl[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]);
+    }
   } else if (n == "q8_0") {
     float d = h2f(b);
     for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
