@@ -27,7 +27,7 @@ using ir::Op;
 using ir::Scalar;
 using ir::Type;
 
-enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K, IQ4_XS };
+enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS };
 
 struct FmtInfo {
   Fmt fmt;
@@ -39,9 +39,15 @@ struct FmtInfo {
 constexpr FmtInfo kFormats[] = {
     {Fmt::Q4_0, "q4_0", 32, 18},     {Fmt::Q4_1, "q4_1", 32, 20},   {Fmt::Q5_0, "q5_0", 32, 22},
     {Fmt::Q5_1, "q5_1", 32, 24},     {Fmt::Q8_0, "q8_0", 32, 34},   {Fmt::IQ4_NL, "iq4_nl", 32, 18},
-    {Fmt::MXFP4, "mxfp4", 32, 17},   {Fmt::Q4_K, "q4_k", 256, 144}, {Fmt::Q5_K, "q5_k", 256, 176},
-    {Fmt::Q6_K, "q6_k", 256, 210},   {Fmt::IQ4_XS, "iq4_xs", 256, 136},
+    {Fmt::MXFP4, "mxfp4", 32, 17},   {Fmt::Q2_K, "q2_k", 256, 84},  {Fmt::Q3_K, "q3_k", 256, 110},
+    {Fmt::Q4_K, "q4_k", 256, 144},   {Fmt::Q5_K, "q5_k", 256, 176}, {Fmt::Q6_K, "q6_k", 256, 210},
+    {Fmt::IQ4_XS, "iq4_xs", 256, 136},
 };
+
+// Formats with an integer scale per 16 values under a super-block d (gemm_q applies the two of a
+// block of 32 in s32 on two mma of half-zeroed fragments); q2_k also an integer min per 16
+// values under a super-block dmin.
+bool halfScaled(const FmtInfo& f) { return f.fmt == Fmt::Q6_K || f.fmt == Fmt::Q3_K || f.fmt == Fmt::Q2_K; }
 
 // Formats whose quants decode to signed bytes (q8_0's, and the 4-bit codes of the formats with a
 // table of values).
@@ -51,7 +57,7 @@ bool signedQuants(const FmtInfo& f) {
 
 // Formats whose weights are scale * q plus a per-block offset (IntGroup::min).
 bool withMins(const FmtInfo& f) {
-  return f.fmt == Fmt::Q4_1 || f.fmt == Fmt::Q5_1 || f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  return f.fmt == Fmt::Q4_1 || f.fmt == Fmt::Q5_1 || f.fmt == Fmt::Q2_K || f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
 }
 
 std::vector<std::string> formatNames() {
@@ -169,8 +175,10 @@ struct IntGroup {
   Value q[2];
   Value scale;
   int intOffset = 0;
-  Value min;          // q4_1, q5_1 (-m), q4_k, q5_k only
-  Value d, subScale;  // q6_k only: scale = d * subScale (s32), apart for gemm_q's integer scaling
+  Value min;  // q4_1, q5_1 (-m), q2_k, q4_k, q5_k only
+  // The formats with a scale per 16 values (halfScaled): scale = d * subScale (s32), apart for
+  // gemm_q's integer scaling; q2_k also min = dmin * subMin.
+  Value d, subScale, dmin, subMin;
 };
 
 // A q4_k/q5_k sub-block's scale and min as f32, D = d * sc and M = dmin * m (ggml's order), from
@@ -265,6 +273,39 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
         std::vector<Value> h = bytes8(kb, blk, l0 + 16u, reuse);
         for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((h[i] >> s) & 0x01010101u) << 4u);
       }
+      break;
+    }
+    case Fmt::Q2_K: {
+      // scales[16], qs[64], half d, half dmin. Element i0 = 8j: the 2-bit quants as q3_k's low
+      // bits (qs from byte 16); scale byte j/2: D = d (sc & 15), M = dmin (sc >> 4), w = D q - M.
+      Value n = j >> 4u, jj = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
+      masked(bytes8(kb, blk, (n << 5u) + l0 + 16u, reuse), jj << 1u, 0x03030303u);
+      Value sc = ldQ(kb, blk, j >> 1u, Scalar::U8, reuse);
+      g.d = f16BitsToF32(kb, ldQ(kb, blk, 80u, Scalar::U16, reuse));
+      g.dmin = f16BitsToF32(kb, ldQ(kb, blk, 82u, Scalar::U16, reuse));
+      g.subScale = kb.bitcast(sc & 15u, Type::of(Scalar::S32)), g.subMin = kb.bitcast(sc >> 4u, Type::of(Scalar::S32));
+      g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
+      g.min = mulRn(kb, g.dmin, toF32(kb, g.subMin));
+      break;
+    }
+    case Fmt::Q3_K: {
+      // hmask[32], qs[64], scales[12], half d. Element i0 = 8j: half n = j/16, shift 2jj with
+      // jj = (j/4)%4, l0 = 8(j%4): low bits (qs[32n + l0 ..] >> 2jj) & 3, high bit 4n + jj of
+      // hmask[l0 ..]; w = d (sc - 32) (q - 4) with q = low | high << 2 and sc the 6-bit scale
+      // i0/16 = j/2: nibble s/8 of byte s%8 of scales, bits 2(s/4) of byte 8 + s%4 above it.
+      Value n = j >> 4u, jj = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
+      masked(bytes8(kb, blk, (n << 5u) + l0 + 32u, reuse), jj << 1u, 0x03030303u);
+      std::vector<Value> hm = bytes8(kb, blk, l0, reuse);
+      Value bit = ((n << 2u) + jj).named("hbit");
+      for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hm[i] >> bit) & 0x01010101u) << 2u);
+      Value sub = (j >> 1u).named("scale_idx");
+      Value low = (ldQ(kb, blk, (sub & 7u) + 96u, Scalar::U8, reuse) >> ((sub >> 3u) << 2u)) & 15u;
+      Value high = (ldQ(kb, blk, (sub & 3u) + 104u, Scalar::U8, reuse) >> ((sub >> 2u) << 1u)) & 3u;
+      Value sc = kb.bitcast(low | (high << 4u), Type::of(Scalar::S32)) - 32;
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 108u, Scalar::U16, reuse));
+      g.scale = mulRn(kb, d, toF32(kb, sc));
+      g.d = d, g.subScale = sc;
+      g.intOffset = 4;
       break;
     }
     case Fmt::Q6_K: {
@@ -968,16 +1009,17 @@ constexpr unsigned kQUnroll = 4;
 // (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
 // K advances a stage of 8 blocks of 32 values at a time. Staging: a warp decodes one row at a
 // time, lane l the 8 values 8l .. 8l + 7 of the stage (decodeInt's group; q4_0's q - 8 and
-// q6_k's q - 32 made signed bytes), so the lanes' loads cover the row's bytes of the stage
+// the like made signed bytes), so the lanes' loads cover the row's bytes of the stage
 // together (a few cache sectors per load, the scales one); tokens likewise, lane l the bytes
 // 8(l % 4) .. + 7 of the stage's q8_1 block l / 4. Quants go to shared memory as int8, the scales
-// as f32 beside (and for the k-quants the mins and each token's sum of quants per block). Then per
+// as f32 beside (and for the formats with mins those and each token's sum of quants per block). Then per
 // block of 32: one mma.sync m16n8k32 (s8, s32 from zero) per tile gives the block's integer dot
 // products, scaled into f32 accumulators: d_w d_x sum, or d_x (D sum - M sum_a) with a min.
-// q6_k has one int8 scale per 16 values, two in a block of 32: two mma per tile, on the A
-// fragment with its K 16..31 registers zeroed and with its K 0..15 registers zeroed, give the
-// halves' sums, combined exactly in s32 as sc_0 sum_0 + sc_1 sum_1 (at most 2^24 in magnitude,
-// so exact in f32 too), then scaled by d_w d_x.
+// q6_k, q3_k and q2_k have an integer scale per 16 values, two in a block of 32: two mma per
+// tile, on the A fragment with its K 16..31 registers zeroed and with its K 0..15 registers
+// zeroed, give the halves' sums, combined exactly in s32 as sc_0 sum_0 + sc_1 sum_1 (at most 2^24
+// in magnitude, so exact in f32 too), then scaled by d_w d_x; q2_k's integer mins per 16 values
+// likewise meet the token's sums of quants over the halves, m_0 sum_a0 + m_1 sum_a1, times dmin.
 // Rows and tokens past the edges, and blocks past k in the last stage, stage clamped copies
 // (their results are not stored, or their blocks not multiplied).
 std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
@@ -1004,21 +1046,27 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   kb.reqntid(kQThreads);
   ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
   ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
-  // q6_k: wd holds each row's d (one k-quant block a stage), wsc the int8 scales of the 16-value
-  // halves (half h of block s of row r at r * (2 kQSub + 1) + 2s + h).
-  const bool halfScales = f.fmt == Fmt::Q6_K;
+  // q6_k, q3_k, q2_k (halfScales): wd holds each row's d (one k-quant block a stage), wsc the
+  // integer scales of the 16-value halves (half h of block s of row r at r * (2 kQSub + 1) + 2s + h;
+  // q2_k's as 16-bit words, the scale in the low byte, the min in the high: its mins and the
+  // tokens' sums over halves would otherwise take it past 33 KiB, where sm_86/sm_89 hold two blocks
+  // an SM, not three).
+  const bool halfScales = halfScaled(f);
   ir::SharedArray wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
   ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN * kQScaleStride);
-  // The k-quants' mins (W) and the tokens' sums of quants per block (X).
+  constexpr unsigned kScStride = 2 * kQSub + 1;
+  // The mins (W: per block, or with halfScales each row's dmin) and the tokens' sums of quants
+  // per block (X; with halfScales per half: q2_k).
   const bool withMin = withMins(f);
+  const bool halfMins = halfScales && withMin;  // q2_k
   ir::SharedArray wmin, xsum;
   if (withMin) {
-    wmin = kb.shared("wmin", Type::f32(), kQTileM * kQScaleStride);
-    xsum = kb.shared("xsum", Type::of(Scalar::S32), kQTileN * kQScaleStride);
+    wmin = kb.shared("wmin", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
+    xsum = kb.shared("xsum", Type::of(Scalar::S32), kQTileN * (halfScales ? kScStride : kQScaleStride));
   }
-  constexpr unsigned kScStride = 2 * kQSub + 1;
   ir::SharedArray wsc;
-  if (halfScales) wsc = kb.shared("wsc", Type::of(Scalar::S32), kQTileM * kScStride);
+  const unsigned scShift = halfMins ? 1 : 2;  // log2 of wsc's element bytes
+  if (halfScales) wsc = kb.shared("wsc", Type::of(halfMins ? Scalar::U16 : Scalar::S32), kQTileM * kScStride);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
@@ -1129,15 +1177,17 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
         }
         storeWords(wq, r, words);
-        // q6_k: groups 2h, 2h + 1 of a block are the 16 values of its scale h.
+        // halfScales: groups 2h, 2h + 1 of a block are the 16 values of its scale h (and min).
         if (halfScales)
           kb.if_then((quarter & 1u) == 0u, [&] {
-            kb.store(sharedAt(wsc, (r * kScStride + (lane >> 1u)) << 2u), g.subScale);
+            Value at = (r * kScStride + (lane >> 1u)) << scShift;
+            if (!halfMins) kb.store(sharedAt(wsc, at), g.subScale);
+            else kb.store(sharedAt(wsc, at), kb.cvt(kb.bitcast(g.subScale | (g.subMin << 8u), Type::u32()), Type::of(Scalar::U16)));
           }, "wsc");
         kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
           Value at = wdAt(r, sub);
           kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
-          if (withMin) kb.store(sharedAt(wmin, at), g.min);
+          if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
         }, "wd");
       });
     };
@@ -1157,12 +1207,18 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         Value ones = kb.s32(0x01010101, "ones");
         sum = kb.s32(0, "izero");
         for (Value v : xw) sum = kb.dp4a(ones, kb.bitcast(v, Type::of(Scalar::S32)), sum, "xsum");
-        for (unsigned off : {1u, 2u}) sum = sum + kb.shfl(Mod::Bfly, sum, off, "xsum.other");
+        // The block's sum over its 4 lanes, or with halfScales each half's over 2 (q2_k's mins).
+        for (unsigned off : halfScales ? std::vector<unsigned>{1u} : std::vector<unsigned>{1u, 2u})
+          sum = sum + kb.shfl(Mod::Bfly, sum, off, "xsum.other");
+        if (halfScales)
+          kb.if_then((quarter & 1u) == 0u, [&] {
+            kb.store(sharedAt(xsum, (t * kScStride + (sub << 1u) + (quarter >> 1u)) << 2u), sum);
+          }, "xsum");
       }
       kb.if_then((quarter == 0u).named("x_scale"), [&] {
         Value d = q81Scale(kb, xb);
         kb.store(sharedAt(xd, at), d);
-        if (withMin) kb.store(sharedAt(xsum, at), sum);
+        if (withMin && !halfScales) kb.store(sharedAt(xsum, at), sum);
       }, "xd");
     });
   };
@@ -1194,15 +1250,23 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
     }
     // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
-    Value dw[2], mw[2], sc[2][2];
+    Value dw[2], mw[2], sc[2][2], mi[2][2];
     for (unsigned h = 0; h < 2; ++h) {
       Value row = (warp << 4u) + g + 8 * h;
       Value at = wdAt(row, s);
       dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
       if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
       if (halfScales)
-        for (unsigned kh = 0; kh < 2; ++kh)
-          sc[h][kh] = kb.load(sharedAt(wsc, (row * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "sc");
+        for (unsigned kh = 0; kh < 2; ++kh) {
+          Value half = (row * kScStride + (s << 1u) + kh) << scShift;
+          if (!halfMins) {
+            sc[h][kh] = kb.load(sharedAt(wsc, half), Type::of(Scalar::S32), "sc");
+            continue;
+          }
+          Value both = kb.bitcast(kb.cvt(kb.load(sharedAt(wsc, half), Type::of(Scalar::U16), "sc_min"), Type::u32()),
+                                  Type::of(Scalar::S32));
+          sc[h][kh] = both & 0xFF, mi[h][kh] = both >> 8u;
+        }
     }
     std::vector<Value> next(carried.begin(), carried.end());
     for (unsigned j = 0; j < kTiles; ++j) {
@@ -1213,13 +1277,20 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
       };
       for (unsigned c = 0; c < 2; ++c) {
-        Value at = (((t << 1u) + (8 * j + c)) * kQScaleStride + s) << 2u;
+        Value tok = (t << 1u) + (8 * j + c);
+        Value at = (tok * kQScaleStride + s) << 2u;
         Value dx = kb.load(sharedAt(xd, at), Type::f32(), "dx");
-        Value suma;
-        if (withMin) suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
+        Value suma, halfSums[2];
+        if (halfMins)
+          for (unsigned kh = 0; kh < 2; ++kh)
+            halfSums[kh] = kb.load(sharedAt(xsum, (tok * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "suma");
+        else if (withMin)
+          suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
         for (unsigned h = 0; h < 2; ++h) {
           Value& a = next[4 * j + 2 * h + c];
           Value sumi = toF32(kb, blockSum(2 * h + c, h));
+          // q2_k: the halves' integer mins times the token's sums over them, exact in s32.
+          if (halfMins) suma = toF32(kb, halfSums[0] * mi[h][0] + halfSums[1] * mi[h][1]);
           if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
           else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
         }
@@ -1430,9 +1501,9 @@ void addQuant(std::vector<Template>& out) {
   out.push_back({
       "gemm_q",
       "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
-      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block (q6_k: one per "
-      "16-value half, the halves' s32 sums times their int8 scales), s32 sums scaled by the blocks' d (and the "
-      "k-quants' mins) into f32; 64 x 32 tiles of y per block of 128 threads",
+      "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block (q2_k, q3_k, q6_k: "
+      "one per 16-value half, the halves' s32 sums times their integer scales), s32 sums scaled by the blocks' d "
+      "(and mins) into f32; 64 x 32 tiles of y per block of 128 threads",
       {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)"),
        option("experts", false,
               "mixture of experts (prefill, a grouped GEMM): w holds n_experts matrices of m x k one after another; "

@@ -430,7 +430,8 @@ LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the tab
       {"embedding_q4_0_f32", Dtype::F32},  {"embedding_q8_0_bf16", Dtype::BF16}, {"embedding_q4_k_f32", Dtype::F32},
       {"embedding_q5_k_f16", Dtype::F16},  {"embedding_q6_k_bf16", Dtype::BF16}, {"embedding_q4_1_f32", Dtype::F32},
       {"embedding_q5_0_bf16", Dtype::BF16}, {"embedding_q5_1_f16", Dtype::F16},  {"embedding_iq4_nl_f32", Dtype::F32},
-      {"embedding_mxfp4_bf16", Dtype::BF16}, {"embedding_iq4_xs_f16", Dtype::F16}};
+      {"embedding_mxfp4_bf16", Dtype::BF16}, {"embedding_iq4_xs_f16", Dtype::F16},  {"embedding_q2_k_bf16", Dtype::BF16},
+      {"embedding_q3_k_f32", Dtype::F32}};
   static_assert(std::size(kernels) == std::size(kFormats));
   for (size_t i = 0; i < std::size(kFormats); ++i) {
     const Format& f = kFormats[i];

@@ -30,13 +30,14 @@ inline const Format kFormats[] = {
     {"q4_0", 32, 18, {0}},   {"q8_0", 32, 34, {0}},      {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
     {"q6_k", 256, 210, {208}}, {"q4_1", 32, 20, {0, 2}}, {"q5_0", 32, 22, {0}},      {"q5_1", 32, 24, {0, 2}},
     {"iq4_nl", 32, 18, {0}}, {"mxfp4", 32, 17, {}, true},     {"iq4_xs", 256, 136, {0}},
+    {"q2_k", 256, 84, {80, 82}}, {"q3_k", 256, 110, {108}},
 };
 constexpr size_t kSharedFormats = 5;  // kFormats[0 .. 5) have vectors in ../shared/testdata/quant
 
 // Formats whose weights are d q + m (q4_1, q5_1) or D q - M (q4_k, q5_k): a min apart from the scale.
 inline bool hasMins(const Format& f) {
   const std::string n = f.name;
-  return n == "q4_1" || n == "q5_1" || n == "q4_k" || n == "q5_k";
+  return n == "q4_1" || n == "q5_1" || n == "q2_k" || n == "q4_k" || n == "q5_k";
 }
 
 // ggml's kvalues_iq4nl and kvalues_mxfp4 (E2M1's values doubled).
@@ -91,6 +92,23 @@ inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
     float d = mx ? e8m0Half(b[0]) : h2f(b);
     const uint8_t* qs = b + (mx ? 1 : 2);
     for (int j = 0; j < 32; ++j) y[j] = float(table[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]) * d;
+  } else if (n == "q2_k" || n == "q3_k") {
+    // Value i: n = i / 128, j = (i % 128) / 32, l = i % 32; 2 bits (qs[32n + l] >> 2j) & 3.
+    const bool q2 = n == "q2_k";
+    const uint8_t* qs = b + (q2 ? 16 : 32);
+    for (int i = 0; i < 256; ++i) {
+      const int h = i / 128, j = (i % 128) / 32, l = i % 32, t = i / 16;
+      int q = (qs[32 * h + l] >> (2 * j)) & 3;
+      if (q2) {
+        volatile float dl = h2f(b + 80) * float(b[t] & 15), ml = h2f(b + 82) * float(b[t] >> 4);
+        y[i] = mulSub(dl, float(q), ml);
+      } else {
+        q += ((b[l] >> (4 * h + j)) & 1) << 2;
+        const int sc = ((b[96 + t % 8] >> (4 * (t / 8))) & 15) | (((b[104 + t % 4] >> (2 * (t / 4))) & 3) << 4);
+        volatile float dl = h2f(b + 108) * float(sc - 32);
+        y[i] = dl * float(q - 4);
+      }
+    }
   } else if (n == "iq4_xs") {
     float d = h2f(b);
     const int scalesH = b[2] | b[3] << 8;
@@ -212,6 +230,13 @@ inline std::vector<float> refMins(const Format& f, const std::vector<uint8_t>& q
   if (!hasMins(f)) return mins;
   if (f.qk == 32) {  // q4_1, q5_1: m, the half at byte 2
     for (size_t i = 0; i < mins.size(); ++i) mins[i] = std::fabs(h2f(q.data() + i / 32 * f.bytes + 2));
+    return mins;
+  }
+  if (std::string(f.name) == "q2_k") {  // dmin (the half at byte 82) times the high nibble of scale i / 16
+    for (size_t i = 0; i < mins.size(); ++i) {
+      const uint8_t* blk = q.data() + i / 256 * f.bytes;
+      mins[i] = std::fabs(h2f(blk + 82) * float(blk[i % 256 / 16] >> 4));
+    }
     return mins;
   }
   for (size_t b = 0; b < q.size() / f.bytes; ++b) {
