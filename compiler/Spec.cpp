@@ -948,8 +948,12 @@ std::optional<std::vector<TargetedInstance>> instantiateForTargets(const Spec& s
   if (k.tmpl && k.tmpl->alternatives) alternatives = k.tmpl->alternatives(k.options);
   std::vector<TargetedInstance> out;
   if (alternatives.empty()) {
-    std::optional<Instance> inst = instantiate(spec, k, tirs, diags);
-    if (!inst || (k.tmpl && !templateFitsTargets(spec, k, inst->module, diags))) return std::nullopt;
+    // The targets first: a kernel that no target of the spec runs is that, whatever its shared
+    // memory would be there.
+    std::optional<Instance> inst = instantiateWith(spec, k, k.options, tirs, diags);
+    if (!inst || (k.tmpl && !templateFitsTargets(spec, k, inst->module, diags)) ||
+        !sharedFits(spec, k, *inst, spec.targets, diags))
+      return std::nullopt;
     out.push_back({std::move(*inst), spec.targets});
     return out;
   }

@@ -36,6 +36,7 @@ struct Config {
   bool rowScales = false;  // fp8: one scale per row (the pointer w_scales) instead of w_scale
   bool cvt = false;        // fp8 codes decoded by cvt.f16x2, else by integer instructions
   bool experts = false;    // mixture of experts: a block row per (token, slot) pair, its expert's w
+  bool bias = false;       // f32 bias[i] added to y[i] (with experts, the pair's expert's row)
   unsigned wBytes() const { return fp8 == Fp8::None ? bytesOf(w) : 1; }
   unsigned perVec() const { return 16 / wBytes(); }  // weights in one 16-byte vector
 };
@@ -44,7 +45,7 @@ Fp8 weightFp8(const Options& o) { return fp8Named(o.text("weight")); }
 
 Config configOf(const Options& o) {
   return {storageOption(o, "weight"), storageOption(o, "activation"), o.flag("strided"), o.flag("batched"),
-          weightFp8(o), o.flag("row_scales"), fp8Cvt(o), o.flag("experts")};
+          weightFp8(o), o.flag("row_scales"), fp8Cvt(o), o.flag("experts"), o.flag("bias")};
 }
 
 // W is read exactly once: evict-first (.cs) keeps it from pushing x out of L1 and L2.
@@ -108,6 +109,7 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   if (c.rowScales && !fp8) why = "row_scales needs fp8 weights (weight = \"fp8_e4m3\" or \"fp8_e5m2\")";
   else if (fp8 && c.batched) why = "fp8 weights do not take batched (one scale, or one row of scales, for every batch)";
   else if (c.experts && c.batched) why = "experts does not go with batched: its pairs take the grid's height";
+  else if (c.bias && c.batched) why = "bias does not go with batched (one bias for every batch would be a guess)";
   if (!why.empty()) {
     diags.report(ir::Severity::Error, "", {}, why);
     return std::nullopt;
@@ -120,6 +122,7 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
   Value wScales = c.rowScales ? kb.param(kGlobalPtr, "w_scales") : Value();
+  Value bias = c.bias ? kb.param(kGlobalPtr, "bias") : Value();
   Value ids = c.experts ? kb.param(kGlobalPtr, "ids") : Value();
   Value rows = kb.param(Type::u32(), "m");
   Value k = kb.param(Type::u32(), "k");
@@ -136,6 +139,7 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
     Value firstRow = (e.expert * rows).named("expert_row");
     w = kb.index(w, kb.mul_wide(firstRow, ldw), bytes, "expert_w");
     if (c.rowScales) wScales = kb.index(wScales, firstRow, 4, "expert_scales");
+    if (c.bias) bias = kb.index(bias, firstRow, 4, "expert_bias");
     x = kb.index(x, kb.mul_wide(e.xRow, k), xBytes, "pair_x");
     y = kb.index(y, kb.mul_wide(e.pair, rows), xBytes, "pair_y");
   }
@@ -225,7 +229,13 @@ std::optional<ir::Module> buildGemv(const Options& o, ir::Diagnostics& diags) {
           }) : wScale;
           total = (total * scale).named("total");
         }
-        kb.if_then((lane == 0u).named("first"), [&] { storeF32(kb, kb.index(y, row, xBytes, "py"), total, c.x); }, "write");
+        kb.if_then(
+            (lane == 0u).named("first"),
+            [&] {
+              if (c.bias) total = total + kb.load(kb.index(bias, row, 4), Type::f32(), {Mod::NcMod}, "bias");
+              storeF32(kb, kb.index(y, row, xBytes, "py"), total, c.x);
+            },
+            "write");
       },
       "row");
   kb.ret();
@@ -258,6 +268,9 @@ void addGemv(std::vector<Template>& out) {
               "their rows' scales); block row p < pairs multiplies expert ids[p] by x's row p / slots into y's row "
               "p (the pointer ids after y and w_scales, u32 n_experts, pairs and slots last; an id >= n_experts "
               "gives a row of NaN and reads no weights); not with batched"),
+       option("bias", false,
+              "add bias[i] (f32, the pointer bias after y and w_scales, m values; with experts n_experts x m, the "
+              "pair's expert's row) to the sum before y's rounding; not with batched"),
        fp8DecodeOption()},
       buildGemv,
       [](const Options& o) {
@@ -273,7 +286,8 @@ void addGemv(std::vector<Template>& out) {
                                        return Template::ElementTypes{
                                            {"w", f != Fp8::None ? fp8Element(f) : scalarOf(storageOption(o, "weight"))}};
                                      },
-                                     storageElements({"x", "y"}, "activation"), u32Elements({"ids"})});
+                                     storageElements({"x", "y"}, "activation"), u32Elements({"ids"}),
+                                     [](const Options&) { return Template::ElementTypes{{"bias", ir::Scalar::F32}}; }});
   out.back().extents = [](const Options& o) {
     const Expr m = Expr::param("m"), k = Expr::param("k");
     if (o.flag("experts")) {  // every expert's rows as one matrix of n_experts * m rows
@@ -283,13 +297,14 @@ void addGemv(std::vector<Template>& out) {
           {"x", ceilDiv(pairs, max(Expr::param("slots"), Expr(1))) * k},
           {"y", pairs * m},
           {"w_scales", rowsAll},
+          {"bias", rowsAll},
           {"ids", pairs}};
     }
     std::vector<std::pair<Expr, Expr>> rows;
     if (o.flag("batched")) rows.push_back({Expr::param("batch"), Expr::param("stride_w")});
     if (o.flag("strided")) rows.push_back({m, Expr::param("ldw")});
     Expr w = rows.empty() ? m * k : stridedSpan(rows, o.flag("strided") ? k : m * k);
-    if (!o.flag("batched")) return Template::Extents{{"w", w}, {"x", k}, {"y", m}, {"w_scales", m}};
+    if (!o.flag("batched")) return Template::Extents{{"w", w}, {"x", k}, {"y", m}, {"w_scales", m}, {"bias", m}};
     const Expr batch = Expr::param("batch");
     return Template::Extents{{"w", w},
                              {"x", stridedSpan({{batch, Expr::param("stride_x")}}, k)},

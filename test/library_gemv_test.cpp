@@ -22,6 +22,7 @@ struct Variant {
   bool fp8 = false;  // w holds codes of `format`, scaled by w_scale or (rowScales) w_scales
   Fp8Format format = Fp8Format::E4M3;
   bool rowScales = false;
+  bool bias = false;  // f32 bias[i] added to y[i]
 };
 
 constexpr Variant kF32{"gemv_f32", Dtype::F32, Dtype::F32};
@@ -34,6 +35,8 @@ constexpr Variant kF32Batched{"gemv_f32_batched", Dtype::F32, Dtype::F32, false,
 constexpr Variant kF16Bf16StridedBatched{"gemv_f16_bf16_strided_batched", Dtype::F16, Dtype::BF16, true, true};
 constexpr Variant kE4m3{"gemv_e4m3", Dtype::F32, Dtype::F32, false, false, true, Fp8Format::E4M3};
 constexpr Variant kE5m2Rows{"gemv_e5m2_bf16_rows_strided", Dtype::F32, Dtype::BF16, true, false, true, Fp8Format::E5M2, true};
+constexpr Variant kBf16Bias{"gemv_bf16_bf16_bias", Dtype::BF16, Dtype::BF16, false, false, false, Fp8Format::E4M3, false, true};
+constexpr Variant kE4m3RowsBias{"gemv_e4m3_rows_bias", Dtype::F32, Dtype::F32, false, false, true, Fp8Format::E4M3, true, true};
 
 struct Problem {
   uint32_t m, k;
@@ -69,8 +72,10 @@ void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p,
     wBytes = encode(v.w, w);
   }
   std::vector<float> x = roundTo(v.x, uniform(rng, batch * strideX));
+  std::vector<float> bias(std::max<uint32_t>(p.m, 1), 0.0f);
   Call call("gemv", v.kernel);
   call.target(target);
+  if (v.bias) call.buffer("bias", bias = uniform(rng, std::max<uint32_t>(p.m, 1), -4.0f, 4.0f));
   if (v.fp8 && v.rowScales) call.buffer("w_scales", scales);
   if (v.fp8 && !v.rowScales) call.scalar("w_scale", scales[0]);
   call.buffer("w", wBytes, p.misalign)
@@ -106,7 +111,9 @@ void checkGemv(Runner& r, std::mt19937& rng, const Variant& v, const Problem& p,
         want += prod;
         mag += std::fabs(prod);
       }
-      const double tol = 2.0 * std::max<uint32_t>(p.k, 1) * std::ldexp(1.0, -24) * mag * (1 + roundoff(v.x));
+      double tol = 2.0 * std::max<uint32_t>(p.k, 1) * std::ldexp(1.0, -24) * mag * (1 + roundoff(v.x));
+      // A bias: one rounding more, 2^-24 (|sum| + |bias|), doubled.
+      if (v.bias) tol += std::ldexp(std::fabs(want) + std::fabs(bias[i]), -23), want += bias[i];
       expectClose({got[at]}, {want}, tol, roundoff(v.x), what + " batch " + std::to_string(b) + " row " + std::to_string(i));
     }
 }
@@ -162,6 +169,16 @@ LIBRARY_TEST("gemv strided rows and batches", gemvStridedBatched) {
   checkGemv(r, rng, kF16Bf16StridedBatched, {7, 520, 1, 4, 5});
   checkGemv(r, rng, kF16Bf16StridedBatched, {5, 4097, 0, 2, 3, 2});
   checkGemv(r, rng, kF16Bf16StridedBatched, {4, 64, 0, 0});  // batch 0: y keeps its sentinel
+}
+
+// bias (a router's or a projection's, gpt-oss and Qwen2): f32 bias[i] added to y[i] before y's
+// rounding, on the vector and scalar paths, k = 0 (y = bias), and with fp8 row scales.
+LIBRARY_TEST("gemv with bias", gemvBias) {
+  std::mt19937 rng(seed());
+  for (const Problem& p : kShapes) checkGemv(r, rng, kBf16Bias, p);
+  checkGemv(r, rng, kBf16Bias, {3, 0});
+  checkGemv(r, rng, kBf16Bias, {33, 1024, 0, 1, 0, 4});
+  for (const Problem& p : {Problem{3, 31}, Problem{33, 4096}, Problem{5, 4112}}) checkGemv(r, rng, kE4m3RowsBias, p);
 }
 
 LIBRARY_TEST("gemv m = 0 launches nothing", gemvEmpty) {

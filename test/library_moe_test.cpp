@@ -351,6 +351,7 @@ struct GemvExperts {
   const char* kernel;
   bool fp8;
   Dtype x;
+  bool bias = false;  // f32 biases of each expert's rows (gpt-oss's router-free experts, bias option)
 };
 
 void checkGemvExperts(Runner& r, std::mt19937& rng, const GemvExperts& v, uint32_t nExperts, uint32_t m, uint32_t k,
@@ -377,6 +378,8 @@ void checkGemvExperts(Runner& r, std::mt19937& rng, const GemvExperts& v, uint32
   }
   std::vector<float> x = roundTo(v.x, uniform(rng, size_t(xrows) * k));
   call.buffer("x", encode(v.x, x)).buffer("y", encode(v.x, std::vector<float>(size_t(pairs) * m, -7.0f)));
+  std::vector<float> bias(std::max<size_t>(rowsAll, 1), 0.0f);
+  if (v.bias) call.buffer("bias", bias = uniform(rng, std::max<size_t>(rowsAll, 1), -4.0f, 4.0f));
   std::vector<float> got = decode(v.x, r.run(call).get<std::byte>("y"));
   REQUIRE(got.size() == size_t(pairs) * m);
   for (uint32_t p = 0; p < pairs; ++p)
@@ -394,10 +397,12 @@ void checkGemvExperts(Runner& r, std::mt19937& rng, const GemvExperts& v, uint32
         sum += term;
         mag += std::fabs(term);
       }
-      const double scale = v.fp8 ? scales[row] : 1.0;
-      expectClose({float(gotV)}, {sum * scale},
+      const double scale = v.fp8 ? scales[row] : 1.0, want = sum * scale + bias[row];
+      // The bias's addition rounds once more: 2^-24 (|sum| + |bias|), doubled.
+      expectClose({float(gotV)}, {want},
                   (2.0 * k * std::ldexp(1.0, -24) * mag + std::fabs(sum) * std::ldexp(1.0, -24)) * scale +
-                      std::fabs(sum * scale) * (v.x == Dtype::F32 ? 0 : roundoff(v.x)),
+                      std::ldexp(std::fabs(sum * scale) + std::fabs(bias[row]), -23) +
+                      std::fabs(want) * (v.x == Dtype::F32 ? 0 : roundoff(v.x)),
                   0, at);
     }
 }
@@ -553,7 +558,8 @@ LIBRARY_TEST("gemv_q experts: every path, shared and per-pair x, unknown experts
 LIBRARY_TEST("gemv experts: bf16 and fp8 weights with row scales, strided rows, unknown experts give NaN rows", gemvExperts) {
   std::mt19937 rng(seed());
   for (const GemvExperts& v : {GemvExperts{"gemv_experts_bf16", false, Dtype::F32},
-                               GemvExperts{"gemv_experts_e4m3_rows_strided_bf16", true, Dtype::BF16}}) {
+                               GemvExperts{"gemv_experts_e4m3_rows_strided_bf16", true, Dtype::BF16},
+                               GemvExperts{"gemv_experts_bf16_bias", false, Dtype::BF16, true}}) {
     checkGemvExperts(r, rng, v, 5, 9, 200, {4, 1, 0, 4, 5, 2}, 2, "slots=2");  // 200: the vector path and its tail
     checkGemvExperts(r, rng, v, 5, 17, 37, {3, 3, 0}, 1, "slots=1");           // k = 37: element by element
     checkGemvExperts(r, rng, v, 5, 3, 64, {2, kNoExpert}, 0, "slots=0");
