@@ -1,9 +1,10 @@
 // Quantized weights in ggml's GGUF block layouts (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, specified in
-// ../shared/docs/ggml-quant-formats.md; Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS, docs/quant-formats.md):
+// ../shared/docs/ggml-quant-formats.md; Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, IQ4_XS in
+// docs/quant-formats.md):
 // dequantize, embedding (which also gathers plain tables), quantize_q8_1, gemv_q, the fused decode
 // kernels gemv_q_swiglu and rmsnorm_quantize_q8_1, and gemm_q for prefill on the int8 tensor cores
 // (docs/kernels.md). Every kernel decodes weights in groups of 8 consecutive elements of a block.
-// Most blocks are only 2-byte aligned in a row (18, 22, 34 and 210 bytes), so quant bytes are read
+// Most blocks are only 2-byte aligned in a row (18, 22, 34, 110 and 210 bytes), so quant bytes are read
 // with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes with
 // 8-bit loads; MXFP4's 17-byte blocks are read byte by byte. No access ever needs more alignment
 // of a block than its size gives every block of a row.
@@ -55,7 +56,7 @@ bool signedQuants(const FmtInfo& f) {
   return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS;
 }
 
-// Formats whose weights are scale * q plus a per-block offset (IntGroup::min).
+// Formats whose weights are scale * q plus an offset per block (q2_k: per 16 values; IntGroup::min).
 bool withMins(const FmtInfo& f) {
   return f.fmt == Fmt::Q4_1 || f.fmt == Fmt::Q5_1 || f.fmt == Fmt::Q2_K || f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
 }
@@ -691,7 +692,8 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   // f32 biases of y's rows (gemv_q_swiglu: of g and of u), added before the activation.
   std::vector<Value> biases;
   if (o.flag("bias"))
-    for (const char* name : swiglu ? std::vector<const char*>{"gate_bias", "up_bias"} : std::vector<const char*>{"bias"})
+    for (const char* name : swiglu ? std::vector<const char*>{"gate_bias", "up_bias"}
+                                   : std::vector<const char*>{"bias"})
       biases.push_back(kb.param(kGlobalPtr, name));
   const bool experts = o.flag("experts");
   Value ids = experts ? kb.param(kGlobalPtr, "ids") : Value();
@@ -924,7 +926,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
         [&] {
           Value v = total;
           if (!biases.empty()) {
-            auto bias = [&](unsigned i) { return kb.load(kb.index(biases[i], r, 4), Type::f32(), {Mod::NcMod}, "bias"); };
+            auto bias = [&](unsigned i) {
+              return kb.load(kb.index(biases[i], r, 4), Type::f32(), {Mod::NcMod}, "bias");
+            };
             v = v + bias(0);
             if (swiglu) v = gluUnit(kb, o.text("glu"), v, up + bias(1));
           }
@@ -1181,8 +1185,12 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         if (halfScales)
           kb.if_then((quarter & 1u) == 0u, [&] {
             Value at = (r * kScStride + (lane >> 1u)) << scShift;
-            if (!halfMins) kb.store(sharedAt(wsc, at), g.subScale);
-            else kb.store(sharedAt(wsc, at), kb.cvt(kb.bitcast(g.subScale | (g.subMin << 8u), Type::u32()), Type::of(Scalar::U16)));
+            if (!halfMins) {
+              kb.store(sharedAt(wsc, at), g.subScale);
+              return;
+            }
+            Value both = kb.bitcast(g.subScale | (g.subMin << 8u), Type::u32(), "sc_min");
+            kb.store(sharedAt(wsc, at), kb.cvt(both, Type::of(Scalar::U16)));
           }, "wsc");
         kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
           Value at = wdAt(r, sub);
@@ -1283,7 +1291,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         Value suma, halfSums[2];
         if (halfMins)
           for (unsigned kh = 0; kh < 2; ++kh)
-            halfSums[kh] = kb.load(sharedAt(xsum, (tok * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "suma");
+            halfSums[kh] =
+                kb.load(sharedAt(xsum, (tok * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "suma");
         else if (withMin)
           suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
         for (unsigned h = 0; h < 2; ++h) {
@@ -1315,8 +1324,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value rowBias[2];
   if (bias.valid())
     for (unsigned h = 0; h < 2; ++h)
-      rowBias[h] = kb.load(kb.index(bias, kb.min(m0 + (warp << 4u) + g + 8 * h, rows - 1u), 4), Type::f32(), {Mod::NcMod},
-                           "row_bias");
+      rowBias[h] = kb.load(kb.index(bias, kb.min(m0 + (warp << 4u) + g + 8 * h, rows - 1u), 4), Type::f32(),
+                           {Mod::NcMod}, "row_bias");
   for (unsigned j = 0; j < kTiles; ++j)
     for (unsigned h = 0; h < 2; ++h)
       for (unsigned c = 0; c < 2; ++c) {
@@ -1507,10 +1516,10 @@ void addQuant(std::vector<Template>& out) {
       {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)"),
        option("experts", false,
               "mixture of experts (prefill, a grouped GEMM): w holds n_experts matrices of m x k one after another; "
-              "the parameters sorted and tile_experts (after y and bias: moe_align's output with tile = 32) and n_experts, "
-              "pairs and slots (after k, in place of ntok); block row t multiplies expert tile_experts[t] by x's "
-              "rows p / slots for the pairs p of sorted[32 t ..] into y's rows p (an unknown expert gives rows of "
-              "NaN; padding and tiles past the last, nothing)"),
+              "the parameters sorted and tile_experts (after y and bias: moe_align's output with tile = 32) and "
+              "n_experts, pairs and slots (after k, in place of ntok); block row t multiplies expert "
+              "tile_experts[t] by x's rows p / slots for the pairs p of sorted[32 t ..] into y's rows p (an "
+              "unknown expert gives rows of NaN; padding and tiles past the last, nothing)"),
        option("bias", false,
               "add bias[i] to y's column i: f32, the parameter bias after y, m values (with experts n_experts x m, "
               "the tile's expert's row)")},

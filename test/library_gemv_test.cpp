@@ -35,8 +35,9 @@ constexpr Variant kF32Batched{"gemv_f32_batched", Dtype::F32, Dtype::F32, false,
 constexpr Variant kF16Bf16StridedBatched{"gemv_f16_bf16_strided_batched", Dtype::F16, Dtype::BF16, true, true};
 constexpr Variant kE4m3{"gemv_e4m3", Dtype::F32, Dtype::F32, false, false, true, Fp8Format::E4M3};
 constexpr Variant kE5m2Rows{"gemv_e5m2_bf16_rows_strided", Dtype::F32, Dtype::BF16, true, false, true, Fp8Format::E5M2, true};
-constexpr Variant kBf16Bias{"gemv_bf16_bf16_bias", Dtype::BF16, Dtype::BF16, false, false, false, Fp8Format::E4M3, false, true};
-constexpr Variant kE4m3RowsBias{"gemv_e4m3_rows_bias", Dtype::F32, Dtype::F32, false, false, true, Fp8Format::E4M3, true, true};
+constexpr Variant kBf16Bias{.kernel = "gemv_bf16_bf16_bias", .w = Dtype::BF16, .x = Dtype::BF16, .bias = true};
+constexpr Variant kE4m3RowsBias{
+    .kernel = "gemv_e4m3_rows_bias", .w = Dtype::F32, .x = Dtype::F32, .fp8 = true, .rowScales = true, .bias = true};
 
 struct Problem {
   uint32_t m, k;

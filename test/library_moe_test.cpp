@@ -264,7 +264,8 @@ void checkExperts(Runner& r, std::mt19937& rng, const Experts& v, uint32_t nExpe
   else call.buffer("w", mats[0]);
   std::vector<std::vector<float>> biases;
   if (v.bias) {
-    for (size_t i = 0; i < mats.size(); ++i) biases.push_back(uniform(rng, std::max<size_t>(size_t(nExperts) * m, 1), -4.0f, 4.0f));
+    for (size_t i = 0; i < mats.size(); ++i)
+      biases.push_back(uniform(rng, std::max<size_t>(size_t(nExperts) * m, 1), -4.0f, 4.0f));
     if (v.swiglu) call.buffer("gate_bias", biases[0]).buffer("up_bias", biases[1]);
     else call.buffer("bias", biases[0]);
   }
@@ -351,7 +352,7 @@ struct GemvExperts {
   const char* kernel;
   bool fp8;
   Dtype x;
-  bool bias = false;  // f32 biases of each expert's rows (gpt-oss's router-free experts, bias option)
+  bool bias = false;  // f32 biases of each expert's rows (the bias option)
 };
 
 void checkGemvExperts(Runner& r, std::mt19937& rng, const GemvExperts& v, uint32_t nExperts, uint32_t m, uint32_t k,

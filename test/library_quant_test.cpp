@@ -1,12 +1,13 @@
 // Quantized weights (kernels/Quant.cpp, spec test/library/quant.toml): dequantize,
 // quantize_q8_1 and gemv_q (f32, bf16 and q8_1 activations) against ggml's own test vectors
 // (../shared/testdata/quant, and test/data/quant for the formats it lacks, both cases, bit for bit
-// where ggml is exact) and against a C++
-// reference written from the format spec (../shared/docs/ggml-quant-formats.md) on random blocks:
-// odd row counts, several blocks per row, every half field's sign, zeros and subnormals, and (on
-// the GPU) base pointers only 2-byte aligned. The fused decode kernels likewise: gemv_q_swiglu
-// against the reference, rmsnorm_quantize_q8_1 against the unfused pair bit for bit and against
-// rmsnorm in double. The test vectors are required in CI (CI=true): without them the tests fail.
+// where ggml is exact) and against a C++ reference written from the format specs
+// (../shared/docs/ggml-quant-formats.md, docs/quant-formats.md) on random blocks: odd row counts,
+// several blocks per row, every half field's sign, zeros and subnormals, MXFP4's extreme scales,
+// and (on the GPU) base pointers only as aligned as a row's blocks. The fused decode kernels
+// likewise: gemv_q_swiglu against the reference, rmsnorm_quantize_q8_1 against the unfused pair bit
+// for bit and against rmsnorm in double; the biases of gemv_q, gemv_q_swiglu and gemm_q. The test
+// vectors are required in CI (CI=true): without them the tests fail.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
