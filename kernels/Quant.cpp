@@ -196,6 +196,11 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
   auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
     for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
   };
+  // q5_0, q5_1: the group's fifth bits from the 32-bit qh at byte qhAt (value i's is bit i).
+  auto addFifthBits = [&](unsigned qhAt) {
+    Value qh = ldQ(kb, blk, qhAt, Scalar::U16, reuse) | (ldQ(kb, blk, qhAt + 2u, Scalar::U16, reuse) << 16u);
+    for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
+  };
   switch (f.fmt) {
     case Fmt::Q4_0: {
       // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
@@ -211,18 +216,14 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       g.min = kb.neg(f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse)), "neg_m");
       const unsigned qsAt = f.fmt == Fmt::Q4_1 ? 4 : 8;
       masked(bytes8(kb, blk, ((j & 1u) << 3u) + qsAt, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
-      if (f.fmt == Fmt::Q5_1) {
-        Value qh = ldQ(kb, blk, 4u, Scalar::U16, reuse) | (ldQ(kb, blk, 6u, Scalar::U16, reuse) << 16u);
-        for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
-      }
+      if (f.fmt == Fmt::Q5_1) addFifthBits(4u);
       break;
     }
     case Fmt::Q5_0: {
       // half d, the 32 fifth bits (bytes 2..5), nibbles as q4_0's from byte 6; w = d (q - 16).
       g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       masked(bytes8(kb, blk, ((j & 1u) << 3u) + 6u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
-      Value qh = ldQ(kb, blk, 2u, Scalar::U16, reuse) | (ldQ(kb, blk, 4u, Scalar::U16, reuse) << 16u);
-      for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
+      addFifthBits(2u);
       g.intOffset = 16;
       break;
     }
@@ -276,26 +277,27 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       }
       break;
     }
-    case Fmt::Q2_K: {
-      // scales[16], qs[64], half d, half dmin. Element i0 = 8j: the 2-bit quants as q3_k's low
-      // bits (qs from byte 16); scale byte j/2: D = d (sc & 15), M = dmin (sc >> 4), w = D q - M.
-      Value n = j >> 4u, jj = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      masked(bytes8(kb, blk, (n << 5u) + l0 + 16u, reuse), jj << 1u, 0x03030303u);
-      Value sc = ldQ(kb, blk, j >> 1u, Scalar::U8, reuse);
-      g.d = f16BitsToF32(kb, ldQ(kb, blk, 80u, Scalar::U16, reuse));
-      g.dmin = f16BitsToF32(kb, ldQ(kb, blk, 82u, Scalar::U16, reuse));
-      g.subScale = kb.bitcast(sc & 15u, Type::of(Scalar::S32)), g.subMin = kb.bitcast(sc >> 4u, Type::of(Scalar::S32));
-      g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
-      g.min = mulRn(kb, g.dmin, toF32(kb, g.subMin));
-      break;
-    }
+    case Fmt::Q2_K:
     case Fmt::Q3_K: {
-      // hmask[32], qs[64], scales[12], half d. Element i0 = 8j: half n = j/16, shift 2jj with
-      // jj = (j/4)%4, l0 = 8(j%4): low bits (qs[32n + l0 ..] >> 2jj) & 3, high bit 4n + jj of
-      // hmask[l0 ..]; w = d (sc - 32) (q - 4) with q = low | high << 2 and sc the 6-bit scale
-      // i0/16 = j/2: nibble s/8 of byte s%8 of scales, bits 2(s/4) of byte 8 + s%4 above it.
+      // Element i0 = 8j: half n = j/16, shift 2jj with jj = (j/4)%4, l0 = 8(j%4): the 2-bit
+      // quants (qs[32n + l0 ..] >> 2jj) & 3, qs from byte 16 (q2_k) or 32 (q3_k); scale i0/16 = j/2.
+      const bool q2 = f.fmt == Fmt::Q2_K;
       Value n = j >> 4u, jj = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      masked(bytes8(kb, blk, (n << 5u) + l0 + 32u, reuse), jj << 1u, 0x03030303u);
+      masked(bytes8(kb, blk, (n << 5u) + l0 + (q2 ? 16u : 32u), reuse), jj << 1u, 0x03030303u);
+      if (q2) {
+        // scales[16], qs[64], half d, half dmin: D = d (sc & 15), M = dmin (sc >> 4), w = D q - M.
+        Value sc = ldQ(kb, blk, j >> 1u, Scalar::U8, reuse);
+        g.d = f16BitsToF32(kb, ldQ(kb, blk, 80u, Scalar::U16, reuse));
+        g.dmin = f16BitsToF32(kb, ldQ(kb, blk, 82u, Scalar::U16, reuse));
+        g.subScale = kb.bitcast(sc & 15u, Type::of(Scalar::S32));
+        g.subMin = kb.bitcast(sc >> 4u, Type::of(Scalar::S32));
+        g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
+        g.min = mulRn(kb, g.dmin, toF32(kb, g.subMin));
+        break;
+      }
+      // hmask[32], qs[64], scales[12], half d: the high bit 4n + jj of hmask[l0 ..];
+      // w = d (sc - 32) (q - 4) with q = low | high << 2 and sc the 6-bit scale s = j/2: nibble
+      // s/8 of byte s%8 of scales, bits 2(s/4) of byte 8 + s%4 above it.
       std::vector<Value> hm = bytes8(kb, blk, l0, reuse);
       Value bit = ((n << 2u) + jj).named("hbit");
       for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hm[i] >> bit) & 0x01010101u) << 2u);
