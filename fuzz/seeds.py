@@ -104,7 +104,7 @@ for at in (9, 60, 130, len(data) - 10):  # version, section table, manifest, pay
 
 ops = src / "ir/Ops.def"
 words = re.findall(r'^(?:OP\(\w+,|MOD\(\w+,)\s*"([^"]+)"', ops.read_text(), re.M)
-words += ["target", "ptx", "kernel", "maxntid", "reqntid", "shared", "align", "nan", "inf", "-inf", "0x",
+words += ["target", "ptx", "kernel", "maxntid", "reqntid", "shared", "table", "align", "nan", "inf", "-inf", "0x",
           "ptr.global", "ptr.shared", "ptr.param", "ptr.local", "ptr.generic", "v2.", "v4.", "pred", "^entry:",
           "sm_80", "sm_90a", "sm_100", "7.0", "8.0"]
 words += [p + str(b) for p in "ubs" for b in (8, 16, 32, 64)] + ["f16", "bf16", "f32", "f64"]

@@ -133,6 +133,22 @@ SharedArray KernelBuilder::shared_dynamic(std::string_view name, Type elem, unsi
   return shared(name, elem, 0, align, loc);
 }
 
+Table KernelBuilder::table(std::string_view name, Type elem, std::vector<uint64_t> values, Here loc) {
+  Kernel& k = kernel();
+  if (int i = k.findTable(name); i >= 0) {
+    const TableDecl& d = k.tables[static_cast<size_t>(i)];
+    if (d.elem != elem || d.values != values) error(loc, "table '@" + std::string(name) + "' declared again with other contents");
+    return {i, d.elem};
+  }
+  TableDecl d;
+  d.name = std::string(name);
+  d.elem = elem;
+  d.values = std::move(values);
+  d.loc = at(loc);
+  k.tables.push_back(std::move(d));
+  return {static_cast<int>(k.tables.size() - 1), elem};
+}
+
 void KernelBuilder::reqntid(unsigned x, unsigned y, unsigned z) { kernel().reqntid = Dim3{x, y, z}; }
 void KernelBuilder::maxntid(unsigned x, unsigned y, unsigned z) { kernel().maxntid = Dim3{x, y, z}; }
 void KernelBuilder::minnctapersm(unsigned blocks) { kernel().minnctapersm = blocks; }
@@ -504,6 +520,18 @@ Value KernelBuilder::ntid(Mod dim, std::string_view n, Here l) { return special(
 Value KernelBuilder::ctaid(Mod dim, std::string_view n, Here l) { return special(Op::Ctaid, dim, n, l); }
 Value KernelBuilder::nctaid(Mod dim, std::string_view n, Here l) { return special(Op::Nctaid, dim, n, l); }
 Value KernelBuilder::laneid(std::string_view n, Here l) { return special(Op::Laneid, Mod::None, n, l); }
+
+Value KernelBuilder::table_ld(Table t, Value index, std::string_view name, Here loc) {
+  if (!t.valid() || static_cast<size_t>(t.index) >= kernel().tables.size()) {
+    error(loc, "table_ld of an unknown table");
+    return Value();
+  }
+  Inst in;
+  in.op = Op::TableLd;
+  in.type = t.elem;
+  in.symbol = t.index;
+  return emit(std::move(in), {index}, name, loc);
+}
 
 Value KernelBuilder::shared_addr(SharedArray s, std::string_view name, Here loc) {
   if (!s.valid() || static_cast<size_t>(s.index) >= kernel().shared.size()) {

@@ -132,6 +132,13 @@ struct SharedArray {
   bool valid() const { return index >= 0; }
 };
 
+// A read-only table declared on the kernel (table.ld looks its elements up).
+struct Table {
+  int index = -1;  // into Kernel::tables
+  Type elem;
+  bool valid() const { return index >= 0; }
+};
+
 // Block and value names of a for_range loop.
 struct LoopNames {
   std::string label = "loop";          // blocks ^label (header), ^label.body, ^label.exit
@@ -165,6 +172,9 @@ class KernelBuilder {
   Value param(Type t, std::string_view name = {}, unsigned align = 0, Here loc = Here::current());
   SharedArray shared(std::string_view name, Type elem, uint64_t count, unsigned align = 0, Here loc = Here::current());
   SharedArray shared_dynamic(std::string_view name, Type elem, unsigned align = 0, Here loc = Here::current());
+  // A table of u16/u32/u64/b16/b32/b64 constants; declaring one again with the same name, type and
+  // values returns the first (code that decodes several groups asks for its grid each time).
+  Table table(std::string_view name, Type elem, std::vector<uint64_t> values, Here loc = Here::current());
   void reqntid(unsigned x, unsigned y = 1, unsigned z = 1);
   void maxntid(unsigned x, unsigned y = 1, unsigned z = 1);
   // ptxas hints: keep `blocks` blocks resident per SM (needs reqntid or maxntid; caps the
@@ -222,6 +232,9 @@ class KernelBuilder {
   Value nctaid(Mod dim = Mod::X, std::string_view name = {}, Here loc = Here::current());
   Value laneid(std::string_view name = {}, Here loc = Here::current());
   Value shared_addr(SharedArray s, std::string_view name = {}, Here loc = Here::current());
+  // Element `index` (u32) of a table; an index past its end is a fault in the interpreter and
+  // undefined on a GPU.
+  Value table_ld(Table t, Value index, std::string_view name = {}, Here loc = Here::current());
 
   // ---- arithmetic and bits (T is the first operand's type) ----------------------------------
   Value add(Value a, Value b, std::string_view name = {}, Here loc = Here::current());

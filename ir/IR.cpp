@@ -47,6 +47,12 @@ int Kernel::findShared(std::string_view n) const {
   return -1;
 }
 
+int Kernel::findTable(std::string_view n) const {
+  for (size_t i = 0; i < tables.size(); ++i)
+    if (tables[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
 void Kernel::compactBlocks(const std::vector<bool>& keep) {
   std::vector<uint32_t> remap(blocks.size(), BlockId::kNone);
   std::vector<Block> kept;
@@ -80,6 +86,7 @@ void Module::absorb(Module&& from) {
       for (Block& b : k.blocks) remap(b.loc);
       for (Inst& in : k.insts) remap(in.loc);
       for (SharedDecl& s : k.shared) remap(s.loc);
+      for (TableDecl& t : k.tables) remap(t.loc);
       dst.push_back(std::move(k));
     }
     src.clear();

@@ -85,6 +85,17 @@ struct SharedDecl {
   uint64_t bytes() const { return count * elem.bytes(); }
 };
 
+// A read-only table of constants a kernel looks up by index (`table @name: u32[N] = [...]`,
+// `table.ld`): in PTX an initialized module-scope .global array. Elements are 16-, 32- or 64-bit
+// unsigned or untyped; values holds each element's bits.
+inline constexpr uint64_t kMaxTableElements = uint64_t{1} << 20;
+struct TableDecl {
+  std::string name;  // without '@'
+  Type elem;
+  std::vector<uint64_t> values;
+  SourceLoc loc;
+};
+
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
   unsigned total() const { return x * y * z; }
@@ -99,6 +110,7 @@ struct Kernel {
   std::optional<Type> returns;  // functions: the type `ret` passes back, if any
   std::vector<KernelParam> params;
   std::vector<SharedDecl> shared;
+  std::vector<TableDecl> tables;
   std::optional<Dim3> reqntid;
   std::optional<Dim3> maxntid;
   // Hints to ptxas (PTX .minnctapersm / .maxnreg): at least this many blocks resident per SM,
@@ -126,6 +138,7 @@ struct Kernel {
   InstId append(BlockId b, Inst in, std::optional<Type> resultType = std::nullopt, std::string name = {});
   const Inst* terminator(BlockId b) const;
   int findShared(std::string_view name) const;
+  int findTable(std::string_view name) const;
   // Drops blocks for which keep[b] is false and renumbers branch targets.
   void compactBlocks(const std::vector<bool>& keep);
 };

@@ -66,7 +66,7 @@ enum : uint32_t {
   OF_DIVERGENT = 1u << 5,   // result may differ between threads of a block
   OF_CONVERGENT = 1u << 6,  // must not be moved across control flow
   OF_TERMINATOR = 1u << 7,
-  OF_SYMBOL = 1u << 8,      // carries @symbol (a shared-memory declaration)
+  OF_SYMBOL = 1u << 8,      // carries @symbol (a shared-memory declaration, or table.ld's table)
   OF_IMM = 1u << 9,         // carries an immediate (const value, extract lane)
   OF_VARIADIC = 1u << 10,   // operand count = lanes of T
   OF_SRCTYPE = 1u << 11,    // annotated as `: S -> T`

@@ -405,6 +405,10 @@ class Parser {
       parseShared();
       skipNewlines();
     }
+    while (!function && atIdent("table")) {
+      parseTable();
+      skipNewlines();
+    }
     if (!at(Tok::BlockRef)) fail(tok_, "expected a block label (^name:), found " + describe(tok_));
     while (at(Tok::BlockRef)) parseBlock();
     Token close = expect(Tok::RBrace, "'}' or an instruction");
@@ -441,6 +445,45 @@ class Parser {
       if (!std::has_single_bit(d.align)) fail(a, "alignment must be a power of two");
     }
     k_->shared.push_back(d);
+    endOfLine();
+  }
+
+  // `table @name: T[N] = [v0, v1, ...]`, the values over as many lines as wanted.
+  void parseTable() {
+    take();
+    Token name = expect(Tok::Symbol, "table name (@name)");
+    if (k_->findTable(name.text) >= 0) fail(name, "duplicate table '@" + std::string(name.text) + "'");
+    expect(Tok::Colon, "':'");
+    Token tt = tok_;
+    TableDecl d;
+    d.elem = parseTypeTok();
+    if (!typeInClasses(d.elem, TC_B16 | TC_B32 | TC_B64) || d.elem.isSigned())
+      fail(tt, "tables hold u16, u32, u64, b16, b32 or b64 elements, not '" + typeName(d.elem) + "'");
+    d.name = std::string(name.text);
+    d.loc = loc(name);
+    expect(Tok::LBracket, "'['");
+    Token c = take();
+    const uint64_t count = parseUInt(c, kMaxTableElements, "table element count (1 .. 1048576)");
+    if (count == 0) fail(c, "a table needs at least one element");
+    expect(Tok::RBracket, "']'");
+    expect(Tok::Equal, "'='");
+    expect(Tok::LBracket, "'['");
+    const uint64_t max = d.elem.bits() == 64 ? ~uint64_t{0} : (uint64_t{1} << d.elem.bits()) - 1;
+    d.values.reserve(count);
+    while (true) {
+      skipNewlines();
+      Token v = take();
+      if (d.values.size() == count) fail(v, "table '@" + d.name + "' has more than its " + std::to_string(count) + " elements");
+      d.values.push_back(parseUInt(v, max, ("'" + typeName(d.elem) + "' value").c_str()));
+      skipNewlines();
+      if (!at(Tok::Comma)) break;
+      take();
+    }
+    Token close = expect(Tok::RBracket, "',' or ']'");
+    if (d.values.size() != count)
+      fail(close, "table '@" + d.name + "' declares " + std::to_string(count) + " elements but lists " +
+                      std::to_string(d.values.size()));
+    k_->tables.push_back(std::move(d));
     endOfLine();
   }
 
@@ -607,8 +650,9 @@ class Parser {
           }
           if (!(oi.flags & OF_SYMBOL)) fail(it.tok, "'" + std::string(oi.name) + "' takes no symbol");
           if (in.symbol >= 0) fail(it.tok, "only one symbol allowed");
-          int s = k_->findShared(it.tok.text);
-          if (s < 0) fail(it.tok, "unknown shared array '@" + std::string(it.tok.text) + "'");
+          const bool table = in.op == Op::TableLd;
+          int s = table ? k_->findTable(it.tok.text) : k_->findShared(it.tok.text);
+          if (s < 0) fail(it.tok, std::string(table ? "unknown table '@" : "unknown shared array '@") + std::string(it.tok.text) + "'");
           in.symbol = s;
           break;
         }
@@ -619,7 +663,8 @@ class Parser {
           fail(it.tok, "expected an operand, found " + describe(it.tok));
       }
     }
-    if ((oi.flags & OF_SYMBOL) && in.symbol < 0) failAt(in.loc, "'" + std::string(oi.name) + "' needs a shared array (@name)");
+    if ((oi.flags & OF_SYMBOL) && in.symbol < 0)
+      failAt(in.loc, "'" + std::string(oi.name) + "' needs " + (in.op == Op::TableLd ? "a table" : "a shared array") + " (@name)");
     if ((oi.flags & OF_IMM) && !sawImm_) failAt(in.loc, "'" + std::string(oi.name) + "' needs a literal operand");
     sawImm_ = false;
     if (in.op == Op::Call && !sawCallee) failAt(in.loc, "'call' needs a function (@name(args))");

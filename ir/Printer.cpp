@@ -115,6 +115,10 @@ void printInst(std::string& out, const Module& m, const Kernel& k, const Inst& i
     out += "@" + (known ? m.functions[in.symbol].name : std::string("?")) + "(";
     for (size_t i = 0; i < in.operands.size(); ++i) out += (i ? ", %" : "%") + names.value(in.operands[i]);
     out += ")";
+  } else if (in.op == Op::TableLd) {
+    sep();
+    bool known = in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.tables.size();
+    out += "@" + (known ? k.tables[in.symbol].name : std::string("?"));
   } else if (in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.shared.size()) {
     sep();
     out += "@" + k.shared[in.symbol].name;
@@ -199,6 +203,15 @@ std::string print(const Module& m, const Kernel& k) {
     out += "  shared @" + s.name + ": " + typeName(s.elem) + "[";
     if (!s.dynamic) out += std::to_string(s.count);
     out += "] align " + std::to_string(s.align) + "\n";
+  }
+  for (const TableDecl& t : k.tables) {
+    out += "  table @" + t.name + ": " + typeName(t.elem) + "[" + std::to_string(t.values.size()) + "] = [";
+    const size_t perLine = t.elem.bits() == 64 ? 6 : 10;
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      if (i % perLine == 0) out += "\n   ";
+      out += " " + hexBits(t.values[i]) + (i + 1 < t.values.size() ? "," : "");
+    }
+    out += "\n  ]\n";
   }
   for (size_t b = 0; b < k.blocks.size(); ++b) {
     const Block& blk = k.blocks[b];

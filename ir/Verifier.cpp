@@ -33,14 +33,17 @@
 //     parameter's type.
 //  6. Address spaces: ld/st/atom/atom.cas take a pointer; st and atoms never write param space;
 //     atoms use global, shared or generic pointers; ptradd's offset is as wide as the pointer;
-//     shared.addr names an existing shared array and yields ptr.shared.
+//     shared.addr names an existing shared array and yields ptr.shared; table.ld names a table of
+//     its kernel and is annotated with the table's element type.
 //  7. Target: an op, or an op on a type listed by TYPE_GATE, needs the module's sm and PTX ISA
 //     to reach its minimums; the module's PTX ISA is at least the first that supports its sm
 //     (checked once per module by verify()).
 //  8. Kernel attributes: reqntid/maxntid have x, y <= 1024, z <= 64 and at most 1024 threads in
 //     total; reqntid fits maxntid in every dimension; minnctapersm is 1..32 and comes with reqntid
 //     or maxntid (ptxas ignores it without one); maxnreg is 1..255; at most one dynamic shared array; shared
-//     alignment >= element size; parameter alignments are powers of two and only on pointers.
+//     alignment >= element size; parameter alignments are powers of two and only on pointers;
+//     tables have distinct names, u16/u32/u64/b16/b32/b64 elements, 1 .. 2^20 of them, each value
+//     within its element's width.
 //  9. Special ops: vote.sync.ballot yields b32 and all/any/uni yield pred; shfl.sync is 32-bit;
 //     cvt's S is a scalar integer/bits/float type and differs from T, except for a float cvt that
 //     rounds to integral, saturates or flushes subnormals; bitcast keeps the total bit width and never involves pred.
@@ -313,6 +316,21 @@ void KernelVerifier::checkAttributes() {
     if (s.align < s.elem.bytes())
       error(s.loc, "shared array '@" + s.name + "' has alignment " + std::to_string(s.align) + ", below the " +
                        std::to_string(s.elem.bytes()) + "-byte size of its element type " + quoted(s.elem));
+  }
+  for (size_t i = 0; i < k_.tables.size(); ++i) {
+    const TableDecl& t = k_.tables[i];
+    const std::string what = "table '@" + t.name + "'";
+    if (k_.function) error(t.loc, what + ": device functions declare no tables (a kernel's table.ld looks them up)");
+    if (k_.findTable(t.name) != static_cast<int>(i)) error(t.loc, what + " is declared twice");
+    if (!typeInClasses(t.elem, TC_B16 | TC_B32 | TC_B64) || t.elem.isSigned()) {
+      error(t.loc, what + " holds " + quoted(t.elem) + "; tables hold u16, u32, u64, b16, b32 or b64 elements");
+      continue;
+    }
+    if (t.values.empty() || t.values.size() > kMaxTableElements)
+      error(t.loc, what + " has " + std::to_string(t.values.size()) + " elements (1 .. " +
+                       std::to_string(kMaxTableElements) + ")");
+    if (t.elem.bits() < 64 && std::any_of(t.values.begin(), t.values.end(), [&](uint64_t v) { return v >> t.elem.bits(); }))
+      error(t.loc, what + " has a value wider than its element type " + quoted(t.elem));
   }
 }
 
@@ -610,6 +628,13 @@ void KernelVerifier::checkMemory(const Inst& in) {
       error(in.loc, op() + " names no shared array of '@" + k_.name + "'");
     if (*in.type != Type::ptr(AddrSpace::Shared))
       error(in.loc, op() + " yields 'ptr.shared', not " + quoted(*in.type));
+  }
+  if (in.op == Op::TableLd) {
+    if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= k_.tables.size())
+      error(in.loc, op() + " names no table of '@" + k_.name + "'");
+    else if (*in.type != k_.tables[in.symbol].elem)
+      error(in.loc, op() + " is annotated " + quoted(*in.type) + ", but table '@" + k_.tables[in.symbol].name +
+                        "' holds " + quoted(k_.tables[in.symbol].elem));
   }
 }
 

@@ -371,6 +371,56 @@ TEST_CASE("builder: index and byte_offset widen and scale to the pointer width")
   checkWellFormed(m);
 }
 
+TEST_CASE("builder: tables are declared once per name and looked up by table_ld") {
+  ir::Module m = sm80();
+  KernelBuilder b(m, "grid");
+  Value g = b.param(kGlobalPtr, "g");
+  Value i = b.param(Type::u32(), "i");
+  ir::Table t = b.table("grid", Type::u32(), {1, 2, 0xFFFFFFFF});
+  Value v = b.table_ld(t, i, "v");
+  // The same name, type and values again (code decoding a second group): the first table.
+  ir::Table again = b.table("grid", Type::u32(), {1, 2, 0xFFFFFFFF});
+  CHECK(again.index == t.index);
+  Value w = b.table_ld(again, b.u32(2), "w");
+  b.store(g, v + w);
+  b.ret();
+  CHECK(b.ok());
+  CHECK(m.kernels[0].tables.size() == 1);
+  CHECK(ir::print(m, m.kernels[0]) == R"(kernel @grid(%g: ptr.global, %i: u32) {
+  table @grid: u32[3] = [
+    0x1, 0x2, 0xFFFFFFFF
+  ]
+^entry:
+  %v = table.ld @grid, %i : u32
+  %0 = const 2 : u32
+  %w = table.ld @grid, %0 : u32
+  %1 = add %v, %w : u32
+  st %g, %1 : u32
+  ret
+}
+)");
+  checkWellFormed(m);
+
+  // Other values under that name are an error at the second declaration; so is a table the
+  // verifier refuses (an element type, a value too wide), at the declaration's line.
+  ir::Module bad = sm80();
+  KernelBuilder c(bad, "bad");
+  c.table("grid", Type::u32(), {1});
+  c.table("grid", Type::u32(), {2});
+  CHECK_FALSE(c.ok());
+  CHECK(errorsOf(c.diagnostics()).find("table '@grid' declared again with other contents") != std::string::npos);
+  ir::Module wide = sm80();
+  KernelBuilder d(wide, "wide");
+  d.table("narrow", Type::of(ir::Scalar::U16), {0x10000});
+  d.table("signed", Type::s32(), {1});
+  d.ret();
+  ir::Diagnostics vd;
+  ir::verify(wide, vd);
+  CHECK(errorsOf(vd).find("table '@narrow' has a value wider than its element type 'u16'") != std::string::npos);
+  CHECK(errorsOf(vd).find("table '@signed' holds 's32'; tables hold u16, u32, u64, b16, b32 or b64 elements") !=
+        std::string::npos);
+}
+
 TEST_CASE("builder: cvt picks the rounding PTX requires") {
   ir::Module m = sm80();
   KernelBuilder b(m, "conv");

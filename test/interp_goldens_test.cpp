@@ -632,6 +632,23 @@ GOLDEN_TEST("bit-ops.tir", "bits") {
   });
 }
 
+// ---- table.tir ---------------------------------------------------------------------------------
+
+GOLDEN_TEST("table.tir", "first") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const uint32_t i = run.get<uint32_t>("i");
+    CHECK(o.array<uint32_t>("out")[0] == i * i);  // the table of squares
+  });
+}
+
+GOLDEN_TEST("table.tir", "second") {
+  s.forEach([&](const Run& run, const Outcome& o) {
+    const uint64_t i = run.get<uint32_t>("i");
+    const uint64_t wide = i % 2 ? ~uint64_t{0} : 0x0123456789ABCDEFull, half = i % 2 ? 0xFFFF : 1;
+    CHECK(o.array<uint64_t>("out")[0] == wide + i * i + half);
+  });
+}
+
 // ---- cvt-tf32.tir ------------------------------------------------------------------------------
 
 // cvt.rna.tf32.f32 written out independently of ir/LaneSemantics.h: the value rounded to a

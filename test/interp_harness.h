@@ -692,6 +692,17 @@ inline std::vector<GoldenCase> makeGoldenCases() {
                    }
                    return runs;
                  }});
+  // table.tir: every index of the tables, one thread (each would store to out[0]).
+  for (const char* kernel : {"first", "second"})
+    all.push_back({"table.tir", kernel, "", {}, [kernel](std::mt19937& rng) {
+                     R runs;
+                     for (uint32_t i = 0; i < 10; ++i) {
+                       Run r = launch(std::string(kernel) + " i=" + std::to_string(i), {1, 1, 1}, {1, 1, 1});
+                       r.scalar("i", i).buffer("out", std::vector<uint64_t>{rng()});
+                       runs.push_back(std::move(r));
+                     }
+                     return runs;
+                   }});
   // cvt-tf32.tir: one f32 per thread (random bits, ties and the specials among them), a bound n
   // that leaves some threads out, random bytes where they would write.
   all.push_back({"cvt-tf32.tir", "tf32", "", {}, [](std::mt19937& rng) {

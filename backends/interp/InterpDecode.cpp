@@ -34,6 +34,7 @@ class Decoder {
     p_.kernel = k_.name;
     p_.files = m_.files;
     p_.reqntid = k_.reqntid;
+    p_.tables = k_.tables;
     p_.maxntid = k_.maxntid;
     p_.locs.resize(k_.insts.size());
     p_.ops.resize(k_.insts.size());
@@ -399,6 +400,11 @@ class Decoder {
         return std::nullopt;
       case Op::Tid: case Op::Ntid: case Op::Ctaid: case Op::Nctaid: case Op::Laneid: case Op::Warpid:
         c.kind = Kind::Special;
+        break;
+      case Op::TableLd:
+        if (in.symbol < 0 || static_cast<size_t>(in.symbol) >= k_.tables.size()) return fail(in.loc, "unknown table");
+        c.kind = Kind::Table;
+        c.imm = static_cast<uint64_t>(in.symbol);
         break;
       case Op::Ld: case Op::St: case Op::Atom: case Op::AtomCas:
         c.kind = in.op == Op::Ld ? Kind::Ld : in.op == Op::St ? Kind::St : Kind::Atom;

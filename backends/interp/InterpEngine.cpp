@@ -317,6 +317,7 @@ class Engine {
   bool jump(Warp& w, const Edge& e, uint32_t& pc, uint32_t& mask);
   void move(Warp& w, const Edge& e, uint32_t mask);
   void special(const Warp& w, const Code& k, uint32_t mask);
+  std::optional<Error> tableLoad(const Warp& w, const Code& k, uint32_t mask);
   std::optional<Error> memory(Warp& w, const Code& k, uint32_t mask);
   // span: the bytes accessed when fewer than k.bytes (a cp.async src-size); the alignment is k.bytes.
   std::optional<Error> locate(const Code& k, const Warp& w, uint32_t lane, uint64_t addr, Access acc,
@@ -776,6 +777,22 @@ void Engine::special(const Warp& w, const Code& k, uint32_t mask) {
   forLanes(mask, [&](uint32_t l) { d[l] = v; });
 }
 
+std::optional<Error> Engine::tableLoad(const Warp& w, const Code& k, uint32_t mask) {
+  const ir::TableDecl& t = p_.tables[k.imm];
+  const uint64_t* index = slotPtr(w.regs, k.src[0]);
+  uint64_t* d = slotPtr(w.regs, k.dst);
+  for (uint32_t l = 0; l < kWarpSize; ++l) {
+    if (!(mask >> l & 1)) continue;
+    const auto i = static_cast<uint32_t>(index[l]);
+    if (i >= t.values.size())
+      return fault(ErrorKind::OutOfBounds, k, w, l,
+                   "table.ld of element " + std::to_string(i) + " of table '@" + t.name + "', which has " +
+                       std::to_string(t.values.size()) + " elements");
+    d[l] = t.values[i];
+  }
+  return std::nullopt;
+}
+
 std::optional<Error> Engine::runWarp(Warp& w) {
   const Code* code = p_.code.data();
   uint64_t* regs = w.regs;
@@ -826,6 +843,13 @@ std::optional<Error> Engine::runWarp(Warp& w) {
       }
       case Kind::Special:
         special(w, k, mask);
+        ++pc;
+        break;
+      case Kind::Table:
+        if (auto e = tableLoad(w, k, mask)) {
+          (void)leave(WarpState::Done);
+          return e;
+        }
         ++pc;
         break;
       case Kind::Ld: case Kind::St: case Kind::Atom:

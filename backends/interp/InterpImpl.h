@@ -36,7 +36,8 @@ inline int64_t pointerOffset(uint64_t p) { return static_cast<int64_t>(p << (64 
 enum class Kind : uint8_t { Compute, Special, Ld, St, Atom, Bar, NamedBar, Shfl, Vote, Mma, Ldmatrix, Nop, Br, Cbr, Ret,
                             AsyncCopy, AsyncCommit, AsyncWait, Mbarrier, MbarWait, Elect,
                             Warpgroup,  // setmaxnreg, wgmma.fence/mma_async/commit_group/wait_group: the 4 warps of a warpgroup together
-                            TmaLoad, TmaStore, BulkCommit, BulkWait, ProxyFence };
+                            TmaLoad, TmaStore, BulkCommit, BulkWait, ProxyFence,
+                            Table };  // table.ld: imm is the index in Program::tables
 
 struct Code;
 // A pure op over the lanes in `mask` of a warp's register file. Returns the first lane that
@@ -116,6 +117,7 @@ struct Program {
   std::vector<std::pair<uint32_t, uint64_t>> constants;  // (slot, bits) preloaded in every warp
   std::vector<ParamSlot> params;
   std::vector<SharedArray> shared;  // static arrays in layout order, then the dynamic ones
+  std::vector<ir::TableDecl> tables;  // the kernel's tables (table.ld), copied
   // Per register slot: for a ptr.shared value that every definition derives from one array's
   // shared.addr (through ptradd, selp, bitcast and block arguments), that array's index in
   // `shared`; -1 otherwise. An access through it must stay inside that array.

@@ -29,6 +29,7 @@ struct KernelSymbols {
   std::string entry;
   std::vector<std::string> params;  // by parameter index
   std::vector<std::string> shared;  // by Kernel::shared index
+  std::vector<std::string> tables;  // by Kernel::tables index (one name for tables alike in content)
 };
 
 class KernelEmitter {

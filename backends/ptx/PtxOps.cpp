@@ -68,6 +68,14 @@ void KernelEmitter::emitInst(const Inst& in) {
     case Op::Laneid: line("mov.u32 " + reg(in.result) + ", %laneid;"); return;
     case Op::Warpid: line("mov.u32 " + reg(in.result) + ", %warpid;"); return;
     case Op::SharedAddr: line("mov.u32 " + reg(in.result) + ", " + syms_.shared[in.symbol] + ";"); return;
+    case Op::TableLd:  // element i of the table's .global array, through the read-only cache
+      line("{");
+      line(".reg .b64 %tn_tbl;");
+      line("mov.u64 %tn_tbl, " + syms_.tables[in.symbol] + ";");
+      line("mad.wide.u32 %tn_tbl, " + reg(in.operands[0]) + ", " + std::to_string(t.bytes()) + ", %tn_tbl;");
+      line("ld.global.nc." + memType(t) + " " + reg(in.result) + ", [%tn_tbl];");
+      line("}");
+      return;
     case Op::Add:
     case Op::Sub:
     case Op::Mul:
