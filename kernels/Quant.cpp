@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "kernels/Library.h"
+#include "kernels/QuantGrids.h"
 
 namespace tn::kernels::lib {
 
@@ -28,7 +29,10 @@ using ir::Op;
 using ir::Scalar;
 using ir::Type;
 
-enum class Fmt : uint8_t { Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS };
+enum class Fmt : uint8_t {
+  Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
+  IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
+};
 
 struct FmtInfo {
   Fmt fmt;
@@ -42,18 +46,26 @@ constexpr FmtInfo kFormats[] = {
     {Fmt::Q5_1, "q5_1", 32, 24},     {Fmt::Q8_0, "q8_0", 32, 34},   {Fmt::IQ4_NL, "iq4_nl", 32, 18},
     {Fmt::MXFP4, "mxfp4", 32, 17},   {Fmt::Q2_K, "q2_k", 256, 84},  {Fmt::Q3_K, "q3_k", 256, 110},
     {Fmt::Q4_K, "q4_k", 256, 144},   {Fmt::Q5_K, "q5_k", 256, 176}, {Fmt::Q6_K, "q6_k", 256, 210},
-    {Fmt::IQ4_XS, "iq4_xs", 256, 136},
+    {Fmt::IQ4_XS, "iq4_xs", 256, 136}, {Fmt::IQ2_XXS, "iq2_xxs", 256, 66}, {Fmt::IQ2_XS, "iq2_xs", 256, 74},
+    {Fmt::IQ2_S, "iq2_s", 256, 82},    {Fmt::IQ3_XXS, "iq3_xxs", 256, 98}, {Fmt::IQ3_S, "iq3_s", 256, 110},
+    {Fmt::IQ1_S, "iq1_s", 256, 50},    {Fmt::IQ1_M, "iq1_m", 256, 56},
 };
+
+// The grid formats: groups of 8 (IQ3: 4) values are entries of a fixed table (kernels/QuantGrids.h).
+bool gridFormat(const FmtInfo& f) { return f.fmt >= Fmt::IQ2_XXS; }
 
 // Formats with an integer scale per 16 values under a super-block d (gemm_q applies the two of a
 // block of 32 in s32 on two mma of half-zeroed fragments); q2_k also an integer min per 16
 // values under a super-block dmin.
-bool halfScaled(const FmtInfo& f) { return f.fmt == Fmt::Q6_K || f.fmt == Fmt::Q3_K || f.fmt == Fmt::Q2_K; }
+bool halfScaled(const FmtInfo& f) {
+  return f.fmt == Fmt::Q6_K || f.fmt == Fmt::Q3_K || f.fmt == Fmt::Q2_K || f.fmt == Fmt::IQ2_XS ||
+         f.fmt == Fmt::IQ2_S || f.fmt == Fmt::IQ1_M;
+}
 
 // Formats whose quants decode to signed bytes (q8_0's, and the 4-bit codes of the formats with a
 // table of values).
 bool signedQuants(const FmtInfo& f) {
-  return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS;
+  return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS || gridFormat(f);
 }
 
 // Formats whose weights are scale * q plus an offset per block (q2_k: per 16 values; IntGroup::min).
@@ -157,6 +169,67 @@ Value e8m0Half(KernelBuilder& kb, Value e) {
   return kb.bitcast(bits, Type::f32(), "scale");
 }
 
+// ---- the grid formats ----------------------------------------------------------------------
+// An entry of a grid is a prmt selector: the code of value i in nibble i. prmt then turns codes
+// into the values' bytes, four at a time, from a word (or two) of the format's values.
+
+// The format's grid as a table of selectors (u32: 8 values; IQ3's u16: 4), declared once a kernel.
+ir::Table gridTable(KernelBuilder& kb, const FmtInfo& f) {
+  struct Grid {
+    const char* name;
+    const uint16_t* codes;
+    size_t entries;
+    unsigned bits;  // per code
+  };
+  namespace g = quantgrid;
+  const Grid grid = f.fmt == Fmt::IQ2_XXS  ? Grid{"iq2xxs_grid", g::kIq2xxs, std::size(g::kIq2xxs), 2}
+                    : f.fmt == Fmt::IQ2_XS ? Grid{"iq2xs_grid", g::kIq2xs, std::size(g::kIq2xs), 2}
+                    : f.fmt == Fmt::IQ2_S  ? Grid{"iq2s_grid", g::kIq2s, std::size(g::kIq2s), 2}
+                    : f.fmt == Fmt::IQ3_XXS ? Grid{"iq3xxs_grid", g::kIq3xxs, std::size(g::kIq3xxs), 3}
+                    : f.fmt == Fmt::IQ3_S  ? Grid{"iq3s_grid", g::kIq3s, std::size(g::kIq3s), 3}
+                                           : Grid{"iq1s_grid", g::kIq1s, std::size(g::kIq1s), 2};
+  const unsigned values = 16 / grid.bits;
+  std::vector<uint64_t> selectors(grid.entries);
+  for (size_t e = 0; e < grid.entries; ++e)
+    for (unsigned v = 0; v < values; ++v)
+      selectors[e] |= uint64_t((grid.codes[e] >> (grid.bits * v)) & ((1u << grid.bits) - 1)) << (4 * v);
+  return kb.table(grid.name, values == 8 ? Type::u32() : Type::of(Scalar::U16), std::move(selectors));
+}
+
+// Up to 4 bytes as a b32 word, the first lowest (each the low byte of an int; the rest 0).
+template <class T, size_t N>
+Value byteWord(KernelBuilder& kb, const T (&v)[N]) {
+  static_assert(N <= 4);
+  uint32_t w = 0;
+  for (unsigned b = 0; b < N; ++b) w |= uint32_t(uint8_t(v[b])) << (8 * b);
+  return kb.b32(w);
+}
+
+Value asB32(KernelBuilder& kb, Value v) { return kb.bitcast(v, Type::of(Scalar::B32)); }
+
+// The 8 values of an entry of a 3-code grid (IQ2, IQ1): `valueWord`'s bytes picked by the codes.
+std::array<Value, 2> gridBytes8(KernelBuilder& kb, Value entry, Value valueWord) {
+  Value sel = asB32(kb, entry), zero = kb.b32(0);
+  return {kb.bitcast(kb.prmt(valueWord, zero, sel, Mod::None, "grid_lo"), Type::u32()),
+          kb.bitcast(kb.prmt(valueWord, zero, asB32(kb, entry >> 16u), Mod::None, "grid_hi"), Type::u32())};
+}
+
+// The 4 values of an entry of an 8-code grid (IQ3): bytes of {hi, lo} picked by the codes.
+Value gridBytes4(KernelBuilder& kb, Value entry, const uint8_t (&values)[8]) {
+  const uint8_t lo[4] = {values[0], values[1], values[2], values[3]}, hi[4] = {values[4], values[5], values[6], values[7]};
+  Value sel = asB32(kb, kb.cvt(entry, Type::u32()));
+  return kb.bitcast(kb.prmt(byteWord(kb, lo), byteWord(kb, hi), sel, Mod::None, "grid"), Type::u32());
+}
+
+// The bytes of x negated where bit b of the 4-bit s is set. No byte of x is 0, so no byte borrows.
+Value negateBytes(Value x, Value s) {
+  Value m = ((s * 0x00204081u) & 0x01010101u).named("neg");  // bit b to bit 0 of byte b
+  return (x ^ (m * 0xFFu)) + m;
+}
+
+// ggml's ksigns_iq2xs: 7 sign bits and an eighth that makes their number even.
+Value signs8(KernelBuilder& kb, Value s7) { return s7 | ((kb.popc(asB32(kb, s7)) & 1u) << 7u); }
+
 // q8_1 blocks (quantize_q8_1's output): half d, half s = d * sum(q), 32 int8 from byte 4.
 constexpr unsigned kQ81Bytes = 36;
 
@@ -189,6 +262,14 @@ std::pair<Value, Value> scaleMinK4(KernelBuilder& kb, Value d, Value dmin, Value
   Value sc = kb.select(high, (c & 15u) | ((a >> 6u) << 4u), a & 63u, "sc");
   Value m = kb.select(high, (c >> 4u) | ((b >> 6u) << 4u), b & 63u, "m");
   return {mulRn(kb, d, toF32(kb, sc)), mulRn(kb, dmin, toF32(kb, m))};
+}
+
+// The grid formats' weights: the integer scale 2 ls + 1 (s32, which gemm_q applies per 16 values
+// where the format has them) under the f32 unit `unit` (d / 8, d / 4 or d; exact).
+void oddScale(KernelBuilder& kb, IntGroup& g, Value unit, Value ls) {
+  g.d = unit;
+  g.subScale = kb.bitcast((ls << 1u) + 1u, Type::of(Scalar::S32));
+  g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
 }
 
 IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once) {
@@ -255,6 +336,104 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       g.scale = mulRn(kb, d, toF32(kb, kb.bitcast(ls, Type::of(Scalar::S32)) - 32));
       masked(bytes8(kb, blk, (s << 4u) + ((jj & 1u) << 3u) + 8u, reuse), (jj >> 1u) << 2u, 0x0F0F0F0Fu);
       for (Value& q : g.q) q = lookup16(kb, q, kIq4nlValues);
+      break;
+    }
+    case Fmt::IQ2_XXS:
+    case Fmt::IQ2_XS:
+    case Fmt::IQ2_S: {
+      // Group l of sub-block s (32 values) is one grid entry of 8 values with 8 signs; w = d (0.5
+      // + ls) / 4 value = d/8 (2 ls + 1) value. iq2_xxs: half d, then per sub-block 4 index bytes
+      // and a u32 of 4 x 7 sign bits (signs8) with ls in its top 4. iq2_xs: half d, u16 qs[32]
+      // (a 9-bit index, 7 sign bits), scales[8] (an ls nibble per 16 values). iq2_s: half d,
+      // qs[32] (the index's low 8 bits), signs[32], qh[8] (2 high bits per index), scales[8].
+      Value s = (j >> 2u).named("sub"), l = (j & 3u).named("grp_in_sub");
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      Value index, signs, ls;
+      if (f.fmt == Fmt::IQ2_XXS) {
+        Value at = (s << 3u) + 2u;
+        index = ldQ(kb, blk, at + l, Scalar::U8, reuse);
+        Value aux = ldQ(kb, blk, at + 4u, Scalar::U16, reuse) | (ldQ(kb, blk, at + 6u, Scalar::U16, reuse) << 16u);
+        signs = signs8(kb, (aux >> (l * 7u)) & 127u);
+        ls = aux >> 28u;
+      } else if (f.fmt == Fmt::IQ2_XS) {
+        Value w = ldQ(kb, blk, (j << 1u) + 2u, Scalar::U16, reuse);
+        index = w & 511u;
+        signs = signs8(kb, w >> 9u);
+        ls = (ldQ(kb, blk, s + 66u, Scalar::U8, reuse) >> ((l >> 1u) << 2u)) & 15u;
+      } else {
+        Value qh = ldQ(kb, blk, s + 66u, Scalar::U8, reuse);
+        index = ldQ(kb, blk, j + 2u, Scalar::U8, reuse) | (((qh >> (l << 1u)) & 3u) << 8u);
+        signs = ldQ(kb, blk, j + 34u, Scalar::U8, reuse);
+        ls = (ldQ(kb, blk, s + 74u, Scalar::U8, reuse) >> ((l >> 1u) << 2u)) & 15u;
+      }
+      std::array<Value, 2> x = gridBytes8(kb, kb.table_ld(gridTable(kb, f), index, "entry"),
+                                          byteWord(kb, quantgrid::kIq2Values));
+      g.q[0] = negateBytes(x[0], signs & 15u), g.q[1] = negateBytes(x[1], signs >> 4u);
+      oddScale(kb, g, mulRn(kb, d, kb.f32(0.125f)), ls);
+      break;
+    }
+    case Fmt::IQ3_XXS:
+    case Fmt::IQ3_S: {
+      // Group l of sub-block s is two grid entries of 4 values, with 8 signs. iq3_xxs: half d,
+      // qs[64] (8 index bytes per sub-block), then per sub-block a u32 of 4 x 7 sign bits with ls
+      // in its top 4: w = d (0.5 + ls) / 2 value = d/4 (2 ls + 1) value. iq3_s: half d, qs[64]
+      // (the indexes' low 8 bits), qh[8] (their 9th bits), signs[32], scales[4] (an ls nibble per
+      // sub-block): w = d (2 ls + 1) value.
+      const bool xxs = f.fmt == Fmt::IQ3_XXS;
+      Value s = (j >> 2u).named("sub"), l = (j & 3u).named("grp_in_sub");
+      Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      Value pair = ldQ(kb, blk, (s << 3u) + (l << 1u) + 2u, Scalar::U16, reuse);
+      Value i0 = pair & 0xFFu, i1 = pair >> 8u, signs, ls;
+      if (xxs) {
+        Value at = (s << 2u) + 66u;
+        Value aux = ldQ(kb, blk, at, Scalar::U16, reuse) | (ldQ(kb, blk, at + 2u, Scalar::U16, reuse) << 16u);
+        signs = signs8(kb, (aux >> (l * 7u)) & 127u);
+        ls = aux >> 28u;
+        d = mulRn(kb, d, kb.f32(0.25f));
+      } else {
+        Value qh = ldQ(kb, blk, s + 66u, Scalar::U8, reuse) >> (l << 1u);
+        i0 = i0 | ((qh & 1u) << 8u), i1 = i1 | (((qh >> 1u) & 1u) << 8u);
+        signs = ldQ(kb, blk, (s << 2u) + l + 74u, Scalar::U8, reuse);
+        ls = (ldQ(kb, blk, (s >> 1u) + 106u, Scalar::U8, reuse) >> ((s & 1u) << 2u)) & 15u;
+      }
+      ir::Table grid = gridTable(kb, f);
+      const auto& values = xxs ? quantgrid::kIq3xxsValues : quantgrid::kIq3sValues;
+      g.q[0] = negateBytes(gridBytes4(kb, kb.table_ld(grid, i0, "entry0"), values), signs & 15u);
+      g.q[1] = negateBytes(gridBytes4(kb, kb.table_ld(grid, i1, "entry1"), values), signs >> 4u);
+      oddScale(kb, g, d, ls);
+      break;
+    }
+    case Fmt::IQ1_S:
+    case Fmt::IQ1_M: {
+      // Group l of sub-block s is one grid entry of 8 values in {-1, 0, 1} (an 11-bit index),
+      // shifted by delta = +-1/8: w = dl (value + delta) = dl/8 (8 value +- 1), dl = d (2 ls + 1).
+      // iq1_s: half d, qs[32] (the index's low 8 bits), u16 qh[8]: per sub-block 3 high index bits
+      // per group, ls in bits 12..14 and delta's sign in bit 15. iq1_m: qs[32], qh[16] (a nibble
+      // per group: 3 high index bits, then delta's sign), u16 scales[4]: a 3-bit ls per 16 values,
+      // and the 16 bits of d in the words' top nibbles.
+      const bool m = f.fmt == Fmt::IQ1_M;
+      Value s = (j >> 2u).named("sub"), l = (j & 3u).named("grp_in_sub");
+      Value index = ldQ(kb, blk, j + (m ? 0u : 2u), Scalar::U8, reuse), hi, negative, ls, d;
+      if (!m) {
+        Value qh = ldQ(kb, blk, (s << 1u) + 34u, Scalar::U16, reuse);
+        hi = (qh >> (l * 3u)) & 7u, negative = qh >> 15u, ls = (qh >> 12u) & 7u;
+        d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+      } else {
+        Value nibble = ldQ(kb, blk, (j >> 1u) + 32u, Scalar::U8, reuse) >> ((l & 1u) << 2u);
+        hi = nibble & 7u, negative = (nibble >> 3u) & 1u;
+        std::vector<Value> sc;
+        for (unsigned w = 0; w < 4; ++w) sc.push_back(ldQ(kb, blk, 48u + 2 * w, Scalar::U16, reuse));
+        Value scaleWord = ldQ(kb, blk, ((s >> 1u) << 1u) + 48u, Scalar::U16, reuse);
+        ls = (scaleWord >> ((s & 1u) * 6u + (l >> 1u) * 3u)) & 7u;
+        d = f16BitsToF32(kb, (sc[0] >> 12u) | ((sc[1] >> 8u) & 0xF0u) | ((sc[2] >> 4u) & 0xF00u) | (sc[3] & 0xF000u));
+      }
+      int8_t plus[3], minus[3];
+      for (unsigned c = 0; c < 3; ++c)
+        plus[c] = int8_t(8 * quantgrid::kIq1Values[c] + 1), minus[c] = int8_t(8 * quantgrid::kIq1Values[c] - 1);
+      Value values = kb.select(negative != 0u, byteWord(kb, minus), byteWord(kb, plus), "iq1_values");
+      std::array<Value, 2> x = gridBytes8(kb, kb.table_ld(gridTable(kb, f), index | (hi << 8u), "entry"), values);
+      g.q[0] = x[0], g.q[1] = x[1];
+      oddScale(kb, g, mulRn(kb, d, kb.f32(0.125f)), ls);
       break;
     }
     case Fmt::Q4_K:

@@ -432,7 +432,9 @@ LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the tab
       {"embedding_q5_k_f16", Dtype::F16},  {"embedding_q6_k_bf16", Dtype::BF16}, {"embedding_q4_1_f32", Dtype::F32},
       {"embedding_q5_0_bf16", Dtype::BF16}, {"embedding_q5_1_f16", Dtype::F16},  {"embedding_iq4_nl_f32", Dtype::F32},
       {"embedding_mxfp4_bf16", Dtype::BF16}, {"embedding_iq4_xs_f16", Dtype::F16},  {"embedding_q2_k_bf16", Dtype::BF16},
-      {"embedding_q3_k_f32", Dtype::F32}};
+      {"embedding_q3_k_f32", Dtype::F32},   {"embedding_iq2_xxs_f32", Dtype::F32}, {"embedding_iq2_xs_bf16", Dtype::BF16},
+      {"embedding_iq2_s_f16", Dtype::F16},  {"embedding_iq3_xxs_f32", Dtype::F32}, {"embedding_iq3_s_bf16", Dtype::BF16},
+      {"embedding_iq1_s_f16", Dtype::F16},  {"embedding_iq1_m_f32", Dtype::F32}};
   static_assert(std::size(kernels) == std::size(kFormats));
   for (size_t i = 0; i < std::size(kFormats); ++i) {
     const Format& f = kFormats[i];

@@ -1,8 +1,8 @@
 // A C++ reference for ggml's quantized formats, written from ../shared/docs/ggml-quant-formats.md
 // and docs/quant-formats.md: the block layouts, dequantization as ggml's reference computes it (bit for bit), q8_1
-// quantization, random blocks, and the mins that error bounds need. Shared by the
-// quantized-weight tests (test/library_quant_test.cpp) and the mixture-of-experts tests
-// (test/library_moe_test.cpp).
+// quantization, random blocks, and the mins that error bounds need; the grid formats decode
+// through kernels/QuantGrids.h. Shared by the quantized-weight tests (test/library_quant_test.cpp) and the
+// mixture-of-experts tests (test/library_moe_test.cpp).
 #pragma once
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/Float16.h"
+#include "kernels/QuantGrids.h"
 
 namespace tn::quantref {
 
@@ -22,16 +23,20 @@ struct Format {
   unsigned qk, bytes;
   std::vector<unsigned> halves;  // byte offsets of the block's half fields
   bool e8m0 = false;             // byte 0 is an E8M0 scale (mxfp4)
+  int splitHalf = -1;            // iq1_m: byte offset of four 16-bit words whose top nibbles make the half d
 };
 
 // The formats of ../shared/testdata/quant first (tests name them by index), then those whose
-// vectors are in test/data/quant (docs/quant-formats.md).
+// vectors are in test/data/quant (docs/quant-formats.md), the grid formats last.
 inline const Format kFormats[] = {
     {"q4_0", 32, 18, {0}},   {"q8_0", 32, 34, {0}},      {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
     {"q6_k", 256, 210, {208}}, {"q4_1", 32, 20, {0, 2}}, {"q5_0", 32, 22, {0}},      {"q5_1", 32, 24, {0, 2}},
     {"iq4_nl", 32, 18, {0}}, {"mxfp4", 32, 17, {}, true},     {"iq4_xs", 256, 136, {0}},
     {"q2_k", 256, 84, {80, 82}}, {"q3_k", 256, 110, {108}},
+    {"iq2_xxs", 256, 66, {0}}, {"iq2_xs", 256, 74, {0}},  {"iq2_s", 256, 82, {0}},  {"iq3_xxs", 256, 98, {0}},
+    {"iq3_s", 256, 110, {0}},  {"iq1_s", 256, 50, {0}},   {"iq1_m", 256, 56, {}, false, 48},
 };
+constexpr size_t kFirstGridFormat = 13;  // kFormats[13 ..): iq2_xxs .. iq1_m
 constexpr size_t kSharedFormats = 5;  // kFormats[0 .. 5) have vectors in ../shared/testdata/quant
 
 // Formats whose weights are d q + m (q4_1, q5_1) or D q - M (q4_k, q5_k): a min apart from the scale.
@@ -66,9 +71,91 @@ inline float mulAdd(float q, float d, float m) {
   return p + m;
 }
 
+inline uint16_t le16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
+inline uint32_t le32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// iq1_m's d: the top nibbles of its four scale words, lowest word first.
+inline float iq1mScale(const uint8_t* scales) {
+  uint16_t h = 0;
+  for (int k = 0; k < 4; ++k) h |= uint16_t(scales[2 * k + 1] >> 4) << 4 * k;
+  return tn::ir::f16ToF32(h);
+}
+
+inline bool isGridFormat(const Format& f) {
+  return std::any_of(kFormats + kFirstGridFormat, std::end(kFormats),
+                     [&](const Format& g) { return std::string(g.name) == f.name; });
+}
+
+// The grid formats: group g (values 8g .. 8g + 7, in sub-block s = g / 4 of 32 values) is one grid entry (IQ3:
+// two of 4 values). IQ2 and IQ3 values are (dl * grid) * (+-1) with a sign bit per value; IQ1 values are
+// dl * (grid + delta) with delta = +-1/8 per group. dl is computed as ggml does, per 32 or per 16 values.
+inline void refDequantGrid(const std::string& n, const uint8_t* b, float* y) {
+  namespace qg = tn::quantgrid;
+  const float d = n == "iq1_m" ? iq1mScale(b + 48) : h2f(b);
+  for (int g = 0; g < 32; ++g) {
+    const int s = g / 4, l = g % 4;
+    float* out = y + 8 * g;
+    if (n == "iq1_s" || n == "iq1_m") {
+      float dl;
+      unsigned idx;
+      bool negDelta;
+      if (n == "iq1_s") {  // qh word s: index bits 8..10 of group l at 3l, scale at 12, delta sign at 15
+        const unsigned qh = le16(b + 34 + 2 * s);
+        dl = d * float(2 * ((qh >> 12) & 7) + 1);
+        idx = b[2 + g] | ((qh >> 3 * l) & 7) << 8;
+        negDelta = qh & 0x8000;
+      } else {  // nibble g % 2 of qh[g / 2]: index bits 8..10, delta sign; 3-bit scales per 16 values
+        const unsigned nib = (b[32 + g / 2] >> 4 * (g % 2)) & 15;
+        const unsigned word = le16(b + 48 + 2 * (s / 2));
+        dl = d * float(2 * ((word >> (6 * (s % 2) + 3 * (l / 2))) & 7) + 1);
+        idx = b[g] | (nib & 7) << 8;
+        negDelta = nib & 8;
+      }
+      const float delta = negDelta ? -0.125f : 0.125f;
+      const uint64_t grid = qg::iq1sEntry(idx);
+      for (int j = 0; j < 8; ++j) out[j] = dl * (float(int8_t(grid >> 8 * j)) + delta);
+      continue;
+    }
+    float dl;
+    uint64_t grid;
+    unsigned signs;        // bit j negates value j
+    if (n == "iq2_xxs") {  // sub-block s: 4 index bytes, then a word of 4 sign indices and the scale
+      const uint32_t w = le32(b + 6 + 8 * s);
+      dl = d * (0.5f + float(w >> 28)) * 0.25f;
+      grid = qg::iq2xxsEntry(b[2 + 8 * s + l]);
+      signs = qg::ksign((w >> 7 * l) & 127);
+    } else if (n == "iq2_xs") {  // a 16-bit word per group: 9 index bits, 7 sign bits
+      const unsigned w = le16(b + 2 + 2 * g);
+      dl = d * (0.5f + float((b[66 + s] >> 4 * (l / 2)) & 15)) * 0.25f;
+      grid = qg::iq2xsEntry(w & 511);
+      signs = qg::ksign(w >> 9);
+    } else if (n == "iq2_s") {  // index bytes, sign bytes, qh (index bits 8, 9), scales
+      dl = d * (0.5f + float((b[74 + s] >> 4 * (l / 2)) & 15)) * 0.25f;
+      grid = qg::iq2sEntry(b[2 + g] | ((b[66 + s] >> 2 * l) & 3) << 8);
+      signs = b[34 + g];
+    } else if (n == "iq3_xxs") {  // index bytes, then per sub-block a word of 4 sign indices and the scale
+      const uint32_t w = le32(b + 66 + 4 * s);
+      dl = d * (0.5f + float(w >> 28)) * 0.5f;
+      grid = qg::iq3xxsEntry(b[2 + 2 * g]) | uint64_t(qg::iq3xxsEntry(b[3 + 2 * g])) << 32;
+      signs = qg::ksign((w >> 7 * l) & 127);
+    } else {  // iq3_s: index bytes, qh (index bit 8 of each entry), sign bytes, scale nibbles
+      const unsigned qh = b[66 + s];
+      dl = d * float(1 + 2 * ((b[106 + s / 2] >> 4 * (s % 2)) & 15));
+      grid = qg::iq3sEntry(b[2 + 2 * g] | ((qh >> 2 * l) & 1) << 8) |
+             uint64_t(qg::iq3sEntry(b[3 + 2 * g] | ((qh >> (2 * l + 1)) & 1) << 8)) << 32;
+      signs = b[74 + g];
+    }
+    for (int j = 0; j < 8; ++j) out[j] = dl * float(uint8_t(grid >> 8 * j)) * ((signs >> j) & 1 ? -1.0f : 1.0f);
+  }
+}
+
 inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
   std::string n = f.name;
-  if (n == "q4_0") {
+  if (isGridFormat(f)) {
+    refDequantGrid(n, b, y);
+  } else if (n == "q4_0") {
     float d = h2f(b);
     for (int j = 0; j < 16; ++j) {
       y[j] = float((b[2 + j] & 15) - 8) * d;
@@ -197,7 +284,7 @@ inline uint16_t randomHalf(std::mt19937& rng) {
   return tn::ir::f32ToF16(rng() % 2 ? -v : v);
 }
 
-// Random blocks: random quant bytes, random halves, and an E8M0 scale of 2^-18 .. 2^-3 (the
+// Random blocks: random quant bytes, random halves (iq1_m's d too), and an E8M0 scale of 2^-18 .. 2^-3 (the
 // dequantize test sets the extremes itself).
 inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, size_t blocks) {
   std::vector<uint8_t> q(blocks * f.bytes);
@@ -208,6 +295,13 @@ inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, siz
       q[b * f.bytes + off] = uint8_t(h), q[b * f.bytes + off + 1] = uint8_t(h >> 8);
     }
     if (f.e8m0) q[b * f.bytes] = uint8_t(110 + rng() % 16);
+    if (f.splitHalf >= 0) {
+      uint16_t h = randomHalf(rng);
+      for (int k = 0; k < 4; ++k) {
+        uint8_t& hi = q[b * f.bytes + f.splitHalf + 2 * k + 1];
+        hi = uint8_t((hi & 15) | ((h >> 4 * k) & 15) << 4);
+      }
+    }
   }
   return q;
 }
