@@ -364,8 +364,9 @@ struct QuantFormat {
   const char* name;
   uint32_t qk, bytes;
 };
-constexpr QuantFormat kQuantFormats[] = {{"q4_0", 32, 18},   {"q8_0", 32, 34},   {"q4_k", 256, 144},
-                                         {"q5_k", 256, 176}, {"q6_k", 256, 210}, {"mxfp4", 32, 17}};
+constexpr QuantFormat kQuantFormats[] = {{"q4_0", 32, 18},     {"q8_0", 32, 34},     {"q4_k", 256, 144},
+                                         {"q5_k", 256, 176},   {"q6_k", 256, 210},   {"mxfp4", 32, 17},
+                                         {"iq2_xxs", 256, 66}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50}};
 
 // How a format's weights are filled: random halves in every 2-byte slot (every scale finite), or
 // for mxfp4 random codes under E8M0 scales of 2^-7 .. 2^-2 (Fill::Mxfp4).
