@@ -32,6 +32,7 @@ using ir::Type;
 enum class Fmt : uint8_t {
   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS,
   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
+  Q1_0, Q2_0, TQ1_0, TQ2_0, NVFP4,
 };
 
 struct FmtInfo {
@@ -48,11 +49,13 @@ constexpr FmtInfo kFormats[] = {
     {Fmt::Q4_K, "q4_k", 256, 144},   {Fmt::Q5_K, "q5_k", 256, 176}, {Fmt::Q6_K, "q6_k", 256, 210},
     {Fmt::IQ4_XS, "iq4_xs", 256, 136}, {Fmt::IQ2_XXS, "iq2_xxs", 256, 66}, {Fmt::IQ2_XS, "iq2_xs", 256, 74},
     {Fmt::IQ2_S, "iq2_s", 256, 82},    {Fmt::IQ3_XXS, "iq3_xxs", 256, 98}, {Fmt::IQ3_S, "iq3_s", 256, 110},
-    {Fmt::IQ1_S, "iq1_s", 256, 50},    {Fmt::IQ1_M, "iq1_m", 256, 56},
+    {Fmt::IQ1_S, "iq1_s", 256, 50},    {Fmt::IQ1_M, "iq1_m", 256, 56},     {Fmt::Q1_0, "q1_0", 128, 18},
+    {Fmt::Q2_0, "q2_0", 64, 18},       {Fmt::TQ1_0, "tq1_0", 256, 54},     {Fmt::TQ2_0, "tq2_0", 256, 66},
+    {Fmt::NVFP4, "nvfp4", 64, 36},
 };
 
 // The grid formats: groups of 8 (IQ3: 4) values are entries of a fixed table (kernels/QuantGrids.h).
-bool gridFormat(const FmtInfo& f) { return f.fmt >= Fmt::IQ2_XXS; }
+bool gridFormat(const FmtInfo& f) { return f.fmt >= Fmt::IQ2_XXS && f.fmt <= Fmt::IQ1_M; }
 
 // Formats with an integer scale per 16 values under a super-block d (gemm_q applies the two of a
 // block of 32 in s32 on two mma of half-zeroed fragments); q2_k also an integer min per 16
@@ -65,7 +68,8 @@ bool halfScaled(const FmtInfo& f) {
 // Formats whose quants decode to signed bytes (q8_0's, and the 4-bit codes of the formats with a
 // table of values).
 bool signedQuants(const FmtInfo& f) {
-  return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS || gridFormat(f);
+  return f.fmt == Fmt::Q8_0 || f.fmt == Fmt::IQ4_NL || f.fmt == Fmt::MXFP4 || f.fmt == Fmt::IQ4_XS ||
+         f.fmt == Fmt::NVFP4 || gridFormat(f);
 }
 
 // Formats whose weights are scale * q plus an offset per block (q2_k: per 16 values; IntGroup::min).
@@ -264,6 +268,29 @@ std::pair<Value, Value> scaleMinK4(KernelBuilder& kb, Value d, Value dmin, Value
   return {mulRn(kb, d, toF32(kb, sc)), mulRn(kb, dmin, toF32(kb, m))};
 }
 
+// ggml_ue4m3_to_fp32, NVFP4's scale from its byte x: (1 + m/8) 2^(e - 7) / 2 for an exponent
+// field e > 0, m 2^-9 / 2 for e = 0, and 0 for x = 0x7F (bit 7 is not read: 0xFF is 240).
+Value ue4m3Half(KernelBuilder& kb, Value x) {
+  Value e = ((x >> 3u) & 15u).named("ue4m3_e"), m = (x & 7u).named("ue4m3_m");
+  Value normal = kb.bitcast(((e + 119u) << 23u) | (m << 20u), Type::f32(), "normal");
+  Value subnormal = mulRn(kb, toF32(kb, m), kb.f32(std::ldexp(1.0f, -10)));
+  return kb.select(x == 0x7Fu, kb.f32(0.0f), kb.select(e == 0u, subnormal, normal), "scale");
+}
+
+// The 2-bit fields of the byte b (value i at bits 2i) in the bytes of a word.
+Value spread2(Value b) {
+  Value nibbles = (b | (b << 12u)) & 0x000F000Fu;  // nibble 0 in byte 0, nibble 1 in byte 2
+  return (nibbles | (nibbles << 6u)) & 0x03030303u;
+}
+
+// Base-3 digit n of each byte b of w (TQ1_0 packs 5 a byte, digit n first scaled into the top):
+// ((b 3^n mod 256) 3) >> 8, for the even and the odd bytes in 16-bit lanes, which never carry.
+Value ternaryDigits(KernelBuilder& kb, Value w, Value n) {
+  Value pow3 = kb.bitcast(kb.prmt(kb.b32(0x1B090301), kb.b32(0x51), asB32(kb, n), Mod::None, "pow3"), Type::u32()) & 0xFFu;
+  auto digit = [&](Value lanes) { return ((((lanes * pow3) & 0x00FF00FFu) * 3u) >> 8u) & 0x00FF00FFu; };
+  return digit(w & 0x00FF00FFu) | (digit((w >> 8u) & 0x00FF00FFu) << 8u);
+}
+
 // The grid formats' weights: the integer scale 2 ls + 1 (s32, which gemm_q applies per 16 values
 // where the format has them) under the f32 unit `unit` (d / 8, d / 4 or d; exact).
 void oddScale(KernelBuilder& kb, IntGroup& g, Value unit, Value ls) {
@@ -434,6 +461,48 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       std::array<Value, 2> x = gridBytes8(kb, kb.table_ld(gridTable(kb, f), index | (hi << 8u), "entry"), values);
       g.q[0] = x[0], g.q[1] = x[1];
       oddScale(kb, g, mulRn(kb, d, kb.f32(0.125f)), ls);
+      break;
+    }
+    case Fmt::Q1_0:
+    case Fmt::Q2_0:
+    case Fmt::TQ1_0:
+    case Fmt::TQ2_0: {
+      // Values d (q - 1): q1_0 (128 values): half d, qs[16], q twice bit i % 8 of qs[i / 8] (so w is
+      // d or -d). q2_0 (64): half d, qs[16], q bits 2(i % 4) of qs[i / 4]. tq2_0 (256): qs[64], half
+      // d at 64, value 128 h + 32 l + m bits 2l of qs[32 h + m]. tq1_0 (256): qs[48], qh[4], half d
+      // at 52, q base-3 digit n of a byte: value v < 160 digit v / 32 of qs[v % 32], v < 240 digit
+      // (v - 160) / 16 of qs[32 + v % 16], else digit (v - 240) / 4 of qh[v % 4].
+      g.intOffset = 1;
+      if (f.fmt == Fmt::Q1_0) {
+        Value b = ldQ(kb, blk, j + 2u, Scalar::U8, reuse);
+        for (unsigned i = 0; i < 2; ++i) g.q[i] = ((((b >> (4 * i)) & 15u) * 0x00204081u) & 0x01010101u) << 1u;
+      } else if (f.fmt == Fmt::Q2_0) {
+        Value two = ldQ(kb, blk, (j << 1u) + 2u, Scalar::U16, reuse);
+        g.q[0] = spread2(two & 0xFFu), g.q[1] = spread2(two >> 8u);
+      } else if (f.fmt == Fmt::TQ2_0) {
+        Value half = j >> 4u, l = (j >> 2u) & 3u, m0 = (j & 3u) << 3u;
+        masked(bytes8(kb, blk, (half << 5u) + m0, reuse), l << 1u, 0x03030303u);
+      } else {
+        Value first = (j < 20u).named("first_part"), third = (j >= 30u).named("qh_part");
+        Value off = kb.select(first, (j & 3u) << 3u, kb.select(third, kb.u32(48), (((j - 20u) & 1u) << 3u) + 32u));
+        Value n = kb.select(first, j >> 2u, kb.select(third, (j - 30u) << 1u, (j - 20u) >> 1u), "digit");
+        auto word = [&](Value at) { return ldQ(kb, blk, at, Scalar::U16, reuse) | (ldQ(kb, blk, at + 2u, Scalar::U16, reuse) << 16u); };
+        // Values 4 .. 7 of the group: the next 4 bytes, or qh's next digit.
+        g.q[0] = ternaryDigits(kb, word(off), n);
+        g.q[1] = ternaryDigits(kb, word(kb.select(third, off, off + 4u)), kb.select(third, n + 1u, n));
+      }
+      const unsigned dAt = f.fmt == Fmt::TQ1_0 ? 52 : f.fmt == Fmt::TQ2_0 ? 64 : 0;
+      g.scale = f16BitsToF32(kb, ldQ(kb, blk, dAt, Scalar::U16, reuse));
+      break;
+    }
+    case Fmt::NVFP4: {
+      // d[4] (a UE4M3 scale per 16 values), qs[32]: values 16s + i (i < 8) are the low nibbles of
+      // qs[8s + i], 16s + 8 + i the high ones, E2M1 codes whose doubled values are mxfp4's table;
+      // w = value * ue4m3(d[s]) / 2.
+      Value sb = (j >> 1u).named("sub");
+      g.scale = ue4m3Half(kb, ldQ(kb, blk, sb, Scalar::U8, reuse));
+      masked(bytes8(kb, blk, (sb << 3u) + 4u, reuse), (j & 1u) << 2u, 0x0F0F0F0Fu);
+      for (Value& q : g.q) q = lookup16(kb, q, kMxfp4Values);
       break;
     }
     case Fmt::Q4_K:
@@ -1235,9 +1304,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   // integer scales of the 16-value halves (half h of block s of row r at r * (2 kQSub + 1) + 2s + h;
   // q2_k's as 16-bit words, the scale in the low byte, the min in the high: its mins and the
   // tokens' sums over halves would otherwise take it past 33 KiB, where sm_86/sm_89 hold two blocks
-  // an SM, not three).
-  const bool halfScales = halfScaled(f);
-  ir::SharedArray wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
+  // an SM, not three). nvfp4 (halfF32): wsc holds the halves' f32 scales, and there is no wd.
+  const bool halfScales = halfScaled(f), halfF32 = f.fmt == Fmt::NVFP4, halves = halfScales || halfF32;
+  ir::SharedArray wd;
+  if (!halfF32) wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
   ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN * kQScaleStride);
   constexpr unsigned kScStride = 2 * kQSub + 1;
   // The mins (W: per block, or with halfScales each row's dmin) and the tokens' sums of quants
@@ -1251,7 +1321,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   }
   ir::SharedArray wsc;
   const unsigned scShift = halfMins ? 1 : 2;  // log2 of wsc's element bytes
-  if (halfScales) wsc = kb.shared("wsc", Type::of(halfMins ? Scalar::U16 : Scalar::S32), kQTileM * kScStride);
+  const Scalar scType = halfMins ? Scalar::U16 : halfF32 ? Scalar::F32 : Scalar::S32;
+  if (halves) wsc = kb.shared("wsc", Type::of(scType), kQTileM * kScStride);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
@@ -1362,22 +1433,23 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
         }
         storeWords(wq, r, words);
-        // halfScales: groups 2h, 2h + 1 of a block are the 16 values of its scale h (and min).
-        if (halfScales)
+        // halves: groups 2h, 2h + 1 of a block are the 16 values of its scale h (and min).
+        if (halves)
           kb.if_then((quarter & 1u) == 0u, [&] {
             Value at = (r * kScStride + (lane >> 1u)) << scShift;
             if (!halfMins) {
-              kb.store(sharedAt(wsc, at), g.subScale);
+              kb.store(sharedAt(wsc, at), halfF32 ? g.scale : g.subScale);
               return;
             }
             Value both = kb.bitcast(g.subScale | (g.subMin << 8u), Type::u32(), "sc_min");
             kb.store(sharedAt(wsc, at), kb.cvt(both, Type::of(Scalar::U16)));
           }, "wsc");
-        kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
-          Value at = wdAt(r, sub);
-          kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
-          if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
-        }, "wd");
+        if (!halfF32)
+          kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
+            Value at = wdAt(r, sub);
+            kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
+            if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
+          }, "wd");
       });
     };
     if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
@@ -1427,7 +1499,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     Value fa = kb.ldmatrix(sharedAt(wq, aOff + (s << 5u)), 4, false, "fa");
     // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
     std::vector<Value> fas = {fa};
-    if (halfScales) {
+    if (halves) {
       Value z = kb.b32(0, "bzero");
       fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
              kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
@@ -1443,13 +1515,13 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     for (unsigned h = 0; h < 2; ++h) {
       Value row = (warp << 4u) + g + 8 * h;
       Value at = wdAt(row, s);
-      dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
+      if (!halfF32) dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
       if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
-      if (halfScales)
+      if (halves)
         for (unsigned kh = 0; kh < 2; ++kh) {
           Value half = (row * kScStride + (s << 1u) + kh) << scShift;
           if (!halfMins) {
-            sc[h][kh] = kb.load(sharedAt(wsc, half), Type::of(Scalar::S32), "sc");
+            sc[h][kh] = kb.load(sharedAt(wsc, half), Type::of(scType), "sc");
             continue;
           }
           Value both = kb.bitcast(kb.cvt(kb.load(sharedAt(wsc, half), Type::of(Scalar::U16), "sc_min"), Type::u32()),
@@ -1478,6 +1550,11 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
         for (unsigned h = 0; h < 2; ++h) {
           Value& a = next[4 * j + 2 * h + c];
+          if (halfF32) {  // nvfp4: each half's f32 scale on its own sum
+            for (unsigned kh = 0; kh < 2; ++kh)
+              a = kb.fma(mulRn(kb, sc[h][kh], dx), toF32(kb, kb.extract(sums[kh], 2 * h + c)), a);
+            continue;
+          }
           Value sumi = toF32(kb, blockSum(2 * h + c, h));
           // q2_k: the halves' integer mins times the token's sums over them, exact in s32.
           if (halfMins) suma = toF32(kb, halfSums[0] * mi[h][0] + halfSums[1] * mi[h][1]);

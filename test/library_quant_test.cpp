@@ -3,8 +3,8 @@
 // (../shared/testdata/quant, and test/data/quant for the formats it lacks, both cases, bit for bit
 // where ggml is exact) and against a C++ reference written from the format specs
 // (../shared/docs/ggml-quant-formats.md, docs/quant-formats.md) on random blocks: odd row counts,
-// several blocks per row, every half field's sign, zeros and subnormals, MXFP4's extreme scales,
-// and (on the GPU) base pointers only as aligned as a row's blocks. The fused decode kernels
+// several blocks per row, every half field's sign, zeros and subnormals, MXFP4's extreme scales and
+// every kind of NVFP4 scale byte, and (on the GPU) base pointers only as aligned as a row's blocks. The fused decode kernels
 // likewise: gemv_q_swiglu against the reference, rmsnorm_quantize_q8_1 against the unfused pair bit
 // for bit and against rmsnorm in double; the biases of gemv_q, gemv_q_swiglu and gemm_q. The test
 // vectors are required in CI (CI=true): without them the tests fail.
@@ -349,6 +349,13 @@ LIBRARY_TEST("quant dequantize: random blocks, odd row counts, several blocks pe
         const uint8_t extremes[] = {0, 1, 2, 128, 254, 255};
         for (size_t b = 0; b < std::size(extremes); ++b) q[b * f.bytes] = extremes[b];
       }
+      // NVFP4's UE4M3 scales: zero, the subnormals' ends, the largest, 0x7F (0), and bytes with bit 7
+      // set, which ggml's dequantize_row_nvfp4 does not read (0xFF is 240); the rest random bytes.
+      if (std::string(f.name) == "nvfp4" && rows == 5) {
+        const uint8_t specials[] = {0x00, 0x01, 0x07, 0x08, 0x7E, 0x7F, 0x80, 0x81, 0xF8, 0xFE, 0xFF};
+        for (size_t i = 0; i < size_t(rows) * blocksPerRow * 4; ++i)
+          q[i / 4 * f.bytes + i % 4] = i < std::size(specials) ? specials[i] : uint8_t(rng());
+      }
       std::string what = "rows=" + std::to_string(rows) + " k=" + std::to_string(k);
       checkDequant(r, f, q, rows, k, refDequant(f, q), what);
       // Base pointers only as aligned as the blocks (2 bytes, MXFP4's 1), y only 4-byte aligned.
@@ -434,7 +441,9 @@ LIBRARY_TEST("embedding: ggml block tables decoded bit-exactly, ids past the tab
       {"embedding_mxfp4_bf16", Dtype::BF16}, {"embedding_iq4_xs_f16", Dtype::F16},  {"embedding_q2_k_bf16", Dtype::BF16},
       {"embedding_q3_k_f32", Dtype::F32},   {"embedding_iq2_xxs_f32", Dtype::F32}, {"embedding_iq2_xs_bf16", Dtype::BF16},
       {"embedding_iq2_s_f16", Dtype::F16},  {"embedding_iq3_xxs_f32", Dtype::F32}, {"embedding_iq3_s_bf16", Dtype::BF16},
-      {"embedding_iq1_s_f16", Dtype::F16},  {"embedding_iq1_m_f32", Dtype::F32}};
+      {"embedding_iq1_s_f16", Dtype::F16},  {"embedding_iq1_m_f32", Dtype::F32},    {"embedding_q1_0_f32", Dtype::F32},
+      {"embedding_q2_0_bf16", Dtype::BF16}, {"embedding_tq1_0_f16", Dtype::F16},   {"embedding_tq2_0_f32", Dtype::F32},
+      {"embedding_nvfp4_bf16", Dtype::BF16}};
   static_assert(std::size(kernels) == std::size(kFormats));
   for (size_t i = 0; i < std::size(kFormats); ++i) {
     const Format& f = kFormats[i];

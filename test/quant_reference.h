@@ -24,10 +24,12 @@ struct Format {
   std::vector<unsigned> halves;  // byte offsets of the block's half fields
   bool e8m0 = false;             // byte 0 is an E8M0 scale (mxfp4)
   int splitHalf = -1;            // iq1_m: byte offset of four 16-bit words whose top nibbles make the half d
+  bool ue4m3 = false;            // bytes 0 .. 3 are UE4M3 scales, one per 16 values (nvfp4)
 };
 
 // The formats of ../shared/testdata/quant first (tests name them by index), then those whose
-// vectors are in test/data/quant (docs/quant-formats.md), the grid formats last.
+// vectors are in test/data/quant (docs/quant-formats.md): the grid formats, then the ternary and
+// 1- and 2-bit formats and nvfp4.
 inline const Format kFormats[] = {
     {"q4_0", 32, 18, {0}},   {"q8_0", 32, 34, {0}},      {"q4_k", 256, 144, {0, 2}}, {"q5_k", 256, 176, {0, 2}},
     {"q6_k", 256, 210, {208}}, {"q4_1", 32, 20, {0, 2}}, {"q5_0", 32, 22, {0}},      {"q5_1", 32, 24, {0, 2}},
@@ -35,8 +37,10 @@ inline const Format kFormats[] = {
     {"q2_k", 256, 84, {80, 82}}, {"q3_k", 256, 110, {108}},
     {"iq2_xxs", 256, 66, {0}}, {"iq2_xs", 256, 74, {0}},  {"iq2_s", 256, 82, {0}},  {"iq3_xxs", 256, 98, {0}},
     {"iq3_s", 256, 110, {0}},  {"iq1_s", 256, 50, {0}},   {"iq1_m", 256, 56, {}, false, 48},
+    {"q1_0", 128, 18, {0}},    {"q2_0", 64, 18, {0}},     {"tq1_0", 256, 54, {52}}, {"tq2_0", 256, 66, {64}},
+    {"nvfp4", 64, 36, {}, false, -1, true},
 };
-constexpr size_t kFirstGridFormat = 13;  // kFormats[13 ..): iq2_xxs .. iq1_m
+constexpr size_t kFirstGridFormat = 13, kEndGridFormat = 20;  // kFormats[13 .. 20): iq2_xxs .. iq1_m
 constexpr size_t kSharedFormats = 5;  // kFormats[0 .. 5) have vectors in ../shared/testdata/quant
 
 // Formats whose weights are d q + m (q4_1, q5_1) or D q - M (q4_k, q5_k): a min apart from the scale.
@@ -45,7 +49,7 @@ inline bool hasMins(const Format& f) {
   return n == "q4_1" || n == "q5_1" || n == "q2_k" || n == "q4_k" || n == "q5_k";
 }
 
-// ggml's kvalues_iq4nl and kvalues_mxfp4 (E2M1's values doubled).
+// ggml's kvalues_iq4nl and kvalues_mxfp4 (E2M1's values doubled; nvfp4's too).
 inline const int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 inline const int8_t kMxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
@@ -55,6 +59,14 @@ inline float e8m0Half(uint8_t e) {
   float v;
   std::memcpy(&v, &bits, 4);
   return v;
+}
+
+// ggml_ue4m3_to_fp32: half the E4M3 value of bits 0..6, bit 7 ignored, except that 0x7F (E4M3's NaN) is 0
+// and 0xFF is not (240). Exact: a subnormal m 2^-10, else (8 + m) 2^(e - 11).
+inline float ue4m3Half(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const int e = (x >> 3) & 15, m = x & 7;
+  return e == 0 ? std::ldexp(float(m), -10) : std::ldexp(float(8 + m), e - 11);
 }
 
 inline float h2f(const uint8_t* p) { return tn::ir::f16ToF32(uint16_t(p[0] | p[1] << 8)); }
@@ -84,7 +96,7 @@ inline float iq1mScale(const uint8_t* scales) {
 }
 
 inline bool isGridFormat(const Format& f) {
-  return std::any_of(kFormats + kFirstGridFormat, std::end(kFormats),
+  return std::any_of(kFormats + kFirstGridFormat, kFormats + kEndGridFormat,
                      [&](const Format& g) { return std::string(g.name) == f.name; });
 }
 
@@ -205,6 +217,37 @@ inline void refDequantBlock(const Format& f, const uint8_t* b, float* y) {
       const uint8_t* qs = b + 8 + 16 * s;
       for (int j = 0; j < 32; ++j) y[32 * s + j] = dl * float(kIq4nl[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]);
     }
+  } else if (n == "q1_0") {  // value v: bit v % 8 of byte 2 + v / 8, d when set, else -d
+    const float d = h2f(b);
+    for (int v = 0; v < 128; ++v) y[v] = (b[2 + v / 8] >> v % 8) & 1 ? d : -d;
+  } else if (n == "q2_0" || n == "tq2_0") {
+    // 2-bit codes q, (q - 1) d: q2_0's value v at bits 2(v % 4) of byte 2 + v / 4; tq2_0's (n = v / 128,
+    // j = (v % 128) / 32, l = v % 32) at bits 2j of byte 32n + l, d at the end.
+    const bool t = n == "tq2_0";
+    const float d = h2f(b + (t ? 64 : 0));
+    for (int v = 0; v < int(f.qk); ++v) {
+      const int q = t ? (b[32 * (v / 128) + v % 32] >> 2 * (v % 128 / 32)) & 3 : (b[2 + v / 4] >> 2 * (v % 4)) & 3;
+      y[v] = float(q - 1) * d;
+    }
+  } else if (n == "tq1_0") {
+    // Five base-3 digits a byte (four in qh), the byte a fixed-point fraction of 3^5: digit k of byte c is
+    // ((c 3^k mod 256) 3) >> 8. Value v: digit v / 32 of byte v % 32 (v < 160), digit (v - 160) / 16 of
+    // byte 32 + v % 16 (v < 240), digit (v - 240) / 4 of byte 48 + v % 4; d at byte 52.
+    const float d = h2f(b + 52);
+    const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+    for (int v = 0; v < 256; ++v) {
+      const int byte = v < 160 ? v % 32 : v < 240 ? 32 + v % 16 : 48 + v % 4;
+      const int k = v < 160 ? v / 32 : v < 240 ? (v - 160) / 16 : (v - 240) / 4;
+      const uint8_t c = uint8_t(b[byte] * pow3[k]);
+      y[v] = float(((c * 3) >> 8) - 1) * d;
+    }
+  } else if (n == "nvfp4") {
+    // Sub-block s = v / 16: scale byte s, codes in bytes 4 + 8s .. 4 + 8s + 7, value 16s + j in the low
+    // nibble of byte 4 + 8s + j and 16s + 8 + j in its high nibble.
+    for (int v = 0; v < 64; ++v) {
+      const uint8_t c = b[4 + 8 * (v / 16) + v % 8];
+      y[v] = float(kMxfp4[v % 16 < 8 ? c & 15 : c >> 4]) * ue4m3Half(b[v / 16]);
+    }
   } else if (n == "q8_0") {
     float d = h2f(b);
     for (int j = 0; j < 32; ++j) y[j] = float(int8_t(b[2 + j])) * d;
@@ -285,7 +328,10 @@ inline uint16_t randomHalf(std::mt19937& rng) {
 }
 
 // Random blocks: random quant bytes, random halves (iq1_m's d too), and an E8M0 scale of 2^-18 .. 2^-3 (the
-// dequantize test sets the extremes itself).
+// dequantize test sets the extremes itself). nvfp4's UE4M3 scales keep their random mantissa and take an
+// exponent field of 0 .. 9: E4M3 values m 2^-9 (subnormal, 0 for m = 0) or 2^-6 .. 1.875 2^2, of which ggml's
+// scale is half. Bit 7 stays clear, as ggml's quantizer leaves it: its CPU code ignores it, its CUDA code
+// reads a sign.
 inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, size_t blocks) {
   std::vector<uint8_t> q(blocks * f.bytes);
   for (uint8_t& b : q) b = uint8_t(rng());
@@ -295,6 +341,10 @@ inline std::vector<uint8_t> randomBlocks(std::mt19937& rng, const Format& f, siz
       q[b * f.bytes + off] = uint8_t(h), q[b * f.bytes + off + 1] = uint8_t(h >> 8);
     }
     if (f.e8m0) q[b * f.bytes] = uint8_t(110 + rng() % 16);
+    for (int s = 0; f.ue4m3 && s < 4; ++s) {
+      uint8_t& sc = q[b * f.bytes + s];
+      sc = uint8_t((sc & 7) | (rng() % 10) << 3);
+    }
     if (f.splitHalf >= 0) {
       uint16_t h = randomHalf(rng);
       for (int k = 0; k < 4; ++k) {

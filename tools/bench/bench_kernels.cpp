@@ -366,10 +366,13 @@ struct QuantFormat {
 };
 constexpr QuantFormat kQuantFormats[] = {{"q4_0", 32, 18},     {"q8_0", 32, 34},     {"q4_k", 256, 144},
                                          {"q5_k", 256, 176},   {"q6_k", 256, 210},   {"mxfp4", 32, 17},
-                                         {"iq2_xxs", 256, 66}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50}};
+                                         {"iq2_xxs", 256, 66}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50},
+                                         {"nvfp4", 64, 36}};
 
-// How a format's weights are filled: random halves in every 2-byte slot (every scale finite), or
-// for mxfp4 random codes under E8M0 scales of 2^-7 .. 2^-2 (Fill::Mxfp4).
+// How a format's weights are filled: random halves in every 2-byte slot (every scale finite; an
+// nvfp4 UE4M3 scale byte is a half's low byte or its high one, 0x3C or less, or that with bit 7,
+// which the format does not read), or for mxfp4 random codes under E8M0 scales of 2^-7 .. 2^-2
+// (Fill::Mxfp4).
 Fill weightFill(const QuantFormat& f) { return std::string(f.name) == "mxfp4" ? Fill::Mxfp4 : Fill::F16; }
 
 // The dequantize-then-cuBLAS reference of a case whose buffer 0 is W (m x k), buffer 1 the f32 x
