@@ -253,6 +253,13 @@ bool foldKernel(ir::Kernel& k) {
         if (!c) break;
         x.push_back(*c);
       }
+      // A table's element at a constant index inside it (past the end stays: a fault to report).
+      if (in.op == Op::TableLd && x.size() == 1 && in.symbol >= 0 && static_cast<size_t>(in.symbol) < k.tables.size() &&
+          static_cast<uint32_t>(x[0]) < k.tables[in.symbol].values.size()) {
+        makeConst(in, rt, k.tables[in.symbol].values[static_cast<uint32_t>(x[0])]);
+        changed = true;
+        continue;
+      }
       if (!in.operands.empty() && x.size() == in.operands.size() && in.op != Op::Selp) {
         if (auto r = fold(in, x)) {
           makeConst(in, rt, *r);

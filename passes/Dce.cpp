@@ -1,4 +1,5 @@
-// dce -- does: drops unreachable blocks, unneeded pure ops and block params (mark and sweep); same-edge cbr -> br.
+// dce -- does: drops unreachable blocks, unneeded pure ops and block params (mark and sweep), tables no
+//   table.ld reads; same-edge cbr -> br.
 // requires: branch targets naming existing blocks; nothing else.
 // guarantees: only OF_PURE ops and unused block parameters disappear; invalidates the CFG when it drops blocks.
 #include <algorithm>
@@ -11,6 +12,29 @@
 namespace tn::passes {
 
 namespace {
+
+// Drops the tables that no table.ld of the kernel's blocks reads, renumbering the others' reads.
+bool dropUnreadTables(ir::Kernel& k) {
+  std::vector<bool> read(k.tables.size(), false);
+  for (const ir::Block& b : k.blocks)
+    for (ir::InstId id : b.insts) {
+      const ir::Inst& in = k.inst(id);
+      if (in.op == ir::Op::TableLd && in.symbol >= 0 && static_cast<size_t>(in.symbol) < read.size()) read[in.symbol] = true;
+    }
+  if (std::find(read.begin(), read.end(), false) == read.end()) return false;
+  std::vector<int32_t> renumbered(k.tables.size(), -1);
+  std::vector<ir::TableDecl> kept;
+  for (size_t t = 0; t < k.tables.size(); ++t)
+    if (read[t]) {
+      renumbered[t] = static_cast<int32_t>(kept.size());
+      kept.push_back(std::move(k.tables[t]));
+    }
+  k.tables = std::move(kept);
+  for (ir::Inst& in : k.insts)  // the pool: instructions removed earlier keep no stale index
+    if (in.op == ir::Op::TableLd && in.symbol >= 0 && static_cast<size_t>(in.symbol) < renumbered.size())
+      in.symbol = renumbered[in.symbol];
+  return true;
+}
 
 bool dceKernel(ir::Kernel& k) {
   bool changed = false;
@@ -105,7 +129,7 @@ bool dceKernel(ir::Kernel& k) {
       if (!drop[i]) kept.push_back(params[i]);
     params = std::move(kept);
   }
-  return changed;
+  return dropUnreadTables(k) || changed;
 }
 
 }  // namespace
