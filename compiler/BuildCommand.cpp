@@ -275,7 +275,7 @@ bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::S
     ir::Diagnostic d{k.allowSpills ? ir::Severity::Warning : ir::Severity::Error, spec.file, k.loc,
                      "kernel '" + k.name + "' spills registers on " + u.target.name() + " (" + describe(r) + ")" +
                          (k.allowSpills ? "; allowed by allow_spills" : "; set allow_spills = true in its [[kernel]] entry to accept")};
-    std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
+    printDiagnostic(d);
     failed = failed || !k.allowSpills;
   }
   return !failed;

@@ -68,8 +68,14 @@ void addPtxasOptions(Options& cli, std::string& path, unsigned& timeoutSeconds);
 // "error: ptxas failed for kernel K on T: LOG" (or that it timed out) on stderr; nothing for an
 // interrupted run, which ends by its signal instead.
 void printPtxasFailure(const std::string& kernel, const bundle::Target& target, const ptxas::Output& out);
-// Prints every diagnostic to stderr in file:line:col form.
+// Prints a diagnostic to stderr in file:line:col form, or counts it as not shown: past the
+// command's --error-limit, errors are counted instead of printed, and so are the notes that follow
+// them (the process ends with one line saying how many were not shown).
+void printDiagnostic(const ir::Diagnostic& d);
+// printDiagnostic of each diagnostic, in order.
 void printDiagnostics(const ir::Diagnostics& diags);
+// Errors printed before the rest are only counted (0: no limit); every command's --error-limit.
+inline constexpr unsigned kDefaultErrorLimit = 20;
 // Reads and parses a .tir file; prints diagnostics. The display name of stdin is "<stdin>".
 std::optional<ir::Module> loadModule(const std::string& path, ir::Diagnostics& diags);
 // The value of a target option (--target, --targets): a supported target, or nullopt with

@@ -12,6 +12,22 @@
 
 namespace tn::cli {
 
+namespace {
+
+// The process's error budget (--error-limit): errors printed, and errors (with their notes) not.
+struct ErrorBudget {
+  unsigned limit = kDefaultErrorLimit;
+  unsigned shown = 0, hidden = 0;
+  bool hidingNotes = false;
+};
+
+ErrorBudget& errorBudget() {
+  static ErrorBudget budget;
+  return budget;
+}
+
+}  // namespace
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> all = {optCommand(),     emitPtxCommand(), buildCommand(),
                                            inspectCommand(), embedCommand(),   listTemplatesCommand(),
@@ -99,6 +115,9 @@ int runCommandLine(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     Options options(*sub);
     auto act = c.setup(options);
+    sub->add_option("--error-limit", errorBudget().limit,
+                    "Print at most this many errors, then count the rest (0: print all)")
+        ->capture_default_str();
     sub->callback([&action, act] { action = act; });
   }
   try {
@@ -115,7 +134,11 @@ int runCommandLine(int argc, char** argv) {
 }  // namespace
 
 int run(int argc, char** argv) {
+  errorBudget() = {};
   int status = guarded([&] { return runCommandLine(argc, argv); });
+  if (unsigned hidden = errorBudget().hidden)
+    std::fprintf(stderr, "note: %u more error%s not shown (--error-limit %u; 0 shows all)\n", hidden,
+                 hidden == 1 ? "" : "s", errorBudget().limit);
   // A SIGINT or SIGTERM that arrived while ptxas ran was deferred until its temporary folder
   // was removed (backends/ptx/Ptxas.h); now it ends the process as the signal would have.
   if (int sig = ptxas::interruptedBy()) {
@@ -188,8 +211,25 @@ void printPtxasFailure(const std::string& kernel, const bundle::Target& target, 
                 out.log.c_str());
 }
 
+void printDiagnostic(const ir::Diagnostic& d) {
+  ErrorBudget& b = errorBudget();
+  if (d.severity == ir::Severity::Error) {
+    b.hidingNotes = b.limit != 0 && b.shown >= b.limit;
+    if (b.hidingNotes) {
+      ++b.hidden;
+      return;
+    }
+    ++b.shown;
+  } else if (d.severity == ir::Severity::Note && b.hidingNotes) {
+    return;
+  } else if (d.severity != ir::Severity::Note) {
+    b.hidingNotes = false;
+  }
+  std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
+}
+
 void printDiagnostics(const ir::Diagnostics& diags) {
-  for (const ir::Diagnostic& d : diags.all()) std::fprintf(stderr, "%s\n", ir::formatDiagnostic(d).c_str());
+  for (const ir::Diagnostic& d : diags.all()) printDiagnostic(d);
 }
 
 std::optional<bundle::Target> parseTargetOption(const std::string& text, const char* option) {

@@ -101,7 +101,7 @@ int runOpt(const OptOptions& o) {
   ir::Diagnostics pd;
   size_t shown = 0;
   auto flush = [&] {
-    for (; shown < pd.all().size(); ++shown) std::fprintf(stderr, "%s\n", ir::formatDiagnostic(pd.all()[shown]).c_str());
+    for (; shown < pd.all().size(); ++shown) printDiagnostic(pd.all()[shown]);
   };
   std::map<std::string, unsigned, std::less<>> runs;
   auto after = [&](const passes::PassInfo& pass, bool changed) {
