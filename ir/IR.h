@@ -89,6 +89,8 @@ struct SharedDecl {
 // `table.ld`): in PTX an initialized module-scope .global array. Elements are 16-, 32- or 64-bit
 // unsigned or untyped; values holds each element's bits.
 inline constexpr uint64_t kMaxTableElements = uint64_t{1} << 20;
+// What a table may hold: u16, u32, u64, b16, b32 or b64.
+inline bool isTableElement(Type t) { return !t.isVector() && (t.isBits() || (t.isInt() && !t.isSigned())) && t.bits() >= 16; }
 struct TableDecl {
   std::string name;  // without '@'
   Type elem;

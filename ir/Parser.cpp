@@ -457,7 +457,7 @@ class Parser {
     Token tt = tok_;
     TableDecl d;
     d.elem = parseTypeTok();
-    if (!typeInClasses(d.elem, TC_B16 | TC_B32 | TC_B64) || d.elem.isSigned())
+    if (!isTableElement(d.elem))
       fail(tt, "tables hold u16, u32, u64, b16, b32 or b64 elements, not '" + typeName(d.elem) + "'");
     d.name = std::string(name.text);
     d.loc = loc(name);

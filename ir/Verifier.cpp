@@ -322,7 +322,7 @@ void KernelVerifier::checkAttributes() {
     const std::string what = "table '@" + t.name + "'";
     if (k_.function) error(t.loc, what + ": device functions declare no tables (a kernel's table.ld looks them up)");
     if (k_.findTable(t.name) != static_cast<int>(i)) error(t.loc, what + " is declared twice");
-    if (!typeInClasses(t.elem, TC_B16 | TC_B32 | TC_B64) || t.elem.isSigned()) {
+    if (!isTableElement(t.elem)) {
       error(t.loc, what + " holds " + quoted(t.elem) + "; tables hold u16, u32, u64, b16, b32 or b64 elements");
       continue;
     }
