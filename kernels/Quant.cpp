@@ -193,6 +193,8 @@ ir::Table gridTable(KernelBuilder& kb, const FmtInfo& f) {
                     : f.fmt == Fmt::IQ3_S  ? Grid{"iq3s_grid", g::kIq3s, std::size(g::kIq3s), 3}
                                            : Grid{"iq1s_grid", g::kIq1s, std::size(g::kIq1s), 2};
   const unsigned values = 16 / grid.bits;
+  // Declared by an earlier group's decode in this kernel: the selectors are not built again.
+  if (int i = kb.kernel().findTable(grid.name); i >= 0) return {i, kb.kernel().tables[static_cast<size_t>(i)].elem};
   std::vector<uint64_t> selectors(grid.entries);
   for (size_t e = 0; e < grid.entries; ++e)
     for (unsigned v = 0; v < values; ++v)
