@@ -557,10 +557,13 @@ uint64_t convert(Scalar from, Scalar to, FloatMods m, uint64_t a);
 // .rz), packed into a b32 in PTX's order: the first source, hi, goes to bits 31:16.
 // cvt.tf32 (PTX cvt.rna.tf32.f32): the f32 rounded to 10 fraction bits, to nearest with ties away
 // from zero, in an f32 whose low 13 bits are zero; a magnitude past the largest tf32 becomes
-// infinity, a NaN the canonical NaN (PTX calls tf32's layout implementation-defined: the GPU
-// probe test/library_bit_probe_test.cpp checks this model).
+// infinity. A NaN loses its low 13 bits, not rounded: sign and high payload stay, and a NaN whose
+// payload lies in those bits alone becomes an infinity. PTX calls tf32's layout
+// implementation-defined; the GPU probe test/library_bit_probe_test.cpp checks this model, and an
+// H200 gave exactly this on 2026-11-30 (0x7FC00001 to 0x7FC00000, 0xFFC01234 to 0xFFC00000,
+// 0x7F800001 to 0x7F800000).
 constexpr uint64_t roundTf32(uint64_t f32) {
-  if (isNan(Scalar::F32, f32)) return canonicalNan(Scalar::F32);
+  if (isNan(Scalar::F32, f32)) return f32 & 0xFFFFE000u;
   return ((f32 & 0xFFFFFFFFu) + 0x1000u) & 0xFFFFE000u;
 }
 

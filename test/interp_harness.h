@@ -708,12 +708,12 @@ inline std::vector<GoldenCase> makeGoldenCases() {
   all.push_back({"cvt-tf32.tir", "tf32", "", {}, [](std::mt19937& rng) {
                    R runs;
                    const uint32_t specials[] = {0x3F801000u, 0xBF803000u, 0x7F7FF000u, 0x7F7FEFFFu, 0x7FC00001u,
-                                                0xFF800000u, 0x00001000u, 0x80000FFFu};
+                                                0xFF800000u, 0x00001000u, 0x80000FFFu, 0xFFC01234u, 0x7F800001u};
                    for (uint32_t block : {32u, 40u, 256u}) {
                      Run r = launch("tf32", {1, 1, 1}, {block, 1, 1});
                      std::vector<uint32_t> x(block), out(block);
                      for (uint32_t& w : x) w = static_cast<uint32_t>(rng());
-                     for (uint32_t i = 0; i < 8; ++i) x[i] = specials[i];
+                     for (size_t i = 0; i < std::size(specials); ++i) x[i] = specials[i];
                      for (uint32_t& w : out) w = static_cast<uint32_t>(rng());
                      r.buffer("x", x).buffer("out", out).bits("n", block - block / 8);
                      runs.push_back(std::move(r));
