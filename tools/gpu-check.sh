@@ -4,13 +4,14 @@
 # fresh random inputs at odd sizes against a double-precision CPU reference, and the tensor-core
 # layout probes), the same tests under compute-sanitizer's memcheck, racecheck, synccheck and
 # initcheck, the runtime benchmark and the kernel-library benchmark (with the PyTorch reference
-# when python3 can import torch), then prints one summary.
+# when python3 can import torch), then prints one summary. The sanitizer tools run beside the
+# plain tests (they are mostly host work); the benchmarks run after both, alone on the GPU.
 #   tools/gpu-check.sh [BUILD_DIR]      (default: build)
 # Environment: GPU_CHECK_STEPS (default "tests sanitize bench") picks steps; GPU_CHECK_SANITIZE_S
 # (default 300) bounds each sanitizer tool's run, which then counts as failed; GPU_CHECK_TESTS
 # (a doctest -tc filter, default every GPU test) narrows the tests of both steps; GPU_CHECK_LIMIT_S
 # (default 300) bounds each other program (a kernel that never finishes then fails the check,
-# timeout's exit 124).
+# timeout's exit 124); GPU_CHECK_BENCH_ARGS (e.g. "--reps 15") goes to the kernel benchmark.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -21,6 +22,38 @@ filter=(-ts=gpu)
 [ -n "${GPU_CHECK_TESTS:-}" ] && filter+=("-tc=$GPU_CHECK_TESTS")
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+
+# compute-sanitizer over the same tests, its four tools started now beside the plain tests and
+# waited for before the benchmarks. A tool that reports an error, or that does not finish in
+# time, fails the check.
+san_rc=0
+san_summary=""
+if [[ $steps == *" sanitize "* ]]; then
+  sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+  if [ ! -x "$sanitizer" ]; then
+    echo "error: compute-sanitizer not found"
+    san_rc=1
+    san_summary="  compute-sanitizer not found"$'\n'
+  fi
+  # The four tools run at once (each is mostly host work). The tests provoke failing driver calls
+  # on purpose (an impossible allocation) and check them, so API errors are not reported.
+  limit_s=${GPU_CHECK_SANITIZE_S:-300}
+  declare -A pids
+  if [ -x "$sanitizer" ]; then
+    for tool in memcheck racecheck synccheck initcheck; do
+      extra=()
+      targs=("${filter[@]}")
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      # racecheck does not order shared accesses by barrier.arrive -> barrier.sync, which PTX's
+      # memory model makes a synchronization: it reports every reuse of the named-barrier probe's
+      # ring slots, with or without predicated barriers (H200, 2026-11-30; docs/performance.md).
+      [ "$tool" = racecheck ] && targs+=("-tce=*named barrier probe*")
+      timeout "$limit_s" "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 97 \
+        --print-limit 50 "$build/test/truenoc_tests" "${targs[@]}" > "$out/sanitize-$tool.log" 2>&1 &
+      pids[$tool]=$!
+    done
+  fi
+fi
 
 tests_rc=0
 if [[ $steps == *" tests "* ]]; then
@@ -34,6 +67,28 @@ if [[ $steps == *" tests "* ]]; then
     echo "error: no GPU test ran (no usable CUDA device or driver here)"
     tests_rc=1
   fi
+fi
+
+if [[ $steps == *" sanitize "* ]]; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    [ -n "${pids[$tool]:-}" ] || continue
+    wait "${pids[$tool]}"
+    rc=$?
+    summary=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out/sanitize-$tool.log" | tr '\n' ' ')
+    tests=$(grep -E '^\[doctest\] test cases' "$out/sanitize-$tool.log" | sed 's/\[doctest\] //')
+    case $rc in
+      0) verdict="clean" ;;
+      124) verdict="timed out after $limit_s s"; san_rc=1 ;;
+      97) verdict="errors reported"; san_rc=1 ;;
+      *) verdict="exit $rc"; san_rc=1 ;;
+    esac
+    san_summary+=$(printf '  %-10s %s; %s %s' "$tool" "$verdict" "$summary" "$tests")$'\n'
+    grep -E '^========= (Invalid|Race|Barrier|Uninitialized|Error|Leaked|Program hit)' "$out/sanitize-$tool.log" |
+      sort | uniq -c | sort -rn | head -5 | sed "s/^/  $tool: /"
+  done
+  # A tool stopped by its time limit can leave its test program running on the GPU: stop it
+  # before anything is timed.
+  pkill -f "$build/test/truenoc_tests" 2>/dev/null
 fi
 
 bench_rc=0
@@ -60,12 +115,12 @@ if [[ $steps == *" bench "* ]]; then
     done
   fi
   if [ "$kbench_rc" -eq 0 ]; then
-    timeout "$limit" "$build/bin/truenoc_bench_kernels" "$bundle" --csv "$out/bench-kernels.csv" 2>&1 | tee "$out/bench-kernels.log"
+    timeout "$limit" "$build/bin/truenoc_bench_kernels" "$bundle" ${GPU_CHECK_BENCH_ARGS:-} --csv "$out/bench-kernels.csv" 2>&1 | tee "$out/bench-kernels.log"
     kbench_rc=${PIPESTATUS[0]}
   fi
   if [ -f "$out/bench-kernels.csv" ]; then
     if python3 -c 'import torch' 2>/dev/null; then
-      python3 tools/bench/torch_ref.py "$out/bench-kernels.csv" -o "$out/bench-kernels-torch.csv" 2>&1 |
+      timeout "$limit" python3 tools/bench/torch_ref.py "$out/bench-kernels.csv" -o "$out/bench-kernels-torch.csv" 2>&1 |
         grep -v 'no PyTorch equivalent' | tee "$out/torch-ref.log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || kbench_rc=1
       [ -f "$out/bench-kernels-torch.csv" ] && merged="$out/torch-ref.log"
@@ -75,47 +130,6 @@ if [[ $steps == *" bench "* ]]; then
   fi
 fi
 
-# compute-sanitizer over the same tests. A tool that reports an error, or that does not finish in
-# time, fails the check.
-san_rc=0
-san_summary=""
-if [[ $steps == *" sanitize "* ]]; then
-  sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
-  if [ ! -x "$sanitizer" ]; then
-    echo "error: compute-sanitizer not found"
-    san_rc=1
-    san_summary="  compute-sanitizer not found"$'\n'
-  fi
-  # The four tools run at once (each is mostly host work). The tests provoke failing driver calls
-  # on purpose (an impossible allocation) and check them, so API errors are not reported.
-  limit_s=${GPU_CHECK_SANITIZE_S:-300}
-  declare -A pids
-  if [ -x "$sanitizer" ]; then
-    for tool in memcheck racecheck synccheck initcheck; do
-      extra=()
-      [ "$tool" = memcheck ] && extra=(--leak-check full)
-      timeout "$limit_s" "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 97 \
-        --print-limit 50 "$build/test/truenoc_tests" "${filter[@]}" > "$out/sanitize-$tool.log" 2>&1 &
-      pids[$tool]=$!
-    done
-  fi
-  for tool in memcheck racecheck synccheck initcheck; do
-    [ -n "${pids[$tool]:-}" ] || continue
-    wait "${pids[$tool]}"
-    rc=$?
-    summary=$(grep -E '^========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)' "$out/sanitize-$tool.log" | tr '\n' ' ')
-    tests=$(grep -E '^\[doctest\] test cases' "$out/sanitize-$tool.log" | sed 's/\[doctest\] //')
-    case $rc in
-      0) verdict="clean" ;;
-      124) verdict="timed out after $limit_s s"; san_rc=1 ;;
-      97) verdict="errors reported"; san_rc=1 ;;
-      *) verdict="exit $rc"; san_rc=1 ;;
-    esac
-    san_summary+=$(printf '  %-10s %s; %s %s' "$tool" "$verdict" "$summary" "$tests")$'\n'
-    grep -E '^========= (Invalid|Race|Barrier|Uninitialized|Error|Leaked|Program hit)' "$out/sanitize-$tool.log" |
-      sort | uniq -c | sort -rn | head -5 | sed "s/^/  $tool: /"
-  done
-fi
 echo
 echo "== summary =="
 [ -f "$out/gpu-tests.log" ] && printf '%-32s %s\n' "GPU tests" "$(grep -E '^\[doctest\] test cases' "$out/gpu-tests.log" | sed 's/\[doctest\] //') (exit $tests_rc)"

@@ -40,7 +40,7 @@ namespace {
 const char* const kUsage =
     "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--only OP] [--check]\n"
     "  BUNDLE.tnb   the bench bundle (build/bin/bench_kernels.tnb, from tools/bench/kernels.toml)\n"
-    "  --csv FILE   also write the table as CSV (input of tools/bench/torch_ref.py)\n"
+    "  --csv FILE   also write the table as CSV, each row as it is measured (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
     "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
     "  --only OP    measure only the cases whose op starts with OP (e.g. gemm_q, under a profiler)\n"
@@ -1660,6 +1660,31 @@ std::string compareGemm(const std::vector<double>& got, const std::vector<double
   return "";
 }
 
+// An upper bound of Σ_k |a b| for every element of a W8A8 C (A m x k, B n x k, both as their bf16
+// values), cheap enough for the benchmark's full shapes: |a_i|·|b_j| (Cauchy–Schwarz), from the
+// rows' 2-norms, about k · rms(a) · rms(b). compareGemm allows 2^-9 of it, which stays under what a
+// wrong element is off by (~sqrt(k) · rms(a) · rms(b)) while k < 2^18: 8 times under at k = 4096.
+std::vector<double> gemmMagnitudeBound(const DeviceMemory& aMem, const DeviceMemory& bMem, const GemmMember& g,
+                                       uint32_t m, uint32_t n, uint32_t k, uint32_t batch) {
+  const size_t sa = size_t(m) * k, sb = size_t(n) * k;
+  const std::vector<double> a = gemmValues(aMem, sa * batch, g, false), b = gemmValues(bMem, sb * batch, g, false);
+  auto norms = [k](const std::vector<double>& v) {
+    std::vector<double> out(v.size() / k);
+    for (size_t r = 0; r < out.size(); ++r) {
+      double sum = 0;
+      for (uint32_t kk = 0; kk < k; ++kk) sum += v[r * k + kk] * v[r * k + kk];
+      out[r] = std::sqrt(sum);
+    }
+    return out;
+  };
+  const std::vector<double> na = norms(a), nb = norms(b);
+  std::vector<double> bound(size_t(m) * n * batch);
+  for (uint32_t z = 0; z < batch; ++z)
+    for (uint32_t i = 0; i < m; ++i)
+      for (uint32_t j = 0; j < n; ++j) bound[(size_t(z) * m + i) * n + j] = na[size_t(z) * m + i] * nb[size_t(z) * n + j];
+  return bound;
+}
+
 // C against a double-precision product of the case's A and B (B is k x n for f32, n x k else).
 std::string checkGemm(const std::deque<DeviceMemory>& mem, const GemmMember& g, uint32_t m, uint32_t n, uint32_t k,
                       uint32_t batch, size_t aIndex, size_t bIndex) {
@@ -1994,6 +2019,18 @@ int main(int argc, char** argv) {
 
   std::mt19937 rng(12345);
   std::vector<Row> rows;
+  // The CSV gets each row as it is measured, so that a run cut off by a time limit keeps the rows
+  // it measured (tools/bench/torch_ref.py adds PyTorch's column to what is there).
+  std::ofstream csvOut;
+  if (!csv.empty()) {
+    csvOut.open(csv);
+    csvOut << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref,ours_tflops\n"
+           << std::flush;
+    if (!csvOut) {
+      std::fprintf(stderr, "error: cannot write %s\n", csv.c_str());
+      return 1;
+    }
+  }
   std::vector<GemmRow> gemmRows;
   int failures = 0;
   for (const Case& c : all) {
@@ -2092,7 +2129,12 @@ int main(int argc, char** argv) {
       }
       must(stream.synchronize(), "sync");
       std::vector<double> ref = gemmValues(*mem[0][2], count, member, true);
-      std::string why = haveRef ? compareGemm(ours, ref, c.gemmN, c.gemmK, member) : "";
+      // W8A8: the fp8 tensor cores' sums against cuBLAS's f32 ones.
+      const std::vector<double> magnitude =
+          haveRef && c.gemmCodesA ? gemmMagnitudeBound(*mem[0][size_t(c.gemmA)], *mem[0][size_t(c.gemmB)], member,
+                                                       c.gemmM, c.gemmN, c.gemmK, c.gemmBatch)
+                                  : std::vector<double>{};
+      std::string why = haveRef ? compareGemm(ours, ref, c.gemmN, c.gemmK, member, magnitude) : "";
       if (!why.empty()) {
         std::printf("WARNING %s: ours and cuBLAS differ: %s\n", label.c_str(), why.c_str());
         ++failures;
@@ -2138,7 +2180,9 @@ int main(int argc, char** argv) {
       mem.clear();
       owned.clear();
       ctx.pool().trim();
-      std::printf("  measured %-40s %9.1f us  (%d buffer sets)\n", label.c_str(), g.oursUs, sets);
+      // Each row's ratio is printed as it is measured, so that a run cut off by a time limit keeps it.
+      std::printf("  measured %-40s %9.1f us  (%d buffer sets)  %.2f TFLOP/s, ours/ref %s\n", label.c_str(), g.oursUs,
+                  sets, g.oursTflops, g.refTflops ? fmt(g.oursTflops / *g.refTflops).c_str() : "-");
       std::fflush(stdout);
       continue;
     }
@@ -2255,7 +2299,20 @@ int main(int argc, char** argv) {
     must(stream.synchronize(), "sync");
     ctx.pool().trim();
     rows.push_back(row);
-    std::printf("  measured %-40s %9.1f us  (%d buffer sets)\n", label.c_str(), row.oursUs, sets);
+    if (csvOut.is_open()) {
+      csvOut << row.op << "," << row.shape << "," << row.dtype << "," << fmt(row.bytes, "%.0f") << ","
+             << fmt(row.oursUs) << "," << fmt(row.oursGbs, "%.2f") << "," << fmt(row.copyGbs, "%.2f") << ","
+             << (row.refGbs ? fmt(*row.refGbs, "%.2f") : "") << "," << fmt(row.oursGbs / row.copyGbs, "%.4f") << ","
+             << (row.refGbs ? fmt(row.oursGbs / *row.refGbs, "%.4f") : "") << ","
+             << (row.tflops > 0 ? fmt(row.tflops, "%.2f") : "") << "\n"
+             << std::flush;
+      if (!csvOut) {
+        std::fprintf(stderr, "error: cannot write %s\n", csv.c_str());
+        return 1;
+      }
+    }
+    std::printf("  measured %-40s %9.1f us  (%d buffer sets)  ours/copy %.3f, ours/ref %s\n", label.c_str(),
+                row.oursUs, sets, row.oursGbs / row.copyGbs, row.refGbs ? fmt(row.oursGbs / *row.refGbs).c_str() : "-");
     std::fflush(stdout);
   }
 
@@ -2287,21 +2344,6 @@ int main(int argc, char** argv) {
                 "s32 compute), B column-major (x W^T); gemm[_wgmma]_fp8: E4M3 B (ours) against cublasGemmEx of its "
                 "bf16 values; gemm[_wgmma]_w8a8[_blocks]: E4M3 A and B (block scales of 1) against cublasGemmEx of their "
                 "bf16 values; TFLOP/s (s8: TOPS) = 2 M N K / median time\n");
-  }
-  if (!csv.empty()) {
-    std::ofstream out(csv);
-    out << "op,shape,dtype,bytes,ours_us,ours_gbs,copy_gbs,ref_gbs,ours_over_copy,ours_over_ref,ours_tflops\n";
-    for (const Row& r : rows) {
-      out << r.op << "," << r.shape << "," << r.dtype << "," << fmt(r.bytes, "%.0f") << "," << fmt(r.oursUs) << ","
-          << fmt(r.oursGbs, "%.2f") << "," << fmt(r.copyGbs, "%.2f") << ","
-          << (r.refGbs ? fmt(*r.refGbs, "%.2f") : "") << "," << fmt(r.oursGbs / r.copyGbs, "%.4f") << ","
-          << (r.refGbs ? fmt(r.oursGbs / *r.refGbs, "%.4f") : "") << "," << (r.tflops > 0 ? fmt(r.tflops, "%.2f") : "")
-          << "\n";
-    }
-    if (!out) {
-      std::fprintf(stderr, "error: cannot write %s\n", csv.c_str());
-      return 1;
-    }
   }
   if (failures) std::printf("%d case(s) skipped or failed\n", failures);
   return failures ? 1 : 0;
