@@ -347,11 +347,44 @@ Value shfl64(KernelBuilder& kb, Mod mode, Value v, Value laneOrOffset, uint32_t 
   return ((kb.cvt(hi, Type::u64()) << 32u) | kb.cvt(lo, Type::u64())).named("shfl64");
 }
 
-// The shared state of a radix selection: 256 u64 bins, then the selected prefix of the key and
-// what is left of the target.
+// The shared state of a radix selection: the bins, then the selected prefix of the key and what is
+// left of the target. A bin's u64 sum is kept as kBinCopies partial sums, each a pair of u32 words
+// (low words first, then high words; word `slot * kBinCopies + copy`), added to by u32 atomics
+// with the low word's carry passed on: a u64 atomic add on shared memory is a compare-and-swap
+// loop in the SASS (ATOMS.CAST.SPIN.64), whose retries grow with the lanes adding to one bin
+// (the first pass puts most of a row in a few bins), while a u32 add is one ATOMS.ADD. Lane l
+// adds to copy l % kBinCopies, so that 32 lanes on one bin meet 8 to an address, not 32. After
+// the atomics every thread folds one bin's copies into its u64 sum (`sums`), which the scan reads.
+constexpr unsigned kBinCopies = 4;
+constexpr unsigned kBinWords = kRadixBins * kBinCopies;  // of each half
+static_assert(kArgmaxBlock == kRadixBins, "a thread folds one bin");
 struct RadixScratch {
-  Value hist, state;
+  Value hist, sums, state;
 };
+
+// Adds the u64 `weight` to copy `copy` of bin slot `slot`: the low word by one atomic, whose old
+// value tells whether it carried, then the high word and the carry, when they are not zero.
+void addToBin(KernelBuilder& kb, const RadixScratch& rs, Value slot, Value copy, Value weight) {
+  Value word = (slot * kBinCopies + copy).named("word");
+  Value lo = kb.cvt(weight, Type::u32(), "weight_lo");
+  Value old = kb.atom(Mod::AAdd, kb.index(rs.hist, word, 4), lo, "old_lo");
+  Value carry = kb.select((old + lo) < old, kb.u32(1), kb.u32(0), "carry");
+  Value hi = (kb.cvt(weight >> 32u, Type::u32()) + carry).named("weight_hi");
+  kb.if_then(hi != 0u, [&] { kb.atom(Mod::AAdd, kb.index(rs.hist, word + kBinWords, 4), hi); }, "high");
+}
+
+// Bin slot `slot`'s u64 sum: its copies' pairs of words, each read as one 16-byte load.
+Value binSum(KernelBuilder& kb, const RadixScratch& rs, Value slot) {
+  static_assert(kBinCopies == 4, "one v4 load per half");
+  const Type v4 = Type::of(Scalar::U32, 4);
+  Value word = (slot * kBinCopies).named("word");
+  Value lo = kb.load(kb.index(rs.hist, word, 4), v4, "bin_lo");
+  Value hi = kb.load(kb.index(rs.hist, word + kBinWords, 4), v4, "bin_hi");
+  Value sum = kb.u64(0);
+  for (unsigned c = 0; c < kBinCopies; ++c)
+    sum = (sum + ((kb.cvt(kb.extract(hi, c), Type::u64()) << 32u) | kb.cvt(kb.extract(lo, c), Type::u64()))).named("bin");
+  return sum;
+}
 
 // Every element of the n at `base` that this thread owns, visit(x as f32): 16-byte loads when
 // vectorOk, else scalar ones.
@@ -398,14 +431,17 @@ Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach 
         Value shift = (24u - pass * 8u).named("shift");
         // The bits above this pass's byte, which must be the prefix's (none in the first pass).
         Value high = kb.select(pass == 0u, kb.u32(0), kb.u32(0xFFFFFFFFu) << (shift + 8u), "high");
-        kb.store(kb.index(rs.hist, tid, 8), kb.u64(0));
+        for (unsigned i = 0; i < 2 * kBinWords / kArgmaxBlock; ++i)
+          kb.store(kb.index(rs.hist, tid + i * kArgmaxBlock, 4), kb.u32(0));
         kb.bar_sync();
         forEach([&](Value x) {
           const auto kw = keyWeight(x);  // clang 14 cannot capture structured bindings
           Value key = std::get<0>(kw), weight = std::get<1>(kw), candidate = std::get<2>(kw);
           Value match = (candidate & ((key & high) == prefix)).named("match");
-          kb.if_then(match, [&] { kb.atom(Mod::AAdd, kb.index(rs.hist, binSlot((key >> shift) & 0xFFu), 8), weight); }, "bin");
+          kb.if_then(match, [&] { addToBin(kb, rs, binSlot((key >> shift) & 0xFFu), tid & (kBinCopies - 1), weight); }, "bin");
         });
+        kb.bar_sync();
+        kb.store(kb.index(rs.sums, tid, 8), binSum(kb, rs, tid));
         kb.bar_sync();
         kb.if_then(tid < 32u, [&] {
           Value lane = tid;
@@ -414,7 +450,7 @@ Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach 
           std::vector<Value> bin;
           Value sum = kb.u64(0);
           for (unsigned i = 0; i < 8; ++i) {
-            bin.push_back(kb.load(kb.index(rs.hist, lane + 32 * i, 8), Type::u64(), "bin"));
+            bin.push_back(kb.load(kb.index(rs.sums, lane + 32 * i, 8), Type::u64(), "bin"));
             sum = (sum + bin.back()).named("lane_sum");
           }
           Value incl = sum;
@@ -467,7 +503,8 @@ std::optional<ir::Module> buildSampleCutoff(Storage s, bool perRow, ir::Diagnost
   // spill; 4 resident blocks allow 64.
   kb.minnctapersm(4);
   SharedArray scratch = argmaxScratch(kb);
-  const RadixScratch rs{kb.shared_addr(kb.shared("hist", Type::u64(), kRadixBins, 8), "hist"),
+  const RadixScratch rs{kb.shared_addr(kb.shared("hist", Type::u32(), 2 * kBinWords, 16), "hist"),
+                        kb.shared_addr(kb.shared("sums", Type::u64(), kRadixBins, 8), "sums"),
                         kb.shared_addr(kb.shared("select", Type::u64(), 2, 8), "state")};
 
   kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
