@@ -38,12 +38,13 @@ using namespace truenort;
 namespace {
 
 const char* const kUsage =
-    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--only OP] [--check]\n"
+    "usage: truenoc_bench_kernels BUNDLE.tnb [--csv FILE] [--quick] [--reps N] [--only OP[/DTYPE],...] [--check]\n"
     "  BUNDLE.tnb   the bench bundle (build/bin/bench_kernels.tnb, from tools/bench/kernels.toml)\n"
     "  --csv FILE   also write the table as CSV, each row as it is measured (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
     "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
-    "  --only OP    measure only the cases whose op starts with OP (e.g. gemm_q, under a profiler)\n"
+    "  --only OP    measure only the cases whose op starts with OP (e.g. gemm_q, under a profiler); a\n"
+    "               comma-separated list takes the cases of each, OP/DTYPE those of that dtype (gemm/s8)\n"
     "  --check      check every case's launches against the bundle's signatures (parameter\n"
     "               names, order, types) and list the cases with their byte counts; then, if a\n"
     "               device is there (a GPU, or TRUENORT_DRIVER=sim), run every case once at\n"
@@ -1993,10 +1994,28 @@ int main(int argc, char** argv) {
   }
   if (check) return checkCases(bundlePath, quick);
   const std::vector<Case> all = cases(quick ? Sizes::Quick : Sizes::Full);
-  if (std::none_of(all.begin(), all.end(), [&](const Case& c) { return c.op.starts_with(only); })) {
-    std::fprintf(stderr, "error: no case's op starts with '%s'\n", only.c_str());
-    return 2;
+  // --only: (op prefix, dtype or empty) pairs; no pair takes every case.
+  std::vector<std::pair<std::string, std::string>> picks;
+  for (size_t at = 0; !only.empty() && at <= only.size();) {
+    const size_t end = std::min(only.find(',', at), only.size());
+    const std::string item = only.substr(at, end - at);
+    const size_t slash = item.find('/');
+    picks.emplace_back(item.substr(0, slash), slash == std::string::npos ? "" : item.substr(slash + 1));
+    at = end + 1;
   }
+  auto picked = [&](const Case& c) {
+    return picks.empty() || std::any_of(picks.begin(), picks.end(), [&](const auto& p) {
+             return c.op.starts_with(p.first) && (p.second.empty() || c.dtype == p.second);
+           });
+  };
+  for (const auto& [prefix, dtype] : picks)
+    if (std::none_of(all.begin(), all.end(), [&](const Case& c) {
+          return c.op.starts_with(prefix) && (dtype.empty() || c.dtype == dtype);
+        })) {
+      std::fprintf(stderr, "error: --only: no case's op starts with '%s'%s%s\n", prefix.c_str(),
+                   dtype.empty() ? "" : " with dtype ", dtype.c_str());
+      return 2;
+    }
   if (reps < 0) reps = quick ? 5 : 30;
 
   Context ctx = must(Context::create(0), "context");
@@ -2034,7 +2053,7 @@ int main(int argc, char** argv) {
   std::vector<GemmRow> gemmRows;
   int failures = 0;
   for (const Case& c : all) {
-    if (!c.op.starts_with(only)) continue;
+    if (!picked(c)) continue;
     std::string label = c.op + " " + c.shape + " " + c.dtype;
     std::vector<Kernel> kernels;
     std::string missing;
