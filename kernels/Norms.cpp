@@ -258,6 +258,51 @@ Value twoPassInvRms(KernelBuilder& kb, const Row& row, const LoadFn& load, const
   return invRms(kb, sums, colsF, eps);
 }
 
+// layernorm's two-pass statistics: a pass's use adding d = x - k and d^2 to acc[0], acc[1] (k the
+// row's first element, so that a large common offset is removed before anything is squared).
+UseFn addDeviations(KernelBuilder& kb, Value k) {
+  return [&kb, k](const Path&, Value, const std::vector<Value>& xs, std::span<Value> acc) {
+    Value s1 = acc[0], s2 = acc[1];
+    for (Value v : xs) {
+      Value dv = v - k;
+      s1 = s1 + dv;
+      s2 = kb.fma(dv, dv, s2);
+    }
+    return std::vector<Value>{s1, s2};
+  };
+}
+
+// The row's mean and 1 / sqrt(var + eps) from its sums of d and d^2: the variance is
+// (S2 - S1^2 / n) / n, accurate while the row's mean is within a few standard deviations of its
+// first element (docs/kernels.md).
+std::pair<Value, Value> layerNormStats(KernelBuilder& kb, const std::vector<Value>& sums, Value k, Value colsF,
+                                       Value eps) {
+  Value meanD = divRn(kb, sums[0], colsF).named("mean_d");
+  Value var = kb.max(divRn(kb, kb.fma(-sums[0], meanD, sums[1]), colsF), kb.f32(0.0f), "var");
+  return {(k + meanD).named("mean"), rsqrtApprox(kb, var + eps, "rstd")};
+}
+
+// layernorm's last pass over tensors 0 x, 1 gamma, 2 beta, 3 y: y = (x - mean) * rstd * gamma + beta.
+void writeLayerNorm(const Row& row, Value mean, Value rstd) {
+  KernelBuilder& kb = row.kb;
+  row.pass(
+      {},
+      [&](const Path& p, Value c) {
+        std::vector<Value> l = p.load(0, c, true), g = p.load(1, c, true), b = p.load(2, c, true);
+        l.insert(l.end(), g.begin(), g.end());
+        l.insert(l.end(), b.begin(), b.end());
+        return l;
+      },
+      [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
+        unsigned w = p.width;
+        std::vector<Value> out;
+        for (unsigned i = 0; i < w; ++i) out.push_back(kb.fma((l[i] - mean) * rstd, l[w + i], l[2 * w + i]));
+        p.store(3, c, out);
+        return std::vector<Value>{};
+      },
+      "write");
+}
+
 std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s), V = vecElems(s);
@@ -333,46 +378,15 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           });
         },
         [&] {
-          // Two passes: plain sums of d and d^2 per thread and over the block; the variance is
-          // (S2 - S1^2 / n) / n, accurate while the row's mean is within a few standard
-          // deviations of its first element (docs/kernels.md).
-          std::vector<Value> sums = row.pass(
-              {zero, zero},
-              [&](const Path& p, Value c) { return p.load(0, c, true); },
-              [&](const Path&, Value, const std::vector<Value>& xs, std::span<Value> acc) {
-                Value s1 = acc[0], s2 = acc[1];
-                for (Value v : xs) {
-                  Value dv = v - k;
-                  s1 = s1 + dv;
-                  s2 = kb.fma(dv, dv, s2);
-                }
-                return std::vector<Value>{s1, s2};
-              },
-              "stats");
+          // Two passes: plain sums of d and d^2 per thread and over the block.
+          std::vector<Value> sums =
+              row.pass({zero, zero}, [&](const Path& p, Value c) { return p.load(0, c, true); }, addDeviations(kb, k), "stats");
           sums = blockCombine(
               kb, sums, tid, scratch,
               [&](const auto& a, const auto& b) { return std::vector<Value>{a[0] + b[0], a[1] + b[1]}; },
               Order::Commutative);
-          Value meanD = divRn(kb, sums[0], colsF).named("mean_d");
-          Value var = kb.max(divRn(kb, kb.fma(-sums[0], meanD, sums[1]), colsF), zero, "var");
-          Value mean = (k + meanD).named("mean");
-          Value rstd = rsqrtApprox(kb, var + eps, "rstd");
-          row.pass(
-              {},
-              [&](const Path& p, Value c) {
-                std::vector<Value> l = p.load(0, c, true), g = p.load(1, c, true), b = p.load(2, c, true);
-                l.insert(l.end(), g.begin(), g.end());
-                l.insert(l.end(), b.begin(), b.end());
-                return l;
-              },
-              [&](const Path& p, Value c, const std::vector<Value>& l, std::span<Value>) {
-                unsigned w = p.width;
-                std::vector<Value> out;
-                for (unsigned i = 0; i < w; ++i) out.push_back(kb.fma((l[i] - mean) * rstd, l[w + i], l[2 * w + i]));
-                p.store(3, c, out);
-                return std::vector<Value>{};
-              },
-              "write");
+          auto [mean, rstd] = layerNormStats(kb, sums, k, colsF, eps);
+          writeLayerNorm(row, mean, rstd);
         },
         {.label = "path"});
   } else {
@@ -453,20 +467,27 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   return finish(kb, m, diags);
 }
 
-// rmsnorm_partial / rmsnorm_merge: rows split into chunks of kChunk elements, one block each, for
-// rows too few to give every SM a block (32 x 32768: 32 blocks as one per row, 256 as chunks).
-// The partial leaves each chunk's (plain, scaled) sums of squares in `stats`; the merge adds its
-// row's chunk sums, as rmsnorm adds its threads' (the scaled sum where the plain one overflowed),
-// and writes its chunk. x is read twice, the second time mostly from L2.
+// rmsnorm_partial / rmsnorm_merge and layernorm_partial / layernorm_merge: rows split into chunks
+// of kChunk elements, one block each, for rows too few to give every SM a block (32 x 32768: 32
+// blocks as one per row, 256 as chunks). The partial leaves two f32 a chunk in `stats`: rmsnorm's
+// (plain, scaled) sums of squares, layernorm's sums of d = x - k and d^2 (k the row's first
+// element, as layernorm's two-pass path takes them). The merge adds its row's chunk sums, in the
+// same order in every block of the row, as the one-block kernels add their threads' (rmsnorm: the
+// scaled sum where the plain one overflowed), and writes its chunk. x is read twice, the second time mostly from L2.
 constexpr unsigned kChunk = 4096;
 
-std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildNormSplit(Kind kind, bool merge, const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   const unsigned bytes = bytesOf(s), V = vecElems(s);
+  const bool ln = kind == Kind::LayerNorm;
   ir::Module m = newModule();
-  KernelBuilder kb(m, merge ? "rmsnorm_merge" : "rmsnorm_partial");
+  KernelBuilder kb(m, std::string(ln ? "layernorm" : "rmsnorm") + (merge ? "_merge" : "_partial"));
   Value x = kb.param(kGlobalPtr, "x");
-  Value weight = merge ? kb.param(kGlobalPtr, "weight") : Value();
+  // Per-column tensors of the merge: weight, or gamma and beta.
+  std::vector<Value> perColumn;
+  if (merge)
+    for (const char* name : ln ? std::vector<const char*>{"gamma", "beta"} : std::vector<const char*>{"weight"})
+      perColumn.push_back(kb.param(kGlobalPtr, name));
   Value stats = kb.param(kGlobalPtr, "stats");
   Value y = merge ? kb.param(kGlobalPtr, "y") : Value();
   kb.param(Type::u32(), "rows");  // the launch rule's grid height
@@ -482,14 +503,18 @@ std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagno
   Value zero = kb.f32(0.0f, "zero");
   // A chunk starts a multiple of kChunk elements into a row, so it is 16-byte aligned when rows are.
   Value rowsFit = ((cols & (V - 1)) == 0u).named("cols_fit");
-  Value vec = ((merge ? allAligned(kb, {x, weight, y}, 16) : allAligned(kb, {x}, 16)) & rowsFit).named("vector");
-  // Tensors: 0 x, and for the merge 1 weight, 2 y, each at the chunk's first element. A whole
-  // chunk of 16-byte vectors is one main-loop iteration, all its loads in flight together.
+  Value aligned = !merge ? allAligned(kb, {x}, 16)
+                 : ln    ? allAligned(kb, {x, perColumn[0], perColumn[1], y}, 16)
+                         : allAligned(kb, {x, perColumn[0], y}, 16);
+  Value vec = (aligned & rowsFit).named("vector");
+  // Tensors: 0 x, and for the merge the per-column ones (1 weight; 1 gamma, 2 beta), then y, each
+  // at the chunk's first element. A whole chunk of 16-byte vectors is one main-loop iteration, all
+  // its loads in flight together.
   Row chunk{kb, s, tid, c.len, vec, {kb.index(x, off, bytes, "xchunk")}, kChunk / (kBlock * V)};
-  if (merge) {
-    chunk.ptrs.push_back(kb.index(weight, c.start, bytes, "wchunk"));
-    chunk.ptrs.push_back(kb.index(y, off, bytes, "ychunk"));
-  }
+  for (Value p : perColumn) chunk.ptrs.push_back(kb.index(p, c.start, bytes, "column_chunk"));
+  if (merge) chunk.ptrs.push_back(kb.index(y, off, bytes, "ychunk"));
+  // layernorm: the row's first element, the origin of every chunk's deviations.
+  Value k = ln ? loadF32(kb, kb.index(x, kb.mul_wide(c.row, cols), bytes, "xrow"), s, true, "k") : Value();
   auto combine = [&](std::vector<Value> sums) {
     return blockCombine(
         kb, std::move(sums), tid, scratch,
@@ -499,9 +524,14 @@ std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagno
   auto loadX = [&](const Path& p, Value i) { return p.load(0, i, true); };
 
   if (!merge) {
-    Value ss = chunk.pass({zero}, loadX, addSquares(kb), "stats")[0];
-    std::vector<Value> sums = combine(
-        withScaledSum(kb, ss, [&](Value scale) { return chunk.pass({zero}, loadX, addSquares(kb, scale), "rescan")[0]; }));
+    std::vector<Value> sums;
+    if (ln) {
+      sums = combine(chunk.pass({zero, zero}, loadX, addDeviations(kb, k), "stats"));
+    } else {
+      Value ss = chunk.pass({zero}, loadX, addSquares(kb), "stats")[0];
+      sums = combine(
+          withScaledSum(kb, ss, [&](Value scale) { return chunk.pass({zero}, loadX, addSquares(kb, scale), "rescan")[0]; }));
+    }
     kb.if_then(
         (tid == 0u).named("writer"),
         [&] {
@@ -516,13 +546,19 @@ std::optional<ir::Module> buildRmsSplit(bool merge, const Options& o, ir::Diagno
     Value statsRow = kb.index(stats, kb.mul_wide(c.row, c.chunks, "stats_off"), 8, "stats_row");
     std::vector<Value> mine = kb.for_range(
         tid, c.chunks, kb.u32(kBlock), {zero, zero},
-        [&](Value k, std::span<Value> acc) {
-          Value p = kb.index(statsRow, k, 8, "pstat");
-          return std::vector<Value>{acc[0] + kb.load(p, Type::f32(), {Mod::NcMod}, "plain.chunk"),
-                                    acc[1] + kb.load(kb.ptradd(p, kb.u64(4)), Type::f32(), {Mod::NcMod}, "scaled.chunk")};
+        [&](Value ci, std::span<Value> acc) {
+          Value p = kb.index(statsRow, ci, 8, "pstat");
+          return std::vector<Value>{acc[0] + kb.load(p, Type::f32(), {Mod::NcMod}, "first.chunk"),
+                                    acc[1] + kb.load(kb.ptradd(p, kb.u64(4)), Type::f32(), {Mod::NcMod}, "second.chunk")};
         },
-        {.label = "chunks", .iv = "k", .carried = {"plain", "scaled"}});
-    writeNormalized(chunk, invRms(kb, combine(mine), kb.cvt(cols, Type::f32(), "cols_f"), eps), 0);
+        {.label = "chunks", .iv = "k", .carried = {"first", "second"}});
+    Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
+    if (ln) {
+      auto [mean, rstd] = layerNormStats(kb, combine(mine), k, colsF, eps);
+      writeLayerNorm(chunk, mean, rstd);
+    } else {
+      writeNormalized(chunk, invRms(kb, combine(mine), colsF, eps), 0);
+    }
   }
   kb.ret();
   return finish(kb, m, diags);
@@ -606,7 +642,7 @@ void addNorms(std::vector<Template>& out) {
           "stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk + "); stats must hold rows * ceil_div(cols, " +
           chunk + ") * 2 f32; rows <= 65535 (the grid's height)",
       {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(false, o, d); },
+      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::RmsNorm, false, o, d); },
       splitRule,
   });
   out.back().elements = normElements();
@@ -616,7 +652,29 @@ void addNorms(std::vector<Template>& out) {
       "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from stats and writes "
       "elements [c*" + chunk + ", (c+1)*" + chunk + ") of row r of y = x / sqrt(mean(x^2) + eps) * weight",
       {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildRmsSplit(true, o, d); },
+      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::RmsNorm, true, o, d); },
+      splitRule,
+  });
+  out.back().elements = normElements();
+  out.back().extents = normExtents();
+  out.push_back({
+      "layernorm_partial",
+      "long layernorm rows, pass 1 (then layernorm_merge): block (c, r) writes the sums of d and d^2 over elements [c*" +
+          chunk + ", (c+1)*" + chunk + ") of row r, d = x minus the row's first element, as two f32 at "
+          "stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk + "); stats must hold rows * ceil_div(cols, " +
+          chunk + ") * 2 f32; rows <= 65535 (the grid's height)",
+      {dtypeOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::LayerNorm, false, o, d); },
+      splitRule,
+  });
+  out.back().elements = normElements();
+  out.back().extents = normExtents();
+  out.push_back({
+      "layernorm_merge",
+      "long layernorm rows, pass 2 (after layernorm_partial): block (c, r) adds row r's chunk sums from stats and "
+      "writes elements [c*" + chunk + ", (c+1)*" + chunk + ") of row r of y = (x - mean) / sqrt(var + eps) * gamma + beta",
+      {dtypeOption()},
+      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::LayerNorm, true, o, d); },
       splitRule,
   });
   out.back().elements = normElements();

@@ -149,26 +149,56 @@ struct Split {
   std::vector<float> y, stats;
 };
 
-// rmsnorm_partial then rmsnorm_merge, as a caller runs them: y and the chunk sums.
-Split runRmsnormSplit(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                      const std::vector<float>& weight, float eps, uint32_t misalign = 0) {
+// NORM_partial then NORM_merge, as a caller runs them: y and the chunk sums. perColumn: the
+// merge's per-column tensors by name (the first one misaligned with x and y).
+Split runSplit(Runner& r, const char* norm, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+               const std::vector<std::pair<const char*, std::vector<float>>>& perColumn, float eps, uint32_t misalign) {
   const uint32_t chunks = (cols + kChunk - 1) / kChunk;
   std::vector<float> stats(std::max<size_t>(1, size_t(rows) * chunks * 2), std::numeric_limits<float>::quiet_NaN());
-  Outputs part = r.run(Call("norms", kernelName("rmsnorm_partial", d))
+  Outputs part = r.run(Call("norms", kernelName((std::string(norm) + "_partial").c_str(), d))
                            .buffer("x", encode(d, x), misalign)
                            .buffer("stats", stats)
                            .scalar("rows", rows)
                            .scalar("cols", cols));
   stats = part.get<float>("stats");
-  Outputs out = r.run(Call("norms", kernelName("rmsnorm_merge", d))
-                          .buffer("x", encode(d, x), misalign)
-                          .buffer("weight", encode(d, weight), misalign)
-                          .buffer("stats", stats)
+  Call merge("norms", kernelName((std::string(norm) + "_merge").c_str(), d));
+  merge.buffer("x", encode(d, x), misalign);
+  for (size_t i = 0; i < perColumn.size(); ++i)
+    merge.buffer(perColumn[i].first, encode(d, perColumn[i].second), i == 0 ? misalign : 0);
+  Outputs out = r.run(merge.buffer("stats", stats)
                           .buffer("y", unwritten(d, size_t(rows) * cols), misalign)
                           .scalar("rows", rows)
                           .scalar("cols", cols)
                           .scalar("eps", eps));
   return {decode(d, out.get<std::byte>("y")), stats};
+}
+
+Split runRmsnormSplit(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                      const std::vector<float>& weight, float eps, uint32_t misalign = 0) {
+  return runSplit(r, "rmsnorm", d, rows, cols, x, {{"weight", weight}}, eps, misalign);
+}
+
+Split runLayernormSplit(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
+                        const std::vector<float>& gamma, const std::vector<float>& beta, float eps, uint32_t misalign = 0) {
+  return runSplit(r, "layernorm", d, rows, cols, x, {{"gamma", gamma}, {"beta", beta}}, eps, misalign);
+}
+
+// Each chunk's sums of d = x - (the row's first element) and d^2, to kF32Rel of the sum of |d| and of d^2.
+void expectChunkDeviations(const std::vector<float>& stats, const std::vector<float>& x, uint32_t rows, uint32_t cols,
+                           const std::string& what) {
+  const uint32_t chunks = (cols + kChunk - 1) / kChunk;
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t c = 0; c < chunks; ++c) {
+      double s1 = 0, a1 = 0, s2 = 0;
+      for (uint32_t i = c * kChunk; i < std::min(cols, (c + 1) * kChunk); ++i) {
+        const double dv = double(x[size_t(r) * cols + i]) - x[size_t(r) * cols];
+        s1 += dv, a1 += std::fabs(dv), s2 += dv * dv;
+      }
+      const size_t at = (size_t(r) * chunks + c) * 2;
+      INFO(what << " row " << r << " chunk " << c);
+      CHECK(std::fabs(stats[at] - s1) <= kF32Rel * a1);
+      CHECK(std::fabs(stats[at + 1] - s2) <= kF32Rel * s2);
+    }
 }
 
 // Each chunk's sums of squares: the plain one to kF32Rel (a chunk is at most 4096 terms), and
@@ -466,4 +496,46 @@ LIBRARY_TEST("norms rmsnorm split large magnitudes, zero rows and empty problems
     CHECK(runRmsnormSplit(r, d, 0, 9, {}, roundTo(d, uniform(rng, 9)), 1e-6f).y.empty());
     CHECK(runRmsnormSplit(r, d, 2, 0, {}, {}, 1e-6f).y.empty());
   }
+}
+
+// ---- layernorm_partial + layernorm_merge --------------------------------------------------------
+
+// The split pair against the same reference as layernorm, at the split shapes of rmsnorm's, with
+// rows whose mean is far from zero (the deviations from the row's first element keep them exact)
+// and constant rows (y = beta), and, on the GPU, misaligned buffers.
+LIBRARY_TEST("norms layernorm split shapes, large means and constant rows", layernormSplit) {
+  std::mt19937 rng(seed());
+  const std::pair<uint32_t, uint32_t> shapes[] = {{1, 1}, {2, 33}, {3, 4097}, {2, 8192}, {1, 3 * kChunk + 8}, {4, 10001}, {2, 4095}};
+  for (Dtype d : kDtypes)
+    for (auto [rows, cols] : shapes) {
+      auto x = uniform(rng, size_t(rows) * cols, -2.0f, 2.0f);
+      // Row 1 (where there is one) sits on a large mean; the last row is constant when rows > 2.
+      if (rows > 1)
+        for (uint32_t c = 0; c < cols; ++c) x[cols + c] += d == Dtype::F16 ? 1000.0f : 3000.0f;
+      if (rows > 2) std::fill(x.end() - cols, x.end(), 1.25f);
+      x = roundTo(d, x);
+      auto gamma = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+      auto beta = roundTo(d, uniform(rng, cols, -0.5f, 0.5f));
+      Split out = runLayernormSplit(r, d, rows, cols, x, gamma, beta, 1e-5f);
+      expectChunkDeviations(out.stats, x, rows, cols, label("layernorm_partial", d, rows, cols));
+      checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, out.y, label("layernorm_partial+merge", d, rows, cols));
+      if (rows > 2)
+        CHECK(std::equal(out.y.end() - cols, out.y.end(), beta.begin()));
+      if (r.honoursMisalign() && cols % 8 == 0)
+        checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, runLayernormSplit(r, d, rows, cols, x, gamma, beta, 1e-5f, 4).y,
+                       label("layernorm_partial+merge", d, rows, cols, "misaligned"));
+    }
+  for (Dtype d : kDtypes) {
+    // No rows or no columns: an empty grid, nothing launched or written.
+    CHECK(runLayernormSplit(r, d, 0, 9, {}, roundTo(d, uniform(rng, 9)), roundTo(d, uniform(rng, 9)), 1e-5f).y.empty());
+    CHECK(runLayernormSplit(r, d, 2, 0, {}, {}, {}, 1e-5f).y.empty());
+  }
+  if (r.fast())
+    for (Dtype d : kDtypes) {
+      uint32_t rows = 8, cols = 1u << 20;
+      auto x = roundTo(d, uniform(rng, size_t(rows) * cols, -2.0f, 2.0f));
+      auto gamma = roundTo(d, uniform(rng, cols, -1.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols, -0.5f, 0.5f));
+      checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, runLayernormSplit(r, d, rows, cols, x, gamma, beta, 1e-5f).y,
+                     label("layernorm_partial+merge", d, rows, cols));
+    }
 }

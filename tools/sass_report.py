@@ -46,6 +46,7 @@ PASSES = {
     "softmax": lambda d: [d, d], "softmax_partial": lambda d: [d], "softmax_merge": lambda d: [d],
     "layernorm": lambda d: [d, 3 * d], "rmsnorm": lambda d: [d, 2 * d],
     "rmsnorm_partial": lambda d: [d], "rmsnorm_merge": lambda d: [2 * d],
+    "layernorm_partial": lambda d: [d], "layernorm_merge": lambda d: [3 * d],
     "residual_rmsnorm": lambda d: [2 * d, 2 * d],
     "argmax": lambda d: [d], "argmax_partial": lambda d: [d],
     "gemv": lambda d: [d + 4],

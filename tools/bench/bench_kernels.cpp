@@ -188,11 +188,11 @@ size_t sizeOf(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 Fill fillOf(const std::string& dtype) { return dtype == "f32" ? Fill::F32 : Fill::BF16; }
 std::string dims(uint64_t a, uint64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-// Below this many rows `softmax`, `rmsnorm` and `argmax` (a block or a warp per row) leave SMs
-// idle and the split pairs (softmax_partial + softmax_merge, rmsnorm_partial + rmsnorm_merge,
-// argmax_partial + argmax_merge) spread each row over several blocks; with many rows one block
-// per row is better (the softmax and rmsnorm pairs read x twice, and a large x no longer fits in
-// L2).
+// Below this many rows `softmax`, `rmsnorm`, `layernorm` and `argmax` (a block or a warp per row)
+// leave SMs idle and the split pairs (softmax_partial + softmax_merge, rmsnorm_partial +
+// rmsnorm_merge, layernorm_partial + layernorm_merge, argmax_partial + argmax_merge) spread each
+// row over several blocks; with many rows one block per row is better (the softmax and norm pairs
+// read x twice, and a large x no longer fits in L2).
 constexpr uint32_t kFewRows = 256;
 
 Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uint32_t cols) {
@@ -215,6 +215,14 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
+  } else if (op == "layernorm" && rows < kFewRows) {  // the split pair, stats as for softmax's
+    size_t stats = size_t(rows) * ((cols + 31) / 32) * 8;
+    c.buffers = {{n * es, f}, {cols * es, f}, {cols * es, f}, {stats, Fill::Zero}, {n * es, Fill::Zero}};
+    c.launches = {{"layernorm_partial_" + dtype, {buf("x", 0), buf("stats", 3), val("rows", rows), val("cols", cols)}},
+                  {"layernorm_merge_" + dtype,
+                   {buf("x", 0), buf("gamma", 1), buf("beta", 2), buf("stats", 3), buf("y", 4), val("rows", rows),
+                    val("cols", cols), val("eps", eps)}}};
+    c.bytes = 2.0 * n * es + 2.0 * cols * es;
   } else if (op == "layernorm") {
     c.buffers = {{n * es, f}, {cols * es, f}, {cols * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k,
