@@ -1105,13 +1105,16 @@ std::vector<Case> cases(Sizes sizes) {
         out.push_back(dequantizeCase(f, m, k));
       }
     // rows_per_warp beside the template's default (2 for these), to settle it: q8_0 with 1 and 4
-    // rows a warp, q4_k with q8_1 x with 1 (4 takes it to 128 registers).
+    // rows a warp, q4_k with q8_1 x with 1 (4 takes it to 128 registers); and q4_k with f32 x,
+    // whose 16-byte path takes 1 by default, with 2 (the H200 measured that path's time growing
+    // with ntok as if each column were a launch of its own).
     if (full || tiny)
       for (uint32_t t : full ? std::vector<uint32_t>{4, 8} : std::vector<uint32_t>{8}) {
         const uint32_t m = full ? 14336 : 9, k = full ? 4096 : 512;
         for (const char* act : {"f32", "q8_1"})
           for (unsigned rpw : {1u, 4u}) out.push_back(gemvQCase(kQuantFormats[1], act, m, k, t, rpw));
         out.push_back(gemvQCase(kQuantFormats[2], "q8_1", m, k, t, 1));
+        out.push_back(gemvQCase(kQuantFormats[2], "f32", m, k, t, 2));
       }
     // warps_per_row beside the template's default (4 at ntok 1), to settle it: 1 (one warp a row)
     // and 8, on the 16-byte q4_k path (f32 and q8_1 x), q6_k and q4_0 with q8_1 x, for a tall and
