@@ -573,6 +573,20 @@ auto normExtents() {
                      sameExtent({"stats"}, rows * ceilDiv(cols, kChunk) * 2)});
 }
 
+// A split pair's template: NORM_partial or NORM_merge, a block per (chunk, row).
+Template splitTemplate(Kind kind, bool merge, std::string summary) {
+  Template t{
+      std::string(kind == Kind::LayerNorm ? "layernorm" : "rmsnorm") + (merge ? "_merge" : "_partial"),
+      std::move(summary),
+      {dtypeOption()},
+      [kind, merge](const Options& o, ir::Diagnostics& d) { return buildNormSplit(kind, merge, o, d); },
+      [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; },
+  };
+  t.elements = normElements();
+  t.extents = normExtents();
+  return t;
+}
+
 Template normTemplate(Kind kind, const char* name, const char* summary) {
   Template t{
       name,
@@ -633,52 +647,22 @@ void addNorms(std::vector<Template>& out) {
                              "y = x / sqrt(mean(x^2) + eps) * weight per row (overflow-safe for |x| up to the f32 "
                              "range); one block of 256 threads per row, the row read once when it fits in registers "
                              "(as layernorm)"));
-  const std::string chunk = std::to_string(kChunk);
-  auto splitRule = [](const Options&) { return LaunchRule{{kBlock}, {ceilDiv(Expr::param("cols"), kChunk), Expr::param("rows")}, 0}; };
-  out.push_back({
-      "rmsnorm_partial",
-      "long rmsnorm rows, pass 1 (then rmsnorm_merge): block (c, r) writes the sum of squares of elements [c*" + chunk +
-          ", (c+1)*" + chunk + ") of row r, plain and scaled by 2^-180 (the overflow-safe one), as two f32 at "
-          "stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk + "); stats must hold rows * ceil_div(cols, " +
-          chunk + ") * 2 f32; rows <= 65535 (the grid's height)",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::RmsNorm, false, o, d); },
-      splitRule,
-  });
-  out.back().elements = normElements();
-  out.back().extents = normExtents();
-  out.push_back({
-      "rmsnorm_merge",
-      "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from stats and writes "
-      "elements [c*" + chunk + ", (c+1)*" + chunk + ") of row r of y = x / sqrt(mean(x^2) + eps) * weight",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::RmsNorm, true, o, d); },
-      splitRule,
-  });
-  out.back().elements = normElements();
-  out.back().extents = normExtents();
-  out.push_back({
-      "layernorm_partial",
-      "long layernorm rows, pass 1 (then layernorm_merge): block (c, r) writes the sums of d and d^2 over elements [c*" +
-          chunk + ", (c+1)*" + chunk + ") of row r, d = x minus the row's first element, as two f32 at "
-          "stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk + "); stats must hold rows * ceil_div(cols, " +
-          chunk + ") * 2 f32; rows <= 65535 (the grid's height)",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::LayerNorm, false, o, d); },
-      splitRule,
-  });
-  out.back().elements = normElements();
-  out.back().extents = normExtents();
-  out.push_back({
-      "layernorm_merge",
-      "long layernorm rows, pass 2 (after layernorm_partial): block (c, r) adds row r's chunk sums from stats and "
-      "writes elements [c*" + chunk + ", (c+1)*" + chunk + ") of row r of y = (x - mean) / sqrt(var + eps) * gamma + beta",
-      {dtypeOption()},
-      [](const Options& o, ir::Diagnostics& d) { return buildNormSplit(Kind::LayerNorm, true, o, d); },
-      splitRule,
-  });
-  out.back().elements = normElements();
-  out.back().extents = normExtents();
+  const std::string chunk = std::to_string(kChunk), span = "[c*" + chunk + ", (c+1)*" + chunk + ")";
+  const std::string layout = "as two f32 at stats[(r * chunks + c) * 2], chunks = ceil_div(cols, " + chunk +
+                             "); stats must hold rows * ceil_div(cols, " + chunk + ") * 2 f32; rows <= 65535 (the grid's height)";
+  out.push_back(splitTemplate(Kind::RmsNorm, false,
+                              "long rmsnorm rows, pass 1 (then rmsnorm_merge): block (c, r) writes the sum of squares of "
+                              "elements " + span + " of row r, plain and scaled by 2^-180 (the overflow-safe one), " + layout));
+  out.push_back(splitTemplate(Kind::RmsNorm, true,
+                              "long rmsnorm rows, pass 2 (after rmsnorm_partial): block (c, r) adds row r's chunk sums from "
+                              "stats and writes elements " + span + " of row r of y = x / sqrt(mean(x^2) + eps) * weight"));
+  out.push_back(splitTemplate(Kind::LayerNorm, false,
+                              "long layernorm rows, pass 1 (then layernorm_merge): block (c, r) writes the sums of d and d^2 "
+                              "over elements " + span + " of row r, d = x minus the row's first element, " + layout));
+  out.push_back(splitTemplate(Kind::LayerNorm, true,
+                              "long layernorm rows, pass 2 (after layernorm_partial): block (c, r) adds row r's chunk sums "
+                              "from stats and writes elements " + span +
+                                  " of row r of y = (x - mean) / sqrt(var + eps) * gamma + beta"));
   out.push_back(normTemplate(Kind::ResidualRmsNorm, "residual_rmsnorm",
                              "h = x + residual (stored back into residual), y = rmsnorm(h) * weight per row, "
                              "statistics of h as stored; one block of 256 threads per row, x and residual read once when the row fits "
