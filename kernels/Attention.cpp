@@ -8,10 +8,11 @@
 // length - window on, the splits counting from there. Its 4 warps take every 4th position, 4 positions per
 // step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
-// products finished by one warp reduction of all of a step's (warpSumEach), kept in the log2
-// domain (q is pre-scaled by scale * log2 e), and folded in by online softmax, once a step for
-// all of its positions: a running max m, sum l and accumulator per query head, rescaled when m
-// grows. The warps' states merge through shared memory, and the split writes its normalized
+// products finished by one warp reduction of all of a step's (warpSumSpread: each lane is left
+// with one of the step's scores), kept in the log2 domain (q is pre-scaled by scale * log2 e),
+// and folded in by online softmax, once a step for all of its positions: a running max m, sum l
+// and accumulator per query head, rescaled when m grows; each lane computes its score's weight,
+// and shuffles bring every weight to the accumulators. The warps' states merge through shared memory, and the split writes its normalized
 // output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
 // one warp per (sequence, query head); with `sinks` a logit per head without a value adds its
 // weight to the splits' sums (gpt-oss's attention sinks). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
@@ -26,6 +27,7 @@
 // a sequence with no position at all gets zeros. A score of -inf (from infinite inputs) weighs 0;
 // a NaN in K makes its head's scores, and so its whole output, NaN; a NaN in V the output
 // elements it feeds.
+#include <bit>
 #include <string>
 
 #include "kernels/Library.h"
@@ -271,14 +273,24 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
   Value cap = c.softcap ? (softcapArg * kLog2e).named("cap") : Value();
   Value capRate = c.softcap ? (2.0f * kb.rcp(softcapArg)).named("cap_rate") : Value();
   Value capOn = c.softcap ? (softcapArg != 0.0f).named("cap_on") : Value();
-  // ALiBi: query head g's slope in the log2 domain; the query sits at position len - 1.
-  std::vector<Value> slope2;
-  Value lastPos;
+  // A step's scores are spread over the warp (warpSumSpread): lane l holds score v = (l >> shift)
+  // & (values - 1), position u = v >> log2 gp of the step and head g = v & (gp - 1) (the heads
+  // padded to a power of two: a padded head's dot is 0 and its softmax state is never read), and
+  // it computes that score's softmax weight alone. The lanes of one head differ in u's bits of
+  // the lane index (and in the bits below `shift`, which hold copies).
+  const unsigned gp = std::bit_ceil(G), values = unroll * gp;
+  if (values > 32) {  // Config::unroll keeps heads times positions within a warp
+    diags.report(ir::Severity::Error, "", {}, "internal: " + std::to_string(values) + " scores a step");
+    return std::nullopt;
+  }
+  const unsigned shift = 5 - static_cast<unsigned>(std::countr_zero(values)), gBits = std::countr_zero(gp);
+  Value laneValue = ((lane >> shift) & (values - 1)).named("score_slot");
+  Value laneU = (laneValue >> gBits).named("score_pos"), laneG = (laneValue & (gp - 1)).named("score_head");
+  // ALiBi: the lane's head's slope in the log2 domain; the query sits at position len - 1.
+  Value slope2, lastPos;
   if (c.alibi) {
-    for (unsigned g = 0; g < G; ++g) {
-      Value at = headAt(g);
-      slope2.push_back(kb.load(kb.index(slopes, at, 4), Type::f32(), {Mod::NcMod}, "alibi_slope") * kLog2e);
-    }
+    Value at = kb.min(first + laneG, firstOfGroup + (c.group - 1), "q_head");
+    slope2 = kb.load(kb.index(slopes, at, 4), Type::f32(), {Mod::NcMod}, "alibi_slope") * kLog2e;
     lastPos = (kb.cvt(len, Type::f32(), {Mod::Rn}) - 1.0f).named("last_pos");
   }
   // Every slice starts at a multiple of its size from its tensor's base (rows are whole 16-byte
@@ -325,85 +337,83 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
       for (Value& x : s) x = x * qScale;
       qs.push_back(s);
     }
-    // Carried: per head m, l, then the lane's accumulators.
-    std::vector<Value> init;
-    for (unsigned g = 0; g < G; ++g) {
-      init.push_back(negInf(kb));
-      init.push_back(kb.f32(0.0f));
+    // Carried: the lane's head's m and l, then per head the lane's accumulators.
+    std::vector<Value> init = {negInf(kb), kb.f32(0.0f)};
+    for (unsigned g = 0; g < G; ++g)
       for (unsigned i = 0; i < n; ++i) init.push_back(kb.f32(0.0f));
-    }
-    const unsigned per = 2 + n;
-    return kb.for_range(
+    std::vector<Value> out = kb.for_range(
         (t0 + warp).named("t_start"), t1, kb.u32(kWarps * unroll), init,
         [&](Value t, std::span<Value> carried) {
-          // Positions t and t + 4 (when inside the split): every load first.
-          std::vector<Value> valid, positions;
+          // Positions t, t + 4, ... (when inside the split): every load first.
           std::vector<std::vector<Value>> kv, vv;
           for (unsigned u = 0; u < unroll; ++u) {
             Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
-            Value in = u == 0 ? kb.pred(true) : (tu < t1).named("in_split");
-            Value row = rowAt(kb.select(in, tu, t));
-            valid.push_back(in);
-            positions.push_back(tu);
+            Value row = rowAt(u == 0 ? t : kb.select((tu < t1).named("in_split"), tu, t));
             kv.push_back(cacheRow(kb0, row, c.kPieces(), "k", vectors));
             // mla: V is the latent part of K's row, the lane's first n K values.
             vv.push_back(c.mla ? std::vector<Value>(kv.back().begin(), kv.back().begin() + n)
                                : cacheRow(vb0, row, c.vPieces(), "v", vectors));
           }
-          // Every score of the step first (the lanes' partial dot products of every position and
-          // head, summed over the warp at once), then one online-softmax update per head for all
-          // of the step's positions: one rescale of the head's sum and accumulators (and one ex2
-          // for it) a step instead of one a position.
+          // Every score of the step at once (the lanes' partial dot products of every position
+          // and head, summed over the warp together), each lane then the softmax of its one
+          // score: one online-softmax update per head for all of the step's positions (one
+          // rescale of the head's sum and accumulators, and one ex2 for it, a step).
           std::vector<Value> dots;
           for (unsigned u = 0; u < unroll; ++u)
-            for (unsigned g = 0; g < G; ++g) {
+            for (unsigned g = 0; g < gp; ++g) {
               Value dot = kb.f32(0.0f);
-              for (unsigned i = 0; i < nk; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
+              if (g < G)
+                for (unsigned i = 0; i < nk; ++i) dot = kb.fma(qs[g][i], kv[u][i], dot);
               dots.push_back(dot);
             }
-          std::vector<Value> sums = warpSumEach(kb, dots, lane);
-          if (rawScale != 1.0f)
-            for (Value& x : sums) x = (x * rawScale).named("dot");
+          Value score = warpSumSpread(kb, dots, lane).sum;
+          if (rawScale != 1.0f) score = (score * rawScale).named("dot");
           // Soft-capping in the log2 domain: the cap softcap · log2 e, the rate 2 / softcap; a cap
           // of 0 leaves the scores alone.
           if (c.softcap)
-            sums = kb.if_else(capOn, [&] {
-              std::vector<Value> capped = sums;
-              for (Value& x : capped) x = softcap(kb, x, capRate, cap);
-              return capped;
-            }, [&] { return sums; }, {.label = "softcap"});
+            score = kb.if_else(capOn, [&] { return std::vector<Value>{softcap(kb, score, capRate, cap)}; },
+                               [&] { return std::vector<Value>{score}; }, {.label = "softcap"})[0];
+          Value pos = (t + laneU * kWarps).named("score_t");
           // ALiBi: slope (t - (len - 1)), at most 0; positions are exact in f32 below 2^24.
           if (c.alibi)
-            for (unsigned u = 0; u < unroll; ++u) {
-              Value dist = (kb.cvt(positions[u], Type::f32(), {Mod::Rn}) - lastPos).named("dist");
-              for (unsigned g = 0; g < G; ++g) sums[u * G + g] = kb.fma(slope2[g], dist, sums[u * G + g], "biased");
-            }
-          std::vector<std::vector<Value>> scores(G);
-          for (unsigned u = 0; u < unroll; ++u)
-            for (unsigned g = 0; g < G; ++g)
-              scores[g].push_back(kb.select(valid[u], sums[u * G + g], negInf(kb), "score"));
-          std::vector<Value> next(carried.begin(), carried.end());
+            score = kb.fma(slope2, (kb.cvt(pos, Type::f32(), {Mod::Rn}) - lastPos).named("dist"), score, "biased");
+          score = kb.select((pos < t1).named("in_split"), score, negInf(kb), "score");
+          // The head's new max and its weights: butterflies over the positions' lanes.
+          auto overPositions = [&](Value v, auto&& combine) {
+            for (unsigned j = 0; j < static_cast<unsigned>(std::countr_zero(unroll)); ++j)
+              v = combine(v, kb.shfl(Mod::Bfly, v, 1u << (shift + gBits + j), "other"));
+            return v;
+          };
+          Value m = carried[0], l = carried[1];
+          Value mNew = overPositions(kb.max(m, score, "m"), [&](Value a, Value b) { return kb.max(a, b, "m"); });
+          Value ref = refOf(kb, mNew);
+          Value corr = ex2Approx(kb, m - ref, "corr");
+          Value p = ex2Approx(kb, score - ref, "p");
+          Value pSum = overPositions(p, [&](Value a, Value b) { return (a + b).named("p_sum"); });
+          std::vector<Value> next = {mNew, kb.fma(l, corr, pSum, "l")};
+          // Every head's rescale and weights to every lane, for its accumulators.
           for (unsigned g = 0; g < G; ++g) {
-            Value& mg = next[g * per];
-            Value& lg = next[g * per + 1];
-            Value mNew = mg;
-            for (Value score : scores[g]) mNew = kb.max(mNew, score, "m");
-            Value ref = refOf(kb, mNew);
-            Value corr = kb.ex2(mg - ref, "corr");
-            std::vector<Value> p;
-            for (Value score : scores[g]) p.push_back(kb.ex2(score - ref, "p"));
-            lg = kb.fma(lg, corr, p[0], "l");
-            for (unsigned u = 1; u < unroll; ++u) lg = (lg + p[u]).named("l");
+            Value corrG = kb.shfl(Mod::Idx, corr, g << shift, "corr_head");
+            std::vector<Value> pg;
+            for (unsigned u = 0; u < unroll; ++u) pg.push_back(kb.shfl(Mod::Idx, p, (u * gp + g) << shift, "p_head"));
             for (unsigned i = 0; i < n; ++i) {
-              Value& a = next[g * per + 2 + i];
-              a = kb.fma(p[0], vv[0][i], a * corr, "acc");
-              for (unsigned u = 1; u < unroll; ++u) a = kb.fma(p[u], vv[u][i], a, "acc");
+              Value a = carried[2 + g * n + i];
+              a = kb.fma(pg[0], vv[0][i], a * corrG, "acc");
+              for (unsigned u = 1; u < unroll; ++u) a = kb.fma(pg[u], vv[u][i], a, "acc");
+              next.push_back(a);
             }
-            mg = mNew;
           }
           return next;
         },
         {.label = "positions", .iv = "t"});
+    // Per head m, l (from a lane holding them), then the lane's accumulators.
+    std::vector<Value> st;
+    for (unsigned g = 0; g < G; ++g) {
+      st.push_back(kb.shfl(Mod::Idx, out[0], g << shift, "m_head"));
+      st.push_back(kb.shfl(Mod::Idx, out[1], g << shift, "l_head"));
+      st.insert(st.end(), out.begin() + 2 + g * n, out.begin() + 2 + (g + 1) * n);
+    }
+    return st;
   };
   std::vector<Value> st = kb.if_else(vec, [&] { return run(true); }, [&] { return run(false); }, {.label = "path"});
 
@@ -442,7 +452,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
       Value ref = refOf(kb, mAll);
       Value l = kb.f32(0.0f), a = kb.f32(0.0f);
       for (unsigned w = 0; w < kWarps; ++w) {
-        Value f = kb.ex2(ms[w] - ref, "f");
+        Value f = ex2Approx(kb, ms[w] - ref, "f");
         l = kb.fma(ls[w], f, l, "l_all");
         a = kb.fma(as[w], f, a, "acc_all");
       }
@@ -499,11 +509,11 @@ std::optional<ir::Module> buildMerge(const Options& o, ir::Diagnostics& diags) {
     }, {.label = "max", .iv = "s"})[0];
     Value ref = refOf(kb, mAll);
     std::vector<Value> init(n + 1, kb.f32(0.0f));
-    if (sinks) init[0] = kb.ex2(sink - ref, "sink_weight");
+    if (sinks) init[0] = ex2Approx(kb, sink - ref, "sink_weight");
     Value laneOff = kb.cvt((lane * n).named("lane_elem"), Type::u64());
     std::vector<Value> sum = kb.for_range(kb.u32(0), splits, kb.u32(1), init, [&](Value s, std::span<Value> acc) {
       Value at = (first + kb.cvt(s, Type::u64())).named("split_row");
-      Value f = kb.ex2(kb.load(kb.index(stats, at, 4), Type::f32(), {Mod::NcMod}, "lse") - ref, "w");
+      Value f = ex2Approx(kb, kb.load(kb.index(stats, at, 4), Type::f32(), {Mod::NcMod}, "lse") - ref, "w");
       std::vector<Value> next{acc[0] + f};
       Value base = kb.index(partial, (at * c.dim + laneOff).named("p_elem"), 4, "p_slice");
       for (unsigned i = 0; i < n; ++i) {

@@ -466,16 +466,8 @@ Value gluUnit(KernelBuilder& kb, std::string_view glu, Value x, Value linear) {
   return (lc + 1.0f) * xOverOnePlusExp2(kb, xc, xc * (-kAlpha * kLog2e));
 }
 
-std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane) {
-  const size_t count = values.size();
-  if (count == 0) return {};
-  if (count > 32) {  // 32 at a time
-    std::vector<Value> out = warpSumEach(kb, std::vector<Value>(values.begin(), values.begin() + 32), lane);
-    std::vector<Value> rest = warpSumEach(kb, std::vector<Value>(values.begin() + 32, values.end()), lane);
-    out.insert(out.end(), rest.begin(), rest.end());
-    return out;
-  }
-  const size_t n = std::bit_ceil(count);
+SpreadSum warpSumSpread(KernelBuilder& kb, std::vector<Value> values, Value lane) {
+  const size_t n = std::bit_ceil(values.size());
   values.resize(n, kb.f32(0.0f));
   // Pairing step s (offset 16 >> s): a lane whose offset bit is set keeps the upper value of
   // each pair and sends the lower, so after log2 n steps lane l holds a partial sum of value
@@ -494,9 +486,22 @@ std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Val
   }
   Value sum = values[0];
   for (; offset >= 1; offset >>= 1) sum = (sum + kb.shfl(Mod::Bfly, sum, offset, "recv")).named("part");
-  const unsigned shift = 5 - static_cast<unsigned>(std::countr_zero(n));
+  return {sum, 5 - static_cast<unsigned>(std::countr_zero(n))};
+}
+
+std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane) {
+  const size_t count = values.size();
+  if (count == 0) return {};
+  if (count > 32) {  // 32 at a time
+    std::vector<Value> out = warpSumEach(kb, std::vector<Value>(values.begin(), values.begin() + 32), lane);
+    std::vector<Value> rest = warpSumEach(kb, std::vector<Value>(values.begin() + 32, values.end()), lane);
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
+  }
+  SpreadSum spread = warpSumSpread(kb, std::move(values), lane);
   std::vector<Value> out;
-  for (size_t j = 0; j < count; ++j) out.push_back(kb.shfl(Mod::Idx, sum, static_cast<uint32_t>(j << shift), "sum"));
+  for (size_t j = 0; j < count; ++j)
+    out.push_back(kb.shfl(Mod::Idx, spread.sum, static_cast<uint32_t>(j << spread.shift), "sum"));
   return out;
 }
 

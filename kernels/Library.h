@@ -272,6 +272,14 @@ std::vector<Value> blockCombine(KernelBuilder& kb, std::vector<Value> perThread,
 // 16 values 32 shuffles and 16 adds instead of warp_reduce_sum's 80 and 80. Every lane of the
 // warp calls it converged; `lane` is its lane index.
 std::vector<Value> warpSumEach(KernelBuilder& kb, std::vector<Value> values, Value lane);
+// warpSumEach without its broadcast, for up to 32 values (padded with zeros to n = bit_ceil of
+// their count): lane l holds the warp-wide sum of value (l >> shift) & (n - 1), shift = 5 - log2 n,
+// so each sum is in 32 / n lanes and lane (j << shift) holds sum j.
+struct SpreadSum {
+  Value sum;
+  unsigned shift;
+};
+SpreadSum warpSumSpread(KernelBuilder& kb, std::vector<Value> values, Value lane);
 
 // The split-row pairs (softmax_partial/merge, argmax_partial/merge) launch a
 // [ceil_div(cols, size), rows] grid: block (chunk, row) owns elements [start, start + len) of

@@ -8,8 +8,9 @@ For every kernel and target of a bundle, the cubin is disassembled with nvdisasm
   in flight per pass, the most global loads of one hot-loop iteration issued and not yet used (a
             load is in flight from its LDG until the first instruction that reads its destination)
   insts/elt hot-loop instructions per element, per pass (see PASSES), '+' between passes
-  passes    global passes over the main input: the hot loops (loops with 16-byte global loads;
-            a remainder loop ptxas splits off after an unrolled one is not a pass), 1 without a loop
+  passes    global passes over the main input: the hot loops (loops with 16-byte global loads, or
+            the template's LOAD_WIDTH; a remainder loop ptxas splits off after an unrolled one is not
+            a pass), 1 without a loop
   in regs   the one-pass path of a template that keeps a row in registers (ONE_PASS): its loads in
             flight, and its instructions per element -- the shortest path through it (the rare
             branches, e.g. rmsnorm's overflow rescan, and the cheaper of the warp or block merge,
@@ -53,7 +54,13 @@ PASSES = {
     # rope: q or k, rotated in place (neox loads both halves of a pair); transpose: x, through a
     # shared tile; kv_scatter: one element of k_new and one of v_new (the u32 position is per row).
     "rope": lambda d: [d], "transpose": lambda d: [d], "kv_scatter": lambda d: [2 * d],
+    # attention_decode (head_dim 128): one element of K and one of V a position.
+    "attention_decode": lambda d: [2 * d],
 }
+# Templates whose hot loops load narrower slices than 16 bytes: the width of their loads, for
+# storage size d (attention_decode at head_dim 128: a lane's 4 elements of a row). Their hot loops
+# are the loops with global loads of that width (the ones of the vector path).
+LOAD_WIDTH = {"attention_decode": lambda d: 4 * d}
 SIZES = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1}  # e4m3: fp8 weights (gemv_e4m3), f32 x
 # Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
 # whose sum of squares overflowed (indices into the hot loops, in order).
@@ -211,16 +218,17 @@ def in_flight(insts, lo, hi):
     return best
 
 
-def hot_regions(insts, labels):
-    """The passes: hot loops in order, a remainder loop that follows an unrolled one dropped."""
-    hot = [l for l in loops(insts, labels) if global_loads(insts, *l, width=16)]
+def hot_regions(insts, labels, width=16):
+    """The passes: hot loops (with global loads of `width` bytes) in order, a remainder loop that follows an unrolled
+    one dropped."""
+    hot = [l for l in loops(insts, labels) if global_loads(insts, *l, width=width)]
     hot.sort()
     passes = []
     for l in hot:
         if passes:
             prev = passes[-1]
-            n_prev, n = len(global_loads(insts, *prev, width=16)), len(global_loads(insts, *l, width=16))
-            between = [i for i in range(prev[1] + 1, l[0]) if insts[i].base == "LDG" and insts[i].width() == 16]
+            n_prev, n = len(global_loads(insts, *prev, width=width)), len(global_loads(insts, *l, width=width))
+            between = [i for i in range(prev[1] + 1, l[0]) if insts[i].base == "LDG" and insts[i].width() == width]
             if n < n_prev and n_prev % n == 0 and not between:
                 continue
         passes.append(l)
@@ -260,10 +268,11 @@ def mufu_counts(insts):
 
 def measure(text, name):
     insts, labels = parse_sass(text)
-    regions, looped = hot_regions(insts, labels)
     # The template is the longest PASSES key the name starts with, the storage its last part.
     dtype = name.rpartition("_")[2]
     template = max((t for t in PASSES if name.startswith(t + "_")), key=len, default=None)
+    width = LOAD_WIDTH[template](SIZES[dtype]) if template in LOAD_WIDTH and dtype in SIZES else 16
+    regions, looped = hot_regions(insts, labels, width)
     per = PASSES.get(template)
     sizes = per(SIZES[dtype]) if per and dtype in SIZES else None
     rare = RARE.get(template, [])
@@ -280,7 +289,7 @@ def measure(text, name):
     ipe = []
     if sizes and len(sizes) == len(regions):
         for (lo, hi), bytes_per in zip(regions, sizes):
-            loaded = sum(insts[i].width() for i in global_loads(insts, lo, hi, width=16))
+            loaded = sum(insts[i].width() for i in global_loads(insts, lo, hi, width=width))
             ipe.append((hi - lo + 1) * bytes_per / loaded if loaded else None)
     local_insts = sum(1 for x in insts if x.base in ("LDL", "STL"))
     mufu, fixed = mufu_counts(insts)
