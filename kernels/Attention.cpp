@@ -6,7 +6,8 @@
 // with page_size the rows of its pages, which its row of block_table lists) once for all `group`
 // query heads that share kv head h (grouped-query attention); with `window`, the positions from
 // length - window on, the splits counting from there. Its 4 warps take every 4th position, 4 positions per
-// step (2 above group * head_dim = 512, 1 at 1024) with all their loads issued first; each lane
+// step (2 above group * head_dim = 512 and at head_dim 256, 1 at 1024), whose loads are issued
+// during the step before (the loop carries them in); each lane
 // owns head_dim / 32 consecutive elements of q, k, v and the accumulators. Scores are dot
 // products finished by one warp reduction of all of a step's (warpSumSpread: each lane is left
 // with one of the step's scores), kept in the log2 domain (q is pre-scaled by scale * log2 e),
@@ -90,12 +91,14 @@ struct Config {
   unsigned maxHeads() const { return std::max(kMaxHeadElems / (kdim() + dim), 1u); }
   unsigned blocks() const { return (group + maxHeads() - 1) / maxHeads(); }
   unsigned heads() const { return (group + blocks() - 1) / blocks(); }
-  // Positions per warp per step, their loads all issued first: 4 while a lane's q and
-  // accumulators leave room for four K and V slices (at most 32 registers of them), 2 below 64,
-  // 1 at 64.
+  // Positions per warp per step: 4 while a lane's q and accumulators leave room for four K and V
+  // slices (at most 32 registers of them), 2 below 64, 1 at 64; and at most as many as keep the
+  // K and V elements a lane loads a step within 40 (head_dim 256: 2 positions of 16; mla's 18 at
+  // 512: 2), since the loop holds two steps' loads (the next step's are issued before this step's
+  // arithmetic): head_dim 256 at 4 positions spilled on sm_89 with integer fp8 decoding.
   unsigned unroll() const {
-    const unsigned regs = heads() * (kdim() + dim) / 32;
-    return regs <= 32 ? 4 : regs < 64 ? 2 : 1;
+    const unsigned regs = heads() * (kdim() + dim) / 32, loaded = perLaneK() + (mla ? 0 : perLane());
+    return std::min(regs <= 32 ? 4u : regs < 64 ? 2u : 1u, std::bit_floor(std::max(40 / loaded, 1u)));
   }
   unsigned cacheBytes() const { return cache == Fp8::None ? bytesOf(s) : 1; }
 };
@@ -124,24 +127,62 @@ bool checkConfig(const Config& c, bool merge, ir::Diagnostics& diags) {
   return why.empty();
 }
 
-// The lane's n consecutive elements at p (element 0 of its slice) as f32: one vector load when
-// `vec` (p aligned to the slice's bytes, at most 16 per load), else element by element.
-std::vector<Value> loadSlice(KernelBuilder& kb, Value p, unsigned n, const Config& c, bool vec, std::string_view name) {
+// A lane's slice is read in two halves, so that a step's loads can be issued a step before their
+// arithmetic. fetchSlice issues the loads of the lane's n consecutive elements at p (element 0 of
+// its slice): when `vec` (p aligned to the slice's bytes) one vector load of up to 16 bytes at a
+// time (u32 words of two bf16/f16, f32, or fp8 codes in a u16 or u32 words), else one load an
+// element. decodeSlice turns what they loaded into n f32 values (fp8 codes by decodeCodes: their
+// values, or their values times 2^-bias).
+std::vector<Value> fetchSlice(KernelBuilder& kb, Value p, unsigned n, const Config& c, bool codes, bool vec,
+                              std::string_view name) {
   std::vector<Value> out;
-  const unsigned bytes = bytesOf(c.s);
+  const unsigned bytes = codes ? 1 : bytesOf(c.s);
+  auto at = [&](unsigned off) { return off == 0 ? p : kb.ptradd(p, kb.u64(off)); };
   if (!vec) {
-    for (unsigned i = 0; i < n; ++i)
-      out.push_back(loadF32(kb, i == 0 ? p : kb.ptradd(p, kb.u64(i * bytes)), c.s, true, name));
+    const Type t = codes                     ? Type::of(ir::Scalar::U8)
+                   : c.s == Storage::F32  ? Type::f32()
+                   : c.s == Storage::BF16 ? Type::of(ir::Scalar::U16)
+                                          : Type::of(ir::Scalar::F16);
+    for (unsigned i = 0; i < n; ++i) out.push_back(kb.load(at(i * bytes), t, {Mod::NcMod}, name));
     return out;
   }
-  // Pieces of up to 16 bytes, as u32 words (two bf16/f16 each) or f32.
-  const unsigned total = n * bytes, piece = std::min(total, 16u), words = piece / 4;
-  for (unsigned at = 0; at < total; at += piece) {
-    Value q = at == 0 ? p : kb.ptradd(p, kb.u64(at));
-    Type t = Type::of(c.s == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, words);
-    Value v = kb.load(q, t, {Mod::NcMod}, name);
-    for (unsigned w = 0; w < words; ++w) {
-      Value e = words == 1 ? v : kb.extract(v, w);
+  if (codes) {
+    out.push_back(kb.load(p, n == 2 ? Type::of(ir::Scalar::U16) : Type::of(ir::Scalar::U32, n / 4), {Mod::NcMod}, name));
+    return out;
+  }
+  const unsigned total = n * bytes, piece = std::min(total, 16u);
+  for (unsigned off = 0; off < total; off += piece)
+    out.push_back(kb.load(at(off), Type::of(c.s == Storage::F32 ? ir::Scalar::F32 : ir::Scalar::U32, piece / 4),
+                          {Mod::NcMod}, name));
+  return out;
+}
+
+std::vector<Value> decodeSlice(KernelBuilder& kb, const std::vector<Value>& loaded, unsigned n, const Config& c,
+                               bool codes, bool vec, std::string_view name) {
+  std::vector<Value> out;
+  auto words = [&](Value v) {
+    std::vector<Value> w;
+    for (unsigned i = 0; i < v.type().lanes; ++i) w.push_back(v.type().lanes == 1 ? v : kb.extract(v, i));
+    return w;
+  };
+  if (codes) {
+    if (!vec) {
+      for (Value b : loaded) out.push_back(decodeCodes(kb, kb.cvt(b, Type::u32()), 1, c.cache, c.cvt, name)[0]);
+      return out;
+    }
+    Value v = loaded[0];
+    for (Value w : n == 2 ? std::vector<Value>{kb.cvt(v, Type::u32())} : words(v))
+      for (Value x : decodeCodes(kb, w, std::min(n, 4u), c.cache, c.cvt, name)) out.push_back(x);
+    return out;
+  }
+  for (Value v : loaded) {
+    if (!vec) {  // one element
+      out.push_back(c.s == Storage::F32    ? v
+                    : c.s == Storage::BF16 ? kb.bitcast(kb.cvt(v, Type::u32()) << 16u, Type::f32(), name)
+                                           : kb.cvt(v, Type::f32(), name));
+      continue;
+    }
+    for (Value e : words(v)) {
       if (c.s == Storage::F32) {
         out.push_back(e);
       } else if (c.s == Storage::BF16) {  // bf16 widens exactly: its bits are the high half
@@ -152,29 +193,6 @@ std::vector<Value> loadSlice(KernelBuilder& kb, Value p, unsigned n, const Confi
       }
     }
   }
-  return out;
-}
-
-// The lane's n consecutive fp8 codes at p as f32 (decodeCodes: their values, or times 2^-bias):
-// one load of their 2, 4 or 8 bytes when `vec` (p aligned to them), else byte by byte.
-std::vector<Value> loadCodes(KernelBuilder& kb, Value p, unsigned n, const Config& c, bool vec, std::string_view name) {
-  std::vector<Value> out;
-  if (!vec) {
-    for (unsigned i = 0; i < n; ++i) {
-      Value b = kb.load(i == 0 ? p : kb.ptradd(p, kb.u64(i)), Type::of(ir::Scalar::U8), {Mod::NcMod}, name);
-      out.push_back(decodeCodes(kb, kb.cvt(b, Type::u32()), 1, c.cache, c.cvt, name)[0]);
-    }
-    return out;
-  }
-  std::vector<Value> words;
-  if (n == 2) {
-    words.push_back(kb.cvt(kb.load(p, Type::of(ir::Scalar::U16), {Mod::NcMod}, name), Type::u32()));
-  } else {
-    Value v = kb.load(p, Type::of(ir::Scalar::U32, n / 4), {Mod::NcMod}, name);
-    for (unsigned w = 0; w < n / 4; ++w) words.push_back(n == 4 ? v : kb.extract(v, w));
-  }
-  for (Value w : words)
-    for (Value x : decodeCodes(kb, w, std::min(n, 4u), c.cache, c.cvt, name)) out.push_back(x);
   return out;
 }
 
@@ -305,24 +323,32 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
                             : allAligned(kb, {q, kc}, sliceAlign, "vector"))
               : fp8 ? (allAligned(kb, {q}, sliceAlign) & allAligned(kb, {kc, vc}, cacheAlign)).named("vector")
                     : allAligned(kb, {q, kc, vc}, sliceAlign, "vector");
-  // The lane's elements of `pieces` of row `rowIndex` (kdim elements a row: q's, K's) of the
-  // tensor at `base`, as f32: dtype elements, or fp8 codes decoded (`codes`).
-  auto loadPieces = [&](Value base, Value rowIndex, const std::vector<Piece>& pieces, bool codes, bool vectors,
-                        std::string_view name) {
-    std::vector<Value> out;
+  // The loads of the lane's elements of `pieces` of row `rowIndex` (kdim elements a row: q's,
+  // K's) of the tensor at `base`, a list a piece: dtype elements, or fp8 codes (`codes`); and
+  // their f32 values.
+  using Fetched = std::vector<std::vector<Value>>;
+  auto fetchPieces = [&](Value base, Value rowIndex, const std::vector<Piece>& pieces, bool codes, bool vectors,
+                         std::string_view name) {
+    Fetched out;
     for (const Piece& p : pieces) {
       Value elem = (rowIndex * c.kdim() + kb.cvt(laneOff(p), Type::u64())).named("elem");
-      Value at = kb.index(base, elem, codes ? 1 : bytes, "slice");
-      std::vector<Value> part =
-          codes ? loadCodes(kb, at, p.count, c, vectors, name) : loadSlice(kb, at, p.count, c, vectors, name);
+      out.push_back(fetchSlice(kb, kb.index(base, elem, codes ? 1 : bytes, "slice"), p.count, c, codes, vectors, name));
+    }
+    return out;
+  };
+  auto decodePieces = [&](const Fetched& loaded, const std::vector<Piece>& pieces, bool codes, bool vectors,
+                          std::string_view name) {
+    std::vector<Value> out;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      std::vector<Value> part = decodeSlice(kb, loaded[i], pieces[i].count, c, codes, vectors, name);
       out.insert(out.end(), part.begin(), part.end());
     }
     return out;
   };
-  // The head's slice of cache row `row` (its row of kv_heads heads).
-  auto cacheRow = [&](Value cache, Value row, const std::vector<Piece>& pieces, std::string_view name, bool vectors) {
+  // The loads of the head's slice of cache row `row` (its row of kv_heads heads).
+  auto fetchRow = [&](Value cache, Value row, const std::vector<Piece>& pieces, std::string_view name, bool vectors) {
     Value headRow = (kb.mul_wide(row, kvHeads) + kb.cvt(h, Type::u64())).named("head_row");
-    return loadPieces(cache, headRow, pieces, fp8, vectors, name);
+    return fetchPieces(cache, headRow, pieces, fp8, vectors, name);
   };
   auto run = [&](bool vectors) {
     // On the vector path the bases are known aligned: clearing their low bits says so to
@@ -333,26 +359,78 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
     std::vector<std::vector<Value>> qs;
     for (unsigned g = 0; g < G; ++g) {
       Value qRow = (kb.mul_wide(b, qHeads) + kb.cvt(headAt(g), Type::u64())).named("q_row");
-      std::vector<Value> s = loadPieces(qb, qRow, c.kPieces(), false, vectors, "q");
+      std::vector<Value> s = decodePieces(fetchPieces(qb, qRow, c.kPieces(), false, vectors, "q"), c.kPieces(), false,
+                                          vectors, "q");
       for (Value& x : s) x = x * qScale;
       qs.push_back(s);
     }
-    // Carried: the lane's head's m and l, then per head the lane's accumulators.
+    // A step's loads, issued a step ahead: for positions t, t + 4, ... (the warp's step at t) the
+    // loads of their K and V slices, flattened (a position past the split reads the row of
+    // `inside`, a position of the split, instead: it is not used). `shape` says how many loads
+    // each position's pieces took.
+    std::vector<size_t> shape;
+    auto fetchStep = [&](Value t, Value inside) {
+      std::vector<Value> flat;
+      shape.clear();
+      for (unsigned u = 0; u < unroll; ++u) {
+        Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
+        Value row = rowAt(kb.select((tu < t1).named("in_split"), tu, inside));
+        Fetched loads = fetchRow(kb0, row, c.kPieces(), "k", vectors);
+        if (!c.mla) {  // mla: V is the latent part of K's row
+          Fetched v = fetchRow(vb0, row, c.vPieces(), "v", vectors);
+          loads.insert(loads.end(), v.begin(), v.end());
+        }
+        for (const std::vector<Value>& piece : loads) {
+          shape.push_back(piece.size());
+          flat.insert(flat.end(), piece.begin(), piece.end());
+        }
+      }
+      return flat;
+    };
+    // The first step's loads, when the warp has a position in the split (zeros otherwise: the
+    // loop does not run).
+    Value tStart = (t0 + warp).named("t_start");
+    std::vector<Value> firstLoads;
+    std::vector<Value> first = kb.if_else((tStart < t1).named("has_step"), [&] {
+      firstLoads = fetchStep(tStart, tStart);
+      return firstLoads;
+    }, [&] {
+      // Zeros of the types the loads have (the then-branch is built first).
+      std::vector<Value> zeros;
+      for (Value v : firstLoads) {
+        Type t = v.type(), one = Type::of(t.scalar);
+        Value z = kb.constant(one, 0.0);
+        zeros.push_back(t.lanes == 1 ? z : kb.pack(t, std::vector<Value>(t.lanes, z)));
+      }
+      return zeros;
+    }, {.label = "first_step"});
+    // Carried: the lane's head's m and l, then per head the lane's accumulators, then the step's loads.
     std::vector<Value> init = {negInf(kb), kb.f32(0.0f)};
     for (unsigned g = 0; g < G; ++g)
       for (unsigned i = 0; i < n; ++i) init.push_back(kb.f32(0.0f));
+    const size_t loadsAt = init.size();
+    init.insert(init.end(), first.begin(), first.end());
     std::vector<Value> out = kb.for_range(
-        (t0 + warp).named("t_start"), t1, kb.u32(kWarps * unroll), init,
+        tStart, t1, kb.u32(kWarps * unroll), init,
         [&](Value t, std::span<Value> carried) {
-          // Positions t, t + 4, ... (when inside the split): every load first.
+          // The next step's loads first (its rows, when past the split, are this step's), then
+          // this step's values from the loads carried in.
+          std::vector<Value> ahead = fetchStep((t + kWarps * unroll).named("t_ahead"), t);
           std::vector<std::vector<Value>> kv, vv;
+          size_t at = loadsAt, piece = 0;
+          auto take = [&](const std::vector<Piece>& pieces) {
+            Fetched loads;
+            for (size_t i = 0; i < pieces.size(); ++i, ++piece) {
+              loads.emplace_back(carried.begin() + at, carried.begin() + at + shape[piece]);
+              at += shape[piece];
+            }
+            return loads;
+          };
           for (unsigned u = 0; u < unroll; ++u) {
-            Value tu = u == 0 ? t : (t + kWarps * u).named("t_next");
-            Value row = rowAt(u == 0 ? t : kb.select((tu < t1).named("in_split"), tu, t));
-            kv.push_back(cacheRow(kb0, row, c.kPieces(), "k", vectors));
+            kv.push_back(decodePieces(take(c.kPieces()), c.kPieces(), fp8, vectors, "k"));
             // mla: V is the latent part of K's row, the lane's first n K values.
             vv.push_back(c.mla ? std::vector<Value>(kv.back().begin(), kv.back().begin() + n)
-                               : cacheRow(vb0, row, c.vPieces(), "v", vectors));
+                               : decodePieces(take(c.vPieces()), c.vPieces(), fp8, vectors, "v"));
           }
           // Every score of the step at once (the lanes' partial dot products of every position
           // and head, summed over the warp together), each lane then the softmax of its one
@@ -403,6 +481,7 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
               next.push_back(a);
             }
           }
+          next.insert(next.end(), ahead.begin(), ahead.end());
           return next;
         },
         {.label = "positions", .iv = "t"});
