@@ -977,8 +977,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
   // For gemv_q_swiglu q5_k with q8_1 x at ntok 1 alone, ptxas 13.0 (sm_90, sm_90a) budgets itself
   // 40 registers and spills 8 bytes (not when the PTX's register names are unshared: emit-ptx
-  // --no-reg-reuse); 48 is room enough. Every other kernel keeps ptxas's own count (32-56).
-  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K && R == 1) kb.maxnreg(48);
+  // --no-reg-reuse); 48 was room enough for a group a lane an iteration, 64 is for 4 (48 spilled
+  // 20 bytes). Every other kernel keeps ptxas's own count.
+  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K && R == 1) kb.maxnreg(64);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   // The warp's rows: row0, row0 + 1, ..., row0 + R - 1 (neighbours in memory); with W warps a row
@@ -1009,39 +1010,62 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     Value kx = ((k >> 5u) << 5u).named("kx");
     // Accumulator of weight row wi and column t: acc[wi * ntok + t].
     std::vector<Value> zero(size_t(nw) * ntok, kb.f32(0.0f, "zero"));
+    // Groups a lane takes an iteration, all their loads first: at ntok 1 a group is ~4.5 bytes of
+    // weights a lane (q4_0), so one at a time left a warp ~150 bytes in flight; 2 at ntok 2, and 1
+    // beyond, where each group's ntok columns of x are loads enough. The groups are g, g + 32 W, ...
+    // (as the iterations before took them), so every sum adds its products in the same order as
+    // without the unrolling; a group past the row reads group g again and adds nothing.
+    const unsigned unroll = ntok == 1 ? 4 : ntok == 2 ? 2 : 1;
+    auto unrolled = [&](Value g, auto&& body) {
+      std::vector<Value> gs = {g}, valid = {Value()};
+      for (unsigned u = 1; u < unroll; ++u) {
+        Value gu = (g + 32 * W * u).named("g_next");
+        valid.push_back((gu < groups).named("in_row"));
+        gs.push_back(kb.select(valid.back(), gu, g, "g_read"));
+      }
+      return body(gs, valid);
+    };
+    // acc + v, or acc where the group lies past the row.
+    auto addIf = [&](Value in, Value acc, Value sum) { return in.valid() ? kb.select(in, sum, acc, "acc") : sum; };
     // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
     auto loop = [&](bool vector) {
       Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
       return kb.for_range(
-          first(lane, 32), groups, kb.u32(32 * W), zero,
-          [&](Value g, std::span<Value> acc) {
-            std::vector<std::vector<Value>> wv;
-            for (Value wrow : wrows) {
-              auto [blk, j] = groupBlock(kb, f, wrow, g);
-              wv.push_back(decode8(kb, f, blk, j));
-            }
-            std::vector<Value> next(acc.begin(), acc.end());
-            for (unsigned t = 0; t < ntok; ++t) {
-              Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
-              Value px = kb.index(xa, e, bytesOf(s), "px");
-              std::vector<Value> xv;
-              if (vector) {
-                unsigned per = vecElems(s);
-                for (unsigned i = 0; i < kGroup; i += per) {
-                  std::vector<Value> part =
-                      loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
-                  xv.insert(xv.end(), part.begin(), part.end());
+          first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
+          [&](Value g0, std::span<Value> acc) {
+            return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
+              std::vector<std::vector<std::vector<Value>>> wv(unroll);
+              for (unsigned u = 0; u < unroll; ++u)
+                for (Value wrow : wrows) {
+                  auto [blk, j] = groupBlock(kb, f, wrow, gs[u]);
+                  wv[u].push_back(decode8(kb, f, blk, j));
                 }
-              } else {
-                for (unsigned i = 0; i < kGroup; ++i)
-                  xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
-              }
-              for (unsigned wi = 0; wi < nw; ++wi) {
-                Value& a = next[wi * ntok + t];
-                for (unsigned i = 0; i < kGroup; ++i) a = kb.fma(wv[wi][i], xv[i], a);
-              }
-            }
-            return next;
+              std::vector<Value> next(acc.begin(), acc.end());
+              for (unsigned u = 0; u < unroll; ++u)
+                for (unsigned t = 0; t < ntok; ++t) {
+                  Value e = kb.mad(kb.u32(t), kx, gs[u] << 3u, "e");
+                  Value px = kb.index(xa, e, bytesOf(s), "px");
+                  std::vector<Value> xv;
+                  if (vector) {
+                    unsigned per = vecElems(s);
+                    for (unsigned i = 0; i < kGroup; i += per) {
+                      std::vector<Value> part =
+                          loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
+                      xv.insert(xv.end(), part.begin(), part.end());
+                    }
+                  } else {
+                    for (unsigned i = 0; i < kGroup; ++i)
+                      xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
+                  }
+                  for (unsigned wi = 0; wi < nw; ++wi) {
+                    Value& a = next[wi * ntok + t];
+                    Value sum = a;
+                    for (unsigned i = 0; i < kGroup; ++i) sum = kb.fma(wv[u][wi][i], xv[i], sum);
+                    a = addIf(valid[u], a, sum);
+                  }
+                }
+              return next;
+            });
           },
           {.label = vector ? "vec" : "scalar", .iv = "g"});
     };
@@ -1052,34 +1076,40 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       Value ones = kb.s32(0x01010101, "ones");
       Value izero = kb.s32(0, "izero");
       return kb.for_range(
-          first(lane, 32), groups, kb.u32(32 * W), zero,
-          [&](Value g, std::span<Value> acc) {
-            std::vector<IntGroup> wq;
-            for (Value wrow : wrows) {
-              auto [blk, j] = groupBlock(kb, f, wrow, g);
-              wq.push_back(decodeInt(kb, f, blk, j));
-            }
-            std::vector<Value> next(acc.begin(), acc.end());
-            for (unsigned t = 0; t < ntok; ++t) {
-              Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
-              Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
-              Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
-              Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
-              Value d8 = q81Scale(kb, xb);
-              Value suma;
-              if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
-              for (unsigned wi = 0; wi < nw; ++wi) {
-                const IntGroup& q = wq[wi];
-                Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
-                Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
-                if (q.intOffset) sumi = sumi - suma * q.intOffset;
-                Value part = q.scale * toF32(kb, sumi);
-                if (q.min.valid()) part = part - q.min * toF32(kb, suma);
-                Value& a = next[wi * ntok + t];
-                a = kb.fma(d8, part, a);
-              }
-            }
-            return next;
+          first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
+          [&](Value g0, std::span<Value> acc) {
+            return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
+              std::vector<std::vector<IntGroup>> wq(unroll);
+              for (unsigned u = 0; u < unroll; ++u)
+                for (Value wrow : wrows) {
+                  auto [blk, j] = groupBlock(kb, f, wrow, gs[u]);
+                  wq[u].push_back(decodeInt(kb, f, blk, j));
+                }
+              std::vector<Value> next(acc.begin(), acc.end());
+              for (unsigned u = 0; u < unroll; ++u)
+                for (unsigned t = 0; t < ntok; ++t) {
+                  Value g = gs[u];
+                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
+                  Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
+                  Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
+                  Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
+                  Value d8 = q81Scale(kb, xb);
+                  Value suma;
+                  if (wq[u][0].intOffset || wq[u][0].min.valid())
+                    suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+                  for (unsigned wi = 0; wi < nw; ++wi) {
+                    const IntGroup& q = wq[u][wi];
+                    Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
+                    Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+                    if (q.intOffset) sumi = sumi - suma * q.intOffset;
+                    Value part = q.scale * toF32(kb, sumi);
+                    if (q.min.valid()) part = part - q.min * toF32(kb, suma);
+                    Value& a = next[wi * ntok + t];
+                    a = addIf(valid[u], a, kb.fma(d8, part, a));
+                  }
+                }
+              return next;
+            });
           },
           {.label = "dp4a", .iv = "g"});
     };

@@ -429,9 +429,10 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
         const size_t span = size_t(rows - 1) * ld + cols;
         // Contiguous rows for the unfused swiglu; the same values at r * ld for the fused kernel.
         std::vector<float> gate = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -4.0f, 4.0f));
-        // GeGLU's gelu underflows to 0 below about -10 (silu only below -88): a row of one such value
-        // would have scale 0, so its up stays in [-3, 3].
-        const float reach = std::string_view(pr.unit).starts_with("swiglu") ? 12.0f : 3.0f;
+        // GeGLU's gelu underflows to 0 below about -10, and swiglu_oai's x·sigmoid(1.702 x) stored
+        // as f16 below about -10.5 (silu's only below -88): a row of one such value would have
+        // scale 0 (one run in ~15 drew one), so their activated inputs stay in [-3, 3].
+        const float reach = std::string_view(pr.unit) == "swiglu" ? 12.0f : 3.0f;
         std::vector<float> up = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -reach, reach));
         // A row of zeros: gate's, or with swiglu_oai (whose gate gains 1) up's, which the activation takes to 0.
         std::vector<float>& zeroed = std::string_view(pr.unit) == "swiglu_oai" ? up : gate;
