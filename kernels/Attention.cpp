@@ -469,15 +469,23 @@ std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) 
           Value p = ex2Approx(kb, score - ref, "p");
           Value pSum = overPositions(p, [&](Value a, Value b) { return (a + b).named("p_sum"); });
           std::vector<Value> next = {mNew, kb.fma(l, corr, pSum, "l")};
-          // Every head's rescale and weights to every lane, for its accumulators.
+          // Every head's rescale and weights to every lane, for its accumulators. They are rescaled
+          // only when some head's max grew (a warp-uniform branch): the rescale by exactly 1 that
+          // it skips changes nothing, and late in a long context the max rarely grows.
+          std::vector<Value> corrs, accs(carried.begin() + 2, carried.begin() + 2 + G * n);
+          for (unsigned g = 0; g < G; ++g) corrs.push_back(kb.shfl(Mod::Idx, corr, g << shift, "corr_head"));
+          Value grew = kb.vote(Mod::Any, (corr != 1.0f).named("max_grew"), "rescale");
+          accs = kb.if_else(grew, [&] {
+            std::vector<Value> scaled;
+            for (unsigned i = 0; i < G * n; ++i) scaled.push_back((accs[i] * corrs[i / n]).named("acc"));
+            return scaled;
+          }, [&] { return accs; }, {.label = "rescale"});
           for (unsigned g = 0; g < G; ++g) {
-            Value corrG = kb.shfl(Mod::Idx, corr, g << shift, "corr_head");
             std::vector<Value> pg;
             for (unsigned u = 0; u < unroll; ++u) pg.push_back(kb.shfl(Mod::Idx, p, (u * gp + g) << shift, "p_head"));
             for (unsigned i = 0; i < n; ++i) {
-              Value a = carried[2 + g * n + i];
-              a = kb.fma(pg[0], vv[0][i], a * corrG, "acc");
-              for (unsigned u = 1; u < unroll; ++u) a = kb.fma(pg[u], vv[u][i], a, "acc");
+              Value a = accs[g * n + i];
+              for (unsigned u = 0; u < unroll; ++u) a = kb.fma(pg[u], vv[u][i], a, "acc");
               next.push_back(a);
             }
           }

@@ -1025,7 +1025,18 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       }
       return body(gs, valid);
     };
-    // acc + v, or acc where the group lies past the row.
+    // The weights of each group of gs in every row: out[u][wi] = decode(block, j) of group gs[u] of
+    // wrows[wi].
+    auto decodeGroups = [&](const std::vector<Value>& gs, auto&& decode) {
+      std::vector<std::vector<decltype(decode(Value(), Value()))>> out(gs.size());
+      for (size_t u = 0; u < gs.size(); ++u)
+        for (Value wrow : wrows) {
+          auto [blk, j] = groupBlock(kb, f, wrow, gs[u]);
+          out[u].push_back(decode(blk, j));
+        }
+      return out;
+    };
+    // sum (the group's products added to acc), or acc where the group lies past the row.
     auto addIf = [&](Value in, Value acc, Value sum) { return in.valid() ? kb.select(in, sum, acc, "acc") : sum; };
     // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
     auto loop = [&](bool vector) {
@@ -1034,12 +1045,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
           [&](Value g0, std::span<Value> acc) {
             return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
-              std::vector<std::vector<std::vector<Value>>> wv(unroll);
-              for (unsigned u = 0; u < unroll; ++u)
-                for (Value wrow : wrows) {
-                  auto [blk, j] = groupBlock(kb, f, wrow, gs[u]);
-                  wv[u].push_back(decode8(kb, f, blk, j));
-                }
+              auto wv = decodeGroups(gs, [&](Value blk, Value j) { return decode8(kb, f, blk, j); });
               std::vector<Value> next(acc.begin(), acc.end());
               for (unsigned u = 0; u < unroll; ++u)
                 for (unsigned t = 0; t < ntok; ++t) {
@@ -1079,12 +1085,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
           [&](Value g0, std::span<Value> acc) {
             return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
-              std::vector<std::vector<IntGroup>> wq(unroll);
-              for (unsigned u = 0; u < unroll; ++u)
-                for (Value wrow : wrows) {
-                  auto [blk, j] = groupBlock(kb, f, wrow, gs[u]);
-                  wq[u].push_back(decodeInt(kb, f, blk, j));
-                }
+              auto wq = decodeGroups(gs, [&](Value blk, Value j) { return decodeInt(kb, f, blk, j); });
               std::vector<Value> next(acc.begin(), acc.end());
               for (unsigned u = 0; u < unroll; ++u)
                 for (unsigned t = 0; t < ntok; ++t) {

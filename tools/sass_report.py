@@ -7,7 +7,8 @@ For every kernel and target of a bundle, the cubin is disassembled with nvdisasm
   local     bytes of spill stores + spill loads + stack frame, and LDL/STL instructions in the code
   in flight per pass, the most global loads of one hot-loop iteration issued and not yet used (a
             load is in flight from its LDG until the first instruction that reads its destination)
-  insts/elt hot-loop instructions per element, per pass (see PASSES), '+' between passes
+  insts/elt hot-loop instructions per element, per pass (see PASSES), '+' between passes (for the
+            templates of SHORTEST the shortest path through an iteration)
   passes    global passes over the main input: the hot loops (loops with 16-byte global loads, or
             the template's LOAD_WIDTH; a remainder loop ptxas splits off after an unrolled one is not
             a pass), 1 without a loop
@@ -61,6 +62,10 @@ PASSES = {
 # storage size d (attention_decode at head_dim 128: a lane's 4 elements of a row). Their hot loops
 # are the loops with global loads of that width (the ones of the vector path).
 LOAD_WIDTH = {"attention_decode": lambda d: 4 * d}
+# Templates whose hot loops hold a rarely taken arm: their instructions per element count the
+# shortest path through an iteration (attention_decode rescales its accumulators only in a step
+# where some head's max grew).
+SHORTEST = {"attention_decode"}
 SIZES = {"f32": 4, "bf16": 2, "f16": 2, "e4m3": 1}  # e4m3: fp8 weights (gemv_e4m3), f32 x
 # Hot loops that are not passes: rmsnorm's rescan of a thread's elements, run only by a thread
 # whose sum of squares overflowed (indices into the hot loops, in order).
@@ -181,7 +186,12 @@ def one_pass(insts, labels):
         return None
     lo = loads[0]
     hi = next((i for i in range(outside[-1], len(insts)) if insts[i].base == "EXIT"), len(insts) - 1)
-    # dist[i]: fewest instructions executed from lo to reach i (inclusive); a predicated EXIT or BRA may fall through.
+    return lo, hi, in_flight(insts, lo, hi), shortest(insts, labels, lo, hi)
+
+
+def shortest(insts, labels, lo, hi):
+    """The fewest instructions executed from lo to hi (both included), by forward branches only; a predicated EXIT or
+    BRA may fall through."""
     inf = float("inf")
     dist = [inf] * (hi + 2)
     dist[lo] = 1
@@ -195,7 +205,7 @@ def one_pass(insts, labels):
         ends = inst.base in ("EXIT", "BRA") and not inst.pred
         if not ends and i + 1 <= hi:
             dist[i + 1] = min(dist[i + 1], dist[i] + 1)
-    return lo, hi, in_flight(insts, lo, hi), dist[hi]
+    return dist[hi]
 
 
 def global_loads(insts, lo, hi, width=None):
@@ -290,7 +300,8 @@ def measure(text, name):
     if sizes and len(sizes) == len(regions):
         for (lo, hi), bytes_per in zip(regions, sizes):
             loaded = sum(insts[i].width() for i in global_loads(insts, lo, hi, width=width))
-            ipe.append((hi - lo + 1) * bytes_per / loaded if loaded else None)
+            length = shortest(insts, labels, lo, hi) if template in SHORTEST else hi - lo + 1
+            ipe.append(length * bytes_per / loaded if loaded else None)
     local_insts = sum(1 for x in insts if x.base in ("LDL", "STL"))
     mufu, fixed = mufu_counts(insts)
     return {
