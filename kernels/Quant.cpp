@@ -1016,11 +1016,13 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     // (as the iterations before took them), so every sum adds its products in the same order as
     // without the unrolling; a group past the row reads group g again and adds nothing.
     const unsigned unroll = ntok == 1 ? 4 : ntok == 2 ? 2 : 1;
-    auto unrolled = [&](Value g, auto&& body) {
+    // body(gs, valid) for the `count` indices g, g + stride, ... below `bound` (an index past it
+    // reads g's data again, and valid[u], unset for g itself, is false).
+    auto unrolled = [&](Value g, Value bound, unsigned stride, unsigned count, auto&& body) {
       std::vector<Value> gs = {g}, valid = {Value()};
-      for (unsigned u = 1; u < unroll; ++u) {
-        Value gu = (g + 32 * W * u).named("g_next");
-        valid.push_back((gu < groups).named("in_row"));
+      for (unsigned u = 1; u < count; ++u) {
+        Value gu = (g + stride * u).named("g_next");
+        valid.push_back((gu < bound).named("in_row"));
         gs.push_back(kb.select(valid.back(), gu, g, "g_read"));
       }
       return body(gs, valid);
@@ -1044,7 +1046,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       return kb.for_range(
           first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
           [&](Value g0, std::span<Value> acc) {
-            return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
+            return unrolled(g0, groups, 32 * W, unroll, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
               auto wv = decodeGroups(gs, [&](Value blk, Value j) { return decode8(kb, f, blk, j); });
               std::vector<Value> next(acc.begin(), acc.end());
               for (unsigned u = 0; u < unroll; ++u)
@@ -1084,7 +1086,7 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       return kb.for_range(
           first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
           [&](Value g0, std::span<Value> acc) {
-            return unrolled(g0, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
+            return unrolled(g0, groups, 32 * W, unroll, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
               auto wq = decodeGroups(gs, [&](Value blk, Value j) { return decodeInt(kb, f, blk, j); });
               std::vector<Value> next(acc.begin(), acc.end());
               for (unsigned u = 0; u < unroll; ++u)
@@ -1128,55 +1130,71 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       Value xblocks = (k >> 5u).named("xblocks");
       Value ones = kb.s32(0x01010101, "ones");
       Value izero = kb.s32(0, "izero");
-      return kb.for_range(
-          first(lane >> 3u, 4), kblocks, kb.u32(4 * W), zero,
-          [&](Value bi, std::span<Value> acc) {
-            std::vector<WideChunk> wc;
-            for (Value wr : wa) wc.push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bi, kb.u32(f.bytes)), "blk"), p, h));
-            std::vector<Value> next(acc.begin(), acc.end());
-            for (unsigned e = 0; e < 2; ++e) {
-              Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
-              // The f32 weights of this half, shared by the columns.
-              std::vector<std::vector<Value>> wv(nw);
-              if (!q81)
-                for (unsigned wi = 0; wi < nw; ++wi)
-                  for (unsigned i = 0; i < 16; ++i) {
-                    Value q = (wc[wi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
-                    wv[wi].push_back(subRn(kb, mulRn(kb, wc[wi].D[e], toF32(kb, q)), wc[wi].M[e]));
-                  }
-              for (unsigned t = 0; t < ntok; ++t) {
-                if (!q81) {
-                  Value px = kb.index(xa, kb.mad(kb.u32(t), kx, (sb << 5u) + (h << 4u)), bytesOf(s), "px");
-                  std::vector<Value> xv;
-                  for (unsigned i = 0; i < 16; i += vecElems(s)) {
-                    std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
-                    xv.insert(xv.end(), part.begin(), part.end());
-                  }
-                  for (unsigned wi = 0; wi < nw; ++wi) {
-                    Value& a = next[wi * ntok + t];
-                    for (unsigned i = 0; i < 16; ++i) a = kb.fma(wv[wi][i], xv[i], a);
-                  }
-                  continue;
-                }
-                Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(kQ81Bytes)), "xb");
-                Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
-                std::vector<Value> xw;
-                for (unsigned j = 0; j < 4; ++j)
-                  xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
-                Value d8 = q81Scale(kb, xb);
-                Value suma = izero;
-                for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
-                for (unsigned wi = 0; wi < nw; ++wi) {
-                  Value sumi = izero;
-                  for (unsigned j = 0; j < 4; ++j)
-                    sumi = kb.dp4a(kb.bitcast(wc[wi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
-                  Value part = wc[wi].D[e] * toF32(kb, sumi) - wc[wi].M[e] * toF32(kb, suma);
-                  Value& a = next[wi * ntok + t];
-                  a = kb.fma(d8, part, a);
-                }
+      // Block bi's products (its chunks wc, of every row) added to the sums in `next` (not where
+      // `in`, when given, is false).
+      auto addBlock = [&](Value bi, const std::vector<WideChunk>& wc, Value in, std::vector<Value>& next) {
+        for (unsigned e = 0; e < 2; ++e) {
+          Value sb = ((bi << 3u) + (p << 1u) + e).named("x_block");  // x's block of 32 values
+          // The f32 weights of this half, shared by the columns.
+          std::vector<std::vector<Value>> wv(nw);
+          if (!q81)
+            for (unsigned wi = 0; wi < nw; ++wi)
+              for (unsigned i = 0; i < 16; ++i) {
+                Value q = (wc[wi].q[e][i / 4] >> (8 * (i % 4))) & 0xFFu;
+                wv[wi].push_back(subRn(kb, mulRn(kb, wc[wi].D[e], toF32(kb, q)), wc[wi].M[e]));
               }
+          for (unsigned t = 0; t < ntok; ++t) {
+            if (!q81) {
+              Value px = kb.index(xa, kb.mad(kb.u32(t), kx, (sb << 5u) + (h << 4u)), bytesOf(s), "px");
+              std::vector<Value> xv;
+              for (unsigned i = 0; i < 16; i += vecElems(s)) {
+                std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x");
+                xv.insert(xv.end(), part.begin(), part.end());
+              }
+              for (unsigned wi = 0; wi < nw; ++wi) {
+                Value& a = next[wi * ntok + t];
+                Value sum = a;
+                for (unsigned i = 0; i < 16; ++i) sum = kb.fma(wv[wi][i], xv[i], sum);
+                a = addIf(in, a, sum);
+              }
+              continue;
             }
-            return next;
+            Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, sb), kb.u32(kQ81Bytes)), "xb");
+            Value pa = kb.ptradd(xb, kb.cvt((h << 4u) + 4u, Type::u64()), "pa");
+            std::vector<Value> xw;
+            for (unsigned j = 0; j < 4; ++j)
+              xw.push_back(kb.load(j == 0 ? pa : kb.ptradd(pa, kb.u64(4 * j)), Type::of(Scalar::S32), {Mod::NcMod}, "xw"));
+            Value d8 = q81Scale(kb, xb);
+            Value suma = izero;
+            for (Value v : xw) suma = kb.dp4a(ones, v, suma, "suma");
+            for (unsigned wi = 0; wi < nw; ++wi) {
+              Value sumi = izero;
+              for (unsigned j = 0; j < 4; ++j)
+                sumi = kb.dp4a(kb.bitcast(wc[wi].q[e][j], Type::of(Scalar::S32)), xw[j], sumi, "sumi");
+              Value part = wc[wi].D[e] * toF32(kb, sumi) - wc[wi].M[e] * toF32(kb, suma);
+              Value& a = next[wi * ntok + t];
+              a = addIf(in, a, kb.fma(d8, part, a));
+            }
+          }
+        }
+      };
+      // Blocks a lane takes an iteration, bi and bi + 4 W, their loads first (the sums add in the
+      // same order as one block an iteration): 2 for one row of q8_1 x at ntok 1 (sm_90a, q4_k:
+      // loads in flight a lane 7 -> 14, q5_k 6 -> 10); with f32 x or two matrices (swiglu) ptxas
+      // kept no more in flight that way, so 1.
+      const unsigned blocksAtOnce = ntok == 1 && q81 && nw == 1 ? 2 : 1;
+      return kb.for_range(
+          first(lane >> 3u, 4), kblocks, kb.u32(4 * W * blocksAtOnce), zero,
+          [&](Value b0, std::span<Value> acc) {
+            return unrolled(b0, kblocks, 4 * W, blocksAtOnce, [&](const std::vector<Value>& bs, const std::vector<Value>& valid) {
+              std::vector<std::vector<WideChunk>> wcs(bs.size());
+              for (size_t u = 0; u < bs.size(); ++u)
+                for (Value wr : wa)
+                  wcs[u].push_back(wideChunk(kb, f, kb.ptradd(wr, kb.mul_wide(bs[u], kb.u32(f.bytes)), "blk"), p, h));
+              std::vector<Value> next(acc.begin(), acc.end());
+              for (size_t u = 0; u < bs.size(); ++u) addBlock(bs[u], wcs[u], valid[u], next);
+              return next;
+            });
           },
           {.label = "wide", .iv = "bi"});
     };
