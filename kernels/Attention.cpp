@@ -13,8 +13,8 @@
 // with one of the step's scores), kept in the log2 domain (q is pre-scaled by scale * log2 e),
 // and folded in by online softmax, once a step for all of its positions: a running max m, sum l
 // and accumulator per query head, rescaled when m grows; each lane computes its score's weight,
-// and shuffles bring every weight to the accumulators. The warps' states merge through shared memory, and the split writes its normalized
-// output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
+// and shuffles bring every weight to the accumulators. The warps' states merge through shared
+// memory, and the split writes its normalized output and log2-sum-exp to the workspace. attention_decode_merge combines a sequence's splits:
 // one warp per (sequence, query head); with `sinks` a logit per head without a value adds its
 // weight to the splits' sums (gpt-oss's attention sinks). With an fp8 cache_dtype the caches hold E4M3 or E5M2 codes
 // (kernels/Fp8.cpp), decoded as each slice is loaded (fp8_decode: cvt.f16x2 or integer
@@ -147,7 +147,8 @@ std::vector<Value> fetchSlice(KernelBuilder& kb, Value p, unsigned n, const Conf
     return out;
   }
   if (codes) {
-    out.push_back(kb.load(p, n == 2 ? Type::of(ir::Scalar::U16) : Type::of(ir::Scalar::U32, n / 4), {Mod::NcMod}, name));
+    const Type t = n == 2 ? Type::of(ir::Scalar::U16) : Type::of(ir::Scalar::U32, n / 4);
+    out.push_back(kb.load(p, t, {Mod::NcMod}, name));
     return out;
   }
   const unsigned total = n * bytes, piece = std::min(total, 16u);
@@ -195,12 +196,6 @@ std::vector<Value> decodeSlice(KernelBuilder& kb, const std::vector<Value>& load
   }
   return out;
 }
-
-// One query head's online-softmax state in a lane: max, sum, and the lane's accumulators.
-struct State {
-  Value m, l;
-  std::vector<Value> acc;
-};
 
 std::optional<ir::Module> buildDecode(const Options& o, ir::Diagnostics& diags) {
   const Config c = configOf(o);
