@@ -1040,42 +1040,50 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     };
     // sum (the group's products added to acc), or acc where the group lies past the row.
     auto addIf = [&](Value in, Value acc, Value sum) { return in.valid() ? kb.select(in, sum, acc, "acc") : sum; };
-    // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
-    auto loop = [&](bool vector) {
-      Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
+    // The loop of the two group paths: `unroll` groups a lane an iteration, each row's weights of
+    // them decoded by decode(block, j) first, then body(g, in, weights, next) adds group g's
+    // products (weights[wi]: row wi's) to the sums in `next`, group by group.
+    auto groupLoop = [&](const char* label, auto&& decode, auto&& body) {
       return kb.for_range(
           first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
           [&](Value g0, std::span<Value> acc) {
             return unrolled(g0, groups, 32 * W, unroll, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
-              auto wv = decodeGroups(gs, [&](Value blk, Value j) { return decode8(kb, f, blk, j); });
+              auto weights = decodeGroups(gs, decode);
               std::vector<Value> next(acc.begin(), acc.end());
-              for (unsigned u = 0; u < unroll; ++u)
-                for (unsigned t = 0; t < ntok; ++t) {
-                  Value e = kb.mad(kb.u32(t), kx, gs[u] << 3u, "e");
-                  Value px = kb.index(xa, e, bytesOf(s), "px");
-                  std::vector<Value> xv;
-                  if (vector) {
-                    unsigned per = vecElems(s);
-                    for (unsigned i = 0; i < kGroup; i += per) {
-                      std::vector<Value> part =
-                          loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
-                      xv.insert(xv.end(), part.begin(), part.end());
-                    }
-                  } else {
-                    for (unsigned i = 0; i < kGroup; ++i)
-                      xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
-                  }
-                  for (unsigned wi = 0; wi < nw; ++wi) {
-                    Value& a = next[wi * ntok + t];
-                    Value sum = a;
-                    for (unsigned i = 0; i < kGroup; ++i) sum = kb.fma(wv[u][wi][i], xv[i], sum);
-                    a = addIf(valid[u], a, sum);
-                  }
-                }
+              for (unsigned u = 0; u < unroll; ++u) body(gs[u], valid[u], weights[u], next);
               return next;
             });
           },
-          {.label = vector ? "vec" : "scalar", .iv = "g"});
+          {.label = label, .iv = "g"});
+    };
+    // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
+    auto loop = [&](bool vector) {
+      Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
+      auto decode = [&](Value blk, Value j) { return decode8(kb, f, blk, j); };
+      return groupLoop(vector ? "vec" : "scalar", decode,
+                       [&](Value g, Value in, const std::vector<std::vector<Value>>& wv, std::vector<Value>& next) {
+        for (unsigned t = 0; t < ntok; ++t) {
+          Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
+          Value px = kb.index(xa, e, bytesOf(s), "px");
+          std::vector<Value> xv;
+          if (vector) {
+            unsigned per = vecElems(s);
+            for (unsigned i = 0; i < kGroup; i += per) {
+              std::vector<Value> part = loadVecF32(kb, i == 0 ? px : kb.ptradd(px, kb.u64(16 * (i / per))), s, true, "x");
+              xv.insert(xv.end(), part.begin(), part.end());
+            }
+          } else {
+            for (unsigned i = 0; i < kGroup; ++i)
+              xv.push_back(loadF32(kb, kb.ptradd(px, kb.u64(i * bytesOf(s))), s, true, "x"));
+          }
+          for (unsigned wi = 0; wi < nw; ++wi) {
+            Value& a = next[wi * ntok + t];
+            Value sum = a;
+            for (unsigned i = 0; i < kGroup; ++i) sum = kb.fma(wv[wi][i], xv[i], sum);
+            a = addIf(in, a, sum);
+          }
+        }
+      });
     };
     // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
     // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
@@ -1083,38 +1091,28 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       Value xblocks = (k >> 5u).named("xblocks");
       Value ones = kb.s32(0x01010101, "ones");
       Value izero = kb.s32(0, "izero");
-      return kb.for_range(
-          first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
-          [&](Value g0, std::span<Value> acc) {
-            return unrolled(g0, groups, 32 * W, unroll, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
-              auto wq = decodeGroups(gs, [&](Value blk, Value j) { return decodeInt(kb, f, blk, j); });
-              std::vector<Value> next(acc.begin(), acc.end());
-              for (unsigned u = 0; u < unroll; ++u)
-                for (unsigned t = 0; t < ntok; ++t) {
-                  Value g = gs[u];
-                  Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
-                  Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
-                  Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
-                  Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
-                  Value d8 = q81Scale(kb, xb);
-                  Value suma;
-                  if (wq[u][0].intOffset || wq[u][0].min.valid())
-                    suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
-                  for (unsigned wi = 0; wi < nw; ++wi) {
-                    const IntGroup& q = wq[u][wi];
-                    Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
-                    Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
-                    if (q.intOffset) sumi = sumi - suma * q.intOffset;
-                    Value part = q.scale * toF32(kb, sumi);
-                    if (q.min.valid()) part = part - q.min * toF32(kb, suma);
-                    Value& a = next[wi * ntok + t];
-                    a = addIf(valid[u], a, kb.fma(d8, part, a));
-                  }
-                }
-              return next;
-            });
-          },
-          {.label = "dp4a", .iv = "g"});
+      auto decode = [&](Value blk, Value j) { return decodeInt(kb, f, blk, j); };
+      return groupLoop("dp4a", decode, [&](Value g, Value in, const std::vector<IntGroup>& wq, std::vector<Value>& next) {
+        for (unsigned t = 0; t < ntok; ++t) {
+          Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
+          Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
+          Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
+          Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");
+          Value d8 = q81Scale(kb, xb);
+          Value suma;
+          if (wq[0].intOffset || wq[0].min.valid()) suma = kb.dp4a(ones, a1, kb.dp4a(ones, a0, izero), "suma");
+          for (unsigned wi = 0; wi < nw; ++wi) {
+            const IntGroup& q = wq[wi];
+            Value q0 = kb.bitcast(q.q[0], Type::of(Scalar::S32)), q1 = kb.bitcast(q.q[1], Type::of(Scalar::S32));
+            Value sumi = kb.dp4a(q1, a1, kb.dp4a(q0, a0, izero), "sumi");
+            if (q.intOffset) sumi = sumi - suma * q.intOffset;
+            Value part = q.scale * toF32(kb, sumi);
+            if (q.min.valid()) part = part - q.min * toF32(kb, suma);
+            Value& a = next[wi * ntok + t];
+            a = addIf(in, a, kb.fma(d8, part, a));
+          }
+        }
+      });
     };
     // q4_k and q5_k rows 16-byte aligned (and x too for f32/bf16): lane l takes chunk l % 8
     // (wideChunk) of blocks l / 8, l / 8 + 4, ...: 32 values from two or three 16-byte
