@@ -14,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -1292,7 +1293,10 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
 
 // ---- gemm_q ---------------------------------------------------------------------------------
 
-constexpr unsigned kQTileM = 64, kQTileN = 32, kQThreads = 128, kQWarps = kQThreads / 32;
+constexpr unsigned kQTileM = 64, kQThreads = 128, kQWarps = kQThreads / 32;
+// Tokens a tile (the tile_n option): 32 (warps 4 x 1, each 16 rows x 32 tokens; with experts
+// moe_align's tiles of 32 pairs), or 64 (warps 2 x 2, each 32 rows x 32 tokens).
+constexpr unsigned kQTileNExperts = 32;
 // A stage is 8 blocks of 32 values of K (256: one k-quant block, 8 q4_0/q8_0 blocks).
 constexpr unsigned kQSub = 8;
 // A tile row: the stage's 256 quants as int8, then 16 bytes of padding. The 272-byte stride puts
@@ -1309,7 +1313,9 @@ constexpr unsigned kQUnroll = 4;
 
 // Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, any format) and q8_1 activations X
 // (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32
-// (tokens) tile of Y; warp w owns rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8.
+// (tokens) tile of Y, warp w rows 16w .. 16w + 15 and all 32 tokens: 4 mma tiles of 16x8; or with
+// tile_n = 64 a 64 x 64 tile, warp w rows 32 (w % 2) .. + 31 and tokens 32 (w / 2) .. + 31: 2 x 4
+// tiles, one A fragment serving 4 of them and one B fragment 2.
 // K advances a stage of 8 blocks of 32 values at a time. Staging: a warp decodes one row at a
 // time, lane l the 8 values 8l .. 8l + 7 of the stage (decodeInt's group; q4_0's q - 8 and
 // the like made signed bytes), so the lanes' loads cover the row's bytes of the stage
@@ -1330,6 +1336,15 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "gemm_q");
   const bool experts = o.flag("experts");
+  // The warps' grid over the tile (warpsM x warpsN), and each warp's rows: mFrags A fragments of 16.
+  const auto tileN = static_cast<unsigned>(o.integer("tile_n"));
+  if (experts && tileN != kQTileNExperts) {
+    diags.report(ir::Severity::Error, "", {},
+                 "experts take tile_n = 32, the tiles of moe_align's default tile, not " + std::to_string(tileN));
+    return std::nullopt;
+  }
+  const unsigned warpsN = tileN / 32, warpsM = kQWarps / warpsN;
+  const unsigned warpRows = kQTileM / warpsM, mFrags = warpRows / 16;
   Value w = kb.param(kGlobalPtr, "w");
   Value x = kb.param(kGlobalPtr, "x");
   Value y = kb.param(kGlobalPtr, "y");
@@ -1347,8 +1362,11 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     ntok = kb.param(Type::u32(), "ntok");
   }
   kb.reqntid(kQThreads);
+  // 64 x 64 tiles take 39-45 KB of shared memory: two blocks an SM on sm_86/sm_89 (100 KB), three
+  // on sm_80, five on sm_90; each does twice a 64 x 32 block's work per staged byte.
+  if (tileN == 64) kb.minnctapersm(2);
   ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
-  ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), kQTileN * kQRowBytes / 4, 128);
+  ir::SharedArray xq = kb.shared("xq", Type::of(Scalar::B32), tileN * kQRowBytes / 4, 128);
   // q6_k, q3_k, q2_k (halfScales): wd holds each row's d (one k-quant block a stage), wsc the
   // integer scales of the 16-value halves (half h of block s of row r at r * (2 kQSub + 1) + 2s + h;
   // q2_k's as 16-bit words, the scale in the low byte, the min in the high: its mins and the
@@ -1357,7 +1375,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   const bool halfScales = halfScaled(f), halfF32 = f.fmt == Fmt::NVFP4, halves = halfScales || halfF32;
   ir::SharedArray wd;
   if (!halfF32) wd = kb.shared("wd", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
-  ir::SharedArray xd = kb.shared("xd", Type::f32(), kQTileN * kQScaleStride);
+  ir::SharedArray xd = kb.shared("xd", Type::f32(), tileN * kQScaleStride);
   constexpr unsigned kScStride = 2 * kQSub + 1;
   // The mins (W: per block, or with halfScales each row's dmin) and the tokens' sums of quants
   // per block (X; with halfScales per half: q2_k).
@@ -1366,7 +1384,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   ir::SharedArray wmin, xsum;
   if (withMin) {
     wmin = kb.shared("wmin", Type::f32(), halfScales ? kQTileM : kQTileM * kQScaleStride);
-    xsum = kb.shared("xsum", Type::of(Scalar::S32), kQTileN * (halfScales ? kScStride : kQScaleStride));
+    xsum = kb.shared("xsum", Type::of(Scalar::S32), tileN * (halfScales ? kScStride : kQScaleStride));
   }
   ir::SharedArray wsc;
   const unsigned scShift = halfMins ? 1 : 2;  // log2 of wsc's element bytes
@@ -1375,7 +1393,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane"), warp = (tid >> 5u).named("warp");
   Value m0 = (kb.ctaid(Mod::X) * kQTileM).named("m0");
-  Value n0 = (kb.ctaid(Mod::Y) * kQTileN).named("n0");
+  Value n0 = (kb.ctaid(Mod::Y) * tileN).named("n0");
   Value blocks = (k >> 5u).named("kblocks");
   Value rowBytes = ((k >> log2u(f.qk)) * f.bytes).named("row_bytes");
   // Experts: tile y of moe_align's output, rows n0 .. n0 + 31 of `sorted`: their pairs (shared
@@ -1386,16 +1404,16 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   if (experts) {
     Value expert = kb.load(kb.index(tileExperts, kb.ctaid(Mod::Y), 4), Type::u32(), {Mod::NcMod}, "expert");
     kb.if_then((expert == kNoExpert).named("no_tile"), [&] { kb.ret(); }, "no_tile");
-    tilePairs = kb.shared_addr(kb.shared("tile_pairs", Type::u32(), kQTileN), "tile_pairs");
-    tileRows = kb.shared_addr(kb.shared("tile_x_rows", Type::u32(), kQTileN), "tile_x_rows");
-    kb.if_then(tid < kQTileN, [&] {
+    tilePairs = kb.shared_addr(kb.shared("tile_pairs", Type::u32(), tileN), "tile_pairs");
+    tileRows = kb.shared_addr(kb.shared("tile_x_rows", Type::u32(), tileN), "tile_x_rows");
+    kb.if_then(tid < tileN, [&] {
       Value pair = kb.load(kb.index(sorted, n0 + tid, 4), Type::u32(), {Mod::NcMod}, "pair");
       kb.store(kb.index(tilePairs, tid, 4), pair);
       kb.store(kb.index(tileRows, tid, 4), kb.select(pair == kNoExpert, kb.u32(0), pair / slots, "x_row"));
     }, "tile_pairs");
     kb.bar_sync();
     kb.if_then((expert >= nExperts).named("unknown_expert"), [&] {
-      kb.for_range(tid, kb.u32(kQTileM * kQTileN), kQThreads, [&](Value i) {
+      kb.for_range(tid, kb.u32(kQTileM * tileN), kQThreads, [&](Value i) {
         Value pair = kb.load(kb.index(tilePairs, i >> log2u(kQTileM), 4), Type::u32(), "pair");
         Value row = (m0 + (i & (kQTileM - 1))).named("row");
         kb.if_then(((pair != kNoExpert) & (row < rows)).named("in"), [&] {
@@ -1414,7 +1432,12 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
 
   const unsigned perBlock = f.qk / 32;  // 32-value blocks of K per ggml block
   Value sub = (lane >> 2u).named("sub"), quarter = (lane & 3u).named("quarter");
-  auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(kb.shared_addr(a), byteOff); };
+  // Each array's address, taken once here (ptxas would otherwise materialize it again in each
+  // predicated store).
+  std::map<int, Value> sharedBase;
+  for (const ir::SharedArray* a : {&wq, &xq, &wd, &xd, &wmin, &xsum, &wsc})
+    if (a->valid()) sharedBase[a->index] = kb.shared_addr(*a);
+  auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(sharedBase.at(a.index), byteOff); };
   // Byte offset of the scale (and min) of block s of tile row r.
   auto wdAt = [&](Value r, Value s) { return (halfScales ? r : r * kQScaleStride + s) << 2u; };
   // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
@@ -1503,8 +1526,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     };
     if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
     else groupRows();
-    constexpr unsigned kTokensPerWarp = kQTileN / kQWarps;
-    forRows(warp * kTokensPerWarp, kTokensPerWarp, [&](Value t) {
+    const unsigned tokensPerWarp = tileN / kQWarps;
+    forRows(warp * tokensPerWarp, tokensPerWarp, [&](Value t) {
       Value xrow = kb.ptradd(x, kb.mul_wide(xRowOf(t), blocks * kQ81Bytes), "xrow");
       Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "xb");
       std::vector<Value> xw;
@@ -1533,88 +1556,99 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     });
   };
 
-  // ldmatrix x4 addresses in block 0: A (rows of W): matrix q is rows 8(q & 1) .. + 7, bytes
-  // 16(q >> 1) ..; B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and 16 .. 31 of tokens
-  // 8j .. 8j + 7. Block s is 32 s bytes further.
+  // The warp's rows (of the tile) and tokens.
+  Value warpRow = ((warpsM == kQWarps ? warp : warp & (warpsM - 1)) * warpRows).named("warp_row");
+  Value warpTok = warpsN == 1 ? kb.u32(0) : ((warp >> log2u(warpsM)) << 5u).named("warp_tok");
+  // ldmatrix x4 addresses in block 0: A (rows of W, fragment f 16 rows further): matrix q is rows
+  // 8(q & 1) .. + 7, bytes 16(q >> 1) ..; B (tokens): matrices 2j', 2j' + 1 are bytes 0 .. 15 and
+  // 16 .. 31 of tokens 8j .. 8j + 7. Block s is 32 s bytes further.
   Value q = (lane >> 3u).named("q"), l7 = (lane & 7u).named("lane7");
-  Value aOff = (((warp << 4u) + l7 + ((q & 1u) << 3u)) * kQRowBytes + ((q >> 1u) << 4u)).named("a_frag");
-  Value bOff = ((l7 + ((q >> 1u) << 3u)) * kQRowBytes + ((q & 1u) << 4u)).named("b_frag");
+  Value aOff = ((warpRow + l7 + ((q & 1u) << 3u)) * kQRowBytes + ((q >> 1u) << 4u)).named("a_frag");
+  Value bOff = ((warpTok + l7 + ((q >> 1u) << 3u)) * kQRowBytes + ((q & 1u) << 4u)).named("b_frag");
   Value g = (lane >> 2u).named("g"), t = (lane & 3u).named("t");
   Value izero = kb.s32(0, "izero");
   Value accZero = kb.pack(Type::of(Scalar::S32, 4), {izero, izero, izero, izero}, "acc_zero");
-  constexpr unsigned kTiles = kQTileN / 8;
+  constexpr unsigned kTiles = 4;  // of 8 tokens: a warp's 32
+  // Accumulator of A fragment f, token tile j, element 2h + c: row 16f + g + 8h of the warp's,
+  // token 8j + 2t + c of the warp's.
+  auto accIndex = [&](unsigned f, unsigned j, unsigned h, unsigned c) { return ((f * kTiles + j) * 2 + h) * 2 + c; };
   // The products of block s of the stage, added to the accumulators.
   auto multiply = [&](Value s, std::span<Value> carried) {
-    Value fa = kb.ldmatrix(sharedAt(wq, aOff + (s << 5u)), 4, false, "fa");
-    // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
-    std::vector<Value> fas = {fa};
-    if (halves) {
-      Value z = kb.b32(0, "bzero");
-      fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
-             kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
-    }
     std::vector<Value> fb;
     for (unsigned jp = 0; jp < kTiles / 2; ++jp) {
       Value quad = kb.ldmatrix(sharedAt(xq, bOff + (s << 5u) + jp * 16 * kQRowBytes), 4, false, "fb");
       for (unsigned first : {0u, 2u})
         fb.push_back(kb.pack(Type::of(Scalar::B32, 2), {kb.extract(quad, first), kb.extract(quad, first + 1)}, "frag_b"));
     }
-    // Element 2h + c of tile j: row g + 8h of the warp's 16, token 8j + 2t + c.
-    Value dw[2], mw[2], sc[2][2], mi[2][2];
-    for (unsigned h = 0; h < 2; ++h) {
-      Value row = (warp << 4u) + g + 8 * h;
-      Value at = wdAt(row, s);
-      if (!halfF32) dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
-      if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
-      if (halves)
-        for (unsigned kh = 0; kh < 2; ++kh) {
-          Value half = (row * kScStride + (s << 1u) + kh) << scShift;
-          if (!halfMins) {
-            sc[h][kh] = kb.load(sharedAt(wsc, half), Type::of(scType), "sc");
-            continue;
-          }
-          Value both = kb.bitcast(kb.cvt(kb.load(sharedAt(wsc, half), Type::of(Scalar::U16), "sc_min"), Type::u32()),
-                                  Type::of(Scalar::S32));
-          sc[h][kh] = both & 0xFF, mi[h][kh] = both >> 8u;
-        }
-    }
-    std::vector<Value> next(carried.begin(), carried.end());
-    for (unsigned j = 0; j < kTiles; ++j) {
-      std::vector<Value> sums;
-      for (Value a : fas) sums.push_back(kb.mma(Mod::M16n8k32, Scalar::S8, a, fb[j], accZero, "sumi"));
-      auto blockSum = [&](unsigned e, unsigned h) {
-        if (!halfScales) return kb.extract(sums[0], e);
-        return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
-      };
+    // Each token's d_x (and sums of quants) of the block: tile j, column c.
+    Value dx[kTiles][2], suma[kTiles][2], halfSums[kTiles][2][2];
+    for (unsigned j = 0; j < kTiles; ++j)
       for (unsigned c = 0; c < 2; ++c) {
-        Value tok = (t << 1u) + (8 * j + c);
+        Value tok = warpTok + (t << 1u) + (8 * j + c);
         Value at = (tok * kQScaleStride + s) << 2u;
-        Value dx = kb.load(sharedAt(xd, at), Type::f32(), "dx");
-        Value suma, halfSums[2];
+        dx[j][c] = kb.load(sharedAt(xd, at), Type::f32(), "dx");
         if (halfMins)
           for (unsigned kh = 0; kh < 2; ++kh)
-            halfSums[kh] =
+            halfSums[j][c][kh] =
                 kb.load(sharedAt(xsum, (tok * kScStride + (s << 1u) + kh) << 2u), Type::of(Scalar::S32), "suma");
         else if (withMin)
-          suma = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
-        for (unsigned h = 0; h < 2; ++h) {
-          Value& a = next[4 * j + 2 * h + c];
-          if (halfF32) {  // nvfp4: each half's f32 scale on its own sum
-            for (unsigned kh = 0; kh < 2; ++kh)
-              a = kb.fma(mulRn(kb, sc[h][kh], dx), toF32(kb, kb.extract(sums[kh], 2 * h + c)), a);
-            continue;
+          suma[j][c] = toF32(kb, kb.load(sharedAt(xsum, at), Type::of(Scalar::S32), "suma"));
+      }
+    std::vector<Value> next(carried.begin(), carried.end());
+    for (unsigned f = 0; f < mFrags; ++f) {
+      Value fa = kb.ldmatrix(sharedAt(wq, aOff + (s << 5u) + f * 16 * kQRowBytes), 4, false, "fa");
+      // q6_k: registers 0, 1 of the A fragment hold K 0 .. 15, registers 2, 3 K 16 .. 31.
+      std::vector<Value> fas = {fa};
+      if (halves) {
+        Value z = kb.b32(0, "bzero");
+        fas = {kb.pack(Type::of(Scalar::B32, 4), {kb.extract(fa, 0), kb.extract(fa, 1), z, z}, "fa_lo"),
+               kb.pack(Type::of(Scalar::B32, 4), {z, z, kb.extract(fa, 2), kb.extract(fa, 3)}, "fa_hi")};
+      }
+      // Rows g and g + 8 of the fragment.
+      Value dw[2], mw[2], sc[2][2], mi[2][2];
+      for (unsigned h = 0; h < 2; ++h) {
+        Value row = warpRow + g + (16 * f + 8 * h);
+        Value at = wdAt(row, s);
+        if (!halfF32) dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
+        if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
+        if (halves)
+          for (unsigned kh = 0; kh < 2; ++kh) {
+            Value half = (row * kScStride + (s << 1u) + kh) << scShift;
+            if (!halfMins) {
+              sc[h][kh] = kb.load(sharedAt(wsc, half), Type::of(scType), "sc");
+              continue;
+            }
+            Value both = kb.bitcast(kb.cvt(kb.load(sharedAt(wsc, half), Type::of(Scalar::U16), "sc_min"), Type::u32()),
+                                    Type::of(Scalar::S32));
+            sc[h][kh] = both & 0xFF, mi[h][kh] = both >> 8u;
           }
-          Value sumi = toF32(kb, blockSum(2 * h + c, h));
-          // q2_k: the halves' integer mins times the token's sums over them, exact in s32.
-          if (halfMins) suma = toF32(kb, halfSums[0] * mi[h][0] + halfSums[1] * mi[h][1]);
-          if (withMin) a = kb.fma(dx, subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], suma)), a);
-          else a = kb.fma(mulRn(kb, dw[h], dx), sumi, a);
-        }
+      }
+      for (unsigned j = 0; j < kTiles; ++j) {
+        std::vector<Value> sums;
+        for (Value a : fas) sums.push_back(kb.mma(Mod::M16n8k32, Scalar::S8, a, fb[j], accZero, "sumi"));
+        auto blockSum = [&](unsigned e, unsigned h) {
+          if (!halfScales) return kb.extract(sums[0], e);
+          return kb.extract(sums[0], e) * sc[h][0] + kb.extract(sums[1], e) * sc[h][1];
+        };
+        for (unsigned c = 0; c < 2; ++c)
+          for (unsigned h = 0; h < 2; ++h) {
+            Value& a = next[accIndex(f, j, h, c)];
+            if (halfF32) {  // nvfp4: each half's f32 scale on its own sum
+              for (unsigned kh = 0; kh < 2; ++kh)
+                a = kb.fma(mulRn(kb, sc[h][kh], dx[j][c]), toF32(kb, kb.extract(sums[kh], 2 * h + c)), a);
+              continue;
+            }
+            Value sumi = toF32(kb, blockSum(2 * h + c, h));
+            // q2_k: the halves' integer mins times the token's sums over them, exact in s32.
+            Value sa = halfMins ? toF32(kb, halfSums[j][c][0] * mi[h][0] + halfSums[j][c][1] * mi[h][1]) : suma[j][c];
+            if (withMin) a = kb.fma(dx[j][c], subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], sa)), a);
+            else a = kb.fma(mulRn(kb, dw[h], dx[j][c]), sumi, a);
+          }
       }
     }
     return next;
   };
-  std::vector<Value> init(4 * kTiles, kb.f32(0.0f, "zero"));
+  std::vector<Value> init(4 * kTiles * mFrags, kb.f32(0.0f, "zero"));
   std::vector<Value> acc = kb.for_range(
       kb.u32(0), blocks, kb.u32(kQSub), init,
       [&](Value b0, std::span<Value> carried) {
@@ -1627,25 +1661,27 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         return next;
       },
       {.label = "stages", .iv = "b0"});
-  // The biases of the thread's two rows (a row past m reads the last; it is not stored).
-  Value rowBias[2];
-  if (bias.valid())
-    for (unsigned h = 0; h < 2; ++h)
-      rowBias[h] = kb.load(kb.index(bias, kb.min(m0 + (warp << 4u) + g + 8 * h, rows - 1u), 4), Type::f32(),
-                           {Mod::NcMod}, "row_bias");
-  for (unsigned j = 0; j < kTiles; ++j)
-    for (unsigned h = 0; h < 2; ++h)
-      for (unsigned c = 0; c < 2; ++c) {
-        Value row = (m0 + (warp << 4u) + g + 8 * h).named("row");
-        Value tok = ((t << 1u) + (8 * j + c)).named("tok");
-        if (experts) tok = kb.load(kb.index(tilePairs, tok, 4), Type::u32(), "pair");
-        else tok = (n0 + tok).named("tok");
-        Value in = experts ? (tok != kNoExpert) : (tok < ntok);
-        Value v = acc[4 * j + 2 * h + c];
-        if (bias.valid()) v = v + rowBias[h];
-        kb.if_then(((row < rows) & in).named("in"), [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), v); },
-                   "write");
-      }
+  for (unsigned f = 0; f < mFrags; ++f) {
+    // The biases of the thread's two rows of the fragment (a row past m reads the last; it is not stored).
+    Value rowBias[2];
+    if (bias.valid())
+      for (unsigned h = 0; h < 2; ++h)
+        rowBias[h] = kb.load(kb.index(bias, kb.min(m0 + warpRow + g + (16 * f + 8 * h), rows - 1u), 4), Type::f32(),
+                             {Mod::NcMod}, "row_bias");
+    for (unsigned j = 0; j < kTiles; ++j)
+      for (unsigned h = 0; h < 2; ++h)
+        for (unsigned c = 0; c < 2; ++c) {
+          Value row = (m0 + warpRow + g + (16 * f + 8 * h)).named("row");
+          Value tok = (warpTok + (t << 1u) + (8 * j + c)).named("tok");
+          if (experts) tok = kb.load(kb.index(tilePairs, tok, 4), Type::u32(), "pair");
+          else tok = (n0 + tok).named("tok");
+          Value in = experts ? (tok != kNoExpert) : (tok < ntok);
+          Value v = acc[accIndex(f, j, h, c)];
+          if (bias.valid()) v = v + rowBias[h];
+          kb.if_then(((row < rows) & in).named("in"), [&] { kb.store(kb.index(y, kb.mad(tok, rows, row), 4, "py"), v); },
+                     "write");
+        }
+  }
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -1819,8 +1855,12 @@ void addQuant(std::vector<Template>& out) {
       "y[t*m + i] = sum_j deq(w)[i][j] * xq[t][j] for ggml-quantized w (m x k, GGUF layout) and "
       "ntok tokens of q8_1 activations (prefill): int8 mma.sync m16n8k32 per 32-value block (q2_k, q3_k, q6_k: "
       "one per 16-value half, the halves' s32 sums times their integer scales), s32 sums scaled by the blocks' d "
-      "(and mins) into f32; 64 x 32 tiles of y per block of 128 threads",
+      "(and mins) into f32; 64 x tile_n tiles of y per block of 128 threads",
       {choiceOption("format", "q8_0", formatNames(), "ggml block format of the quantized weights (GGUF layout)"),
+       intOption("tile_n", 32, 32, 64,
+                 "tokens per block: 32, or 64 (fewer instructions per mma, twice the shared memory and half the "
+                 "blocks: for long prefills; experts take 32)",
+                 32),
        option("experts", false,
               "mixture of experts (prefill, a grouped GEMM): w holds n_experts matrices of m x k one after another; "
               "the parameters sorted and tile_experts (after y and bias: moe_align's output with tile = 32) and "
@@ -1832,7 +1872,8 @@ void addQuant(std::vector<Template>& out) {
               "the tile's expert's row)")},
       buildGemmQ,
       [](const Options& o) {
-        const Expr tokens = o.flag("experts") ? moeTiles(kQTileN) : ceilDiv(Expr::param("ntok"), kQTileN);
+        const Expr tokens = o.flag("experts") ? moeTiles(kQTileNExperts)
+                                              : ceilDiv(Expr::param("ntok"), static_cast<unsigned>(o.integer("tile_n")));
         return LaunchRule{{kQThreads}, {ceilDiv(Expr::param("m"), kQTileM), tokens}, 0};
       },
   });
@@ -1841,11 +1882,11 @@ void addQuant(std::vector<Template>& out) {
   out.back().extents = [](const Options& o) {
     const Expr m = Expr::param("m"), w = blockBytes(formatOption(o), m, k);
     if (o.flag("experts")) {
-      const Expr pairs = Expr::param("pairs"), tiles = moeTiles(kQTileN);
+      const Expr pairs = Expr::param("pairs"), tiles = moeTiles(kQTileNExperts);
       return Template::Extents{{"w", Expr::param("n_experts") * w},
                                {"x", q81Bytes(ceilDiv(pairs, max(Expr::param("slots"), Expr(1))), k)},
                                {"y", pairs * m},
-                               {"sorted", tiles * Expr(kQTileN)},
+                               {"sorted", tiles * Expr(kQTileNExperts)},
                                {"tile_experts", tiles},
                                {"bias", Expr::param("n_experts") * m}};
     }

@@ -301,10 +301,10 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
 // scales per block of 32 multiply the halves' sums in s32 (exact, below 2^24), and its f32
 // d * scale is exact (11 by 8 bits), so deq is exact and the plain bound holds.
 void checkGemmQ(Runner& r, const Format& f, uint32_t rows, uint32_t ntok, uint32_t k, std::mt19937& rng,
-                uint32_t misalign = 0, const std::vector<float>* bias = nullptr) {
+                uint32_t misalign = 0, const std::vector<float>* bias = nullptr, const std::string& tile = "") {
   std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
   std::vector<uint8_t> xq8 = refQuantizeQ81(uniform(rng, size_t(ntok) * k));
-  std::string kernel = std::string("gemm_q_") + f.name + (bias ? "_bias" : "");
+  std::string kernel = std::string("gemm_q_") + f.name + tile + (bias ? "_bias" : "");
   Call call("quant", kernel);
   call.buffer("w", q, misalign).buffer("x", xq8, misalign ? 4 : 0).buffer("y", std::vector<float>(size_t(ntok) * rows, -7.0f));
   if (bias) call.buffer("bias", *bias);
@@ -749,7 +749,8 @@ LIBRARY_TEST("quant gemm_q: every format's weights x q8_1 tokens, masked edges, 
   std::mt19937 rng(seed());
   for (const Format& f : kFormats) {
     // One block of K; odd sizes inside one tile, over several stages of 256 values of K (q4_0 and
-    // q8_0: two whole stages and a last one of 3 blocks); exactly one tile; edges of a 2 x 2 grid.
+    // q8_0: two whole stages and a last one of 3 blocks); exactly one 64 x 64 tile; edges of a 2 x 2
+    // grid, whose second token tile ends in its first warp column (tokens 64 .. 64 + 31).
     uint32_t qk = f.qk, few = qk == 32 ? 3 : 1;
     checkGemmQ(r, f, 1, 1, qk, rng);
     checkGemmQ(r, f, 9, 5, (qk == 32 ? 19 : 3) * qk, rng);
@@ -757,6 +758,28 @@ LIBRARY_TEST("quant gemm_q: every format's weights x q8_1 tokens, masked edges, 
     checkGemmQ(r, f, 70, 37, few * qk, rng);
     if (r.honoursMisalign()) checkGemmQ(r, f, 70, 37, few * qk, rng, f.bytes % 2 ? 1 : 2);
   }
+}
+
+// tile_n = 64 (warps 2 x 2 over a 64 x 64 tile): the same sizes for a format of each path, and
+// exactly one tile, and edges of a 2 x 2 grid whose second token tile ends in its first warp
+// column (tokens 64 .. 64 + 31).
+LIBRARY_TEST("quant gemm_q: 64 x 64 tiles (tile_n = 64)", quantGemmQTile64) {
+  std::mt19937 rng(seed());
+  unsigned formats = 0;
+  for (const Format& f : kFormats) {
+    const std::string name = f.name;
+    if (name != "q8_0" && name != "q4_0" && name != "q4_1" && name != "q4_k" && name != "q5_k" && name != "q6_k" &&
+        name != "q2_k" && name != "iq1_m" && name != "nvfp4")
+      continue;
+    ++formats;
+    uint32_t qk = f.qk, few = qk == 32 ? 3 : 1;
+    checkGemmQ(r, f, 1, 1, qk, rng, 0, nullptr, "_t64");
+    checkGemmQ(r, f, 9, 5, (qk == 32 ? 19 : 3) * qk, rng, 0, nullptr, "_t64");
+    checkGemmQ(r, f, 64, 64, 2 * qk, rng, 0, nullptr, "_t64");
+    checkGemmQ(r, f, 70, 83, few * qk, rng, 0, nullptr, "_t64");
+    if (r.honoursMisalign()) checkGemmQ(r, f, 70, 83, few * qk, rng, f.bytes % 2 ? 1 : 2, nullptr, "_t64");
+  }
+  CHECK(formats == 9);
 }
 
 // bias (Qwen2's q, k and v projections; gpt-oss's experts, test/library_moe_test.cpp): y's rows
@@ -794,4 +817,5 @@ LIBRARY_TEST("quant gemv_q, gemv_q_swiglu and gemm_q with bias", quantBias) {
   std::vector<float> b = uniform(rng, 70, -4.0f, 4.0f);
   checkGemmQ(r, q4_1, 70, 37, 9 * 32, rng, 0, &b);
   checkGemmQ(r, q4k, 70, 37, 2 * 256, rng, 0, &b);
+  checkGemmQ(r, q4k, 70, 83, 2 * 256, rng, 0, &b, "_t64");
 }

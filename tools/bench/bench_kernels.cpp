@@ -441,14 +441,16 @@ Case gemvQCase(const QuantFormat& f, const std::string& act, uint32_t m, uint32_
 }
 
 // Prefill (gemm_q): ntok tokens quantized by quantize_q8_1 (in the time), then the int8 mma
-// product; the same dequantize-then-cublasGemmEx reference as gemv_q.
-Case gemmQCase(const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok) {
-  Case c{std::string("gemm_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), "q8_1", {}, {}, 0, 0, 0};
+// product; the same dequantize-then-cublasGemmEx reference as gemv_q. tile64: the tile_n = 64
+// kernel (op gemm_q64_FORMAT).
+Case gemmQCase(const QuantFormat& f, uint32_t m, uint32_t k, uint32_t ntok, bool tile64 = false) {
+  Case c{std::string(tile64 ? "gemm_q64_" : "gemm_q_") + f.name, dims(m, k) + ":" + std::to_string(ntok), "q8_1",
+         {}, {}, 0, 0, 0};
   size_t w = size_t(m) * (k / f.qk) * f.bytes, x = size_t(ntok) * k * 4, xq = size_t(ntok) * (k / 32) * 36,
          y = size_t(ntok) * m * 4;
   c.buffers = {{w, weightFill(f)}, {x, Fill::F32}, {xq, Fill::Zero}, {y, Fill::Zero}};
   c.launches = {{"quantize_q8_1_f32", {buf("x", 1), buf("y", 2), val("n", ntok * k)}},
-                {std::string("gemm_q_") + f.name,
+                {std::string("gemm_q_") + f.name + (tile64 ? "_t64" : ""),
                  {buf("w", 0), buf("x", 2), buf("y", 3), val("m", m), val("k", k), val("ntok", ntok)}}};
   c.bytes = double(w) + double(x) + 2.0 * double(xq) + double(y);
   addDequantRef(c, f, m, k, ntok);
@@ -1157,12 +1159,18 @@ std::vector<Case> cases(Sizes sizes) {
     // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
     // weights.
     for (const QuantFormat& f : kQuantFormats) {
+      // 64 x 64 tiles for a format of each staging path (tiny: two token tiles, the second partial).
+      const std::string name = f.name;
+      const bool tile64 = name == "q4_0" || name == "q8_0" || name == "q4_k" || name == "q6_k";
       if (tiny) {
         out.push_back(gemmQCase(f, 70, 512, 37));
+        if (tile64) out.push_back(gemmQCase(f, 70, 512, 83, true));
         continue;
       }
-      for (auto [m, k] : full ? mk : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}})
+      for (auto [m, k] : full ? mk : std::vector<std::pair<uint32_t, uint32_t>>{{4096, 4096}}) {
         out.push_back(gemmQCase(f, m, k, pick(512, 128, 37)));
+        if (tile64) out.push_back(gemmQCase(f, m, k, pick(512, 128, 37), true));
+      }
     }
     // Mixture of experts at prefill: Mixtral-8x7B's gate projection (8 experts of 14336 x 4096,
     // q4_k) for a 512-token prompt, top 2 (1024 pairs, about 128 an expert).
