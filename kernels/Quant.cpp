@@ -1308,8 +1308,9 @@ constexpr unsigned kQRowBytes = 32 * kQSub + 16;
 // Per-row scale arrays: kQSub words a row, padded to an odd stride so that the reads of 8
 // consecutive rows (or tokens 2 apart) at one block fall in distinct banks.
 constexpr unsigned kQScaleStride = kQSub + 1;
-// Rows (and tokens) a thread decodes between loop tests: their loads are in flight together.
-constexpr unsigned kQUnroll = 4;
+// Weight rows and tokens a warp stages between loop tests, their loads in flight together. (8 rows
+// gave q6_k no more loads in flight on sm_90a than 4: 24 of 80 against 22-32 of 40, at 78 registers.)
+constexpr unsigned kQRowUnroll = 4, kQTokenUnroll = 8;
 
 // Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, any format) and q8_1 activations X
 // (ntok rows of k/32 blocks, as quantize_q8_1 writes them). Block: 4 warps, a 64 (rows of W) x 32
@@ -1444,10 +1445,10 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   auto storeWords = [&](const ir::SharedArray& tile, Value r, const std::vector<Value>& words) {
     kb.store(sharedAt(tile, r * kQRowBytes + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
   };
-  // fn(r) for the tile rows (or tokens) r = base + i, i < count, kQUnroll of them per iteration.
-  auto forRows = [&](Value base, unsigned count, auto&& fn) {
-    kb.for_range(kb.u32(0), kb.u32(count), kb.u32(kQUnroll), [&](Value i) {
-      for (unsigned u = 0; u < kQUnroll; ++u) fn((base + i + u).named("r"));
+  // fn(r) for the tile rows (or tokens) r = base + i, i < count, `unroll` of them per iteration.
+  auto forRows = [&](Value base, unsigned count, unsigned unroll, auto&& fn) {
+    kb.for_range(kb.u32(0), kb.u32(count), kb.u32(unroll), [&](Value i) {
+      for (unsigned u = 0; u < unroll; ++u) fn((base + i + u).named("r"));
     }, {.label = "stage_rows", .iv = "i"});
   };
   // q4_k, q5_k with w 16-byte aligned: a stage is one block of each row, which 8 lanes read by
@@ -1495,7 +1496,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       // The lane's group in the ggml block.
       Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
       Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
-      forRows(warp * kRowsPerWarp, kRowsPerWarp, [&](Value r) {
+      forRows(warp * kRowsPerWarp, kRowsPerWarp, kQRowUnroll, [&](Value r) {
         Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
         IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
         std::vector<Value> words;
@@ -1527,7 +1528,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
     else groupRows();
     const unsigned tokensPerWarp = tileN / kQWarps;
-    forRows(warp * tokensPerWarp, tokensPerWarp, [&](Value t) {
+    forRows(warp * tokensPerWarp, tokensPerWarp, kQTokenUnroll, [&](Value t) {
       Value xrow = kb.ptradd(x, kb.mul_wide(xRowOf(t), blocks * kQ81Bytes), "xrow");
       Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "xb");
       std::vector<Value> xw;
