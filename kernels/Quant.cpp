@@ -1611,7 +1611,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         Value row = warpRow + g + (16 * f + 8 * h);
         Value at = wdAt(row, s);
         if (!halfF32) dw[h] = kb.load(sharedAt(wd, at), Type::f32(), "dw");
-        if (withMin) mw[h] = kb.load(sharedAt(wmin, at), Type::f32(), "mw");
+        if (withMin) mw[h] = kb.neg(kb.load(sharedAt(wmin, at), Type::f32(), "mw"), "minus_mw");
         if (halves)
           for (unsigned kh = 0; kh < 2; ++kh) {
             Value half = (row * kScStride + (s << 1u) + kh) << scShift;
@@ -1642,7 +1642,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
             Value sumi = toF32(kb, blockSum(2 * h + c, h));
             // q2_k: the halves' integer mins times the token's sums over them, exact in s32.
             Value sa = halfMins ? toF32(kb, halfSums[j][c][0] * mi[h][0] + halfSums[j][c][1] * mi[h][1]) : suma[j][c];
-            if (withMin) a = kb.fma(dx[j][c], subRn(kb, mulRn(kb, dw[h], sumi), mulRn(kb, mw[h], sa)), a);
+            // D sum - M sum_a as one fma (the product M sum_a rounded, then the difference).
+            if (withMin) a = kb.fma(dx[j][c], kb.fma(dw[h], sumi, mulRn(kb, mw[h], sa)), a);
             else a = kb.fma(mulRn(kb, dw[h], dx[j][c]), sumi, a);
           }
       }
