@@ -1441,16 +1441,41 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(sharedBase.at(a.index), byteOff); };
   // Byte offset of the scale (and min) of block s of tile row r.
   auto wdAt = [&](Value r, Value s) { return (halfScales ? r : r * kQScaleStride + s) << 2u; };
-  // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
-  auto storeWords = [&](const ir::SharedArray& tile, Value r, const std::vector<Value>& words) {
-    kb.store(sharedAt(tile, r * kQRowBytes + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
+  // A staged row of a tile (or token): row first + u of it, first the loop iteration's (its
+  // multiples computed once an iteration, u's constant offsets folded into the accesses).
+  struct StagedRow {
+    Value first;
+    unsigned u;
   };
-  // fn(r) for the tile rows (or tokens) r = base + i, i < count, `unroll` of them per iteration.
+  auto rowIndex = [&](StagedRow r) { return r.u ? (r.first + r.u).named("r") : r.first; };
+  auto rowTimes = [&](StagedRow r, unsigned bytes) { return r.u ? r.first * bytes + r.u * bytes : r.first * bytes; };
+  // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
+  auto storeWords = [&](const ir::SharedArray& tile, StagedRow r, const std::vector<Value>& words) {
+    kb.store(sharedAt(tile, rowTimes(r, kQRowBytes) + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
+  };
+  // fn(r) for the tile rows (or tokens) base + i, i < count, `unroll` of them per iteration.
   auto forRows = [&](Value base, unsigned count, unsigned unroll, auto&& fn) {
     kb.for_range(kb.u32(0), kb.u32(count), kb.u32(unroll), [&](Value i) {
-      for (unsigned u = 0; u < unroll; ++u) fn((base + i + u).named("r"));
+      Value first = (base + i).named("r");
+      for (unsigned u = 0; u < unroll; ++u) fn(StagedRow{first, u});
     }, {.label = "stage_rows", .iv = "i"});
   };
+  // The same with fn(r, p) for rows (tokens) of a tile that lies inside the matrix: p = first + i
+  // stride, the row's pointer carried from row to row (no clamp, no product a row).
+  auto forRowPointers = [&](Value base, unsigned count, unsigned unroll, Value first, Value stride, auto&& fn) {
+    kb.for_range(kb.u32(0), kb.u32(count), kb.u32(unroll), {first}, [&](Value i, std::span<Value> carried) {
+      Value ptr = carried[0], r = (base + i).named("r");
+      for (unsigned u = 0; u < unroll; ++u) {
+        fn(StagedRow{r, u}, ptr);
+        ptr = kb.ptradd(ptr, stride, "next_row");
+      }
+      return std::vector<Value>{ptr};
+    }, {.label = "stage_rows", .iv = "i"});
+  };
+  // Whether the block's rows of w (tokens of x) all lie inside the matrix: the staging's fast path.
+  Value rowsInside = ((m0 + kQTileM) <= rows).named("rows_inside");
+  Value tokensInside = experts ? Value() : ((n0 + tileN) <= ntok).named("tokens_inside");
+  Value rowStride = kb.cvt(rowBytes, Type::u64()), tokenStride = kb.cvt(blocks * kQ81Bytes, Type::u64());
   // q4_k, q5_k with w 16-byte aligned: a stage is one block of each row, which 8 lanes read by
   // 16-byte loads (wideChunk), 4 rows at a time. Lane l's chunk c = l % 8 holds values
   // 16h .. 16h + 15 of sub-blocks 2p and 2p + 1 (p = c / 2, h = c % 2): two 16-byte stores into
@@ -1496,9 +1521,9 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
       // The lane's group in the ggml block.
       Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
       Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
-      forRows(warp * kRowsPerWarp, kRowsPerWarp, kQRowUnroll, [&](Value r) {
-        Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + r, rows - 1u), rowBytes), "wrow");
-        IntGroup g = decodeInt(kb, f, kb.ptradd(wrow, blkOff, "blk"), j, Reuse::Again);
+      // Row r of the tile, whose block of the stage is at blk.
+      auto row = [&](StagedRow r, Value blk) {
+        IntGroup g = decodeInt(kb, f, blk, j, Reuse::Again);
         std::vector<Value> words;
         for (Value v : g.q) {
           // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
@@ -1509,7 +1534,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         // halves: groups 2h, 2h + 1 of a block are the 16 values of its scale h (and min).
         if (halves)
           kb.if_then((quarter & 1u) == 0u, [&] {
-            Value at = (r * kScStride + (lane >> 1u)) << scShift;
+            Value at = rowTimes(r, kScStride << scShift) + ((lane >> 1u) << scShift);
             if (!halfMins) {
               kb.store(sharedAt(wsc, at), halfF32 ? g.scale : g.subScale);
               return;
@@ -1519,23 +1544,37 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           }, "wsc");
         if (!halfF32)
           kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
-            Value at = wdAt(r, sub);
+            Value at = halfScales ? rowTimes(r, 4) : rowTimes(r, 4 * kQScaleStride) + (sub << 2u);
             kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
             if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
           }, "wd");
-      });
+      };
+      Value base = warp * kRowsPerWarp;
+      kb.if_else(
+          rowsInside,
+          [&] {
+            Value first = kb.ptradd(kb.ptradd(w, kb.mul_wide(m0 + base, rowBytes)), blkOff, "first_blk");
+            forRowPointers(base, kRowsPerWarp, kQRowUnroll, first, rowStride, row);
+          },
+          [&] {
+            forRows(base, kRowsPerWarp, kQRowUnroll, [&](StagedRow r) {
+              Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + rowIndex(r), rows - 1u), rowBytes), "wrow");
+              row(r, kb.ptradd(wrow, blkOff, "blk"));
+            });
+          },
+          {.label = "w_rows"});
     };
     if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
     else groupRows();
     const unsigned tokensPerWarp = tileN / kQWarps;
-    forRows(warp * tokensPerWarp, tokensPerWarp, kQTokenUnroll, [&](Value t) {
-      Value xrow = kb.ptradd(x, kb.mul_wide(xRowOf(t), blocks * kQ81Bytes), "xrow");
-      Value xb = kb.ptradd(xrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "xb");
+    Value xBlk = kb.mul_wide(b, kb.u32(kQ81Bytes));
+    // Token t of the tile, whose block of the stage is at xb.
+    auto token = [&](StagedRow t, Value xb) {
       std::vector<Value> xw;
       for (unsigned i = 0; i < 2; ++i)
         xw.push_back(kb.load(at(kb, xb, (quarter << 3u) + (4u + 4 * i)), Type::u32(), {Mod::NcMod}, "xw"));
       storeWords(xq, t, xw);
-      Value at = (t * kQScaleStride + sub) << 2u;
+      Value at = rowTimes(t, 4 * kQScaleStride) + (sub << 2u);
       Value sum;
       if (withMin) {
         Value ones = kb.s32(0x01010101, "ones");
@@ -1546,7 +1585,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           sum = sum + kb.shfl(Mod::Bfly, sum, off, "xsum.other");
         if (halfScales)
           kb.if_then((quarter & 1u) == 0u, [&] {
-            kb.store(sharedAt(xsum, (t * kScStride + (sub << 1u) + (quarter >> 1u)) << 2u), sum);
+            kb.store(sharedAt(xsum, rowTimes(t, 4 * kScStride) + (((sub << 1u) + (quarter >> 1u)) << 2u)), sum);
           }, "xsum");
       }
       kb.if_then((quarter == 0u).named("x_scale"), [&] {
@@ -1554,7 +1593,25 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
         kb.store(sharedAt(xd, at), d);
         if (withMin && !halfScales) kb.store(sharedAt(xsum, at), sum);
       }, "xd");
-    });
+    };
+    Value base = warp * tokensPerWarp;
+    auto clamped = [&] {
+      forRows(base, tokensPerWarp, kQTokenUnroll, [&](StagedRow t) {
+        Value xrow = kb.ptradd(x, kb.mul_wide(xRowOf(rowIndex(t)), blocks * kQ81Bytes), "xrow");
+        token(t, kb.ptradd(xrow, xBlk, "xb"));
+      });
+    };
+    if (experts) {
+      clamped();
+      return;
+    }
+    kb.if_else(
+        tokensInside,
+        [&] {
+          Value first = kb.ptradd(kb.ptradd(x, kb.mul_wide(n0 + base, blocks * kQ81Bytes)), xBlk, "first_xb");
+          forRowPointers(base, tokensPerWarp, kQTokenUnroll, first, tokenStride, token);
+        },
+        clamped, {.label = "x_rows"});
   };
 
   // The warp's rows (of the tile) and tokens.
