@@ -343,6 +343,15 @@ def function_sass(text, name):
     return "\n".join(out)
 
 
+def cubin_sass(bundle, kernel, target, truenoc, nvdisasm, tmp):
+    """nvdisasm's text of the cubin that holds `kernel` for `target` (a module's: all of them)."""
+    cubin = os.path.join(tmp, "%s.%s.cubin" % (kernel, target))
+    with open(cubin, "wb") as f:
+        f.write(subprocess.run([truenoc, "inspect", bundle, "--extract", "%s:%s:cubin" % (kernel, target)],
+                               check=True, capture_output=True).stdout)
+    return subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True, text=True).stdout
+
+
 def report(bundle, truenoc, nvdisasm):
     manifest = json.loads(subprocess.run([truenoc, "inspect", bundle, "--json"], check=True, capture_output=True,
                                          text=True).stdout)
@@ -355,11 +364,7 @@ def report(bundle, truenoc, nvdisasm):
 
         def disassemble(key):
             name, target = cubins[key]
-            cubin = os.path.join(tmp, "%s.%s.%s.cubin" % (key[0], name, target))
-            with open(cubin, "wb") as f:
-                f.write(subprocess.run([truenoc, "inspect", bundle, "--extract", "%s:%s:cubin" % (name, target)],
-                                       check=True, capture_output=True).stdout)
-            return key, subprocess.run([nvdisasm, "-c", cubin], check=True, capture_output=True, text=True).stdout
+            return key, cubin_sass(bundle, name, target, truenoc, nvdisasm, tmp)
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
             sass = dict(pool.map(disassemble, cubins))
