@@ -1364,7 +1364,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   }
   kb.reqntid(kQThreads);
   // 64 x 64 tiles take 39-45 KB of shared memory: two blocks an SM on sm_86/sm_89 (100 KB), three
-  // on sm_80, four on sm_90 (there by registers); each does twice a 64 x 32 block's mmas per
+  // on sm_80, three or four on sm_90 (there by registers); each does twice a 64 x 32 block's mmas per
   // staged weight byte.
   if (tileN == 64) kb.minnctapersm(2);
   ir::SharedArray wq = kb.shared("wq", Type::of(Scalar::B32), kQTileM * kQRowBytes / 4, 128);
