@@ -1440,8 +1440,6 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   for (const ir::SharedArray* a : {&wq, &xq, &wd, &xd, &wmin, &xsum, &wsc})
     if (a->valid()) sharedBase[a->index] = kb.shared_addr(*a);
   auto sharedAt = [&](const ir::SharedArray& a, Value byteOff) { return kb.ptradd(sharedBase.at(a.index), byteOff); };
-  // Byte offset of the scale (and min) of block s of tile row r.
-  auto wdAt = [&](Value r, Value s) { return (halfScales ? r : r * kQScaleStride + s) << 2u; };
   // A staged row of a tile (or token): row first + u of it, first the loop iteration's (its
   // multiples computed once an iteration, u's constant offsets folded into the accesses).
   struct StagedRow {
@@ -1450,6 +1448,11 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   };
   auto rowIndex = [&](StagedRow r) { return r.u ? (r.first + r.u).named("r") : r.first; };
   auto rowTimes = [&](StagedRow r, unsigned bytes) { return r.u ? r.first * bytes + r.u * bytes : r.first * bytes; };
+  // Byte offset of the scale (and min) of block s of tile row r (with halfScales, the row's d).
+  auto wdAtRow = [&](StagedRow r, Value s) {
+    return halfScales ? rowTimes(r, 4) : rowTimes(r, 4 * kQScaleStride) + (s << 2u);
+  };
+  auto wdAt = [&](Value r, Value s) { return wdAtRow(StagedRow{r, 0}, s); };
   // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
   auto storeWords = [&](const ir::SharedArray& tile, StagedRow r, const std::vector<Value>& words) {
     kb.store(sharedAt(tile, rowTimes(r, kQRowBytes) + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
@@ -1545,7 +1548,7 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           }, "wsc");
         if (!halfF32)
           kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
-            Value at = halfScales ? rowTimes(r, 4) : rowTimes(r, 4 * kQScaleStride) + (sub << 2u);
+            Value at = wdAtRow(r, sub);
             kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
             if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
           }, "wd");
