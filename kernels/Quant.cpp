@@ -7,7 +7,8 @@
 // Most blocks are only 2-byte aligned in a row (18, 22, 34, 110 and 210 bytes), so quant bytes are read
 // with 16-bit loads, two to a 32-bit word (llama.cpp's get_int_b2), and single scale bytes with
 // 8-bit loads; MXFP4's 17-byte blocks are read byte by byte. No access ever needs more alignment
-// of a block than its size gives every block of a row.
+// of a block than its size gives every block of a row, except on paths that a run-time test of the
+// base pointer chose: q4_k/q5_k blocks by 16-byte loads, q6_k and mxfp4 quants by aligned words.
 // The decode follows ggml's fp32 operation order with explicit .rn rounding, which keeps
 // fma-fusion and ptxas from contracting D*q - M: dequantize is bit-exact with dequantize_row_*.
 // gemv_q with q8_1 activations keeps the quants as bytes and multiplies them with dp4a.
@@ -103,6 +104,7 @@ unsigned log2u(unsigned v) { return static_cast<unsigned>(std::countr_zero(v)); 
 
 Value at(KernelBuilder& kb, Value p, Value off) { return kb.ptradd(p, kb.cvt(off, Type::u64())); }
 Value at(KernelBuilder& kb, Value p, unsigned off) { return off == 0 ? p : kb.ptradd(p, kb.u64(off)); }
+Value asB32(KernelBuilder& kb, Value v) { return kb.bitcast(v, Type::of(Scalar::B32)); }
 
 // How a kernel reads its weights: once (gemv_q, dequantize: evict-first) or again by other
 // blocks (gemm_q's token tiles: kept in the caches). Non-coherent either way.
@@ -119,13 +121,37 @@ Value ldQ(KernelBuilder& kb, Value p, Off off, Scalar t, Reuse reuse = Reuse::On
   return kb.cvt(loadWeights(kb, at(kb, p, off), Type::of(t), reuse), wide);
 }
 
-// Bytes [off, off + 8) of a block as two little-endian 32-bit words: by 16-bit loads (off even,
-// the block 2-byte aligned), or with `bytewise` by 8-bit loads (MXFP4's blocks, 17 bytes).
-std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse, bool bytewise = false) {
+// How a block's bytes are read: by loads no wider than every block of a row is aligned (2 bytes;
+// MXFP4's 17-byte blocks 1), or by aligned words where a run-time test allowed them (wordReads).
+enum class Reads : uint8_t { Narrow, Words };
+
+// How bytes8 reads its 8 bytes: 16-bit loads (off even, the block 2-byte aligned), 8-bit loads,
+// one 8-byte load (blk + off 8-byte aligned), or the aligned 32-bit words that hold them (the
+// tensor 4-byte aligned: two words, or three when blk + off is not a multiple of 4; those read
+// at most 3 bytes on either side, which must lie in the tensor), joined by prmt.
+enum class Bytes8 : uint8_t { Halves, Single, Pair, Window };
+
+// Bytes [off, off + 8) of a block as two little-endian 32-bit words.
+std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse, Bytes8 how = Bytes8::Halves) {
   Value p = at(kb, blk, off);
+  if (how == Bytes8::Pair) {
+    Value v = loadWeights(kb, assumeAligned(kb, p, 8, "q8.a"), Type::of(Scalar::U32, 2), reuse, "q8");
+    return {kb.extract(v, 0), kb.extract(v, 1)};
+  }
+  if (how == Bytes8::Window) {
+    // The words holding bytes p and p + 7; a middle one when they are two apart.
+    Value first = assumeAligned(kb, p, 4, "first_word"), last = assumeAligned(kb, at(kb, p, 7u), 4, "last_word");
+    Value w0 = loadWeights(kb, first, Type::u32(), reuse), w1 = loadWeights(kb, at(kb, first, 4u), Type::u32(), reuse);
+    Value w2 = loadWeights(kb, last, Type::u32(), reuse);
+    // Bytes r .. r + 3 of each pair of words, r = p mod 4.
+    Value r = kb.cvt(kb.bitcast(p, Type::u64()) & uint64_t{3}, Type::u32()).named("skew");
+    Value sel = asB32(kb, kb.u32(0x3210) + r * 0x1111u);
+    return {kb.bitcast(kb.prmt(asB32(kb, w0), asB32(kb, w1), sel, Mod::None, "lo8"), Type::u32()),
+            kb.bitcast(kb.prmt(asB32(kb, w1), asB32(kb, w2), sel, Mod::None, "hi8"), Type::u32())};
+  }
   std::vector<Value> words;
   for (unsigned w = 0; w < 2; ++w) {
-    if (!bytewise) {
+    if (how == Bytes8::Halves) {
       words.push_back(ldQ(kb, p, 4 * w, Scalar::U16, reuse) | (ldQ(kb, p, 4 * w + 2, Scalar::U16, reuse) << 16u));
       continue;
     }
@@ -212,8 +238,6 @@ Value byteWord(KernelBuilder& kb, const T (&v)[N]) {
   return kb.b32(w);
 }
 
-Value asB32(KernelBuilder& kb, Value v) { return kb.bitcast(v, Type::of(Scalar::B32)); }
-
 // The 8 values of an entry of a 3-code grid (IQ2, IQ1): `valueWord`'s bytes picked by the codes.
 std::array<Value, 2> gridBytes8(KernelBuilder& kb, Value entry, Value valueWord) {
   Value sel = asB32(kb, entry), zero = kb.b32(0);
@@ -271,6 +295,22 @@ std::pair<Value, Value> scaleMinK4(KernelBuilder& kb, Value d, Value dmin, Value
   return {mulRn(kb, d, toF32(kb, sc)), mulRn(kb, dmin, toF32(kb, m))};
 }
 
+// The 16 bytes at p (16-byte aligned) by one load, as four words.
+std::vector<Value> words16(KernelBuilder& kb, Value p, Reuse reuse, std::string_view name) {
+  Value v = loadWeights(kb, p, Type::of(Scalar::U32, 4), reuse, name);
+  std::vector<Value> w;
+  for (unsigned i = 0; i < 4; ++i) w.push_back(kb.extract(v, i));
+  return w;
+}
+
+// Sub-block s's D and M (scaleMinK4) from the first 16 bytes of its q4_k or q5_k block (words16):
+// d and dmin, then the 12 scale bytes, get_scale_min_k4's A[4], B[4], C[4], as words 1..3.
+std::pair<Value, Value> scaleMinK4(KernelBuilder& kb, const std::vector<Value>& head, Value s) {
+  Value d = f16BitsToF32(kb, head[0] & 0xFFFFu), dmin = f16BitsToF32(kb, head[0] >> 16u);
+  Value shift = (s & 3u) << 3u;
+  return scaleMinK4(kb, d, dmin, s, (head[1] >> shift) & 0xFFu, (head[2] >> shift) & 0xFFu, (head[3] >> shift) & 0xFFu);
+}
+
 // ggml_ue4m3_to_fp32, NVFP4's scale from its byte x: (1 + m/8) 2^(e - 7) / 2 for an exponent
 // field e > 0, m 2^-9 / 2 for e = 0, and 0 for x = 0x7F (bit 7 is not read: 0xFF is 240).
 Value ue4m3Half(KernelBuilder& kb, Value x) {
@@ -302,8 +342,10 @@ void oddScale(KernelBuilder& kb, IntGroup& g, Value unit, Value ls) {
   g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
 }
 
-IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once) {
+IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once,
+                   Reads reads = Reads::Narrow) {
   IntGroup g;
+  const bool words = reads == Reads::Words;
   auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
     for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
   };
@@ -351,7 +393,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       const bool mx = f.fmt == Fmt::MXFP4;
       g.scale = mx ? e8m0Half(kb, ldQ(kb, blk, 0u, Scalar::U8, reuse))
                    : f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, mx), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      const Bytes8 how = !mx ? Bytes8::Halves : words ? Bytes8::Window : Bytes8::Single;
+      masked(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, how), (j >> 1u) << 2u, 0x0F0F0F0Fu);
       for (Value& q : g.q) q = lookup16(kb, q, mx ? kMxfp4Values : kIq4nlValues);
       break;
     }
@@ -512,18 +555,25 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
     case Fmt::Q5_K: {
       Value s = (j >> 2u).named("sub");  // sub-block of 32
       Value l0 = (j & 3u) << 3u;
-      Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
-      Value dmin = f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse));
-      // get_scale_min_k4: bytes A[s%4], B[s%4], C[s%4] of the 12 scale bytes at offset 4.
-      Value k4 = s & 3u;
-      Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8, reuse), b = ldQ(kb, blk, k4 + 8u, Scalar::U8, reuse);
-      Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8, reuse);
-      std::tie(g.scale, g.min) = scaleMinK4(kb, d, dmin, s, a, b, c);
+      if (words) {
+        // The block 16-byte aligned: d, dmin and the scale bytes by one load, quants by 8-byte ones.
+        blk = assumeAligned16(kb, blk, "blk.a");
+        std::tie(g.scale, g.min) = scaleMinK4(kb, words16(kb, blk, reuse, "head"), s);
+      } else {
+        Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
+        Value dmin = f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse));
+        // get_scale_min_k4: bytes A[s%4], B[s%4], C[s%4] of the 12 scale bytes at offset 4.
+        Value k4 = s & 3u;
+        Value a = ldQ(kb, blk, k4 + 4u, Scalar::U8, reuse), b = ldQ(kb, blk, k4 + 8u, Scalar::U8, reuse);
+        Value c = ldQ(kb, blk, k4 + 12u, Scalar::U8, reuse);
+        std::tie(g.scale, g.min) = scaleMinK4(kb, d, dmin, s, a, b, c);
+      }
+      const Bytes8 how = words ? Bytes8::Pair : Bytes8::Halves;
       unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
-      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt, reuse), (s & 1u) << 2u, 0x0F0F0F0Fu);
+      masked(bytes8(kb, blk, ((s >> 1u) << 5u) + l0 + qsAt, reuse, how), (s & 1u) << 2u, 0x0F0F0F0Fu);
       if (f.fmt == Fmt::Q5_K) {
         // qh[l]: bit s is the 5th bit of element l of sub-block s.
-        std::vector<Value> h = bytes8(kb, blk, l0 + 16u, reuse);
+        std::vector<Value> h = bytes8(kb, blk, l0 + 16u, reuse, how);
         for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((h[i] >> s) & 0x01010101u) << 4u);
       }
       break;
@@ -565,8 +615,11 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
     case Fmt::Q6_K: {
       // Element i0 = 8j: half h = j/16, k = (j/4)%4, l0 = 8(j%4); scale i0/16 = j/2.
       Value h = j >> 4u, kq = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0, reuse), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
-      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u, reuse);
+      // Words: windows at most 2 bytes beyond the 8 (offsets even), inside the block but for the
+      // first bytes of an odd block (2 mod 4), whose previous block is in the tensor.
+      const Bytes8 how = words ? Bytes8::Window : Bytes8::Halves;
+      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0, reuse, how), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
+      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u, reuse, how);
       for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
       Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8, reuse);
       Value d = f16BitsToF32(kb, ldQ(kb, blk, 208u, Scalar::U16, reuse));
@@ -580,8 +633,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
 }
 
 // Elements 8j .. 8j+7 of the block at blk as f32, exactly as ggml's dequantize_row_* computes them.
-std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j) {
-  IntGroup g = decodeInt(kb, f, blk, j);
+std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reads reads = Reads::Narrow) {
+  IntGroup g = decodeInt(kb, f, blk, j, Reuse::Once, reads);
   std::vector<Value> y;
   for (unsigned i = 0; i < kGroup; ++i) {
     Value w = kb.bitcast(g.q[i / 4], Type::of(Scalar::S32));
@@ -605,25 +658,15 @@ struct WideChunk {
 };
 
 WideChunk wideChunk(KernelBuilder& kb, const FmtInfo& f, Value blk, Value p, Value h, Reuse reuse = Reuse::Once) {
-  auto load16 = [&](Value at) {
-    Value v = loadWeights(kb, at, Type::of(Scalar::U32, 4), reuse, "chunk");
-    std::vector<Value> w;
-    for (unsigned i = 0; i < 4; ++i) w.push_back(kb.extract(v, i));
-    return w;
-  };
-  // Bytes 0..15: d, dmin, then the 12 scale bytes (get_scale_min_k4's A[4], B[4], C[4]).
-  std::vector<Value> head = load16(blk);
-  Value d = f16BitsToF32(kb, head[0] & 0xFFFFu), dmin = f16BitsToF32(kb, head[0] >> 16u);
+  std::vector<Value> head = words16(kb, blk, reuse, "chunk");
   unsigned qsAt = f.fmt == Fmt::Q4_K ? 16 : 48;
-  std::vector<Value> qs = load16(at(kb, blk, (((p << 1u) + h) << 4u) + qsAt));
+  std::vector<Value> qs = words16(kb, at(kb, blk, (((p << 1u) + h) << 4u) + qsAt), reuse, "chunk");
   std::vector<Value> qh;
-  if (f.fmt == Fmt::Q5_K) qh = load16(at(kb, blk, (h << 4u) + 16u));
+  if (f.fmt == Fmt::Q5_K) qh = words16(kb, at(kb, blk, (h << 4u) + 16u), reuse, "chunk");
   WideChunk c;
   for (unsigned e = 0; e < 2; ++e) {
     Value s = ((p << 1u) + e).named("sub");
-    Value shift = (s & 3u) << 3u;
-    Value a = (head[1] >> shift) & 0xFFu, b = (head[2] >> shift) & 0xFFu, cc = (head[3] >> shift) & 0xFFu;
-    std::tie(c.D[e], c.M[e]) = scaleMinK4(kb, d, dmin, s, a, b, cc);
+    std::tie(c.D[e], c.M[e]) = scaleMinK4(kb, head, s);
     for (unsigned j = 0; j < 4; ++j) {
       Value v = (e == 0 ? qs[j] : qs[j] >> 4u) & 0x0F0F0F0Fu;
       if (f.fmt == Fmt::Q5_K) v = v | (((qh[j] >> s) & 0x01010101u) << 4u);
@@ -638,6 +681,38 @@ std::pair<Value, Value> groupBlock(KernelBuilder& kb, const FmtInfo& f, Value ba
   unsigned perBlock = f.qk / kGroup;
   Value blk = kb.ptradd(base, kb.mul_wide(g >> log2u(perBlock), kb.u32(f.bytes)), "blk");
   return {blk, (g & (perBlock - 1)).named("grp")};
+}
+
+// The alignment of a tensor's base that lets decodeInt read blocks of format f by words
+// (Reads::Words: q4_k and q5_k by 16- and 8-byte loads, their blocks multiples of 16 bytes; q6_k
+// and mxfp4 by 32-bit windows); 0 where it reads none.
+unsigned wordAlignment(const FmtInfo& f) {
+  switch (f.fmt) {
+    case Fmt::Q4_K:
+    case Fmt::Q5_K: return 16;
+    case Fmt::Q6_K:
+    case Fmt::MXFP4: return 4;
+    default: return 0;
+  }
+}
+
+// Whether the block at blk of a tensor of `blocks` blocks at base may be read by words: base
+// aligned so, and for mxfp4, whose windows pass its block's end by up to 3 bytes, the word that
+// holds the block's last byte inside the tensor (only the last block's may not be).
+Value wordReads(KernelBuilder& kb, const FmtInfo& f, Value base, Value blk, Value blocks) {
+  Value ok = allAligned(kb, {base}, wordAlignment(f), "word_aligned");
+  if (f.fmt != Fmt::MXFP4) return ok;
+  Value end = kb.bitcast(kb.ptradd(base, kb.mul_wide(blocks, kb.u32(f.bytes))), Type::u64());
+  Value lastWord = kb.bitcast(assumeAligned(kb, at(kb, blk, f.bytes - 1), 4), Type::u64());
+  return (ok & ((lastWord + uint64_t{4}) <= end)).named("word_reads");
+}
+
+// decode8 of group j of the block at blk, by words where wordReads allows.
+std::vector<Value> decode8Fast(KernelBuilder& kb, const FmtInfo& f, Value base, Value blk, Value j, Value blocks) {
+  if (wordAlignment(f) == 0) return decode8(kb, f, blk, j);
+  return kb.if_else(
+      wordReads(kb, f, base, blk, blocks), [&] { return decode8(kb, f, blk, j, Reads::Words); },
+      [&] { return decode8(kb, f, blk, j); }, {.label = "reads"});
 }
 
 // ---- dequantize -----------------------------------------------------------------------------
@@ -659,7 +734,7 @@ std::optional<ir::Module> buildDequantize(const Options& o, ir::Diagnostics& dia
       (g < groups).named("has_group"),
       [&] {
         auto [blk, j] = groupBlock(kb, f, q, g);
-        std::vector<Value> v = decode8(kb, f, blk, j);
+        std::vector<Value> v = decode8Fast(kb, f, q, blk, j, (groups >> log2u(f.qk / kGroup)).named("blocks"));
         Value py = kb.ptradd(y, kb.mul_wide(g, kb.u32(kGroup * bytesOf(s))), "py");
         kb.if_else(
             allAligned(kb, {y}, 16),
@@ -736,7 +811,7 @@ std::optional<ir::Module> buildEmbedding(const Options& o, ir::Diagnostics& diag
               if (!plain) {
                 const FmtInfo& f = formatOption(o);
                 auto [blk, j] = groupBlock(kb, f, table, (id * perRow + gi).named("src_group"));
-                return decode8(kb, f, blk, j);
+                return decode8Fast(kb, f, table, blk, j, (rows * (k / f.qk)).named("blocks"));
               }
               const Storage ts = storageOption(o, "format");
               Value src = kb.index(table, (kb.mul_wide(id, k) + kb.cvt(gi << 3u, Type::u64())).named("src_elem"),
