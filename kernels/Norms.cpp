@@ -1,6 +1,6 @@
 // layernorm, rmsnorm and residual_rmsnorm (docs/kernels.md). One block of 256 threads per row.
 // A row of 16-byte vectors that fits in the block's registers (kSlots vectors per thread: f32
-// up to 8192, bf16/f16 up to 16384 elements) is read once: loaded, reduced (per-thread
+// up to 8192, bf16/f16 up to 16384 elements; fewer where max_cols asks) is read once: loaded, reduced (per-thread
 // partials, merged across lanes with shuffles and across warps through shared memory),
 // normalized from the registers and written. Longer rows, misaligned pointers and lengths that
 // are not a multiple of the vector width take two passes: the first reduces the row, the second
@@ -37,8 +37,43 @@ constexpr unsigned kMinBlocksPerSM16 = 2;
 // rmsnorm's overflow-safe sum of squares scales x by 2^-kScaleLog2: the largest f32 (< 2^128)
 // becomes < 2^38, whose square times 2^32 columns stays finite.
 constexpr int kScaleLog2 = 90;
-// 16-byte vectors per thread on the one-pass path (rows up to kBlock * kSlots * vecElems).
+// 16-byte vectors per thread on the one-pass path (rows up to kBlock * kSlots * vecElems), unless
+// a spec's max_cols asks for fewer (slotsFor).
 constexpr unsigned kSlots = 8;
+
+// The one-pass path's slots a thread for rows of up to maxCols elements (0: kSlots): the fewest of
+// 1, 2, 4 and 8 16-byte vectors that hold them.
+unsigned slotsFor(unsigned maxCols, Storage s) {
+  if (maxCols == 0) return kSlots;
+  const unsigned vectors = (maxCols + vecElems(s) - 1) / vecElems(s);
+  return std::bit_ceil((vectors + kBlock - 1) / kBlock);
+}
+
+// The blocks an SM that a norm kernel with `slots` asks ptxas to fit (minnctapersm): with kSlots
+// as many as its registers hold the row without spills; with fewer slots, more.
+unsigned minBlocksFor(Storage s, unsigned slots) {
+  const unsigned values = slots * vecElems(s);  // f32 values of the row a thread holds
+  return values > 32 ? kMinBlocksPerSM16 : values > 16 ? kMinBlocksPerSM : values > 8 ? 4 : 6;
+}
+
+OptionSpec maxColsOption() {
+  return intOption("max_cols", 0, 0, kBlock * kSlots * 8,
+                   "the longest row read once, kept in registers: 0 for 8192 f32 or 16384 bf16/f16 elements (8 "
+                   "16-byte vectors a thread); less, rounded up to 1, 2 or 4 vectors a thread, takes fewer "
+                   "registers, so more blocks share an SM; longer rows take two passes");
+}
+
+// max_cols as slots, or an error where it exceeds what dtype's rows can keep in registers.
+std::optional<unsigned> slotsOption(const Options& o, Storage s, ir::Diagnostics& diags) {
+  const auto maxCols = static_cast<unsigned>(o.integer("max_cols"));
+  if (maxCols > kBlock * kSlots * vecElems(s)) {
+    diags.report(ir::Severity::Error, "", {},
+                 "max_cols " + std::to_string(maxCols) + " is more than the " + std::to_string(kBlock * kSlots * vecElems(s)) +
+                     " elements of " + o.text("dtype") + " a row can keep in registers");
+    return std::nullopt;
+  }
+  return slotsFor(maxCols, s);
+}
 
 Value divRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Div, Type::f32(), {a, b}, {Mod::Rn}); }
 
@@ -140,13 +175,14 @@ struct Slots {
   KernelBuilder& kb;
   const Path& p;
   Value tid, nvec;
+  unsigned n;  // slots a thread
 
   Value chunk(unsigned k) const { return k == 0 ? tid : tid + kBlock * k; }
   Value valid(unsigned k) const { return (chunk(k) < nvec).named("slot" + std::to_string(k)); }
   Value loaded(unsigned k) const { return kb.min(chunk(k), nvec - 1u, "chunk" + std::to_string(k)); }
   std::vector<std::vector<Value>> load(const std::function<std::vector<Value>(Value c)>& fn) const {
     std::vector<std::vector<Value>> out;
-    for (unsigned k = 0; k < kSlots; ++k) out.push_back(fn(loaded(k)));
+    for (unsigned k = 0; k < n; ++k) out.push_back(fn(loaded(k)));
     return out;
   }
   // v where slot k is inside the row, else 0.
@@ -157,7 +193,7 @@ struct Slots {
   }
   // y = fn(k, chunk) for every slot, stored into tensor t; fn loads its per-column parameters.
   void write(unsigned t, const std::function<std::vector<Value>(unsigned k, Value c)>& fn) const {
-    for (unsigned k = 0; k < kSlots; ++k) store(t, k, packVecF32(kb, fn(k, loaded(k)), p.s).bytes);
+    for (unsigned k = 0; k < n; ++k) store(t, k, packVecF32(kb, fn(k, loaded(k)), p.s).bytes);
   }
 };
 
@@ -228,7 +264,7 @@ Value onePassInvRms(KernelBuilder& kb, const Slots& sl, const std::vector<std::v
                     ir::SharedArray scratch, Value colsF, Value eps) {
   auto sumSquares = [&](Value scale) {
     std::vector<Value> parts;
-    for (unsigned j = 0; j < kSlots; ++j) {
+    for (unsigned j = 0; j < sl.n; ++j) {
       Value part;
       for (Value e : h[j]) {
         Value u = scale.valid() ? e * scale : e;
@@ -307,6 +343,9 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s), V = vecElems(s);
   const char* name = kind == Kind::LayerNorm ? "layernorm" : kind == Kind::RmsNorm ? "rmsnorm" : "residual_rmsnorm";
+  const std::optional<unsigned> slotCount = slotsOption(o, s, diags);
+  if (!slotCount) return std::nullopt;
+  const unsigned slots = *slotCount;
   ir::Module m = newModule();
   KernelBuilder kb(m, name);
   Value x = kb.param(kGlobalPtr, "x");
@@ -323,7 +362,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
-  kb.minnctapersm(s == Storage::F32 ? kMinBlocksPerSM : kMinBlocksPerSM16);
+  kb.minnctapersm(minBlocksFor(s, slots));
   // The one-pass path combines twice (layernorm: sum, then squared deviations) on two arrays, so
   // that no barrier is needed between the combines.
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * kWarps);
@@ -336,7 +375,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value zero = kb.f32(0.0f, "zero");
   Value rowsFit = ((cols & (V - 1)) == 0u).named("cols_fit");
   Value nvec = (cols >> static_cast<uint32_t>(std::countr_zero(V))).named("nvec");
-  Value inRegs = ((cols != 0u) & (cols <= kBlock * kSlots * V)).named("fits");
+  Value inRegs = ((cols != 0u) & (cols <= kBlock * slots * V)).named("fits");
 
   if (kind == Kind::LayerNorm) {
     // Tensors: 0 x, 1 gamma, 2 beta, 3 y.
@@ -353,16 +392,16 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           // Mean of d from the registers, then the squared deviations from it (two-pass
           // statistics at no extra read).
           Path p = row.vectorPath();
-          Slots sl{kb, p, tid, nvec};
+          Slots sl{kb, p, tid, nvec, slots};
           std::vector<std::vector<Value>> d = sl.load([&](Value c) { return p.load(0, c, true); });
           std::vector<Value> parts;
-          for (unsigned j = 0; j < kSlots; ++j) {
+          for (unsigned j = 0; j < sl.n; ++j) {
             for (Value& e : d[j]) e = e - k;
             parts.push_back(sl.only(j, treeSum(d[j])));
           }
           Value meanD = divRn(kb, sumOf(kb, tid, scratch, treeSum(parts)), colsF).named("mean_d");
           parts.clear();
-          for (unsigned j = 0; j < kSlots; ++j) {
+          for (unsigned j = 0; j < sl.n; ++j) {
             Value part;
             for (Value& e : d[j]) {
               e = e - meanD;
@@ -399,7 +438,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
         (vec & inRegs).named("one_pass"),
         [&] {
           Path p = row.vectorPath();
-          Slots sl{kb, p, tid, nvec};
+          Slots sl{kb, p, tid, nvec, slots};
           std::vector<std::vector<Value>> h = sl.load([&](Value c) {
             std::vector<Value> l = p.load(0, c, true);
             if (res) {
@@ -418,7 +457,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
           };
           Value last = (nvec - 1u).named("last");
           if (res)
-            for (unsigned j = 0; j < kSlots; ++j) {
+            for (unsigned j = 0; j < sl.n; ++j) {
               StoredVec st = hOf(h[j]);
               kb.if_then((sl.chunk(j) < last).named("early" + std::to_string(j)),
                          [&] { kb.store(p.at(3, sl.chunk(j)), st.bytes); }, "store" + std::to_string(j));
@@ -591,7 +630,7 @@ Template normTemplate(Kind kind, const char* name, const char* summary) {
   Template t{
       name,
       summary,
-      {dtypeOption()},
+      {dtypeOption(), maxColsOption()},
       [kind](const Options& o, ir::Diagnostics& d) { return buildNorm(kind, o, d); },
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   };
@@ -616,18 +655,18 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
 
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
                    ir::SharedArray scratch) {
-  const unsigned V = vecElems(s);
+  const unsigned V = vecElems(s), slots = kSlots;
   Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
   Value zero = kb.f32(0.0f, "zero");
   Value vec = (aligned & ((cols & (V - 1)) == 0u)).named("vector");
   Value nvec = (cols >> static_cast<uint32_t>(std::countr_zero(V))).named("nvec");
-  Value inRegs = ((cols != 0u) & (cols <= kBlock * kSlots * V)).named("fits");
+  Value inRegs = ((cols != 0u) & (cols <= kBlock * slots * V)).named("fits");
   Row row{kb, s, tid, cols, vec, {xrow}};
   return kb.if_else(
       (vec & inRegs).named("one_pass"),
       [&] {
         Path p = row.vectorPath();
-        Slots sl{kb, p, tid, nvec};
+        Slots sl{kb, p, tid, nvec, slots};
         std::vector<std::vector<Value>> h = sl.load([&](Value c) { return p.load(0, c, true); });
         return std::vector<Value>{onePassInvRms(kb, sl, h, tid, scratch, colsF, eps)};
       },
@@ -642,7 +681,7 @@ void addNorms(std::vector<Template>& out) {
   out.push_back(normTemplate(Kind::LayerNorm, "layernorm",
                              "y = (x - mean) / sqrt(var + eps) * gamma + beta per row (biased variance of x minus its first "
                              "element); one block of 256 threads per row, the row read once when it fits in registers "
-                             "(16-byte aligned, cols a multiple of 16 bytes, up to 8192 f32 or 16384 bf16/f16)"));
+                             "(16-byte aligned, cols a multiple of 16 bytes, up to max_cols)"));
   out.push_back(normTemplate(Kind::RmsNorm, "rmsnorm",
                              "y = x / sqrt(mean(x^2) + eps) * weight per row (overflow-safe for |x| up to the f32 "
                              "range); one block of 256 threads per row, the row read once when it fits in registers "

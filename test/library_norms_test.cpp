@@ -48,8 +48,8 @@ std::vector<float> slice(const std::vector<float>& v, size_t row, size_t cols) {
 // x, gamma, beta as stored; returns y.
 std::vector<float> runLayernorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
                                 const std::vector<float>& gamma, const std::vector<float>& beta, float eps,
-                                uint32_t misalign = 0) {
-  Outputs out = r.run(Call("norms", kernelName("layernorm", d))
+                                uint32_t misalign = 0, const std::string& variant = "") {
+  Outputs out = r.run(Call("norms", kernelName(("layernorm" + variant).c_str(), d))
                           .buffer("x", encode(d, x), misalign)
                           .buffer("gamma", encode(d, gamma), misalign)
                           .buffer("beta", encode(d, beta))
@@ -108,8 +108,9 @@ void checkRmsnorm(Dtype d, uint32_t rows, uint32_t cols, const std::vector<float
 }
 
 std::vector<float> runRmsnorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                              const std::vector<float>& weight, float eps, uint32_t misalign = 0) {
-  Outputs out = r.run(Call("norms", kernelName("rmsnorm", d))
+                              const std::vector<float>& weight, float eps, uint32_t misalign = 0,
+                              const std::string& variant = "") {
+  Outputs out = r.run(Call("norms", kernelName(("rmsnorm" + variant).c_str(), d))
                           .buffer("x", encode(d, x))
                           .buffer("weight", encode(d, weight), misalign)
                           .buffer("y", unwritten(d, size_t(rows) * cols), misalign)
@@ -129,8 +130,8 @@ std::vector<float> residualSum(Dtype d, const std::vector<float>& x, const std::
 // Runs residual_rmsnorm; returns y and replaces residual with what the kernel left there.
 std::vector<float> runResidualRmsnorm(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
                                       std::vector<float>& residual, const std::vector<float>& weight, float eps,
-                                      uint32_t misalign = 0) {
-  Outputs out = r.run(Call("norms", kernelName("residual_rmsnorm", d))
+                                      uint32_t misalign = 0, const std::string& variant = "") {
+  Outputs out = r.run(Call("norms", kernelName(("residual_rmsnorm" + variant).c_str(), d))
                           .buffer("x", encode(d, x), misalign)
                           .buffer("residual", encode(d, residual), misalign)
                           .buffer("weight", encode(d, weight))
@@ -373,42 +374,54 @@ LIBRARY_TEST("norms residual_rmsnorm shapes", residualRmsnormShapes) {
 }
 
 // The one-pass path (the row kept in registers: cols <= 8192 f32, 16384 bf16/f16, 16-byte
-// vectors) at its bound, one vector past it (two passes) and one element past it (the scalar
-// path): random rows, a row with a large mean and a constant row (layernorm), rows whose sum of
-// squares overflows (rmsnorm, residual_rmsnorm).
+// vectors; with max_cols, `bound`) of the kernels NAME`variant`_DTYPE at its bound, one vector
+// past it (two passes) and one element past it (the scalar path): random rows, a row with a large
+// mean and a constant row (layernorm), rows whose sum of squares overflows (rmsnorm,
+// residual_rmsnorm).
+void checkOnePassBound(Runner& r, std::mt19937& rng, Dtype d, uint32_t bound, const std::string& variant) {
+  const uint32_t vec = d == Dtype::F32 ? 4 : 8;
+  for (uint32_t cols : {bound, bound + vec, bound + 1}) {
+    const std::string base = "layernorm" + variant;
+    uint32_t rows = 3;
+    float spread = d == Dtype::F32 ? 1.0f : d == Dtype::F16 ? 64.0f : 512.0f;
+    std::vector<float> x = uniform(rng, cols, -1.0f, 3.0f), big = uniform(rng, cols, 1e4f - spread, 1e4f + spread);
+    x.insert(x.end(), big.begin(), big.end());
+    x.resize(size_t(rows) * cols, -7.5f);
+    x = roundTo(d, x);
+    auto gamma = roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols));
+    auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, 1e-5f, 0, variant);
+    checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, y, label(base.c_str(), d, rows, cols));
+    // The constant row: exactly beta.
+    expectClose(slice(y, 2, cols), std::vector<double>(beta.begin(), beta.end()), 0, 0,
+                label(base.c_str(), d, rows, cols, "constant row"));
+
+    float m = d == Dtype::F16 ? 6e4f : 1e30f;
+    std::vector<float> xr = uniform(rng, cols, -2.0f, 2.0f), huge = uniform(rng, cols, -m, m);
+    xr.insert(xr.end(), huge.begin(), huge.end());
+    xr = roundTo(d, xr);
+    auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
+    checkRmsnorm(d, 2, cols, xr, weight, 1e-6f, runRmsnorm(r, d, 2, cols, xr, weight, 1e-6f, 0, variant),
+                 label(("rmsnorm" + variant).c_str(), d, 2, cols, "large magnitudes"));
+    auto residual = roundTo(d, uniform(rng, xr.size(), -2.0f, 2.0f));
+    std::vector<float> h = residualSum(d, xr, residual);
+    auto y2 = runResidualRmsnorm(r, d, 2, cols, xr, residual, weight, 1e-6f, 0, variant);
+    const std::string res = "residual_rmsnorm" + variant;
+    expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, label(res.c_str(), d, 2, cols, "residual"));
+    checkRmsnorm(d, 2, cols, h, weight, 1e-6f, y2, label(res.c_str(), d, 2, cols, "large magnitudes"));
+  }
+}
+
 LIBRARY_TEST("norms one-pass bound", normsOnePassBound) {
   std::mt19937 rng(seed());
-  for (Dtype d : kDtypes) {
-    uint32_t bound = d == Dtype::F32 ? 8192 : 16384, vec = d == Dtype::F32 ? 4 : 8;
-    for (uint32_t cols : {bound, bound + vec, bound + 1}) {
-      std::string at = std::to_string(cols);
-      uint32_t rows = 3;
-      float spread = d == Dtype::F32 ? 1.0f : d == Dtype::F16 ? 64.0f : 512.0f;
-      std::vector<float> x = uniform(rng, cols, -1.0f, 3.0f), big = uniform(rng, cols, 1e4f - spread, 1e4f + spread);
-      x.insert(x.end(), big.begin(), big.end());
-      x.resize(size_t(rows) * cols, -7.5f);
-      x = roundTo(d, x);
-      auto gamma = roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), beta = roundTo(d, uniform(rng, cols));
-      auto y = runLayernorm(r, d, rows, cols, x, gamma, beta, 1e-5f);
-      checkLayernorm(d, rows, cols, x, gamma, beta, 1e-5f, y, label("layernorm", d, rows, cols));
-      // The constant row: exactly beta.
-      expectClose(slice(y, 2, cols), std::vector<double>(beta.begin(), beta.end()), 0, 0,
-                  label("layernorm", d, rows, cols, "constant row"));
+  for (Dtype d : kDtypes) checkOnePassBound(r, rng, d, d == Dtype::F32 ? 8192 : 16384, "");
+}
 
-      float m = d == Dtype::F16 ? 6e4f : 1e30f;
-      std::vector<float> xr = uniform(rng, cols, -2.0f, 2.0f), huge = uniform(rng, cols, -m, m);
-      xr.insert(xr.end(), huge.begin(), huge.end());
-      xr = roundTo(d, xr);
-      auto weight = roundTo(d, uniform(rng, cols, -1.5f, 1.5f));
-      checkRmsnorm(d, 2, cols, xr, weight, 1e-6f, runRmsnorm(r, d, 2, cols, xr, weight, 1e-6f),
-                   label("rmsnorm", d, 2, cols, "large magnitudes"));
-      auto residual = roundTo(d, uniform(rng, xr.size(), -2.0f, 2.0f));
-      std::vector<float> h = residualSum(d, xr, residual);
-      auto y2 = runResidualRmsnorm(r, d, 2, cols, xr, residual, weight, 1e-6f);
-      expectClose(residual, std::vector<double>(h.begin(), h.end()), 0, 0, label("residual_rmsnorm", d, 2, cols, "residual"));
-      checkRmsnorm(d, 2, cols, h, weight, 1e-6f, y2, label("residual_rmsnorm", d, 2, cols, "large magnitudes"));
-    }
-  }
+// max_cols = 1024 (test/library/norms.toml): one 16-byte vector a thread, so rows of up to 1024
+// f32 or 2048 bf16/f16 elements in registers; max_cols = 4096 in bf16: two.
+LIBRARY_TEST("norms one-pass bound with max_cols", normsMaxCols) {
+  std::mt19937 rng(seed());
+  for (Dtype d : kDtypes) checkOnePassBound(r, rng, d, d == Dtype::F32 ? 1024 : 2048, "_c1024");
+  checkOnePassBound(r, rng, Dtype::BF16, 4096, "_c4096");
 }
 
 // Big problems on the GPU only: long rows (many iterations per thread) and many rows.

@@ -195,13 +195,17 @@ std::string dims(uint64_t a, uint64_t b) { return std::to_string(a) + "x" + std:
 // read x twice, and a large x no longer fits in L2).
 constexpr uint32_t kFewRows = 256;
 
-Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uint32_t cols) {
-  Case c{op, dims(rows, cols), dtype, {}, {}, 0, 0, 0};
+// A row op's case; `name` may add a kernel variant's suffix to the op (layernorm_c4096: the
+// layernorm_c4096_DTYPE kernel, one launch whatever the row count).
+Case rowCase(const std::string& name, const std::string& dtype, uint32_t rows, uint32_t cols) {
+  Case c{name, dims(rows, cols), dtype, {}, {}, 0, 0, 0};
   size_t es = sizeOf(dtype), n = size_t(rows) * cols;
   Fill f = fillOf(dtype);
-  std::string k = op + "_" + dtype;
+  std::string k = name + "_" + dtype;
+  const std::string op = name.substr(0, name.find("_c4096"));
+  const bool few = rows < kFewRows && op == name;  // the split pairs
   const float eps = 1e-5f;
-  if (op == "softmax" && rows < kFewRows) {
+  if (op == "softmax" && few) {
     // Few rows, too few blocks for one per row: the split pair (docs/kernels.md). Pass 1 writes
     // per-chunk (max, sum) pairs, pass 2 merges and writes y. The stats buffer allows chunks as
     // small as 32 elements (the template's are 4096).
@@ -215,7 +219,7 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
-  } else if (op == "layernorm" && rows < kFewRows) {  // the split pair, stats as for softmax's
+  } else if (op == "layernorm" && few) {  // the split pair, stats as for softmax's
     size_t stats = size_t(rows) * ((cols + 31) / 32) * 8;
     c.buffers = {{n * es, f}, {cols * es, f}, {cols * es, f}, {stats, Fill::Zero}, {n * es, Fill::Zero}};
     c.launches = {{"layernorm_partial_" + dtype, {buf("x", 0), buf("stats", 3), val("rows", rows), val("cols", cols)}},
@@ -235,7 +239,7 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
                    {buf("x", 0), buf("residual", 1), buf("weight", 2), buf("y", 3), val("rows", rows),
                     val("cols", cols), val("eps", eps)}}};
     c.bytes = 4.0 * n * es + 1.0 * cols * es;
-  } else if ((op == "argmax" || op == "argmax_sample") && rows < kFewRows) {
+  } else if ((op == "argmax" || op == "argmax_sample") && few) {
     // Few rows: the split pair, each row spread over ceil_div(cols, 1024) blocks; the partial
     // buffer allows chunks as small as 32 elements (the template's are 1024). argmax_sample: the
     // sample option's kernels, a sample of softmax(x / 0.8).
@@ -260,7 +264,7 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     c.launches = {{"sample_cutoff_" + dtype,
                    {buf("x", 0), buf("cutoff", 1), val("rows", rows), val("cols", cols), val("temperature", 0.8f),
                     val("top_k", 50u), val("top_p", 0.9f), val("min_p", 0.05f)}}};
-    if (rows < kFewRows) {
+    if (few) {
       size_t partial = size_t(rows) * ((cols + 31) / 32) * 8;
       c.buffers.push_back({partial, Fill::Zero});
       c.launches.push_back({"argmax_sample_cutoff_partial_" + dtype,
@@ -277,7 +281,7 @@ Case rowCase(const std::string& op, const std::string& dtype, uint32_t rows, uin
     c.buffers = {{n * es, f}, {n * es, Fill::Zero}};
     c.launches = {{k, {buf("x", 0), buf("y", 1), val("rows", rows), val("cols", cols)}}};
     c.bytes = 2.0 * n * es;
-  } else if (rows < kFewRows) {  // rmsnorm, few rows: the split pair, stats as for softmax's
+  } else if (few) {  // rmsnorm, few rows: the split pair, stats as for softmax's
     size_t stats = size_t(rows) * ((cols + 31) / 32) * 8;
     c.buffers = {{n * es, f}, {cols * es, f}, {stats, Fill::Zero}, {n * es, Fill::Zero}};
     c.launches = {{"rmsnorm_partial_" + dtype, {buf("x", 0), buf("stats", 2), val("rows", rows), val("cols", cols)}},
@@ -1055,6 +1059,9 @@ std::vector<Case> cases(Sizes sizes) {
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
   const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);
   for (const char* op : {"layernorm", "rmsnorm"}) out.push_back(rowCase(op, "bf16", normSide, normSide));
+  // The same rows by the kernels for rows of at most 4096 elements (max_cols), f32 and bf16.
+  for (const char* op : {"layernorm_c4096", "rmsnorm_c4096"})
+    for (const char* dt : {"f32", "bf16"}) out.push_back(rowCase(op, dt, normSide, normSide));
   for (const char* op : {"gelu_tanh", "gelu_erf"}) out.push_back(elementwiseCase(op, "bf16", n));
   out.push_back(rowCase("residual_rmsnorm", "f32", big, big));
   // argmax: one decode-time row of a 128k vocabulary (LLaMA 3's 128256), a batch of 64, a square.
