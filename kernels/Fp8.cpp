@@ -366,6 +366,8 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   const Storage s = storageOption(o);
   const Fp8 f = fp8Named(o.text("format"));
   const bool perGroup = o.text("scales") == "group";
+  const std::optional<unsigned> slots = normSlots(o, s, diags);
+  if (!slots) return std::nullopt;
   ir::Module m = newModule();
   KernelBuilder kb(m, "rmsnorm_quantize_fp8");
   Value x = kb.param(kGlobalPtr, "x");
@@ -377,14 +379,14 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   Value eps = kb.param(ir::Type::f32(), "eps");
   kb.reqntid(kQuantizeBlock);
   // As rmsnorm: the row in registers without spills.
-  kb.minnctapersm(s == Storage::F32 ? 3 : 2);
+  kb.minnctapersm(normMinBlocks(s, *slots));
   ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), 2 * (kQuantizeBlock / 32));
   Value tid = kb.tid(ir::Mod::X, "tid");
   Value row = kb.ctaid(ir::Mod::X, "row");
   Value first = kb.mul_wide(row, cols, "first");
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
-  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch);
+  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots);
   // rmsnorm's y at column c: (x * inv) * weight, rounded to dtype as its store rounds it.
   const ValueAt valueAt = [&](Value c) {
     Value v = (loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x") * inv) *
@@ -464,7 +466,8 @@ void addFp8(std::vector<Template>& out) {
       {dtypeOption("dtype", "storage type of x and weight (the normalized value is rounded to it, as rmsnorm "
                             "stores it)"),
        codesFormatOption(),
-       rowOrGroupScalesOption()},
+       rowOrGroupScalesOption(),
+       maxColsOption()},
       buildRmsnormQuantizeFp8,
       blockPerRow,
   });

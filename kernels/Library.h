@@ -70,8 +70,15 @@ std::vector<Options> wgmmaWhereItRuns(const Options& o);
 // (kernels/Norms.cpp) for a launch whose tensors are 16-byte aligned where `aligned` holds: one
 // pass from registers when the row fits, else a pass over the row; the overflow rescan; the block
 // combine through `scratch` (2 * 8 f32). So the fused kernel sees rmsnorm's bits. Blocks of 256.
+// `slots`: the 16-byte vectors a thread keeps of a row in registers (normSlots).
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
-                    ir::SharedArray scratch);
+                    ir::SharedArray scratch, unsigned slots);
+// The norms' max_cols option (the longest row kept in registers), its value as slots a thread
+// (nullopt, reported to diags, where it exceeds what s's rows can keep), and the blocks an SM a
+// kernel with that many slots asks ptxas for (minnctapersm).
+OptionSpec maxColsOption();
+std::optional<unsigned> normSlots(const Options& o, Storage s, ir::Diagnostics& diags);
+unsigned normMinBlocks(Storage s, unsigned slots);
 // v (f32) rounded to storage type s and widened back: the value a store of v leaves in memory
 // (bf16 by bits, so that no target needs cvt from bf16).
 Value roundToStorage(KernelBuilder& kb, Value v, Storage s);

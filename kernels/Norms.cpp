@@ -49,9 +49,10 @@ unsigned slotsFor(unsigned maxCols, Storage s) {
   return std::bit_ceil((vectors + kBlock - 1) / kBlock);
 }
 
-// The blocks an SM that a norm kernel with `slots` asks ptxas to fit (minnctapersm): with kSlots
-// as many as its registers hold the row without spills; with fewer slots, more.
-unsigned minBlocksFor(Storage s, unsigned slots) {
+}  // namespace
+
+// With kSlots as many blocks as the registers hold the row without spills; with fewer slots, more.
+unsigned normMinBlocks(Storage s, unsigned slots) {
   const unsigned values = slots * vecElems(s);  // f32 values of the row a thread holds
   return values > 32 ? kMinBlocksPerSM16 : values > 16 ? kMinBlocksPerSM : values > 8 ? 4 : 6;
 }
@@ -63,8 +64,7 @@ OptionSpec maxColsOption() {
                    "registers, so more blocks share an SM; longer rows take two passes");
 }
 
-// max_cols as slots, or an error where it exceeds what dtype's rows can keep in registers.
-std::optional<unsigned> slotsOption(const Options& o, Storage s, ir::Diagnostics& diags) {
+std::optional<unsigned> normSlots(const Options& o, Storage s, ir::Diagnostics& diags) {
   const auto maxCols = static_cast<unsigned>(o.integer("max_cols"));
   if (maxCols > kBlock * kSlots * vecElems(s)) {
     diags.report(ir::Severity::Error, "", {},
@@ -74,6 +74,8 @@ std::optional<unsigned> slotsOption(const Options& o, Storage s, ir::Diagnostics
   }
   return slotsFor(maxCols, s);
 }
+
+namespace {
 
 Value divRn(KernelBuilder& kb, Value a, Value b) { return kb.op(Op::Div, Type::f32(), {a, b}, {Mod::Rn}); }
 
@@ -343,7 +345,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s), V = vecElems(s);
   const char* name = kind == Kind::LayerNorm ? "layernorm" : kind == Kind::RmsNorm ? "rmsnorm" : "residual_rmsnorm";
-  const std::optional<unsigned> slotCount = slotsOption(o, s, diags);
+  const std::optional<unsigned> slotCount = normSlots(o, s, diags);
   if (!slotCount) return std::nullopt;
   const unsigned slots = *slotCount;
   ir::Module m = newModule();
@@ -362,7 +364,7 @@ std::optional<ir::Module> buildNorm(Kind kind, const Options& o, ir::Diagnostics
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
-  kb.minnctapersm(minBlocksFor(s, slots));
+  kb.minnctapersm(normMinBlocks(s, slots));
   // The one-pass path combines twice (layernorm: sum, then squared deviations) on two arrays, so
   // that no barrier is needed between the combines.
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * kWarps);
@@ -654,8 +656,8 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
 }
 
 Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
-                   ir::SharedArray scratch) {
-  const unsigned V = vecElems(s), slots = kSlots;
+                   ir::SharedArray scratch, unsigned slots) {
+  const unsigned V = vecElems(s);
   Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
   Value zero = kb.f32(0.0f, "zero");
   Value vec = (aligned & ((cols & (V - 1)) == 0u)).named("vector");

@@ -911,6 +911,8 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
 std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s);
+  const std::optional<unsigned> slots = normSlots(o, s, diags);
+  if (!slots) return std::nullopt;
   ir::Module m = newModule();
   KernelBuilder kb(m, "rmsnorm_quantize_q8_1");
   Value x = kb.param(kGlobalPtr, "x");
@@ -920,13 +922,13 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
   Value cols = kb.param(Type::u32(), "cols");
   Value eps = kb.param(Type::f32(), "eps");
   kb.reqntid(kBlock);
-  // As rmsnorm: the row in registers without spills (64 values a thread for bf16).
-  kb.minnctapersm(s == Storage::F32 ? 3 : 2);
+  // As rmsnorm: the row in registers without spills (64 values a thread for bf16 by default).
+  kb.minnctapersm(normMinBlocks(s, *slots));
   ir::SharedArray scratch = kb.shared("scratch", Type::f32(), 2 * (kBlock / 32));
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytes, "xrow");
-  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch);
+  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots);
 
   Value lane = (tid & 31u).named("lane");
   Value blocks = (cols >> 5u).named("qblocks");
@@ -2037,7 +2039,8 @@ void addQuant(std::vector<Template>& out) {
       "q8_1 blocks): the blocks of rmsnorm followed by quantize_q8_1 (same dtype) when rmsnorm takes the "
       "same path; one block of 256 threads per row",
       {choiceOption("dtype", "f32", {"f32", "bf16"}, "storage type of x and weight (the normalized value is "
-                                                      "rounded to it, as rmsnorm stores it)")},
+                                                      "rounded to it, as rmsnorm stores it)"),
+       maxColsOption()},
       buildRmsnormQuantizeQ81,
       [](const Options&) { return LaunchRule{{kBlock}, {Expr::param("rows")}, 0}; },
   });

@@ -347,6 +347,7 @@ struct QuantizePair {
   Dtype d;
   bool group;
   const char* unit = "swiglu";  // swiglu_quantize_fp8's unfused gated unit: elementwise.toml's swiglu or geglu
+  const char* norm = "rmsnorm";  // rmsnorm_quantize_fp8's unfused rmsnorm (norms.toml's)
 };
 
 // A launch of a row quantizer (fused or quantize_fp8) of rows x cols with `groups` scales a row:
@@ -381,10 +382,13 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
   const QuantizePair pairs[] = {{"rmsnorm_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
                         {"rmsnorm_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
                         {"rmsnorm_quantize_e5m2_groups_f32", "quantize_e5m2_groups_f32", Dtype::F32, true},
-                        {"rmsnorm_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
+                        {"rmsnorm_quantize_e4m3_groups_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true},
+                        // max_cols = 1024: rows of up to 2048 in registers, so 1312 and 2080 on either side.
+                        {"rmsnorm_quantize_e5m2_rows_c1024_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false,
+                         "swiglu", "rmsnorm_c1024"}};
   std::mt19937 rng(seed());
   for (const QuantizePair& pr : pairs)
-    for (uint32_t cols : {100u, 1312u, 16416u}) {  // the last: past the one-pass bound
+    for (uint32_t cols : {100u, 1312u, 2080u, 16416u}) {  // the last: past the one-pass bound
       const uint32_t rows = 3, groups = pr.group ? (cols + 127) / 128 : 1;
       std::vector<float> x = roundTo(pr.d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
       std::fill(x.begin() + cols, x.begin() + 2 * cols, 0.0f);  // a row of zeros
@@ -394,7 +398,7 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
                                 .buffer("x", encode(pr.d, x))
                                 .buffer("weight", encode(pr.d, weight))
                                 .scalar("eps", 1e-5f));
-      std::vector<std::byte> normed = r.run(Call("norms", "rmsnorm" + suffix)
+      std::vector<std::byte> normed = r.run(Call("norms", pr.norm + suffix)
                                                 .buffer("x", encode(pr.d, x))
                                                 .buffer("weight", encode(pr.d, weight))
                                                 .buffer("y", encode(pr.d, std::vector<float>(size_t(rows) * cols, 7.0f)))

@@ -243,9 +243,11 @@ void checkSwiglu(Runner& r, const Format& f, unsigned ntok, const std::string& a
 // rmsnorm takes for these buffers: y of both 16-byte aligned, weight misaligned for both or none).
 // And the blocks' values against rmsnorm in double: within half a step (d/2) and the step's
 // rounding to half (127 d 2^-11), plus rmsnorm's own error (2^-20, and a bf16 rounding).
+// `variant`: the kernels with max_cols = 1024 ("_c1024"), both of them.
 void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std::vector<float>& x,
-                     const std::vector<float>& weight, float eps, const std::string& what, uint32_t misalign = 0) {
-  std::string suffix = std::string("_") + dtypeName(d);
+                     const std::vector<float>& weight, float eps, const std::string& what, uint32_t misalign = 0,
+                     const std::string& variant = "") {
+  std::string suffix = variant + "_" + dtypeName(d);
   size_t nblocks = size_t(rows) * cols / 32;
   std::vector<uint8_t> fused = r.run(Call("quant", "rmsnorm_quantize_q8_1" + suffix)
                                          .buffer("x", encode(d, x))
@@ -263,7 +265,7 @@ void checkRmsnormQ81(Runner& r, Dtype d, uint32_t rows, uint32_t cols, const std
                                             .scalar("cols", cols)
                                             .scalar("eps", eps))
                                      .get<std::byte>("y");
-  std::vector<uint8_t> unfused = r.run(Call("quant", "quantize_q8_1" + suffix)
+  std::vector<uint8_t> unfused = r.run(Call("quant", std::string("quantize_q8_1_") + dtypeName(d))
                                            .buffer("x", normed)
                                            .buffer("y", std::vector<uint8_t>(nblocks * 36, 0x5A))
                                            .scalar("n", uint32_t(rows * cols)))
@@ -735,6 +737,8 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
       std::string what = std::string(dtypeName(d)) + " rows=3 cols=" + std::to_string(cols);
       checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what);
       if (r.honoursMisalign()) checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what + " misaligned", d == Dtype::F32 ? 4 : 2);
+      // max_cols = 1024: 1312 and 2080 cross its bound (f32 1024, bf16 2048 elements).
+      checkRmsnormQ81(r, d, rows, cols, x, weight, 1e-5f, what + " max_cols=1024", 0, "_c1024");
     }
     // Many rows at the one-pass bound: another order of the squares than rmsnorm's (a fused
     // kernel forced onto the two-pass path) changes a few of these 16384 blocks.
@@ -742,6 +746,11 @@ LIBRARY_TEST("quant rmsnorm_quantize_q8_1: equals rmsnorm then quantize_q8_1, od
     std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
     checkRmsnormQ81(r, d, rows, cols, x, roundTo(d, uniform(rng, cols, 0.5f, 1.5f)), 1e-5f,
                     std::string(dtypeName(d)) + " rows=64 cols=8192");
+    // And just past max_cols = 1024's bound (f32 1024, bf16 2048): both kernels on two passes.
+    const uint32_t past = d == Dtype::F32 ? 1056 : 2080;
+    std::vector<float> xp = roundTo(d, uniform(rng, size_t(rows) * past, -3.0f, 3.0f));
+    checkRmsnormQ81(r, d, rows, past, xp, roundTo(d, uniform(rng, past, 0.5f, 1.5f)), 1e-5f,
+                    std::string(dtypeName(d)) + " rows=64 cols=" + std::to_string(past) + " max_cols=1024", 0, "_c1024");
   }
 }
 

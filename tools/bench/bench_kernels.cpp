@@ -561,14 +561,15 @@ Case gemmQExpertsCase(const QuantFormat& f, uint32_t experts, uint32_t m, uint32
 
 // rmsnorm fused into the q8_1 quantization of the activations (rmsnorm_quantize_q8_1). The
 // reference: our rmsnorm then quantize_q8_1, whose blocks the fused kernel's equal byte for byte.
-Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
-  Case c{"rmsnorm_quantize_q8_1", dims(rows, cols), dtype, {}, {}, 0, 0, 0};
+// `variant`: both kernels' max_cols ("_c4096": rows of at most 4096 in registers).
+Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols, const std::string& variant = "") {
+  Case c{"rmsnorm_quantize_q8_1" + variant, dims(rows, cols), dtype, {}, {}, 0, 0, 0};
   size_t es = sizeOf(dtype), n = size_t(rows) * cols, yq = n / 32 * 36;
   c.buffers = {{n * es, fillOf(dtype)}, {cols * es, fillOf(dtype)}, {yq, Fill::Zero}, {n * es, Fill::Zero}, {yq, Fill::Zero}};
-  c.launches = {{"rmsnorm_quantize_q8_1_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows),
-                                                    val("cols", cols), val("eps", 1e-5f)}}};
-  c.refLaunches = {{"rmsnorm_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 3), val("rows", rows), val("cols", cols),
-                                         val("eps", 1e-5f)}},
+  c.launches = {{"rmsnorm_quantize_q8_1" + variant + "_" + dtype,
+                 {buf("x", 0), buf("weight", 1), buf("y", 2), val("rows", rows), val("cols", cols), val("eps", 1e-5f)}}};
+  c.refLaunches = {{"rmsnorm" + variant + "_" + dtype, {buf("x", 0), buf("weight", 1), buf("y", 3), val("rows", rows),
+                                                        val("cols", cols), val("eps", 1e-5f)}},
                    {"quantize_q8_1_" + dtype, {buf("x", 3), buf("y", 4), val("n", uint32_t(n))}}};
   c.refEqual = {2, 4};
   c.bytes = double(n * es) + double(cols * es) + double(yq);
@@ -577,16 +578,17 @@ Case rmsnormQ81Case(const std::string& dtype, uint32_t rows, uint32_t cols) {
 
 // rmsnorm fused into the fp8 quantization of a W8A8 gemm's activations (rmsnorm_quantize_fp8:
 // bf16, E4M3, a scale per token), against its unfused chain, our rmsnorm + quantize_fp8 (codes
-// compared byte for byte); bytes: x, weight, the codes and the scales.
-Case rmsnormFp8Case(uint32_t rows, uint32_t cols) {
-  Case c{"rmsnorm_quantize_fp8", dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
+// compared byte for byte); bytes: x, weight, the codes and the scales. `variant` as rmsnormQ81Case's.
+Case rmsnormFp8Case(uint32_t rows, uint32_t cols, const std::string& variant = "") {
+  Case c{"rmsnorm_quantize_fp8" + variant, dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
   const size_t n = size_t(rows) * cols;
   c.buffers = {{n * 2, Fill::BF16}, {cols * 2u, Fill::BF16}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero},
                {n * 2, Fill::Zero}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
-  c.launches = {{"rmsnorm_quantize_e4m3_bf16", {buf("x", 0), buf("weight", 1), buf("codes", 2), buf("scales", 3),
-                                                val("rows", rows), val("cols", cols), val("eps", 1e-5f)}}};
-  c.refLaunches = {{"rmsnorm_bf16", {buf("x", 0), buf("weight", 1), buf("y", 4), val("rows", rows), val("cols", cols),
-                                     val("eps", 1e-5f)}},
+  c.launches = {{"rmsnorm_quantize_e4m3" + variant + "_bf16", {buf("x", 0), buf("weight", 1), buf("codes", 2),
+                                                               buf("scales", 3), val("rows", rows), val("cols", cols),
+                                                               val("eps", 1e-5f)}}};
+  c.refLaunches = {{"rmsnorm" + variant + "_bf16", {buf("x", 0), buf("weight", 1), buf("y", 4), val("rows", rows),
+                                                    val("cols", cols), val("eps", 1e-5f)}},
                    {"quantize_e4m3_bf16", {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
   c.refEqual = {2, 5};
   c.bytes = 2.0 * double(n) + 2.0 * cols + double(n) + 4.0 * rows;
@@ -1162,6 +1164,9 @@ std::vector<Case> cases(Sizes sizes) {
     for (const char* dt : {"f32", "bf16"})
       for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormQ81Case(dt, r, hidden));
     for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(rmsnormFp8Case(r, hidden));
+    // A prefill's, by the kernels for rows of at most 4096 (max_cols; their unfused chain's too).
+    for (const char* dt : {"f32", "bf16"}) out.push_back(rmsnormQ81Case(dt, pick(4096, 1024, 5), hidden, "_c4096"));
+    out.push_back(rmsnormFp8Case(pick(4096, 1024, 5), hidden, "_c4096"));
     for (uint32_t r : {pick(8, 8, 3), pick(4096, 1024, 5)}) out.push_back(swigluFp8Case(r, ffn));
     // Prefill: a 512-token prompt (tiny: edges of a 2 x 2 grid of tiles) against LLaMA-3-8B's
     // weights.
