@@ -1,12 +1,12 @@
 // layernorm, rmsnorm and residual_rmsnorm (docs/kernels.md). One block of 256 threads per row.
-// A row of 16-byte vectors that fits in the block's registers (kSlots vectors per thread: f32
-// up to 8192, bf16/f16 up to 16384 elements; fewer where max_cols asks) is read once: loaded, reduced (per-thread
-// partials, merged across lanes with shuffles and across warps through shared memory),
-// normalized from the registers and written. Longer rows, misaligned pointers and lengths that
-// are not a multiple of the vector width take two passes: the first reduces the row, the second
-// re-reads it (an L2 hit) and writes y, both by 16-byte vectors where they can, element by
-// element otherwise; the two passes take the same path, so every thread re-reads exactly what
-// it wrote.
+// A row of 16-byte vectors that fits in the block's registers (kSlots vectors per thread: f32 up to
+// 8192, bf16/f16 up to 16384 elements; fewer where the spec's max_cols asks) is read once: loaded,
+// reduced (per-thread partials, merged across lanes with shuffles and across warps through shared
+// memory), normalized from the registers and written. Longer rows, misaligned pointers and lengths
+// that are not a multiple of the vector width take two passes: the first reduces the row, the
+// second re-reads it (an L2 hit) and writes y, both by 16-byte vectors where they can, element by
+// element otherwise; the two passes take the same path, so every thread re-reads exactly what it
+// wrote.
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -168,8 +168,8 @@ struct Row {
 
 enum class Kind { LayerNorm, RmsNorm, ResidualRmsNorm };
 
-// The one-pass path: a row of up to kBlock * kSlots 16-byte vectors (f32 8192, bf16/f16 16384
-// elements) is read once and kept in registers; thread tid holds vectors tid + 256k, k < kSlots.
+// The one-pass path: a row of up to kBlock * n 16-byte vectors (n = kSlots: f32 8192, bf16/f16
+// 16384 elements) is read once and kept in registers; thread tid holds vectors tid + 256k, k < n.
 // Every slot is loaded, without a branch, so that all loads are in flight together: a slot past
 // the row's end loads the row's last vector again (nvec >= 1 on this path) and its values are
 // left out of every sum (`only`) and never stored.

@@ -136,7 +136,10 @@ Status Bundle::State::loadModule(Kernel::Loaded& k) {
   } else if (Status st = ctx->make_current(); !st) {
     return st;
   }
-  if (CUresult g = ctx->driver().cuModuleGetFunction(&k.fn, it->second, k.info->name.c_str()); g != cu::SUCCESS) {
+  auto t0 = std::chrono::steady_clock::now();
+  CUresult g = ctx->driver().cuModuleGetFunction(&k.fn, it->second, k.info->name.c_str());
+  stats.function_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (g != cu::SUCCESS) {
     k.fn = nullptr;
     return ctx->driver().fail(g, "cuModuleGetFunction", k.info->name);
   }

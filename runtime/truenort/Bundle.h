@@ -41,6 +41,9 @@ struct LoadStats {
   unsigned modules_loaded = 0;  // cuModuleLoadData calls that succeeded
   unsigned jit_events = 0;
   double load_ms = 0;  // wall time spent in cuModuleLoadData
+  // ... and in cuModuleGetFunction, where a driver that loads lazily (CUDA_MODULE_LOADING=LAZY, the
+  // default since CUDA 12.2) may do a kernel's share of the loading.
+  double function_ms = 0;
 };
 
 struct Dim3 {
