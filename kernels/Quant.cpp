@@ -131,6 +131,33 @@ enum class Reads : uint8_t { Narrow, Words };
 // at most 3 bytes on either side, which must lie in the tensor), joined by prmt.
 enum class Bytes8 : uint8_t { Halves, Single, Pair, Window };
 
+// Bytes r .. r + 7 of three consecutive words as two, sel = 0x3210 + 0x1111 r (prmt's selector).
+std::vector<Value> joinWords(KernelBuilder& kb, Value w0, Value w1, Value w2, Value sel) {
+  return {kb.bitcast(kb.prmt(asB32(kb, w0), asB32(kb, w1), sel, Mod::None, "lo8"), Type::u32()),
+          kb.bitcast(kb.prmt(asB32(kb, w1), asB32(kb, w2), sel, Mod::None, "hi8"), Type::u32())};
+}
+
+// joinWords's selector for bytes from address p on.
+Value skewSelector(KernelBuilder& kb, Value p) {
+  Value r = kb.cvt(kb.bitcast(p, Type::u64()) & uint64_t{3}, Type::u32()).named("skew");
+  return asB32(kb, kb.u32(0x3210) + r * 0x1111u);
+}
+
+// A block read by word windows at offsets that are multiples of 4, which all share its skew: the
+// aligned address at or below it and the selector, computed once.
+struct Skewed {
+  Value base, sel;
+};
+Skewed skewed(KernelBuilder& kb, Value blk) { return {assumeAligned(kb, blk, 4, "blk_word"), skewSelector(kb, blk)}; }
+
+// Bytes [off, off + 8) of a Skewed block (off a multiple of 4) from the three words at its aligned
+// address + off, which reach up to 4 bytes past the 8 (they must lie in the tensor).
+std::vector<Value> bytes8(KernelBuilder& kb, const Skewed& b, Value off, Reuse reuse) {
+  Value a = at(kb, b.base, off);
+  return joinWords(kb, loadWeights(kb, a, Type::u32(), reuse), loadWeights(kb, at(kb, a, 4u), Type::u32(), reuse),
+                   loadWeights(kb, at(kb, a, 8u), Type::u32(), reuse), b.sel);
+}
+
 // Bytes [off, off + 8) of a block as two little-endian 32-bit words.
 std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse, Bytes8 how = Bytes8::Halves) {
   Value p = at(kb, blk, off);
@@ -141,13 +168,8 @@ std::vector<Value> bytes8(KernelBuilder& kb, Value blk, Value off, Reuse reuse, 
   if (how == Bytes8::Window) {
     // The words holding bytes p and p + 7; a middle one when they are two apart.
     Value first = assumeAligned(kb, p, 4, "first_word"), last = assumeAligned(kb, at(kb, p, 7u), 4, "last_word");
-    Value w0 = loadWeights(kb, first, Type::u32(), reuse), w1 = loadWeights(kb, at(kb, first, 4u), Type::u32(), reuse);
-    Value w2 = loadWeights(kb, last, Type::u32(), reuse);
-    // Bytes r .. r + 3 of each pair of words, r = p mod 4.
-    Value r = kb.cvt(kb.bitcast(p, Type::u64()) & uint64_t{3}, Type::u32()).named("skew");
-    Value sel = asB32(kb, kb.u32(0x3210) + r * 0x1111u);
-    return {kb.bitcast(kb.prmt(asB32(kb, w0), asB32(kb, w1), sel, Mod::None, "lo8"), Type::u32()),
-            kb.bitcast(kb.prmt(asB32(kb, w1), asB32(kb, w2), sel, Mod::None, "hi8"), Type::u32())};
+    return joinWords(kb, loadWeights(kb, first, Type::u32(), reuse), loadWeights(kb, at(kb, first, 4u), Type::u32(), reuse),
+                     loadWeights(kb, last, Type::u32(), reuse), skewSelector(kb, p));
   }
   std::vector<Value> words;
   for (unsigned w = 0; w < 2; ++w) {
@@ -615,11 +637,18 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
     case Fmt::Q6_K: {
       // Element i0 = 8j: half h = j/16, k = (j/4)%4, l0 = 8(j%4); scale i0/16 = j/2.
       Value h = j >> 4u, kq = (j >> 2u) & 3u, l0 = (j & 3u) << 3u;
-      // Words: windows at most 2 bytes beyond the 8 (offsets even), inside the block but for the
-      // first bytes of an odd block (2 mod 4), whose previous block is in the tensor.
-      const Bytes8 how = words ? Bytes8::Window : Bytes8::Halves;
-      masked(bytes8(kb, blk, (h << 6u) + ((kq & 1u) << 5u) + l0, reuse, how), (kq >> 1u) << 2u, 0x0F0F0F0Fu);
-      std::vector<Value> hi = bytes8(kb, blk, (h << 5u) + l0 + 128u, reuse, how);
+      // Words: the offsets are multiples of 8, so both windows have the block's skew; they read from
+      // 2 bytes before the 8 (an odd block, 2 mod 4: its previous block is in the tensor) to 4 past
+      // them, inside the block (ql's end at 132, qh's at 196 of 210).
+      Value qlAt = (h << 6u) + ((kq & 1u) << 5u) + l0, qhAt = (h << 5u) + l0 + 128u;
+      std::vector<Value> lo, hi;
+      if (words) {
+        const Skewed sb = skewed(kb, blk);
+        lo = bytes8(kb, sb, qlAt, reuse), hi = bytes8(kb, sb, qhAt, reuse);
+      } else {
+        lo = bytes8(kb, blk, qlAt, reuse), hi = bytes8(kb, blk, qhAt, reuse);
+      }
+      masked(lo, (kq >> 1u) << 2u, 0x0F0F0F0Fu);
       for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (((hi[i] >> (kq << 1u)) & 0x03030303u) << 4u);
       Value sc = ldQ(kb, blk, (j >> 1u) + 192u, Scalar::S8, reuse);
       Value d = f16BitsToF32(kb, ldQ(kb, blk, 208u, Scalar::U16, reuse));
@@ -1056,8 +1085,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
   // For gemv_q_swiglu q5_k with q8_1 x at ntok 1 alone, ptxas 13.0 (sm_90, sm_90a) budgets itself
   // 40 registers and spills 8 bytes (not when the PTX's register names are unshared: emit-ptx
   // --no-reg-reuse); 48 was room enough for a group a lane an iteration, 64 is for 4 (48 spilled
-  // 20 bytes). Every other kernel keeps ptxas's own count.
-  if (swiglu && q81 && ntok == 1 && f.fmt == Fmt::Q5_K && R == 1) kb.maxnreg(64);
+  // 20 bytes). q6_k's the same since its path of word reads (4 bytes on sm_90a). Every other
+  // kernel keeps ptxas's own count.
+  if (swiglu && q81 && ntok == 1 && (f.fmt == Fmt::Q5_K || f.fmt == Fmt::Q6_K) && R == 1) kb.maxnreg(64);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   // The warp's rows: row0, row0 + 1, ..., row0 + R - 1 (neighbours in memory); with W warps a row
@@ -1135,9 +1165,9 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           {.label = label, .iv = "g"});
     };
     // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
-    auto loop = [&](bool vector) {
+    auto loop = [&](bool vector, Reads reads) {
       Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
-      auto decode = [&](Value blk, Value j) { return decode8(kb, f, blk, j); };
+      auto decode = [&](Value blk, Value j) { return decode8(kb, f, blk, j, reads); };
       return groupLoop(vector ? "vec" : "scalar", decode,
                        [&](Value g, Value in, const std::vector<std::vector<Value>>& wv, std::vector<Value>& next) {
         for (unsigned t = 0; t < ntok; ++t) {
@@ -1165,11 +1195,11 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     };
     // q8_1 activations: x holds ntok columns of k/32 blocks of 36 bytes (4-byte aligned).
     // Group g's 8 int8 are bytes 4 + 8(g%4) of block g/4: two 32-bit loads, two dp4a.
-    auto dp4aLoop = [&] {
+    auto dp4aLoop = [&](Reads reads) {
       Value xblocks = (k >> 5u).named("xblocks");
       Value ones = kb.s32(0x01010101, "ones");
       Value izero = kb.s32(0, "izero");
-      auto decode = [&](Value blk, Value j) { return decodeInt(kb, f, blk, j); };
+      auto decode = [&](Value blk, Value j) { return decodeInt(kb, f, blk, j, Reuse::Once, reads); };
       return groupLoop("dp4a", decode, [&](Value g, Value in, const std::vector<IntGroup>& wq, std::vector<Value>& next) {
         for (unsigned t = 0; t < ntok; ++t) {
           Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
@@ -1274,10 +1304,19 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
           },
           {.label = "wide", .iv = "bi"});
     };
+    auto groupPaths = [&](Reads reads) {
+      return q81 ? dp4aLoop(reads)
+                 : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true, reads); },
+                              [&] { return loop(false, reads); }, {.label = "path"});
+    };
+    // q6_k and mxfp4 by aligned words (decodeInt's Reads::Words) where every matrix is 4-byte
+    // aligned and a multiple of 4 bytes long, so that no window leaves it.
     auto narrow = [&] {
-      return q81 ? dp4aLoop()
-                 : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true); }, [&] { return loop(false); },
-                              {.label = "path"});
+      if (wordAlignment(f) != 4) return groupPaths(Reads::Narrow);
+      Value whole = (((rows * rowBytes) & 3u) == 0u).named("whole_words");
+      Value ok = (whole & (swiglu ? allAligned(kb, {ws[0], ws[1]}, 4) : allAligned(kb, {ws[0]}, 4))).named("word_reads");
+      return kb.if_else(ok, [&] { return groupPaths(Reads::Words); }, [&] { return groupPaths(Reads::Narrow); },
+                        {.label = "reads"});
     };
     std::vector<Value> sums;
     if (wide) {
