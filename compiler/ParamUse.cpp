@@ -3,7 +3,9 @@
 //
 // A value derives from parameter p when it is p, or the result of an instruction that is not a
 // load (ptradd, bitcast to u64 and back, integer arithmetic on it, select, shuffle, ...) with an
-// operand that derives from p, or a block parameter that receives such a value. That
+// operand that derives from p, or a block parameter that receives such a value; but not an `and`
+// with a constant below 4096 (a pointer's low bits, its skew from an alignment: a small integer,
+// never an address, such as the byte selectors of the quantized kernels' aligned words). That
 // over-approximates (a comparison of p with something derives from p), which only matters for
 // escapes: an address that derives from p makes a load a read of p and a store a write of p;
 // a value that derives from p stored to memory, or given to an atomic, is an escape, and then
@@ -51,6 +53,18 @@ void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params) {
     }
   if (!anyPointer) return;
 
+  // Constants below 4096, by value id: an `and` with one keeps only a pointer's low bits.
+  std::vector<bool> lowMask(k.values.size(), false);
+  for (const ir::Block& b : k.blocks)
+    for (ir::InstId id : b.insts) {
+      const ir::Inst& in = k.inst(id);
+      if (in.op == ir::Op::Const && in.result.valid() && in.imm < 4096) lowMask[in.result.index] = true;
+    }
+  auto lowBits = [&](const ir::Inst& in) {
+    return in.op == ir::Op::And &&
+           std::any_of(in.operands.begin(), in.operands.end(), [&](ir::ValueId v) { return lowMask[v.index]; });
+  };
+
   // Propagate to a fixpoint (block parameters may receive values from later blocks).
   for (bool changed = true; changed;) {
     changed = false;
@@ -68,7 +82,7 @@ void analyzeParamUse(const ir::Kernel& k, std::vector<bundle::Param>& params) {
           const ir::Block& to = k.block(c.block);
           for (size_t a = 0; a < c.args.size() && a < to.params.size(); ++a) merge(to.params[a], from[c.args[a].index]);
         }
-        if (!in.result.valid() || (ir::info(in.op).flags & ir::OF_MEMREAD)) continue;
+        if (!in.result.valid() || (ir::info(in.op).flags & ir::OF_MEMREAD) || lowBits(in)) continue;
         Origins o;
         for (ir::ValueId v : in.operands) o |= from[v.index];
         if (o.any()) merge(in.result, o);
