@@ -725,23 +725,22 @@ unsigned wordAlignment(const FmtInfo& f) {
   }
 }
 
-// Whether the block at blk of a tensor of `blocks` blocks at base may be read by words: base
-// aligned so, and for mxfp4, whose windows pass its block's end by up to 3 bytes, the word that
-// holds the block's last byte inside the tensor (only the last block's may not be).
-Value wordReads(KernelBuilder& kb, const FmtInfo& f, Value base, Value blk, Value blocks) {
-  Value ok = allAligned(kb, {base}, wordAlignment(f), "word_aligned");
+// Whether tensors of format f at `bases`, each `bytes` long (u32: only its low bits count), may
+// be read by words: every base aligned so, and for mxfp4, whose windows pass a block's end by up
+// to 3 bytes, each tensor a multiple of 4 bytes long, so that none leaves its tensor. One test a
+// launch, so that the threads of a warp take the same path.
+Value wordReads(KernelBuilder& kb, const FmtInfo& f, std::initializer_list<Value> bases, Value bytes) {
+  Value ok = allAligned(kb, bases, wordAlignment(f), "word_aligned");
   if (f.fmt != Fmt::MXFP4) return ok;
-  Value end = kb.bitcast(kb.ptradd(base, kb.mul_wide(blocks, kb.u32(f.bytes))), Type::u64());
-  Value lastWord = kb.bitcast(assumeAligned(kb, at(kb, blk, f.bytes - 1), 4), Type::u64());
-  return (ok & ((lastWord + uint64_t{4}) <= end)).named("word_reads");
+  return (ok & ((bytes & 3u) == 0u)).named("word_reads");
 }
 
-// decode8 of group j of the block at blk, by words where wordReads allows.
-std::vector<Value> decode8Fast(KernelBuilder& kb, const FmtInfo& f, Value base, Value blk, Value j, Value blocks) {
+// decode8 of group j of the block at blk, by words where `words` (wordReads) holds.
+std::vector<Value> decode8Fast(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Value words) {
   if (wordAlignment(f) == 0) return decode8(kb, f, blk, j);
   return kb.if_else(
-      wordReads(kb, f, base, blk, blocks), [&] { return decode8(kb, f, blk, j, Reads::Words); },
-      [&] { return decode8(kb, f, blk, j); }, {.label = "reads"});
+      words, [&] { return decode8(kb, f, blk, j, Reads::Words); }, [&] { return decode8(kb, f, blk, j); },
+      {.label = "reads"});
 }
 
 // ---- dequantize -----------------------------------------------------------------------------
@@ -763,7 +762,8 @@ std::optional<ir::Module> buildDequantize(const Options& o, ir::Diagnostics& dia
       (g < groups).named("has_group"),
       [&] {
         auto [blk, j] = groupBlock(kb, f, q, g);
-        std::vector<Value> v = decode8Fast(kb, f, q, blk, j, (groups >> log2u(f.qk / kGroup)).named("blocks"));
+        Value bytes = ((groups >> log2u(f.qk / kGroup)) * f.bytes).named("q_bytes");
+        std::vector<Value> v = decode8Fast(kb, f, blk, j, wordReads(kb, f, {q}, bytes));
         Value py = kb.ptradd(y, kb.mul_wide(g, kb.u32(kGroup * bytesOf(s))), "py");
         kb.if_else(
             allAligned(kb, {y}, 16),
@@ -840,7 +840,8 @@ std::optional<ir::Module> buildEmbedding(const Options& o, ir::Diagnostics& diag
               if (!plain) {
                 const FmtInfo& f = formatOption(o);
                 auto [blk, j] = groupBlock(kb, f, table, (id * perRow + gi).named("src_group"));
-                return decode8Fast(kb, f, table, blk, j, (rows * (k / f.qk)).named("blocks"));
+                Value bytes = (rows * (k / f.qk) * f.bytes).named("table_bytes");
+                return decode8Fast(kb, f, blk, j, wordReads(kb, f, {table}, bytes));
               }
               const Storage ts = storageOption(o, "format");
               Value src = kb.index(table, (kb.mul_wide(id, k) + kb.cvt(gi << 3u, Type::u64())).named("src_elem"),
@@ -1309,12 +1310,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
                  : kb.if_else(allAligned(kb, {x}, 16), [&] { return loop(true, reads); },
                               [&] { return loop(false, reads); }, {.label = "path"});
     };
-    // q6_k and mxfp4 by aligned words (decodeInt's Reads::Words) where every matrix is 4-byte
-    // aligned and a multiple of 4 bytes long, so that no window leaves it.
+    // q6_k and mxfp4 by aligned words (decodeInt's Reads::Words) where wordReads allows, each
+    // matrix (an expert's: its own) m rows long.
     auto narrow = [&] {
       if (wordAlignment(f) != 4) return groupPaths(Reads::Narrow);
-      Value whole = (((rows * rowBytes) & 3u) == 0u).named("whole_words");
-      Value ok = (whole & (swiglu ? allAligned(kb, {ws[0], ws[1]}, 4) : allAligned(kb, {ws[0]}, 4))).named("word_reads");
+      Value bytes = (rows * rowBytes).named("w_bytes");
+      Value ok = swiglu ? wordReads(kb, f, {ws[0], ws[1]}, bytes) : wordReads(kb, f, {ws[0]}, bytes);
       return kb.if_else(ok, [&] { return groupPaths(Reads::Words); }, [&] { return groupPaths(Reads::Narrow); },
                         {.label = "reads"});
     };
