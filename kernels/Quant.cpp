@@ -1603,6 +1603,8 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
   // the tile row, the one of sub-block 2p + (p / 2) first, which puts the 8 lanes of a row in
   // 8 distinct bank groups; lanes with h = 0 store the scales and mins of both sub-blocks.
   const bool wide = f.fmt == Fmt::Q4_K || f.fmt == Fmt::Q5_K;
+  // q6_k and mxfp4 by aligned words where wordReads allows (each expert's matrix m rows long).
+  Value wordsOk = wordAlignment(f) == 4 ? wordReads(kb, f, {w}, (rows * rowBytes).named("w_bytes")) : Value();
   Value wideOk, p, h, swap, wa;  // the same in every stage
   if (wide) {
     wideOk = allAligned(kb, {w}, 16, "wide_ok");
@@ -1638,13 +1640,13 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     // The lane's block of 32 (clamped to the last).
     Value b = kb.min(b0 + sub, blocks - 1u).named("b");
     constexpr unsigned kRowsPerWarp = kQTileM / kQWarps;
-    auto groupRows = [&] {
+    auto groupRows = [&](Reads reads) {
       // The lane's group in the ggml block.
       Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
       Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
       // Row r of the tile, whose block of the stage is at blk.
       auto row = [&](StagedRow r, Value blk) {
-        IntGroup g = decodeInt(kb, f, blk, j, Reuse::Again);
+        IntGroup g = decodeInt(kb, f, blk, j, Reuse::Again, reads);
         std::vector<Value> words;
         for (Value v : g.q) {
           // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
@@ -1685,8 +1687,13 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
           },
           {.label = "w_rows"});
     };
-    if (wide) kb.if_else(wideOk, [&] { wideRows(b0); }, groupRows, {.label = "w_path"});
-    else groupRows();
+    if (wide) {
+      kb.if_else(wideOk, [&] { wideRows(b0); }, [&] { groupRows(Reads::Narrow); }, {.label = "w_path"});
+    } else if (wordsOk.valid()) {
+      kb.if_else(wordsOk, [&] { groupRows(Reads::Words); }, [&] { groupRows(Reads::Narrow); }, {.label = "w_reads"});
+    } else {
+      groupRows(Reads::Narrow);
+    }
     const unsigned tokensPerWarp = tileN / kQWarps;
     Value xBlk = kb.mul_wide(b, kb.u32(kQ81Bytes));
     // Token t of the tile, whose block of the stage is at xb.
