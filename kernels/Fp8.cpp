@@ -248,17 +248,79 @@ void quantizeGroups(KernelBuilder& kb, Fp8 f, const ValueAt& valueAt, Value crow
   }, {.label = "groups", .iv = "g"});
 }
 
+// The codes of a row held in registers (RowInRegs: vecElems(s) values a slot), with a scale per
+// row or per group of 128 columns, equal to what the element paths above write (max passes over
+// NaN and is exact in any order; each code is x / scale by div.rn). Per row: the thread's largest
+// |value| over its slots inside the row, the block's by block_reduce_max through `scratch` (8
+// f32), the scale stored by thread 0. Per group: a group is 128 / V consecutive vectors, the same
+// slot of 32 (f32) or 16 (16-bit) neighbouring lanes, so its largest |value| is a butterfly over
+// them, and the group's first lane stores its scale. Each slot inside the row stores its V codes
+// as one 4- or 8-byte store where `codesAligned` (the row's codes a multiple of V bytes from an
+// aligned base), else byte by byte.
+void quantizeRowInRegs(KernelBuilder& kb, Fp8 f, bool perGroup, Storage s, const RowInRegs& y, Value crow, Value scales,
+                       Value row, Value cols, Value tid, Value codesAligned, ir::SharedArray scratch) {
+  const unsigned V = vecElems(s), slots = static_cast<unsigned>(y.values.size());
+  const Value maxFinite = kb.f32(std::bit_cast<float>(formatOf(f).maxFinite), "max_finite");
+  auto largest = [&](unsigned k) {
+    Value m = kb.abs(y.values[k][0]);
+    for (unsigned i = 1; i < V; ++i) m = kb.max(m, kb.abs(y.values[k][i]));
+    return kb.select(y.valid[k], m, kb.f32(0.0f), "slot_amax");
+  };
+  auto divisorOf = [&](Value scale) { return kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor"); };
+  Value rowDivisor;
+  if (!perGroup) {
+    Value amax = largest(0);
+    for (unsigned k = 1; k < slots; ++k) amax = kb.max(amax, largest(k));
+    Value scale = kb.div(kb.block_reduce_max(amax, scratch, "row_amax"), maxFinite, "scale");
+    kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
+    rowDivisor = divisorOf(scale);
+  }
+  const unsigned lanes = kQuantizeGroup / V;  // per group: a group's vectors, one a lane
+  Value groups = ((cols + (kQuantizeGroup - 1)) / kQuantizeGroup).named("groups");
+  Value scaleRow = perGroup ? kb.mul_wide(row, groups, "scale_row") : Value();
+  // A slot that no lane of the warp has inside the row is skipped by the whole warp.
+  for (unsigned k = 0; k < slots; ++k)
+    kb.if_then(y.warpHas[k], [&] {
+      Value c = y.chunk[k], divisor = rowDivisor;
+      if (perGroup) {
+        Value scale = kb.div(kb.warp_reduce(ir::Op::Max, largest(k), lanes, "group_amax"), maxFinite, "scale");
+        kb.if_then((y.valid[k] & ((c & (lanes - 1)) == 0u)).named("group_first"), [&] {
+          Value g = (c >> static_cast<uint32_t>(std::countr_zero(lanes))).named("group");
+          kb.store(kb.index(scales, scaleRow + kb.cvt(g, ir::Type::u64()), 4), scale);
+        }, "write_scale");
+        divisor = divisorOf(scale);
+      }
+      std::vector<Value> codes;
+      for (Value v : y.values[k]) codes.push_back(f32ToFp8(kb, kb.div(v, divisor), f, "code"));
+      kb.if_then(y.valid[k], [&] {
+        Value dst = kb.ptradd(crow, kb.cvt(c * V, ir::Type::u64()), "dst");
+        kb.if_else(codesAligned, [&] {
+          std::vector<Value> words;
+          for (unsigned w = 0; w < V / 4; ++w) words.push_back(packBytes(std::span(codes).subspan(4 * w, 4), "codes"));
+          kb.store(assumeAligned(kb, dst, V), words.size() == 1 ? words[0] : kb.pack(ir::Type::of(ir::Scalar::U32, uint8_t(V / 4)), words));
+        }, [&] {
+          for (unsigned i = 0; i < V; ++i)
+            kb.store(i == 0 ? dst : kb.ptradd(dst, kb.u64(i)), kb.cvt(codes[i], ir::Type::of(ir::Scalar::U8)));
+        }, {.label = "codes_path"});
+      }, "store_codes");
+    }, "slot" + std::to_string(k));
+}
+
 // One block of 256 threads a row. With a scale per row, the block first finds the row's largest
 // |x| (max.f32 passes over NaN), divides it by the format's largest finite value (div.rn) and
 // thread 0 stores that scale; then every code is x / scale (div.rn), encoded by f32ToFp8. A scale
 // of 0 (a row of zeros) divides by 1 instead, so zeros stay zeros. When cols is a multiple of a
 // 16-byte vector of x (4 f32, 8 bf16 or f16) and x and codes are aligned to it and to its codes,
 // each thread takes whole vectors: one 16-byte load, and its codes as one 4- or 8-byte store;
-// otherwise element by element, byte stores.
+// otherwise element by element, byte stores. With a scale per row or group, a row of whole
+// vectors from a 16-byte aligned x that fits in max_cols's slots is read once, into registers
+// (quantizeRowInRegs); the passes above read it twice.
 std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const Fp8 f = fp8Named(o.text("format"));
   const bool perRow = o.text("scales") == "row", perGroup = o.text("scales") == "group";
+  const std::optional<unsigned> slots = normSlots(o, s, diags);
+  if (!slots) return std::nullopt;
   ir::Module m = newModule();
   KernelBuilder kb(m, "quantize_fp8");
   Value x = kb.param(kGlobalPtr, "x");
@@ -268,20 +330,16 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   Value cols = kb.param(ir::Type::u32(), "cols");
   Value scale = perRow || perGroup ? Value() : kb.param(ir::Type::f32(), "scale");
   kb.reqntid(kQuantizeBlock);
+  if (perRow || perGroup) kb.minnctapersm(normMinBlocks(s, *slots));  // as the norms: the row in registers, no spills
   Value tid = kb.tid(ir::Mod::X, "tid");
   Value row = kb.ctaid(ir::Mod::X, "row");
   Value first = kb.mul_wide(row, cols, "first");
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
-  if (perGroup) {
-    quantizeGroups(kb, f, [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); }, crow, scales,
-                   row, cols, tid);
-    kb.ret();
-    return finish(kb, m, diags);
-  }
   const unsigned V = 16 / bytesOf(s);  // elements of a 16-byte vector of x
-  Value vector = ((cols % V) == 0u).named("whole_vectors");
-  vector = (vector & allAligned(kb, {x}, 16) & allAligned(kb, {codes}, V)).named("vector");
+  Value wholeVectors = ((cols % V) == 0u).named("whole_vectors");
+  Value codesAligned = allAligned(kb, {codes}, V, "codes_aligned");
+  Value vector = (wholeVectors & allAligned(kb, {x}, 16) & codesAligned).named("vector");
   // The elements of x this thread takes, V at a time (vector) or one at a time, as f32 values
   // with the index of the first: visit(values, c).
   auto forMine = [&](Value vec, std::vector<Value> init, const auto& visit, const char* label) {
@@ -295,22 +353,7 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
       return visit(xs, c, std::vector<Value>(carried.begin(), carried.end()));
     }, {.label = label, .iv = "i"});
   };
-  if (perRow) {
-    ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), kQuantizeBlock / 32);
-    auto amaxOf = [&](Value vec) {
-      return forMine(vec, {kb.f32(0.0f)}, [&](const std::vector<Value>& xs, Value, std::vector<Value> m) {
-        for (Value v : xs) m[0] = kb.max(m[0], kb.abs(v));
-        return m;
-      }, "amax");
-    };
-    const std::vector<Value> mine =
-        kb.if_else(vector, [&] { return amaxOf(vector); }, [&] { return amaxOf(Value()); }, {.label = "amax_path"});
-    Value amax = kb.block_reduce_max(mine[0], scratch, "row_amax");
-    scale = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
-    kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), scale); }, "write_scale");
-  }
-  Value divisor = kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor");
-  auto encode = [&](Value vec) {
+  auto encode = [&](Value vec, Value divisor) {
     forMine(vec, {}, [&](const std::vector<Value>& xs, Value c, std::vector<Value> none) {
       std::vector<Value> codes;
       for (Value v : xs) codes.push_back(f32ToFp8(kb, kb.div(v, divisor), f, "code"));
@@ -326,7 +369,42 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
       return none;
     }, "encode");
   };
-  kb.if_else(vector, [&] { encode(vector); }, [&] { encode(Value()); }, {.label = "encode_path"});
+  auto divisorOf = [&](Value sc) { return kb.select((sc == 0.0f).named("zero_scale"), kb.f32(1.0f), sc, "divisor"); };
+  if (!perRow && !perGroup) {
+    Value divisor = divisorOf(scale);
+    kb.if_else(vector, [&] { encode(vector, divisor); }, [&] { encode(Value(), divisor); }, {.label = "encode_path"});
+    kb.ret();
+    return finish(kb, m, diags);
+  }
+  ir::SharedArray scratch = kb.shared("scratch", ir::Type::f32(), kQuantizeBlock / 32);
+  // A row of whole 16-byte vectors from an aligned x that fits in the slots is read once, into
+  // registers; its codes are stored by words where codes allow, else by bytes.
+  Value nvec = (cols / V).named("nvec");
+  Value fits = ((cols != 0u) & (cols <= kQuantizeBlock * *slots * V)).named("fits");
+  kb.if_else((wholeVectors & allAligned(kb, {x}, 16) & fits).named("one_pass"), [&] {
+    RowInRegs y = loadRowInRegs(kb, tid, nvec, *slots,
+                                [&](Value c) { return loadVecF32(kb, assumeAligned16(kb, kb.index(xrow, c, 16)), s, true, "x"); });
+    quantizeRowInRegs(kb, f, perGroup, s, y, crow, scales, row, cols, tid, codesAligned, scratch);
+  }, [&] {
+    if (perGroup) {
+      quantizeGroups(kb, f, [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); }, crow,
+                     scales, row, cols, tid);
+      return;
+    }
+    auto amaxOf = [&](Value vec) {
+      return forMine(vec, {kb.f32(0.0f)}, [&](const std::vector<Value>& xs, Value, std::vector<Value> m) {
+        for (Value v : xs) m[0] = kb.max(m[0], kb.abs(v));
+        return m;
+      }, "amax");
+    };
+    const std::vector<Value> mine =
+        kb.if_else(vector, [&] { return amaxOf(vector); }, [&] { return amaxOf(Value()); }, {.label = "amax_path"});
+    Value amax = kb.block_reduce_max(mine[0], scratch, "row_amax");
+    Value sc = kb.div(amax, kb.f32(std::bit_cast<float>(formatOf(f).maxFinite)), "scale");
+    kb.if_then(tid == 0u, [&] { kb.store(kb.index(scales, row, 4), sc); }, "write_scale");
+    Value divisor = divisorOf(sc);
+    kb.if_else(vector, [&] { encode(vector, divisor); }, [&] { encode(Value(), divisor); }, {.label = "encode_path"});
+  }, {.label = "path"});
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -335,12 +413,11 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
 // per group of 128 columns (quantizeGroups), or per row: the row's largest |value| (block
 // reduction), its scale written by thread 0, then the codes, as quantize_fp8's element path.
 void quantizeRowOf(KernelBuilder& kb, Fp8 f, bool perGroup, const ValueAt& valueAt, Value crow, Value scales, Value row,
-                   Value cols, Value tid) {
+                   Value cols, Value tid, ir::SharedArray amaxScratch) {
   if (perGroup) {
     quantizeGroups(kb, f, valueAt, crow, scales, row, cols, tid);
     return;
   }
-  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
   const std::vector<Value> mine = kb.for_range(tid, cols, kQuantizeBlock, {kb.f32(0.0f)}, [&](Value c, std::span<Value> m) {
     return std::vector<Value>{kb.max(m[0], kb.abs(valueAt(c)))};
   }, {.label = "amax", .iv = "c"});
@@ -357,11 +434,12 @@ void quantizeRowOf(KernelBuilder& kb, Fp8 f, bool perGroup, const ValueAt& value
 
 // rmsnorm_quantize_fp8: rmsnorm (kernels/Norms.cpp) of each row times weight, rounded to dtype as
 // rmsnorm stores it, then quantize_fp8 of that: one block of 256 threads a row. 1 / rms is
-// rmsnorm's own (rmsnormInvRms: the row from registers when it fits and x and weight are 16-byte
-// aligned, else a pass), so the codes and scales equal the unfused pair's when rmsnorm takes the
-// same path. Each normalized value is recomputed from x and weight (L2 or L1 hits) in each pass:
-// the row's largest |value| (block reduction) and then the codes, or per group of 128 columns as
-// quantize_fp8 does.
+// rmsnorm's own (rmsnormFused), so the codes and scales equal the unfused pair's when rmsnorm
+// takes the same path. Where the row fits in registers and x and weight are 16-byte aligned, x is
+// read once and the codes come from rmsnorm's y in registers (quantizeRowInRegs); otherwise, after
+// a pass for 1 / rms, each normalized value is recomputed from x and weight (L2 or L1 hits) in
+// each pass: the row's largest |value| (block reduction) and then the codes, or per group of 128
+// columns as quantize_fp8 does.
 std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const Fp8 f = fp8Named(o.text("format"));
@@ -386,14 +464,24 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   Value first = kb.mul_wide(row, cols, "first");
   Value xrow = kb.index(x, first, bytesOf(s), "xrow");
   Value crow = kb.ptradd(codes, first, "crow");
-  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots);
-  // rmsnorm's y at column c: (x * inv) * weight, rounded to dtype as its store rounds it.
-  const ValueAt valueAt = [&](Value c) {
-    Value v = (loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x") * inv) *
-              loadF32(kb, kb.index(weight, c, bytesOf(s)), s, true, "w");
-    return roundToStorage(kb, v, s);
-  };
-  quantizeRowOf(kb, f, perGroup, valueAt, crow, scales, row, cols, tid);
+  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
+  const unsigned V = vecElems(s);
+  // The one-pass path's codes by words where the row's codes are a multiple of V bytes from an aligned base.
+  Value codesAligned = allAligned(kb, {codes}, V, "codes_aligned");
+  rmsnormFused(
+      kb, s, tid, xrow, weight, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots,
+      [&](const RowInRegs& y) {
+        quantizeRowInRegs(kb, f, perGroup, s, y, crow, scales, row, cols, tid, codesAligned, amaxScratch);
+      },
+      [&](Value inv) {
+        // rmsnorm's y at column c: (x * inv) * weight, rounded to dtype as its store rounds it.
+        const ValueAt valueAt = [&](Value c) {
+          Value v = (loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x") * inv) *
+                    loadF32(kb, kb.index(weight, c, bytesOf(s)), s, true, "w");
+          return roundToStorage(kb, v, s);
+        };
+        quantizeRowOf(kb, f, perGroup, valueAt, crow, scales, row, cols, tid, amaxScratch);
+      });
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -425,7 +513,8 @@ std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnosti
     Value u = loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up");
     return roundToStorage(kb, gluUnit(kb, o.text("glu"), u, g), s);
   };
-  quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid);
+  quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid,
+                kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32));
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -440,13 +529,15 @@ void addFp8(std::vector<Template>& out) {
       "row's scale, max |x| of the row (NaN passed over) / the format's largest finite value (448, 57344), and "
       "writes it to scales[r] (gemv's row_scales, gemm's b_scales: per output channel); scales = \"group\" does so "
       "for each 128 columns of a row (scales[r * ceil_div(cols, 128) + g]: gemm's a_scales with scale_block = 128); "
-      "scales = \"tensor\" takes the f32 parameter scale; one block of 256 threads a row",
+      "scales = \"tensor\" takes the f32 parameter scale; one block of 256 threads a row, with row or group scales "
+      "the row read once when it fits in registers (x 16-byte aligned, cols a multiple of 16 bytes, up to max_cols)",
       {dtypeOption("dtype", "storage type of x"),
        codesFormatOption(),
        choiceOption("scales", "row", {"row", "group", "tensor"},
                     "row: a scale per row found from the row and written to the pointer scales [rows]; group: one "
                     "per 128 columns of a row, scales [rows x ceil_div(cols, 128)] (DeepSeek-V3's per-token-group "
-                    "activation scales); tensor: the f32 parameter scale (after cols) for every row")},
+                    "activation scales); tensor: the f32 parameter scale (after cols) for every row"),
+       maxColsOption()},
       buildQuantizeFp8,
       blockPerRow,
   });
@@ -462,7 +553,8 @@ void addFp8(std::vector<Template>& out) {
       "codes = quantize_fp8(rmsnorm(x) * weight) per row (x rows x cols of dtype, weight cols): rmsnorm's y, rounded "
       "to dtype as rmsnorm stores it, as fp8 codes with a scale per row (scales[r]) or per 128 columns (scales = "
       "\"group\": scales[r * ceil_div(cols, 128) + g]) found from the values: the activations and a_scales of a "
-      "W8A8 gemm after a norm, in one launch; one block of 256 threads a row",
+      "W8A8 gemm after a norm, in one launch; one block of 256 threads a row, the row read once when it fits in "
+      "registers (as rmsnorm)",
       {dtypeOption("dtype", "storage type of x and weight (the normalized value is rounded to it, as rmsnorm "
                             "stores it)"),
        codesFormatOption(),

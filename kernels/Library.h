@@ -65,14 +65,29 @@ Value pagedRow(KernelBuilder& kb, Value pages, Value pos, unsigned pageSize);
 // member (which sm_90a runs), then the options as given (the mma.sync member, built with the wgmma
 // member's parameters for the other targets); otherwise none.
 std::vector<Options> wgmmaWhereItRuns(const Options& o);
-// rmsnorm's statistics for a kernel that fuses rmsnorm with what follows (rmsnorm_quantize_q8_1):
-// 1 / rms of the row at xrow (cols elements stored as s), computed by rmsnorm's own code
-// (kernels/Norms.cpp) for a launch whose tensors are 16-byte aligned where `aligned` holds: one
-// pass from registers when the row fits, else a pass over the row; the overflow rescan; the block
-// combine through `scratch` (2 * 8 f32). So the fused kernel sees rmsnorm's bits. Blocks of 256.
-// `slots`: the 16-byte vectors a thread keeps of a row in registers (normSlots).
-Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
-                    ir::SharedArray scratch, unsigned slots);
+// A row held in registers by a row kernel's one-pass path (the norms' slots): slot k of thread
+// tid (blocks of 256) is the row's 16-byte vector chunk[k] = tid + 256k as f32 values in memory
+// order, inside the row where valid[k] holds (a slot past the row's end holds the row's last
+// vector again). Every thread holds every slot; warpHas[k] (warp-uniform) holds where some lane
+// of the warp has slot k inside the row, so work on a slot (shuffles included) can be skipped by
+// whole warps and stays converged.
+struct RowInRegs {
+  std::vector<std::vector<Value>> values;
+  std::vector<Value> chunk, valid, warpHas;
+};
+// The slots of a row of nvec >= 1 vectors, load(vector) each, all loads issued before any use.
+RowInRegs loadRowInRegs(KernelBuilder& kb, Value tid, Value nvec, unsigned slots,
+                        const std::function<std::vector<Value>(Value chunk)>& load);
+// rmsnorm fused with what follows (rmsnorm_quantize_q8_1, rmsnorm_quantize_fp8), by rmsnorm's
+// own code (kernels/Norms.cpp), so that the fused kernel sees rmsnorm's bits: the row at xrow
+// (cols elements stored as s, weight per column). Where the row fits in `slots` vectors a thread
+// and x and weight are 16-byte aligned (`aligned`, uniform over the launch), one pass: onePass
+// gets y = (x * inv) * weight rounded to s, as rmsnorm stores it, in registers; otherwise
+// twoPass gets 1 / rms after a pass over the row (and the overflow rescan) and computes y
+// itself. 1 / rms is combined over the block through `scratch` (2 * 8 f32). Blocks of 256.
+void rmsnormFused(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value weight, Value cols, Value eps, Value aligned,
+                  ir::SharedArray scratch, unsigned slots, const std::function<void(const RowInRegs& y)>& onePass,
+                  const std::function<void(Value inv)>& twoPass);
 // The norms' max_cols option (the longest row kept in registers), its value as slots a thread
 // (nullopt, reported to diags, where it exceeds what s's rows can keep), and the blocks an SM a
 // kernel with that many slots asks ptxas for (minnctapersm).

@@ -655,28 +655,49 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
   return v;
 }
 
-Value rmsnormInvRms(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value cols, Value eps, Value aligned,
-                   ir::SharedArray scratch, unsigned slots) {
+RowInRegs loadRowInRegs(KernelBuilder& kb, Value tid, Value nvec, unsigned slots,
+                        const std::function<std::vector<Value>(Value chunk)>& load) {
+  RowInRegs row;
+  Value warpFirst = (tid & ~31u).named("warp_first");
+  for (unsigned k = 0; k < slots; ++k) {
+    Value chunk = k == 0 ? tid : (tid + kBlock * k).named("chunk" + std::to_string(k));
+    row.chunk.push_back(chunk);
+    row.valid.push_back((chunk < nvec).named("slot" + std::to_string(k)));
+    row.warpHas.push_back(((k == 0 ? warpFirst : warpFirst + kBlock * k) < nvec).named("warp_slot" + std::to_string(k)));
+    row.values.push_back(load(kb.min(chunk, nvec - 1u, "loaded" + std::to_string(k))));
+  }
+  return row;
+}
+
+void rmsnormFused(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value weight, Value cols, Value eps, Value aligned,
+                  ir::SharedArray scratch, unsigned slots, const std::function<void(const RowInRegs& y)>& onePass,
+                  const std::function<void(Value inv)>& twoPass) {
   const unsigned V = vecElems(s);
   Value colsF = kb.cvt(cols, Type::f32(), "cols_f");
   Value zero = kb.f32(0.0f, "zero");
   Value vec = (aligned & ((cols & (V - 1)) == 0u)).named("vector");
   Value nvec = (cols >> static_cast<uint32_t>(std::countr_zero(V))).named("nvec");
   Value inRegs = ((cols != 0u) & (cols <= kBlock * slots * V)).named("fits");
-  Row row{kb, s, tid, cols, vec, {xrow}};
-  return kb.if_else(
+  // Tensors: 0 x (the row), 1 weight (per column).
+  Row row{kb, s, tid, cols, vec, {xrow, weight}};
+  kb.if_else(
       (vec & inRegs).named("one_pass"),
       [&] {
         Path p = row.vectorPath();
         Slots sl{kb, p, tid, nvec, slots};
         std::vector<std::vector<Value>> h = sl.load([&](Value c) { return p.load(0, c, true); });
-        return std::vector<Value>{onePassInvRms(kb, sl, h, tid, scratch, colsF, eps)};
+        Value inv = onePassInvRms(kb, sl, h, tid, scratch, colsF, eps);
+        // rmsnorm's y of every slot, as its one-pass path computes and stores it.
+        RowInRegs y = loadRowInRegs(kb, tid, nvec, slots, [&](Value c) { return p.load(1, c, true); });
+        for (unsigned k = 0; k < slots; ++k)
+          for (unsigned i = 0; i < V; ++i) y.values[k][i] = roundToStorage(kb, (h[k][i] * inv) * y.values[k][i], s);
+        onePass(y);
       },
       [&] {
         auto x = [&](const Path& p, Value c) { return p.load(0, c, true); };
-        return std::vector<Value>{twoPassInvRms(kb, row, x, addSquares(kb), x, scratch, zero, colsF, eps)};
+        twoPass(twoPassInvRms(kb, row, x, addSquares(kb), x, scratch, zero, colsF, eps));
       },
-      {.label = "path", .results = {"inv_rms"}})[0];
+      {.label = "path"});
 }
 
 void addNorms(std::vector<Template>& out) {

@@ -882,28 +882,74 @@ Value toHalfBits(KernelBuilder& kb, Value v) {
   return kb.cvt(kb.bitcast(h, Type::of(Scalar::U16)), Type::u32());
 }
 
-// ggml's quantize_row_q8_1_ref of one block of 32 values, one per lane of a converged warp (v:
-// the lane's value, stored at the 36-byte block py, 4-byte aligned): d = amax/127,
-// q = roundf(x * (1/d)) (round half away from zero), s = half(d * sum(q)).
-void quantizeBlockQ81(KernelBuilder& kb, Value v, Value lane, Value py) {
-  Value amax = kb.warp_reduce_max(kb.abs(v), "amax");
+// ggml's quantize_row_q8_1_ref of a block of 32 values: d = amax/127, q = roundf(x * (1/d))
+// (round half away from zero), s = half(d * sum(q)). Its parts: d and the factor 1/d (0 for d = 0)
+// from the block's largest |x|, q of one value (s32), and the block's head word from d and sum(q).
+struct Q81Scale {
+  Value d, id;
+};
+Q81Scale q81ScaleOf(KernelBuilder& kb, Value amax) {
   Value d = kb.op(Op::Div, Type::f32(), {amax, kb.f32(127.0f)}, {Mod::Rn}, "d");
   Value inv = kb.op(Op::Div, Type::f32(), {kb.f32(1.0f), d}, {Mod::Rn}, "inv");
-  Value id = kb.select((d != 0.0f).named("nonzero"), inv, kb.f32(0.0f), "id");
+  return {d, kb.select((d != 0.0f).named("nonzero"), inv, kb.f32(0.0f), "id")};
+}
+Value q81Quant(KernelBuilder& kb, Value v, Value id) {
   Value t = mulRn(kb, v, id);
   // roundf: truncate, then step away from zero when the dropped fraction is at least 1/2
   // (t - trunc(t) is exact for |t| < 2^23; here |t| <= 127).
   Value qt = kb.cvt(t, Type::of(Scalar::S32), "qt");
   Value frac = subRn(kb, t, toF32(kb, qt));
-  Value qv = kb.select((frac >= 0.5f).named("up"), qt + 1, kb.select((frac <= -0.5f).named("down"), qt - 1, qt), "q");
-  Value sum = kb.warp_reduce_sum(qv, "qsum");
+  return kb.select((frac >= 0.5f).named("up"), qt + 1, kb.select((frac <= -0.5f).named("down"), qt - 1, qt), "q");
+}
+Value q81Head(KernelBuilder& kb, Value d, Value sum) {
   Value sv = mulRn(kb, toF32(kb, sum), d);
+  return toHalfBits(kb, d) | (toHalfBits(kb, sv) << 16u);
+}
+
+// One block of 32 values, one per lane of a converged warp (v: the lane's value, stored at the
+// 36-byte block py, 4-byte aligned).
+void quantizeBlockQ81(KernelBuilder& kb, Value v, Value lane, Value py) {
+  const Q81Scale sc = q81ScaleOf(kb, kb.warp_reduce_max(kb.abs(v), "amax"));
+  Value qv = q81Quant(kb, v, sc.id);
+  Value sum = kb.warp_reduce_sum(qv, "qsum");
   // Four lanes' bytes make one 32-bit word.
   Value b = kb.bitcast(qv, Type::u32()) & 0xFFu;
   Value word = b | (kb.shfl(Mod::Down, b, 1) << 8u) | (kb.shfl(Mod::Down, b, 2) << 16u) |
                (kb.shfl(Mod::Down, b, 3) << 24u);
   kb.if_then((lane & 3u) == 0u, [&] { kb.store(kb.ptradd(py, kb.cvt(lane + 4u, Type::u64())), word); }, "qs");
-  kb.if_then(lane == 0u, [&] { kb.store(py, toHalfBits(kb, d) | (toHalfBits(kb, sv) << 16u)); }, "ds");
+  kb.if_then(lane == 0u, [&] { kb.store(py, q81Head(kb, sc.d, sum)); }, "ds");
+}
+
+// The q8_1 blocks of a row held in registers (RowInRegs: V = vecElems(s) values a slot, 4 or 8):
+// a block is 32 / V consecutive vectors, the same slot of neighbouring lanes, so its largest |x|
+// and sum(q) are butterflies over those lanes; each lane stores its V quants (V / 4 words at
+// 4 + V·p in the block, p its place there) and the block's first lane the head. The blocks
+// below `blocks` (cols / 32; a slot of a block past it stores nothing) are ggml's bytes, as
+// quantizeBlockQ81's.
+void quantizeQ81InRegs(KernelBuilder& kb, const RowInRegs& y, Storage s, Value yrow, Value blocks) {
+  const unsigned V = vecElems(s), lanes = 32 / V;
+  for (unsigned k = 0; k < y.values.size(); ++k)
+    kb.if_then(y.warpHas[k], [&] {  // a slot no lane of the warp has inside the row: skipped by the warp
+      Value amax = kb.abs(y.values[k][0]);
+      for (unsigned i = 1; i < V; ++i) amax = kb.max(amax, kb.abs(y.values[k][i]));
+      const Q81Scale sc = q81ScaleOf(kb, kb.warp_reduce(Op::Max, amax, lanes, "amax"));
+      std::vector<Value> q;
+      for (Value v : y.values[k]) q.push_back(q81Quant(kb, v, sc.id));
+      Value sum = q[0];
+      for (unsigned i = 1; i < V; ++i) sum = sum + q[i];
+      sum = kb.warp_reduce(Op::Add, sum, lanes, "qsum");
+      Value b = (y.chunk[k] >> static_cast<uint32_t>(std::countr_zero(lanes))).named("qblock");
+      Value place = (y.chunk[k] & (lanes - 1)).named("place");
+      kb.if_then((b < blocks).named("has_block"), [&] {
+        Value py = kb.ptradd(yrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "py");
+        for (unsigned w = 0; w < V / 4; ++w) {
+          Value word = kb.bitcast(q[4 * w], Type::u32()) & 0xFFu;
+          for (unsigned i = 1; i < 4; ++i) word = word | ((kb.bitcast(q[4 * w + i], Type::u32()) & 0xFFu) << (8 * i));
+          kb.store(kb.ptradd(py, kb.cvt(place * V + (4 + 4 * w), Type::u64())), word.named("qs"));
+        }
+        kb.if_then(place == 0u, [&] { kb.store(py, q81Head(kb, sc.d, sum)); }, "ds");
+      }, "store_block");
+    }, "slot" + std::to_string(k));
 }
 
 std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
@@ -933,11 +979,12 @@ std::optional<ir::Module> buildQuantizeQ81(const Options& o, ir::Diagnostics& di
 
 // rmsnorm (kernels/Norms.cpp) of each row, then quantize_q8_1 of the result, in one launch: one
 // block of 256 threads per row. 1 / rms is rmsnorm's, computed by rmsnorm's own code
-// (rmsnormInvRms: one pass from registers when the row fits and x and weight are 16-byte aligned,
-// else a pass over the row), and each value is rounded to dtype as rmsnorm stores it, so the
-// blocks equal the unfused pair's byte for byte when rmsnorm's y would be 16-byte aligned too
-// (its alignment picks rmsnorm's path; docs/kernels.md). Then each warp quantizes blocks of 32 of
-// the row, re-reading x (an L2 hit, or the registers' loads' lines).
+// (rmsnormFused), and each value is rounded to dtype as rmsnorm stores it, so the blocks equal the
+// unfused pair's byte for byte when rmsnorm's y would be 16-byte aligned too (its alignment picks
+// rmsnorm's path; docs/kernels.md). Where the row fits in registers and x and weight are 16-byte
+// aligned, x is read once and the blocks come from rmsnorm's y in registers, 4 or 8 lanes a block
+// (quantizeQ81InRegs); otherwise, after a pass for 1 / rms, each warp quantizes blocks of 32 of the
+// row a value a lane, re-reading x (an L2 hit).
 std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnostics& diags) {
   Storage s = storageOption(o);
   unsigned bytes = bytesOf(s);
@@ -958,27 +1005,26 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytes, "xrow");
-  Value inv = rmsnormInvRms(kb, s, tid, xrow, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots);
-
-  Value lane = (tid & 31u).named("lane");
   Value blocks = (cols >> 5u).named("qblocks");
   Value yrow = kb.ptradd(y, kb.mul_wide(row, blocks * kQ81Bytes), "yrow");
-  // Warp-uniform trip counts: the quantizer's shuffles stay converged.
-  kb.for_range(
-      tid >> 5u, blocks, kb.u32(kBlock / 32), {},
-      [&](Value b, std::span<Value>) {
-        Value e = kb.mad(b, kb.u32(32), lane, "e");
-        Value xv = loadF32(kb, kb.index(xrow, e, bytes), s, true, "xv");
-        Value wv = loadF32(kb, kb.index(weight, e, bytes), s, true, "wv");
-        Value v = (xv * inv) * wv;
-        if (s == Storage::BF16) {  // as rmsnorm's store leaves it
-          Value bits = kb.cvt(kb.bitcast(kb.cvt(v, Type::of(Scalar::BF16)), Type::of(Scalar::U16)), Type::u32());
-          v = kb.bitcast(bits << 16u, Type::f32());
-        }
-        quantizeBlockQ81(kb, v, lane, kb.ptradd(yrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "py"));
-        return std::vector<Value>{};
-      },
-      {.label = "quantize", .iv = "b"});
+  rmsnormFused(
+      kb, s, tid, xrow, weight, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots,
+      [&](const RowInRegs& normed) { quantizeQ81InRegs(kb, normed, s, yrow, blocks); },
+      [&](Value inv) {
+        Value lane = (tid & 31u).named("lane");
+        // Warp-uniform trip counts: the quantizer's shuffles stay converged.
+        kb.for_range(
+            tid >> 5u, blocks, kb.u32(kBlock / 32), {},
+            [&](Value b, std::span<Value>) {
+              Value e = kb.mad(b, kb.u32(32), lane, "e");
+              Value xv = loadF32(kb, kb.index(xrow, e, bytes), s, true, "xv");
+              Value wv = loadF32(kb, kb.index(weight, e, bytes), s, true, "wv");
+              Value v = roundToStorage(kb, (xv * inv) * wv, s);  // as rmsnorm's store leaves it
+              quantizeBlockQ81(kb, v, lane, kb.ptradd(yrow, kb.mul_wide(b, kb.u32(kQ81Bytes)), "py"));
+              return std::vector<Value>{};
+            },
+            {.label = "quantize", .iv = "b"});
+      });
   kb.ret();
   return finish(kb, m, diags);
 }

@@ -216,7 +216,8 @@ LIBRARY_TEST("gemv fp8 weights, decoded by cvt and by integer instructions", gem
 // -0), a row holding NaN (code 0x7F, the scale from the rest), a row holding an infinity (scale
 // inf: finite values become signed zeros, the infinity NaN), values between two codes and beyond
 // the largest; cols = 0 writes scales of 0 and no codes. Rows whose length is a multiple of x's
-// 16-byte vector take the vector path when aligned, and on the GPU also unaligned codes.
+// 16-byte vector take the vector path when aligned (in registers up to max_cols, two passes
+// beyond), and on the GPU also unaligned codes.
 namespace {
 
 struct QuantizeVariant {
@@ -299,6 +300,15 @@ LIBRARY_TEST("quantize_fp8: codes and row (and group) scales bit for bit", quant
     checkQuantize(r, rng, v, 5, 256, 1);  // on the GPU: codes one byte off, element by element
     checkQuantize(r, rng, v, 2, 0);
   }
+  // max_cols = 1024: rows in registers up to 1024 f32 or 2048 bf16 elements, on either side of it
+  // (the one-pass path and the two passes over whole vectors), codes by words and by bytes.
+  const QuantizeVariant bounded[] = {{"quantize_e4m3_rows_c1024_f32", Dtype::F32, Fp8Format::E4M3, true},
+                                     {"quantize_e5m2_groups_c1024_bf16", Dtype::BF16, Fp8Format::E5M2, true, true}};
+  for (const QuantizeVariant& v : bounded)
+    for (uint32_t cols : {1000u, 1024u, 1028u, 2048u, 2056u}) {
+      checkQuantize(r, rng, v, 5, cols);
+      checkQuantize(r, rng, v, 5, cols, 2);
+    }
 }
 
 // quantize_fp8's codes and row scales are what gemv's fp8 weights with row_scales take: W

@@ -360,13 +360,15 @@ Case gemvFp8Case(uint32_t m, uint32_t k) {
 
 // quantize_fp8 (op quantize_fp8): bf16 weights to E4M3 codes with a scale per row (the row's
 // largest |x| / 448), as a bf16 checkpoint is quantized at load time; bytes: x once, the codes and
-// the scales (the kernel reads x twice, the second time from cache). Beside PyTorch's amax,
-// division and cast to float8_e4m3fn.
-Case quantizeFp8Case(uint32_t rows, uint32_t cols) {
-  Case c{"quantize_fp8", dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
+// the scales (the kernel reads x once, into registers, where the row fits its max_cols). Beside
+// PyTorch's amax, division and cast to float8_e4m3fn. `variant`: "_c4096", the kernel for rows of
+// at most 4096 elements (fewer registers, more blocks an SM).
+Case quantizeFp8Case(uint32_t rows, uint32_t cols, const std::string& variant = "") {
+  Case c{"quantize_fp8" + variant, dims(rows, cols), "bf16", {}, {}, 0, 0, 0};
   const size_t n = size_t(rows) * cols;
   c.buffers = {{n * 2, Fill::BF16}, {n, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
-  c.launches = {{"quantize_e4m3_bf16", {buf("x", 0), buf("codes", 1), buf("scales", 2), val("rows", rows), val("cols", cols)}}};
+  c.launches = {{"quantize_e4m3" + variant + "_bf16",
+                 {buf("x", 0), buf("codes", 1), buf("scales", 2), val("rows", rows), val("cols", cols)}}};
   c.bytes = 3.0 * double(n) + 4.0 * rows;
   return c;
 }
@@ -589,7 +591,8 @@ Case rmsnormFp8Case(uint32_t rows, uint32_t cols, const std::string& variant = "
                                                                val("eps", 1e-5f)}}};
   c.refLaunches = {{"rmsnorm" + variant + "_bf16", {buf("x", 0), buf("weight", 1), buf("y", 4), val("rows", rows),
                                                     val("cols", cols), val("eps", 1e-5f)}},
-                   {"quantize_e4m3_bf16", {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
+                   {"quantize_e4m3" + variant + "_bf16",
+                    {buf("x", 4), buf("codes", 5), buf("scales", 6), val("rows", rows), val("cols", cols)}}};
   c.refEqual = {2, 5};
   c.bytes = 2.0 * double(n) + 2.0 * cols + double(n) + 4.0 * rows;
   return c;
@@ -1057,6 +1060,7 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(gemvCase("bf16", pick(14336, 1024, 70), pick(4096, 4096, 512), true));
   out.push_back(gemvFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 512)));
   out.push_back(quantizeFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 300)));
+  out.push_back(quantizeFp8Case(pick(14336, 1024, 70), pick(4096, 4096, 300), "_c4096"));
 
   // The norms and GELUs in bf16, and the fused residual + rmsnorm.
   const uint32_t normSide = pick(4096, 1024, 100), big = pick(8192, 1024, 100);

@@ -46,7 +46,7 @@ def make_case(torch, op, shape, dtype):
     """(make_inputs, run[, touched]): make_inputs() builds one set of tensors, run(set) does the op
     once; touched, when given, is the bytes one run moves where that is not the set's size (the
     set shares tensors it only partly touches, like kv_scatter's caches)."""
-    if op in ("layernorm_c4096", "rmsnorm_c4096"):  # our kernels for rows of at most 4096: the same op
+    if op in ("layernorm_c4096", "rmsnorm_c4096", "quantize_fp8_c4096"):  # our kernels for rows of at most 4096: the same op
         op = op[:-len("_c4096")]
     if op.startswith(("gemv_q_", "gemm_q_", "gemm_q64_", "dequantize_", "rmsnorm_quantize_", "swiglu_quantize_")) or \
             dtype not in ("f32", "bf16"):
