@@ -257,13 +257,14 @@ void quantizeGroups(KernelBuilder& kb, Fp8 f, const ValueAt& valueAt, Value crow
 // them, and the group's first lane stores its scale. Each slot inside the row stores its V codes
 // as one 4- or 8-byte store where `codesAligned` (the row's codes a multiple of V bytes from an
 // aligned base), else byte by byte.
-void quantizeRowInRegs(KernelBuilder& kb, Fp8 f, bool perGroup, Storage s, const RowInRegs& y, Value crow, Value scales,
+void quantizeRowInRegs(KernelBuilder& kb, Fp8 f, bool perGroup, const RowInRegs& y, Value crow, Value scales,
                        Value row, Value cols, Value tid, Value codesAligned, ir::SharedArray scratch) {
-  const unsigned V = vecElems(s), slots = static_cast<unsigned>(y.values.size());
+  const unsigned V = vecElems(y.s), slots = static_cast<unsigned>(y.bytes.size());
   const Value maxFinite = kb.f32(std::bit_cast<float>(formatOf(f).maxFinite), "max_finite");
   auto largest = [&](unsigned k) {
-    Value m = kb.abs(y.values[k][0]);
-    for (unsigned i = 1; i < V; ++i) m = kb.max(m, kb.abs(y.values[k][i]));
+    std::vector<Value> v = y.values(kb, k);
+    Value m = kb.abs(v[0]);
+    for (unsigned i = 1; i < V; ++i) m = kb.max(m, kb.abs(v[i]));
     return kb.select(y.valid[k], m, kb.f32(0.0f), "slot_amax");
   };
   auto divisorOf = [&](Value scale) { return kb.select((scale == 0.0f).named("zero_scale"), kb.f32(1.0f), scale, "divisor"); };
@@ -291,7 +292,7 @@ void quantizeRowInRegs(KernelBuilder& kb, Fp8 f, bool perGroup, Storage s, const
         divisor = divisorOf(scale);
       }
       std::vector<Value> codes;
-      for (Value v : y.values[k]) codes.push_back(f32ToFp8(kb, kb.div(v, divisor), f, "code"));
+      for (Value v : y.values(kb, k)) codes.push_back(f32ToFp8(kb, kb.div(v, divisor), f, "code"));
       kb.if_then(y.valid[k], [&] {
         Value dst = kb.ptradd(crow, kb.cvt(c * V, ir::Type::u64()), "dst");
         kb.if_else(codesAligned, [&] {
@@ -382,9 +383,9 @@ std::optional<ir::Module> buildQuantizeFp8(const Options& o, ir::Diagnostics& di
   Value nvec = (cols / V).named("nvec");
   Value fits = ((cols != 0u) & (cols <= kQuantizeBlock * *slots * V)).named("fits");
   kb.if_else((wholeVectors & allAligned(kb, {x}, 16) & fits).named("one_pass"), [&] {
-    RowInRegs y = loadRowInRegs(kb, tid, nvec, *slots,
-                                [&](Value c) { return loadVecF32(kb, assumeAligned16(kb, kb.index(xrow, c, 16)), s, true, "x"); });
-    quantizeRowInRegs(kb, f, perGroup, s, y, crow, scales, row, cols, tid, codesAligned, scratch);
+    RowInRegs y = loadRowInRegs(kb, s, tid, nvec, *slots,
+                                [&](Value c) { return loadVecBytes(kb, assumeAligned16(kb, kb.index(xrow, c, 16)), s, true); });
+    quantizeRowInRegs(kb, f, perGroup, y, crow, scales, row, cols, tid, codesAligned, scratch);
   }, [&] {
     if (perGroup) {
       quantizeGroups(kb, f, [&](Value c) { return loadF32(kb, kb.index(xrow, c, bytesOf(s)), s, true, "x"); }, crow,
@@ -471,7 +472,7 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
   rmsnormFused(
       kb, s, tid, xrow, weight, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots,
       [&](const RowInRegs& y) {
-        quantizeRowInRegs(kb, f, perGroup, s, y, crow, scales, row, cols, tid, codesAligned, amaxScratch);
+        quantizeRowInRegs(kb, f, perGroup, y, crow, scales, row, cols, tid, codesAligned, amaxScratch);
       },
       [&](Value inv) {
         // rmsnorm's y at column c: (x * inv) * weight, rounded to dtype as its store rounds it.
@@ -490,9 +491,16 @@ std::optional<ir::Module> buildRmsnormQuantizeFp8(const Options& o, ir::Diagnost
 // up; kernels/Elementwise.cpp: the same f32 operations), rounded to dtype as swiglu stores it, then quantize_fp8 of each row:
 // one block of 256 threads a row. Row r of gate and of up starts ld elements after row r - 1's,
 // so both may be halves of one matrix (a fused gate-and-up projection's output, ld = 2 cols).
+// Where gate and up are 16-byte aligned, ld and cols multiples of a vector and the row fits
+// max_cols, both rows are read once, into registers, and y is computed once a slot (a slot no
+// lane of the warp has inside the row computes nothing) and quantized there (quantizeRowInRegs);
+// otherwise each pass recomputes y from gate and up, element by element.
 std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnostics& diags) {
   const Storage s = storageOption(o);
   const Fp8 f = fp8Named(o.text("format"));
+  const bool perGroup = o.text("scales") == "group";
+  const std::optional<unsigned> slots = normSlots(o, s, diags);
+  if (!slots) return std::nullopt;
   ir::Module m = newModule();
   KernelBuilder kb(m, "swiglu_quantize_fp8");
   Value gate = kb.param(kGlobalPtr, "gate");
@@ -503,18 +511,39 @@ std::optional<ir::Module> buildSwigluQuantizeFp8(const Options& o, ir::Diagnosti
   Value cols = kb.param(ir::Type::u32(), "cols");
   Value ld = kb.param(ir::Type::u32(), "ld");
   kb.reqntid(kQuantizeBlock);
+  kb.minnctapersm(normMinBlocks(s, *slots));  // as the norms: the row in registers, no spills
+  ir::SharedArray amaxScratch = kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32);
   Value tid = kb.tid(ir::Mod::X, "tid");
   Value row = kb.ctaid(ir::Mod::X, "row");
   Value in = kb.mul_wide(row, ld, "in_first");
   Value grow = kb.index(gate, in, bytesOf(s), "gate_row"), urow = kb.index(up, in, bytesOf(s), "up_row");
   Value crow = kb.ptradd(codes, kb.mul_wide(row, cols), "crow");
-  const ValueAt valueAt = [&](Value c) {
-    Value g = loadF32(kb, kb.index(grow, c, bytesOf(s)), s, true, "gate");
-    Value u = loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up");
-    return roundToStorage(kb, gluUnit(kb, o.text("glu"), u, g), s);
-  };
-  quantizeRowOf(kb, f, o.text("scales") == "group", valueAt, crow, scales, row, cols, tid,
-                kb.shared("amax_scratch", ir::Type::f32(), kQuantizeBlock / 32));
+  auto unit = [&](Value g, Value u) { return roundToStorage(kb, gluUnit(kb, o.text("glu"), u, g), s); };
+  const unsigned V = vecElems(s);
+  Value whole = (((cols | ld) & (V - 1)) == 0u).named("whole_vectors");
+  Value fits = ((cols != 0u) & (cols <= kQuantizeBlock * *slots * V)).named("fits");
+  kb.if_else((whole & fits & allAligned(kb, {gate, up}, 16)).named("one_pass"), [&] {
+    Value nvec = (cols / V).named("nvec");
+    auto rowOf = [&](Value base) {
+      return loadRowInRegs(kb, s, tid, nvec, *slots,
+                           [&](Value c) { return loadVecBytes(kb, assumeAligned16(kb, kb.index(base, c, 16)), s, true); });
+    };
+    const RowInRegs g = rowOf(grow), u = rowOf(urow);
+    RowInRegs y = g;
+    for (unsigned k = 0; k < *slots; ++k)
+      y.bytes[k] = kb.if_else(y.warpHas[k], [&] {
+        std::vector<Value> gv = g.values(kb, k), uv = u.values(kb, k), out;
+        for (unsigned i = 0; i < V; ++i) out.push_back(unit(gv[i], uv[i]));
+        return packVecF32(kb, out, s).bytes;
+      }, [&] { return g.bytes[k]; }, {.label = "unit" + std::to_string(k)})[0];
+    quantizeRowInRegs(kb, f, perGroup, y, crow, scales, row, cols, tid, allAligned(kb, {codes}, V), amaxScratch);
+  }, [&] {
+    const ValueAt valueAt = [&](Value c) {
+      return unit(loadF32(kb, kb.index(grow, c, bytesOf(s)), s, true, "gate"),
+                  loadF32(kb, kb.index(urow, c, bytesOf(s)), s, true, "up"));
+    };
+    quantizeRowOf(kb, f, perGroup, valueAt, crow, scales, row, cols, tid, amaxScratch);
+  }, {.label = "path"});
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -577,11 +606,13 @@ void addFp8(std::vector<Template>& out) {
       "y = gate * silu(up), rounded to dtype as swiglu stores it, as fp8 codes with a scale per row (scales[r]) or "
       "per 128 columns (scales = \"group\"); LLaMA's silu(gate_proj) * up_proj passes gate_proj as up (glu: "
       "GeGLU's gelu in place of silu). The activations and a_scales of a W8A8 down projection, in one launch; one "
-      "block of 256 threads a row",
+      "block of 256 threads a row, the rows read once when they fit in registers (gate and up 16-byte aligned, cols and "
+      "ld multiples of 16 bytes, up to max_cols)",
       {dtypeOption("dtype", "storage type of gate and up (the product is rounded to it, as swiglu stores it)"),
        codesFormatOption(),
        rowOrGroupScalesOption(),
-       gluOption()},
+       gluOption(),
+       maxColsOption()},
       buildSwigluQuantizeFp8,
       blockPerRow,
   });

@@ -257,6 +257,17 @@ StoredVec packVecF32(KernelBuilder& kb, std::span<const Value> values, Storage s
   return {words, unpackHalves(kb, words, s, {})};
 }
 
+Value loadVecBytes(KernelBuilder& kb, Value ptr, Storage s, bool readOnly) {
+  return load(kb, ptr, Type::of(s == Storage::F32 ? Scalar::F32 : Scalar::B32, 4), readOnly, "vec");  // packVecF32's types
+}
+
+std::vector<Value> unpackVecF32(KernelBuilder& kb, Value bytes, Storage s) {
+  if (s != Storage::F32) return unpackHalves(kb, bytes, s, {});
+  std::vector<Value> out;
+  for (unsigned i = 0; i < 4; ++i) out.push_back(kb.extract(bytes, i));
+  return out;
+}
+
 Value rowParam(KernelBuilder& kb, Type t, std::string_view name, bool perRow) {
   return kb.param(perRow ? kGlobalPtr : t, name);
 }

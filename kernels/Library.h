@@ -65,19 +65,27 @@ Value pagedRow(KernelBuilder& kb, Value pages, Value pos, unsigned pageSize);
 // member (which sm_90a runs), then the options as given (the mma.sync member, built with the wgmma
 // member's parameters for the other targets); otherwise none.
 std::vector<Options> wgmmaWhereItRuns(const Options& o);
+// The f32 values of 16 bytes stored as s (packVecF32's bytes, a 16-byte load's), in memory order.
+std::vector<Value> unpackVecF32(KernelBuilder& kb, Value bytes, Storage s);
+// The 16 bytes at ptr (16-byte aligned) as they are stored (s: v4.f32 for f32, else v4.b32, as
+// packVecF32 gives them), for unpackVecF32.
+Value loadVecBytes(KernelBuilder& kb, Value ptr, Storage s, bool readOnly);
 // A row held in registers by a row kernel's one-pass path (the norms' slots): slot k of thread
-// tid (blocks of 256) is the row's 16-byte vector chunk[k] = tid + 256k as f32 values in memory
-// order, inside the row where valid[k] holds (a slot past the row's end holds the row's last
-// vector again). Every thread holds every slot; warpHas[k] (warp-uniform) holds where some lane
-// of the warp has slot k inside the row, so work on a slot (shuffles included) can be skipped by
-// whole warps and stays converged.
+// tid (blocks of 256) is the row's 16-byte vector chunk[k] = tid + 256k as stored in type s
+// (bytes[k]: 16 bytes, packVecF32's), inside the row where valid[k] holds (a slot past the row's
+// end holds the row's last vector again). values(kb, k) unpacks a slot where it is used, so that
+// a 16-bit row takes half the registers of its f32 values. Every thread holds every slot;
+// warpHas[k] (warp-uniform) holds where some lane of the warp has slot k inside the row, so work
+// on a slot (shuffles included) can be skipped by whole warps and stays converged.
 struct RowInRegs {
-  std::vector<std::vector<Value>> values;
-  std::vector<Value> chunk, valid, warpHas;
+  Storage s;
+  std::vector<Value> bytes, chunk, valid, warpHas;
+  std::vector<Value> values(KernelBuilder& kb, unsigned k) const { return unpackVecF32(kb, bytes[k], s); }
 };
-// The slots of a row of nvec >= 1 vectors, load(vector) each, all loads issued before any use.
-RowInRegs loadRowInRegs(KernelBuilder& kb, Value tid, Value nvec, unsigned slots,
-                        const std::function<std::vector<Value>(Value chunk)>& load);
+// The slots of a row of nvec >= 1 vectors stored as s, load(vector) each (its 16 bytes:
+// loadVecBytes), all loads issued before any use.
+RowInRegs loadRowInRegs(KernelBuilder& kb, Storage s, Value tid, Value nvec, unsigned slots,
+                        const std::function<Value(Value chunk)>& load);
 // rmsnorm fused with what follows (rmsnorm_quantize_q8_1, rmsnorm_quantize_fp8), by rmsnorm's
 // own code (kernels/Norms.cpp), so that the fused kernel sees rmsnorm's bits: the row at xrow
 // (cols elements stored as s, weight per column). Where the row fits in `slots` vectors a thread

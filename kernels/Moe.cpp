@@ -19,6 +19,7 @@ namespace {
 
 constexpr unsigned kBlock = 256;
 constexpr unsigned kWarps = kBlock / 32;
+constexpr unsigned kRouteRegs = 8;  // moe_route: rows of up to 256 experts in registers
 
 // ---- moe_route --------------------------------------------------------------------------------
 // One warp per row of logits (n experts). Softmax scoring first finds the row's maximum (and,
@@ -56,6 +57,9 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
   Value n = kb.param(Type::u32(), "n");
   Value scale = kb.param(Type::f32(), "scale");
   kb.reqntid(kBlock);
+  // Left to itself ptxas fits the register path in 32 registers by spilling around div.rn's slow
+  // path; 4 blocks an SM (64 registers) leave it room (40 or so).
+  kb.minnctapersm(4);
   Value tid = kb.tid(Mod::X, "tid");
   Value lane = (tid & 31u).named("lane");
   Value row = kb.mad(kb.ctaid(Mod::X), kb.u32(kWarps), tid >> 5u, "row");
@@ -64,61 +68,22 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
       [&] {
         Value base = kb.index(logits, kb.mul_wide(row, n), bytesOf(s), "row_logits");
         auto logit = [&](Value j) { return loadF32(kb, kb.index(base, j, bytesOf(s)), s, true, "logit"); };
-        // Softmax: the row's maximum, and the sum of exp(l - max) unless the sums of the chosen
-        // weights replace it (normalize without bias: it cancels).
-        Value mx, sum;  // sum: 1 / the sum of exp(l - max), where needed
-        if (softmax) {
-          mx = kb.for_range(lane, n, 32u, {negInf(kb)},
-                            [&](Value j, std::span<Value> c) { return std::vector<Value>{kb.max(c[0], logit(j))}; },
-                            {.label = "max", .iv = "j", .carried = {"max"}})[0];
-          mx = kb.warp_reduce_max(mx, "row_max");
-          if (!normalize || biased) {
-            sum = kb.for_range(
-                lane, n, 32u, {kb.f32(0.0f)},
-                [&](Value j, std::span<Value> c) {
-                  return std::vector<Value>{c[0] + ex2Approx(kb, (logit(j) - mx) * kLog2e)};
-                },
-                {.label = "sum", .iv = "j", .carried = {"sum"}})[0];
-            // One division for the row (ptxas's div.rn takes a slow path out of line).
-            sum = kb.div(kb.f32(1.0f), kb.warp_reduce_sum(sum, "row_sum"), "inv_sum");
-          }
-        }
-        auto score = [&](Value l) {
+        auto biasOf = [&](Value j) { return kb.load(kb.index(bias, j, 4), Type::f32(), {Mod::NcMod}, "b"); };
+        // Softmax: 1 / the sum of exp(l - max), unless the sums of the chosen weights replace it
+        // (normalize without bias: it cancels).
+        const bool needSum = softmax && (!normalize || biased);
+        // One division for the row (ptxas's div.rn takes a slow path out of line).
+        auto invSum = [&](Value sum) { return kb.div(kb.f32(1.0f), sum, "inv_sum"); };
+        // The score of logit l, given the row's max and 1 / sum (softmax).
+        auto scoreWith = [&](Value l, Value mx, Value inv) {
           if (!softmax) return sigmoid(kb, l);
           Value e = ex2Approx(kb, (l - mx) * kLog2e, "exp");
-          return sum.valid() ? e * sum : e;
+          return inv.valid() ? e * inv : e;
         };
-        auto choice = [&](Value j) {  // the value an expert is chosen by (score, plus its bias)
-          Value v = score(logit(j));
-          return biased ? v + kb.load(kb.index(bias, j, 4), Type::f32(), {Mod::NcMod}, "b") : v;
-        };
-        Value allowed, groupSize;  // grouped: the mask of the chosen groups, and their size
-        if (grouped) {
-          groupSize = ((n + (groups - 1)) / groups).named("group_size");
-          std::vector<Value> groupScore;
-          for (unsigned g = 0; g < groups; ++g) {
-            Value lo = (groupSize * g).named("group_lo"), hi = kb.min(lo + groupSize, n, "group_hi");
-            // The best expert of the group, other than `skip`, and its choice value (0 for none).
-            auto best = [&](Value skip) {
-              Best none = nothing(kb);
-              std::vector<Value> mine = kb.for_range(
-                  lo + lane, hi, 32u, {none.key, none.idx},
-                  [&](Value j, std::span<Value> c) {
-                    Value key = kb.select(j == skip, kb.u32(0), orderKey(kb, choice(j)));
-                    Best b = better(kb, {c[0], c[1]}, {key, j});
-                    return std::vector<Value>{b.key, b.idx};
-                  },
-                  {.label = "group_best", .iv = "j", .carried = {"best_key", "best_idx"}});
-              Best b = warpBest(kb, {mine[0], mine[1]});
-              Value v = kb.if_else(b.key != 0u, [&] { return choice(b.idx); }, [&] { return kb.f32(0.0f); },
-                                   {.label = "group_value"})[0];
-              return std::pair{b.idx, v};
-            };
-            auto [first, v1] = best(kb.u32(kNoExpert));
-            groupScore.push_back(top2 ? (v1 + best(first).second).named("group_score") : v1);
-          }
-          // The topk_groups best groups, in registers (every lane holds every group's score).
-          allowed = kb.u32(0);
+        Value groupSize = grouped ? ((n + (groups - 1)) / groups).named("group_size") : Value();
+        // The topk_groups best of the group scores, as a mask (every lane holds every group's score).
+        auto bestGroups = [&](const std::vector<Value>& groupScore) {
+          Value allowed = kb.u32(0);
           for (unsigned t = 0; t < topGroups; ++t) {
             Best b = nothing(kb);
             for (unsigned g = 0; g < groups; ++g) {
@@ -127,25 +92,156 @@ std::optional<ir::Module> buildMoeRoute(const Options& o, ir::Diagnostics& diags
             }
             allowed = (allowed | (kb.u32(1) << b.idx)).named("allowed_groups");
           }
-        }
-        std::vector<Value> chosen;
-        for (unsigned slot = 0; slot < slots; ++slot) {
-          Best none = nothing(kb);
-          std::vector<Value> mine = kb.for_range(
-              lane, n, 32u, {none.key, none.idx},
-              [&](Value j, std::span<Value> c) {
-                Value key = orderKey(kb, biased ? choice(j) : logit(j));
-                // An expert already chosen, or of a group not chosen, is no candidate (key 0, below
-                // every number's).
-                Value taken = grouped ? ((allowed >> (j / groupSize)) & 1u) == 0u : kb.pred(false);
-                for (Value c : chosen) taken = taken | (j == c);
-                Best b = better(kb, {c[0], c[1]}, {kb.select(taken, kb.u32(0), key), j});
-                return std::vector<Value>{b.key, b.idx};
-              },
-              {.label = "pick", .iv = "j", .carried = {"best_key", "best_idx"}});
-          Best b = warpBest(kb, {mine[0], mine[1]});
-          chosen.push_back(kb.select(b.key == 0u, kb.u32(kNoExpert), b.idx, "chosen"));
-        }
+          return allowed;
+        };
+        // A row of at most 32 * kRouteRegs experts is read once: lane l holds experts l + 32 i, their
+        // keys computed once, and every choice is a merge of registers and a warp merge (the groups'
+        // merges independent of one another). A longer row is walked by each choice again.
+        std::vector<Value> routed = kb.if_else(
+            ((n != 0u) & (n <= 32 * kRouteRegs)).named("in_registers"),
+            [&] {
+              std::vector<Value> j, in, l;
+              for (unsigned i = 0; i < kRouteRegs; ++i) {
+                j.push_back(i == 0 ? lane : (lane + 32 * i).named("expert"));
+                in.push_back((j.back() < n).named("in_row"));
+                l.push_back(logit(kb.min(j.back(), n - 1u)));
+              }
+              Value mx, inv;
+              if (softmax) {
+                mx = negInf(kb);
+                for (unsigned i = 0; i < kRouteRegs; ++i) mx = kb.select(in[i], kb.max(mx, l[i]), mx);
+                mx = kb.warp_reduce_max(mx, "row_max");
+                if (needSum) {  // in the loop's order: lane, lane + 32, ...
+                  Value sum = kb.f32(0.0f);
+                  for (unsigned i = 0; i < kRouteRegs; ++i)
+                    sum = kb.select(in[i], sum + ex2Approx(kb, (l[i] - mx) * kLog2e), sum);
+                  inv = invSum(kb.warp_reduce_sum(sum, "row_sum"));
+                }
+              }
+              // Keys (0 outside the row, below every number's): the choice value's, and the pick's
+              // (the logit's without a bias: the scores' order).
+              std::vector<Value> choiceKey, pickKey;
+              for (unsigned i = 0; i < kRouteRegs; ++i) {
+                Value ck;
+                if (biased || grouped) {
+                  Value v = scoreWith(l[i], mx, inv);
+                  if (biased) v = v + biasOf(kb.min(j[i], n - 1u));
+                  ck = kb.select(in[i], orderKey(kb, v), kb.u32(0), "choice_key");
+                }
+                choiceKey.push_back(ck);
+                pickKey.push_back(biased ? ck : kb.select(in[i], orderKey(kb, l[i]), kb.u32(0), "pick_key"));
+              }
+              auto merge = [&](const std::function<Value(unsigned i)>& keyOf) {
+                Best b = nothing(kb);
+                for (unsigned i = 0; i < kRouteRegs; ++i) b = better(kb, b, {keyOf(i), j[i]});
+                return warpBest(kb, b);
+              };
+              std::vector<Value> alive = in;
+              if (grouped) {
+                std::vector<Value> groupOf;
+                for (unsigned i = 0; i < kRouteRegs; ++i) groupOf.push_back((kb.min(j[i], n - 1u) / groupSize).named("group"));
+                // A group's choice value back from its key: orderKey inverted (+0 for both zeros,
+                // NaN for every NaN: the group's order is the same), 0 for none.
+                auto valueOf = [&](Value key) {
+                  Value bits = kb.select((key & 0x80000000u) != 0u, key ^ 0x80000000u, ~key);
+                  return kb.select(key == 0u, kb.f32(0.0f), kb.bitcast(bits, Type::f32()), "group_value");
+                };
+                std::vector<Value> groupScore;
+                for (unsigned g = 0; g < groups; ++g) {
+                  Best first = merge([&](unsigned i) { return kb.select(groupOf[i] == g, choiceKey[i], kb.u32(0)); });
+                  Value v = valueOf(first.key);
+                  if (top2)
+                    v = (v + valueOf(merge([&](unsigned i) {
+                           return kb.select((groupOf[i] == g) & (j[i] != first.idx), choiceKey[i], kb.u32(0));
+                         }).key)).named("group_score");
+                  groupScore.push_back(v);
+                }
+                Value allowed = bestGroups(groupScore);
+                for (unsigned i = 0; i < kRouteRegs; ++i) alive[i] = alive[i] & (((allowed >> groupOf[i]) & 1u) != 0u);
+              }
+              std::vector<Value> out;
+              for (unsigned slot = 0; slot < slots; ++slot) {
+                Best b = merge([&](unsigned i) { return kb.select(alive[i], pickKey[i], kb.u32(0)); });
+                out.push_back(kb.select(b.key == 0u, kb.u32(kNoExpert), b.idx, "chosen"));
+                for (unsigned i = 0; i < kRouteRegs; ++i) alive[i] = alive[i] & (j[i] != out.back());
+              }
+              if (softmax) out.push_back(mx);
+              if (needSum) out.push_back(inv);
+              return out;
+            },
+            [&] {
+              Value mx, inv;
+              if (softmax) {
+                mx = kb.for_range(lane, n, 32u, {negInf(kb)},
+                                  [&](Value j, std::span<Value> c) { return std::vector<Value>{kb.max(c[0], logit(j))}; },
+                                  {.label = "max", .iv = "j", .carried = {"max"}})[0];
+                mx = kb.warp_reduce_max(mx, "row_max");
+                if (needSum) {
+                  Value sum = kb.for_range(
+                      lane, n, 32u, {kb.f32(0.0f)},
+                      [&](Value j, std::span<Value> c) {
+                        return std::vector<Value>{c[0] + ex2Approx(kb, (logit(j) - mx) * kLog2e)};
+                      },
+                      {.label = "sum", .iv = "j", .carried = {"sum"}})[0];
+                  inv = invSum(kb.warp_reduce_sum(sum, "row_sum"));
+                }
+              }
+              auto choice = [&](Value j) {  // the value an expert is chosen by (score, plus its bias)
+                Value v = scoreWith(logit(j), mx, inv);
+                return biased ? v + biasOf(j) : v;
+              };
+              Value allowed;  // grouped: the mask of the chosen groups
+              if (grouped) {
+                std::vector<Value> groupScore;
+                for (unsigned g = 0; g < groups; ++g) {
+                  Value lo = (groupSize * g).named("group_lo"), hi = kb.min(lo + groupSize, n, "group_hi");
+                  // The best expert of the group, other than `skip`, and its choice value (0 for none).
+                  auto best = [&](Value skip) {
+                    Best none = nothing(kb);
+                    std::vector<Value> mine = kb.for_range(
+                        lo + lane, hi, 32u, {none.key, none.idx},
+                        [&](Value j, std::span<Value> c) {
+                          Value key = kb.select(j == skip, kb.u32(0), orderKey(kb, choice(j)));
+                          Best b = better(kb, {c[0], c[1]}, {key, j});
+                          return std::vector<Value>{b.key, b.idx};
+                        },
+                        {.label = "group_best", .iv = "j", .carried = {"best_key", "best_idx"}});
+                    Best b = warpBest(kb, {mine[0], mine[1]});
+                    Value v = kb.if_else(b.key != 0u, [&] { return choice(b.idx); }, [&] { return kb.f32(0.0f); },
+                                         {.label = "group_value"})[0];
+                    return std::pair{b.idx, v};
+                  };
+                  auto [first, v1] = best(kb.u32(kNoExpert));
+                  groupScore.push_back(top2 ? (v1 + best(first).second).named("group_score") : v1);
+                }
+                allowed = bestGroups(groupScore);
+              }
+              std::vector<Value> chosen;
+              for (unsigned slot = 0; slot < slots; ++slot) {
+                Best none = nothing(kb);
+                std::vector<Value> mine = kb.for_range(
+                    lane, n, 32u, {none.key, none.idx},
+                    [&](Value j, std::span<Value> c) {
+                      Value key = orderKey(kb, biased ? choice(j) : logit(j));
+                      // An expert already chosen, or of a group not chosen, is no candidate (key 0, below
+                      // every number's).
+                      Value taken = grouped ? ((allowed >> (j / groupSize)) & 1u) == 0u : kb.pred(false);
+                      for (Value c : chosen) taken = taken | (j == c);
+                      Best b = better(kb, {c[0], c[1]}, {kb.select(taken, kb.u32(0), key), j});
+                      return std::vector<Value>{b.key, b.idx};
+                    },
+                    {.label = "pick", .iv = "j", .carried = {"best_key", "best_idx"}});
+                Best b = warpBest(kb, {mine[0], mine[1]});
+                chosen.push_back(kb.select(b.key == 0u, kb.u32(kNoExpert), b.idx, "chosen"));
+              }
+              if (softmax) chosen.push_back(mx);
+              if (needSum) chosen.push_back(inv);
+              return chosen;
+            },
+            {.label = "route"});
+        std::vector<Value> chosen(routed.begin(), routed.begin() + slots);
+        Value mx = softmax ? routed[slots] : Value(), inv = needSum ? routed[slots + 1] : Value();
+        auto score = [&](Value l) { return scoreWith(l, mx, inv); };
         std::vector<Value> w, has;
         for (Value c : chosen) {
           has.push_back((c < n).named("has_expert"));

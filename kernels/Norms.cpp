@@ -655,16 +655,16 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
   return v;
 }
 
-RowInRegs loadRowInRegs(KernelBuilder& kb, Value tid, Value nvec, unsigned slots,
-                        const std::function<std::vector<Value>(Value chunk)>& load) {
-  RowInRegs row;
+RowInRegs loadRowInRegs(KernelBuilder& kb, Storage s, Value tid, Value nvec, unsigned slots,
+                        const std::function<Value(Value chunk)>& load) {
+  RowInRegs row{s, {}, {}, {}, {}};
   Value warpFirst = (tid & ~31u).named("warp_first");
   for (unsigned k = 0; k < slots; ++k) {
     Value chunk = k == 0 ? tid : (tid + kBlock * k).named("chunk" + std::to_string(k));
     row.chunk.push_back(chunk);
     row.valid.push_back((chunk < nvec).named("slot" + std::to_string(k)));
     row.warpHas.push_back(((k == 0 ? warpFirst : warpFirst + kBlock * k) < nvec).named("warp_slot" + std::to_string(k)));
-    row.values.push_back(load(kb.min(chunk, nvec - 1u, "loaded" + std::to_string(k))));
+    row.bytes.push_back(load(kb.min(chunk, nvec - 1u, "loaded" + std::to_string(k))));
   }
   return row;
 }
@@ -688,9 +688,12 @@ void rmsnormFused(KernelBuilder& kb, Storage s, Value tid, Value xrow, Value wei
         std::vector<std::vector<Value>> h = sl.load([&](Value c) { return p.load(0, c, true); });
         Value inv = onePassInvRms(kb, sl, h, tid, scratch, colsF, eps);
         // rmsnorm's y of every slot, as its one-pass path computes and stores it.
-        RowInRegs y = loadRowInRegs(kb, tid, nvec, slots, [&](Value c) { return p.load(1, c, true); });
-        for (unsigned k = 0; k < slots; ++k)
-          for (unsigned i = 0; i < V; ++i) y.values[k][i] = roundToStorage(kb, (h[k][i] * inv) * y.values[k][i], s);
+        RowInRegs y = loadRowInRegs(kb, s, tid, nvec, slots, [&](Value c) { return loadVecBytes(kb, p.at(1, c), s, true); });
+        for (unsigned k = 0; k < slots; ++k) {
+          std::vector<Value> w = y.values(kb, k), out;
+          for (unsigned i = 0; i < V; ++i) out.push_back((h[k][i] * inv) * w[i]);
+          y.bytes[k] = packVecF32(kb, out, s).bytes;
+        }
         onePass(y);
       },
       [&] {

@@ -926,15 +926,16 @@ void quantizeBlockQ81(KernelBuilder& kb, Value v, Value lane, Value py) {
 // 4 + V·p in the block, p its place there) and the block's first lane the head. The blocks
 // below `blocks` (cols / 32; a slot of a block past it stores nothing) are ggml's bytes, as
 // quantizeBlockQ81's.
-void quantizeQ81InRegs(KernelBuilder& kb, const RowInRegs& y, Storage s, Value yrow, Value blocks) {
-  const unsigned V = vecElems(s), lanes = 32 / V;
-  for (unsigned k = 0; k < y.values.size(); ++k)
+void quantizeQ81InRegs(KernelBuilder& kb, const RowInRegs& y, Value yrow, Value blocks) {
+  const unsigned V = vecElems(y.s), lanes = 32 / V;
+  for (unsigned k = 0; k < y.bytes.size(); ++k)
     kb.if_then(y.warpHas[k], [&] {  // a slot no lane of the warp has inside the row: skipped by the warp
-      Value amax = kb.abs(y.values[k][0]);
-      for (unsigned i = 1; i < V; ++i) amax = kb.max(amax, kb.abs(y.values[k][i]));
+      const std::vector<Value> v = y.values(kb, k);
+      Value amax = kb.abs(v[0]);
+      for (unsigned i = 1; i < V; ++i) amax = kb.max(amax, kb.abs(v[i]));
       const Q81Scale sc = q81ScaleOf(kb, kb.warp_reduce(Op::Max, amax, lanes, "amax"));
       std::vector<Value> q;
-      for (Value v : y.values[k]) q.push_back(q81Quant(kb, v, sc.id));
+      for (Value x : v) q.push_back(q81Quant(kb, x, sc.id));
       Value sum = q[0];
       for (unsigned i = 1; i < V; ++i) sum = sum + q[i];
       sum = kb.warp_reduce(Op::Add, sum, lanes, "qsum");
@@ -1009,7 +1010,7 @@ std::optional<ir::Module> buildRmsnormQuantizeQ81(const Options& o, ir::Diagnost
   Value yrow = kb.ptradd(y, kb.mul_wide(row, blocks * kQ81Bytes), "yrow");
   rmsnormFused(
       kb, s, tid, xrow, weight, cols, eps, allAligned(kb, {x, weight}, 16), scratch, *slots,
-      [&](const RowInRegs& normed) { quantizeQ81InRegs(kb, normed, s, yrow, blocks); },
+      [&](const RowInRegs& normed) { quantizeQ81InRegs(kb, normed, yrow, blocks); },
       [&](Value inv) {
         Value lane = (tid & 31u).named("lane");
         // Warp-uniform trip counts: the quantizer's shuffles stay converged.

@@ -424,8 +424,9 @@ LIBRARY_TEST("rmsnorm_quantize_fp8: equals rmsnorm then quantize_fp8, per row an
 // swiglu_quantize_fp8 against the unfused pair on the same runner, elementwise swiglu (or with glu
 // GeGLU's) then quantize_fp8 of the same dtype, format and scales: codes and scales byte for byte. gate and up
 // rows ld elements apart (ld = cols, and with a gap of huge values that a read past a row would
-// make the row's scale), a row of zeros (scale 0), silu's argument out to where exp overflows,
-// odd lengths and groups of 128 with a short last one.
+// make the row's scale: 37, and 40, so that rows of whole vectors take the one-pass path there too), a
+// row of zeros (scale 0), silu's argument out to where exp overflows, odd lengths and groups of
+// 128 with a short last one; rows on either side of a max_cols bound.
 LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and per group, strided rows", swigluQuantizeFp8) {
   const QuantizePair pairs[] = {{"swiglu_quantize_e5m2_rows_bf16", "quantize_e5m2_rows_bf16", Dtype::BF16, false},
                         {"swiglu_quantize_e4m3_rows_f16", "quantize_e4m3_rows_f16", Dtype::F16, false},
@@ -434,11 +435,14 @@ LIBRARY_TEST("swiglu_quantize_fp8: equals swiglu then quantize_fp8, per row and 
                         {"swiglu_quantize_e5m2_rows_bf16_geglu", "quantize_e5m2_rows_bf16", Dtype::BF16, false, "geglu"},
                         {"swiglu_quantize_e5m2_groups_f32_geglu_erf", "quantize_e5m2_groups_f32", Dtype::F32, true,
                          "geglu_erf"},
-                        {"swiglu_quantize_e4m3_rows_f16_oai", "quantize_e4m3_rows_f16", Dtype::F16, false, "swiglu_oai"}};
+                        {"swiglu_quantize_e4m3_rows_f16_oai", "quantize_e4m3_rows_f16", Dtype::F16, false, "swiglu_oai"},
+                        // max_cols = 1024: rows of up to 2048 in registers, so 2048 and 2056 on either side.
+                        {"swiglu_quantize_e4m3_groups_c1024_bf16", "quantize_e4m3_groups_bf16", Dtype::BF16, true}};
   std::mt19937 rng(seed());
   for (const QuantizePair& pr : pairs)
-    for (uint32_t cols : {1u, 100u, 1312u})
-      for (uint32_t gap : {0u, 37u}) {
+    for (uint32_t cols : std::string_view(pr.fused).ends_with("_c1024_bf16") ? std::vector<uint32_t>{2048, 2056}
+                                                                              : std::vector<uint32_t>{1, 100, 1312})
+      for (uint32_t gap : {0u, 37u, 40u}) {
         const uint32_t rows = 3, ld = cols + gap, groups = pr.group ? (cols + 127) / 128 : 1;
         const size_t span = size_t(rows - 1) * ld + cols;
         // Contiguous rows for the unfused swiglu; the same values at r * ld for the fused kernel.

@@ -477,7 +477,7 @@ void checkCombine(Runner& r, std::mt19937& rng, const Combine& v, uint32_t rows,
 LIBRARY_TEST("moe_route: top-k experts and weights, both scorings, bias, ties, NaN, fewer experts than slots", moeRoute) {
   std::mt19937 rng(seed());
   for (const Route& v : kRoutes)
-    for (uint32_t n : {5u, 8u, 33u, 256u}) {
+    for (uint32_t n : {5u, 8u, 33u, 256u, 300u}) {  // 300: past the 256 kept in registers
       if (n == 5 && v.k != 8) continue;  // fewer experts than slots
       const uint32_t rows = 9;
       std::vector<float> logits = uniform(rng, size_t(rows) * n, -4.0f, 4.0f);
@@ -511,7 +511,8 @@ LIBRARY_TEST("moe_route: group-limited routing, top-2 sums and maxima, with a bi
   const Route kGrouped[] = {{"route_sigmoid_k8_bias_groups8_top4", 8, false, true, true, Dtype::F32, 8, 4, true},
                             {"route_softmax_k2_groups4_top1_max", 2, true, false, false, Dtype::F32, 4, 1, false}};
   for (const Route& v : kGrouped)
-    for (uint32_t n : {v.groups * 8, v.groups * 8 - 3}) {  // the last group shorter
+    // The last group shorter; and past the 256 experts kept in registers (groups of 40 or 80).
+    for (uint32_t n : {v.groups * 8, v.groups * 8 - 3, 320u}) {
       const uint32_t rows = 4, size = (n + v.groups - 1) / v.groups;
       std::vector<float> logits = uniform(rng, size_t(rows) * n, -8.0f, -6.0f);
       std::vector<float> bias = uniform(rng, n, 0.0f, 0.001f);  // too small to reorder the groups
