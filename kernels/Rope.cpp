@@ -1,7 +1,8 @@
 // Rotary position embedding in place on q and k (docs/kernels.md), q heads and k heads side by
 // side in grid x, 4 heads per block of 128 threads. When q and k are 16-byte aligned and every
 // head splits into whole vectors (see vectorOk below), the block's threads take the 16-byte
-// vectors of its heads in turn; otherwise one warp per (token, head), one lane per pair.
+// vectors of its heads in turn, of several tokens where one token's fill at most half the block
+// (a block row then holds that many tokens); otherwise one warp per (token, head), one lane per pair.
 #include "kernels/Library.h"
 
 #include <numbers>
@@ -94,9 +95,10 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
   auto rowOf = [&](const Head& hd, Value t) {
     return kb.index(hd.base, (kb.mul_wide(t, hd.heads) + hd.h) * d64, bytes, "row");
   };
-  auto overTokens = [&](auto body) {
+  // Tokens first, first + stride, ... (a block row's: ctaid.y, nctaid.y apart by default).
+  auto overTokens = [&](auto body, Value first = Value(), Value stride = Value()) {
     kb.for_range(
-        kb.ctaid(Mod::Y), tokens, kb.nctaid(Mod::Y),
+        first.valid() ? first : kb.ctaid(Mod::Y), tokens, stride.valid() ? stride : kb.nctaid(Mod::Y),
         [&](Value t) {
           Value pos = positions ? kb.load(kb.index(posArray, t, 4), Type::u32(), {Mod::NcMod}, "position") : posOffset + t;
           body(t, kb.cvt(pos, Type::f32(), "pos"));
@@ -115,18 +117,27 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
       [&] {
         // Units of work: a vector (interleaved: V/2 pairs) or a vector pair at e and e + half
         // (neox: V pairs). The block's heads have `units` each, taken by its 128 threads in turn,
-        // so short heads still fill the warps.
+        // so short heads still fill the warps; where a token's units are fewer than 128 / 2 (bf16
+        // heads of 128: 32), the threads split into `subs` groups that take tokens of their own
+        // (the launch rule's grid rows are that much fewer).
         unsigned pairsPerUnit = neox ? V : V / 2;
         Value units = kb.div(rot, kb.u32(neox ? 2 * V : V), "units");
         Value firstHead = (kb.ctaid(Mod::X) * kHeadsPerBlock).named("first_head");
         Value blockUnits = (kb.min(allHeads - firstHead, kb.u32(kHeadsPerBlock)) * units).named("block_units");
-        Value tid = kb.mad(kb.tid(Mod::Y), kb.u32(32), kb.tid(Mod::X), "tid");
+        Value tid0 = kb.mad(kb.tid(Mod::Y), kb.u32(32), kb.tid(Mod::X), "tid");
+        Value subs = kb.max(kb.div(kb.u32(kBlock), blockUnits), kb.u32(1), "subs");
+        Value sub = kb.div(tid0, blockUnits, "sub");
+        Value tid = (tid0 - sub * blockUnits).named("unit0");  // below blockUnits: one unit a thread when subs > 1
+        Value active = (sub < subs).named("active");
+        Value firstToken = kb.mad(kb.ctaid(Mod::Y), subs, sub, "first_token");
+        Value tokenStride = (kb.nctaid(Mod::Y) * subs).named("token_stride");
         // Unit u is unit j = u % units of head u / units. The divisions happen once: each step
         // (u += kBlock) advances (head, j) by (kBlock / units, kBlock % units) with one carry.
         Value stepHeads = kb.div(kb.u32(kBlock), units, "step_heads");
         Value stepJ = kb.rem(kb.u32(kBlock), units, "step_j");
         kb.for_range(
-            tid, blockUnits, kBlock, {(firstHead + kb.div(tid, units)).named("head0"), kb.rem(tid, units, "j0")},
+            tid, kb.select(active, blockUnits, kb.u32(0)), kBlock,
+            {(firstHead + kb.div(tid, units)).named("head0"), kb.rem(tid, units, "j0")},
             [&](Value, std::span<Value> c) {
               Value head = c[0], j = c[1];
               Head hd = headOf(head);
@@ -151,7 +162,7 @@ std::optional<ir::Module> buildRope(Storage s, const RopeOptions& o, ir::Diagnos
                 }
                 storeVecF32(kb, pa, ya, s);
                 if (neox) storeVecF32(kb, pb, yb, s);
-              });
+              }, firstToken, tokenStride);
               Value jNext = (j + stepJ).named("j.next");
               Value wrap = (jNext >= units).named("wrap");
               return std::vector<Value>{head + stepHeads + kb.select(wrap, kb.u32(1), kb.u32(0)),
@@ -204,7 +215,8 @@ void addRope(std::vector<Template>& out) {
       "head_dim leaves its "
       "last element unchanged; 4 heads per block of 32x4 threads: with q, k 16-byte aligned and head_dim a "
       "multiple of 2V (neox) or V (interleaved), V = 16 / element bytes, the threads take the heads' 16-byte "
-      "vectors in turn, else one warp per (token, head); blocks loop over tokens past 65535",
+      "vectors in turn (several tokens at once where 4 heads' vectors fill at most half the block: a block row "
+      "of tokens each), else one warp per (token, head); blocks loop over tokens past the grid's rows",
       {dtypeOption(), layoutOption(),
        option("positions", false,
               "each token's position from positions (u32 [tokens], a pointer parameter after k) in place of "
@@ -226,9 +238,17 @@ void addRope(std::vector<Template>& out) {
                           o.flag("rotary_dim")},
                          d);
       },
-      [](const Options&) {
+      [](const Options& o) {
+        // Block rows: a token each, or where the 16-byte path's units of 4 heads fill at most half
+        // the 128 threads, 128 / (4 * units) tokens each (units: rotated elements / (2V) for neox,
+        // / V interleaved).
+        const Expr dim = Expr::param("head_dim");
+        const Expr rot = max(o.flag("rotary_dim") ? min(Expr::param("rotary_dim"), dim) : dim, 1);
+        const unsigned V = vecElems(storageOption(o));
+        const Expr perRow = max(Expr((o.text("layout") == "neox" ? 64 : 32) * V) / rot, 1);
         return LaunchRule{{32, kHeadsPerBlock},
-                          {ceilDiv(Expr::param("q_heads") + Expr::param("k_heads"), 4), min(Expr::param("tokens"), 65535)},
+                          {ceilDiv(Expr::param("q_heads") + Expr::param("k_heads"), 4),
+                           min(ceilDiv(Expr::param("tokens"), perRow), 65535)},
                           0};
       },
   });

@@ -121,7 +121,7 @@ LIBRARY_TEST("rope layouts, dtypes, head sizes and positions", ropeShapes) {
   for (Dtype d : kDtypes)
     for (bool neox : {true, false})
       for (uint32_t headDim : {2u, 6u, 64u, 128u})
-        for (uint32_t tokens : {1u, 5u})
+        for (uint32_t tokens : {1u, 5u, 37u})  // 37: several block rows of several tokens each (16-byte path)
           for (uint32_t posOffset : {0u, 30000u}) runRope(r, d, neox, {tokens, 8, 2, headDim, posOffset, 10000.0f}, rng);
 }
 
