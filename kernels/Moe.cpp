@@ -342,7 +342,8 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
 // take consecutive entries of `sorted` in pair order from a multiple of the tile, padded to a
 // whole tile with kNoExpert; the groups follow one another in order (the unknown one last), and
 // tile_experts[t] is the group of tile t (n_experts for the unknown group, kNoExpert for tiles past
-// the last). W warps each walk a contiguous segment of the pairs 32 at a time; the lanes with the
+// the last). W warps each walk a contiguous segment of the pairs 32 at a time (4 such chunks an
+// iteration, their ids loaded together); the lanes with the
 // same group find one another by one ballot per bit of the group (and one of the lanes in range),
 // and the highest of them counts for all. Pass 1 counts per warp and group (shared atomics); the
 // block turns the counts into each warp's first entry of each group (groups in order, warps in
@@ -351,6 +352,9 @@ std::optional<ir::Module> buildMoeCombine(const Options& o, ir::Diagnostics& dia
 // timing, so `sorted` is the same at every launch.
 constexpr unsigned kAlignBlock = 512, kAlignWarps = kAlignBlock / 32;
 constexpr unsigned kAlignCap = 8192;  // counts in shared memory: warps x groups
+// Chunks of 32 pairs a warp takes an iteration: their ids' loads in flight together (one chunk an
+// iteration left a pass waiting on a load each 32 pairs).
+constexpr unsigned kAlignUnroll = 4;
 
 std::optional<ir::Module> buildMoeAlign(const Options& o, ir::Diagnostics& diags) {
   const auto tile = static_cast<uint32_t>(o.integer("tile"));
@@ -392,22 +396,28 @@ std::optional<ir::Module> buildMoeAlign(const Options& o, ir::Diagnostics& diags
     kb.if_then(warp < warps, [&] {
       Value first = (warp * segment).named("first");
       Value end = kb.min(pairs, first + segment, "end");
-      kb.for_range(first, end, 32u, [&](Value p0) {
-        Value p = (p0 + lane).named("p");
-        Value valid = (p < end).named("in_range");
-        Value id = kb.load(kb.index(ids, kb.min(p, end - 1u), 4), Type::u32(), {Mod::NcMod}, "id");
-        Value group = kb.select(fits, kb.min(id, nExperts), kb.u32(0), "group");
-        Value inRange = kb.bitcast(kb.vote(Mod::Ballot, valid), Type::u32(), "lanes");
-        Value same = kb.for_range(
-            kb.u32(0), bits, kb.u32(1), {inRange},
-            [&](Value b, std::span<Value> c) {
-              Value set = (((group >> b) & 1u) == 1u).named("bit_set");
-              Value with = kb.bitcast(kb.vote(Mod::Ballot, set), Type::u32(), "with_bit");
-              return std::vector<Value>{c[0] & kb.select(set, with, ~with)};
-            },
-            {.label = "bits", .iv = "b", .carried = {"same"}})[0];
-        Value leader = kb.select(valid, 31u - kb.clz(same), lane, "leader");
-        fn(p, valid, group, same, leader);
+      // kAlignUnroll chunks an iteration, their ids loaded together, then taken in order.
+      kb.for_range(first, end, 32u * kAlignUnroll, [&](Value p0) {
+        std::vector<Value> ps, valid, id;
+        for (unsigned u = 0; u < kAlignUnroll; ++u) {
+          ps.push_back((p0 + (lane + 32u * u)).named("p"));
+          valid.push_back((ps.back() < end).named("in_range"));
+          id.push_back(kb.load(kb.index(ids, kb.min(ps.back(), end - 1u), 4), Type::u32(), {Mod::NcMod}, "id"));
+        }
+        for (unsigned u = 0; u < kAlignUnroll; ++u) {
+          Value group = kb.select(fits, kb.min(id[u], nExperts), kb.u32(0), "group");
+          Value inRange = kb.bitcast(kb.vote(Mod::Ballot, valid[u]), Type::u32(), "lanes");
+          Value same = kb.for_range(
+              kb.u32(0), bits, kb.u32(1), {inRange},
+              [&](Value b, std::span<Value> c) {
+                Value set = (((group >> b) & 1u) == 1u).named("bit_set");
+                Value with = kb.bitcast(kb.vote(Mod::Ballot, set), Type::u32(), "with_bit");
+                return std::vector<Value>{c[0] & kb.select(set, with, ~with)};
+              },
+              {.label = "bits", .iv = "b", .carried = {"same"}})[0];
+          Value leader = kb.select(valid[u], 31u - kb.clz(same), lane, "leader");
+          fn(ps[u], valid[u], group, same, leader);
+        }
       }, {.label = std::string(label), .iv = "p0"});
     }, "walker");
   };

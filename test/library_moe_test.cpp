@@ -678,7 +678,8 @@ LIBRARY_TEST("moe decode layer: route, expert gate/up and down projections, comb
 // worth and one past; one expert; ids past n_experts (the unknown group, 0xFFFFFFFF among them);
 // every pair of one expert across all 16 warps' segments; more pairs than the 16 warps take in a
 // step; experts enough that fewer warps share the counts (1001 groups: 8 warps; 5001: 1); 8192
-// experts or more (every id unknown); no pairs.
+// experts or more (every id unknown); no pairs; segments of many chunks, not a whole number of a
+// walk's iterations.
 LIBRARY_TEST("moe_align: pairs grouped by expert, padded tiles, unknown ids last, every warp count", moeAlign) {
   std::mt19937 rng(seed());
   struct Case {
@@ -687,7 +688,9 @@ LIBRARY_TEST("moe_align: pairs grouped by expert, padded tiles, unknown ids last
   };
   const Case cases[] = {{1, 8, 0},      {31, 8, 0},    {32, 8, 0},   {33, 8, 5},        {100, 1, 7},
                         {256, 60, 9},   {2000, 256, 11}, {1500, 8, 0, true}, {3000, 1000, 13},
-                        {600, 5000, 0}, {50, 9000, 0}, {0, 8, 0}};
+                        {600, 5000, 0}, {50, 9000, 0}, {0, 8, 0},
+                        // Segments of 10 chunks of 32 (2.5 iterations of 4) and of 40, the last warp's short.
+                        {5000, 64, 17}, {20001, 256, 3}};
   for (const auto& [kernel, tile] : {std::pair{"align", 32u}, std::pair{"align_8", 8u}, std::pair{"align_64_positions", 64u}})
     for (const Case& c : cases) {
       const bool positions = tile == 64;
