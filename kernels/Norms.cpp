@@ -657,14 +657,16 @@ Value roundToStorage(KernelBuilder& kb, Value v, Storage s) {
 
 RowInRegs loadRowInRegs(KernelBuilder& kb, Storage s, Value tid, Value nvec, unsigned slots,
                         const std::function<Value(Value chunk)>& load) {
+  // The norms' slot arithmetic (Slots), for the thread and for its warp's first lane; nothing is
+  // loaded or stored through their path.
+  const Path none{kb, s, vecElems(s), {}};
+  const Slots mine{kb, none, tid, nvec, slots}, warp{kb, none, (tid & ~31u).named("warp_first"), nvec, slots};
   RowInRegs row{s, {}, {}, {}, {}};
-  Value warpFirst = (tid & ~31u).named("warp_first");
   for (unsigned k = 0; k < slots; ++k) {
-    Value chunk = k == 0 ? tid : (tid + kBlock * k).named("chunk" + std::to_string(k));
-    row.chunk.push_back(chunk);
-    row.valid.push_back((chunk < nvec).named("slot" + std::to_string(k)));
-    row.warpHas.push_back(((k == 0 ? warpFirst : warpFirst + kBlock * k) < nvec).named("warp_slot" + std::to_string(k)));
-    row.bytes.push_back(load(kb.min(chunk, nvec - 1u, "loaded" + std::to_string(k))));
+    row.chunk.push_back(mine.chunk(k));
+    row.valid.push_back(mine.valid(k));
+    row.warpHas.push_back(warp.valid(k));
+    row.bytes.push_back(load(mine.loaded(k)));
   }
   return row;
 }
