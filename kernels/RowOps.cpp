@@ -414,13 +414,88 @@ Value binSlot(Value digit) {
   return ((rank >> 3u) | ((rank & 7u) << 5u)).named("slot");
 }
 
+// The bins of one radix pass: zeroed, then every candidate whose key has `prefix` in the bits that
+// `high` masks (the bytes chosen by earlier passes) added into the bin of its byte at `shift`
+// (shared atomics); returns this thread's bin, slot tid, folded from its copies. keyWeight(x)
+// gives an element's key, u64 weight and whether it is a candidate; forEach(visit) visits the
+// elements. The barrier before the fold is the caller's to repeat before reusing the bins.
+template <class ForEach, class KeyWeight>
+Value countPass(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach forEach, KeyWeight keyWeight, Value prefix,
+                Value shift, Value high) {
+  for (unsigned i = 0; i < 2 * kBinWords / kArgmaxBlock; ++i)
+    kb.store(kb.index(rs.hist, tid + i * kArgmaxBlock, 4), kb.u32(0));
+  kb.bar_sync();
+  forEach([&](Value x) {
+    const auto kw = keyWeight(x);  // clang 14 cannot capture structured bindings
+    Value key = std::get<0>(kw), weight = std::get<1>(kw), candidate = std::get<2>(kw);
+    Value match = (candidate & ((key & high) == prefix)).named("match");
+    kb.if_then(match, [&] { addToBin(kb, rs, binSlot((key >> shift) & 0xFFu), tid & (kBinCopies - 1), weight); }, "bin");
+  });
+  kb.bar_sync();
+  return binSum(kb, rs, tid);
+}
+
+// The bits above a pass's byte, which must be the prefix's (none in a filter's first pass).
+Value highBits(KernelBuilder& kb, Value first, Value shift) {
+  return kb.select(first, kb.u32(0), kb.u32(0xFFFFFFFFu) << (shift + 8u), "high");
+}
+
+// Warp 0's part of a pass: the digit of the bin (rs.sums, slot order) where the running sum of
+// the bins from the top reaches `want`: targetOf(the bins' total) on a filter's first pass
+// (`first`), else `remaining`, what the earlier passes left of the target. Lane 0 stores the
+// prefix with that digit at `shift` and what is left of the target in rs.state (read by
+// pickedDigit after a barrier; the caller synchronizes before and after). The bins are scanned
+// 8 a lane, with a shuffle scan over the lanes.
+template <class TargetOf>
+void pickDigit(KernelBuilder& kb, Value tid, const RadixScratch& rs, Value first, Value prefix, Value remaining,
+               Value shift, TargetOf targetOf) {
+  kb.if_then(tid < 32u, [&] {
+    Value lane = tid;
+    // Lane l holds the bins of ranks 8l ... 8l + 7 (digits 255 - 8l down to 248 - 8l): the
+    // running sum over the lanes goes from the top.
+    std::vector<Value> bin;
+    Value sum = kb.u64(0);
+    for (unsigned i = 0; i < 8; ++i) {
+      bin.push_back(kb.load(kb.index(rs.sums, lane + 32 * i, 8), Type::u64(), "bin"));
+      sum = (sum + bin.back()).named("lane_sum");
+    }
+    Value incl = sum;
+    for (uint32_t off = 1; off < 32; off *= 2) {
+      Value other = shfl64(kb, Mod::Up, incl, kb.u32(off), 0);
+      incl = kb.select(lane >= off, incl + other, incl, "running");
+    }
+    Value want = kb.select(first, targetOf(shfl64(kb, Mod::Idx, incl, kb.u32(31), 31)), remaining, "want");
+    Value ballot = kb.bitcast(kb.vote(Mod::Ballot, incl >= want), Type::u32(), "reached");
+    Value firstLane = (kb.popc(ballot ^ (ballot - 1u)) - 1u).named("first_lane");
+    // Every lane finds its own crossing; the first lane that reaches the target has the one.
+    Value cum = (incl - sum).named("above"), above = cum, digit = kb.u32(0), hitBefore = kb.pred(false);
+    for (unsigned i = 0; i < 8; ++i) {
+      Value next = cum + bin[i];
+      Value hit = kb.bit_not(hitBefore) & (next >= want);
+      digit = kb.select(hit, (kRadixBins - 1 - i) - lane * 8u, digit);
+      above = kb.select(hit, cum, above);
+      hitBefore = hitBefore | hit;
+      cum = next;
+    }
+    Value d = kb.shfl_sync(Mod::Idx, digit, kb.bitcast(firstLane, Type::of(Scalar::B32)), kb.b32(31),
+                           kb.b32(0xFFFFFFFFu), "digit");
+    Value a = shfl64(kb, Mod::Idx, above, firstLane, 31);
+    kb.if_then(lane == 0u, [&] {
+      kb.store(kb.index(rs.state, kb.u32(0), 8), kb.cvt(prefix | (d << shift), Type::u64()));
+      kb.store(kb.index(rs.state, kb.u32(1), 8), want - a);
+    }, "select");
+  }, "scan");
+}
+
+// What pickDigit stored: the prefix (u32) and what is left of the target (u64).
+std::vector<Value> pickedDigit(KernelBuilder& kb, const RadixScratch& rs) {
+  return {kb.cvt(kb.load(kb.index(rs.state, kb.u32(0), 8), Type::u64()), Type::u32(), "prefix"),
+          kb.load(kb.index(rs.state, kb.u32(1), 8), Type::u64(), "remaining")};
+}
+
 // The largest key t such that the weights of the candidates with key >= t add up to at least the
-// target: targetOf(total of the candidates' weights), 1 <= target <= total. keyWeight(x) gives
-// an element's key, u64 weight and whether it is a candidate; forEach(visit) visits the row.
-// Four passes of one key byte each, most significant first: every thread adds the weights of the
-// candidates whose higher bytes are the prefix chosen so far into the bins of their next byte
-// (shared atomics), then warp 0 scans the bins from the top (8 a lane, a shuffle scan over the
-// lanes) for the one where the running sum reaches what is left of the target.
+// target: targetOf(total of the candidates' weights), 1 <= target <= total. Four passes of one
+// key byte each, most significant first: countPass, then pickDigit.
 template <class ForEach, class KeyWeight, class TargetOf>
 Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach forEach, KeyWeight keyWeight,
                   TargetOf targetOf) {
@@ -429,63 +504,79 @@ Value radixSelect(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach 
       [&](Value pass, std::span<Value> c) {
         Value prefix = c[0], remaining = c[1];
         Value shift = (24u - pass * 8u).named("shift");
-        // The bits above this pass's byte, which must be the prefix's (none in the first pass).
-        Value high = kb.select(pass == 0u, kb.u32(0), kb.u32(0xFFFFFFFFu) << (shift + 8u), "high");
-        for (unsigned i = 0; i < 2 * kBinWords / kArgmaxBlock; ++i)
-          kb.store(kb.index(rs.hist, tid + i * kArgmaxBlock, 4), kb.u32(0));
+        Value first = (pass == 0u).named("first");
+        kb.store(kb.index(rs.sums, tid, 8), countPass(kb, tid, rs, forEach, keyWeight, prefix, shift, highBits(kb, first, shift)));
         kb.bar_sync();
-        forEach([&](Value x) {
-          const auto kw = keyWeight(x);  // clang 14 cannot capture structured bindings
-          Value key = std::get<0>(kw), weight = std::get<1>(kw), candidate = std::get<2>(kw);
-          Value match = (candidate & ((key & high) == prefix)).named("match");
-          kb.if_then(match, [&] { addToBin(kb, rs, binSlot((key >> shift) & 0xFFu), tid & (kBinCopies - 1), weight); }, "bin");
-        });
+        pickDigit(kb, tid, rs, first, prefix, remaining, shift, targetOf);
         kb.bar_sync();
-        kb.store(kb.index(rs.sums, tid, 8), binSum(kb, rs, tid));
-        kb.bar_sync();
-        kb.if_then(tid < 32u, [&] {
-          Value lane = tid;
-          // Lane l holds the bins of ranks 8l ... 8l + 7 (digits 255 - 8l down to 248 - 8l): the
-          // running sum over the lanes goes from the top.
-          std::vector<Value> bin;
-          Value sum = kb.u64(0);
-          for (unsigned i = 0; i < 8; ++i) {
-            bin.push_back(kb.load(kb.index(rs.sums, lane + 32 * i, 8), Type::u64(), "bin"));
-            sum = (sum + bin.back()).named("lane_sum");
-          }
-          Value incl = sum;
-          for (uint32_t off = 1; off < 32; off *= 2) {
-            Value other = shfl64(kb, Mod::Up, incl, kb.u32(off), 0);
-            incl = kb.select(lane >= off, incl + other, incl, "running");
-          }
-          Value want = kb.select(pass == 0u, targetOf(shfl64(kb, Mod::Idx, incl, kb.u32(31), 31)), remaining, "want");
-          Value ballot = kb.bitcast(kb.vote(Mod::Ballot, incl >= want), Type::u32(), "reached");
-          Value first = (kb.popc(ballot ^ (ballot - 1u)) - 1u).named("first_lane");
-          // Every lane finds its own crossing; the first lane that reaches the target has the one.
-          Value cum = (incl - sum).named("above"), above = cum, digit = kb.u32(0), hitBefore = kb.pred(false);
-          for (unsigned i = 0; i < 8; ++i) {
-            Value next = cum + bin[i];
-            Value hit = kb.bit_not(hitBefore) & (next >= want);
-            digit = kb.select(hit, (kRadixBins - 1 - i) - lane * 8u, digit);
-            above = kb.select(hit, cum, above);
-            hitBefore = hitBefore | hit;
-            cum = next;
-          }
-          Value d = kb.shfl_sync(Mod::Idx, digit, kb.bitcast(first, Type::of(Scalar::B32)), kb.b32(31),
-                                 kb.b32(0xFFFFFFFFu), "digit");
-          Value a = shfl64(kb, Mod::Idx, above, first, 31);
-          kb.if_then(lane == 0u, [&] {
-            kb.store(kb.index(rs.state, kb.u32(0), 8), kb.cvt(prefix | (d << shift), Type::u64()));
-            kb.store(kb.index(rs.state, kb.u32(1), 8), want - a);
-          }, "select");
-        }, "scan");
-        kb.bar_sync();
-        return std::vector<Value>{kb.cvt(kb.load(kb.index(rs.state, kb.u32(0), 8), Type::u64()), Type::u32(), "prefix"),
-                                  kb.load(kb.index(rs.state, kb.u32(1), 8), Type::u64(), "remaining")};
+        return pickedDigit(kb, rs);
       },
       {.label = "radix", .iv = "pass", .carried = {"prefix", "remaining"}});
   return found[0];
 }
+
+// What both sample_cutoff kernels declare and read: the parameters after cols, the radix
+// selection's shared arrays and row `row`'s filter values.
+struct CutoffParams {
+  Value temperature, topK, topP, minP;
+};
+CutoffParams cutoffParams(KernelBuilder& kb, bool perRow) {
+  return {rowParam(kb, Type::f32(), "temperature", perRow), rowParam(kb, Type::u32(), "top_k", perRow),
+          rowParam(kb, Type::f32(), "top_p", perRow), rowParam(kb, Type::f32(), "min_p", perRow)};
+}
+CutoffParams cutoffValues(KernelBuilder& kb, const CutoffParams& p, bool perRow, Value row) {
+  return {rowValue(kb, p.temperature, Type::f32(), perRow, row, "temperature_r"),
+          rowValue(kb, p.topK, Type::u32(), perRow, row, "top_k_r"), rowValue(kb, p.topP, Type::f32(), perRow, row, "top_p_r"),
+          rowValue(kb, p.minP, Type::f32(), perRow, row, "min_p_r")};
+}
+RadixScratch radixScratch(KernelBuilder& kb) {
+  return {kb.shared_addr(kb.shared("hist", Type::u32(), 2 * kBinWords, 16), "hist"),
+          kb.shared_addr(kb.shared("sums", Type::u64(), kRadixBins, 8), "sums"),
+          kb.shared_addr(kb.shared("select", Type::u64(), 2, 8), "state")};
+}
+
+// top_k's passes: every element a candidate of weight 1 (the row has no NaN where it matters).
+auto topKWeight(KernelBuilder& kb) {
+  return [&kb](Value v) { return std::tuple{orderKey(kb, v), kb.u64(1), kb.pred(true)}; };
+}
+
+// top_p's passes, over what top_k kept (keys >= keyK): weights relative to the maximum's, 2^32
+// for it, as u64 fixed point.
+struct TopPWeight {
+  KernelBuilder& kb;
+  Value scale2, bias, keyK;
+  TopPWeight(KernelBuilder& b, Value temperature, Value xmax, Value keyK)
+      : kb(b), scale2((kLog2e / temperature).named("scale2")), bias((b.neg(xmax) * scale2).named("bias")), keyK(keyK) {}
+  std::tuple<Value, Value, Value> operator()(Value v) const {
+    Value key = orderKey(kb, v);
+    Value w = ex2Approx(kb, kb.fma(v, scale2, bias), "weight");
+    return {key, kb.cvt(w * 0x1p32f, Type::u64(), {Mod::Rni}, "fixed"), key >= keyK};
+  }
+};
+
+// top_p's target: the fewest largest weights reaching top_p of the total, at least one.
+Value topPTarget(KernelBuilder& kb, Value topP, Value total) {
+  Value t = kb.cvt(kb.cvt(total, Type::f32()) * topP, Type::u64(), {Mod::Rpi}, "target");
+  return kb.min(kb.max(t, kb.u64(1)), total, "target");
+}
+
+// The cutoff of a sampling row from its maximum and the keys top_k and top_p found (0 when off):
+// min_p's threshold beside them, p_j >= min_p max p, x_j >= xmax + T ln(min_p) (min_p above 1
+// counts as 1), and the largest of the three. No key below -inf's (0x007FFFFF) excludes anything.
+// A maximum that is not finite is what the sampler takes (the first NaN, a +inf, the -inf of a
+// row of -inf): the cutoff keeps it.
+Value cutoffOf(KernelBuilder& kb, const CutoffParams& f, Value xmax, Value keyK, Value keyP) {
+  Value finite = (kb.abs(xmax) < std::numeric_limits<float>::infinity()).named("finite");
+  Value logMinP = (kb.lg2(kb.min(f.minP, kb.f32(1.0f))) * std::numbers::ln2_v<float>).named("ln_min_p");
+  Value tau = kb.fma(f.temperature, logMinP, xmax, "tau");
+  Value keyM = kb.select((f.minP > 0.0f) & kb.setp(Mod::Num, tau, tau), orderKey(kb, tau), kb.u32(0), "key_min_p");
+  Value key = kb.max(kb.max(keyK, keyP), keyM, "cut_key");
+  return kb.select(finite, kb.select(key > 0x007FFFFFu, keyValue(kb, key), negInf(kb)), xmax);
+}
+
+// Which filters run: top_k when 0 < top_k < cols, top_p when top_p < 1, both only when sampling.
+Value topKOn(Value cols, const CutoffParams& f) { return ((f.temperature > 0.0f) & (f.topK > 0u) & (f.topK < cols)).named("top_k_on"); }
+Value topPOn(const CutoffParams& f) { return ((f.temperature > 0.0f) & (f.topP < 1.0f)).named("top_p_on"); }
 
 std::optional<ir::Module> buildSampleCutoff(Storage s, bool perRow, ir::Diagnostics& diags) {
   ir::Module m = newModule();
@@ -494,78 +585,188 @@ std::optional<ir::Module> buildSampleCutoff(Storage s, bool perRow, ir::Diagnost
   Value cutoff = kb.param(kGlobalPtr, "cutoff");
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
-  Value temperatureP = rowParam(kb, Type::f32(), "temperature", perRow);
-  Value topKP = rowParam(kb, Type::u32(), "top_k", perRow);
-  Value topPP = rowParam(kb, Type::f32(), "top_p", perRow);
-  Value minPP = rowParam(kb, Type::f32(), "min_p", perRow);
+  const CutoffParams params = cutoffParams(kb, perRow);
   kb.reqntid(kArgmaxBlock);
   // At ptxas's default of about 32 registers a few of the values that live across the passes
   // spill; 4 resident blocks allow 64.
   kb.minnctapersm(4);
   SharedArray scratch = argmaxScratch(kb);
-  const RadixScratch rs{kb.shared_addr(kb.shared("hist", Type::u32(), 2 * kBinWords, 16), "hist"),
-                        kb.shared_addr(kb.shared("sums", Type::u64(), kRadixBins, 8), "sums"),
-                        kb.shared_addr(kb.shared("select", Type::u64(), 2, 8), "state")};
+  const RadixScratch rs = radixScratch(kb);
 
   kb.if_then(cols == 0u, [&] { kb.ret(); }, "empty");
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
-  Value temperature = rowValue(kb, temperatureP, Type::f32(), perRow, row, "temperature_r");
-  Value topK = rowValue(kb, topKP, Type::u32(), perRow, row, "top_k_r");
-  Value topP = rowValue(kb, topPP, Type::f32(), perRow, row, "top_p_r");
-  Value minP = rowValue(kb, minPP, Type::f32(), perRow, row, "min_p_r");
+  const CutoffParams f = cutoffValues(kb, params, perRow, row);
   Value xrow = kb.index(x, kb.mul_wide(row, cols), bytesOf(s), "xrow");
   Value vectorOk = argmaxVectorOk(kb, x, cols, s);
   auto forEach = [&](auto visit) { forEachElement(kb, s, tid, xrow, cols, vectorOk, visit); };
 
   Value maxKey = blockBest(kb, scanRange(kb, s, tid, xrow, cols, vectorOk, kArgmaxUnroll, kArgmaxUnroll), tid, scratch).key;
   Value xmax = keyValue(kb, maxKey).named("xmax");
-  Value finite = (kb.abs(xmax) < std::numeric_limits<float>::infinity()).named("finite");
-  Value sampling = (temperature > 0.0f).named("sampling");
   // Branches on parameters only: xmax comes out of shuffles, which the barrier check cannot
   // prove uniform, so a row whose maximum is not finite runs the passes too (on keys and weights
   // that mean nothing) and takes its maximum at the end.
   std::vector<Value> cut = kb.if_else(
-      sampling,
+      f.temperature > 0.0f,
       [&] {
-        // top_k: the k-th largest key (every element a candidate: the row has no NaN here).
+        // top_k: the k-th largest key.
         Value keyK = kb.if_else(
-            (topK > 0u) & (topK < cols),
+            topKOn(cols, f),
             [&] {
-              return radixSelect(kb, tid, rs, forEach,
-                                 [&](Value v) { return std::tuple{orderKey(kb, v), kb.u64(1), kb.pred(true)}; },
-                                 [&](Value) { return kb.cvt(topK, Type::u64()); });
+              return radixSelect(kb, tid, rs, forEach, topKWeight(kb), [&](Value) { return kb.cvt(f.topK, Type::u64()); });
             },
             [&] { return kb.u32(0); }, {.label = "top_k", .results = {"key_k"}})[0];
-        // top_p over what top_k kept: weights relative to the maximum's, 2^32 for it.
-        Value scale2 = (kLog2e / temperature).named("scale2");
-        Value bias = (kb.neg(xmax) * scale2).named("bias");
         Value keyP = kb.if_else(
-            topP < 1.0f,
+            topPOn(f),
             [&] {
-              auto keyWeight = [&](Value v) {
-                Value key = orderKey(kb, v);
-                Value w = ex2Approx(kb, kb.fma(v, scale2, bias), "weight");
-                return std::tuple{key, kb.cvt(w * 0x1p32f, Type::u64(), {Mod::Rni}, "fixed"), key >= keyK};
-              };
-              auto targetOf = [&](Value total) {
-                Value t = kb.cvt(kb.cvt(total, Type::f32()) * topP, Type::u64(), {Mod::Rpi}, "target");
-                return kb.min(kb.max(t, kb.u64(1)), total, "target");
-              };
-              return radixSelect(kb, tid, rs, forEach, keyWeight, targetOf);
+              return radixSelect(kb, tid, rs, forEach, TopPWeight(kb, f.temperature, xmax, keyK),
+                                 [&](Value total) { return topPTarget(kb, f.topP, total); });
             },
             [&] { return kb.u32(0); }, {.label = "top_p", .results = {"key_p"}})[0];
-        // min_p: p_j >= min_p max p, x_j >= xmax + T ln(min_p) (min_p above 1 counts as 1).
-        Value logMinP = (kb.lg2(kb.min(minP, kb.f32(1.0f))) * std::numbers::ln2_v<float>).named("ln_min_p");
-        Value tau = kb.fma(temperature, logMinP, xmax, "tau");
-        Value keyM = kb.select((minP > 0.0f) & kb.setp(Mod::Num, tau, tau), orderKey(kb, tau), kb.u32(0), "key_min_p");
-        Value key = kb.max(kb.max(keyK, keyP), keyM, "cut_key");
-        // No key below -inf's (0x007FFFFF) excludes anything. A maximum that is not finite is what
-        // the sampler takes (the first NaN, a +inf, the -inf of a row of -inf): the cutoff keeps it.
-        return kb.select(finite, kb.select(key > 0x007FFFFFu, keyValue(kb, key), negInf(kb)), xmax);
+        return cutoffOf(kb, f, xmax, keyK, keyP);
       },
       [&] { return negInf(kb); }, {.label = "filters", .results = {"cut"}});
   kb.if_then(tid == 0u, [&] { kb.store(kb.index(cutoff, row, 4), cut[0]); }, "write");
+  kb.ret();
+  return finish(kb, m, diags);
+}
+
+// sample_cutoff_split: the same cutoff over blocks of `chunk` elements of a row, in kCutoffSteps
+// launches of one kernel (`step` 0 ... 9), so that a long row at a small batch (decode of one
+// request over a 128K vocabulary) is read by many SMs rather than one. Step 0 writes each
+// chunk's maximum key and zeroes the bins; steps 1-4 are top_k's passes and 5-8 top_p's, each
+// adding its chunk's bins (folded in shared memory as sample_cutoff's) to the row's bins of the
+// pass in `work` by u64 global atomics; each step from 2 on first picks the previous pass's
+// digit from those bins (every block the same: exact integer sums), block 0 recording it; step 9
+// forms the cutoff in block 0. The sums and picks are sample_cutoff's, so the cutoff is its
+// cutoff bit for bit. work, per row (u64 words): the eight passes' bins (kRadixBins each, in
+// bin-slot order), then the pick after each pass (prefix, remaining), the row's maximum key
+// (step 1, block 0), padding, and one maximum key per chunk.
+constexpr unsigned kCutoffSteps = 10;
+constexpr uint32_t kCutoffPasses = 8;
+constexpr uint32_t kWorkPicks = kCutoffPasses * kRadixBins;
+constexpr uint32_t kWorkMax = kWorkPicks + 2 * kCutoffPasses;
+constexpr uint32_t kWorkFixed = kWorkMax + 8;  // then the chunks' maximum keys
+constexpr unsigned kCutoffChunk = 2048;
+
+std::optional<ir::Module> buildSampleCutoffSplit(Storage s, bool perRow, unsigned chunk, ir::Diagnostics& diags) {
+  ir::Module m = newModule();
+  KernelBuilder kb(m, "sample_cutoff_split");
+  Value x = kb.param(kGlobalPtr, "x");
+  Value cutoff = kb.param(kGlobalPtr, "cutoff");
+  Value work = kb.param(kGlobalPtr, "work");
+  kb.param(Type::u32(), "rows");  // the launch rule's grid height
+  Value cols = kb.param(Type::u32(), "cols");
+  const CutoffParams params = cutoffParams(kb, perRow);
+  Value step = kb.param(Type::u32(), "step");
+  kb.reqntid(kArgmaxBlock);
+  kb.minnctapersm(4);
+  SharedArray scratch = argmaxScratch(kb);
+  const RadixScratch rs = radixScratch(kb);
+
+  kb.if_then((cols == 0u) | (step >= kCutoffSteps), [&] { kb.ret(); }, "idle");
+  Value tid = kb.tid(Mod::X, "tid");
+  RowChunk c = rowChunk(kb, cols, chunk);  // clang 14 cannot capture structured bindings
+  Value lead = (c.chunk == 0u).named("lead");
+  // Step 9 is block 0's alone.
+  kb.if_then((step == kCutoffSteps - 1) & kb.bit_not(lead), [&] { kb.ret(); }, "spare");
+  const CutoffParams f = cutoffValues(kb, params, perRow, c.row);
+  Value wrow = kb.index(work, kb.mul_wide(c.row, c.chunks + kWorkFixed), 8, "wrow");
+  auto word = [&](Value i) { return kb.index(wrow, i, 8); };
+  Value xchunk = kb.index(x, kb.mul_wide(c.row, cols) + kb.cvt(c.start, Type::u64()), bytesOf(s), "xchunk");
+  Value vectorOk = argmaxVectorOk(kb, x, cols, s);
+  auto forEach = [&](auto visit) { forEachElement(kb, s, tid, xchunk, c.len, vectorOk, visit); };
+  Value kOn = topKOn(cols, f), pOn = topPOn(f);
+
+  kb.if_then(step == 0u, [&] {
+    const unsigned perThread = chunk / kArgmaxBlock;
+    Value key = blockBest(kb, scanRange(kb, s, tid, xchunk, c.len, vectorOk, std::clamp(perThread / vecElems(s), 1u, kArgmaxUnroll),
+                                        std::min(perThread, kArgmaxUnroll)), tid, scratch).key;
+    kb.if_then(tid == 0u, [&] { kb.store(word(c.chunk + kWorkFixed), kb.cvt(key, Type::u64())); }, "partial");
+    // The bins of the filters that run: top_k's passes first, then top_p's.
+    Value from = kb.select(kOn, kb.u32(0), kb.u32(kWorkPicks / 2), "from");
+    Value to = kb.select(pOn, kb.u32(kWorkPicks), kb.u32(kWorkPicks / 2), "to");
+    kb.for_range(from + c.chunk * kArgmaxBlock + tid, to, c.chunks * kArgmaxBlock,
+                 [&](Value i) { kb.store(word(i), kb.u64(0)); }, {.label = "zero", .iv = "i"});
+    kb.ret();
+  }, "maximum");
+  // Step 1, block 0: the row's maximum key from the chunks'.
+  kb.if_then((step == 1u) & lead, [&] {
+    Best none = nothing(kb);
+    std::vector<Value> mine = kb.for_range(
+        tid, c.chunks, kArgmaxBlock, {none.key, none.idx},
+        [&](Value k, std::span<Value> acc) {
+          Best b = better(kb, {acc[0], acc[1]}, {kb.cvt(kb.load(word(kWorkFixed + k), Type::u64()), Type::u32()), k});
+          return std::vector<Value>{b.key, b.idx};
+        },
+        {.label = "chunks", .iv = "k", .carried = {"best_key", "best_idx"}});
+    Value key = blockBest(kb, {mine[0], mine[1]}, tid, scratch).key;
+    kb.if_then(tid == 0u, [&] { kb.store(word(kb.u32(kWorkMax)), kb.cvt(key, Type::u64())); }, "max");
+  }, "row_max");
+
+  // The previous pass's pick, q = step - 2, when its filter ran (on top_k's first pass, and
+  // top_p's, prefix and remaining are not read).
+  Value q = (step - 2u).named("q");
+  Value qOn = ((step >= 2u) & (((step <= 5u) & kOn) | ((step > 5u) & pOn))).named("q_on");
+  std::vector<Value> picked = kb.if_else(
+      qOn,
+      [&] {
+        Value first = ((q & 3u) == 0u).named("first");
+        std::vector<Value> before = kb.if_else(
+            first, [&] { return std::vector<Value>{kb.u32(0), kb.u64(0)}; },
+            [&] {
+              Value at = (kWorkPicks + 2u * (q - 1u)).named("at");
+              return std::vector<Value>{kb.cvt(kb.load(word(at), Type::u64()), Type::u32()), kb.load(word(at + 1u), Type::u64())};
+            },
+            {.label = "before", .results = {"prefix", "remaining"}});
+        kb.store(kb.index(rs.sums, tid, 8), kb.load(word(q * kRadixBins + tid), Type::u64(), "bins"));
+        kb.bar_sync();
+        Value topK64 = kb.cvt(f.topK, Type::u64());
+        pickDigit(kb, tid, rs, first, before[0], before[1], (24u - (q & 3u) * 8u).named("shift"),
+                  [&](Value total) { return kb.select(q < 4u, topK64, topPTarget(kb, f.topP, total)); });
+        kb.bar_sync();
+        std::vector<Value> p = pickedDigit(kb, rs);
+        kb.if_then(lead & (tid == 0u), [&] {
+          Value at = (kWorkPicks + 2u * q).named("at");
+          kb.store(word(at), kb.cvt(p[0], Type::u64()));
+          kb.store(word(at + 1u), p[1]);
+        }, "record");
+        return p;
+      },
+      [&] { return std::vector<Value>{kb.u32(0), kb.u64(0)}; }, {.label = "pick", .results = {"prefix", "remaining"}});
+
+  // top_k's key, read where top_p needs it: picked at step 5, recorded by then.
+  auto keyK = [&] {
+    return kb.if_else(
+        kOn,
+        [&] {
+          return kb.if_else(step == 5u, [&] { return picked[0]; },
+                            [&] { return kb.cvt(kb.load(word(kb.u32(kWorkPicks + 2 * 3)), Type::u64()), Type::u32()); },
+                            {.label = "recorded", .results = {"key_k"}})[0];
+        },
+        [&] { return kb.u32(0); }, {.label = "top_k", .results = {"key_k"}})[0];
+  };
+  auto xmaxOf = [&] { return keyValue(kb, kb.cvt(kb.load(word(kb.u32(kWorkMax)), Type::u64()), Type::u32())).named("xmax"); };
+
+  // This step's pass, p = step - 1: the chunk's bins added to the row's.
+  Value p = (step - 1u).named("p");
+  Value shift = (24u - (p & 3u) * 8u).named("shift");
+  Value high = highBits(kb, (p & 3u) == 0u, shift);
+  Value prefix = kb.select((p & 3u) == 0u, kb.u32(0), picked[0], "prefix");
+  auto addBins = [&](Value bin) {
+    kb.if_then(bin != uint64_t{0}, [&] { kb.atom(Mod::AAdd, word(p * kRadixBins + tid), bin); }, "add");
+  };
+  kb.if_then((step >= 1u) & (step <= 4u) & kOn,
+             [&] { addBins(countPass(kb, tid, rs, forEach, topKWeight(kb), prefix, shift, high)); }, "top_k_pass");
+  kb.if_then((step >= 5u) & (step <= 8u) & pOn, [&] {
+    addBins(countPass(kb, tid, rs, forEach, TopPWeight(kb, f.temperature, xmaxOf(), keyK()), prefix, shift, high));
+  }, "top_p_pass");
+
+  kb.if_then(step == kCutoffSteps - 1, [&] {
+    Value cut = kb.select(f.temperature > 0.0f, cutoffOf(kb, f, xmaxOf(), keyK(), kb.select(pOn, picked[0], kb.u32(0))),
+                          negInf(kb), "cut");
+    kb.if_then(tid == 0u, [&] { kb.store(kb.index(cutoff, c.row, 4), cut); }, "write");
+  }, "finish");
   kb.ret();
   return finish(kb, m, diags);
 }
@@ -898,6 +1099,33 @@ void addRowOps(std::vector<Template>& out) {
   out.back().elements = allElements({storageElements({"x"}), u32Elements({"top_k"})});  // top_k: with per_row
   out.back().extents = allExtents(
       {sameExtent({"x"}, rows * cols), sameExtent({"cutoff", "temperature", "top_k", "top_p", "min_p"}, rows)});
+  const std::string steps = std::to_string(kCutoffSteps);
+  out.push_back({
+      "sample_cutoff_split",
+      "sample_cutoff over chunks of a row, for long rows at a small batch (decode over a large vocabulary): launched " +
+          steps + " times in order with step = 0 ... " + std::to_string(kCutoffSteps - 1) +
+          " (the same arguments otherwise; step " + std::to_string(kCutoffSteps - 1) +
+          " writes cutoff), it writes sample_cutoff's cutoff bit for bit; block (c, r) reads chunk c of row r; work "
+          "(8-byte aligned) holds rows * (" + std::to_string(kWorkFixed) +
+          " + ceil_div(cols, chunk)) u64 words between the launches, none of them read before step 0 writes them; "
+          "rows <= 65535 (the grid's height); blocks of 256 threads",
+      {dtypeOption(), perRowOption("temperature, top_k, top_p and min_p"),
+       intOption("chunk", kCutoffChunk, kArgmaxBlock, 65536,
+                 "row elements a block reads: ceil_div(cols, chunk) blocks a row", kArgmaxBlock)},
+      [](const Options& o, ir::Diagnostics& d) {
+        return buildSampleCutoffSplit(storageOption(o), o.flag("per_row"), unsigned(o.integer("chunk")), d);
+      },
+      [](const Options& o) {
+        return LaunchRule{{kArgmaxBlock}, {ceilDiv(Expr::param("cols"), uint64_t(o.integer("chunk"))), Expr::param("rows")}, 0};
+      },
+  });
+  out.back().elements = allElements({storageElements({"x"}), u32Elements({"top_k", "work"})});
+  out.back().extents = [](const Options& o) {
+    const Expr rows = Expr::param("rows"), cols = Expr::param("cols");
+    return allExtents({sameExtent({"x"}, rows * cols),
+                       sameExtent({"work"}, rows * (ceilDiv(cols, uint64_t(o.integer("chunk"))) + kWorkFixed) * 2),
+                       sameExtent({"cutoff", "temperature", "top_k", "top_p", "min_p"}, rows)})(o);
+  };
   out.push_back({
       "transpose",
       "y[c * rows + r] = x[r * cols + c] through a padded shared tile of TxT elements (T = 32 for f32, 64 "

@@ -375,18 +375,48 @@ struct Filters {
   float p, minP;
 };
 
+// sample_cutoff_split's cutoff: `call` (every argument but work and step) launched once a step,
+// work carried from one launch to the next; it starts as garbage, which step 0 must not read.
+constexpr uint32_t kSplitChunk = 1024, kSplitSteps = 10, kSplitWorkFixed = 2072;
+std::vector<float> runCutoffSplit(Runner& r, const Call& call, uint32_t rows, uint32_t cols) {
+  const uint32_t chunks = (cols + kSplitChunk - 1) / kSplitChunk;
+  std::vector<uint32_t> work(size_t(rows) * (kSplitWorkFixed + chunks) * 2, 0xA5A5A5A5u);
+  std::vector<float> cutoff(rows, 12345.0f);
+  for (uint32_t step = 0; step < kSplitSteps; ++step) {
+    Outputs out = r.run(Call(call).buffer("work", work).buffer("cutoff", cutoff).scalar("step", step));
+    work = out.get<uint32_t>("work");
+    std::vector<float> now = out.get<float>("cutoff");
+    if (step + 1 < kSplitSteps)
+      CHECK_MESSAGE(std::memcmp(now.data(), cutoff.data(), 4 * rows) == 0, "step " << step << " wrote cutoff");
+    cutoff = now;
+  }
+  return cutoff;
+}
+
+// sample_cutoff's thresholds, which sample_cutoff_split's must equal bit for bit on the first
+// five rows (unless `split` is false: the split kernel's ten launches cost the interpreter
+// several times one's).
 std::vector<float> runCutoff(Runner& r, Dtype d, const std::vector<float>& x, uint32_t rows, uint32_t cols, Filters f,
-                             uint32_t misalign = 0) {
-  return r.run(Call("rowops", kernelName("sample_cutoff", d))
-                   .buffer("x", encode(d, x), misalign)
-                   .buffer("cutoff", std::vector<float>(rows, 12345.0f))
-                   .scalar("rows", rows)
-                   .scalar("cols", cols)
-                   .scalar("temperature", f.t)
-                   .scalar("top_k", f.k)
-                   .scalar("top_p", f.p)
-                   .scalar("min_p", f.minP))
-      .get<float>("cutoff");
+                             uint32_t misalign = 0, bool split = true) {
+  auto args = [&](Call c, uint32_t n) {
+    return c.buffer("x", encode(d, std::vector<float>(x.begin(), x.begin() + ptrdiff_t(n) * cols)), misalign)
+        .scalar("rows", n)
+        .scalar("cols", cols)
+        .scalar("temperature", f.t)
+        .scalar("top_k", f.k)
+        .scalar("top_p", f.p)
+        .scalar("min_p", f.minP);
+  };
+  std::vector<float> got =
+      r.run(args(Call("rowops", kernelName("sample_cutoff", d)), rows).buffer("cutoff", std::vector<float>(rows, 12345.0f)))
+          .get<float>("cutoff");
+  if (!split) return got;
+  const uint32_t some = std::min(rows, 5u);
+  std::vector<float> other = runCutoffSplit(r, args(Call("rowops", kernelName("sample_cutoff_split", d)), some), some, cols);
+  CHECK_MESSAGE(std::memcmp(got.data(), other.data(), 4 * some) == 0,
+                "sample_cutoff_split differs: " << dtypeName(d) << " cols " << cols << " t " << f.t << " k " << f.k
+                                                << " p " << f.p << " min_p " << f.minP << " misalign " << misalign);
+  return got;
 }
 
 // sample_cutoff's threshold in double, from the definition: the k-th largest value; the value at
@@ -466,10 +496,15 @@ LIBRARY_TEST("sample_cutoff keeps what top-k, top-p and min-p keep", sampleCutof
                                       {0.5f, 0, 1.0f, 0.1f},         {1.0f, 0, 1.0f, 1.0f},  {1.0f, 0, 1.0f, 3.0f},
                                       {1.0f, 0, 1.0f, nan},          {1.0f, 40, 0.8f, 0.0f}, {1.5f, 20, 0.95f, 0.05f},
                                       {1.0f, 3, 0.99f, 0.3f}};
-      for (const Filters& f : filters)
+      for (size_t i = 0; i < filters.size(); ++i)
         for (uint32_t misalign : {0u, uint32_t(dtypeBytes(d))}) {
+          const Filters& f = filters[i];
           if (misalign && cols < 1000) continue;
-          std::vector<float> got = runCutoff(r, d, x, rows, cols, f, misalign);
+          // The split kernel over one chunk (7), and five with a short last one (4099, misaligned
+          // in f32: the scalar path), under no filter, each alone, and together.
+          const bool someFilters = i == 0 || i == 1 || i == 4 || i == 9 || i == 13 || i == 14 || i == 15;
+          const bool split = someFilters && (cols == 7 || (cols == 4099 && (misalign == 0 || d == Dtype::F32)));
+          std::vector<float> got = runCutoff(r, d, x, rows, cols, f, misalign, split);
           for (uint32_t row = 0; row < rows; ++row) {
             const float* xr = &x[size_t(row) * cols];
             RefCut want = refCutoff(xr, cols, f);
@@ -557,7 +592,7 @@ LIBRARY_TEST("argmax sample with cutoff draws from the filtered distribution", a
   std::vector<float> x;
   for (uint32_t row = 0; row < rows; ++row) x.insert(x.end(), logits.begin(), logits.end());
   const Filters f{1.0f, 7, 0.9f, 0.1f};  // top_k 7 drops -0.5, -1 and -3; top_p 0.25 and 0; min_p (2 + ln 0.1) nothing more
-  std::vector<float> cut = runCutoff(r, Dtype::F32, x, rows, cols, f);
+  std::vector<float> cut = runCutoff(r, Dtype::F32, x, rows, cols, f, 0, false);
   CHECK(cut[0] == 0.5f);
   std::vector<uint32_t> got = runSample(r, Dtype::F32, x, rows, cols, f.t, uint32_t(seed()), false, &cut);
   std::vector<double> count(cols, 0.0), p(cols, 0.0);
@@ -830,19 +865,23 @@ LIBRARY_TEST("per_row sampling parameters", perRowSampling) {
     std::vector<float> t, p, mp;
     std::vector<uint32_t> k;
     for (const Filters& g : f) t.push_back(g.t), k.push_back(g.k), p.push_back(g.p), mp.push_back(g.minP);
-    std::vector<float> got = r.run(Call("rowops", "sample_cutoff_f32_per_row")
-                                       .buffer("x", x)
-                                       .buffer("cutoff", std::vector<float>(rows, 12345.0f))
-                                       .scalar("rows", rows)
-                                       .scalar("cols", cols)
-                                       .buffer("temperature", t)
-                                       .buffer("top_k", k)
-                                       .buffer("top_p", p)
-                                       .buffer("min_p", mp))
-                                 .get<float>("cutoff");
+    auto args = [&](Call c) {
+      return c.buffer("x", x)
+          .scalar("rows", rows)
+          .scalar("cols", cols)
+          .buffer("temperature", t)
+          .buffer("top_k", k)
+          .buffer("top_p", p)
+          .buffer("min_p", mp);
+    };
+    std::vector<float> got =
+        r.run(args(Call("rowops", "sample_cutoff_f32_per_row")).buffer("cutoff", std::vector<float>(rows, 12345.0f)))
+            .get<float>("cutoff");
+    std::vector<float> split = runCutoffSplit(r, args(Call("rowops", "sample_cutoff_split_f32_per_row")), rows, cols);
     for (uint32_t row = 0; row < rows; ++row) {
-      const float want = runCutoff(r, Dtype::F32, x, rows, cols, f[row])[row];
+      const float want = runCutoff(r, Dtype::F32, x, rows, cols, f[row], 0, false)[row];
       CHECK_MESSAGE(std::memcmp(&got[row], &want, 4) == 0, "row " << row << ": " << got[row] << ", want " << want);
+      CHECK_MESSAGE(std::memcmp(&split[row], &want, 4) == 0, "split row " << row << ": " << split[row] << ", want " << want);
     }
   }
   {

@@ -202,7 +202,7 @@ Case rowCase(const std::string& name, const std::string& dtype, uint32_t rows, u
   size_t es = sizeOf(dtype), n = size_t(rows) * cols;
   Fill f = fillOf(dtype);
   std::string k = name + "_" + dtype;
-  const std::string op = name.substr(0, name.find("_c4096"));
+  const std::string op = name == "sample_filtered_block" ? "sample_filtered" : name.substr(0, name.find("_c4096"));
   const bool few = rows < kFewRows && op == name;  // the split pairs
   const float eps = 1e-5f;
   if (op == "softmax" && few) {
@@ -260,17 +260,33 @@ Case rowCase(const std::string& name, const std::string& dtype, uint32_t rows, u
   } else if (op == "sample_filtered") {
     // Sampling with top_k 50, top_p 0.9 and min_p 0.05 at temperature 0.8: sample_cutoff writes
     // each row's threshold, then argmax's sample with cutoff draws (few rows: its split pair).
+    // Few rows take sample_cutoff_split's ten launches (sample_filtered_block: sample_cutoff's one
+    // block a row beside them).
+    const bool fewRows = rows < kFewRows;
     c.buffers = {{n * es, f}, {size_t(rows) * 4, Fill::Zero}, {size_t(rows) * 4, Fill::Zero}};
-    c.launches = {{"sample_cutoff_" + dtype,
-                   {buf("x", 0), buf("cutoff", 1), val("rows", rows), val("cols", cols), val("temperature", 0.8f),
-                    val("top_k", 50u), val("top_p", 0.9f), val("min_p", 0.05f)}}};
-    if (few) {
+    const std::vector<ArgSpec> filters{val("temperature", 0.8f), val("top_k", 50u), val("top_p", 0.9f), val("min_p", 0.05f)};
+    if (fewRows && name == op) {
+      const uint32_t chunk = 2048;  // the template's default
+      c.buffers.push_back({size_t(rows) * (2072 + (cols + chunk - 1) / chunk) * 8, Fill::Zero});
+      for (uint32_t step = 0; step < 10; ++step) {
+        std::vector<ArgSpec> args{buf("x", 0), buf("cutoff", 1), buf("work", 3), val("rows", rows), val("cols", cols)};
+        args.insert(args.end(), filters.begin(), filters.end());
+        args.push_back(val("step", step));
+        c.launches.push_back({"sample_cutoff_split_" + dtype, args});
+      }
+    } else {
+      std::vector<ArgSpec> args{buf("x", 0), buf("cutoff", 1), val("rows", rows), val("cols", cols)};
+      args.insert(args.end(), filters.begin(), filters.end());
+      c.launches = {{"sample_cutoff_" + dtype, args}};
+    }
+    if (fewRows) {
       size_t partial = size_t(rows) * ((cols + 31) / 32) * 8;
       c.buffers.push_back({partial, Fill::Zero});
+      const int p = int(c.buffers.size()) - 1;
       c.launches.push_back({"argmax_sample_cutoff_partial_" + dtype,
-                            {buf("x", 0), buf("partial", 3), val("rows", rows), val("cols", cols),
+                            {buf("x", 0), buf("partial", p), val("rows", rows), val("cols", cols),
                              val("temperature", 0.8f), val("seed", 1234u), buf("cutoff", 1)}});
-      c.launches.push_back({"argmax_merge", {buf("partial", 3), buf("index", 2), val("rows", rows), val("cols", cols)}});
+      c.launches.push_back({"argmax_merge", {buf("partial", p), buf("index", 2), val("rows", rows), val("cols", cols)}});
     } else {
       c.launches.push_back({"argmax_sample_cutoff_" + dtype,
                             {buf("x", 0), buf("index", 2), val("rows", rows), val("cols", cols), val("temperature", 0.8f),
@@ -1079,8 +1095,10 @@ std::vector<Case> cases(Sizes sizes) {
   // over LLaMA 2's 32000 (one block a row).
   out.push_back(rowCase("argmax_sample", "f32", 1, vocab));
   out.push_back(rowCase("argmax_sample", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
-  // The same with top-k, top-p and min-p (sample_cutoff first), beside PyTorch's sort-based filters.
+  // The same with top-k, top-p and min-p (sample_cutoff first), beside PyTorch's sort-based filters;
+  // one row by sample_cutoff_split's ten launches, and by sample_cutoff's one block.
   out.push_back(rowCase("sample_filtered", "f32", 1, vocab));
+  out.push_back(rowCase("sample_filtered_block", "f32", 1, vocab));
   out.push_back(rowCase("sample_filtered", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
   // Repetition, frequency and presence penalties over 2048 tokens seen by each of 32 sequences.
   out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
@@ -1932,7 +1950,11 @@ int checkCases(const std::string& path, bool quick) {
       if (!why.empty()) break;
     }
     // What runs: the case's launches, then its reference (our launches around cuBLAS's products).
-    for (size_t li = 0; li < c.launches.size(); ++li) calls += (li ? " + " : "") + c.launches[li].kernel;
+    // A kernel launched several times in a row (sample_cutoff_split's steps) is named once, "K x10".
+    for (size_t li = 0, n = 1; li < c.launches.size(); li += n) {
+      for (n = 1; li + n < c.launches.size() && c.launches[li + n].kernel == c.launches[li].kernel;) ++n;
+      calls += (li ? " + " : "") + c.launches[li].kernel + (n > 1 ? " x" + std::to_string(n) : "");
+    }
     for (size_t li = 0; li < c.refLaunches.size(); ++li) calls += (li ? " + " : ", ref: ") + c.refLaunches[li].kernel;
     if (c.refM) calls += c.refW2 >= 0 ? " + 2 cublasGemmEx" : " + cublasGemmEx";
     for (const Launch& l : c.refThen) calls += " + " + l.kernel;

@@ -48,6 +48,8 @@ def make_case(torch, op, shape, dtype):
     set shares tensors it only partly touches, like kv_scatter's caches)."""
     if op in ("layernorm_c4096", "rmsnorm_c4096", "quantize_fp8_c4096"):  # our kernels for rows of at most 4096: the same op
         op = op[:-len("_c4096")]
+    if op == "sample_filtered_block":  # sample_cutoff's one block a row: the same op
+        op = "sample_filtered"
     if op.startswith(("gemv_q_", "gemm_q_", "gemm_q64_", "dequantize_", "rmsnorm_quantize_", "swiglu_quantize_")) or \
             dtype not in ("f32", "bf16"):
         return None  # ggml-quantized weights, q8_1 blocks, fused quantizations: PyTorch has no kernel for them
