@@ -8,6 +8,7 @@
 namespace tn::kernels::lib {
 
 using ir::Mod;
+using ir::Scalar;
 using ir::Type;
 
 namespace {
@@ -92,9 +93,13 @@ constexpr unsigned kMaskGroup = 8;  // elements a thread: one byte of a mask wor
 constexpr unsigned kMaskSpan = kMaskBlock * kMaskGroup;  // elements a block
 
 // Block (c, r) covers elements [c * kMaskSpan, (c + 1) * kMaskSpan) of row r, thread t the 8 of
-// byte t % 4 of mask word c * 64 + t / 4. Logits whose bit is 1 are not touched, the others
-// stored -inf without being read: where a whole byte is 0 and the row is 16-byte aligned, by
-// 16-byte stores (one of bf16/f16, two of f32), else element by element.
+// byte t % 4 of mask word c * 64 + t / 4. Where the row is 16-byte aligned and the 8 lie inside
+// it, by 16-byte accesses (one of bf16/f16, two of f32): a byte of zeros stores -inf without a
+// read, a byte of ones does nothing, and a mixed byte reads the 8, replaces the masked ones' bits
+// by -inf's and stores all 8 (the allowed ones' bits unchanged, NaN payloads too): whole 32-byte
+// sectors, where a store of each masked element alone leaves sectors partly written, which
+// memory with ECC completes by reading them. Elsewhere (a row's tail, a misaligned row) the
+// masked elements are stored -inf one by one and the others not touched.
 // With `indices`, block row y masks row indices[y] of logits and of the mask (xgrammar's indices:
 // the rows of a batch that have a grammar), skipping an index at or past `batch`.
 std::optional<ir::Module> buildTokenBitmask(Storage s, bool indexed, ir::Diagnostics& diags) {
@@ -123,15 +128,46 @@ std::optional<ir::Module> buildTokenBitmask(Storage s, bool indexed, ir::Diagnos
     Value bits = ((word >> ((first >> 3u) & 3u) * 8u) & 0xFFu).named("bits");
     Value xrow = kb.index(logits, kb.mul_wide(row, cols), bytesOf(s), "xrow");
     Value at = kb.index(xrow, first, bytesOf(s), "at");
-    Value whole = ((bits == 0u) & (cols - first >= kMaskGroup) & allAligned(kb, {xrow}, 16, "row_aligned")).named("whole");
+    Value whole = ((cols - first >= kMaskGroup) & allAligned(kb, {xrow}, 16, "row_aligned")).named("whole");
     kb.if_else(
         whole,
         [&] {
           // 16-byte aligned: the row is, and `first` is a multiple of 8 elements (16 or 32 bytes).
           Value p = assumeAligned16(kb, at, "at16");
           const unsigned V = vecElems(s);
-          const std::vector<Value> inf(V, negInf(kb));
-          for (unsigned v = 0; v < kMaskGroup; v += V) storeVecF32(kb, v == 0 ? p : kb.ptradd(p, kb.u64(16)), inf, s);
+          auto vec = [&](unsigned v) { return v == 0 ? p : kb.ptradd(p, kb.u64(16)); };
+          kb.if_else(
+              bits == 0u,
+              [&] {
+                const std::vector<Value> inf(V, negInf(kb));
+                for (unsigned v = 0; v < kMaskGroup; v += V) storeVecF32(kb, vec(v), inf, s);
+              },
+              [&] {
+                kb.if_then(bits != 0xFFu, [&] {
+                  // Element e's bits are word e (f32), or half e % 2 of word e / 2.
+                  const Type v4 = Type::of(Scalar::B32, 4);
+                  std::vector<Value> raw;
+                  for (unsigned v = 0; v < kMaskGroup; v += V) raw.push_back(kb.load(vec(v), v4, "raw"));
+                  const unsigned perWord = 4 / bytesOf(s);
+                  const uint32_t elemMask = perWord == 1 ? 0xFFFFFFFFu : 0xFFFFu;
+                  const uint32_t infBits = s == Storage::F32 ? 0xFF800000u : s == Storage::BF16 ? 0xFF80FF80u : 0xFC00FC00u;
+                  for (unsigned v = 0; v < raw.size(); ++v) {
+                    std::vector<Value> words;
+                    for (unsigned j = 0; j < 4; ++j) {
+                      Value keep = kb.b32(0);
+                      for (unsigned h = 0; h < perWord; ++h) {
+                        const unsigned e = v * V + j * perWord + h;
+                        keep = keep | kb.select(((bits >> e) & 1u) == 0u, kb.b32(0), kb.b32(elemMask << (16 * h)));
+                      }
+                      keep = keep.named("keep");
+                      Value w = kb.extract(raw[v], j);
+                      words.push_back(((w & keep) | (kb.b32(infBits) & kb.bit_not(keep))).named("masked"));
+                    }
+                    kb.store(vec(v * V), kb.pack(v4, words, "chunk_bits"));
+                  }
+                }, "mixed");
+              },
+              {.label = "byte"});
         },
         [&] {
           for (unsigned i = 0; i < kMaskGroup; ++i)
@@ -200,8 +236,9 @@ void addPenalties(std::vector<Template>& out) {
       "token_bitmask",
       "in place on row r of logits (rows x cols): element j becomes -inf where bit j % 32 of the u32 word "
       "mask[r * ceil_div(cols, 32) + j / 32] is 0 (a 1 allows the token: the allowed-token bitmask of constrained "
-      "decoding, as xgrammar lays it out), and is not touched where it is 1; blocks of 256 threads, 2048 "
-      "elements each; rows <= 65535 (the grid's height)",
+      "decoding, as xgrammar lays it out), and keeps its bits where it is 1 (rewritten unchanged where 8 aligned "
+      "elements of one mask byte mix both); blocks of 256 threads, 2048 elements each; rows <= 65535 (the grid's "
+      "height)",
       {dtypeOption("dtype", "storage type of the logits"),
        option("indices", false,
               "mask only rows indices[0 ... rows) (u32, after mask) of logits and of mask, which hold batch rows "
