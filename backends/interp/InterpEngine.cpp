@@ -294,7 +294,8 @@ struct Launch {
   // --check-races on global memory (docs/interpreter.md, "Checks"): loads are recorded only from
   // memory some st of the kernel may write, the buffers (by tag) or allocations (by base) its
   // written parameters (and its TMA stores' maps) point into, or all memory with trackAll; loads
-  // enter the check between blocks only when no global atomic or membar can order the blocks.
+  // enter the check between blocks only when no membar can order the blocks (atomics alone are
+  // relaxed: without a fence, no block's plain accesses are ordered after another's).
   bool globalRaces = false, trackAll = false, crossBlockReads = false;
   std::vector<uint8_t> trackedTags{};
   std::vector<uint64_t> trackedBases{};
@@ -2254,9 +2255,7 @@ void prepareGlobalRaces(Launch& l) {
   const Program& p = l.p;
   l.globalRaces = true;
   l.trackAll = p.writesAnywhere;
-  l.crossBlockReads = !hasGlobalAtomics(p) && std::none_of(p.code.begin(), p.code.end(), [](const Code& k) {
-    return k.op == Op::Membar;
-  });
+  l.crossBlockReads = std::none_of(p.code.begin(), p.code.end(), [](const Code& k) { return k.op == Op::Membar; });
   l.trackedTags.assign(l.memory.buffers.size() + 1, 0);
   auto mark = [&](uint64_t pointer) {
     if (!l.memory.device) {
@@ -2273,7 +2272,7 @@ void prepareGlobalRaces(Launch& l) {
 
 // --check-races between blocks: the first byte, in address order, that two blocks touch through
 // plain accesses, one of them writing it. Nothing orders the blocks of a launch (loads take part
-// only where no atomic or membar could order them: Launch::crossBlockReads). Reported at the
+// only where no membar could order them: Launch::crossBlockReads). Reported at the
 // access of the later block. Also the first byte an ld.nc reads that any thread of the launch
 // writes, reported at the load.
 std::optional<Error> crossBlockRace(const Launch& l, std::vector<Span>& spans) {
