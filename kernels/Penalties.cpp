@@ -97,8 +97,9 @@ constexpr unsigned kMaskSpan = kMaskBlock * kMaskGroup;  // elements a block
 // it, by 16-byte accesses (one of bf16/f16, two of f32): a byte of zeros stores -inf without a
 // read, a byte of ones does nothing, and a mixed byte reads the 8, replaces the masked ones' bits
 // by -inf's and stores all 8 (the allowed ones' bits unchanged, NaN payloads too): whole 32-byte
-// sectors, where a store of each masked element alone leaves sectors partly written, which
-// memory with ECC completes by reading them. Elsewhere (a row's tail, a misaligned row) the
+// sectors, where a store of each masked element alone leaves sectors partly written (which HBM,
+// its ECC computed over whole sectors, must complete by a read: our reading of the H200's 0.31 x
+// the copy, not a measured fact). Elsewhere (a row's tail, a misaligned row) the
 // masked elements are stored -inf one by one and the others not touched.
 // With `indices`, block row y masks row indices[y] of logits and of the mask (xgrammar's indices:
 // the rows of a batch that have a grammar), skipping an index at or past `batch`.

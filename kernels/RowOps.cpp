@@ -418,7 +418,8 @@ Value binSlot(Value digit) {
 // `high` masks (the bytes chosen by earlier passes) added into the bin of its byte at `shift`
 // (shared atomics); returns this thread's bin, slot tid, folded from its copies. keyWeight(x)
 // gives an element's key, u64 weight and whether it is a candidate; forEach(visit) visits the
-// elements. The barrier before the fold is the caller's to repeat before reusing the bins.
+// elements. Every thread reads the bins in the fold, so a caller that counts again synchronizes
+// in between (radixSelect's pick does).
 template <class ForEach, class KeyWeight>
 Value countPass(KernelBuilder& kb, Value tid, const RadixScratch& rs, ForEach forEach, KeyWeight keyWeight, Value prefix,
                 Value shift, Value high) {
