@@ -16,11 +16,20 @@ namespace {
 constexpr unsigned kBlock = 256;
 constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // a free slot of the table (no token id is that large)
 
+// Elements a thread takes an iteration of the insert and apply loops, all their global loads
+// issued before the first is used: one loop iteration waits one load, not one a token (a row of
+// 2048 ids is 8 a thread, its table of 4097 slots 17).
+constexpr unsigned kBatch = 8;
+
 // One block per row. The row's n tokens are counted in an open-addressing hash table in dynamic
 // shared memory: 2n + 1 slots of (token, count), so that it is never more than half full and a
 // probe sequence always ends. Each thread inserts its tokens (atom.cas claims a slot, atom.add
 // counts), then after a barrier each distinct token's logit is rewritten once, by the thread that
 // owns its slot, from its count: the result does not depend on the order of the atomics.
+// Both loops take kBatch elements i, i + 256, ... a thread an iteration; an index past the end
+// reads element i again (and does nothing with it), and a thread's empty slots read a logit that
+// one of its own slots of the batch rewrites (after the read), so no load leaves its tensor or
+// meets another thread's store.
 std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "logit_penalties");
@@ -46,25 +55,42 @@ std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics
   }, {.label = "clear", .iv = "i"});
   kb.bar_sync();
 
+  // The batch's indices i, i + 256, ... below `end`: (index to read, whether it is in range; the
+  // first always is).
+  auto batch = [&](Value i, Value end) {
+    std::vector<std::pair<Value, Value>> out = {{i, kb.pred(true)}};
+    for (unsigned u = 1; u < kBatch; ++u) {
+      Value iu = (i + kBlock * u).named("i_next");
+      Value in = (iu < end).named("in_range");
+      out.push_back({kb.select(in, iu, i, "i_read"), in});
+    }
+    return out;
+  };
+
   Value trow = kb.index(tokens, kb.mul_wide(row, n), 4, "trow");
-  kb.for_range(tid, n, kBlock, [&](Value i) {
-    Value t = kb.load(kb.index(trow, i, 4), Type::u32(), {Mod::NcMod}, "token");
-    // Ids past the vocabulary (the padding of shorter histories) count for nothing.
-    kb.if_then(t < cols, [&] {
-      // Linear probing from the token's home slot: claim an empty slot or find the token's own.
-      // The table always has an empty slot, so the probe ends within `slots` steps.
-      ir::BlockId probe = kb.block("probe"), next = kb.block("probe.next"), found = kb.block("probe.found");
-      Value slot = kb.block_param(probe, Type::u32(), "slot");
-      kb.br(probe, {((t * 0x9E3779B1u) % slots).named("home")});
-      kb.set_insert_point(probe);
-      Value old = kb.atom_cas(keyAt(slot), kb.u32(kEmpty), t, "old");
-      kb.cbr(((old == kEmpty) | (old == t)).named("mine"), found, next);
-      kb.set_insert_point(next);
-      Value after = (slot + 1u).named("after");
-      kb.br(probe, {kb.select(after == slots, kb.u32(0), after, "wrapped")});
-      kb.set_insert_point(found);
-      kb.atom(Mod::AAdd, countAt(slot), kb.u32(1), "counted");
-    }, "known");
+  kb.for_range(tid, n, kBlock * kBatch, [&](Value i) {
+    std::vector<std::pair<Value, Value>> is = batch(i, n);
+    std::vector<Value> ts;
+    for (auto [iu, in] : is) ts.push_back(kb.load(kb.index(trow, iu, 4), Type::u32(), {Mod::NcMod}, "token"));
+    for (unsigned u = 0; u < kBatch; ++u) {
+      Value t = ts[u];
+      // Ids past the vocabulary (the padding of shorter histories) count for nothing.
+      kb.if_then((is[u].second & (t < cols)).named("counts"), [&] {
+        // Linear probing from the token's home slot: claim an empty slot or find the token's own.
+        // The table always has an empty slot, so the probe ends within `slots` steps.
+        ir::BlockId probe = kb.block("probe"), next = kb.block("probe.next"), found = kb.block("probe.found");
+        Value slot = kb.block_param(probe, Type::u32(), "slot");
+        kb.br(probe, {((t * 0x9E3779B1u) % slots).named("home")});
+        kb.set_insert_point(probe);
+        Value old = kb.atom_cas(keyAt(slot), kb.u32(kEmpty), t, "old");
+        kb.cbr(((old == kEmpty) | (old == t)).named("mine"), found, next);
+        kb.set_insert_point(next);
+        Value after = (slot + 1u).named("after");
+        kb.br(probe, {kb.select(after == slots, kb.u32(0), after, "wrapped")});
+        kb.set_insert_point(found);
+        kb.atom(Mod::AAdd, countAt(slot), kb.u32(1), "counted");
+      }, "known");
+    }
   }, {.label = "insert", .iv = "i"});
   kb.bar_sync();
 
@@ -74,15 +100,32 @@ std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics
   Value frequency = rowValue(kb, frequencyP, Type::f32(), perRow, row, "frequency_r");
   Value presence = rowValue(kb, presenceP, Type::f32(), perRow, row, "presence_r");
   Value xrow = kb.index(logits, kb.mul_wide(row, cols), bytesOf(s), "xrow");
-  kb.for_range(tid, slots, kBlock, [&](Value i) {
-    Value t = kb.load(keyAt(i), Type::u32(), "seen");
-    kb.if_then(t != kEmpty, [&] {
-      Value count = kb.cvt(kb.load(countAt(i), Type::u32(), "count"), Type::f32(), "times");
-      Value p = kb.index(xrow, t, bytesOf(s), "logit_at");
-      Value x = loadF32(kb, p, s, false, "logit");
-      x = kb.select(x > 0.0f, x / repetition, x * repetition, "repeated");
-      storeF32(kb, p, x - kb.fma(count, frequency, presence, "penalty"), s);
-    }, "apply");
+  kb.for_range(tid, slots, kBlock * kBatch, [&](Value i) {
+    std::vector<std::pair<Value, Value>> is = batch(i, slots);
+    std::vector<Value> ts, seen;
+    for (auto [iu, in] : is) {
+      ts.push_back(kb.load(keyAt(iu), Type::u32(), "seen"));
+      seen.push_back((in & (ts.back() != kEmpty)).named("occupied"));
+    }
+    // The batch's last occupied slot's token: where its empty slots read.
+    Value any = seen[0], fallback = ts[0];
+    for (unsigned u = 1; u < kBatch; ++u) {
+      any = (any | seen[u]).named("any");
+      fallback = kb.select(seen[u], ts[u], fallback, "fallback");
+    }
+    kb.if_then(any, [&] {
+      std::vector<Value> ps, xs;
+      for (unsigned u = 0; u < kBatch; ++u) {
+        ps.push_back(kb.index(xrow, kb.select(seen[u], ts[u], fallback, "t_read"), bytesOf(s), "logit_at"));
+        xs.push_back(loadF32(kb, ps.back(), s, false, "logit"));
+      }
+      for (unsigned u = 0; u < kBatch; ++u)
+        kb.if_then(seen[u], [&] {
+          Value count = kb.cvt(kb.load(countAt(is[u].first), Type::u32(), "count"), Type::f32(), "times");
+          Value x = kb.select(xs[u] > 0.0f, xs[u] / repetition, xs[u] * repetition, "repeated");
+          storeF32(kb, ps[u], x - kb.fma(count, frequency, presence, "penalty"), s);
+        }, "apply");
+    }, "batch");
   }, {.label = "apply", .iv = "i"});
   kb.ret();
   return finish(kb, m, diags);
