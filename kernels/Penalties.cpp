@@ -21,20 +21,24 @@ constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // a free slot of the table (no token 
 // 2048 ids is 8 a thread, its table of 4097 slots 17).
 constexpr unsigned kBatch = 8;
 
-// One block per row. The row's n tokens are counted in an open-addressing hash table in dynamic
-// shared memory: 2n + 1 slots of (token, count), so that it is never more than half full and a
-// probe sequence always ends. Each thread inserts its tokens (atom.cas claims a slot, atom.add
-// counts), then after a barrier each distinct token's logit is rewritten once, by the thread that
-// owns its slot, from its count: the result does not depend on the order of the atomics.
+// One block per row. The row's n tokens are counted in an open-addressing hash table of 2n + 1
+// slots of (token, count), so that it is never more than half full and a probe sequence always
+// ends: in dynamic shared memory, or with `globalTable` in the row's own slots of the `table`
+// parameter (histories too long for shared memory; the kernel clears them itself, so the
+// caller's workspace needs no initialization). Each thread inserts its tokens (atom.cas claims a
+// slot, atom.add counts), then after a barrier each distinct token's logit is rewritten once, by
+// the thread that owns its slot, from its count: the result does not depend on the order of the
+// atomics.
 // Both loops take kBatch elements i, i + 256, ... a thread an iteration; an index past the end
 // reads element i again (and does nothing with it), and a thread's empty slots read a logit that
 // one of its own slots of the batch rewrites (after the read), so no load leaves its tensor or
 // meets another thread's store.
-std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics& diags) {
+std::optional<ir::Module> buildPenalties(Storage s, bool perRow, bool globalTable, ir::Diagnostics& diags) {
   ir::Module m = newModule();
   KernelBuilder kb(m, "logit_penalties");
   Value logits = kb.param(kGlobalPtr, "logits");
   Value tokens = kb.param(kGlobalPtr, "tokens");
+  Value tableP = globalTable ? kb.param(kGlobalPtr, "table") : Value();
   kb.param(Type::u32(), "rows");  // read by the launch rule
   Value cols = kb.param(Type::u32(), "cols");
   Value n = kb.param(Type::u32(), "n");
@@ -42,11 +46,15 @@ std::optional<ir::Module> buildPenalties(Storage s, bool perRow, ir::Diagnostics
   Value frequencyP = rowParam(kb, Type::f32(), "frequency", perRow);
   Value presenceP = rowParam(kb, Type::f32(), "presence", perRow);
   kb.reqntid(kBlock);
-  Value table = kb.shared_addr(kb.shared_dynamic("table", Type::u32(), 8), "table");
 
   Value tid = kb.tid(Mod::X, "tid");
   Value row = kb.ctaid(Mod::X, "row");
   Value slots = (n * 2u + 1u).named("slots");
+  // Either way the block's own table: its barriers order the clearing, the atomics and the reads
+  // of global memory as they do shared memory's (each slot read after the barrier that follows
+  // the last atomic on it).
+  Value table = globalTable ? kb.index(tableP, kb.mul_wide(row, slots * 2u), 4, "row_table")
+                            : kb.shared_addr(kb.shared_dynamic("table", Type::u32(), 8), "table");
   auto keyAt = [&](Value slot) { return kb.index(table, slot * 2u, 4, "key_at"); };
   auto countAt = [&](Value slot) { return kb.index(table, slot * 2u + 1u, 4, "count_at"); };
   kb.for_range(tid, slots, kBlock, [&](Value i) {
@@ -264,17 +272,25 @@ void addPenalties(std::vector<Template>& out) {
       "below cols (others are padding): x = x > 0 ? x / repetition : x * repetition, then x -= count * "
       "frequency + presence (count: the id's occurrences in the n; vLLM's and llama.cpp's penalties; "
       "1, 0, 0 leave x as it is); one block of 256 threads per row, a hash table of (2n + 1) * 8 bytes "
-      "of dynamic shared memory",
-      {dtypeOption("dtype", "storage type of the logits; math is f32"), perRowOption("repetition, frequency and presence")},
-      [](const Options& o, ir::Diagnostics& d) { return buildPenalties(storageOption(o), o.flag("per_row"), d); },
-      [](const Options&) {
-        return LaunchRule{{kBlock}, {Expr::param("rows")}, Expr::param("n") * Expr(16) + Expr(8)};
+      "of dynamic shared memory (or, with table = \"global\", of a workspace parameter)",
+      {dtypeOption("dtype", "storage type of the logits; math is f32"), perRowOption("repetition, frequency and presence"),
+       choiceOption("table", "shared", {"shared", "global"},
+                    "where each row's hash table of (2n + 1) * 8 bytes lies: dynamic shared memory (a history of "
+                    "at most about 14.5K ids on sm_90), or \"global\": u32 table[rows * (2n + 1) * 2] after tokens, "
+                    "a workspace the kernel clears itself (any n below 2^30)")},
+      [](const Options& o, ir::Diagnostics& d) {
+        return buildPenalties(storageOption(o), o.flag("per_row"), o.text("table") == "global", d);
+      },
+      [](const Options& o) {
+        const bool global = o.text("table") == "global";
+        return LaunchRule{{kBlock}, {Expr::param("rows")}, global ? Expr(0) : Expr::param("n") * Expr(16) + Expr(8)};
       },
   });
-  out.back().elements = u32Elements({"tokens"});
+  out.back().elements = u32Elements({"tokens", "table"});
   const Expr rows = Expr::param("rows");
   out.back().extents = allExtents({sameExtent({"logits"}, rows * Expr::param("cols")),
                                    sameExtent({"tokens"}, rows * Expr::param("n")),
+                                   sameExtent({"table"}, rows * (Expr::param("n") * Expr(4) + Expr(2))),
                                    sameExtent({"repetition", "frequency", "presence"}, rows)});
   out.push_back({
       "token_bitmask",

@@ -641,14 +641,18 @@ std::vector<float> refPenalties(std::vector<float> x, const std::vector<uint32_t
 
 // Histories with many repeats (ids from a narrow range, so that the hash table's probes collide),
 // padding ids at and past cols, empty histories; each logit is exact (f32 division and fma, then
-// the storage type's rounding), every other element's bits untouched.
+// the storage type's rounding), every other element's bits untouched. The tables in shared memory
+// and in global memory (table = "global": a workspace of garbage the kernel must clear, and a
+// history of 20000 ids, past what shared memory holds on any GPU).
 LIBRARY_TEST("logit_penalties: repetition, frequency and presence", logitPenalties) {
   std::mt19937 rng(seed());
   const Penalty penalties[] = {{1.3f, 0.25f, 0.5f}, {0.8f, 0.0f, 0.0f}, {1.0f, -0.1f, 1.0f}, {1.0f, 0.0f, 0.0f}};
+  for (bool global : {false, true})
   for (Dtype d : kDtypes)
     for (uint32_t cols : {7u, 1000u, 32000u})
-      for (uint32_t n : {0u, 1u, 17u, 300u, 2000u, 5000u}) {
+      for (uint32_t n : {0u, 1u, 17u, 300u, 2000u, 5000u, 20000u}) {
         if (n == 5000 && (d != Dtype::F32 || cols != 32000)) continue;  // a table past 48 KiB once
+        if (n == 20000 && (!global || d != Dtype::F32 || cols != 32000)) continue;
         const uint32_t rows = 3;
         std::vector<float> x = roundTo(d, uniform(rng, size_t(rows) * cols, -3.0f, 3.0f));
         x[0] = 0.0f;
@@ -669,21 +673,21 @@ LIBRARY_TEST("logit_penalties: repetition, frequency and presence", logitPenalti
             if (t * 0x9E3779B1u % slots == slots - 1) tokens[n + k++] = t;
         }
         const Penalty& p = penalties[(cols + n) % std::size(penalties)];
-        std::vector<std::byte> got = r.run(Call("rowops", kernelName("logit_penalties", d))
-                                               .buffer("logits", encode(d, x))
-                                               .buffer("tokens", tokens)
-                                               .scalar("rows", rows)
-                                               .scalar("cols", cols)
-                                               .scalar("n", n)
-                                               .scalar("repetition", p.repetition)
-                                               .scalar("frequency", p.frequency)
-                                               .scalar("presence", p.presence))
-                                         .get<std::byte>("logits");
+        Call call("rowops", kernelName(global ? "logit_penalties_global" : "logit_penalties", d));
+        call.buffer("logits", encode(d, x)).buffer("tokens", tokens);
+        if (global) call.buffer("table", std::vector<uint32_t>(size_t(rows) * (2 * n + 1) * 2, 0x5A5A5A5Au));
+        call.scalar("rows", rows)
+            .scalar("cols", cols)
+            .scalar("n", n)
+            .scalar("repetition", p.repetition)
+            .scalar("frequency", p.frequency)
+            .scalar("presence", p.presence);
+        std::vector<std::byte> got = r.run(call).get<std::byte>("logits");
         std::vector<std::byte> want = encode(d, refPenalties(x, tokens, rows, cols, n, p));
         size_t differ = 0, first = 0;
         for (size_t i = 0; i < got.size(); ++i)
           if (got[i] != want[i] && differ++ == 0) first = i / dtypeBytes(d);
-        CHECK_MESSAGE(differ == 0, dtypeName(d) << " cols " << cols << " n " << n << ": " << differ
+        CHECK_MESSAGE(differ == 0, (global ? "global table, " : "") << dtypeName(d) << " cols " << cols << " n " << n << ": " << differ
                                                << " bytes differ, the first in element " << first << " (seed " << seed()
                                                << ")");
       }

@@ -670,12 +670,20 @@ Case embeddingCase(const std::string& format, uint32_t tokens, uint32_t rows, ui
 
 // Sampling's penalties on `rows` rows of a `cols` vocabulary, `n` tokens seen per row (distinct
 // random ids). The logits are shared by the buffer sets: a launch touches only the ids' elements.
-Case penaltiesCase(uint32_t rows, uint32_t cols, uint32_t n) {
-  Case c{"logit_penalties", dims(rows, cols) + "x" + std::to_string(n), "f32", {}, {}, 0, 0, 0};
+// `global`: the hash tables in a global workspace (table = "global", one for every buffer set, as
+// a caller reuses it), not counted in the bytes: the same work as the shared tables.
+Case penaltiesCase(uint32_t rows, uint32_t cols, uint32_t n, bool global = false) {
+  Case c{global ? "logit_penalties_global" : "logit_penalties", dims(rows, cols) + "x" + std::to_string(n), "f32",
+         {}, {}, 0, 0, 0};
   c.buffers = {{size_t(rows) * cols * 4, Fill::F32, 0, true}, {size_t(rows) * n * 4, Fill::Positions, cols}};
-  c.launches = {{"logit_penalties_f32",
-                 {buf("logits", 0), buf("tokens", 1), val("rows", rows), val("cols", cols), val("n", n),
-                  val("repetition", 1.3f), val("frequency", 0.25f), val("presence", 0.5f)}}};
+  Launch launch{global ? "logit_penalties_global_f32" : "logit_penalties_f32", {buf("logits", 0), buf("tokens", 1)}};
+  if (global) {
+    c.buffers.push_back({size_t(rows) * (2 * size_t(n) + 1) * 8, Fill::Zero, 0, true});
+    launch.args.push_back(buf("table", 2));
+  }
+  launch.args.insert(launch.args.end(), {val("rows", rows), val("cols", cols), val("n", n), val("repetition", 1.3f),
+                                         val("frequency", 0.25f), val("presence", 0.5f)});
+  c.launches = {launch};
   c.bytes = 12.0 * rows * n;  // the ids, and their logits read and written
   return c;
 }
@@ -1104,6 +1112,8 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(rowCase("sample_filtered", "f32", pick(256, 256, 3), pick(32000, 32000, 700)));
   // Repetition, frequency and presence penalties over 2048 tokens seen by each of 32 sequences.
   out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
+  // A long context's 32768 ids for each of 8 sequences: past shared memory, the global tables.
+  out.push_back(penaltiesCase(pick(8, 8, 2), vocab, pick(32768, 32768, 300), true));
   // A grammar's allowed-token bitmask over a decode batch of 64 rows of the 128k vocabulary.
   out.push_back(bitmaskCase(pick(64, 64, 3), vocab));
   // Mixture of experts at decode: the router of one token and of a batch of 64, and the combine of
