@@ -350,6 +350,36 @@ Expr moeTiles(uint64_t tile) {
   return ceilDiv(pairs, Expr(tile)) + min(Expr::param("n_experts") + Expr(1), pairs);
 }
 
+Value fmix32(Value h) {
+  h = h ^ (h >> 16u);
+  h = h * 0x85EBCA6Bu;
+  h = h ^ (h >> 13u);
+  h = h * 0xC2B2AE35u;
+  return (h ^ (h >> 16u)).named("hash");
+}
+
+Value uniformOf(KernelBuilder& kb, Value h) {
+  return kb.fma(kb.cvt(h >> 8u, Type::f32(), {Mod::Rn}), kb.f32(0x1p-24f), kb.f32(0x1p-25f), "u");
+}
+
+// E = -ln u: by lg2 up to u = 3/4; above, where lg2's absolute error would be a large part of a
+// small E (the winning noise of a long flat row), -ln(1 - w) = 2 atanh(w / (2 - w)) for w = 1 - u
+// (exact), z = w / (2 - w) <= 1/7: the series to z^9 is within 2^-33 of it, and z's rcp.approx
+// (2^-23 relative) keeps E's relative error near one rounding however small it is.
+Value exponentialOf(KernelBuilder& kb, Value h) {
+  Value u = uniformOf(kb, h);
+  Value byLog = (kb.lg2(u) * -std::numbers::ln2_v<float>).named("e_log");
+  Value w = (1.0f - u).named("w");
+  Value z = (w * rcpApprox(kb, 2.0f - w)).named("z");
+  Value z2 = (z * z).named("z2");
+  Value series = kb.fma(z2, kb.f32(1.0f / 9), kb.f32(1.0f / 7));
+  series = kb.fma(z2, series, kb.f32(1.0f / 5));
+  series = kb.fma(z2, series, kb.f32(1.0f / 3));
+  series = kb.fma(z2, series, kb.f32(1.0f));
+  Value byAtanh = (2.0f * z * series).named("e_atanh");
+  return kb.select(u > 0.75f, byAtanh, byLog, "exponential");
+}
+
 Value rcpApprox(KernelBuilder& kb, Value v, std::string_view name) {
   return kb.op(ir::Op::Rcp, Type::f32(), {v}, {Mod::Approx, Mod::FtzMod}, name);
 }

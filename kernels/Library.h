@@ -334,6 +334,15 @@ void warpSpecialize(KernelBuilder& kb, Value tid, unsigned producerRegisters, un
                     const std::function<void()>& produce, const std::function<void(Value consumer)>& consume,
                     const std::function<void()>& helpers = {});
 
+// Sampling's randomness (argmax's sample, spec_verify), counter-based: fmix32 is murmur3's 32-bit
+// finalizer, a bijection of u32 whose every output bit depends on every input bit; uniformOf(h)
+// is the u in [2^-25, 1 - 2^-25] that the hash h gives (a multiple of 2^-25: exact in f32, never
+// 0 or 1), exponentialOf(h) the standard exponential variate -ln u, within about one rounding of
+// it relatively however small it is.
+Value fmix32(Value h);
+Value uniformOf(KernelBuilder& kb, Value h);
+Value exponentialOf(KernelBuilder& kb, Value h);
+
 // Argmax's order (kernels/RowOps.cpp, kernels/Moe.cpp): an unsigned key that orders floats
 // -inf < ... < -0 == +0 < ... < +inf < NaN (every NaN the same); keys of numbers are >= 0x007FFFFF,
 // so 0 means "no element".
@@ -372,6 +381,7 @@ void addNorms(std::vector<Template>& out);
 void addRowOps(std::vector<Template>& out);   // argmax, transpose, kv_scatter
 void addRope(std::vector<Template>& out);
 void addPenalties(std::vector<Template>& out);  // logit_penalties (kernels/Penalties.cpp)
+void addSpeculative(std::vector<Template>& out);  // spec_verify (kernels/Speculative.cpp)
 void addGemv(std::vector<Template>& out);
 void addGemm(std::vector<Template>& out);
 void addAttention(std::vector<Template>& out);  // attention_decode, attention_decode_merge

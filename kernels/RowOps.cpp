@@ -99,15 +99,6 @@ struct Sampler {
   Value cut;      // with the cutoff option: elements below it are never drawn (else invalid)
 };
 
-// murmur3's 32-bit finalizer: a bijection of u32 whose every output bit depends on every input bit.
-Value fmix32(Value h) {
-  h = h ^ (h >> 16u);
-  h = h * 0x85EBCA6Bu;
-  h = h ^ (h >> 13u);
-  h = h * 0xC2B2AE35u;
-  return (h ^ (h >> 16u)).named("hash");
-}
-
 // The sampling parameters as the kernel declares them (sampleParams): scalars, or with per_row
 // arrays of one value per row; `cutoff` (the cutoff option's pointer, or invalid).
 struct SampleParams {
@@ -132,23 +123,7 @@ Sampler samplerOf(KernelBuilder& kb, const SampleParams& sp, Value row, Value of
 // Element `idx` (in the row) of value x as the sampler scores it.
 Value sampleScore(KernelBuilder& kb, const Sampler& smp, Value x, Value idx) {
   // Distinct elements of a row get distinct hashes (odd multiply, xor and fmix32 are bijections).
-  Value h = fmix32((idx * 0x9E3779B1u) ^ smp.rowKey);
-  // u in [2^-25, 1 - 2^-25], a multiple of 2^-25: exact in f32, never 0 or 1.
-  Value u = kb.fma(kb.cvt(h >> 8u, Type::f32(), {Mod::Rn}), kb.f32(0x1p-24f), kb.f32(0x1p-25f), "u");
-  // E = -ln u: by lg2 up to u = 3/4; above, where lg2's absolute error would be a large part of a
-  // small E (the winning noise of a long flat row), -ln(1 - w) = 2 atanh(w / (2 - w)) for w = 1 - u
-  // (exact), z = w / (2 - w) <= 1/7: the series to z^9 is within 2^-33 of it, and z's rcp.approx
-  // (2^-23 relative) keeps E's relative error near one rounding however small it is.
-  Value byLog = (kb.lg2(u) * -std::numbers::ln2_v<float>).named("e_log");
-  Value w = (1.0f - u).named("w");
-  Value z = (w * rcpApprox(kb, 2.0f - w)).named("z");
-  Value z2 = (z * z).named("z2");
-  Value series = kb.fma(z2, kb.f32(1.0f / 9), kb.f32(1.0f / 7));
-  series = kb.fma(z2, series, kb.f32(1.0f / 5));
-  series = kb.fma(z2, series, kb.f32(1.0f / 3));
-  series = kb.fma(z2, series, kb.f32(1.0f));
-  Value byAtanh = (2.0f * z * series).named("e_atanh");
-  Value e = kb.select(u > 0.75f, byAtanh, byLog, "exponential");
+  Value e = exponentialOf(kb, fmix32((idx * 0x9E3779B1u) ^ smp.rowKey));
   Value score = (x * smp.scale2 - kb.lg2(e)).named("score");
   // An excluded element scores -inf: it is drawn only when every element is excluded (a cutoff
   // above the row's maximum, which sample_cutoff never writes), and then the first one is.

@@ -55,6 +55,7 @@ std::vector<Template> makeTemplates() {
   lib::addNorms(all);
   lib::addRowOps(all);
   lib::addPenalties(all);
+  lib::addSpeculative(all);
   lib::addRope(all);
   lib::addGemv(all);
   lib::addGemm(all);
