@@ -152,10 +152,10 @@ bool followsP(const std::vector<double>& count, const std::vector<float>& p, dou
 
 }  // namespace
 
-// Random requests of several draft lengths: drafts drawn from q, some from another distribution
-// (rejected more often), ids past cols (a shorter draft), draft probabilities of 0 at the drafted
-// token and target probabilities of 0; each storage type, with and without draft_probs and per-row
-// seeds. Every acceptance decision is the definition's; the drawn tokens lie in their support.
+// Random requests of several draft lengths: drafts drawn from q, some any token (rejected more
+// often), ids past cols (a shorter draft), draft probabilities of 0 at the drafted token and
+// target probabilities of 0; each storage type, with and without draft_probs and per-row seeds.
+// Every acceptance decision is the definition's; the drawn tokens lie in their support.
 LIBRARY_TEST("spec_verify: acceptance by definition, tokens in their support", specVerifyExact) {
   std::mt19937 rng(seed());
   for (Dtype d : {Dtype::F32, Dtype::BF16})
@@ -248,6 +248,42 @@ LIBRARY_TEST("spec_verify: specials", specVerifySpecials) {
   Result empty = run(r, Dtype::F32, none);
   CHECK(empty.emitted == std::vector<uint32_t>(2, 0u));
   CHECK(empty.out == std::vector<uint32_t>(6, kNoToken));
+}
+
+// Greedy verification by one-hot target rows (p = 1 at the target's argmax): a draft is accepted
+// exactly when it is the argmax, whatever positive probability q gives it, and the token drawn is the argmax of the
+// first position that rejects (or of the last row).
+LIBRARY_TEST("spec_verify: one-hot targets verify greedily", specVerifyGreedy) {
+  std::mt19937 rng(seed());
+  const uint32_t rows = 16, k = 3, cols = 11;
+  for (bool draftProbs : {true, false}) {
+    Verify v{rows, k, cols, {}, {}, {}, uint32_t(rng()), {}, draftProbs};
+    std::vector<uint32_t> argmax;
+    for (uint32_t row = 0; row < rows * (k + 1); ++row) {
+      argmax.push_back(rng() % cols);
+      std::vector<float> p(cols, 0.0f);
+      p[argmax.back()] = 1.0f;
+      v.target.insert(v.target.end(), p.begin(), p.end());
+    }
+    for (uint32_t req = 0; req < rows; ++req)
+      for (uint32_t i = 0; i < k; ++i) {
+        std::vector<float> q = distribution(rng, cols);
+        // Mostly the argmax (long accepted runs), else any token.
+        const uint32_t t = rng() % 3 ? argmax[req * (k + 1) + i] : rng() % cols;
+        q[t] = std::max(q[t], 0.1f);  // a token the draft drew has a positive probability
+        if (draftProbs) v.q.insert(v.q.end(), q.begin(), q.end());
+        v.draft.push_back(t);
+      }
+    Result got = run(r, Dtype::F32, v);
+    check(Dtype::F32, v, got, draftProbs ? "greedy" : "greedy, no draft_probs");
+    for (uint32_t req = 0; req < rows; ++req) {
+      uint32_t s = 0;
+      while (s < k && v.draft[req * k + s] == argmax[req * (k + 1) + s]) ++s;
+      CHECK_MESSAGE(got.emitted[req] == s + 1, "request " << req);
+      for (uint32_t i = 0; i <= s; ++i)
+        CHECK_MESSAGE(got.out[req * (k + 1) + i] == argmax[req * (k + 1) + i], "request " << req << " slot " << i);
+    }
+  }
 }
 
 // The theorem: whatever the draft proposes, the first emitted token follows p_0. Many requests
