@@ -292,7 +292,7 @@ LIBRARY_TEST("spec_verify: one-hot targets verify greedily", specVerifyGreedy) {
 // the first draft was accepted) against p_1; the acceptance rate near sum min(p, q).
 LIBRARY_TEST("spec_verify: the emitted tokens follow the target's distribution", specVerifyDistribution) {
   std::mt19937 rng(seed());
-  const uint32_t rows = 4000, k = 1, cols = 6;
+  const uint32_t rows = 2000, k = 1, cols = 6;
   const std::vector<float> p0 = {0.05f, 0.3f, 0.0f, 0.25f, 0.15f, 0.25f}, p1 = {0.4f, 0.1f, 0.1f, 0.1f, 0.2f, 0.1f};
   const std::vector<float> q0 = {0.3f, 0.1f, 0.2f, 0.3f, 0.1f, 0.0f};
   for (bool draftProbs : {true, false}) {
