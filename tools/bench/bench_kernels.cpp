@@ -688,6 +688,24 @@ Case penaltiesCase(uint32_t rows, uint32_t cols, uint32_t n, bool global = false
   return c;
 }
 
+// Speculative decoding's verification of k drafts for each of `rows` requests over a `cols`
+// vocabulary, in its heaviest form: target rows of zeros, so that every request rejects its first
+// draft and its block reads that position's target and draft rows whole (the residual's draw,
+// then p's fallback in the same pass). The bytes: those two rows a request.
+Case specVerifyCase(uint32_t rows, uint32_t cols, uint32_t k) {
+  Case c{"spec_verify", dims(rows, cols) + "x" + std::to_string(k), "f32", {}, {}, 0, 0, 0};
+  c.buffers = {{size_t(rows) * (k + 1) * cols * 4, Fill::Zero},
+               {size_t(rows) * k * cols * 4, Fill::F32},
+               {size_t(rows) * k * 4, Fill::Positions, cols},
+               {size_t(rows) * (k + 1) * 4, Fill::Zero},
+               {size_t(rows) * 4, Fill::Zero}};
+  c.launches = {{"spec_verify_f32",
+                 {buf("target", 0), buf("draft_probs", 1), buf("draft", 2), buf("out", 3), buf("emitted", 4),
+                  val("rows", rows), val("k", k), val("cols", cols), val("seed", 7u)}}};
+  c.bytes = 8.0 * rows * cols;
+  return c;
+}
+
 // Constrained decoding's allowed-token bitmask on `rows` rows of a `cols` vocabulary: random
 // mask bits (about half the logits set to -inf).
 Case bitmaskCase(uint32_t rows, uint32_t cols) {
@@ -1114,6 +1132,8 @@ std::vector<Case> cases(Sizes sizes) {
   out.push_back(penaltiesCase(pick(32, 32, 3), vocab, pick(2048, 2048, 40)));
   // A long context's 32768 ids for each of 8 sequences: past shared memory, the global tables.
   out.push_back(penaltiesCase(pick(8, 8, 2), vocab, pick(32768, 32768, 300), true));
+  // Speculative decoding: 4 drafts for each of 32 requests verified, each rejecting its first.
+  out.push_back(specVerifyCase(pick(32, 32, 3), vocab, pick(4, 4, 2)));
   // A grammar's allowed-token bitmask over a decode batch of 64 rows of the 128k vocabulary.
   out.push_back(bitmaskCase(pick(64, 64, 3), vocab));
   // Mixture of experts at decode: the router of one token and of a batch of 64, and the combine of
