@@ -381,7 +381,6 @@ Result<std::string> write(const BundleInput& in) {
     ZSTD_CCtx* c;
     ~CtxGuard() { ZSTD_freeCCtx(c); }
   } guard{cctx};
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kCompressionLevel);
   // zstd's content checksum: a reader that uses a few payloads (Verify::Used) checks them by it,
   // as zstd decompresses, instead of hashing each again with FNV-1a (docs/bundle-format.md).
   ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
@@ -486,6 +485,8 @@ Result<std::string> write(const BundleInput& in) {
       if (!r.p->module || !slot) {
         const std::string& raw = r.p->module ? in.modules[*r.p->module].bytes : r.p->bytes;
         std::string z(ZSTD_compressBound(raw.size()), '\0');
+        const int level = r.p->kind == PayloadKind::Cubin ? kCubinCompressionLevel : kTextCompressionLevel;
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
         size_t n = ZSTD_compress2(cctx, z.data(), z.size(), raw.data(), raw.size());
         if (ZSTD_isError(n)) return Error{std::string("zstd compression failed: ") + ZSTD_getErrorName(n)};
         slot = Written{payloads.size(), n, raw.size(), fnv1a64(bytesOf(raw))};
