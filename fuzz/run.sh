@@ -2,8 +2,8 @@
 # Builds and runs the fuzzers (docs/robustness.md, section Fuzzing) in build-fuzz/: clang,
 # libFuzzer, ASan+UBSan, only the fuzz targets and the libraries they link.
 #   fuzz/run.sh smoke [SECONDS]        every fuzzer over its seed corpus, then SECONDS (12) of
-#                                      fuzzing each from the seeds, one fuzzer per CPU at a time
-#                                      (tools/test.sh runs this)
+#                                      fuzzing each from the seeds, in one run each, one fuzzer
+#                                      per CPU at a time (tools/test.sh runs this)
 #   fuzz/run.sh NAME [SECONDS] [ARG..] fuzz NAME (tir, spec, bundle or runtime) for SECONDS (600),
 #                                      growing build-fuzz/fuzz/corpus/NAME; ARGs go to libFuzzer
 # Findings are saved as build-fuzz/fuzz/findings/NAME-crash-* (also -leak-, -timeout-, -oom-);
@@ -38,20 +38,10 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 seeds_of() { if [ "$1" = runtime ]; then echo bundle; else echo "$1"; fi; }
 mkdir -p "$dir/fuzz/findings"
 
-# logged NAME WHAT CMD..: runs CMD with its output in NAME's log; on failure shows the end of the
-# log and says WHAT happened.
-logged() {
-  local name=$1 what=$2
-  shift 2
-  if ! "$@" >"$dir/fuzz/$name.log" 2>&1; then
-    tail -n 60 "$dir/fuzz/$name.log" >&2
-    echo "fuzz: fuzz_$name $what (full log: $dir/fuzz/$name.log)" >&2
-    exit 1
-  fi
-}
-
-# fuzz NAME SECONDS CORPUS_DIR [libFuzzer ARG..]: fuzzes from CORPUS_DIR and the seeds, adding
-# new inputs to CORPUS_DIR; prints how many inputs ran.
+# fuzz NAME SECONDS CORPUS_DIR [libFuzzer ARG..]: runs every input of CORPUS_DIR and the seeds,
+# then fuzzes for SECONDS from them, adding new inputs to CORPUS_DIR; prints how many inputs ran.
+# Its output goes to NAME's log; on failure it shows the end of the log and says whether an input
+# already there failed (before libFuzzer's INITED line) or a new one.
 fuzz() {
   local name=$1 seconds=$2 corpus=$3
   shift 3
@@ -59,43 +49,50 @@ fuzz() {
               -artifact_prefix="$dir/fuzz/findings/$name-")
   if [ -f "$dir/fuzz/$name.dict" ]; then args+=(-dict="$dir/fuzz/$name.dict"); fi
   mkdir -p "$corpus"
-  local start=$SECONDS
-  logged "$name" "found a bug: its input is in $dir/fuzz/findings/" \
-    "$dir/bin/fuzz_$name" "${args[@]}" "$@" "$corpus" "$dir/fuzz/seeds/$(seeds_of "$name")"
-  echo "fuzz: fuzz_$name: $(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz/$name.log") inputs in $((SECONDS - start)) s"
+  local start=$SECONDS log="$dir/fuzz/$name.log" seeds="$dir/fuzz/seeds/$(seeds_of "$name")"
+  if ! "$dir/bin/fuzz_$name" "${args[@]}" "$@" "$corpus" "$seeds" >"$log" 2>&1; then
+    tail -n 60 "$log" >&2
+    if grep -q 'INITED cov' "$log"; then
+      echo "fuzz: fuzz_$name found a bug: its input is in $dir/fuzz/findings/ (full log: $log)" >&2
+    else
+      echo "fuzz: fuzz_$name fails on an input of $seeds or $corpus, saved in $dir/fuzz/findings/ (full log: $log)" >&2
+    fi
+    exit 1
+  fi
+  echo "fuzz: fuzz_$name: every seed passes; $(sed -n 's/^stat::number_of_executed_units: *//p' "$log") inputs in $((SECONDS - start)) s"
 }
 
 # each CMD..: runs `CMD.. NAME` for every fuzzer NAME, as many at once as there are CPUs (each
-# one single-threaded), then prints their output in the fuzzers' order; fails when one failed.
+# one single-threaded), the slowest first (fuzz_spec: its seeds take most of the time) and the
+# next as soon as one ends; then prints their output in the fuzzers' order; fails when one failed.
 each() {
-  local batch=$(nproc) failed=0 i j
-  for ((i = 0; i < ${#names[@]}; i += batch)); do
-    local pids=()
-    for ((j = i; j < i + batch && j < ${#names[@]}; ++j)); do
-      "$@" "${names[j]}" >"$dir/fuzz/${names[j]}.out" 2>&1 &
-      pids+=($!)
-    done
-    for ((j = i; j < i + batch && j < ${#names[@]}; ++j)); do
-      if wait "${pids[j - i]}"; then
-        cat "$dir/fuzz/${names[j]}.out"
-      else
-        cat "$dir/fuzz/${names[j]}.out" >&2
-        failed=1
-      fi
-    done
+  local max=$(nproc) failed=0 name
+  local -A running=() status=()  # pid -> fuzzer, fuzzer -> exit status
+  reap() {
+    local pid rc=0
+    wait -n -p pid || rc=$?
+    status[${running[$pid]}]=$rc
+    unset "running[$pid]"
+  }
+  for name in spec tir bundle runtime; do
+    while ((${#running[@]} >= max)); do reap; done
+    "$@" "$name" >"$dir/fuzz/$name.out" 2>&1 &
+    running[$!]=$name
+  done
+  while ((${#running[@]} > 0)); do reap; done
+  for name in "${names[@]}"; do
+    if [ "${status[$name]}" = 0 ]; then
+      cat "$dir/fuzz/$name.out"
+    else
+      cat "$dir/fuzz/$name.out" >&2
+      failed=1
+    fi
   done
   return $failed
 }
 
-# The seeds alone, so that a failing seed is reported as such.
-check_seeds() {
-  logged "$1" "fails on a seed of $dir/fuzz/seeds/$(seeds_of "$1")" \
-    "$dir/bin/fuzz_$1" -runs=0 "$dir/fuzz/seeds/$(seeds_of "$1")"
-  echo "fuzz: fuzz_$1: every seed passes"
-}
-
-# SECONDS of fuzzing from the seeds, with a fixed libFuzzer seed: CI explores the same inputs
-# each time unless the code changes.
+# Every seed, then SECONDS of fuzzing from them, with a fixed libFuzzer seed: CI explores the same
+# inputs each time unless the code changes.
 smoke() {
   rm -rf "$dir/fuzz/smoke/$1"
   fuzz "$1" "$seconds" "$dir/fuzz/smoke/$1" -seed="${TRUENOC_FUZZ_SEED:-1}"
@@ -103,7 +100,6 @@ smoke() {
 
 if [ "$mode" = smoke ]; then
   seconds=${2:-12}
-  each check_seeds
   each smoke
   exit 0
 fi

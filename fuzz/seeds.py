@@ -57,7 +57,7 @@ copy_all(spec, ["lit-tests"], ["*.test"], lambda text: b"[[kernel]]" in text or 
 # milliseconds each, so the benchmark's 300 take seconds, near the 5-second timeout on a busy
 # machine): such seeds are cut into specs of at most SPEC_KERNELS kernels each, the text before
 # the first [[kernel]] heading each of them, every kernel in one of them.
-SPEC_KERNELS = 8
+SPEC_KERNELS = 4
 for f in sorted(spec.iterdir()):
     lines = f.read_bytes().split(b"\n")
     starts = [i for i, line in enumerate(lines) if line.strip() == b"[[kernel]]"]
