@@ -43,8 +43,9 @@ const char* const kUsage =
     "  --csv FILE   also write the table as CSV, each row as it is measured (input of tools/bench/torch_ref.py)\n"
     "  --quick      small sizes and 5 repetitions: a smoke run\n"
     "  --reps N     timed launches per measurement (default 30; the median is reported)\n"
-    "  --only OP    measure only the cases whose op starts with OP (e.g. gemm_q, under a profiler); a\n"
-    "               comma-separated list takes the cases of each, OP/DTYPE those of that dtype (gemm/s8)\n"
+    "  --only OP    measure (with --check: check) only the cases whose op starts with OP (e.g.\n"
+    "               gemm_q, under a profiler); a comma-separated list takes the cases of each,\n"
+    "               OP/DTYPE those of that dtype (gemm/s8)\n"
     "  --check      check every case's launches against the bundle's signatures (parameter\n"
     "               names, order, types) and list the cases with their byte counts; then, if a\n"
     "               device is there (a GPU, or TRUENORT_DRIVER=sim), run every case once at\n"
@@ -1892,13 +1893,36 @@ std::string checkDequantRef(const std::deque<DeviceMemory>& mem, const Case& c,
   return "";
 }
 
-int runTinyCases(const Context& ctx, const std::string& path) {
+// --only: (op prefix, dtype or empty) pairs, from "OP[/DTYPE],..."; no pair takes every case.
+struct CasePicker {
+  std::vector<std::pair<std::string, std::string>> picks;
+  explicit CasePicker(const std::string& only) {
+    for (size_t at = 0; !only.empty() && at <= only.size();) {
+      const size_t end = std::min(only.find(',', at), only.size());
+      const std::string item = only.substr(at, end - at);
+      const size_t slash = item.find('/');
+      picks.emplace_back(item.substr(0, slash), slash == std::string::npos ? "" : item.substr(slash + 1));
+      at = end + 1;
+    }
+  }
+  bool all() const { return picks.empty(); }
+  static bool matches(const std::pair<std::string, std::string>& pick, const Case& c) {
+    return c.op.starts_with(pick.first) && (pick.second.empty() || c.dtype == pick.second);
+  }
+  bool operator()(const Case& c) const {
+    return picks.empty() || std::any_of(picks.begin(), picks.end(), [&](const auto& p) { return matches(p, c); });
+  }
+};
+
+int runTinyCases(const Context& ctx, const std::string& path, const CasePicker& picked) {
   Stream stream = must(Stream::create(ctx), "stream");
   Bundle bundle = must(Bundle::load_file(ctx, path), "load " + path);
-  std::printf("running every case at tiny sizes on %s (sm_%u)\n", ctx.name().c_str(), ctx.sm());
+  std::printf("running %s at tiny sizes on %s (sm_%u)\n", picked.all() ? "every case" : "the cases of --only",
+              ctx.name().c_str(), ctx.sm());
   std::mt19937 rng(12345);
   int bad = 0;
   for (const Case& c : cases(Sizes::Tiny)) {
+    if (!picked(c)) continue;
     std::string label = c.op + " " + c.shape + " " + c.dtype, why;
     std::deque<DeviceMemory> mem;
     for (const Buffer& b : c.buffers) {
@@ -1942,7 +1966,7 @@ int runTinyCases(const Context& ctx, const std::string& path) {
   return bad ? 1 : 0;
 }
 
-int checkCases(const std::string& path, bool quick) {
+int checkCases(const std::string& path, bool quick, const CasePicker& picked) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto reader =
@@ -1954,6 +1978,7 @@ int checkCases(const std::string& path, bool quick) {
   const tn::bundle::Manifest& manifest = reader.value().manifest();
   int bad = 0;
   for (const Case& c : cases(quick ? Sizes::Quick : Sizes::Full)) {
+    if (!picked(c)) continue;
     std::string label = c.op + " " + c.shape + " " + c.dtype, why, calls;
     std::vector<Launch> all = c.launches;
     all.insert(all.end(), c.refLaunches.begin(), c.refLaunches.end());
@@ -2006,7 +2031,7 @@ int checkCases(const std::string& path, bool quick) {
     std::printf("no device (%s): the cases were not run\n", ctx.error().describe().c_str());
     return 0;
   }
-  return runTinyCases(ctx.value(), path);
+  return runTinyCases(ctx.value(), path, picked);
 }
 
 struct Row {
@@ -2081,30 +2106,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: cannot read %s\n", bundlePath.c_str());
     return 1;
   }
-  if (check) return checkCases(bundlePath, quick);
   const std::vector<Case> all = cases(quick ? Sizes::Quick : Sizes::Full);
-  // --only: (op prefix, dtype or empty) pairs; no pair takes every case.
-  std::vector<std::pair<std::string, std::string>> picks;
-  for (size_t at = 0; !only.empty() && at <= only.size();) {
-    const size_t end = std::min(only.find(',', at), only.size());
-    const std::string item = only.substr(at, end - at);
-    const size_t slash = item.find('/');
-    picks.emplace_back(item.substr(0, slash), slash == std::string::npos ? "" : item.substr(slash + 1));
-    at = end + 1;
-  }
-  auto picked = [&](const Case& c) {
-    return picks.empty() || std::any_of(picks.begin(), picks.end(), [&](const auto& p) {
-             return c.op.starts_with(p.first) && (p.second.empty() || c.dtype == p.second);
-           });
-  };
-  for (const auto& [prefix, dtype] : picks)
-    if (std::none_of(all.begin(), all.end(), [&](const Case& c) {
-          return c.op.starts_with(prefix) && (dtype.empty() || c.dtype == dtype);
-        })) {
-      std::fprintf(stderr, "error: --only: no case's op starts with '%s'%s%s\n", prefix.c_str(),
-                   dtype.empty() ? "" : " with dtype ", dtype.c_str());
+  const CasePicker picked(only);
+  for (const auto& pick : picked.picks)
+    if (std::none_of(all.begin(), all.end(), [&](const Case& c) { return CasePicker::matches(pick, c); })) {
+      std::fprintf(stderr, "error: --only: no case's op starts with '%s'%s%s\n", pick.first.c_str(),
+                   pick.second.empty() ? "" : " with dtype ", pick.second.c_str());
       return 2;
     }
+  if (check) return checkCases(bundlePath, quick, picked);
   if (reps < 0) reps = quick ? 5 : 30;
 
   Context ctx = must(Context::create(0), "context");
