@@ -2,7 +2,7 @@
 // executors: the interpreter (the kernel built from the spec for sm_90, or for sm_90a when that
 // is the spec's only target, through the build's own -O2 pipeline, launched with its launch rule
 // and its tensor maps encoded from the rule as the runtime encodes them, races and
-// uninitialised shared reads checked)
+// uninitialised shared reads checked; at -O0 the results alone)
 // and a GPU (the same spec built into test/library/<family>.tnb by ptxas, loaded and launched
 // through the runtime). A kernel test is written once against Runner and registered for both
 // with LIBRARY_TEST (the interpreter at -O2 and at -O0, and the GPU); the GPU half is in the

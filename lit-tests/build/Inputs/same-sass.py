@@ -12,10 +12,20 @@ import tempfile
 truenoc, nvdisasm, modules, kernels = sys.argv[1:5]
 
 
+disassembled = {}  # cubin bytes -> functions: a module's cubin is disassembled once (nvdisasm takes 0.5 s)
+
+
 def functions(bundle, kernel, target):
     """The instructions of each function of the cubin that holds `kernel` for `target`."""
     cubin = subprocess.run([truenoc, "inspect", bundle, "--extract", f"{kernel}:{target}:cubin"], check=True,
                            capture_output=True).stdout
+    if cubin not in disassembled:
+        disassembled[cubin] = disassemble(cubin)
+    return disassembled[cubin]
+
+
+def disassemble(cubin):
+    """The instructions of each function of a cubin, by name."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "k.cubin")
         with open(path, "wb") as f:
