@@ -100,6 +100,34 @@ std::optional<std::string> cppType(const bundle::Param& p) {
   return "truenoc::embed::Vec<" + scalar + ", " + std::to_string(type.lanes) + ">";
 }
 
+// `bytes` as C++ string literals of 64 bytes each, one to a line, indented: printable ASCII as
+// itself but for `"`, `\\` and `?` (no trigraphs), every other byte as an octal escape of up to
+// three digits, three where an octal digit follows it (an escape ends after three).
+void appendStringLiteral(std::string& out, std::string_view bytes) {
+  constexpr size_t kPerLine = 64;
+  for (size_t line = 0; line < bytes.size(); line += kPerLine) {
+    out += "    \"";
+    const size_t end = std::min(bytes.size(), line + kPerLine);
+    for (size_t i = line; i < end; ++i) {
+      const auto c = static_cast<unsigned char>(bytes[i]);
+      if (c == '"' || c == '\\' || c == '?') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        const bool digitNext = i + 1 < end && bytes[i + 1] >= '0' && bytes[i + 1] <= '7';
+        out += '\\';
+        if (digitNext || c >= 64) out += static_cast<char>('0' + (c >> 6));
+        if (digitNext || c >= 8) out += static_cast<char>('0' + ((c >> 3) & 7));
+        out += static_cast<char>('0' + (c & 7));
+      }
+    }
+    out += "\"\n";
+  }
+  if (bytes.empty()) out += "    \"\"\n";
+}
+
 const char* kInterface = R"TNC(#ifndef TRUENOC_EMBED_INTERFACE_V5
 #define TRUENOC_EMBED_INTERFACE_V5
 // The launch interface shared by every truenoc-generated header (docs/specs.md). C++17.
@@ -667,25 +695,22 @@ int runEmbed(const std::string& input, std::string ns, const std::string& outDir
 
   std::string cpp = banner;
   cpp += "#include \"" + base + ".hpp\"\n\n" + nsOpen + "\nnamespace truenoc_detail {\nnamespace {\n\n";
-  cpp += "alignas(16) const unsigned char kBundle[" + std::to_string(bytes.size()) + "] = {\n";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(bytes[i]);
-    cpp += (i % 16 == 0 ? "    " : " ");
-    cpp += "0x";
-    cpp += kHex[c >> 4];
-    cpp += kHex[c & 15];
-    cpp += ',';
-    if (i % 16 == 15 || i + 1 == bytes.size()) cpp += '\n';
-  }
-  cpp += "};\n\n}  // namespace\n}  // namespace truenoc_detail\n\n";
+  // A string literal, not a list of byte constants: compilers read it about 20 times faster
+  // (a 6.4 MB bundle: 0.5 s against 10.5 s with g++ -O2). Its terminating NUL is not the bundle's.
+  cpp += "constexpr std::size_t kBundleSize = " + std::to_string(bytes.size()) + ";\n";
+  cpp += "#if defined(__GNUC__)\n#pragma GCC diagnostic push\n"
+         "#pragma GCC diagnostic ignored \"-Woverlength-strings\"  // longer than C++'s 65536 minimum\n#endif\n";
+  cpp += "alignas(16) const unsigned char kBundle[kBundleSize + 1] =\n";
+  appendStringLiteral(cpp, bytes);
+  cpp += ";\n#if defined(__GNUC__)\n#pragma GCC diagnostic pop\n#endif\n";
+  cpp += "\n}  // namespace\n}  // namespace truenoc_detail\n\n";
   cpp += "const unsigned char* bundle_bytes() { return truenoc_detail::kBundle; }\n"
-         "std::size_t bundle_size() { return sizeof truenoc_detail::kBundle; }\n";
+         "std::size_t bundle_size() { return truenoc_detail::kBundleSize; }\n";
   for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + definition(m.kernels[i], (*names)[i]);
   cpp += "\n#ifdef TRUENOC_HAVE_RUNTIME\n";
   cpp += "truenort::Result<Kernels> Kernels::load(const truenort::Context& ctx, truenort::LoadOptions opts) {\n"
          "  truenort::Result<truenort::Bundle> b =\n"
-         "      truenort::Bundle::load(ctx, truenort::Span<const std::uint8_t>(truenoc_detail::kBundle, sizeof truenoc_detail::kBundle), opts);\n"
+         "      truenort::Bundle::load(ctx, truenort::Span<const std::uint8_t>(truenoc_detail::kBundle, truenoc_detail::kBundleSize), opts);\n"
          "  if (!b) return b.error();\n"
          "  return Kernels(std::move(b.value()));\n}\n";
   for (size_t i = 0; i < m.kernels.size(); ++i) cpp += "\n" + methodDefinition(m.kernels[i], (*names)[i], ns);
