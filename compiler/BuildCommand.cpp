@@ -1,9 +1,9 @@
 // truenoc build SPEC -o OUT.tnb [-j N] [--targets sm_80,sm_90] [--ptxas PATH] [--ptx-only] [--no-ir]
 //   [--line-info] [--ptxas-timeout SECONDS] [--modules target|kernel] [--depfile FILE]
 // spec -> one instance per kernel -> per target: compile::compile (verifier, -O2, PTX) -> ptxas
-// once per target over all its kernels (a module; or once per kernel), in parallel -> bundle
-// (cubins, the ptxas version, optional PTX, the compiled IR unless turned off) and depfile,
-// written all or nothing (compiler/Output.h).
+// once per module of a target's kernels (up to 1 MiB of PTX; or once per kernel), in parallel ->
+// bundle (cubins, the ptxas version, optional PTX, the compiled IR unless turned off; compressed in
+// parallel) and depfile, written all or nothing (compiler/Output.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +56,7 @@ struct Unit {
 
 // One ptxas run: one kernel's PTX, or a module, the PTX of several kernels of one target together.
 struct Job {
-  std::string name;  // the kernel's, or the bundle's for a module (also ptxas's file names)
+  std::string name;  // the kernel's, or BUNDLE.N for a module (also ptxas's file names)
   bundle::Target target;
   std::vector<size_t> units;  // indices into the units, in spec order
   std::string ptx;
@@ -78,6 +78,9 @@ std::optional<std::vector<bundle::Target>> parseTargetList(const std::string& li
   }
   return out;
 }
+
+// -j: how many ptxas processes or compression threads run at once (default: one per CPU).
+unsigned parallelism(const BuildOpts& o) { return o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency()); }
 
 std::string describe(const bundle::Resources& r) {
   return std::to_string(r.registers) + " registers, " + std::to_string(r.spillStores) + " bytes spill stores, " +
@@ -135,24 +138,39 @@ std::optional<std::string> modulePtx(std::vector<Unit>& units, const std::vector
   return ptx;
 }
 
-// The ptxas jobs: one per target holding all of its kernels (modules = "target"; a target of one
-// kernel needs no module), or one per unit. Every unit gets its job's index.
+// The PTX a module of a target holds at most, unless one kernel is larger (modules = "target"):
+// ptxas assembles the modules of a target in parallel, about a second each, so that a bundle with
+// one target and many kernels builds on many cores; a target's kernels in spec order, cut where
+// the next kernel would pass this. It depends on the PTX alone, not on -j or the machine.
+constexpr size_t kModulePtxBytes = size_t{1} << 20;
+
+// The ptxas jobs: for each target its kernels in modules of at most kModulePtxBytes of PTX
+// (modules = "target"; a module of one kernel is that kernel's own job), or one job per unit. A
+// target's modules are named BUNDLE.1, BUNDLE.2 ... (ptxas's file names: a kernel's name has no
+// dot). Every unit gets its job's index.
 std::vector<Job> jobsOf(const spec::Spec& spec, spec::Spec::Modules modules, std::vector<Unit>& units) {
   std::vector<Job> jobs;
   for (const bundle::Target& target : spec.targets) {
-    std::vector<size_t> members;
-    for (size_t i = 0; i < units.size(); ++i)
-      if (units[i].target == target) members.push_back(i);
-    if (members.empty()) continue;
-    if (modules == spec::Spec::Modules::PerTarget && members.size() > 1) {
+    std::vector<size_t> members;  // of the module being filled
+    size_t ptxBytes = 0;
+    unsigned parts = 0;  // modules of this target so far
+    auto flush = [&] {
       for (size_t i : members) units[i].job = jobs.size();
-      jobs.push_back({spec.name, target, members, {}, {}, false});
-      continue;
+      if (members.size() == 1) {
+        jobs.push_back({spec.kernels[units[members[0]].kernel].name, target, members, units[members[0]].ptx, {}, false});
+      } else if (members.size() > 1) {
+        jobs.push_back({spec.name + "." + std::to_string(++parts), target, members, {}, {}, false});
+      }
+      members.clear();
+      ptxBytes = 0;
+    };
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (units[i].target != target) continue;
+      if (modules == spec::Spec::Modules::PerKernel || ptxBytes + units[i].ptx.size() > kModulePtxBytes) flush();
+      members.push_back(i);
+      ptxBytes += units[i].ptx.size();
     }
-    for (size_t i : members) {
-      units[i].job = jobs.size();
-      jobs.push_back({spec.kernels[units[i].kernel].name, target, {i}, units[i].ptx, {}, false});
-    }
+    flush();
   }
   return jobs;
 }
@@ -166,8 +184,7 @@ bool runJobs(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec&
     printErrorf("%s", tmp.error().c_str());
     return false;
   }
-  unsigned threads = o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  threads = std::min<unsigned>(threads, static_cast<unsigned>(jobs.size()));
+  const unsigned threads = std::min<unsigned>(parallelism(o), static_cast<unsigned>(jobs.size()));
   std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
   std::mutex mu;  // progress lines and `thrown`
@@ -405,7 +422,7 @@ int runBuild(const BuildOpts& o) {
     if (in.ptxFallback) k.payloads.push_back({u.target, bundle::PayloadKind::Ptx, {}, std::move(u.ptx)});
     if (in.ir) k.payloads.push_back({u.target, bundle::PayloadKind::Ir, {}, std::move(u.ir)});
   }
-  auto bytes = bundle::write(in);
+  auto bytes = bundle::write(in, {.threads = parallelism(o)});
   if (!bytes) {
     printErrorf("cannot write the bundle: %s", bytes.error().message.c_str());
     return kInputError;
@@ -423,7 +440,7 @@ Command buildCommand() {
             auto o = std::make_shared<BuildOpts>();
             cli.option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin").required();
             cli.option("-o,--output", o->output, "Output bundle (.tnb), or - for stdout").required();
-            cli.option("-j,--jobs", o->jobs, "Parallel ptxas jobs (default: one per CPU)").range(1, 1024);
+            cli.option("-j,--jobs", o->jobs, "Parallel ptxas runs and compression threads (default: one per CPU)").range(1, 1024);
             cli.option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
             addPtxasOptions(cli, o->ptxas, o->ptxasTimeout);
             cli.flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");
@@ -432,8 +449,8 @@ Command buildCommand() {
                      "Map PTX and cubins to source lines (.tir lines, template builder calls) for "
                      "profilers; on by default with the spec's 'debug = true'");
             cli.option("--modules", o->modules,
-                       "One cubin per target holding every kernel, loaded as one driver module (target, the "
-                       "default), or one per kernel (kernel); overrides the spec's 'modules'")
+                       "Cubins per target holding its kernels, up to 1 MiB of PTX each, each loaded as one driver "
+                       "module (target, the default), or one per kernel (kernel); overrides the spec's 'modules'")
                 .oneOf({"target", "kernel"});
             cli.option("--depfile", o->depfile, "Also write a Makefile-syntax depfile naming the spec and its .tir files");
             return std::function<int()>([o] { return runBuild(*o); });

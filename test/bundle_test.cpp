@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "backends/bundle/Bundle.h"
@@ -386,6 +387,46 @@ TEST_CASE("bundle: output is canonical and reproducible") {
   Result<std::string> c = write(in);
   REQUIRE(c.ok());
   CHECK(*a == *c);
+}
+
+TEST_CASE("bundle: the compression threads change no byte; a target may hold several modules") {
+  BundleInput in = sampleInput();
+  // Two modules of sm_90 (kernels m0..m2 in one, m3..m5 in the other) beside the sample's payloads.
+  in.modules.push_back({tgt("sm_90"), "ELF module 0" + noise(4000, 7)});
+  in.modules.push_back({tgt("sm_90"), "ELF module 1" + noise(3000, 9)});
+  for (uint32_t i = 0; i < 6; ++i) {
+    KernelInput k{"m" + std::to_string(i), {{"n", kU32, 0}}, rule({64}, {"ceil_div(n, 64)"}), {}};
+    k.payloads.push_back({tgt("sm_90"), PayloadKind::Cubin, Resources{8 + i, 0, 0, 0, 0, 0, 0}, {}, i / 3});
+    k.payloads.push_back({tgt("sm_80"), PayloadKind::Cubin, Resources{8, 0, 0, 0, 0, 0, 0}, noise(200 + i, i)});
+    for (const char* t : {"sm_80", "sm_90"}) {
+      k.payloads.push_back({tgt(t), PayloadKind::Ptx, {}, "// PTX of m" + std::to_string(i) + noise(100, i + 20)});
+      k.payloads.push_back({tgt(t), PayloadKind::Ir, {}, "// IR of m" + std::to_string(i)});
+    }
+    in.kernels.push_back(std::move(k));
+  }
+  Result<std::string> one = write(in);
+  REQUIRE(one.ok());
+  for (unsigned threads : {2u, 3u, 64u}) {
+    Result<std::string> many = write(in, {.threads = threads});
+    REQUIRE(many.ok());
+    CHECK_MESSAGE(*many == *one, threads, " threads");
+  }
+  Result<Reader> r = Reader::open(span(*one));
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK_FALSE(r->verifyPayloads().has_value());
+  std::set<uint64_t> moduleOffsets;
+  for (uint32_t i = 0; i < 6; ++i) {
+    const KernelInfo* k = r->manifest().find("m" + std::to_string(i));
+    REQUIRE(k);
+    const Entry* e = k->find(1, PayloadKind::Cubin);  // sm_90
+    REQUIRE(e);
+    moduleOffsets.insert(e->offset);
+    Result<std::string> bytes = r->payload(*e);
+    REQUIRE(bytes.ok());
+    CHECK(*bytes == in.modules[i / 3].bytes);
+    CHECK(e->resources.registers == 8 + i);
+  }
+  CHECK(moduleOffsets.size() == 2);
 }
 
 TEST_CASE("bundle: targets sort by architecture") {

@@ -3,9 +3,13 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
+#include <mutex>
 #include <set>
+#include <system_error>
+#include <thread>
 
 namespace tn::bundle {
 
@@ -332,7 +336,68 @@ int Manifest::targetIndex(Target target) const {
 
 // ---- writer ------------------------------------------------------------------------------------
 
-Result<std::string> write(const BundleInput& in) {
+namespace {
+
+// One payload's compression: its raw bytes and zstd level in, its frame and FNV-1a out.
+struct Compression {
+  const std::string* raw;
+  int level;
+  std::string compressed = {};
+  uint64_t rawChecksum = 0;
+};
+
+// Compresses every entry, `threads` at a time (each frame depends only on its bytes and level, so
+// the bundle's bytes do not depend on the threads). An error message, or nullopt.
+std::optional<std::string> compressAll(std::vector<Compression>& all, unsigned threads) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::optional<std::string> failure;
+  auto fail = [&](std::string why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failure) failure = std::move(why);
+    next = all.size();
+  };
+  auto worker = [&] {
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    if (!cctx) return fail("cannot create a zstd compression context");
+    struct CtxGuard {
+      ZSTD_CCtx* c;
+      ~CtxGuard() { ZSTD_freeCCtx(c); }
+    } guard{cctx};
+    // zstd's content checksum: a reader that uses a few payloads (Verify::Used) checks them by it,
+    // as zstd decompresses, instead of hashing each again with FNV-1a (docs/bundle-format.md).
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    try {
+      for (size_t i = next++; i < all.size(); i = next++) {
+        Compression& c = all[i];
+        c.compressed.resize(ZSTD_compressBound(c.raw->size()));
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, c.level);
+        size_t n = ZSTD_compress2(cctx, c.compressed.data(), c.compressed.size(), c.raw->data(), c.raw->size());
+        if (ZSTD_isError(n)) return fail(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
+        c.compressed.resize(n);
+        c.rawChecksum = fnv1a64(bytesOf(*c.raw));
+      }
+    } catch (const std::bad_alloc&) {
+      fail("out of memory while compressing the payloads");
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t extra = std::min<size_t>(std::max(threads, 1u), all.size()) - (all.empty() ? 0 : 1);
+  try {
+    for (size_t t = 0; t < extra; ++t) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // Fewer threads than asked: the ones started and this one do the rest.
+  }
+  worker();
+  for (std::thread& t : pool) t.join();
+  return failure;
+}
+
+}  // namespace
+
+
+Result<std::string> write(const BundleInput& in, const WriteOptions& options) {
   if (!isIdentifier(in.name)) return Error{"bundle name " + quoted(in.name) + " is not an identifier"};
   if (in.producer.empty() || in.producer.size() > kProducerSize || !isPrintable(in.producer))
     return Error{"producer " + quoted(in.producer) + " must be 1 to " + num(kProducerSize) + " printable characters"};
@@ -375,17 +440,6 @@ Result<std::string> write(const BundleInput& in) {
   for (const KernelInput& k : in.kernels) kernels.push_back(&k);
   std::sort(kernels.begin(), kernels.end(), [](const KernelInput* a, const KernelInput* b) { return a->name < b->name; });
 
-  ZSTD_CCtx* cctx = ZSTD_createCCtx();
-  if (!cctx) return Error{"cannot create a zstd compression context"};
-  struct CtxGuard {
-    ZSTD_CCtx* c;
-    ~CtxGuard() { ZSTD_freeCCtx(c); }
-  } guard{cctx};
-  // zstd's content checksum: a reader that uses a few payloads (Verify::Used) checks them by it,
-  // as zstd decompresses, instead of hashing each again with FNV-1a (docs/bundle-format.md).
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-  ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
-
   // The oldest version that holds this bundle, so that it reads wherever that version does: 10
   // for a pointer to fp8 codes, 9 for a pointer with an extent, 8 for a tensor map of rank 3, 7 for a kernel with variants, 6 for a
   // payload shared by several entries, 5 for tensor maps, else 4.
@@ -412,13 +466,12 @@ Result<std::string> write(const BundleInput& in) {
   const bool fp8 = anyParam([](const Param& p) { return p.element && isFp8(*p.element); });
   const uint32_t version = fp8 ? 10 : extents ? 9 : planes ? 8 : variants ? 7 : shared ? 6 : tensorMaps ? 5 : 4;
   Out manifest;
-  std::string payloads;
-  // Where a payload went; a module's is written once, where its first kernel (by name) needs it.
-  struct Written {
-    uint64_t offset, compressedSize, rawSize, rawChecksum;
-  };
-  std::vector<std::optional<Written>> writtenModules(in.modules.size());
-  std::optional<Written> scratch;
+  // The payloads in the order the payload section holds them (a module's where its first kernel
+  // by name needs it), compressed after the manifest is laid out; each manifest entry's place
+  // for its payload's offset, sizes and checksum, filled in then.
+  std::vector<Compression> compressions;
+  std::vector<std::optional<size_t>> moduleCompression(in.modules.size());
+  std::vector<std::pair<size_t, size_t>> patches;  // (manifest position, index into compressions)
   manifest.str(in.name);
   manifest.u32((in.ptxFallback ? kFlagPtx : 0) | (in.ir ? kFlagIr : 0));
   manifest.str(in.ptxasVersion);
@@ -481,25 +534,32 @@ Result<std::string> write(const BundleInput& in) {
 
     manifest.u32(static_cast<uint32_t>(refs.size()));
     for (const Ref& r : refs) {
-      std::optional<Written>& slot = r.p->module ? writtenModules[*r.p->module] : scratch;
-      if (!r.p->module || !slot) {
+      std::optional<size_t> own;
+      std::optional<size_t>& slot = r.p->module ? moduleCompression[*r.p->module] : own;
+      if (!slot) {
         const std::string& raw = r.p->module ? in.modules[*r.p->module].bytes : r.p->bytes;
-        std::string z(ZSTD_compressBound(raw.size()), '\0');
-        const int level = r.p->kind == PayloadKind::Cubin ? kCubinCompressionLevel : kTextCompressionLevel;
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
-        size_t n = ZSTD_compress2(cctx, z.data(), z.size(), raw.data(), raw.size());
-        if (ZSTD_isError(n)) return Error{std::string("zstd compression failed: ") + ZSTD_getErrorName(n)};
-        slot = Written{payloads.size(), n, raw.size(), fnv1a64(bytesOf(raw))};
-        payloads.append(z.data(), n);
+        slot = compressions.size();
+        compressions.push_back({&raw, r.p->kind == PayloadKind::Cubin ? kCubinCompressionLevel : kTextCompressionLevel});
       }
       manifest.u32(r.target);
       manifest.u32(static_cast<uint32_t>(r.p->kind));
       writeResources(manifest, r.p->kind == PayloadKind::Cubin ? r.p->resources : Resources{});
-      manifest.u64(slot->offset);
-      manifest.u64(slot->compressedSize);
-      manifest.u64(slot->rawSize);
-      manifest.u64(slot->rawChecksum);
+      patches.emplace_back(manifest.buf().size(), *slot);
+      for (int field = 0; field < 4; ++field) manifest.u64(0);  // offset, compressed and raw size, checksum
     }
+  }
+  if (auto bad = compressAll(compressions, options.threads)) return Error{*bad};
+  std::string payloads;
+  std::vector<uint64_t> offsets;
+  for (const Compression& c : compressions) {
+    offsets.push_back(payloads.size());
+    payloads += c.compressed;
+  }
+  for (auto [pos, i] : patches) {
+    const Compression& c = compressions[i];
+    const uint64_t fields[] = {offsets[i], c.compressed.size(), c.raw->size(), c.rawChecksum};
+    for (uint64_t v : fields)
+      for (int b = 0; b < 8; ++b) manifest.buf()[pos++] = static_cast<char>((v >> (8 * b)) & 0xff);
   }
   const std::string& m = manifest.buf();
   if (m.size() > kMaxManifestBytes) return Error{"manifest of " + num(m.size()) + " bytes exceeds the limit"};

@@ -163,9 +163,14 @@ struct BundleInput {
   std::vector<ModuleInput> modules;  // each used by at least one cubin entry
 };
 
+struct WriteOptions {
+  // Threads that compress the payloads (at least one: the caller's); the bytes do not depend on it.
+  unsigned threads = 1;
+};
+
 // Serializes and compresses; sorts kernels, targets and payloads into canonical order. Errors
 // for input the reader would reject (bad names, duplicates, caps, unchecked launch rules).
-Result<std::string> write(const BundleInput& in);
+Result<std::string> write(const BundleInput& in, const WriteOptions& options = {});
 
 // ---- reading -----------------------------------------------------------------------------------
 
