@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "backends/bundle/Bundle.h"
@@ -79,8 +80,38 @@ std::optional<std::vector<bundle::Target>> parseTargetList(const std::string& li
   return out;
 }
 
-// -j: how many ptxas processes or compression threads run at once (default: one per CPU).
+// -j: how many kernels compile, ptxas processes run or compression threads run at once (default:
+// one per CPU).
 unsigned parallelism(const BuildOpts& o) { return o.jobs ? o.jobs : std::max(1u, std::thread::hardware_concurrency()); }
+
+// Calls work(i) for i = 0 .. n - 1, up to `threads` at once (this thread among them, and fewer
+// where no more threads can be started), each i once, in no set order; work returns false to
+// start no further i. An exception ends the loop and is rethrown here after every thread ended.
+template <class Work>
+void parallelFor(size_t n, unsigned threads, Work work) {
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr thrown;
+  auto worker = [&] {
+    try {
+      for (size_t i = next++; i < n; i = next++)
+        if (!work(i)) next = n;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!thrown) thrown = std::current_exception();
+      next = n;
+    }
+  };
+  std::vector<std::thread> pool;
+  try {
+    for (size_t t = 1; t < std::min<size_t>(threads, n); ++t) pool.emplace_back(worker);
+  } catch (const std::system_error&) {
+    // The threads started so far and this one do the work.
+  }
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+}
 
 std::string describe(const bundle::Resources& r) {
   return std::to_string(r.registers) + " registers, " + std::to_string(r.spillStores) + " bytes spill stores, " +
@@ -184,44 +215,26 @@ bool runJobs(const BuildOpts& o, const std::string& ptxasPath, const spec::Spec&
     printErrorf("%s", tmp.error().c_str());
     return false;
   }
-  const unsigned threads = std::min<unsigned>(parallelism(o), static_cast<unsigned>(jobs.size()));
-  std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
-  std::mutex mu;  // progress lines and `thrown`
-  std::exception_ptr thrown;
-  bool tty = ::isatty(STDERR_FILENO) == 1;
-  auto worker = [&] {
-    // An exception must not end a thread (std::terminate): the first is rethrown after the join.
-    try {
-      for (size_t i = next++; i < jobs.size(); i = next++) {
-        Job& j = jobs[i];
-        ptxas::Job job{j.name, j.target, j.ptx, o.lineInfo || spec.debug, {}};
-        if (j.isModule())
-          for (size_t u : j.units) job.entries.push_back(spec.kernels[units[u].kernel].name);
-        j.out = ptxas::assemble(ptxasPath, tmp.path(), job, o.ptxasTimeout);
-        j.ran = true;
-        // A ptxas that hangs once likely hangs on every job: start no more.
-        if (j.out.timedOut) next = jobs.size();
-        size_t n = ++done;
-        if (tty && !j.out.interrupted) {
-          std::lock_guard<std::mutex> lock(mu);
-          std::string what = !j.out.ok       ? "failed"
-                             : j.isModule() ? std::to_string(j.units.size()) + " kernels in one module"
-                                            : std::to_string(j.out.resources[0].registers) + " registers";
-          std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, jobs.size(), j.name.c_str(), j.target.name().c_str(), what.c_str());
-        }
-      }
-    } catch (...) {
+  std::mutex mu;  // progress lines
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  parallelFor(jobs.size(), parallelism(o), [&](size_t i) {
+    Job& j = jobs[i];
+    ptxas::Job job{j.name, j.target, j.ptx, o.lineInfo || spec.debug, {}};
+    if (j.isModule())
+      for (size_t u : j.units) job.entries.push_back(spec.kernels[units[u].kernel].name);
+    j.out = ptxas::assemble(ptxasPath, tmp.path(), job, o.ptxasTimeout);
+    j.ran = true;
+    size_t n = ++done;
+    if (tty && !j.out.interrupted) {
       std::lock_guard<std::mutex> lock(mu);
-      if (!thrown) thrown = std::current_exception();
-      next = jobs.size();
+      std::string what = !j.out.ok       ? "failed"
+                         : j.isModule() ? std::to_string(j.units.size()) + " kernels in one module"
+                                        : std::to_string(j.out.resources[0].registers) + " registers";
+      std::fprintf(stderr, "[%zu/%zu] ptxas %s %s: %s\n", n, jobs.size(), j.name.c_str(), j.target.name().c_str(), what.c_str());
     }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
-  if (thrown) std::rethrow_exception(thrown);
+    return !j.out.timedOut;  // a ptxas that hangs once likely hangs on every job: start no more
+  });
   return ptxas::interruptedBy() == 0;
 }
 
@@ -298,6 +311,44 @@ bool assembleAll(const BuildOpts& o, const std::string& ptxasPath, const spec::S
   return !failed;
 }
 
+// One kernel compiled for every target of the spec: its units, in target order, and what it
+// reports, which the caller prints in spec order.
+struct KernelBuild {
+  std::vector<Unit> units;
+  std::vector<ir::Diagnostics> reports;  // instantiation's, then one per target compiled
+  std::string failure;  // "kernel 'K' failed to build for T", where no error says why
+  bool failed = false;
+};
+
+// Compiles kernel `ki` (instantiated as `inst`) for every target of the spec into `out`, up to the
+// first target where it fails (the others would mostly repeat its errors). Runs in a worker
+// thread: it reads the spec and the instances and writes only `out`.
+void compileKernel(const spec::Spec& spec, size_t ki, const std::vector<spec::TargetedInstance>& inst,
+                   const compile::Options& options, bool withIr, bool joinModules, KernelBuild& out) {
+  const spec::KernelSpec& k = spec.kernels[ki];
+  for (const bundle::Target& target : spec.targets) {
+    ir::Diagnostics& td = out.reports.emplace_back();
+    auto own = std::find_if(inst.begin(), inst.end(), [&](const spec::TargetedInstance& t) {
+      return std::find(t.targets.begin(), t.targets.end(), target) != t.targets.end();
+    });
+    ir::Module m = own->instance.module;
+    compile::Output compiled = compile::compile(m, target, options, td);
+    // A diagnostic from inside a template's sources is followed by the entry that made it.
+    if (k.tmpl && (td.hasErrors() || td.warnings() != 0)) spec::noteTemplateEntry(spec, k, "built for " + target.name(), td);
+    if (!compiled.ptx || td.hasErrors()) {
+      if (!td.hasErrors()) out.failure = "kernel '" + k.name + "' failed to build for " + target.name();
+      out.failed = true;
+      return;
+    }
+    Unit u{ki, target, std::move(*compiled.ptx), withIr ? ir::print(m) : std::string(), {}, {}, {}, 0};
+    if (joinModules) {
+      u.compiled = std::move(m);
+      u.registers = std::move(compiled.registers);
+    }
+    out.units.push_back(std::move(u));
+  }
+}
+
 int runBuild(const BuildOpts& o) {
   if (o.output == "-" && !o.depfile.empty()) {
     printErrorf("--depfile needs the bundle in a file, which its rule names; -o is '-' (standard output)");
@@ -329,52 +380,37 @@ int runBuild(const BuildOpts& o) {
     ptxasPath = *found;
   }
 
-  // Each kernel is instantiated once (signature, launch rule, IR), then compiled per target in
-  // spec order, kernel by kernel (deterministic diagnostics order). A kernel that fails does not
-  // stop the others: every kernel's errors are reported, then nothing is written.
-  std::vector<Unit> units;
+  // Each kernel is instantiated once (signature, launch rule, IR), in spec order (a .tir file's
+  // errors go with the first kernel that reads it), then compiled for every target, -j kernels at
+  // once; what each reports is printed in spec order, kernel by kernel (deterministic). A kernel
+  // that fails does not stop the others: every kernel's errors are reported, then nothing is
+  // written.
   std::vector<std::vector<spec::TargetedInstance>> instances(spec->kernels.size());
+  std::vector<KernelBuild> built(spec->kernels.size());
   spec::TirCache tirs;
+  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
+    built[ki].reports.emplace_back();
+    std::optional<std::vector<spec::TargetedInstance>> inst =
+        spec::instantiateForTargets(*spec, spec->kernels[ki], tirs, built[ki].reports.back());
+    if (inst) instances[ki] = std::move(*inst);
+    else built[ki].failed = true;
+  }
   compile::Options options = spec::compileOptions(*spec);
   options.lineInfo = options.lineInfo || o.lineInfo;
-  bool withIr = spec->ir && !o.noIr;
+  const bool withIr = spec->ir && !o.noIr;
   const spec::Spec::Modules modules = o.modules ? *spec::parseModules(*o.modules) : spec->modules;
   const bool joinModules = modules == spec::Spec::Modules::PerTarget && !o.ptxOnly;
+  parallelFor(spec->kernels.size(), parallelism(o), [&](size_t ki) {
+    if (!built[ki].failed) compileKernel(*spec, ki, instances[ki], options, withIr, joinModules, built[ki]);
+    return true;
+  });
+  std::vector<Unit> units;
   bool failed = false;
-  for (size_t ki = 0; ki < spec->kernels.size(); ++ki) {
-    const spec::KernelSpec& k = spec->kernels[ki];
-    ir::Diagnostics d;
-    std::optional<std::vector<spec::TargetedInstance>> inst = spec::instantiateForTargets(*spec, k, tirs, d);
-    printDiagnostics(d);
-    if (!inst) {
-      failed = true;
-      continue;
-    }
-    for (const bundle::Target& target : spec->targets) {
-      ir::Diagnostics td;
-      auto own = std::find_if(inst->begin(), inst->end(), [&](const spec::TargetedInstance& t) {
-        return std::find(t.targets.begin(), t.targets.end(), target) != t.targets.end();
-      });
-      ir::Module m = own->instance.module;
-      compile::Output out = compile::compile(m, target, options, td);
-      // A diagnostic from inside a template's sources is followed by the entry that made it.
-      if (k.tmpl && (td.hasErrors() || td.warnings() != 0))
-        spec::noteTemplateEntry(*spec, k, "built for " + target.name(), td);
-      printDiagnostics(td);
-      if (!out.ptx || td.hasErrors()) {
-        if (!td.hasErrors())
-          printErrorf("kernel '%s' failed to build for %s", k.name.c_str(), target.name().c_str());
-        failed = true;
-        break;  // the other targets would mostly repeat the same errors
-      }
-      Unit u{ki, target, std::move(*out.ptx), withIr ? ir::print(m) : std::string(), {}, {}, {}, 0};
-      if (joinModules) {
-        u.compiled = std::move(m);
-        u.registers = std::move(out.registers);
-      }
-      units.push_back(std::move(u));
-    }
-    instances[ki] = std::move(*inst);
+  for (KernelBuild& b : built) {
+    for (const ir::Diagnostics& d : b.reports) printDiagnostics(d);
+    if (!b.failure.empty()) printErrorf("%s", b.failure.c_str());
+    failed = failed || b.failed;
+    for (Unit& u : b.units) units.push_back(std::move(u));
   }
   if (failed) return kInputError;
 
