@@ -476,7 +476,7 @@ Command buildCommand() {
             auto o = std::make_shared<BuildOpts>();
             cli.option("SPEC", o->spec, "Kernel spec (.toml), or - for stdin").required();
             cli.option("-o,--output", o->output, "Output bundle (.tnb), or - for stdout").required();
-            cli.option("-j,--jobs", o->jobs, "Parallel ptxas runs and compression threads (default: one per CPU)").range(1, 1024);
+            cli.option("-j,--jobs", o->jobs, "Kernels compiled, ptxas runs and compression threads at once (default: one per CPU)").range(1, 1024);
             cli.option("--targets", o->targets, "Comma-separated targets, overriding the spec's (e.g. sm_80,sm_90)");
             addPtxasOptions(cli, o->ptxas, o->ptxasTimeout);
             cli.flag("--ptx-only", o->ptxOnly, "Skip ptxas: bundle PTX only (loaded by driver JIT)");

@@ -368,18 +368,20 @@ std::optional<std::string> compressAll(std::vector<Compression>& all, unsigned t
     // as zstd decompresses, instead of hashing each again with FNV-1a (docs/bundle-format.md).
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
+    // An exception must not leave a thread (std::terminate): it becomes the failure.
     try {
+      std::string scratch;  // the frame at its largest; each payload keeps only its own bytes
       for (size_t i = next++; i < all.size(); i = next++) {
         Compression& c = all[i];
-        c.compressed.resize(ZSTD_compressBound(c.raw->size()));
+        scratch.resize(ZSTD_compressBound(c.raw->size()));
         ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, c.level);
-        size_t n = ZSTD_compress2(cctx, c.compressed.data(), c.compressed.size(), c.raw->data(), c.raw->size());
+        size_t n = ZSTD_compress2(cctx, scratch.data(), scratch.size(), c.raw->data(), c.raw->size());
         if (ZSTD_isError(n)) return fail(std::string("zstd compression failed: ") + ZSTD_getErrorName(n));
-        c.compressed.resize(n);
+        c.compressed.assign(scratch.data(), n);
         c.rawChecksum = fnv1a64(bytesOf(*c.raw));
       }
-    } catch (const std::bad_alloc&) {
-      fail("out of memory while compressing the payloads");
+    } catch (const std::exception& e) {
+      fail(std::string("cannot compress the payloads: ") + e.what());
     }
   };
   std::vector<std::thread> pool;
@@ -395,7 +397,6 @@ std::optional<std::string> compressAll(std::vector<Compression>& all, unsigned t
 }
 
 }  // namespace
-
 
 Result<std::string> write(const BundleInput& in, const WriteOptions& options) {
   if (!isIdentifier(in.name)) return Error{"bundle name " + quoted(in.name) + " is not an identifier"};
@@ -550,14 +551,19 @@ Result<std::string> write(const BundleInput& in, const WriteOptions& options) {
   }
   if (auto bad = compressAll(compressions, options.threads)) return Error{*bad};
   std::string payloads;
+  size_t frames = 0;
+  for (const Compression& c : compressions) frames += c.compressed.size();
+  payloads.reserve(frames);
   std::vector<uint64_t> offsets;
-  for (const Compression& c : compressions) {
+  for (Compression& c : compressions) {
     offsets.push_back(payloads.size());
     payloads += c.compressed;
+    std::string().swap(c.compressed);  // freed as it is copied
   }
+  offsets.push_back(payloads.size());  // where the last frame ends
   for (auto [pos, i] : patches) {
     const Compression& c = compressions[i];
-    const uint64_t fields[] = {offsets[i], c.compressed.size(), c.raw->size(), c.rawChecksum};
+    const uint64_t fields[] = {offsets[i], offsets[i + 1] - offsets[i], c.raw->size(), c.rawChecksum};
     for (uint64_t v : fields)
       for (int b = 0; b < 8; ++b) manifest.buf()[pos++] = static_cast<char>((v >> (8 * b)) & 0xff);
   }
