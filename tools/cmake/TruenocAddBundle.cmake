@@ -5,7 +5,7 @@
 # the generated <name>.cpp (the bundle bytes and one typed launch function per kernel) into
 # <target> and puts <name>.hpp on its include path. NAME is the C++ namespace; by default it is
 # the bundle's name (the spec's [bundle] name), as for `truenoc embed`. TARGETS overrides the
-# spec's architectures. The step reruns when the spec or a .tir file it names changes (truenoc
+# spec's architectures; JOBS is `truenoc build -j` (default: one per CPU). The step reruns when the spec or a .tir file it names changes (truenoc
 # writes a depfile), when the truenoc executable changes and when ptxas changes. GENERATOR names
 # a target of truenoc_add_generator: it runs in place of truenoc, so the spec may instantiate the
 # generator's own templates, and the bundle is rebuilt when the generator is.
