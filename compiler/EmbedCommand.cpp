@@ -101,7 +101,7 @@ std::optional<std::string> cppType(const bundle::Param& p) {
 }
 
 // `bytes` as C++ string literals of 64 bytes each, one to a line, indented: printable ASCII as
-// itself but for `"`, `\\` and `?` (no trigraphs), every other byte as an octal escape of up to
+// itself but for `"`, `\` and `?` (no trigraphs), every other byte as an octal escape of up to
 // three digits, three where an octal digit follows it (an escape ends after three).
 void appendStringLiteral(std::string& out, std::string_view bytes) {
   constexpr size_t kPerLine = 64;
