@@ -364,23 +364,58 @@ void oddScale(KernelBuilder& kb, IntGroup& g, Value unit, Value ls) {
   g.scale = mulRn(kb, g.d, toF32(kb, g.subScale));
 }
 
+// The distance from a group of 8 values to the group whose values are the high nibbles of the same
+// bytes, in the formats where the two also share their scale (and min), so that one read of the
+// bytes decodes both (decodeInt's `high`); 0 in the others. In a block the groups pair up as j and
+// j + P for the j whose bit log2(P) is 0.
+unsigned nibblePartner(const FmtInfo& f) {
+  switch (f.fmt) {
+    case Fmt::Q4_0:
+    case Fmt::Q4_1:
+    case Fmt::Q5_0:
+    case Fmt::Q5_1:
+    case Fmt::IQ4_NL:
+    case Fmt::MXFP4:
+    case Fmt::IQ4_XS: return 2;
+    case Fmt::NVFP4: return 1;
+    default: return 0;
+  }
+}
+
+// Group j of the block at blk; with `high` (formats with a nibblePartner P, j a low group: bit
+// log2(P) of j clear), also group j + P into *high, from the same loads.
 IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reuse reuse = Reuse::Once,
-                   Reads reads = Reads::Narrow) {
+                   Reads reads = Reads::Narrow, IntGroup* high = nullptr) {
   IntGroup g;
   const bool words = reads == Reads::Words;
   auto masked = [&](std::vector<Value> w, Value shift, uint32_t mask) {
     for (unsigned i = 0; i < 2; ++i) g.q[i] = (w[i] >> shift) & mask;
   };
+  // The 4-bit quants of the bytes w: the nibbles at `shift` (0 or 4), or with `high` the low ones
+  // and the high ones for *high.
+  auto nibbles = [&](const std::vector<Value>& w, Value shift) {
+    if (!high) return masked(w, shift, 0x0F0F0F0Fu);
+    for (unsigned i = 0; i < 2; ++i) g.q[i] = w[i] & 0x0F0F0F0Fu, high->q[i] = (w[i] >> 4u) & 0x0F0F0F0Fu;
+  };
+  // The quants replaced by their values in a format's table of 16 (lookup16).
+  auto lookup = [&](const int8_t (&table)[16]) {
+    for (Value& q : g.q) q = lookup16(kb, q, table);
+    if (high)
+      for (Value& q : high->q) q = lookup16(kb, q, table);
+  };
   // q5_0, q5_1: the group's fifth bits from the 32-bit qh at byte qhAt (value i's is bit i).
   auto addFifthBits = [&](unsigned qhAt) {
     Value qh = ldQ(kb, blk, qhAt, Scalar::U16, reuse) | (ldQ(kb, blk, qhAt + 2u, Scalar::U16, reuse) << 16u);
-    for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, j << 3u, i) << 4u);
+    Value first = j << 3u;
+    for (unsigned i = 0; i < 2; ++i) g.q[i] = g.q[i] | (fifthBits(qh, first, i) << 4u);
+    if (high)
+      for (unsigned i = 0; i < 2; ++i) high->q[i] = high->q[i] | (fifthBits(qh, first + 16u, i) << 4u);
   };
   switch (f.fmt) {
     case Fmt::Q4_0: {
       // Group j < 2: low nibbles of qs[8j..]; j >= 2: high nibbles of qs[8(j-2)..].
       g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 2u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      nibbles(bytes8(kb, blk, ((j & 1u) << 3u) + 2u, reuse), (j >> 1u) << 2u);
       g.intOffset = 8;
       break;
     }
@@ -390,14 +425,14 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       g.min = kb.neg(f16BitsToF32(kb, ldQ(kb, blk, 2u, Scalar::U16, reuse)), "neg_m");
       const unsigned qsAt = f.fmt == Fmt::Q4_1 ? 4 : 8;
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + qsAt, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      nibbles(bytes8(kb, blk, ((j & 1u) << 3u) + qsAt, reuse), (j >> 1u) << 2u);
       if (f.fmt == Fmt::Q5_1) addFifthBits(4u);
       break;
     }
     case Fmt::Q5_0: {
       // half d, the 32 fifth bits (bytes 2..5), nibbles as q4_0's from byte 6; w = d (q - 16).
       g.scale = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + 6u, reuse), (j >> 1u) << 2u, 0x0F0F0F0Fu);
+      nibbles(bytes8(kb, blk, ((j & 1u) << 3u) + 6u, reuse), (j >> 1u) << 2u);
       addFifthBits(2u);
       g.intOffset = 16;
       break;
@@ -416,8 +451,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       g.scale = mx ? e8m0Half(kb, ldQ(kb, blk, 0u, Scalar::U8, reuse))
                    : f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       const Bytes8 how = !mx ? Bytes8::Halves : words ? Bytes8::Window : Bytes8::Single;
-      masked(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, how), (j >> 1u) << 2u, 0x0F0F0F0Fu);
-      for (Value& q : g.q) q = lookup16(kb, q, mx ? kMxfp4Values : kIq4nlValues);
+      nibbles(bytes8(kb, blk, ((j & 1u) << 3u) + (mx ? 1u : 2u), reuse, how), (j >> 1u) << 2u);
+      lookup(mx ? kMxfp4Values : kIq4nlValues);
       break;
     }
     case Fmt::IQ4_XS: {
@@ -429,8 +464,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       Value ls = ((lo >> ((s & 1u) << 2u)) & 15u) | (((hi >> (s << 1u)) & 3u) << 4u);
       Value d = f16BitsToF32(kb, ldQ(kb, blk, 0u, Scalar::U16, reuse));
       g.scale = mulRn(kb, d, toF32(kb, kb.bitcast(ls, Type::of(Scalar::S32)) - 32));
-      masked(bytes8(kb, blk, (s << 4u) + ((jj & 1u) << 3u) + 8u, reuse), (jj >> 1u) << 2u, 0x0F0F0F0Fu);
-      for (Value& q : g.q) q = lookup16(kb, q, kIq4nlValues);
+      nibbles(bytes8(kb, blk, (s << 4u) + ((jj & 1u) << 3u) + 8u, reuse), (jj >> 1u) << 2u);
+      lookup(kIq4nlValues);
       break;
     }
     case Fmt::IQ2_XXS:
@@ -569,8 +604,8 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       // w = value * ue4m3(d[s]) / 2.
       Value sb = (j >> 1u).named("sub");
       g.scale = ue4m3Half(kb, ldQ(kb, blk, sb, Scalar::U8, reuse));
-      masked(bytes8(kb, blk, (sb << 3u) + 4u, reuse), (j & 1u) << 2u, 0x0F0F0F0Fu);
-      for (Value& q : g.q) q = lookup16(kb, q, kMxfp4Values);
+      nibbles(bytes8(kb, blk, (sb << 3u) + 4u, reuse), (j & 1u) << 2u);
+      lookup(kMxfp4Values);
       break;
     }
     case Fmt::Q4_K:
@@ -658,12 +693,17 @@ IntGroup decodeInt(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reus
       break;
     }
   }
+  if (high) {
+    // The partner's scale, min and offset are the group's.
+    IntGroup partner = g;
+    partner.q[0] = high->q[0], partner.q[1] = high->q[1];
+    *high = partner;
+  }
   return g;
 }
 
-// Elements 8j .. 8j+7 of the block at blk as f32, exactly as ggml's dequantize_row_* computes them.
-std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reads reads = Reads::Narrow) {
-  IntGroup g = decodeInt(kb, f, blk, j, Reuse::Once, reads);
+// A group's 8 weights as f32, exactly as ggml's dequantize_row_* computes them.
+std::vector<Value> weightsOf(KernelBuilder& kb, const FmtInfo& f, const IntGroup& g) {
   std::vector<Value> y;
   for (unsigned i = 0; i < kGroup; ++i) {
     Value w = kb.bitcast(g.q[i / 4], Type::of(Scalar::S32));
@@ -675,6 +715,11 @@ std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value
     y.push_back(g.min.valid() ? subRn(kb, v, g.min) : v);
   }
   return y;
+}
+
+// Elements 8j .. 8j+7 of the block at blk as f32.
+std::vector<Value> decode8(KernelBuilder& kb, const FmtInfo& f, Value blk, Value j, Reads reads = Reads::Narrow) {
+  return weightsOf(kb, f, decodeInt(kb, f, blk, j, Reuse::Once, reads));
 }
 
 // A 16-byte chunk of a q4_k or q5_k block, read by 16-byte loads (the block 16-byte aligned): chunk
@@ -1166,12 +1211,28 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     Value kx = ((k >> 5u) << 5u).named("kx");
     // Accumulator of weight row wi and column t: acc[wi * ntok + t].
     std::vector<Value> zero(size_t(nw) * ntok, kb.f32(0.0f, "zero"));
-    // Groups a lane takes an iteration, all their loads first: at ntok 1 a group is ~4.5 bytes of
-    // weights a lane (q4_0), so one at a time left a warp ~150 bytes in flight; 2 at ntok 2, and 1
-    // beyond, where each group's ntok columns of x are loads enough. The groups are g, g + 32 W, ...
-    // (as the iterations before took them), so every sum adds its products in the same order as
-    // without the unrolling; a group past the row reads group g again and adds nothing.
-    const unsigned unroll = ntok == 1 ? 4 : ntok == 2 ? 2 : 1;
+    // A lane's unit of work: a group of 8 values, or at ntok 1 and 2 in the formats with a
+    // nibblePartner P the pair of groups whose values are the low and the high nibbles of the same
+    // bytes (q4_0's groups j and j + 2), decoded from one read of those bytes and their scale: q4_0
+    // 5 loads for 16 values instead of 10, as many bytes a load as q8_0. Unit u is then groups
+    // lowGroup(u) and lowGroup(u) + P. Beyond ntok 2 the ntok columns of x a group reads outweigh
+    // its weights, and a pair's 16 decoded weights a row cost registers (q4_0 f32 ntok 8: 64 -> 92).
+    const unsigned P = ntok <= 2 ? nibblePartner(f) : 0;
+    const unsigned perUnit = P ? 2 : 1;
+    Value units = P ? (groups >> 1u).named("units") : groups;
+    auto lowGroup = [&](Value u) {
+      if (!P) return u;
+      if (P == 1) return (u << 1u).named("g_low");
+      return (((u >> log2u(P)) << log2u(2 * P)) | (u & (P - 1))).named("g_low");
+    };
+    // Units a lane takes an iteration, all their loads first. At ntok 1 a group is ~4.5 bytes of
+    // weights a lane (q4_0), so one at a time left a warp ~150 bytes in flight: 4 units (as pairs
+    // 36 bytes of q4_0 a lane, as 4 groups of q8_0), but 2 pairs for gemv_q_swiglu with f32/bf16 x,
+    // whose two matrices' decoded weights take the registers. At ntok 2 two groups (one pair), and
+    // one beyond, where each group's ntok columns of x are loads enough. The units are u, u + 32 W,
+    // ... (as the iterations before took them), so every sum adds its products in the same order as
+    // without the unrolling; a unit past the row reads unit u again and adds nothing.
+    const unsigned unroll = ntok == 1 ? (P && swiglu && !q81 ? 2 : 4) : ntok == 2 ? 2 / perUnit : 1;
     // body(gs, valid) for the `count` indices g, g + stride, ... below `bound` (an index past it
     // reads g's data again, and valid[u], unset for g itself, is false).
     auto unrolled = [&](Value g, Value bound, unsigned stride, unsigned count, auto&& body) {
@@ -1183,8 +1244,8 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       }
       return body(gs, valid);
     };
-    // The weights of each group of gs in every row: out[u][wi] = decode(block, j) of group gs[u] of
-    // wrows[wi].
+    // The weights of each unit whose low group is in gs, in every row: out[u][wi] = decode(block, j)
+    // of group gs[u] of wrows[wi] (a unit's groups).
     auto decodeGroups = [&](const std::vector<Value>& gs, auto&& decode) {
       std::vector<std::vector<decltype(decode(Value(), Value()))>> out(gs.size());
       for (size_t u = 0; u < gs.size(); ++u)
@@ -1196,28 +1257,48 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
     };
     // sum (the group's products added to acc), or acc where the group lies past the row.
     auto addIf = [&](Value in, Value acc, Value sum) { return in.valid() ? kb.select(in, sum, acc, "acc") : sum; };
-    // The loop of the two group paths: `unroll` groups a lane an iteration, each row's weights of
-    // them decoded by decode(block, j) first, then body(g, in, weights, next) adds group g's
-    // products (weights[wi]: row wi's) to the sums in `next`, group by group.
+    // The loop of the two group paths: `unroll` units a lane an iteration, each row's weights of
+    // them decoded by decode(block, j) (the unit's groups, j's first) first, then body(g, low, in,
+    // weights, next) adds group g's products (weights[wi]: row wi's) to the sums in `next`, group
+    // by group (low: the unit's first group, whose q8_1 block of x is g's).
     auto groupLoop = [&](const char* label, auto&& decode, auto&& body) {
       return kb.for_range(
-          first(lane, 32), groups, kb.u32(32 * W * unroll), zero,
-          [&](Value g0, std::span<Value> acc) {
-            return unrolled(g0, groups, 32 * W, unroll, [&](const std::vector<Value>& gs, const std::vector<Value>& valid) {
+          first(lane, 32), units, kb.u32(32 * W * unroll), zero,
+          [&](Value u0, std::span<Value> acc) {
+            return unrolled(u0, units, 32 * W, unroll, [&](const std::vector<Value>& us, const std::vector<Value>& valid) {
+              std::vector<Value> gs;
+              for (Value u : us) gs.push_back(lowGroup(u));
               auto weights = decodeGroups(gs, decode);
               std::vector<Value> next(acc.begin(), acc.end());
-              for (unsigned u = 0; u < unroll; ++u) body(gs[u], valid[u], weights[u], next);
+              for (unsigned u = 0; u < unroll; ++u)
+                for (unsigned h = 0; h < perUnit; ++h) {
+                  std::vector<std::decay_t<decltype(weights[u][0][0])>> rowsOf;
+                  for (const auto& w : weights[u]) rowsOf.push_back(w[h]);
+                  body(h == 0 ? gs[u] : (gs[u] + P).named("g_high"), gs[u], valid[u], rowsOf, next);
+                }
               return next;
             });
           },
-          {.label = label, .iv = "g"});
+          {.label = label, .iv = P ? "u" : "g"});
+    };
+    // A unit's groups from one read: group j of the block at blk, and with a partner group j + P.
+    auto unitGroups = [&](Value blk, Value j, Reads reads) {
+      std::vector<IntGroup> out(1);
+      IntGroup high;
+      out[0] = decodeInt(kb, f, blk, j, Reuse::Once, reads, P ? &high : nullptr);
+      if (P) out.push_back(high);
+      return out;
     };
     // x's groups are 8 elements (32 or 16 bytes), 16-byte aligned whenever x is.
     auto loop = [&](bool vector, Reads reads) {
       Value xa = vector ? assumeAligned16(kb, x, "x.a") : x;
-      auto decode = [&](Value blk, Value j) { return decode8(kb, f, blk, j, reads); };
+      auto decode = [&](Value blk, Value j) {
+        std::vector<std::vector<Value>> out;
+        for (const IntGroup& g : unitGroups(blk, j, reads)) out.push_back(weightsOf(kb, f, g));
+        return out;
+      };
       return groupLoop(vector ? "vec" : "scalar", decode,
-                       [&](Value g, Value in, const std::vector<std::vector<Value>>& wv, std::vector<Value>& next) {
+                       [&](Value g, Value, Value in, const std::vector<std::vector<Value>>& wv, std::vector<Value>& next) {
         for (unsigned t = 0; t < ntok; ++t) {
           Value e = kb.mad(kb.u32(t), kx, g << 3u, "e");
           Value px = kb.index(xa, e, bytesOf(s), "px");
@@ -1247,10 +1328,12 @@ std::optional<ir::Module> buildGemvQ(const Options& o, bool swiglu, ir::Diagnost
       Value xblocks = (k >> 5u).named("xblocks");
       Value ones = kb.s32(0x01010101, "ones");
       Value izero = kb.s32(0, "izero");
-      auto decode = [&](Value blk, Value j) { return decodeInt(kb, f, blk, j, Reuse::Once, reads); };
-      return groupLoop("dp4a", decode, [&](Value g, Value in, const std::vector<IntGroup>& wq, std::vector<Value>& next) {
+      auto decode = [&](Value blk, Value j) { return unitGroups(blk, j, reads); };
+      return groupLoop("dp4a", decode, [&](Value g, Value low, Value in, const std::vector<IntGroup>& wq,
+                                           std::vector<Value>& next) {
         for (unsigned t = 0; t < ntok; ++t) {
-          Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, g >> 2u), kb.u32(kQ81Bytes)), "xb");
+          // The unit's groups share one block of x, and so its address and scale.
+          Value xb = kb.ptradd(x, kb.mul_wide(kb.mad(kb.u32(t), xblocks, low >> 2u), kb.u32(kQ81Bytes)), "xb");
           Value pa = kb.ptradd(xb, kb.cvt(((g & 3u) << 3u) + 4u, Type::u64()), "pa");
           Value a0 = kb.load(pa, Type::of(Scalar::S32), {Mod::NcMod}, "a0");
           Value a1 = kb.load(kb.ptradd(pa, kb.u64(4)), Type::of(Scalar::S32), {Mod::NcMod}, "a1");

@@ -559,14 +559,16 @@ LIBRARY_TEST("quant gemv_q: random weights, odd row counts, ntok 1, 3 and 8 (bf1
 
 // rows_per_warp 2-4: each path (groups, 16-byte, dp4a, the fused kernel) with row counts that
 // leave a warp's last rows past m (read, not written) and that fill the last warp exactly.
-// At ntok 1 a lane takes 4 groups an iteration (q4_k/q5_k's 16-byte path: 2 blocks), g, g + 32 W,
+// At ntok 1 a lane takes 4 units an iteration (q4_k/q5_k's 16-byte path: 2 blocks), u, u + 32 W,
 // ...: rows long enough that every one of them is in the row in some iteration and past it in the
-// last (k = 37 · 256: 1184 groups against 512 an iteration of the default 4 warps a row; 37
-// blocks against 32), aligned (the 16-byte path) and misaligned (the group path).
+// last (k = 37 · 256: 1184 groups against 512 an iteration of the default 4 warps a row, 592 pairs
+// of groups in the formats of two nibbles a byte, q4_0, mxfp4, iq4_xs and nvfp4 here; 37 blocks
+// against 32), aligned (the 16-byte path; mxfp4's word windows, its rows 5032 bytes) and misaligned
+// (the group path).
 LIBRARY_TEST("quant gemv_q: long rows, several groups a lane an iteration", quantGemvLongRows) {
   std::mt19937 rng(seed());
   const uint32_t rows = 3, k = 37 * 256;
-  for (size_t fi : {0u, 1u, 2u, 3u, 4u}) {
+  for (size_t fi : {0u, 1u, 2u, 3u, 4u, 9u, 10u, 24u}) {
     const Format& f = kFormats[fi];
     std::vector<uint8_t> q = randomBlocks(rng, f, size_t(rows) * (k / f.qk));
     std::vector<float> deq = refDequant(f, q);
