@@ -1555,8 +1555,9 @@ constexpr unsigned kQRowBytes = 32 * kQSub + 16;
 // Per-row scale arrays: kQSub words a row, padded to an odd stride so that the reads of 8
 // consecutive rows (or tokens 2 apart) at one block fall in distinct banks.
 constexpr unsigned kQScaleStride = kQSub + 1;
-// Weight rows and tokens a warp stages between loop tests, their loads in flight together. (8 rows
-// gave q6_k no more loads in flight on sm_90a than 4: 24 of 80 against 22-32 of 40, at 78 registers.)
+// Weight rows (a lane's: with pairs of groups, every other row of the warp's) and tokens a warp
+// stages between loop tests, their loads in flight together. (8 rows gave q6_k no more loads in
+// flight on sm_90a than 4: 24 of 80 against 22-32 of 40, at 78 registers.)
 constexpr unsigned kQRowUnroll = 4, kQTokenUnroll = 8;
 
 // Y (ntok x m, f32) = X W^T for ggml-quantized W (m x k, any format) and q8_1 activations X
@@ -1567,8 +1568,9 @@ constexpr unsigned kQRowUnroll = 4, kQTokenUnroll = 8;
 // K advances a stage of 8 blocks of 32 values at a time. Staging: a warp decodes one row at a
 // time, lane l the 8 values 8l .. 8l + 7 of the stage (decodeInt's group; q4_0's q - 8 and
 // the like made signed bytes), so the lanes' loads cover the row's bytes of the stage
-// together (a few cache sectors per load, the scales one); tokens likewise, lane l the bytes
-// 8(l % 4) .. + 7 of the stage's q8_1 block l / 4. Quants go to shared memory as int8, the scales
+// together (a few cache sectors per load, the scales one); in the formats of two nibble groups a
+// byte two rows at a time, lane l a pair of groups (below, "Pairs of groups"). Tokens likewise,
+// lane l the bytes 8(l % 4) .. + 7 of the stage's q8_1 block l / 4. Quants go to shared memory as int8, the scales
 // as f32 beside (and for the formats with mins those and each token's sum of quants per block). Then per
 // block of 32: one mma.sync m16n8k32 (s8, s32 from zero) per tile gives the block's integer dot
 // products, scaled into f32 accumulators: d_w d_x sum, or d_x (D sum - M sum_a) with a min.
@@ -1700,24 +1702,42 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     return halfScales ? rowTimes(r, 4) : rowTimes(r, 4 * kQScaleStride) + (s << 2u);
   };
   auto wdAt = [&](Value r, Value s) { return wdAtRow(StagedRow{r, 0}, s); };
-  // The lane's 8 bytes of tile row r: bytes 8l .. 8l + 7 of the stage.
+  // Pairs of groups (the formats whose groups j and j + 2 are the low and high nibbles of the same
+  // bytes under one scale: nibblePartner 2): a lane decodes both from one read of their bytes (as
+  // gemv_q does), so 16 lanes stage a row of the stage: lanes 16h' .. 16h' + 15 the tile rows of
+  // parity h', lane l the groups l % 2 and l % 2 + 2 of the stage's block (l % 16) / 2, 16 bytes by
+  // one store. The two are not neighbours in K: the tiles hold each block's 4 groups in the order
+  // 0, 2, 1, 3, the tokens' as the weights', which leaves every block's dot product as it was.
+  // (nvfp4's pairs, j and j + 1, would store their 16-value scales from two rows at once, 17 words
+  // apart: a bank conflict; it stages a group a lane.)
+  const unsigned P = nibblePartner(f) == 2 ? 2 : 0;
+  Value pairRow, pairBlock, pairHalf;
+  if (P) {
+    pairRow = (lane >> 4u).named("pair_row");
+    pairBlock = ((lane & 15u) >> 1u).named("pair_block");
+    pairHalf = (lane & 1u).named("pair_half");
+  }
+  // Where the lane's 8 bytes of a tile (or token) row go: group `quarter` of the stage's block
+  // `sub`, bytes 8l .. 8l + 7 of the stage, or with pairs in the tiles' order of groups.
+  Value chunkAt = P ? ((sub << 5u) + ((quarter & 1u) << 4u) + ((quarter >> 1u) << 3u)).named("chunk_at") : lane << 3u;
   auto storeWords = [&](const ir::SharedArray& tile, StagedRow r, const std::vector<Value>& words) {
-    kb.store(sharedAt(tile, rowTimes(r, kQRowBytes) + (lane << 3u)), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
+    kb.store(sharedAt(tile, rowTimes(r, kQRowBytes) + chunkAt), kb.pack(Type::of(Scalar::U32, 2), words, "chunk"));
   };
-  // fn(r) for the tile rows (or tokens) base + i, i < count, `unroll` of them per iteration.
-  auto forRows = [&](Value base, unsigned count, unsigned unroll, auto&& fn) {
+  // fn(r) for the tile rows (or tokens) base + step i, i < count, `unroll` of them per iteration.
+  auto forRows = [&](Value base, unsigned count, unsigned unroll, auto&& fn, unsigned step = 1) {
     kb.for_range(kb.u32(0), kb.u32(count), kb.u32(unroll), [&](Value i) {
-      Value first = (base + i).named("r");
-      for (unsigned u = 0; u < unroll; ++u) fn(StagedRow{first, u});
+      Value first = (step == 1 ? base + i : base + i * step).named("r");
+      for (unsigned u = 0; u < unroll; ++u) fn(StagedRow{first, u * step});
     }, {.label = "stage_rows", .iv = "i"});
   };
   // The same with fn(r, p) for rows (tokens) of a tile that lies inside the matrix: p = first + i
   // stride, the row's pointer carried from row to row (no clamp, no product a row).
-  auto forRowPointers = [&](Value base, unsigned count, unsigned unroll, Value first, Value stride, auto&& fn) {
+  auto forRowPointers = [&](Value base, unsigned count, unsigned unroll, Value first, Value stride, auto&& fn,
+                            unsigned step = 1) {
     kb.for_range(kb.u32(0), kb.u32(count), kb.u32(unroll), {first}, [&](Value i, std::span<Value> carried) {
-      Value ptr = carried[0], r = (base + i).named("r");
+      Value ptr = carried[0], r = (step == 1 ? base + i : base + i * step).named("r");
       for (unsigned u = 0; u < unroll; ++u) {
-        fn(StagedRow{r, u}, ptr);
+        fn(StagedRow{r, u * step}, ptr);
         ptr = kb.ptradd(ptr, stride, "next_row");
       }
       return std::vector<Value>{ptr};
@@ -1771,19 +1791,32 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
     Value b = kb.min(b0 + sub, blocks - 1u).named("b");
     constexpr unsigned kRowsPerWarp = kQTileM / kQWarps;
     auto groupRows = [&](Reads reads) {
-      // The lane's group in the ggml block.
-      Value blkOff = kb.mul_wide(b >> log2u(perBlock), kb.u32(f.bytes));
-      Value j = (((b & (perBlock - 1)) << 2u) + quarter).named("j");
+      // The lane's group (with pairs: the low group of its pair) in the ggml block, and its block
+      // of 32 in the stage.
+      Value bw = P ? kb.min(b0 + pairBlock, blocks - 1u).named("b_pair") : b;
+      Value blockInStage = P ? pairBlock : sub;
+      Value blkOff = kb.mul_wide(bw >> log2u(perBlock), kb.u32(f.bytes));
+      Value j = (((bw & (perBlock - 1)) << 2u) + (P ? pairHalf : quarter)).named("j");
+      // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
+      auto signedWords = [&](const IntGroup& g) {
+        std::vector<Value> words;
+        const uint32_t off = 0x01010101u * uint32_t(g.intOffset);
+        for (Value v : g.q) words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
+        return words;
+      };
       // Row r of the tile, whose block of the stage is at blk.
       auto row = [&](StagedRow r, Value blk) {
-        IntGroup g = decodeInt(kb, f, blk, j, Reuse::Again, reads);
-        std::vector<Value> words;
-        for (Value v : g.q) {
-          // q - intOffset byte by byte without borrows (q < 128): ((q | 0x80) - off) ^ 0x80.
-          uint32_t off = 0x01010101u * uint32_t(g.intOffset);
-          words.push_back(g.intOffset ? (((v | 0x80808080u) - off) ^ 0x80808080u) : v);
+        IntGroup high;
+        IntGroup g = decodeInt(kb, f, blk, j, Reuse::Again, reads, P ? &high : nullptr);
+        std::vector<Value> words = signedWords(g);
+        if (P) {
+          std::vector<Value> hi = signedWords(high);
+          words.insert(words.end(), hi.begin(), hi.end());
+          Value at = rowTimes(r, kQRowBytes) + (pairBlock << 5u) + (pairHalf << 4u);
+          kb.store(sharedAt(wq, at), kb.pack(Type::of(Scalar::U32, 4), words, "pair_chunk"));
+        } else {
+          storeWords(wq, r, words);
         }
-        storeWords(wq, r, words);
         // halves: groups 2h, 2h + 1 of a block are the 16 values of its scale h (and min).
         if (halves)
           kb.if_then((quarter & 1u) == 0u, [&] {
@@ -1796,24 +1829,27 @@ std::optional<ir::Module> buildGemmQ(const Options& o, ir::Diagnostics& diags) {
             kb.store(sharedAt(wsc, at), kb.cvt(both, Type::of(Scalar::U16)));
           }, "wsc");
         if (!halfF32)
-          kb.if_then(((halfScales ? lane : quarter) == 0u).named("w_scale"), [&] {
-            Value at = wdAtRow(r, sub);
+          kb.if_then(((halfScales ? lane : P ? pairHalf : quarter) == 0u).named("w_scale"), [&] {
+            Value at = wdAtRow(r, blockInStage);
             kb.store(sharedAt(wd, at), halfScales ? g.d : g.scale);
             if (withMin) kb.store(sharedAt(wmin, at), halfScales ? g.dmin : g.min);
           }, "wd");
       };
-      Value base = warp * kRowsPerWarp;
+      // The warp's rows: all 16 a lane, or with pairs every other one from pairRow.
+      const unsigned step = P ? 2 : 1;
+      Value base = P ? (warp * kRowsPerWarp + pairRow).named("pair_base") : warp * kRowsPerWarp;
       kb.if_else(
           rowsInside,
           [&] {
             Value first = kb.ptradd(kb.ptradd(w, kb.mul_wide(m0 + base, rowBytes)), blkOff, "first_blk");
-            forRowPointers(base, kRowsPerWarp, kQRowUnroll, first, rowStride, row);
+            Value stride = P ? (rowStride * uint64_t{2}).named("pair_stride") : rowStride;
+            forRowPointers(base, kRowsPerWarp / step, kQRowUnroll, first, stride, row, step);
           },
           [&] {
-            forRows(base, kRowsPerWarp, kQRowUnroll, [&](StagedRow r) {
+            forRows(base, kRowsPerWarp / step, kQRowUnroll, [&](StagedRow r) {
               Value wrow = kb.ptradd(w, kb.mul_wide(kb.min(m0 + rowIndex(r), rows - 1u), rowBytes), "wrow");
               row(r, kb.ptradd(wrow, blkOff, "blk"));
-            });
+            }, step);
           },
           {.label = "w_rows"});
     };
